@@ -1,0 +1,45 @@
+# cardd — the two commands of the quick start are `make demo` and `make test`.
+# Both set up what they need: the system tools the tests use and a local .venv.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+SYSTEM_TOOLS := umockdev-run udevadm unshare
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test sysdeps venv bench diagrams check-diagrams clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# umockdev and udev are needed by the udev rule tests; installed only when missing.
+sysdeps:
+	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages for:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux >/dev/null; \
+	fi
+
+demo: $(STAMP)
+	$(PY) -m cardd.demo
+
+test: sysdeps $(STAMP) check-diagrams
+	$(PY) -m pytest -q
+
+diagrams: $(STAMP)
+	$(PY) -m devices.diagrams --write docs/state-machines.md
+
+check-diagrams: $(STAMP)
+	$(PY) -m devices.diagrams --check docs/state-machines.md
+
+bench: $(STAMP)
+	$(PY) benchmarks/link.py
+	$(PY) benchmarks/deal.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,80 @@
+"""Events the device models and the deal tracker emit, and the reason codes they carry.
+
+Every state change and every irregularity is an :class:`Event`. The daemon journals each
+one durably; tests assert on them. Reason codes are stable strings: they are what a
+regulator's report, a supervisor's screen and a log search key on, so never rename one.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class Severity(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"  # needs attention, play continues
+    ALARM = "alarm"  # play is held or blocked until someone acts
+
+
+class Role(enum.StrEnum):
+    """Who may act. Overrides (resume, re-deal, void, accept) need SUPERVISOR."""
+
+    DEALER = "dealer"
+    SUPERVISOR = "supervisor"
+    TECHNICIAN = "technician"
+
+
+class Reason(enum.StrEnum):
+    # device models
+    DEVICE_STATE = "DEVICE_STATE"  # a device model changed state
+    DEVICE_STALE = "DEVICE_STALE"  # heartbeat lost
+    DEVICE_OFFLINE = "DEVICE_OFFLINE"
+    DEVICE_FAULT = "DEVICE_FAULT"
+    DEVICE_RECOVERED = "DEVICE_RECOVERED"
+    READ_FROM_STALE_DEVICE = "READ_FROM_STALE_DEVICE"  # refused card read
+    # shoe life
+    SHOE_STATE = "SHOE_STATE"
+    SHOE_VERIFIED = "SHOE_VERIFIED"
+    SHOE_REFUSED = "SHOE_REFUSED"  # missing / extra cards at verification
+    CUT_CARD_OUT = "CUT_CARD_OUT"
+    BURN = "BURN"
+    DEALER_CHANGE_BURN = "DEALER_CHANGE_BURN"
+    RECONCILED = "RECONCILED"
+    RECONCILIATION_FAILED = "RECONCILIATION_FAILED"
+    SHOE_VOID = "SHOE_VOID"
+    # round
+    ROUND_STATE = "ROUND_STATE"
+    CARD_ASSIGNED = "CARD_ASSIGNED"
+    ACTION = "ACTION"
+    ACTION_REFUSED = "ACTION_REFUSED"
+    SETTLED = "SETTLED"
+    ROUND_HELD = "ROUND_HELD"
+    ROUND_RESUMED = "ROUND_RESUMED"
+    ROUND_VOID = "ROUND_VOID"
+    REDEAL = "REDEAL"
+    # irregularities
+    SHUFFLER_MALFUNCTION = "SHUFFLER_MALFUNCTION"
+    FACE_UP_CARD = "FACE_UP_CARD"
+    FOREIGN_CARD = "FOREIGN_CARD"
+    UNREADABLE_CARD = "UNREADABLE_CARD"
+    CARD_ENTERED_BY_DEALER = "CARD_ENTERED_BY_DEALER"
+    CARD_EXPOSED_IN_ERROR = "CARD_EXPOSED_IN_ERROR"
+    CARD_DRAWN_IN_ERROR = "CARD_DRAWN_IN_ERROR"
+    PLACEMENT_ERROR = "PLACEMENT_ERROR"
+    CARDS_TO_BOX_WITHOUT_WAGER = "CARDS_TO_BOX_WITHOUT_WAGER"
+    OVERRIDE = "OVERRIDE"
+    OVERRIDE_REFUSED = "OVERRIDE_REFUSED"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    reason: Reason
+    source: str  # "shuffler", "shoe-reader", "shoe", "round", "table"
+    message: str  # one human sentence: what happened and where
+    severity: Severity = Severity.INFO
+    data: dict[str, Any] = field(default_factory=dict)  # JSON-serialisable details
+    who: str | None = None  # the person behind an input or override
+
+
+EventSink = Callable[[Event], None]

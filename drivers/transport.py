@@ -1,0 +1,44 @@
+"""The one interface every driver offers to the layer above: bytes in, bytes out.
+
+A transport is opened on the running asyncio loop and calls its listener *on that loop*:
+``bytes_received`` for every chunk read (any size, from 1 byte up), and ``connection_lost``
+exactly once when the link goes (unplug, EIO, USB error, close). Drivers never interpret
+the bytes; framing and meaning belong to ``firmware_bridge``.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Protocol
+
+
+class TransportListener(Protocol):
+    def bytes_received(self, data: bytes) -> None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+
+class Transport(abc.ABC):
+    """Base class of the serial, USB and in-process transports."""
+
+    #: the device URL this transport was made from, for messages and logs
+    url: str
+
+    @abc.abstractmethod
+    async def open(self, listener: TransportListener) -> None:
+        """Open the device and start delivering bytes to ``listener`` on the running loop.
+
+        Raises a :class:`drivers.errors.DriverError` subclass that names the device and
+        what went wrong (not found, permission denied, busy).
+        """
+
+    @abc.abstractmethod
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` for the device. Raises ``drivers.errors.LinkDown`` when closed."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the device; idempotent. ``connection_lost(None)`` follows once."""
+
+    @property
+    @abc.abstractmethod
+    def is_open(self) -> bool: ...
