@@ -1,0 +1,391 @@
+"""Typed protocol messages, both directions, and their byte encoding.
+
+A message travels as the payload of one link DATA frame: ``[type u8][body]``. Each message
+class declares its type code and its fields (``Annotated[T, codec]``, packed in declaration
+order, see :mod:`firmware_bridge.wire_types`). ``encode(msg)`` and ``decode(payload)`` are
+the only entry points; the table of codes and layouts is in docs/protocol.md.
+
+Type codes: 0x01-0x0F common, 0x10-0x2F shuffler, 0x30-0x4F shoe reader, 0x50-0x5F firmware.
+Direction is documented per class (H = host, D = device).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from typing import Annotated, ClassVar
+
+from firmware_bridge.cards import Card, Orientation
+from firmware_bridge.wire_types import (
+    U8,
+    U16,
+    U32,
+    Blob,
+    BodyError,
+    Bool,
+    CardCounts,
+    CardField,
+    Composition,
+    Enum8,
+    FieldCodec,
+    Fixed,
+    Text,
+)
+
+#: Protocol version this host speaks. A peer with another major version is refused.
+PROTOCOL_MAJOR = 1
+PROTOCOL_MINOR = 0
+
+
+class MessageDecodeError(ValueError):
+    """A payload that is not a valid message; the text shows the payload in hex."""
+
+    def __init__(self, reason: str, payload: bytes) -> None:
+        shown = payload[:64].hex(" ") + (" ..." if len(payload) > 64 else "")
+        super().__init__(f"bad message payload ({len(payload)} bytes: {shown}): {reason}")
+        self.reason = reason
+        self.payload = bytes(payload)
+
+
+class DeviceRole(enum.IntEnum):
+    SHUFFLER = 1
+    SHOE = 2
+
+
+class DeviceState(enum.IntEnum):
+    """What a device says it is doing, in STATUS."""
+
+    IDLE = 0
+    SHUFFLING = 1
+    READY = 2  # shuffler: a verified stack is waiting; shoe: loaded
+    DEALING = 3
+    FAULT = 4
+    UPDATING = 5
+    EMPTY = 6
+    SELF_TEST = 7
+
+
+class FaultCode(enum.IntEnum):
+    """Faults either device can report. ``position`` in a fault names a stack position when relevant."""
+
+    JAM = 1
+    DOOR_OPEN = 2
+    FACE_UP_CARD = 3
+    CARD_COUNT_MISMATCH = 4
+    SENSOR = 5
+    MOTOR = 6
+    POWER_RESTORED = 7
+    CARD_PUSHED_BACK = 8
+    COVER_OPEN = 9
+
+
+class FirmwareStage(enum.IntEnum):
+    BEGIN = 1
+    CHUNK = 2
+    COMMIT = 3
+    ABORT = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Message:
+    TYPE: ClassVar[int]
+    FIELDS: ClassVar[tuple[tuple[str, FieldCodec], ...]]
+
+
+_REGISTRY: dict[int, type[Message]] = {}
+
+
+def _message(code: int):
+    """Register a message class under its type code and read its field codecs once."""
+
+    def register(cls: type) -> type[Message]:
+        cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+        if code in _REGISTRY:
+            raise RuntimeError(f"type code 0x{code:02x} used twice: {_REGISTRY[code].__name__}, {cls.__name__}")
+        hints = typing.get_type_hints(cls, include_extras=True)
+        cls.TYPE = code
+        cls.FIELDS = tuple((f.name, hints[f.name].__metadata__[0]) for f in dataclasses.fields(cls))
+        _REGISTRY[code] = cls
+        return cls
+
+    return register
+
+
+# ---- common ---------------------------------------------------------------------------
+
+
+@_message(0x01)
+class Hello(Message):
+    """H->D: first message after a link reset; the device answers with Ident."""
+
+    protocol_major: Annotated[int, U8]
+    protocol_minor: Annotated[int, U8]
+    host: Annotated[str, Text()]
+
+
+@_message(0x02)
+class Ident(Message):
+    """D->H: who the device is. ``boot_id`` changes at every device boot, so a reboot shows."""
+
+    role: Annotated[DeviceRole, Enum8(DeviceRole)]
+    model: Annotated[str, Text()]
+    serial: Annotated[str, Text()]
+    firmware_version: Annotated[str, Text()]
+    protocol_major: Annotated[int, U8]
+    protocol_minor: Annotated[int, U8]
+    boot_id: Annotated[int, U32]
+
+
+@_message(0x03)
+class Heartbeat(Message):
+    """Either way, periodically: proof of life."""
+
+    uptime_ms: Annotated[int, U32]
+
+
+@_message(0x04)
+class StatusRequest(Message):
+    """H->D: ask for Status."""
+
+
+@_message(0x05)
+class Status(Message):
+    """D->H: the device's state, its active fault (0 = none) and the cards it holds."""
+
+    state: Annotated[DeviceState, Enum8(DeviceState)]
+    fault: Annotated[int, U8]
+    cards_held: Annotated[int, U16]
+    uptime_ms: Annotated[int, U32]
+
+
+@_message(0x06)
+class Refused(Message):
+    """D->H: a command the device will not carry out now (e.g. start shuffle with the door open)."""
+
+    request_type: Annotated[int, U8]
+    reason: Annotated[str, Text()]
+
+
+# ---- shuffler -------------------------------------------------------------------------
+
+
+@_message(0x10)
+class StartShuffle(Message):
+    """H->D: shuffle and verify the loaded cards as a shoe of ``decks`` decks."""
+
+    decks: Annotated[int, U8]
+
+
+@_message(0x11)
+class ShuffleProgress(Message):
+    """D->H: cards counted so far."""
+
+    cards_counted: Annotated[int, U16]
+    percent: Annotated[int, U8]
+
+
+@_message(0x12)
+class ShuffleComplete(Message):
+    """D->H: shuffle done. The composition is a count per card, never the order."""
+
+    card_count: Annotated[int, U16]
+    composition: Annotated[dict, Composition()]
+
+
+@_message(0x13)
+class DeckCheckResult(Message):
+    """D->H: verification of the shuffled stack against ``decks`` full decks."""
+
+    ok: Annotated[bool, Bool()]
+    decks: Annotated[int, U8]
+    missing: Annotated[tuple, CardCounts()]
+    extra: Annotated[tuple, CardCounts()]
+    unrecognised: Annotated[int, U8]  # cards the camera could not identify (foreign backs, damage)
+
+
+@_message(0x14)
+class Fault(Message):
+    """D->H: a fault. ``position`` is the stack position concerned (0 when none)."""
+
+    code: Annotated[FaultCode, Enum8(FaultCode)]
+    position: Annotated[int, U16]
+    detail: Annotated[str, Text()]
+
+
+@_message(0x15)
+class ClearFault(Message):
+    """H->D: a technician or supervisor asks the device to clear a fault."""
+
+    code: Annotated[FaultCode, Enum8(FaultCode)]
+
+
+@_message(0x16)
+class FaultCleared(Message):
+    """D->H: the fault is gone."""
+
+    code: Annotated[FaultCode, Enum8(FaultCode)]
+
+
+@_message(0x17)
+class CountersRequest(Message):
+    """H->D: ask for the lifetime counters."""
+
+
+@_message(0x18)
+class Counters(Message):
+    """D->H: lifetime counters."""
+
+    shuffles: Annotated[int, U32]
+    cards: Annotated[int, U32]
+    jams: Annotated[int, U32]
+    faults: Annotated[int, U32]
+
+
+@_message(0x19)
+class SelfTest(Message):
+    """H->D: run the built-in self-test."""
+
+
+@_message(0x1A)
+class SelfTestResult(Message):
+    """D->H: self-test outcome."""
+
+    passed: Annotated[bool, Bool()]
+    detail: Annotated[str, Text()]
+
+
+# ---- shoe reader ----------------------------------------------------------------------
+
+
+@_message(0x30)
+class CardRead(Message):
+    """D->H: a card left the shoe. ``index`` counts cards out of this shoe from 1."""
+
+    index: Annotated[int, U16]
+    card: Annotated[Card, CardField()]
+    orientation: Annotated[Orientation, Enum8(Orientation)]
+    device_time_ms: Annotated[int, U32]
+
+
+@_message(0x31)
+class UnreadableCard(Message):
+    """D->H: a card left the shoe but could not be read."""
+
+    index: Annotated[int, U16]
+    device_time_ms: Annotated[int, U32]
+
+
+@_message(0x32)
+class CutCardSeen(Message):
+    """D->H: the cut card came out: the round in progress is the last of the shoe."""
+
+    index: Annotated[int, U16]
+    device_time_ms: Annotated[int, U32]
+
+
+@_message(0x33)
+class ShoeLoaded(Message):
+    """D->H: cards were loaded into the shoe."""
+
+    device_time_ms: Annotated[int, U32]
+
+
+@_message(0x34)
+class ShoeEmpty(Message):
+    """D->H: no cards left; ``cards_out`` is how many left the shoe."""
+
+    cards_out: Annotated[int, U16]
+    device_time_ms: Annotated[int, U32]
+
+
+@_message(0x35)
+class Calibrate(Message):
+    """H->D: recalibrate the optical reader."""
+
+
+@_message(0x36)
+class CalibrationResult(Message):
+    """D->H: calibration outcome."""
+
+    ok: Annotated[bool, Bool()]
+    detail: Annotated[str, Text()]
+
+
+# ---- firmware -------------------------------------------------------------------------
+
+
+@_message(0x50)
+class FirmwareBegin(Message):
+    """H->D: start a transfer. The device checks the signature again before committing."""
+
+    total_size: Annotated[int, U32]
+    chunk_size: Annotated[int, U16]
+    sha256: Annotated[bytes, Fixed(32)]
+    signature: Annotated[bytes, Fixed(64)]
+    header: Annotated[bytes, Blob()]
+
+
+@_message(0x51)
+class FirmwareChunk(Message):
+    """H->D: one chunk at ``offset`` with its CRC-32 (zlib.crc32)."""
+
+    offset: Annotated[int, U32]
+    crc32: Annotated[int, U32]
+    data: Annotated[bytes, Blob()]
+
+
+@_message(0x52)
+class FirmwareCommit(Message):
+    """H->D: all chunks sent; verify SHA-256 and signature, install, reboot."""
+
+
+@_message(0x53)
+class FirmwareAbort(Message):
+    """H->D: abandon the transfer; the running firmware stays."""
+
+    reason: Annotated[str, Text()]
+
+
+@_message(0x54)
+class FirmwareResult(Message):
+    """D->H: the answer to each firmware step."""
+
+    stage: Annotated[FirmwareStage, Enum8(FirmwareStage)]
+    ok: Annotated[bool, Bool()]
+    offset: Annotated[int, U32]
+    detail: Annotated[str, Text()]
+
+
+# ---- codec ----------------------------------------------------------------------------
+
+
+def encode(msg: Message) -> bytes:
+    """The link payload for ``msg``: type byte then fields in declaration order."""
+    try:
+        return bytes([msg.TYPE]) + b"".join(codec.pack(getattr(msg, name)) for name, codec in msg.FIELDS)
+    except BodyError as exc:
+        raise ValueError(f"cannot encode {type(msg).__name__}: {exc}") from None
+
+
+def decode(payload: bytes) -> Message:
+    """The message in a link payload; any defect raises :class:`MessageDecodeError`."""
+    if not payload:
+        raise MessageDecodeError("empty payload, expected a type byte", payload)
+    cls = _REGISTRY.get(payload[0])
+    if cls is None:
+        raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
+    values = {}
+    offset = 1
+    try:
+        for name, codec in cls.FIELDS:
+            values[name], offset = codec.unpack(payload, offset)
+    except BodyError as exc:
+        raise MessageDecodeError(f"{cls.__name__}.{name}: {exc}", payload) from None
+    if offset != len(payload):
+        raise MessageDecodeError(f"{cls.__name__} ends at byte {offset}, {len(payload) - offset} bytes left over", payload)
+    return cls(**values)
+
+
+def message_types() -> dict[int, type[Message]]:
+    """Every message class by type code (for docs and tests)."""
+    return dict(_REGISTRY)
