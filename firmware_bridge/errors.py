@@ -1,0 +1,103 @@
+"""The errors the link layer, firmware transfer and session raise.
+
+Every protocol error shows the offending bytes in hex (truncated to :data:`HEX_SHOWN`
+bytes), so a log line alone tells a technician what came down the wire. The stream
+decoder never raises these to its caller: it counts them and hands them to a callback.
+"""
+from __future__ import annotations
+
+#: how many offending bytes an error message shows before "..."
+HEX_SHOWN = 48
+
+
+def hex_preview(data: bytes, limit: int = HEX_SHOWN) -> str:
+    """``data`` as spaced hex, cut after ``limit`` bytes with a note of the full length."""
+    shown = bytes(data[:limit]).hex(" ")
+    if len(data) > limit:
+        return f"{shown} ... ({len(data)} bytes)"
+    return shown or "(empty)"
+
+
+class ProtocolError(Exception):
+    """Base of everything that goes wrong on the device protocol."""
+
+
+class FrameError(ProtocolError):
+    """A delimited frame that could not be accepted. ``data`` is what was received (COBS-encoded)."""
+
+    def __init__(self, reason: str, data: bytes) -> None:
+        super().__init__(f"{reason}: {hex_preview(data)}")
+        self.reason = reason
+        self.data = bytes(data)
+
+
+class CobsError(FrameError):
+    """The bytes between two delimiters are not valid COBS."""
+
+
+class FrameTooShort(FrameError):
+    """Fewer bytes than a header and a CRC."""
+
+
+class FrameTooLong(FrameError):
+    """Longer than MAX_FRAME_LEN (or no delimiter within the receive bound)."""
+
+
+class CrcMismatch(FrameError):
+    """The CRC-16 at the end of the frame does not match its contents."""
+
+
+class UnknownFrameKind(FrameError):
+    """The kind byte names no frame kind."""
+
+
+class LinkError(ProtocolError):
+    """A send that could not be completed."""
+
+
+class LinkFailed(LinkError):
+    """The retry cap was reached (or the link was closed) before the peer acknowledged."""
+
+
+class LinkReset(LinkError):
+    """The link was reset (by the peer or by us) before the frame was acknowledged."""
+
+
+class FirmwareError(ProtocolError):
+    """A firmware image or transfer that must not go ahead."""
+
+
+class FirmwareFormatError(FirmwareError):
+    """An image file that does not parse (bad magic, short, sizes that disagree)."""
+
+
+class FirmwareSignatureError(FirmwareError):
+    """The Ed25519 signature does not verify against the configured public key."""
+
+
+class FirmwareTargetMismatch(FirmwareError):
+    """The image is built for another device model."""
+
+
+class FirmwareTransferError(FirmwareError):
+    """The device refused a step of the transfer, or a chunk arrived damaged."""
+
+
+class SessionError(ProtocolError):
+    """The session cannot do what was asked."""
+
+
+class IncompatibleProtocol(SessionError):
+    """The device speaks another protocol major version."""
+
+
+class RequestTimeout(SessionError):
+    """No answer of the expected type within the timeout."""
+
+
+class RequestRefused(SessionError):
+    """The device answered a request with Refused."""
+
+
+class SessionClosed(SessionError):
+    """The session is closed, or the link went down while waiting."""

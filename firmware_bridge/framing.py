@@ -1,0 +1,224 @@
+"""Frames on the wire: layout, CRC, COBS byte stuffing and a streaming decoder.
+
+Before COBS a frame is ``[kind u8][seq u8][ack u8][payload 0..MAX_PAYLOAD][crc16 big-endian]``,
+the CRC (see :mod:`firmware_bridge.crc`) covering every byte before it. On the wire it is
+``00 COBS(frame) 00``: the leading delimiter means a frame sent after line noise is still
+found whole. Empty segments between delimiters are idle fill, not errors.
+docs/protocol.md describes every byte.
+"""
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, fields
+from typing import Callable
+
+from firmware_bridge.crc import crc16
+from firmware_bridge.errors import (
+    CobsError,
+    CrcMismatch,
+    FrameError,
+    FrameTooLong,
+    FrameTooShort,
+    UnknownFrameKind,
+)
+
+DELIMITER = 0x00
+HEADER_LEN = 3
+CRC_LEN = 2
+#: the longest frame before COBS: header + payload + CRC (a 512-byte firmware chunk fits with room)
+MAX_FRAME_LEN = 1024
+MAX_PAYLOAD = MAX_FRAME_LEN - HEADER_LEN - CRC_LEN
+
+
+def cobs_max_encoded(n: int) -> int:
+    """The longest COBS encoding of ``n`` bytes (one code byte per 254 data bytes, plus one)."""
+    return n + n // 254 + 1
+
+
+#: the longest run of bytes between delimiters the decoder keeps; longer runs are discarded
+MAX_ENCODED_LEN = cobs_max_encoded(MAX_FRAME_LEN)
+
+
+class FrameKind(enum.IntEnum):
+    DATA = 0x01  # seq = this frame's number, ack = next seq expected from the peer
+    ACK = 0x02  # ack = next seq expected (everything before it received)
+    NAK = 0x03  # ack = next seq expected; a later frame arrived, resend from ack
+    RESET = 0x04  # payload = 4-byte nonce; start a fresh link, both sides back to seq 0
+    RESET_ACK = 0x05  # payload = the nonce of the RESET it answers
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    kind: FrameKind
+    seq: int = 0
+    ack: int = 0
+    payload: bytes = b""
+
+
+_HEADER = struct.Struct(">BBB")
+_CRC = struct.Struct(">H")
+
+
+def cobs_encode(data: bytes) -> bytes:
+    """COBS-encode ``data``: the result holds no 0x00 byte."""
+    out = bytearray()
+    for block in bytes(data).split(b"\x00"):
+        while len(block) >= 254:
+            out.append(0xFF)
+            out += block[:254]
+            block = block[254:]
+        out.append(len(block) + 1)
+        out += block
+    return bytes(out)
+
+
+def cobs_decode(data: bytes) -> bytes:
+    """Reverse :func:`cobs_encode`; raises :class:`CobsError` on a zero byte or a code that overruns."""
+    if b"\x00" in data:
+        raise CobsError(f"0x00 at byte {bytes(data).index(0)} inside a COBS block", data)
+    out = bytearray()
+    i, n = 0, len(data)
+    while i < n:
+        code = data[i]
+        end = i + code
+        if end > n:
+            raise CobsError(f"COBS code 0x{code:02x} at byte {i} needs {code - 1} bytes, {n - i - 1} remain", data)
+        out += data[i + 1 : end]
+        i = end
+        if code != 0xFF and i < n:
+            out.append(0)
+    return bytes(out)
+
+
+def frame_bytes(frame: Frame) -> bytes:
+    """The frame before COBS: header, payload, CRC."""
+    if len(frame.payload) > MAX_PAYLOAD:
+        raise ValueError(f"payload of {len(frame.payload)} bytes exceeds MAX_PAYLOAD ({MAX_PAYLOAD})")
+    body = _HEADER.pack(frame.kind, frame.seq, frame.ack) + frame.payload
+    return body + _CRC.pack(crc16(body))
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """The frame as sent on the wire: ``00 COBS(frame_bytes) 00``."""
+    return b"\x00" + cobs_encode(frame_bytes(frame)) + b"\x00"
+
+
+def parse_frame(raw: bytes, shown: bytes | None = None) -> Frame:
+    """The frame in ``raw`` (already COBS-decoded). Errors show ``shown`` (default ``raw``)."""
+    shown = raw if shown is None else shown
+    if len(raw) < HEADER_LEN + CRC_LEN:
+        raise FrameTooShort(f"frame of {len(raw)} bytes, at least {HEADER_LEN + CRC_LEN} needed", shown)
+    if len(raw) > MAX_FRAME_LEN:
+        raise FrameTooLong(f"frame of {len(raw)} bytes exceeds MAX_FRAME_LEN ({MAX_FRAME_LEN})", shown)
+    (got,) = _CRC.unpack_from(raw, len(raw) - CRC_LEN)
+    want = crc16(raw[:-CRC_LEN])
+    if got != want:
+        raise CrcMismatch(f"CRC 0x{got:04x} received, 0x{want:04x} computed", shown)
+    kind, seq, ack = _HEADER.unpack_from(raw)
+    try:
+        kind = FrameKind(kind)
+    except ValueError:
+        raise UnknownFrameKind(f"frame kind 0x{kind:02x} is not one of {[hex(k) for k in FrameKind]}", shown) from None
+    return Frame(kind, seq, ack, bytes(raw[HEADER_LEN:-CRC_LEN]))
+
+
+def decode_frame(encoded: bytes) -> Frame:
+    """The frame in one COBS segment (the bytes between two delimiters)."""
+    if len(encoded) > MAX_ENCODED_LEN:
+        raise FrameTooLong(f"{len(encoded)} bytes between delimiters, at most {MAX_ENCODED_LEN}", encoded)
+    return parse_frame(cobs_decode(encoded), shown=encoded)
+
+
+@dataclass(slots=True)
+class DecoderStats:
+    frames: int = 0
+    cobs_errors: int = 0
+    crc_errors: int = 0
+    too_short: int = 0
+    oversize: int = 0
+    unknown_kind: int = 0
+    bytes_discarded: int = 0  # every byte of every rejected segment, and of over-long runs
+
+    @property
+    def errors(self) -> int:
+        return self.cobs_errors + self.crc_errors + self.too_short + self.oversize + self.unknown_kind
+
+    def snapshot(self) -> "DecoderStats":
+        return DecoderStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+_COUNTER = {
+    CobsError: "cobs_errors",
+    CrcMismatch: "crc_errors",
+    FrameTooShort: "too_short",
+    FrameTooLong: "oversize",
+    UnknownFrameKind: "unknown_kind",
+}
+
+
+class FrameDecoder:
+    """Turns a byte stream, in chunks of any size, into frames; never raises, never grows unbounded.
+
+    Each rejected segment is counted in :attr:`stats` and passed to ``on_error``. A run of
+    more than :data:`MAX_ENCODED_LEN` bytes without a delimiter is dropped as it arrives and
+    counted once; decoding resumes after the next delimiter.
+    """
+
+    def __init__(self, on_error: Callable[[FrameError], None] | None = None) -> None:
+        self.stats = DecoderStats()
+        self._on_error = on_error
+        self._buf = bytearray()
+        self._overflowing = False  # inside an over-long run: drop until the next delimiter
+
+    def feed(self, data: bytes) -> list[Frame]:
+        frames: list[Frame] = []
+        if b"\x00" not in data:
+            self._extend(data)
+            return frames
+        parts = bytes(data).split(b"\x00")
+        self._extend(parts[0])
+        self._segment_done(bytes(self._buf), frames)
+        self._buf.clear()
+        for part in parts[1:-1]:
+            if len(part) > MAX_ENCODED_LEN:  # the same rule as for a run that spans chunks
+                self._overflow(len(part), part)
+            self._segment_done(part, frames)
+        self._extend(parts[-1])
+        return frames
+
+    def pending(self) -> int:
+        """Bytes held waiting for a delimiter (at most MAX_ENCODED_LEN)."""
+        return len(self._buf)
+
+    def _extend(self, data: bytes) -> None:
+        if self._overflowing:
+            self.stats.bytes_discarded += len(data)
+            return
+        self._buf += data
+        if len(self._buf) > MAX_ENCODED_LEN:
+            self._overflow(len(self._buf), bytes(self._buf))
+            self._buf.clear()
+
+    def _overflow(self, n: int, data: bytes) -> None:
+        self._overflowing = True
+        self.stats.bytes_discarded += n
+        self._report(FrameTooLong(f"no delimiter within {MAX_ENCODED_LEN} bytes, discarding until the next", data))
+
+    def _segment_done(self, segment: bytes, frames: list[Frame]) -> None:
+        if self._overflowing:
+            self._overflowing = False
+            return
+        if not segment:
+            return
+        try:
+            frames.append(decode_frame(segment))
+            self.stats.frames += 1
+        except FrameError as exc:
+            self.stats.bytes_discarded += len(segment)
+            self._report(exc)
+
+    def _report(self, exc: FrameError) -> None:
+        setattr(self.stats, _COUNTER[type(exc)], getattr(self.stats, _COUNTER[type(exc)]) + 1)
+        if self._on_error is not None:
+            self._on_error(exc)
