@@ -1,0 +1,215 @@
+"""What the host believes about one device: a `transitions` state machine fed by typed messages.
+
+The shuffler and the shoe reader share the link life (offline -> connecting -> idle, stale
+on heartbeat loss, fault and back) and differ only in their working states, which each
+subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :class:`Event`:
+DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
+trouble, DEVICE_STATE otherwise.
+
+Staleness is measured with an injectable monotonic clock: ``check_heartbeat()`` (the
+daemon calls it periodically, tests after moving a fake clock) makes a device STALE when
+nothing was heard for ``stale_after_s``. Only proof of life (Heartbeat, Status, Ident)
+brings a stale device back; a card read from a stale device is not accepted.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, ClassVar
+
+import structlog
+from transitions import EventData, Machine
+
+from devices.events import Event, EventSink, Reason, Severity
+from firmware_bridge.messages import (
+    DeviceState,
+    Fault,
+    FaultCleared,
+    Heartbeat,
+    Ident,
+    Message,
+    Status,
+)
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], float]
+#: Called after every state change with (model, source state, destination state).
+ChangeListener = Callable[["DeviceModel", str, str], None]
+
+#: States a device can fall back into from STALE or FAULT (its remembered state).
+TROUBLE = ("offline", "stale", "fault")
+LIVENESS = (Heartbeat, Status, Ident)
+
+
+class DeviceModel:
+    NAME: ClassVar[str]
+    WORK_STATES: ClassVar[tuple[str, ...]]  # working states besides idle
+    WORK_TRANSITIONS: ClassVar[tuple[dict[str, Any], ...]]
+
+    state: str  # set by the Machine
+
+    def __init__(
+        self,
+        sink: EventSink,
+        clock: Clock = time.monotonic,
+        stale_after_s: float = 3.0,
+        on_change: ChangeListener | None = None,
+    ) -> None:
+        self._sink = sink
+        self._clock = clock
+        self.stale_after_s = stale_after_s
+        self._on_change = on_change
+        self.last_seen: float | None = None
+        self.resume_state = "idle"  # where STALE / FAULT return to
+        self.ident: Ident | None = None
+        self.active_fault: Fault | None = None
+        self.machine = Machine(
+            model=self,
+            states=list(self.states()),
+            transitions=[dict(t) for t in self.transitions()],
+            initial="offline",
+            auto_transitions=False,
+            queued=True,
+            send_event=True,
+            after_state_change="_after_change",
+        )
+
+    # ---- definition (also read by devices.diagrams) ------------------------------------
+
+    @classmethod
+    def states(cls) -> tuple[str, ...]:
+        return ("offline", "connecting", "idle", *cls.WORK_STATES, "fault", "updating", "stale")
+
+    @classmethod
+    def transitions(cls) -> tuple[dict[str, Any], ...]:
+        online = ["idle", *cls.WORK_STATES, "updating"]
+        linked = ["connecting", *online, "fault"]
+        back = tuple(
+            {"trigger": f"back_to_{s}", "source": ["stale", "fault"] if s in online[:-1] else "stale", "dest": s}
+            for s in ["connecting", *online]
+        ) + ({"trigger": "back_to_fault", "source": "stale", "dest": "fault"},)
+        return (
+            {"trigger": "connect", "source": "offline", "dest": "connecting"},
+            {"trigger": "identify", "source": [*linked, "stale"], "dest": "idle"},
+            {"trigger": "disconnect", "source": [*linked, "stale"], "dest": "offline"},
+            {"trigger": "lose_heartbeat", "source": linked, "dest": "stale"},
+            {"trigger": "fail", "source": ["idle", *cls.WORK_STATES], "dest": "fault"},
+            {"trigger": "begin_update", "source": ["idle", *cls.WORK_STATES], "dest": "updating"},
+            *back,
+            *cls.WORK_TRANSITIONS,
+        )
+
+    # ---- what the table asks -------------------------------------------------------------
+
+    @property
+    def usable(self) -> bool:
+        """Online and heard recently: its reports may be trusted."""
+        return self.state not in ("offline", "connecting", "stale", "updating")
+
+    @property
+    def healthy(self) -> bool:
+        """Usable and without an active fault."""
+        return self.usable and self.state != "fault"
+
+    # ---- inputs --------------------------------------------------------------------------
+
+    def link_up(self) -> None:
+        if self.state == "offline":
+            self.last_seen = self._clock()
+            self.connect()
+
+    def link_down(self) -> None:
+        if self.state != "offline":
+            self.disconnect()
+
+    def check_heartbeat(self) -> bool:
+        """Make the device STALE when silent too long. True when it is stale now."""
+        if self.state in ("offline", "stale"):
+            return self.state == "stale"
+        if self.last_seen is not None and self._clock() - self.last_seen > self.stale_after_s:
+            if self.state != "fault":
+                self.resume_state = self.state
+            self.lose_heartbeat()
+        return self.state == "stale"
+
+    def on_message(self, msg: Message) -> None:
+        """Update the model from one message the device sent."""
+        self.last_seen = self._clock()
+        if self.state == "offline":
+            self.connect()  # a message proves the link is up
+        if isinstance(msg, Ident):
+            self._on_ident(msg)
+            return
+        if self.state == "stale":
+            if isinstance(msg, LIVENESS):
+                self._back()
+            else:
+                return  # not proof of life; the table refuses what it carries
+        if isinstance(msg, Fault):
+            if self.state != "fault" or self.active_fault is None or self.active_fault.code != msg.code:
+                self.active_fault = msg
+                if self.state != "fault" and self.may("fail"):
+                    self.resume_state = self.state
+                    self.fail()
+        elif isinstance(msg, FaultCleared):
+            if self.state == "fault" and self.active_fault is not None and self.active_fault.code == msg.code:
+                self.active_fault = None
+                self._back()
+        elif isinstance(msg, Status):
+            self._on_status(msg)
+        else:
+            self._on_work_message(msg)
+
+    # ---- internals -----------------------------------------------------------------------
+
+    def may(self, trigger: str) -> bool:
+        return self.machine.get_triggers(self.state).count(trigger) > 0
+
+    def _on_ident(self, msg: Ident) -> None:
+        rebooted = self.ident is not None and self.ident.boot_id != msg.boot_id
+        self.ident = msg
+        self.active_fault = None
+        self._ident_note = {"serial": msg.serial, "firmware": msg.firmware_version, "rebooted": rebooted}
+        self.identify()
+        self._ident_note = None
+
+    def _on_status(self, msg: Status) -> None:
+        # Status only forces the states the host cannot infer from other messages.
+        if msg.state is DeviceState.FAULT and self.state != "fault" and self.may("fail"):
+            self.resume_state = self.state
+            self.fail()
+        elif msg.state is DeviceState.UPDATING and self.may("begin_update"):
+            self.begin_update()
+
+    def _on_work_message(self, msg: Message) -> None:
+        """Subclasses map their own messages to their work triggers."""
+
+    def _back(self) -> None:
+        # A fault outlives a silence: a device stale while faulted comes back faulted.
+        faulted = self.state == "stale" and self.active_fault is not None
+        self.trigger("back_to_fault" if faulted else f"back_to_{self.resume_state}")
+
+    def _after_change(self, event: EventData) -> None:
+        src, dst = event.transition.source, event.transition.dest
+        reason, severity = Reason.DEVICE_STATE, Severity.INFO
+        if dst == "stale":
+            reason, severity = Reason.DEVICE_STALE, Severity.WARNING
+        elif dst == "offline":
+            reason, severity = Reason.DEVICE_OFFLINE, Severity.WARNING
+        elif dst == "fault":
+            reason, severity = Reason.DEVICE_FAULT, Severity.WARNING
+        elif src in TROUBLE and dst not in TROUBLE and dst != "connecting":
+            reason = Reason.DEVICE_RECOVERED
+        data: dict[str, Any] = {"device": self.NAME, "from": src, "to": dst, "trigger": event.event.name}
+        if dst == "fault" and self.active_fault is not None:
+            data |= {"fault": self.active_fault.code.name, "position": self.active_fault.position,
+                     "detail": self.active_fault.detail}
+        if getattr(self, "_ident_note", None):
+            data |= self._ident_note
+        text = f"{self.NAME}: {src} -> {dst} ({event.event.name})"
+        if "fault" in data:
+            text += f": {data['fault']} at position {data['position']} {data['detail']}".rstrip()
+        log.info("device_state", **data)
+        self._sink(Event(reason, self.NAME, text, severity, data))
+        if self._on_change is not None:
+            self._on_change(self, src, dst)

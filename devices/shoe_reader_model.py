@@ -1,0 +1,34 @@
+"""The host's model of the optical card-reading dealing shoe.
+
+Working states: loaded (cards in, none out yet) and dealing. Whether a card read may be
+used is decided here (:attr:`accepts_reads`); where it goes is the table's job.
+"""
+from __future__ import annotations
+
+from devices.device_model import DeviceModel
+from firmware_bridge.messages import CardRead, CutCardSeen, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
+
+
+class ShoeReaderModel(DeviceModel):
+    NAME = "shoe-reader"
+    WORK_STATES = ("loaded", "dealing")
+    WORK_TRANSITIONS = (
+        {"trigger": "load", "source": ["idle", "loaded", "dealing"], "dest": "loaded"},
+        {"trigger": "start_dealing", "source": ["idle", "loaded"], "dest": "dealing"},
+        {"trigger": "run_empty", "source": ["loaded", "dealing"], "dest": "idle"},
+    )
+
+    @property
+    def accepts_reads(self) -> bool:
+        """Card reads count only from a device that is online and heard recently."""
+        return self.usable
+
+    def _on_work_message(self, msg: Message) -> None:
+        if isinstance(msg, ShoeLoaded):
+            self.load()
+        elif isinstance(msg, (CardRead, UnreadableCard, CutCardSeen)):
+            if self.state in ("idle", "loaded"):
+                self.start_dealing()
+        elif isinstance(msg, ShoeEmpty):
+            if self.may("run_empty"):
+                self.run_empty()

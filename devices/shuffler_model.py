@@ -1,0 +1,41 @@
+"""The host's model of the automatic card shuffler.
+
+Working states: shuffling (progress reported) and ready (a shuffled, counted stack waits
+to be loaded into the shoe). Verification of the count and composition is the shoe life's
+job (:mod:`devices.shoe`); this model only tracks what the device is doing.
+"""
+from __future__ import annotations
+
+from devices.device_model import DeviceModel
+from firmware_bridge.messages import Message, ShuffleComplete, ShuffleProgress, Status, DeviceState
+
+
+class ShufflerModel(DeviceModel):
+    NAME = "shuffler"
+    WORK_STATES = ("shuffling", "ready")
+    WORK_TRANSITIONS = (
+        {"trigger": "start_shuffle", "source": ["idle", "ready"], "dest": "shuffling"},
+        {"trigger": "finish_shuffle", "source": "shuffling", "dest": "ready"},
+        {"trigger": "hand_off", "source": "ready", "dest": "idle"},
+    )
+
+    def _on_work_message(self, msg: Message) -> None:
+        if isinstance(msg, ShuffleProgress):
+            if self.state in ("idle", "ready"):
+                self.start_shuffle()
+        elif isinstance(msg, ShuffleComplete):
+            if self.state in ("idle", "ready"):  # an instant shuffle sends no progress
+                self.start_shuffle()
+            if self.state == "shuffling":
+                self.finish_shuffle()
+
+    def _on_status(self, msg: Status) -> None:
+        if msg.state is DeviceState.IDLE and self.state == "ready":
+            self.hand_off()  # the stack was taken to the shoe
+        else:
+            super()._on_status(msg)
+
+    def stack_taken(self) -> None:
+        """The shuffled stack went into the shoe (the table calls this on ShoeLoaded)."""
+        if self.state == "ready":
+            self.hand_off()
