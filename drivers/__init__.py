@@ -1,0 +1,17 @@
+"""Drivers: bytes in, bytes out over serial, USB bulk or a registered scheme (sim://).
+
+The layer above uses :func:`open_transport` / :func:`make_transport` with a device URL,
+or :class:`ReconnectingLink` to keep a link up across unplugs.
+"""
+from drivers.errors import (BadURL, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
+                            LinkLost, PermissionDenied)
+from drivers.factory import make_transport, open_transport, register_scheme, registered_schemes
+from drivers.transport import Transport, TransportListener
+from drivers.urls import DeviceURL, SerialSettings, parse_url
+
+__all__ = [
+    "BadURL", "DeviceBusy", "DeviceNotFound", "DriverError", "LinkDown", "LinkLost",
+    "PermissionDenied", "make_transport", "open_transport", "register_scheme",
+    "registered_schemes", "Transport", "TransportListener", "DeviceURL", "SerialSettings",
+    "parse_url",
+]

@@ -1,0 +1,147 @@
+"""Serial transport: pyserial opens and configures the port, the asyncio loop moves bytes.
+
+Reads and writes are event-driven (``add_reader``/``add_writer`` on the port's fd, non-
+blocking ``os.read``/``os.write``): no reader thread, no polling. Any chunk size is passed
+up as it arrives, so byte-at-a-time delivery and an FTDI adapter's 16 ms batches look the
+same to the framing layer. EIO or a zero-length read on a readable fd is an unplug:
+``connection_lost`` is called exactly once and the fd leaves the loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+
+import serial
+import structlog
+
+from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
+                            LinkLost, PermissionDenied)
+from drivers.transport import Transport, TransportListener
+from drivers.urls import DeviceURL, parse_url
+
+log = structlog.get_logger(__name__)
+
+READ_CHUNK = 4096
+_PARITY = {"N": serial.PARITY_NONE, "E": serial.PARITY_EVEN, "O": serial.PARITY_ODD,
+           "M": serial.PARITY_MARK, "S": serial.PARITY_SPACE}
+_BUSY = {errno.EWOULDBLOCK, errno.EAGAIN, errno.EBUSY}
+
+
+def open_error(path: str, exc: BaseException) -> DriverError:
+    """The one clear error for a port that would not open, from the errno behind ``exc``."""
+    code = getattr(exc, "errno", None)
+    if code == errno.ENOENT:
+        return DeviceNotFound(path, "no such device (is it plugged in? is the udev rule "
+                              "installed? see docs/install.md)")
+    if code in (errno.EACCES, errno.EPERM):
+        return PermissionDenied(path, f"permission denied: {PERMISSION_HINT}")
+    if code in _BUSY:
+        return DeviceBusy(path, "busy: another process holds the port's exclusive lock "
+                          "(is another cardd or a terminal program running?)")
+    return DriverError(path, f"cannot open serial port: {exc}")
+
+
+class SerialTransport(Transport):
+    def __init__(self, url: DeviceURL | str) -> None:
+        self._url = url if isinstance(url, DeviceURL) else parse_url(url)
+        if self._url.scheme != "serial":
+            raise ValueError(f"SerialTransport needs a serial:// URL, not {self._url}")
+        self.url = self._url.text
+        self.path: str = self._url.path or ""
+        self._port: serial.Serial | None = None
+        self._fd = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: TransportListener | None = None
+        self._out = bytearray()  # what the kernel buffer did not take yet
+
+    @property
+    def is_open(self) -> bool:
+        return self._port is not None
+
+    async def open(self, listener: TransportListener) -> None:
+        if self._port is not None:
+            raise DriverError(self.path, "already open")
+        settings = self._url.serial_settings
+        assert settings is not None
+        port = serial.Serial(baudrate=settings.baud, parity=_PARITY[settings.parity],
+                             stopbits=settings.stopbits, bytesize=settings.bytesize,
+                             timeout=0, write_timeout=0, exclusive=True)
+        port.port = self.path
+        try:
+            port.open()
+        except (serial.SerialException, OSError) as exc:
+            raise open_error(self.path, exc) from exc
+        self._port, self._fd = port, port.fileno()
+        self._loop, self._listener = asyncio.get_running_loop(), listener
+        self._loop.add_reader(self._fd, self._on_readable)
+        log.info("serial_open", device=self.path, baud=settings.baud, parity=settings.parity)
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self._fd, READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return  # spurious wake-up
+        except OSError as exc:
+            self._lose(LinkLost(self.path, f"link lost: {os.strerror(exc.errno or 0)} "
+                                f"(errno {exc.errno}); unplugged?"), exc)
+            return
+        if not data:
+            self._lose(LinkLost(self.path, "link lost: end of file (device gone)"), None)
+            return
+        assert self._listener is not None
+        self._listener.bytes_received(data)
+
+    def write(self, data: bytes) -> None:
+        if self._port is None:
+            raise LinkDown(self.path, "write on a closed serial port")
+        if self._out:  # keep order: queue behind what is already waiting
+            self._out += data
+            return
+        self._out += data
+        self._flush()
+        if self._out and self._port is not None:
+            assert self._loop is not None
+            self._loop.add_writer(self._fd, self._on_writable)
+
+    def _flush(self) -> None:
+        try:
+            while self._out:
+                written = os.write(self._fd, self._out)
+                del self._out[:written]
+        except (BlockingIOError, InterruptedError):
+            pass  # kernel buffer full: the writer callback sends the rest
+        except OSError as exc:
+            self._lose(LinkLost(self.path, f"link lost on write: {os.strerror(exc.errno or 0)} "
+                                f"(errno {exc.errno})"), exc)
+
+    def _on_writable(self) -> None:
+        self._flush()
+        if not self._out and self._port is not None:
+            assert self._loop is not None
+            self._loop.remove_writer(self._fd)
+
+    def close(self) -> None:
+        self._lose(None, None)
+
+    def _lose(self, exc: LinkLost | None, cause: BaseException | None) -> None:
+        """Release the port and tell the listener once; later calls do nothing."""
+        port, self._port = self._port, None
+        if port is None:
+            return
+        if cause is not None and exc is not None:
+            exc.__cause__ = cause
+        assert self._loop is not None
+        self._loop.remove_reader(self._fd)
+        self._loop.remove_writer(self._fd)
+        self._out.clear()
+        try:
+            port.close()
+        except (OSError, serial.SerialException):
+            pass  # an unplugged port may refuse a clean close; the fd is gone either way
+        self._fd = -1
+        if exc is not None:
+            log.warning("serial_lost", device=self.path, reason=str(exc))
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.connection_lost(exc)

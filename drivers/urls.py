@@ -1,0 +1,133 @@
+"""Device URLs: one string in config names a device and how to talk to it.
+
+Accepted forms::
+
+    serial:///dev/cardd/shuffler-A1?baud=115200&parity=N&stopbits=1&bytesize=8
+    usb://1209:c4d0?serial=SHOE0001
+    sim://shuffler        sim://shoe        (in-process simulators)
+
+:func:`parse_url` returns a typed :class:`DeviceURL` or raises one :class:`BadURL` that
+says what is wrong and shows these forms.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit
+
+from drivers.errors import BadURL
+
+ACCEPTED_FORMS = (
+    "serial:///dev/PATH?baud=115200&parity=N&stopbits=1&bytesize=8 (query optional), "
+    "usb://VID:PID?serial=SERIAL (hex VID:PID, serial optional), "
+    "sim://NAME (e.g. sim://shuffler, sim://shoe)"
+)
+
+SERIAL_DEFAULTS = {"baud": "115200", "parity": "N", "stopbits": "1", "bytesize": "8"}
+_SERIAL_ALLOWED = {
+    "parity": ("N", "E", "O", "M", "S"),
+    "stopbits": ("1", "1.5", "2"),
+    "bytesize": ("5", "6", "7", "8"),
+}
+_VID_PID = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
+_SIM_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class SerialSettings:
+    baud: int = 115200
+    parity: str = "N"
+    stopbits: float = 1
+    bytesize: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceURL:
+    """A parsed device URL. Only the fields of its scheme are set."""
+
+    text: str  # the URL as written, for messages
+    scheme: str  # "serial", "usb" or "sim" (or a scheme registered later)
+    path: str | None = None  # serial: device path
+    serial_settings: SerialSettings | None = None
+    vid: int | None = None  # usb
+    pid: int | None = None
+    serial_number: str | None = None  # usb: ?serial=
+    name: str | None = None  # sim: what to simulate
+    params: dict[str, str] = field(default_factory=dict)  # the query, as given
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _bad(url: str, what: str) -> BadURL:
+    return BadURL(url, f"{what}; accepted forms: {ACCEPTED_FORMS}")
+
+
+def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise _bad(url, f"malformed query {query!r}") from None
+    params: dict[str, str] = {}
+    for key, value in pairs:
+        if key not in allowed:
+            raise _bad(url, f"unknown parameter {key!r} (allowed: {', '.join(sorted(allowed))})")
+        if key in params:
+            raise _bad(url, f"parameter {key!r} given twice")
+        params[key] = value
+    return params
+
+
+def _serial_settings(url: str, params: dict[str, str]) -> SerialSettings:
+    merged = {**SERIAL_DEFAULTS, **params}
+    merged["parity"] = merged["parity"].upper()
+    for key, allowed in _SERIAL_ALLOWED.items():
+        if merged[key] not in allowed:
+            raise _bad(url, f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
+    if not merged["baud"].isdigit() or not 50 <= int(merged["baud"]) <= 4_000_000:
+        raise _bad(url, f"baud={merged['baud']!r} is not a whole number from 50 to 4000000")
+    stopbits = float(merged["stopbits"])
+    return SerialSettings(
+        baud=int(merged["baud"]),
+        parity=merged["parity"],
+        stopbits=int(stopbits) if stopbits.is_integer() else stopbits,
+        bytesize=int(merged["bytesize"]),
+    )
+
+
+def parse_url(url: str) -> DeviceURL:
+    """Parse a device URL; raises :class:`BadURL` naming the problem and the accepted forms."""
+    if not isinstance(url, str) or "://" not in url:
+        raise _bad(str(url), "not a device URL (no scheme://)")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "serial":
+        if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
+            raise _bad(url, "serial URLs need an absolute device path after serial://")
+        params = _query(url, parts.query, set(SERIAL_DEFAULTS))
+        return DeviceURL(url, "serial", path=parts.path,
+                         serial_settings=_serial_settings(url, params), params=params)
+    if scheme == "usb":
+        match = _VID_PID.match(parts.netloc)
+        if not match or parts.path not in ("", "/"):
+            raise _bad(url, f"{parts.netloc + parts.path!r} is not a hex VID:PID like 1209:c4d0")
+        params = _query(url, parts.query, {"serial"})
+        if params.get("serial") == "":
+            raise _bad(url, "serial= is empty")
+        return DeviceURL(url, "usb", vid=int(match[1], 16), pid=int(match[2], 16),
+                         serial_number=params.get("serial"), params=params)
+    if scheme and _SIM_NAME.match(scheme):
+        # sim:// and any scheme registered later: a name plus free query parameters
+        name = parts.netloc or parts.path.lstrip("/")
+        if not _SIM_NAME.match(name or ""):
+            raise _bad(url, f"{name!r} is not a device name (lower-case letters, digits, - and _)")
+        params = _query(url, parts.query, _AnyKey())
+        return DeviceURL(url, scheme, name=name, params=params)
+    raise _bad(url, f"unknown scheme {parts.scheme!r}")
+
+
+class _AnyKey(set):
+    """Every query key is allowed (checked by the registered factory instead)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
