@@ -1,0 +1,275 @@
+"""What every simulated device does the same way: identity, status, counters, faults, self-test,
+firmware update and reboot. :mod:`simulators.shuffler` and :mod:`simulators.shoe` add their own
+messages on top.
+
+A device is transport-agnostic: ``handle(msg)`` returns the immediate replies, and timed
+behaviour (a shuffle that takes seconds, a shoe dealing at a pace, heartbeats) runs as tasks
+on the asyncio loop that calls it, sending messages through the ``emit`` callback an
+endpoint attaches (:mod:`simulators.endpoint`).
+"""
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any, Awaitable, Callable, ClassVar, Coroutine
+
+import structlog
+
+from firmware_bridge.messages import (
+    PROTOCOL_MAJOR,
+    PROTOCOL_MINOR,
+    ClearFault,
+    Counters,
+    CountersRequest,
+    DeviceRole,
+    DeviceState,
+    Fault,
+    FaultCleared,
+    FaultCode,
+    Heartbeat,
+    Hello,
+    Ident,
+    Message,
+    Refused,
+    SelfTest,
+    SelfTestResult,
+    Status,
+    StatusRequest,
+)
+
+from simulators.faults import Faults
+from simulators.firmware_rx import FIRMWARE_MESSAGES, FirmwareReceiver
+
+log = structlog.get_logger(__name__)
+
+Emit = Callable[[Message], None]
+Handler = Callable[[Any], list[Message]]
+
+#: faults a ClearFault may clear; the others clear when their cause goes (a door is closed)
+CLEARABLE = {FaultCode.JAM, FaultCode.FACE_UP_CARD, FaultCode.CARD_COUNT_MISMATCH, FaultCode.SENSOR,
+             FaultCode.MOTOR, FaultCode.POWER_RESTORED, FaultCode.CARD_PUSHED_BACK}
+
+
+class SimulatedDevice:
+    ROLE: ClassVar[DeviceRole]
+    MODEL: ClassVar[str]
+    DEFAULT_FIRMWARE = "1.0.0"
+
+    def __init__(self, serial: str, *, faults: Faults | None = None, firmware_public_key: bytes | None = None,
+                 heartbeat_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.serial = serial
+        self.heartbeat_s = heartbeat_s
+        self._clock = clock
+        self._public_key = firmware_public_key
+        self._initial_faults = faults or Faults()
+        self._emit: Emit = lambda msg: None
+        self._flush: Callable[[], Awaitable[None]] | None = None
+        self._on_reboot: Callable[[], None] = lambda: None
+        self._disconnect: Callable[[float], Awaitable[None]] | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.firmware_version = self.DEFAULT_FIRMWARE
+        self.reset()
+
+    # ---- wiring --------------------------------------------------------------------
+
+    def attach(self, emit: Emit, *, flush: Callable[[], Awaitable[None]] | None = None,
+               on_reboot: Callable[[], None] | None = None,
+               disconnect: Callable[[float], Awaitable[None]] | None = None) -> None:
+        """Connect the device to an endpoint: ``emit`` sends a message, ``flush`` waits until
+        everything sent so far is acknowledged, ``on_reboot`` resets the endpoint's link,
+        ``disconnect(seconds)`` takes the device off the wire for a while."""
+        self._emit = emit
+        self._flush = flush
+        self._on_reboot = on_reboot or (lambda: None)
+        self._disconnect = disconnect
+
+    def start(self) -> None:
+        """Start the timed behaviour that runs from power-on (heartbeats); call on the loop."""
+        if self.heartbeat_s > 0:
+            self.spawn(self._heartbeats())
+
+    def close(self) -> None:
+        """Stop every timed task (endpoint shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+        self._tasks.clear()
+
+    # ---- state for tests -----------------------------------------------------------
+
+    def reset(self) -> None:
+        """Back to factory defaults: faults as constructed, counters zero, idle, firmware 1.0.0."""
+        self.close()
+        self.faults = self._initial_faults
+        self.firmware_version = self.DEFAULT_FIRMWARE
+        self.counters = {"shuffles": 0, "cards": 0, "jams": 0, "faults": 0}
+        self.active_faults: dict[FaultCode, int] = {}
+        self._fault_cleared = asyncio.Event()
+        self.device_state = DeviceState.IDLE
+        self.firmware_rx = FirmwareReceiver(self._public_key)
+        self.reboots = 0
+        self._boot()
+
+    def state(self) -> dict[str, Any]:
+        """What a test may inspect: never the order of the cards the device holds."""
+        return {
+            "role": self.ROLE.name.lower(), "serial": self.serial, "state": self.device_state.name,
+            "boot_id": self.boot_id, "reboots": self.reboots, "firmware_version": self.firmware_version,
+            "faults_active": sorted(code.name for code in self.active_faults),
+            "fault_switches": self.faults.active(), "counters": dict(self.counters),
+            "cards_held": self.cards_held(),
+        }
+
+    def set_faults(self, **changes: Any) -> None:
+        """Flip fault switches at run time (names as in :class:`Faults`)."""
+        self.faults = self.faults.replace(**changes)
+
+    def cards_held(self) -> int:
+        return 0
+
+    @property
+    def uptime_ms(self) -> int:
+        return int((self._clock() - self._boot_time) * 1000) & 0xFFFFFFFF
+
+    # ---- messages ------------------------------------------------------------------
+
+    def handle(self, msg: Message) -> list[Message]:
+        """The immediate replies to one host message (timed effects follow through ``emit``)."""
+        handler = self.handlers().get(type(msg))
+        if handler is None:
+            return [Refused(msg.TYPE, f"{self.MODEL} does not accept {type(msg).__name__}")]
+        return handler(msg)
+
+    def handlers(self) -> dict[type[Message], Handler]:
+        common: dict[type[Message], Handler] = {
+            Hello: lambda m: [self.ident()],
+            StatusRequest: lambda m: [self.status()],
+            Heartbeat: lambda m: [],
+            CountersRequest: lambda m: [Counters(**self.counters)],
+            SelfTest: lambda m: [self.self_test()],
+            ClearFault: self._clear_fault,
+        }
+        common.update({cls: self._firmware for cls in FIRMWARE_MESSAGES})
+        return common
+
+    def ident(self) -> Ident:
+        return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, PROTOCOL_MAJOR, PROTOCOL_MINOR,
+                     self.boot_id)
+
+    def status(self) -> Status:
+        fault = next(iter(self.active_faults), 0)
+        return Status(DeviceState.FAULT if fault else self.device_state, int(fault), self.cards_held(),
+                      self.uptime_ms)
+
+    def self_test(self) -> SelfTestResult:
+        if self.active_faults:
+            names = ", ".join(code.name for code in self.active_faults)
+            return SelfTestResult(False, f"active faults: {names}")
+        return SelfTestResult(True, f"{self.MODEL} {self.serial}: sensors, motors and camera ok")
+
+    def emit(self, msg: Message) -> None:
+        self._emit(msg)
+
+    # ---- faults --------------------------------------------------------------------
+
+    def raise_fault(self, code: FaultCode, position: int = 0, detail: str = "") -> None:
+        self.active_faults[code] = position
+        self._fault_cleared.clear()
+        self.counters["faults"] += 1
+        if code is FaultCode.JAM:
+            self.counters["jams"] += 1
+        log.info("sim_fault", device=self.serial, code=code.name, position=position)
+        self.emit(Fault(code, position, detail or code.name.lower().replace("_", " ")))
+
+    def clear_fault(self, code: FaultCode) -> None:
+        if self.active_faults.pop(code, None) is not None:
+            self.emit(FaultCleared(code))
+        if not self.active_faults:
+            self._fault_cleared.set()
+
+    async def wait_fault_cleared(self, code: FaultCode, clears_after: float | None) -> None:
+        """Wait until ``code`` is cleared: by itself after ``clears_after`` s, else by ClearFault."""
+        if clears_after is not None:
+            await asyncio.sleep(clears_after)
+            self.clear_fault(code)
+        while code in self.active_faults:
+            self._fault_cleared.clear()
+            await self._fault_cleared.wait()
+
+    def _clear_fault(self, msg: ClearFault) -> list[Message]:
+        if msg.code not in self.active_faults:
+            return [Refused(msg.TYPE, f"fault {msg.code.name} is not active")]
+        if msg.code not in CLEARABLE:
+            return [Refused(msg.TYPE, f"fault {msg.code.name} clears only when its cause is removed")]
+        self.clear_fault(msg.code)
+        return []
+
+    # ---- firmware and reboot -------------------------------------------------------
+
+    def _firmware(self, msg: Message) -> list[Message]:
+        result, new_version = self.firmware_rx.handle(msg, model=self.MODEL)
+        if new_version is not None:
+            self.spawn(self._install(new_version))
+        return [result]
+
+    async def _install(self, version: str) -> None:
+        if self._flush is not None:
+            await self._flush()  # the FirmwareResult reaches the host before the reboot
+        self.firmware_version = version
+        self.reboot()
+
+    def reboot(self) -> None:
+        """Restart: timed tasks stop, a new boot_id, the endpoint's link starts over with RESET."""
+        self.close()
+        self.reboots += 1
+        self.device_state = DeviceState.IDLE
+        self._boot()
+        log.info("sim_reboot", device=self.serial, boot_id=self.boot_id, firmware=self.firmware_version)
+        self._on_reboot()
+        self.after_reboot()
+
+    def after_reboot(self) -> None:
+        """What a device does once it is up again (subclasses resume their work)."""
+        self.start()
+
+    def _boot(self) -> None:
+        self.boot_id = secrets.randbits(32)
+        self._boot_time = self._clock()
+
+    # ---- timed behaviour -----------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("sim_task_failed", device=self.serial, error=repr(task.exception()))
+
+    async def step_reached(self, index: int) -> bool:
+        """Apply the one-shot ``reboot_at`` / ``disconnect_at`` switches at step ``index`` (a
+        card index on the shoe, cards counted on the shuffler). True when the device rebooted."""
+        faults = self.faults
+        if faults.disconnect_for is not None and faults.disconnect_at is not None and index >= faults.disconnect_at:
+            self.set_faults(disconnect_at=None)
+            await self.flush()
+            if self._disconnect is not None:
+                await self._disconnect(faults.disconnect_for)
+        if faults.reboot_at is not None and index >= faults.reboot_at:
+            self.set_faults(reboot_at=None)
+            await self.flush()  # what was sent before the reboot has reached the host
+            self.reboot()
+            return True
+        return False
+
+    async def flush(self) -> None:
+        if self._flush is not None:
+            await self._flush()
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            self.emit(Heartbeat(self.uptime_ms))

@@ -1,0 +1,120 @@
+"""Fault-injection switches of the simulated devices, each named so the CLI and the bench can set it.
+
+Device faults act on what a device does (docs/simulators.md lists them with their effect);
+wire faults act on the bytes between the device's link and its transport
+(:mod:`simulators.wire`). A spec string such as ``"jam=0.5 missing=AS,7H byte_at_a_time"``
+(entries separated by spaces or ``;``) parses with :meth:`Faults.parse`; a bad entry raises
+:class:`FaultSpecError` naming the entry and the switches allowed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+from firmware_bridge.cards import Card, CardCodeError
+
+
+class FaultSpecError(ValueError):
+    """A fault switch that does not exist or a value it cannot take."""
+
+
+@dataclass
+class Faults:
+    # -- device faults -------------------------------------------------------------------
+    #: shuffler jams halfway through each shuffle and clears by itself after this many seconds
+    jam: float | None = None
+    #: shuffler jams halfway through each shuffle and waits for a ClearFault(JAM)
+    jam_needs_clear: bool = False
+    #: shuffler door open: StartShuffle is refused and Fault(DOOR_OPEN) reported until closed
+    door_open: bool = False
+    #: stack position (1-based) of a face-up card: the shuffler stops with Fault(FACE_UP_CARD)
+    #: until ClearFault; the shoe reads that card with Orientation.FACE_UP
+    face_up_at: int | None = None
+    #: cards removed from what is loaded (one copy each)
+    missing: tuple[Card, ...] = ()
+    #: cards added to what is loaded, at random positions
+    extra: tuple[Card, ...] = ()
+    #: foreign cards (other backs) added: the shuffler counts them as unrecognised, the shoe
+    #: reports them as UnreadableCard
+    foreign: int = 0
+    #: a second copy of each card, placed right after its first copy in the stack
+    duplicate: tuple[Card, ...] = ()
+    #: the shoe cannot read the card at this index (UnreadableCard instead of CardRead)
+    unreadable_at: int | None = None
+    #: the device reboots right after the card/step with this index has been acknowledged
+    reboot_at: int | None = None
+    # -- wire faults (both directions unless said otherwise) ------------------------------
+    #: probability that a byte gets one random bit flipped
+    bit_flip_rate: float = 0.0
+    #: probability that a byte is lost
+    drop_rate: float = 0.0
+    #: device->host bytes are written one byte per write
+    byte_at_a_time: bool = False
+    #: device->host bytes are held and flushed every N ms, like an FTDI latency timer
+    ftdi_batching_ms: float = 0.0
+    #: the device disconnects (pty closed / USB unplugged) for this many seconds ...
+    disconnect_for: float | None = None
+    #: ... after sending the card with this index (shoe) or at once when None
+    disconnect_at: int | None = None
+    #: every link ACK (and so every frame) from the device is delayed by this many ms
+    slow_ack_ms: float = 0.0
+    #: seed of the wire-fault RNG, so a faulty run can be reproduced
+    seed: int = 0
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def parse(cls, spec: str | list[str] | None) -> "Faults":
+        """Faults from ``"name[=value] ..."`` (spaces or ``;`` between entries)."""
+        entries = spec if isinstance(spec, list) else re.split(r"[\s;]+", spec or "")
+        values: dict[str, Any] = {}
+        for entry in (e.strip() for e in entries):
+            if entry:
+                name, _, raw = entry.partition("=")
+                values[name] = _convert(cls, name.strip(), raw.strip() if "=" in entry else None)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "Faults":
+        for name in changes:
+            if name not in self.names():
+                raise FaultSpecError(f"no fault switch {name!r}; switches: {', '.join(self.names())}")
+        return dataclasses.replace(self, **changes)
+
+    def active(self) -> dict[str, Any]:
+        """The switches that differ from the defaults (for state() and logs)."""
+        default = Faults()
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
+
+
+def _convert(cls: type[Faults], name: str, raw: str | None) -> Any:
+    by_name = {f.name: f for f in fields(cls)}
+    if name not in by_name:
+        raise FaultSpecError(f"no fault switch {name!r}; switches: {', '.join(by_name)}")
+    kind = str(by_name[name].type)
+    try:
+        if kind == "bool":
+            if raw in (None, "1", "true", "yes", "on"):
+                return True
+            if raw in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected no value, or one of 1/0, true/false, yes/no, on/off")
+        if raw is None:
+            raise ValueError("needs a value")
+        if "Card" in kind:
+            return tuple(Card.parse(c) for c in raw.split(",") if c)
+        if "float" in kind:
+            value = float(raw)
+            if "rate" in name and not 0.0 <= value <= 1.0:
+                raise ValueError("a rate is a probability between 0 and 1")
+        else:
+            value = int(raw)
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
+    except (ValueError, CardCodeError) as exc:
+        raise FaultSpecError(f"fault switch {name}={raw!r}: {exc} (field type {kind})") from None
+

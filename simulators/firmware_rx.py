@@ -1,0 +1,81 @@
+"""The device side of a firmware transfer: collect chunks, check each CRC-32, and install only an
+image whose SHA-256 and Ed25519 signature verify (the check itself is the bridge's
+:func:`firmware_bridge.firmware.verify_on_device`, so host and device agree on the format).
+"""
+from __future__ import annotations
+
+import zlib
+
+from firmware_bridge.messages import (
+    FirmwareAbort,
+    FirmwareBegin,
+    FirmwareChunk,
+    FirmwareCommit,
+    FirmwareResult,
+    FirmwareStage,
+    Message,
+)
+
+FIRMWARE_MESSAGES = (FirmwareBegin, FirmwareChunk, FirmwareCommit, FirmwareAbort)
+
+#: largest image the simulated device has room for
+MAX_IMAGE = 4 * 1024 * 1024
+
+
+class FirmwareReceiver:
+    def __init__(self, public_key: bytes | None) -> None:
+        self.public_key = public_key
+        self._begin: FirmwareBegin | None = None
+        self._data = bytearray()
+
+    def handle(self, msg: Message, *, model: str) -> tuple[FirmwareResult, str | None]:
+        """The answer to one firmware message, and the new version when an image is installed."""
+        if isinstance(msg, FirmwareBegin):
+            return self._on_begin(msg), None
+        if isinstance(msg, FirmwareAbort):
+            self._begin, self._data = None, bytearray()
+            return FirmwareResult(FirmwareStage.ABORT, True, 0, f"aborted: {msg.reason}"), None
+        if self._begin is None:
+            stage = FirmwareStage.CHUNK if isinstance(msg, FirmwareChunk) else FirmwareStage.COMMIT
+            return FirmwareResult(stage, False, 0, "no transfer in progress: send FirmwareBegin first"), None
+        if isinstance(msg, FirmwareChunk):
+            return self._on_chunk(msg), None
+        assert isinstance(msg, FirmwareCommit)
+        return self._on_commit(model)
+
+    def _on_begin(self, msg: FirmwareBegin) -> FirmwareResult:
+        if self.public_key is None:
+            return FirmwareResult(FirmwareStage.BEGIN, False, 0, "no firmware public key configured: updates refused")
+        if not 0 < msg.total_size <= MAX_IMAGE:
+            return FirmwareResult(FirmwareStage.BEGIN, False, 0, f"image size {msg.total_size} not in 1..{MAX_IMAGE}")
+        self._begin, self._data = msg, bytearray()
+        return FirmwareResult(FirmwareStage.BEGIN, True, 0, "ready")
+
+    def _on_chunk(self, msg: FirmwareChunk) -> FirmwareResult:
+        assert self._begin is not None
+        if msg.offset != len(self._data):
+            return FirmwareResult(FirmwareStage.CHUNK, False, len(self._data),
+                                  f"chunk at offset {msg.offset}, expected {len(self._data)}")
+        if zlib.crc32(msg.data) != msg.crc32:
+            return FirmwareResult(FirmwareStage.CHUNK, False, msg.offset,
+                                  f"chunk CRC-32 0x{zlib.crc32(msg.data):08x} != 0x{msg.crc32:08x}")
+        if len(self._data) + len(msg.data) > self._begin.total_size:
+            return FirmwareResult(FirmwareStage.CHUNK, False, msg.offset, "chunk runs past the announced size")
+        self._data += msg.data
+        return FirmwareResult(FirmwareStage.CHUNK, True, len(self._data), "ok")
+
+    def _on_commit(self, model: str) -> tuple[FirmwareResult, str | None]:
+        from firmware_bridge import firmware  # the bridge owns the image format
+
+        begin, data = self._begin, bytes(self._data)
+        assert begin is not None
+        self._begin, self._data = None, bytearray()
+        if len(data) != begin.total_size:
+            return FirmwareResult(FirmwareStage.COMMIT, False, len(data),
+                                  f"received {len(data)} of {begin.total_size} bytes"), None
+        try:
+            version = firmware.verify_on_device(begin.header, data, begin.sha256, begin.signature,
+                                                self.public_key, model=model)
+        except Exception as exc:  # any refusal is reported to the host, never a crash
+            return FirmwareResult(FirmwareStage.COMMIT, False, len(data), f"refused: {exc}"), None
+        return FirmwareResult(FirmwareStage.COMMIT, True, len(data), f"installing {version}, rebooting"), version

@@ -1,0 +1,123 @@
+"""The simulated card-reading dealing shoe.
+
+Loaded with a stack (by :class:`simulators.rig.SimulatedTable` from the shuffler, or directly
+by a test), it reads each card as it leaves: CardRead(index, card, orientation, time), or
+UnreadableCard for a card it cannot identify; CutCardSeen after the card at the cut
+position; ShoeEmpty after the last card. Cards leave at ``pace_s`` seconds each once loaded,
+or on demand with :meth:`deal` (``pace_s=None``, the default for tests and the bench).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Sequence
+
+from firmware_bridge.cards import Orientation
+from firmware_bridge.messages import (
+    Calibrate,
+    CalibrationResult,
+    CardRead,
+    CutCardSeen,
+    DeviceRole,
+    DeviceState,
+    Message,
+    ShoeEmpty,
+    ShoeLoaded,
+    UnreadableCard,
+)
+
+from simulators.device import Handler, SimulatedDevice
+from simulators.stack import StackCard, misload
+
+#: let the loop run (link, other devices) every this many cards dealt on demand
+YIELD_EVERY = 16
+
+
+class SimulatedShoe(SimulatedDevice):
+    ROLE = DeviceRole.SHOE
+    MODEL = "OS-1 sim"
+
+    def __init__(self, serial: str = "SHOE0001", *, pace_s: float | None = None, **kwargs: Any) -> None:
+        self.pace_s = pace_s
+        super().__init__(serial, **kwargs)
+
+    # ---- physical side ----------------------------------------------------------------
+
+    def load(self, cards: Sequence[StackCard], cut_at: int | None = None) -> None:
+        """Put a stack in the shoe; the cut card sits after the card with index ``cut_at``.
+
+        Call on the device's loop (endpoints offer ``call``). With a pace set, dealing starts.
+        """
+        self._stack = misload(cards, self.faults, random.Random(self.faults.seed))
+        self._stack.reverse()  # pop() takes the next card from the end
+        self.cut_at = cut_at
+        self.index = 0
+        self.device_state = DeviceState.READY
+        self.emit(ShoeLoaded(self.uptime_ms))
+        if self.pace_s is not None:
+            self.deal(len(self._stack))
+
+    def deal(self, n: int) -> None:
+        """The dealer draws ``n`` more cards (fewer if the shoe runs out). Call on the loop."""
+        self._pending += n
+        if self._dealer is None or self._dealer.done():
+            self._dealer = self.spawn(self._deal())
+
+    def cards_held(self) -> int:
+        return len(self._stack)
+
+    def reset(self) -> None:
+        self._stack: list[StackCard] = []
+        self._pending = 0
+        self._dealer: asyncio.Task | None = None
+        self.cut_at: int | None = None
+        self.index = 0
+        super().reset()
+
+    def state(self) -> dict[str, Any]:
+        return super().state() | {"cards_out": self.index, "cut_at": self.cut_at, "pending_deals": self._pending,
+                                  "pace_s": self.pace_s}
+
+    # ---- protocol ---------------------------------------------------------------------
+
+    def handlers(self) -> dict[type[Message], Handler]:
+        return super().handlers() | {Calibrate: self._calibrate}
+
+    def _calibrate(self, msg: Calibrate) -> list[Message]:
+        if self.active_faults:
+            names = ", ".join(code.name for code in self.active_faults)
+            return [CalibrationResult(False, f"cannot calibrate with active faults: {names}")]
+        return [CalibrationResult(True, "optics calibrated: contrast 0.92, threshold 118")]
+
+    def after_reboot(self) -> None:
+        super().after_reboot()
+        if self._pending:
+            self._dealer = self.spawn(self._deal())  # the dealer keeps drawing
+
+    async def _deal(self) -> None:
+        while self._pending > 0 and self._stack:
+            if self.pace_s:
+                await asyncio.sleep(self.pace_s)
+            elif self.index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            self._pending -= 1
+            self._read_one(self._stack.pop())
+            if await self.step_reached(self.index):
+                return
+        self._pending = 0
+        if not self._stack and self.device_state is DeviceState.DEALING:
+            self.device_state = DeviceState.EMPTY
+            self.emit(ShoeEmpty(self.index, self.uptime_ms))
+
+    def _read_one(self, card: StackCard) -> None:
+        self.index += 1
+        self.device_state = DeviceState.DEALING
+        self.counters["cards"] += 1
+        now = self.uptime_ms
+        if card is None or self.index == self.faults.unreadable_at:
+            self.emit(UnreadableCard(self.index, now))
+        else:
+            face_up = self.index == self.faults.face_up_at
+            self.emit(CardRead(self.index, card, Orientation.FACE_UP if face_up else Orientation.FACE_DOWN, now))
+        if self.index == self.cut_at:
+            self.emit(CutCardSeen(self.index, now))

@@ -1,0 +1,131 @@
+"""The simulated automatic card shuffler: count, identify, shuffle and verify a shoe.
+
+StartShuffle(decks) takes ``shuffle_time_s`` (0 in tests, seconds in the demo), sends
+ShuffleProgress as it counts, stops on a jam or a face-up card until the fault clears, then
+sends ShuffleComplete (count and composition, never the order) and DeckCheckResult against
+``decks`` full decks. The shuffled stack stays inside the device until :meth:`unload` hands
+it over physically (see :mod:`simulators.rig`).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Sequence
+
+from firmware_bridge.messages import (
+    DeckCheckResult,
+    DeviceRole,
+    DeviceState,
+    FaultCode,
+    Message,
+    Refused,
+    ShuffleComplete,
+    ShuffleProgress,
+    StartShuffle,
+)
+
+from simulators.device import Handler, SimulatedDevice
+from simulators.stack import StackCard, composition, deck_check, fisher_yates, full_shoe, misload
+
+PROGRESS_STEPS = 10
+MAX_DECKS = 8
+
+
+class SimulatedShuffler(SimulatedDevice):
+    ROLE = DeviceRole.SHUFFLER
+    MODEL = "CS-6 sim"
+
+    def __init__(self, serial: str = "SHUF0001", *, shuffle_time_s: float = 0.0, **kwargs: Any) -> None:
+        self.shuffle_time_s = shuffle_time_s
+        self.stacked: list[StackCard] | None = None
+        super().__init__(serial, **kwargs)
+
+    # ---- physical side (tests, the rig) -----------------------------------------------
+
+    def load(self, cards: Sequence[StackCard]) -> None:
+        """Cards put into the loading tray (by default a shuffle uses ``decks`` fresh decks)."""
+        self._loaded = list(cards)
+
+    def stack(self, order: Sequence[StackCard] | None) -> None:
+        """Stacked mode: the next shuffles output exactly ``order`` (``None`` = random again)."""
+        self.stacked = None if order is None else list(order)
+
+    def unload(self) -> list[StackCard]:
+        """Take the shuffled stack out of the device (hands it to a shoe)."""
+        out, self._output = self._output, []
+        self.device_state = DeviceState.IDLE
+        return out
+
+    def close_door(self) -> None:
+        self.set_faults(door_open=False)
+        self.clear_fault(FaultCode.DOOR_OPEN)
+
+    def cards_held(self) -> int:
+        return len(self._output) or len(self._loaded)
+
+    def reset(self) -> None:
+        self._loaded: list[StackCard] = []
+        self._output: list[StackCard] = []
+        super().reset()
+
+    def state(self) -> dict[str, Any]:
+        return super().state() | {"stacked_mode": self.stacked is not None, "shuffle_time_s": self.shuffle_time_s}
+
+    # ---- protocol ---------------------------------------------------------------------
+
+    def handlers(self) -> dict[type[Message], Handler]:
+        return super().handlers() | {StartShuffle: self._start_shuffle}
+
+    def start(self) -> None:
+        super().start()
+        if self.faults.door_open:
+            self.raise_fault(FaultCode.DOOR_OPEN)
+
+    def _start_shuffle(self, msg: StartShuffle) -> list[Message]:
+        if self.faults.door_open:
+            if FaultCode.DOOR_OPEN not in self.active_faults:
+                self.raise_fault(FaultCode.DOOR_OPEN)
+            return [Refused(msg.TYPE, "door open: close the door, then start the shuffle")]
+        if self.device_state is DeviceState.SHUFFLING:
+            return [Refused(msg.TYPE, "already shuffling")]
+        if not 1 <= msg.decks <= MAX_DECKS:
+            return [Refused(msg.TYPE, f"decks={msg.decks}: this shuffler takes 1..{MAX_DECKS} decks")]
+        self.device_state = DeviceState.SHUFFLING
+        self.spawn(self._shuffle(msg.decks))
+        return []
+
+    async def _shuffle(self, decks: int) -> None:
+        rng = random.Random(self.faults.seed)
+        if self.stacked is not None:
+            cards = list(self.stacked)
+        else:
+            cards = misload(self._loaded or full_shoe(decks), self.faults, rng)
+        self._loaded = []
+        await self._count(cards)
+        self._output = list(cards) if self.stacked is not None else fisher_yates(cards)
+        self.counters["shuffles"] += 1
+        self.counters["cards"] += len(cards)
+        self.emit(ShuffleComplete(len(cards), composition(cards)))
+        missing, extra, unrecognised = deck_check(cards, decks)
+        ok = not (missing or extra or unrecognised)
+        self.emit(DeckCheckResult(ok, decks, missing, extra, min(unrecognised, 255)))
+        self.device_state = DeviceState.READY
+
+    async def _count(self, cards: list[StackCard]) -> None:
+        """Count the cards in steps, stopping where a jam or a face-up card is met."""
+        total = len(cards)
+        stops = {}
+        if self.faults.jam is not None or self.faults.jam_needs_clear:
+            stops[max(1, total // 2)] = (FaultCode.JAM, None if self.faults.jam_needs_clear else self.faults.jam)
+        if self.faults.face_up_at is not None and 1 <= self.faults.face_up_at <= total:
+            stops[self.faults.face_up_at] = (FaultCode.FACE_UP_CARD, None)
+        marks = sorted({total * step // PROGRESS_STEPS for step in range(1, PROGRESS_STEPS + 1)} | set(stops))
+        counted = 0
+        for mark in marks:
+            await asyncio.sleep(self.shuffle_time_s * (mark - counted) / max(total, 1))
+            counted = mark
+            if mark in stops:
+                code, clears_after = stops[mark]
+                self.raise_fault(code, mark)
+                await self.wait_fault_cleared(code, clears_after)
+            self.emit(ShuffleProgress(counted, counted * 100 // max(total, 1)))

@@ -1,0 +1,69 @@
+"""Card stacks inside the simulated devices: the unbiased shuffle and the physical misloads.
+
+A stack is a list of :data:`StackCard`: a :class:`Card`, or ``None`` for a foreign card
+(another back, a damaged card) that no camera can identify. Stacks never leave the
+simulators; the host learns about cards only as the shoe reads them.
+"""
+from __future__ import annotations
+
+import random
+import secrets
+from collections import Counter
+from typing import Iterable, MutableSequence, Sequence, TypeVar
+
+from firmware_bridge.cards import Card, shoe_composition
+
+from simulators.faults import Faults
+
+StackCard = Card | None
+T = TypeVar("T")
+
+_SYSTEM_RANDOM = secrets.SystemRandom()
+
+
+def fisher_yates(items: Iterable[T], rng: random.Random = _SYSTEM_RANDOM) -> list[T]:
+    """A uniformly random permutation of ``items`` (Durstenfeld's Fisher-Yates).
+
+    ``randrange`` draws by rejection sampling, so each index is unbiased; swapping with
+    ``j`` in ``0..i`` (never ``0..n-1``) is what makes all n! orders equally likely.
+    """
+    out = list(items)
+    for i in range(len(out) - 1, 0, -1):
+        j = rng.randrange(i + 1)
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+def full_shoe(decks: int) -> list[Card]:
+    """``decks`` fresh decks in deck order."""
+    return [card for _ in range(decks) for card in shoe_composition(1)]
+
+
+def misload(stack: Sequence[StackCard], faults: Faults, rng: random.Random) -> list[StackCard]:
+    """``stack`` as the physical faults leave it: missing cards out, extra/foreign/duplicates in."""
+    out: MutableSequence[StackCard] = list(stack)
+    for card in faults.missing:
+        if card in out:
+            out.remove(card)
+    for card in faults.extra:
+        out.insert(rng.randrange(len(out) + 1), card)
+    for _ in range(faults.foreign):
+        out.insert(rng.randrange(len(out) + 1), None)
+    for card in faults.duplicate:
+        at = out.index(card) + 1 if card in out else len(out)
+        out.insert(at, card)
+    return list(out)
+
+
+def composition(stack: Sequence[StackCard]) -> dict[Card, int]:
+    """How many of each identified card the stack holds (foreign cards are not counted)."""
+    return dict(Counter(card for card in stack if card is not None))
+
+
+def deck_check(stack: Sequence[StackCard], decks: int) -> tuple[tuple[tuple[Card, int], ...], tuple[tuple[Card, int], ...], int]:
+    """(missing, extra, unrecognised) of ``stack`` against ``decks`` full decks."""
+    found = Counter(composition(stack))
+    expected = Counter(shoe_composition(decks))
+    missing = tuple(sorted((expected - found).items()))
+    extra = tuple(sorted((found - expected).items()))
+    return missing, extra, sum(1 for card in stack if card is None)

@@ -1,0 +1,70 @@
+"""A bench harness for device logic without a transport: it collects what a device emits."""
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, TypeVar
+
+import pytest
+
+from firmware_bridge.messages import Message
+from simulators.device import SimulatedDevice
+
+M = TypeVar("M", bound=Message)
+
+
+class Harness:
+    def __init__(self, device: SimulatedDevice) -> None:
+        self.device = device
+        self.out: list[Message] = []
+        self.disconnects: list[float] = []
+        self.link_resets = 0
+        self._changed = asyncio.Event()
+        device.attach(self._emit, flush=self._flush, on_reboot=self._reboot, disconnect=self._disconnect)
+
+    def _emit(self, msg: Message) -> None:
+        self.out.append(msg)
+        self._changed.set()
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)
+
+    def _reboot(self) -> None:
+        self.link_resets += 1
+
+    async def _disconnect(self, seconds: float) -> None:
+        self.disconnects.append(seconds)
+
+    def send(self, msg: Message) -> list[Message]:
+        replies = self.device.handle(msg)
+        self.out.extend(replies)
+        return replies
+
+    def of(self, cls: type[M]) -> list[M]:
+        return [m for m in self.out if isinstance(m, cls)]
+
+    async def until(self, cls: type[M], count: int = 1, timeout: float = 5.0) -> list[M]:
+        """Wait until ``count`` messages of ``cls`` have been emitted (fails after ``timeout``)."""
+        async def wait() -> None:
+            while len(self.of(cls)) < count:
+                self._changed.clear()
+                await self._changed.wait()
+        await asyncio.wait_for(wait(), timeout)
+        return self.of(cls)
+
+
+def run(factory: Callable[[], SimulatedDevice], body: Callable[[Harness], Awaitable[None]]) -> None:
+    """Run ``body`` on a fresh loop with a started device; stop its tasks afterwards."""
+    async def main() -> None:
+        device = factory()
+        harness = Harness(device)
+        device.start()
+        try:
+            await body(harness)
+        finally:
+            device.close()
+    asyncio.run(main())
+
+
+@pytest.fixture
+def run_device():
+    return run
