@@ -1,0 +1,195 @@
+"""USB bulk transport through pyusb: one reader thread, one writer thread, bytes on the loop.
+
+Open: find by VID:PID (and serial number), detach an active kernel driver, set the
+configuration, claim interface 0, find its bulk IN and OUT endpoints. The reader thread
+loops on bulk reads with a short timeout (so it sees a stop request) and hands each chunk
+to the loop with ``call_soon_threadsafe``; writes are queued to a writer thread so a slow
+device never blocks the loop. A USB error (ENODEV, EIO, EPIPE, ...) on either thread
+becomes ``connection_lost`` exactly once; both threads then end and ``close()`` joins them.
+``backend`` selects the pyusb backend (tests and simulators pass SimUsbBackend).
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import queue
+import threading
+from typing import Any
+
+import structlog
+import usb.core
+import usb.util
+
+from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
+                            LinkLost, PermissionDenied)
+from drivers.transport import Transport, TransportListener
+from drivers.urls import DeviceURL, parse_url
+
+log = structlog.get_logger(__name__)
+
+READ_SIZE = 512  # a few packets per transfer; a short packet ends the transfer early
+READ_TIMEOUT_MS = 50  # how soon the reader notices close(); not a data timeout
+WRITE_TIMEOUT_MS = 1000
+_STOP = None  # writer-queue sentinel
+
+
+def _usb_open_error(name: str, exc: usb.core.USBError) -> DriverError:
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return PermissionDenied(name, f"permission denied on the USB device: {PERMISSION_HINT}")
+    if exc.errno == errno.EBUSY:
+        return DeviceBusy(name, "busy: its interface is claimed by another process or driver")
+    if exc.errno == errno.ENODEV:
+        return DeviceNotFound(name, "device went away while opening")
+    return DriverError(name, f"cannot open USB device: {exc}")
+
+
+class UsbBulkTransport(Transport):
+    def __init__(self, url: DeviceURL | str, *, backend: Any = None) -> None:
+        self._url = url if isinstance(url, DeviceURL) else parse_url(url)
+        if self._url.scheme != "usb":
+            raise ValueError(f"UsbBulkTransport needs a usb:// URL, not {self._url}")
+        self.url = self._url.text
+        self._backend = backend
+        self._dev: usb.core.Device | None = None
+        self._ep_in = self._ep_out = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: TransportListener | None = None
+        self._stop = threading.Event()
+        self._writes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lost = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._dev is not None and not self._lost
+
+    def _find(self) -> usb.core.Device:
+        wanted = self._url.serial_number
+
+        def matches(dev: usb.core.Device) -> bool:
+            if wanted is None:
+                return True
+            try:
+                return dev.serial_number == wanted
+            except (usb.core.USBError, ValueError):
+                return False  # no access to its strings: not provably ours
+
+        dev = usb.core.find(idVendor=self._url.vid, idProduct=self._url.pid,
+                            custom_match=matches, backend=self._backend)
+        if dev is None:
+            which = f" with serial {wanted}" if wanted else ""
+            raise DeviceNotFound(self.url, f"no USB device {self._url.vid:04x}:"
+                                 f"{self._url.pid:04x}{which} (plugged in? see docs/install.md)")
+        return dev
+
+    async def open(self, listener: TransportListener) -> None:
+        if self._dev is not None:
+            raise DriverError(self.url, "already open")
+        dev = self._find()
+        try:
+            if dev.is_kernel_driver_active(0):
+                dev.detach_kernel_driver(0)
+            dev.set_configuration()
+            usb.util.claim_interface(dev, 0)
+            intf = dev.get_active_configuration()[(0, 0)]
+            ep_in = usb.util.find_descriptor(intf, custom_match=lambda e: _is_bulk(e, usb.util.ENDPOINT_IN))
+            ep_out = usb.util.find_descriptor(intf, custom_match=lambda e: _is_bulk(e, usb.util.ENDPOINT_OUT))
+            if ep_in is None or ep_out is None:
+                raise DriverError(self.url, "interface 0 has no bulk IN and OUT endpoints "
+                                  "(not a cardd device, or wrong firmware)")
+        except usb.core.USBError as exc:
+            usb.util.dispose_resources(dev)
+            raise _usb_open_error(self.url, exc) from exc
+        except DriverError:
+            usb.util.dispose_resources(dev)
+            raise
+        self._dev, self._ep_in, self._ep_out = dev, ep_in.bEndpointAddress, ep_out.bEndpointAddress
+        self._loop, self._listener = asyncio.get_running_loop(), listener
+        self._stop.clear()
+        self._threads = [
+            threading.Thread(target=self._read_loop, name=f"usb-read {self.url}", daemon=True),
+            threading.Thread(target=self._write_loop, name=f"usb-write {self.url}", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        log.info("usb_open", device=self.url, bus=dev.bus, address=dev.address)
+
+    # --- threads -----------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        assert self._dev is not None
+        try:
+            while not self._stop.is_set():
+                try:
+                    data = self._dev.read(self._ep_in, READ_SIZE, READ_TIMEOUT_MS)
+                except usb.core.USBTimeoutError:
+                    continue
+                if data:
+                    self._to_loop(self._deliver, bytes(data))
+        except Exception as exc:  # noqa: BLE001 - any failure ends the link, never the thread silently
+            self._fail(exc, "read")
+
+    def _write_loop(self) -> None:
+        assert self._dev is not None
+        try:
+            while (data := self._writes.get()) is not _STOP:
+                view = memoryview(data)
+                while view:
+                    sent = self._dev.write(self._ep_out, view, WRITE_TIMEOUT_MS)
+                    view = view[sent:]
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "write")
+
+    def _fail(self, exc: Exception, where: str) -> None:
+        if self._stop.is_set():
+            return  # closing: errors from tearing down are expected
+        code = getattr(exc, "errno", None)
+        name = errno.errorcode.get(code, str(code)) if isinstance(code, int) else "error"
+        lost = LinkLost(self.url, f"link lost on {where}: {exc} ({name}); unplugged?")
+        lost.__cause__ = exc
+        self._to_loop(self._lose, lost)
+
+    def _to_loop(self, callback: Any, arg: Any) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(callback, arg)
+        except RuntimeError:
+            self._stop.set()  # the loop is closed: nobody to tell, so just stop
+
+    # --- on the loop -------------------------------------------------------------------
+    def _deliver(self, data: bytes) -> None:
+        if self._listener is not None and not self._lost:
+            self._listener.bytes_received(data)
+
+    def write(self, data: bytes) -> None:
+        if not self.is_open:
+            raise LinkDown(self.url, "write on a closed USB link")
+        self._writes.put(bytes(data))
+
+    def close(self) -> None:
+        self._lose(None)
+
+    def _lose(self, exc: LinkLost | None) -> None:
+        """Stop and join the threads, release the device, tell the listener once."""
+        if self._lost or self._dev is None:
+            return
+        self._lost = True
+        self._stop.set()
+        self._writes.put(_STOP)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        try:
+            usb.util.release_interface(self._dev, 0)
+        except usb.core.USBError:
+            pass  # unplugged: nothing left to release
+        usb.util.dispose_resources(self._dev)
+        if exc is not None:
+            log.warning("usb_lost", device=self.url, reason=str(exc))
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.connection_lost(exc)
+
+
+def _is_bulk(endpoint: Any, direction: int) -> bool:
+    return (usb.util.endpoint_type(endpoint.bmAttributes) == usb.util.ENDPOINT_TYPE_BULK
+            and usb.util.endpoint_direction(endpoint.bEndpointAddress) == direction)
