@@ -1,0 +1,80 @@
+"""Blackjack hands: card values, totals, and one hand on a box with each player's stake.
+
+A box holds one hand until its owner splits; every hand carries the stakes of the players
+on the box who play it (co-players ride with the box owner's decisions unless they decline).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from firmware_bridge.cards import Card, Rank
+
+
+def card_value(card: Card) -> int:
+    """Blackjack value with an ace as 1: ten, jack, queen and king are all 10."""
+    return min(int(card.rank), 10)
+
+
+def hand_total(cards: list[Card] | tuple[Card, ...]) -> tuple[int, bool]:
+    """Best total and whether it is soft (an ace counted as 11)."""
+    hard = 0
+    ace = False
+    for c in cards:
+        hard += min(int(c.rank), 10)
+        ace = ace or c.rank is Rank.ACE
+    if ace and hard <= 11:
+        return hard + 10, True
+    return hard, False
+
+
+def is_two_card_21(cards: list[Card] | tuple[Card, ...]) -> bool:
+    return len(cards) == 2 and hand_total(cards)[0] == 21
+
+
+@dataclass
+class Hand:
+    """One player hand on a box. ``stakes`` maps player id -> stake in cents on this hand."""
+
+    box: int
+    index: int  # 0 for the original hand, 1.. for hands made by splitting
+    stakes: dict[str, int]
+    cards: list[Card] = field(default_factory=list)
+    doubled: dict[str, int] = field(default_factory=dict)  # player -> extra stake a double added
+    from_split: bool = False
+    split_aces: bool = False
+    surrendered: bool = False
+    stood: bool = False  # stood, or closed by the rules (a double's or a split ace's one card)
+    took_double: bool = False
+    awaiting_card: bool = False  # a hit or a double asked for a card that has not come yet
+
+    @property
+    def total(self) -> int:
+        return hand_total(self.cards)[0]
+
+    @property
+    def soft(self) -> bool:
+        return hand_total(self.cards)[1]
+
+    @property
+    def blackjack(self) -> bool:
+        """Ace and a ten-value card as the first two cards of an unsplit hand (split-ace 21 is not)."""
+        return not self.from_split and is_two_card_21(self.cards)
+
+    @property
+    def bust(self) -> bool:
+        return self.total > 21
+
+    @property
+    def complete(self) -> bool:
+        """No more cards or decisions: stood (or closed), bust, surrendered, or any 21 (no drawing on 21)."""
+        return self.surrendered or self.stood or (len(self.cards) >= 2 and self.total >= 21)
+
+    @property
+    def needs_card(self) -> bool:
+        return not self.complete and (len(self.cards) < 2 or self.awaiting_card)
+
+    def stake_of(self, player: str) -> int:
+        return self.stakes.get(player, 0) + self.doubled.get(player, 0)
+
+    def label(self) -> str:
+        return f"box {self.box} hand {self.index + 1}"

@@ -1,0 +1,438 @@
+"""One round of blackjack: bets, the initial deal, insurance, the players' hands, the dealer, settlement.
+
+The table's deal tracker drives a :class:`Round` from the shoe's card reads and the dealer's and
+supervisor's inputs. The round is a ``transitions`` state machine (see ``ROUND_STATES`` and
+``ROUND_TRANSITIONS``, drawn in docs/state-machines.md); it emits an :class:`Event` through the
+injected sink for every state change, card assignment, action, refusal and settlement.
+
+API (all amounts in integer cents; ``who`` is the person behind an input, logged on the event)::
+
+    r = Round(rules, sink, round_id=1)
+    r.place_bet(box, player, amount)            # betting: first player on a box owns it
+    r.place_pairs_bet(box, player, amount)      # Blackjack Pairs side wager, if enabled
+    r.no_more_bets(who)                         # -> initial_deal
+    r.expected_next() -> Target | None          # what the next card from the shoe is for
+    r.card_dealt(card) -> Target | None         # assign it; None = no card expected (table's call)
+    r.insure(box, player, amount); r.even_money(box, player); r.close_insurance(who)
+    r.act(box, Action.HIT|STAND|DOUBLE|SPLIT|SURRENDER, who, amount=None, declined=())
+    r.hold(reason, detail); r.resume(who, role); r.void(reason, who, role)
+    r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role)
+    r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
+    r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
+
+Refusals: an action the rules forbid raises :class:`RuleViolation` (``rule`` names the rule),
+emits ACTION_REFUSED and changes nothing. While held, cards and actions raise :class:`RoundHeld`.
+A card that arrives when ``expected_next()`` is None is not taken: ``card_dealt`` returns None
+and the table applies the seed procedure (exposed in error -> offer it again as the next card;
+after the dealer's finished hand -> discard if exposed, else next round's burn card).
+
+Re-deal after cards went to a box without a wager: every card in play goes back on top of the
+shoe in the order it was dealt; the round returns to the start of the initial deal (bets as
+placed, splits, doubles, insurance undone) and ``expected_next()`` then accepts exactly those
+cards again, in that order, before any new card (a different card raises :class:`CardMismatch`).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from transitions import Machine
+
+from devices.events import Event, EventSink, Reason, Role, Severity
+from devices.hand import Hand, hand_total
+from devices.round_rules import (RuleViolation, check_action, check_bet, check_insurance, check_pairs_bet,
+                                 rebuild_initial_layout)
+from devices.rules import HouseRules
+from devices.settlement import Settlement, settle
+from firmware_bridge.cards import Card, Rank
+
+
+class Action(enum.StrEnum):
+    HIT = "hit"
+    STAND = "stand"
+    DOUBLE = "double"
+    SPLIT = "split"
+    SURRENDER = "surrender"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a card goes: ``kind`` is "box" (with box number and hand position) or "dealer"."""
+
+    kind: str
+    box: int | None = None
+    hand: int | None = None
+
+    def __str__(self) -> str:
+        return "dealer" if self.kind == "dealer" else f"box {self.box} hand {self.hand + 1}"
+
+
+DEALER = Target("dealer")
+
+
+class RoundError(Exception):
+    """Base of the round's typed errors."""
+
+
+class RoundHeld(RoundError):
+    """The round is held: no card or action is accepted until a supervisor resumes it."""
+
+
+class CardMismatch(RoundError):
+    """During a re-deal the shoe gave a card other than the one expected back."""
+
+
+class NotAuthorised(RoundError):
+    """An override was asked for by someone without the supervisor role."""
+
+
+ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
+_LIVE = ["betting", "initial_deal", "insurance", "players", "dealer"]
+ROUND_TRANSITIONS: list[dict[str, Any]] = [
+    {"trigger": "bets_closed", "source": "betting", "dest": "initial_deal"},
+    {"trigger": "ace_up", "source": "initial_deal", "dest": "insurance"},
+    {"trigger": "players_turn", "source": ["initial_deal", "insurance"], "dest": "players"},
+    {"trigger": "dealers_turn", "source": ["initial_deal", "insurance", "players"], "dest": "dealer"},
+    {"trigger": "dealer_stands", "source": "dealer", "dest": "complete"},
+    {"trigger": "redeal", "source": ["initial_deal", "insurance", "players", "dealer"], "dest": "initial_deal"},
+    {"trigger": "voided", "source": _LIVE, "dest": "void"},
+]
+
+
+def machine_definition() -> dict[str, Any]:
+    """The round machine's live definition, for the mermaid diagrams."""
+    return {"name": "round", "states": list(ROUND_STATES), "transitions": [dict(t) for t in ROUND_TRANSITIONS],
+            "initial": "betting", "notes": ["hold/resume is orthogonal: a held round keeps its state"]}
+
+
+class Round:
+    """One round at one table. Not thread-safe: drive it from the table's single event loop."""
+
+    state: str  # set by transitions
+
+    def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
+        self.rules, self._sink, self.round_id = rules, sink, round_id
+        self.wagers: dict[int, dict[str, int]] = {}  # box -> player -> stake, in betting order
+        self.pairs_bets: dict[tuple[int, str], int] = {}
+        self.insurance: dict[tuple[int, str], int] = {}
+        self.even_money_taken: set[tuple[int, str]] = set()
+        self.box_hands: dict[int, list[Hand]] = {}
+        self.dealer_cards: list[Card] = []
+        self.initial_cards: dict[int, list[Card]] = {}
+        self.assignments: list[tuple[Card, Target]] = []  # every card taken, in order
+        self.flags: list[dict[str, Any]] = []
+        self.held: str | None = None
+        self.settlement: Settlement | None = None
+        self._plan: list[Target] = []  # initial-deal order still to come
+        self._redeal_queue: list[Card] = []
+        self._draw_seen = False  # a card has reached a player after the initial deal
+        Machine(model=self, states=ROUND_STATES, transitions=ROUND_TRANSITIONS, initial="betting",
+                auto_transitions=False, queued=True, after_state_change="_emit_state")
+
+    # ----- events -----
+    def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
+              who: str | None = None, **data: Any) -> None:
+        self._sink(Event(reason, "round", f"round {self.round_id}: {message}", severity,
+                         {"round": self.round_id, **data}, who))
+
+    def _emit_state(self) -> None:
+        self._emit(Reason.ROUND_STATE, f"now {self.state}", state=self.state)
+
+    def _refuse(self, rule: str, message: str, who: str | None = None) -> RuleViolation:
+        self._emit(Reason.ACTION_REFUSED, message, Severity.WARNING, who, rule=rule)
+        return RuleViolation(rule, message)
+
+    def _require(self, states: tuple[str, ...], what: str, who: str | None = None) -> None:
+        if self.held is not None:
+            self._emit(Reason.ACTION_REFUSED, f"{what} refused: round held ({self.held})",
+                       Severity.WARNING, who, rule="round_held")
+            raise RoundHeld(f"round {self.round_id}: {what} refused: round held ({self.held})")
+        if self.state not in states:
+            raise self._refuse("round_state", f"{what} not allowed while {self.state} "
+                               f"(allowed while {', '.join(states)})", who)
+
+    # ----- betting -----
+    def place_bet(self, box: int, player: str, amount: int) -> None:
+        self._require(("betting",), "a bet", player)
+        problem = check_bet(self.rules, self.wagers.get(box, {}), box, player, amount)
+        if problem:
+            raise self._refuse(*problem, who=player)
+        stakes = self.wagers.setdefault(box, {})
+        stakes[player] = stakes.get(player, 0) + amount
+        self._emit(Reason.ACTION, f"{player} bets {amount} on box {box}", who=player,
+                   action="bet", box=box, player=player, amount=amount)
+
+    def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
+        self._require(("betting",), "a Blackjack Pairs bet", player)
+        problem = check_pairs_bet(self.rules, self.wagers.get(box, {}), box, player, amount)
+        if problem:
+            raise self._refuse(*problem, who=player)
+        self.pairs_bets[(box, player)] = amount
+        self._emit(Reason.ACTION, f"{player} bets {amount} on Blackjack Pairs at box {box}", who=player,
+                   action="pairs_bet", box=box, player=player, amount=amount)
+
+    def no_more_bets(self, who: str | None = None) -> None:
+        self._require(("betting",), "no more bets", who)
+        if not self.wagers:
+            raise self._refuse("no_wager", "no more bets refused: no box has a wager", who)
+        self._start_initial_deal()
+        self.bets_closed()
+
+    def _start_initial_deal(self) -> None:
+        boxes = sorted(self.wagers)
+        self.box_hands = {b: [Hand(b, 0, dict(self.wagers[b]))] for b in boxes}
+        self.dealer_cards, self.initial_cards = [], {b: [] for b in boxes}
+        self.insurance, self.even_money_taken, self._draw_seen = {}, set(), False
+        self._plan = self._full_plan()
+
+    def _full_plan(self) -> list[Target]:
+        """Initial deal: one card to each box with a wager left to right, one to the dealer, a second to each box."""
+        first = [Target("box", b, 0) for b in sorted(self.wagers)]
+        return first + [DEALER] + list(first)
+
+    # ----- cards -----
+    @property
+    def hands(self) -> list[Hand]:
+        """Every player hand in playing order: boxes left to right, split hands in order."""
+        return [h for b in sorted(self.box_hands) for h in self.box_hands[b]]
+
+    @property
+    def current_hand(self) -> Target | None:
+        """The hand whose turn it is (awaiting a card or a decision), while players act."""
+        if self.state != "players":
+            return None
+        for h in self.hands:
+            if not h.complete:
+                return Target("box", h.box, h.index)
+        return None
+
+    def expected_next(self) -> Target | None:
+        if self.held is not None:
+            return None
+        if self.state == "initial_deal":
+            return self._plan[0] if self._plan else None
+        if self.state == "players":
+            t = self.current_hand
+            return t if t is not None and self._hand(t).needs_card else None
+        if self.state == "dealer":
+            return DEALER if self._dealer_draws() else None
+        return None
+
+    def card_dealt(self, card: Card) -> Target | None:
+        if self.held is not None:
+            raise RoundHeld(f"round {self.round_id}: card {card} refused: round held ({self.held})")
+        target = self.expected_next()
+        if target is None:
+            return None
+        if self._redeal_queue:
+            if card != self._redeal_queue[0]:
+                raise CardMismatch(f"round {self.round_id}: re-deal expected {self._redeal_queue[0]} "
+                                   f"back from the shoe, got {card}")
+            self._redeal_queue.pop(0)
+        self.assignments.append((card, target))
+        if self.state == "initial_deal":
+            self._plan.pop(0)
+        if target.kind == "dealer":
+            self.dealer_cards.append(card)
+        else:
+            self._give(self._hand(target), card)
+        self._emit(Reason.CARD_ASSIGNED, f"{card} to {target}", card=str(card), target=str(target))
+        self._advance()
+        return target
+
+    def _give(self, hand: Hand, card: Card) -> None:
+        hand.cards.append(card)
+        hand.awaiting_card = False
+        if self.state == "initial_deal":
+            self.initial_cards[hand.box].append(card)
+            return
+        self._draw_seen = True
+        if hand.took_double and len(hand.cards) >= 3:
+            hand.stood = True  # a double takes one card
+        elif hand.split_aces and len(hand.cards) >= 2:
+            resplit = card.rank is Rank.ACE and self._ace_splits(hand.box) < self.rules.play.max_ace_splits \
+                and len(self.box_hands[hand.box]) < self.rules.play.hands_per_box
+            hand.stood = not resplit  # split aces take one card each, unless they may split again
+
+    def _advance(self) -> None:
+        """Move the machine on once the current phase needs nothing more."""
+        if self.state == "initial_deal":
+            if self._plan:
+                return
+            if self.dealer_cards[0].rank is Rank.ACE and self.rules.insurance.offered:
+                self.ace_up()
+            else:
+                self._after_insurance()
+        elif self.state == "players" and self.current_hand is None:
+            self.dealers_turn()
+        elif self.state == "dealer" and not self._dealer_draws():
+            self._settle()
+
+    def _after_insurance(self) -> None:
+        if all(h.complete for h in self.hands):
+            self.dealers_turn()
+        else:
+            self.players_turn()
+
+    def _dealer_draws(self) -> bool:
+        if len(self.dealer_cards) < 2:
+            return True
+        total, soft = hand_total(self.dealer_cards)
+        return total < 17 or (total == 17 and soft and self.rules.dealer.hits_soft_17)
+
+    def _settle(self) -> None:
+        self.settlement = settle(self.rules, self.hands, self.dealer_cards, self.insurance,
+                                 self.even_money_taken, self.pairs_bets, self.initial_cards)
+        for line in self.settlement.lines:
+            self._emit(Reason.SETTLED, line.describe(), **line.as_data())
+        self.dealer_stands()
+
+    def _hand(self, t: Target) -> Hand:
+        return self.box_hands[t.box][t.hand]  # type: ignore[index]
+
+    def _ace_splits(self, box: int) -> int:
+        """How many times aces were split at this box (n split-ace hands came from n - 1 splits)."""
+        return max(0, sum(1 for h in self.box_hands[box] if h.split_aces) - 1)
+
+    # ----- insurance -----
+    def insure(self, box: int, player: str, amount: int) -> None:
+        self._require(("insurance",), "insurance", player)
+        problem = check_insurance(self.rules, self.box_hands, box, player, amount, self.insurance)
+        if problem:
+            raise self._refuse(*problem, who=player)
+        self.insurance[(box, player)] = amount
+        self._emit(Reason.ACTION, f"{player} insures box {box} for {amount}", who=player,
+                   action="insurance", box=box, player=player, amount=amount)
+
+    def even_money(self, box: int, player: str) -> None:
+        self._require(("insurance",), "even money", player)
+        hand = self.box_hands.get(box, [None])[0]
+        if hand is None or player not in hand.stakes or not hand.blackjack:
+            raise self._refuse("even_money_needs_blackjack",
+                               f"even money refused at box {box} for {player}: only a player with a "
+                               f"blackjack on the box may take it", player)
+        if (box, player) in self.even_money_taken:
+            raise self._refuse("even_money_once", f"{player} already took even money at box {box}", player)
+        self.even_money_taken.add((box, player))
+        self._emit(Reason.ACTION, f"{player} takes even money at box {box}: paid "
+                   f"{hand.stakes[player]} at once", who=player, action="even_money", box=box,
+                   player=player, paid=hand.stakes[player])
+
+    def close_insurance(self, who: str | None = None) -> None:
+        self._require(("insurance",), "closing insurance", who)
+        self._emit(Reason.ACTION, "insurance closed", who=who, action="close_insurance")
+        self._after_insurance()
+
+    # ----- player decisions -----
+    def act(self, box: int, action: Action, who: str | None = None, amount: int | None = None,
+            declined: Iterable[str] = ()) -> None:
+        """The box owner's decision for the box's current hand (surrender: any unplayed box)."""
+        self._require(("players",), f"{action} at box {box}", who)
+        action = Action(action)
+        declined = frozenset(declined)
+        hand = self._decision_hand(box, action)
+        problem = check_action(self.rules, self, hand, box, action, amount, declined)
+        if problem:
+            raise self._refuse(*problem, who=who)
+        assert hand is not None  # check_action refuses a missing hand
+        getattr(self, f"_do_{action.value}")(hand, amount, declined)
+        self._emit(Reason.ACTION, f"{action} at {hand.label()}", who=who, action=str(action),
+                   box=box, hand=hand.index, amount=amount, declined=sorted(declined))
+        self._advance()
+
+    def _decision_hand(self, box: int, action: Action) -> Hand | None:
+        if action is Action.SURRENDER:
+            hands = self.box_hands.get(box, [])
+            return hands[0] if hands else None
+        t = self.current_hand
+        return self._hand(t) if t is not None and t.box == box else None
+
+    def _do_hit(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+        hand.awaiting_card = True
+
+    def _do_stand(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+        hand.stood = True
+
+    def _do_surrender(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+        hand.surrendered = True
+
+    def _do_double(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+        owner = next(iter(hand.stakes))
+        hand.doubled = {p: (amount if p == owner and amount is not None else s)
+                        for p, s in hand.stakes.items() if p not in declined}
+        hand.took_double = hand.awaiting_card = True
+
+    def _do_split(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+        hands = self.box_hands[hand.box]
+        aces = hand.cards[0].rank is Rank.ACE
+        new = Hand(hand.box, hand.index + 1, {p: s for p, s in hand.stakes.items() if p not in declined},
+                   [hand.cards.pop()], from_split=True, split_aces=aces)
+        hand.from_split, hand.split_aces = True, aces
+        hands.insert(hand.index + 1, new)
+        for i, h in enumerate(hands):
+            h.index = i
+
+    # ----- holds, overrides and seed procedures -----
+    def hold(self, reason: Reason, detail: str) -> None:
+        self.held = f"{reason}: {detail}"
+        self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
+
+    def _supervisor(self, what: str, who: str, role: Role) -> None:
+        if role is not Role.SUPERVISOR:
+            self._emit(Reason.OVERRIDE_REFUSED, f"{what} refused for {who} ({role}): supervisor only",
+                       Severity.WARNING, who, override=what, role=str(role))
+            raise NotAuthorised(f"round {self.round_id}: {what} needs the supervisor role; {who} is {role}")
+        self._emit(Reason.OVERRIDE, f"{what} by supervisor {who}", Severity.WARNING, who, override=what)
+
+    def resume(self, who: str, role: Role) -> None:
+        self._supervisor("resume", who, role)
+        was, self.held = self.held, None
+        self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
+
+    def void(self, reason: Reason, who: str, role: Role) -> None:
+        """Round void: nothing is settled, every bet goes back. The table places the cards."""
+        if self.state not in _LIVE:
+            raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
+        self._supervisor("void", who, role)
+        self.held = None
+        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
+                   cause=str(reason), returned={f"{b}:{p}": s for b, st in self.wagers.items()
+                                                for p, s in st.items()})
+        self.voided()
+
+    def flag(self, reason: Reason, detail: str, who: str | None = None) -> None:
+        self.flags.append({"reason": str(reason), "detail": detail, "who": who})
+        self._emit(reason, f"flagged: {detail}", Severity.WARNING, who, flagged=True)
+
+    def reconstruct_initial_deal(self, who: str, role: Role,
+                                 assignments: list[tuple[Card, Target]] | None = None) -> None:
+        """A placement error in the initial deal: the layout is put back as the deal order says.
+
+        ``assignments`` (optional) is the layout the supervisor confirms; it must hold exactly the
+        cards dealt so far, each on a box with a wager or the dealer, at most two per box.
+        """
+        if self.state != "initial_deal":
+            raise self._refuse("reconstruct_initial_deal", "reconstruction is only for the initial deal "
+                               f"(the round is {self.state})", who)
+        self._supervisor("reconstruct initial deal", who, role)
+        if assignments is not None:
+            problem = rebuild_initial_layout(self, assignments)
+            if problem:
+                raise self._refuse(*problem, who=who)
+        self._emit(Reason.PLACEMENT_ERROR, "initial deal reconstructed", Severity.WARNING, who,
+                   layout=[(str(c), str(t)) for c, t in self.assignments])
+
+    def reconstruct_and_redeal(self, who: str, role: Role) -> list[Card]:
+        """Cards dealt to a box without a wager: all cards in play are taken back and re-dealt."""
+        if self.state not in ("initial_deal", "insurance", "players", "dealer"):
+            raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
+        self._supervisor("reconstruct and re-deal", who, role)
+        back = [c for c, _ in self.assignments] + self._redeal_queue
+        self.assignments, self.held = [], None
+        self._start_initial_deal()
+        self._redeal_queue = back
+        self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "
+                   "to be re-dealt in the same order", Severity.WARNING, who, cards=[str(c) for c in back])
+        self.redeal()
+        return back

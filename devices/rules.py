@@ -1,0 +1,249 @@
+"""House rules: one TOML file per table, loaded into frozen dataclasses.
+
+Every key has one spec: how to read it and what is allowed. A wrong key, value or type is
+refused with ONE :class:`RulesError` naming the file, the dotted key and the allowed values;
+unknown keys and sections are errors too, so a typo never passes silently. Money is in
+integer cents; pay tables are ratios written "3:2". See docs/rules.md for every key.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable
+
+
+class RulesError(ValueError):
+    """A rules file that cannot be used: says the file, the key and what is allowed."""
+
+    def __init__(self, file: str, key: str, problem: str, allowed: str) -> None:
+        self.file, self.key, self.allowed = file, key, allowed
+        super().__init__(f"{file}: {key}: {problem}; allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    parse: Callable[[Any], Any]  # returns the value or raises ValueError
+    allowed: str
+
+
+def _spec(default: Any, spec: _Spec) -> Any:
+    return field(default=default, metadata={"spec": spec})
+
+
+def _bool() -> _Spec:
+    def parse(v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise ValueError
+        return v
+    return _Spec(parse, "true or false")
+
+
+def _int_range(lo: int, hi: int | None = None) -> _Spec:
+    def parse(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+            raise ValueError
+        return v
+    return _Spec(parse, f"an integer {lo}..{hi}" if hi is not None else f"an integer >= {lo}")
+
+
+def _choice(*values: Any) -> _Spec:
+    def parse(v: Any) -> Any:
+        if isinstance(v, bool) or v not in values:
+            raise ValueError
+        return v
+    return _Spec(parse, " or ".join(repr(v) for v in values))
+
+
+def _fraction(lo: float, hi: float) -> _Spec:
+    def parse(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError
+        return float(v)
+    return _Spec(parse, f"a number {lo}..{hi}")
+
+
+def _ratio() -> _Spec:
+    """A pay ratio 'win:stake', e.g. '3:2' or '1:2'; kept exact as a Fraction."""
+    def parse(v: Any) -> Fraction:
+        if not isinstance(v, str) or v.count(":") != 1:
+            raise ValueError
+        win, stake = (int(p) for p in v.split(":"))  # int() raises ValueError on junk
+        if win <= 0 or stake <= 0:
+            raise ValueError
+        return Fraction(win, stake)
+    return _Spec(parse, "a pay ratio string 'win:stake' with positive integers, e.g. '3:2'")
+
+
+_MONEY = _int_range(0)
+
+
+@dataclass(frozen=True)
+class ShoeRules:
+    shuffle: str = _spec("automatic", _choice("automatic", "hand"))
+    decks: int = _spec(0, _choice(6, 8))  # 0 = by shuffle: 6 automatic, 8 by hand
+    burn_after_shuffle: int = _spec(1, _choice(1, 3))
+    burn_on_dealer_change: int = _spec(1, _choice(0, 1))
+    penetration: float = _spec(0.67, _fraction(0.5, 0.9))  # share dealt before the cut card
+    min_cut_decks: int = _spec(1, _int_range(1, 2))
+
+
+@dataclass(frozen=True)
+class DealerRules:
+    hits_soft_17: bool = _spec(False, _bool())
+
+
+@dataclass(frozen=True)
+class PlayRules:
+    surrender: bool = _spec(True, _bool())
+    surrender_window: str = _spec("before_first_draw", _choice("before_first_draw", "before_own_third_card"))
+    hands_per_box: int = _spec(4, _int_range(1, 4))
+    ace_splits: int | str = _spec(1, _choice(0, 1, 2, "unlimited"))
+    split_pairs: str = _spec("value", _choice("value", "rank"))
+    double_after_split: bool = _spec(True, _bool())
+    double_for_less: bool = _spec(False, _bool())
+
+    @property
+    def max_ace_splits(self) -> int:
+        return self.hands_per_box - 1 if self.ace_splits == "unlimited" else int(self.ace_splits)
+
+
+@dataclass(frozen=True)
+class InsuranceRules:
+    offered: bool = _spec(True, _bool())
+    min: int = _spec(100, _MONEY)  # cents; the maximum is always half the player's stake
+
+
+@dataclass(frozen=True)
+class TableRules:
+    boxes: int = _spec(7, _int_range(1, 7))
+    players_per_box: int = _spec(3, _int_range(1, 3))
+    min_per_player: int = _spec(1000, _int_range(1))
+    max_per_box: int = _spec(100000, _int_range(1))
+
+
+@dataclass(frozen=True)
+class SevenSevenSeven:
+    """Seed 001's '777 prize game': a bonus on the hand's own stake, no separate wager."""
+    enabled: bool = _spec(False, _bool())
+    suited_77: Fraction = _spec(Fraction(1, 2), _ratio())  # first two cards 7s of one suit, paid at once
+    mixed_777: Fraction = _spec(Fraction(1), _ratio())
+    suited_777: Fraction = _spec(Fraction(5), _ratio())
+
+
+@dataclass(frozen=True)
+class CardCountBonus:
+    """Seed 001's five-card 21 / seven-card hand: paid at once on the stake, which stays in play."""
+    enabled: bool = _spec(False, _bool())
+    pays: Fraction = _spec(Fraction(1), _ratio())
+
+
+@dataclass(frozen=True)
+class BlackjackPairs:
+    """Seed 002's optional side wager on the first two cards being a pair (table-posted pays)."""
+    enabled: bool = _spec(False, _bool())
+    mixed_pair: Fraction = _spec(Fraction(6), _ratio())
+    colored_pair: Fraction = _spec(Fraction(12), _ratio())
+    perfect_pair: Fraction = _spec(Fraction(25), _ratio())
+    min: int = _spec(500, _int_range(1))
+    max: int = _spec(10000, _int_range(1))
+
+
+@dataclass(frozen=True)
+class SideBets:
+    seven_seven_seven: SevenSevenSeven = field(default_factory=SevenSevenSeven)
+    five_card_21: CardCountBonus = field(default_factory=CardCountBonus)
+    seven_card_hand: CardCountBonus = field(default_factory=CardCountBonus)
+    blackjack_pairs: BlackjackPairs = field(default_factory=BlackjackPairs)
+
+
+@dataclass(frozen=True)
+class HouseRules:
+    name: str = "default"
+    shoe: ShoeRules = field(default_factory=ShoeRules)
+    dealer: DealerRules = field(default_factory=DealerRules)
+    play: PlayRules = field(default_factory=PlayRules)
+    insurance: InsuranceRules = field(default_factory=InsuranceRules)
+    table: TableRules = field(default_factory=TableRules)
+    side_bets: SideBets = field(default_factory=SideBets)
+
+    @property
+    def decks(self) -> int:
+        return self.shoe.decks or (6 if self.shoe.shuffle == "automatic" else 8)
+
+    @classmethod
+    def default(cls) -> "HouseRules":
+        return cls()
+
+
+
+
+def _section_types(cls: type) -> dict[str, type]:
+    hints = {"ShoeRules": ShoeRules, "DealerRules": DealerRules, "PlayRules": PlayRules,
+             "InsuranceRules": InsuranceRules, "TableRules": TableRules, "SideBets": SideBets,
+             "SevenSevenSeven": SevenSevenSeven, "CardCountBonus": CardCountBonus,
+             "BlackjackPairs": BlackjackPairs}
+    return {f.name: hints[f.type] for f in fields(cls) if isinstance(f.type, str) and f.type in hints}
+
+
+def _build(cls: type, table: Any, file: str, prefix: str) -> Any:
+    if not isinstance(table, dict):
+        raise RulesError(file, prefix, f"expected a table, got {table!r}", f"a [{prefix}] section")
+    nested = _section_types(cls)
+    specs = {f.name: f.metadata["spec"] for f in fields(cls) if "spec" in f.metadata}
+    known = sorted(set(nested) | set(specs) | ({"name"} if cls is HouseRules else set()))
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if key in nested:
+            values[key] = _build(nested[key], raw, file, dotted)
+        elif key in specs:
+            try:
+                values[key] = specs[key].parse(raw)
+            except (ValueError, TypeError):
+                raise RulesError(file, dotted, f"{raw!r} is not allowed", specs[key].allowed) from None
+        elif key == "name" and cls is HouseRules:
+            if not isinstance(raw, str) or not raw:
+                raise RulesError(file, "name", f"{raw!r} is not allowed", "a non-empty string")
+            values[key] = raw
+        else:
+            where = f"[{prefix}]" if prefix else "the top level"
+            raise RulesError(file, dotted, f"unknown key in {where}", ", ".join(known))
+    return cls(**values)
+
+
+def _check_consistency(rules: HouseRules, file: str) -> None:
+    t, p = rules.table, rules.play
+    if t.min_per_player > t.max_per_box:
+        raise RulesError(file, "table.min_per_player", f"{t.min_per_player} exceeds table.max_per_box "
+                         f"{t.max_per_box}", f"at most {t.max_per_box}")
+    if p.ace_splits != "unlimited" and int(p.ace_splits) > p.hands_per_box - 1:
+        raise RulesError(file, "play.ace_splits", f"{p.ace_splits} splits need more than "
+                         f"play.hands_per_box = {p.hands_per_box} hands",
+                         f"0..{p.hands_per_box - 1} or 'unlimited'")
+    bp = rules.side_bets.blackjack_pairs
+    if bp.min > bp.max:
+        raise RulesError(file, "side_bets.blackjack_pairs.min", f"{bp.min} exceeds max {bp.max}",
+                         f"at most {bp.max}")
+
+
+def parse_rules(text: str, file: str = "<string>") -> HouseRules:
+    """Parse rules from TOML text; ``file`` is only used in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise RulesError(file, "(syntax)", f"not valid TOML ({e})", "TOML 1.0 syntax") from None
+    rules = _build(HouseRules, data, file, "")
+    _check_consistency(rules, file)
+    return rules
+
+
+def load_rules(path: str | Path) -> HouseRules:
+    """Load a rules TOML file; raises :class:`RulesError` naming file, key and allowed values."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RulesError(str(p), "(file)", f"cannot be read ({e.strerror})", "a readable TOML file") from None
+    return parse_rules(text, str(p))
