@@ -1,0 +1,146 @@
+"""Keep a device link up: open, and after every loss or failed open, retry with backoff.
+
+Like a NUT driver it never gives up and never exits: it says what happens through events
+(``connected``, ``disconnected`` with the reason, ``retrying`` with attempt and delay)
+and reopens with exponential backoff (0.1 s doubling, capped at 5 s). A refused open
+(EACCES just after hotplug, before udev has applied the group) is retried the same way.
+Each attempt builds a fresh transport from the URL. ``sleep`` is injectable so tests run
+the backoff without waiting.
+
+The layer above re-handshakes on ``connected``: bytes from before a loss are gone.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+import structlog
+
+from drivers.errors import LinkDown
+from drivers.factory import make_transport
+from drivers.transport import Transport
+from drivers.urls import DeviceURL, parse_url
+
+log = structlog.get_logger(__name__)
+
+
+class LinkEventKind(enum.StrEnum):
+    CONNECTED = "connected"
+    DISCONNECTED = "disconnected"
+    RETRYING = "retrying"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEvent:
+    kind: LinkEventKind
+    url: str
+    reason: str | None = None  # disconnected / retrying: what went wrong, naming the device
+    attempt: int | None = None  # retrying: 1, 2, ... since the link was last up
+    delay: float | None = None  # retrying: seconds until that attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial: float = 0.1
+    factor: float = 2.0
+    cap: float = 5.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        return min(self.cap, self.initial * self.factor ** (attempt - 1))
+
+
+class BytesListener(Protocol):
+    def bytes_received(self, data: bytes) -> None: ...
+
+
+class ReconnectingLink:
+    """A link to one device URL that reopens itself. Call :meth:`start`, then :meth:`close`."""
+
+    def __init__(self, url: str | DeviceURL, listener: BytesListener,
+                 on_event: Callable[[LinkEvent], None], *,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 backoff: Backoff = Backoff(), **transport_options: Any) -> None:
+        self._url = url if isinstance(url, DeviceURL) else parse_url(url)  # BadURL now, not retried
+        self._listener, self._on_event = listener, on_event
+        self._sleep, self._backoff, self._options = sleep, backoff, transport_options
+        self._transport: Transport | None = None
+        self._lost: asyncio.Future[str] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return self._url.text
+
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None
+
+    async def start(self) -> None:
+        """Start the supervising task on the running loop; returns at once."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"link {self.url}")
+
+    def write(self, data: bytes) -> None:
+        if self._transport is None:
+            raise LinkDown(self.url, "link is down (reconnecting)")
+        self._transport.write(data)
+
+    async def close(self) -> None:
+        """Stop retrying and close the device. No event follows."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
+
+    # --- TransportListener for the current transport -------------------------------------
+    def bytes_received(self, data: bytes) -> None:
+        self._listener.bytes_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(str(exc) if exc else f"{self.url}: closed")
+
+    # --- the supervisor ----------------------------------------------------------------
+    def _emit(self, kind: LinkEventKind, **details: Any) -> None:
+        event = LinkEvent(kind, self.url, **details)
+        log.info("link_" + kind.value, device=self.url, **details)
+        try:
+            self._on_event(event)
+        except Exception:  # a broken event sink must not kill the link
+            log.exception("link_event_sink_failed", device=self.url)
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            if attempt:
+                delay = self._backoff.delay(attempt)
+                self._emit(LinkEventKind.RETRYING, attempt=attempt, delay=delay, reason=reason)
+                await self._sleep(delay)
+            transport = None
+            try:
+                transport = make_transport(self._url, **self._options)
+                self._lost = asyncio.get_running_loop().create_future()
+                await transport.open(self)
+            except asyncio.CancelledError:
+                if transport is not None:
+                    transport.close()
+                raise
+            except Exception as exc:  # any failure to open is retried, never fatal
+                attempt += 1
+                reason = str(exc)
+                continue
+            self._transport, attempt = transport, 0
+            self._emit(LinkEventKind.CONNECTED)
+            reason = await self._lost
+            self._transport = None
+            self._emit(LinkEventKind.DISCONNECTED, reason=reason)
+            attempt = 1  # wait the first backoff step: a replugged device needs udev first
