@@ -65,6 +65,9 @@ class Reason(enum.StrEnum):
     CARDS_TO_BOX_WITHOUT_WAGER = "CARDS_TO_BOX_WITHOUT_WAGER"
     OVERRIDE = "OVERRIDE"
     OVERRIDE_REFUSED = "OVERRIDE_REFUSED"
+    # appended by the deal tracker (devices/table.py)
+    DEALING_BLOCKED = "DEALING_BLOCKED"  # a card left a shoe that may not be dealt (refused, unverified, complete)
+    ALARM_CLEARED = "ALARM_CLEARED"  # a supervisor cleared an open alarm
 
 
 @dataclass(frozen=True, slots=True)
