@@ -59,6 +59,12 @@ class SerialTransport(Transport):
     def is_open(self) -> bool:
         return self._port is not None
 
+    def line_settings(self) -> dict[str, object]:
+        """What pyserial applied to the open port (baudrate, parity, stopbits, bytesize, ...)."""
+        if self._port is None:
+            raise LinkDown(self.path, "serial port is not open")
+        return self._port.get_settings()
+
     async def open(self, listener: TransportListener) -> None:
         if self._port is not None:
             raise DriverError(self.path, "already open")
