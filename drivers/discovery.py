@@ -19,9 +19,9 @@ from typing import Any
 import serial.tools.list_ports
 import structlog
 import usb.core
-import usb.util
 
 from drivers.known_devices import Link, lookup
+from drivers.usb_bulk import read_serial_number
 
 log = structlog.get_logger(__name__)
 
@@ -72,11 +72,9 @@ def _usb_candidates(backend: Any) -> list[Candidate]:
         serial_number = url = None
         if known is not None:
             try:
-                serial_number = dev.serial_number
-            except (usb.core.USBError, ValueError) as exc:
+                serial_number = read_serial_number(dev)
+            except usb.core.USBError as exc:
                 log.warning("usb_serial_unreadable", bus=dev.bus, address=dev.address, error=str(exc))
-            finally:
-                usb.util.dispose_resources(dev)
             if known.link is Link.USB_BULK:
                 query = f"?serial={serial_number}" if serial_number else ""
                 url = f"usb://{known.vid_pid}{query}"

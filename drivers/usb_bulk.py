@@ -43,6 +43,19 @@ def _usb_open_error(name: str, exc: usb.core.USBError) -> DriverError:
     return DriverError(name, f"cannot open USB device: {exc}")
 
 
+def read_serial_number(dev: usb.core.Device) -> str | None:
+    """The device's serial number string, or None if it has none. Reading it opens the
+    device, so a USBError (EACCES without the udev rule) is raised, not hidden: pyusb's
+    ``serial_number`` turns that into "no langid", which would read as "not found"."""
+    try:
+        return dev.serial_number
+    except ValueError:
+        usb.util.get_langids(dev)  # raises the USBError pyusb swallowed, if there was one
+        return None
+    finally:
+        usb.util.dispose_resources(dev)
+
+
 class UsbBulkTransport(Transport):
     def __init__(self, url: DeviceURL | str, *, backend: Any = None) -> None:
         self._url = url if isinstance(url, DeviceURL) else parse_url(url)
@@ -65,18 +78,22 @@ class UsbBulkTransport(Transport):
 
     def _find(self) -> usb.core.Device:
         wanted = self._url.serial_number
+        refused: list[usb.core.USBError] = []
 
         def matches(dev: usb.core.Device) -> bool:
             if wanted is None:
                 return True
             try:
-                return dev.serial_number == wanted
-            except (usb.core.USBError, ValueError):
-                return False  # no access to its strings: not provably ours
+                return read_serial_number(dev) == wanted
+            except usb.core.USBError as exc:
+                refused.append(exc)
+                return False
 
         dev = usb.core.find(idVendor=self._url.vid, idProduct=self._url.pid,
                             custom_match=matches, backend=self._backend)
         if dev is None:
+            if refused:  # a device is there but we may not look: say so, not "not found"
+                raise _usb_open_error(self.url, refused[0]) from refused[0]
             which = f" with serial {wanted}" if wanted else ""
             raise DeviceNotFound(self.url, f"no USB device {self._url.vid:04x}:"
                                  f"{self._url.pid:04x}{which} (plugged in? see docs/install.md)")

@@ -1,0 +1,150 @@
+"""The USB bulk transport through pyusb's own core, on the simulated backend."""
+import asyncio
+import errno
+import os
+import threading
+
+import pytest
+import usb.core
+
+from drivers import DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied, open_transport
+from drivers.known_devices import by_role
+from drivers.usb_bulk import UsbBulkTransport
+from drv_helpers import EchoSide, Recorder, run
+
+pytestmark = pytest.mark.timeout(20)
+SHOE_URL = "usb://1209:c4d0?serial=SHOE0001"
+
+
+def usb_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("usb-")]
+
+
+def test_bytes_flow_both_ways_after_detaching_the_kernel_driver(usb_shoe):
+    backend, device, side = usb_shoe
+
+    async def main():
+        rec = Recorder()
+        transport = await open_transport(SHOE_URL, rec, backend=backend)
+        transport.write(b"hello ")
+        transport.write(b"shoe")
+        data = await rec.wait_bytes(10)
+        transport.close()
+        return data, rec
+
+    data, rec = run(main())
+    assert bytes(side.received) == b"hello shoe"
+    assert data == b"HELLO SHOE"
+    assert device.kernel_driver_attached is False
+    assert rec.lost == [None]
+    assert usb_threads() == []
+
+
+def test_a_long_stream_from_the_device_arrives_intact(usb_shoe):
+    backend, device, _ = usb_shoe
+    payload = os.urandom(20_000)
+
+    async def main():
+        rec = Recorder()
+        transport = await open_transport(SHOE_URL, rec, backend=backend)
+        for start in range(0, len(payload), 37):  # odd-sized pieces, many transfers
+            device.send_to_host(payload[start:start + 37])
+        data = await rec.wait_bytes(len(payload))
+        transport.close()
+        return data
+
+    assert run(main()) == payload
+
+
+def test_the_serial_number_picks_the_device(usb_shoe):
+    backend, first, first_side = usb_shoe
+    second_side = EchoSide()
+    shoe = by_role("shoe")
+    second_side.device = backend.add_device(second_side, vid=shoe.vid, pid=shoe.pid, serial="SHOE0002")
+
+    async def main():
+        transport = await open_transport("usb://1209:c4d0?serial=SHOE0002", Recorder(), backend=backend)
+        transport.write(b"to two")
+        await asyncio.sleep(0)
+        transport.close()
+
+    run(main())
+    assert bytes(second_side.received) == b"to two" and first_side.received == b""
+
+
+def test_unplug_reports_connection_lost_once_and_ends_the_threads(usb_shoe):
+    backend, device, _ = usb_shoe
+
+    async def main():
+        rec = Recorder()
+        transport = await open_transport(SHOE_URL, rec, backend=backend)
+        device.send_to_host(b"before")
+        await rec.wait_bytes(6)
+        device.unplug()
+        exc = await rec.wait_lost()
+        await asyncio.sleep(0.1)  # a second report (from the writer thread too) would land here
+        transport.close()
+        with pytest.raises(LinkDown):
+            transport.write(b"x")
+        return rec, exc
+
+    rec, exc = run(main())
+    assert rec.data == b"before"
+    assert len(rec.lost) == 1
+    assert isinstance(exc, LinkLost) and "ENODEV" in str(exc) and SHOE_URL in str(exc)
+    assert isinstance(exc.__cause__, usb.core.USBError) and exc.__cause__.errno == errno.ENODEV
+    assert usb_threads() == []
+
+
+def test_a_write_error_also_loses_the_link(usb_shoe, mocker):
+    backend, _, _ = usb_shoe
+    mocker.patch.object(backend, "bulk_write",
+                        side_effect=usb.core.USBError("Pipe error", -9, errno.EPIPE))
+
+    async def main():
+        rec = Recorder()
+        transport = await open_transport(SHOE_URL, rec, backend=backend)
+        transport.write(b"stalls")
+        exc = await rec.wait_lost()
+        return exc
+
+    exc = run(main())
+    assert isinstance(exc, LinkLost) and "EPIPE" in str(exc) and "write" in str(exc)
+    assert usb_threads() == []
+
+
+def test_missing_device_is_not_found_with_vid_pid_and_serial(usb_shoe):
+    backend, _, _ = usb_shoe
+
+    async def main():
+        await open_transport("usb://1209:c4d0?serial=NOPE", Recorder(), backend=backend)
+
+    with pytest.raises(DeviceNotFound, match="1209:c4d0 with serial NOPE"):
+        run(main())
+
+
+def test_a_claimed_device_is_busy(usb_shoe):
+    backend, _, _ = usb_shoe
+
+    async def main():
+        first = await open_transport(SHOE_URL, Recorder(), backend=backend)
+        try:
+            with pytest.raises(DeviceBusy, match="claimed"):
+                await open_transport(SHOE_URL, Recorder(), backend=backend)
+        finally:
+            first.close()
+
+    run(main())
+
+
+def test_access_denied_names_the_group(usb_shoe, mocker):
+    backend, _, _ = usb_shoe
+    mocker.patch.object(backend, "open_device", side_effect=usb.core.USBError(
+        "Access denied (insufficient permissions)", -3, errno.EACCES))
+
+    async def main():
+        await UsbBulkTransport(SHOE_URL, backend=backend).open(Recorder())
+
+    with pytest.raises(PermissionDenied, match="'cardd' group") as info:
+        run(main())
+    assert "docs/install.md" in str(info.value)
