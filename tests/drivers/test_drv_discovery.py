@@ -1,0 +1,80 @@
+"""Discovery: the known-device table, USB devices through pyusb, serial ports through sysfs."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import usb.core
+
+from drivers.discovery import discover
+from drivers.known_devices import KNOWN_DEVICES, by_role, lookup
+from drv_helpers import EchoSide
+from simulators.usb_backend import SimUsbBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERIC_USB_SERIAL = [(0x0403, 0x6001), (0x0403, 0x6010), (0x0403, 0x6014), (0x0403, 0x6015),
+                      (0x067B, 0x2303), (0x10C4, 0xEA60), (0x1A86, 0x7523)]
+
+
+def test_known_table_is_ours_only():
+    assert {d.role for d in KNOWN_DEVICES} == {"shoe", "shuffler"}
+    assert all(d.vid == 0x1209 for d in KNOWN_DEVICES)  # pid.codes
+    assert not {(d.vid, d.pid) for d in KNOWN_DEVICES} & set(GENERIC_USB_SERIAL)
+    assert lookup(0x1209, 0xC4D0).role == "shoe" and lookup(0x0403, 0x6001) is None
+    with pytest.raises(KeyError, match="roles"):
+        by_role("printer")
+
+
+def test_usb_devices_are_listed_and_known_ones_flagged(mocker):
+    backend = SimUsbBackend()
+    backend.add_device(EchoSide(), vid=0x1209, pid=0xC4D0, serial="SHOE0001")
+    stranger = backend.add_device(EchoSide(), vid=0x0403, pid=0x6001, serial="FT1234AB")
+    reads = mocker.spy(backend, "ctrl_transfer")
+
+    found = discover(usb_backend=backend, serial_ports=False)
+
+    assert [c.role for c in found] == ["shoe", None]  # known first
+    shoe, other = found
+    assert shoe.url == "usb://1209:c4d0?serial=SHOE0001" and shoe.serial_number == "SHOE0001"
+    assert (other.vid, other.pid, other.url, other.serial_number) == (0x0403, 0x6001, None, None)
+    assert other.address == stranger.address
+    # strings are read from our own devices only: a stranger is never opened
+    assert all(call.args[0].device is not stranger for call in reads.call_args_list)
+
+
+def test_usb_device_we_may_not_open_is_still_listed(mocker):
+    backend = SimUsbBackend()
+    backend.add_device(EchoSide(), vid=0x1209, pid=0xC4D0, serial="SHOE0001")
+    mocker.patch.object(backend, "open_device", side_effect=usb.core.USBError("Access denied", -3, 13))
+    [shoe] = discover(usb_backend=backend, serial_ports=False)
+    assert shoe.role == "shoe" and shoe.serial_number is None and shoe.url == "usb://1209:c4d0"
+
+
+def _discover_under_umockdev(description: str) -> list[dict]:
+    if not shutil.which("umockdev-run"):
+        pytest.fail("umockdev-run is missing: run `make test` (it installs umockdev) or "
+                    "apt-get install umockdev")
+    out = subprocess.run(
+        ["umockdev-run", "--device", str(ROOT / "udev" / description), "--",
+         sys.executable, "-m", "drivers.discovery"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.udev
+@pytest.mark.timeout(90)
+def test_serial_ports_from_sysfs_flag_the_shuffler():
+    ports = [c for c in _discover_under_umockdev("shuffler.umockdev") if c["kind"] == "serial"]
+    assert ports == [{"kind": "serial", "vid": 0x1209, "pid": 0xC4D1, "serial_number": "A1",
+                      "description": "cardd shuffler", "role": "shuffler",
+                      "url": "serial:///dev/ttyACM0", "path": "/dev/ttyACM0",
+                      "bus": None, "address": None}]
+
+
+@pytest.mark.udev
+@pytest.mark.timeout(90)
+def test_a_generic_ftdi_adapter_is_listed_but_not_claimed():
+    ports = [c for c in _discover_under_umockdev("ftdi.umockdev") if c["kind"] == "serial"]
+    assert [(p["vid"], p["pid"], p["role"], p["url"]) for p in ports] == [(0x0403, 0x6001, None, None)]

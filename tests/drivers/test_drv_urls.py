@@ -1,0 +1,104 @@
+"""Device URLs and the scheme registry."""
+import asyncio
+
+import pytest
+
+from drivers import BadURL, make_transport, open_transport, parse_url, register_scheme
+from drivers.factory import _factories
+from drivers.serial_port import SerialTransport
+from drivers.transport import Transport
+from drivers.urls import SerialSettings
+from drivers.usb_bulk import UsbBulkTransport
+
+
+def test_serial_url_with_settings():
+    url = parse_url("serial:///dev/cardd/shuffler-A1?baud=9600&parity=e&stopbits=2")
+    assert (url.scheme, url.path) == ("serial", "/dev/cardd/shuffler-A1")
+    assert url.serial_settings == SerialSettings(baud=9600, parity="E", stopbits=2, bytesize=8)
+
+
+def test_serial_url_defaults():
+    assert parse_url("serial:///dev/ttyACM0").serial_settings == SerialSettings(115200, "N", 1, 8)
+    assert parse_url("serial:///dev/ttyS0?stopbits=1.5").serial_settings.stopbits == 1.5
+
+
+def test_usb_url():
+    url = parse_url("usb://1209:c4d0?serial=SHOE0001")
+    assert (url.scheme, url.vid, url.pid, url.serial_number) == ("usb", 0x1209, 0xC4D0, "SHOE0001")
+    assert parse_url("usb://1209:C4D0").serial_number is None
+
+
+@pytest.mark.parametrize("name", ["shuffler", "shoe"])
+def test_sim_url(name):
+    url = parse_url(f"sim://{name}")
+    assert (url.scheme, url.name, str(url)) == ("sim", name, f"sim://{name}")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("/dev/ttyACM0", "no scheme"),
+    ("serial://dev/ttyACM0", "absolute device path"),
+    ("serial:///dev/ttyACM0?baud=fast", "baud='fast'"),
+    ("serial:///dev/ttyACM0?baud=10", "baud='10'"),
+    ("serial:///dev/ttyACM0?parity=X", "parity='X'"),
+    ("serial:///dev/ttyACM0?stopbits=3", "stopbits='3'"),
+    ("serial:///dev/ttyACM0?speed=9600", "unknown parameter 'speed'"),
+    ("serial:///dev/ttyACM0?baud=9600&baud=19200", "given twice"),
+    ("usb://c4d0", "not a hex VID:PID"),
+    ("usb://1209:c4d0/extra", "not a hex VID:PID"),
+    ("usb://1209:c4d0?serial=", "serial= is empty"),
+    ("usb://1209:c4d0?sn=X", "unknown parameter 'sn'"),
+    ("sim://Shoe!", "not a device name"),
+    ("1sim://shoe", "unknown scheme"),
+])
+def test_bad_urls_get_one_error_with_the_accepted_forms(text, why):
+    with pytest.raises(BadURL) as info:
+        parse_url(text)
+    message = str(info.value)
+    assert text in message and why in message
+    assert "serial:///dev/" in message and "usb://VID:PID" in message and "sim://" in message
+
+
+def test_the_factory_builds_the_driver_for_the_scheme():
+    assert isinstance(make_transport("serial:///dev/ttyACM0"), SerialTransport)
+    assert isinstance(make_transport("usb://1209:c4d0"), UsbBulkTransport)
+
+
+def test_an_unregistered_scheme_is_one_clear_error():
+    with pytest.raises(BadURL, match="no driver registered for scheme 'nosuch'.*registered: "):
+        make_transport("nosuch://thing")
+
+
+class _Loopback(Transport):
+    def __init__(self, url):
+        self.url, self.listener = url.text, None
+
+    async def open(self, listener):
+        self.listener = listener
+
+    def write(self, data):
+        self.listener.bytes_received(data)
+
+    def close(self):
+        pass
+
+    @property
+    def is_open(self):
+        return self.listener is not None
+
+
+def test_a_registered_scheme_opens_through_its_factory():
+    received = []
+
+    class Listener:
+        bytes_received = received.append
+
+        def connection_lost(self, exc):
+            pass
+
+    register_scheme("loop", lambda url, **options: _Loopback(url))
+    try:
+        transport = asyncio.run(open_transport("loop://echo?depth=2", Listener()))
+        transport.write(b"ping")
+    finally:
+        del _factories["loop"]
+    assert transport.url == "loop://echo?depth=2" and received == [b"ping"]
