@@ -1,0 +1,291 @@
+"""The shoe's life: shuffle -> verification -> loaded -> burn -> rounds -> cut card -> complete
+-> reconciliation.
+
+Verification compares the shuffler's count per card (``ShuffleComplete.composition``) and
+its own deck check (``DeckCheckResult``) with the configured decks; any missing, extra or
+unrecognised card refuses the shoe and blocks dealing, naming the cards. The host never
+learns the order of a stack: integrity rule, no card is known before the shoe reads it
+leaving the shoe. Reconciliation at the end: cards dealt + cards returned to the shuffler
+(the undealt remainder, counted per card) must equal the verified shoe, card by card.
+
+Messages that belong to the next shoe (a shuffle while this shoe is in play, a new shoe
+loaded before this one is reconciled) wait in ``deferred`` and are replayed once this
+shoe is reconciled or void, so the life of one shoe never mixes with the next.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping
+
+import structlog
+from transitions import EventData, Machine
+
+from devices.events import Event, EventSink, Reason, Severity
+from devices.rules import HouseRules
+from firmware_bridge.cards import ALL_CARDS, Card, shoe_composition
+from firmware_bridge.messages import DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress
+
+log = structlog.get_logger(__name__)
+
+SHOE_STATES = (
+    "idle", "shuffling", "verifying", "refused", "verified", "burning", "in_play", "last_round",
+    "complete", "reconciled", "unreconciled", "void",
+)
+_ENDED = ["reconciled", "unreconciled", "void"]
+_FREE = ["idle", "refused", "verified", *_ENDED]  # no shoe in play, none waiting to be reconciled
+SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
+    {"trigger": "start_shuffle", "source": _FREE, "dest": "shuffling"},
+    {"trigger": "counted", "source": "shuffling", "dest": "verifying"},
+    {"trigger": "accept", "source": "verifying", "dest": "verified"},
+    {"trigger": "refuse", "source": ["shuffling", "verifying", "verified"], "dest": "refused"},
+    {"trigger": "hand_shuffle", "source": _FREE, "dest": "verified"},
+    {"trigger": "load", "source": "verified", "dest": "burning"},
+    {"trigger": "burnt", "source": "burning", "dest": "in_play"},
+    {"trigger": "change_dealer", "source": "in_play", "dest": "burning"},
+    {"trigger": "cut_card_out", "source": ["burning", "in_play"], "dest": "last_round"},
+    {"trigger": "finish", "source": ["burning", "in_play", "last_round"], "dest": "complete"},
+    {"trigger": "reconcile_ok", "source": "complete", "dest": "reconciled"},
+    {"trigger": "reconcile_failed", "source": "complete", "dest": "unreconciled"},
+    {"trigger": "void_shoe", "source": [s for s in SHOE_STATES if s not in ("idle", "void")], "dest": "void"},
+)
+IN_PLAY = ("burning", "in_play", "last_round")
+_REASON_FOR_DEST = {
+    "verified": Reason.SHOE_VERIFIED, "refused": Reason.SHOE_REFUSED, "last_round": Reason.CUT_CARD_OUT,
+    "reconciled": Reason.RECONCILED, "unreconciled": Reason.RECONCILIATION_FAILED, "void": Reason.SHOE_VOID,
+}
+_ALARMS = ("refused", "unreconciled", "void")
+
+
+def describe_counts(counts: Mapping[Card, int]) -> str:
+    """'AS x1, 7H x2' in card order; '-' when empty."""
+    return ", ".join(f"{c} x{n}" for c, n in sorted(counts.items()) if n) or "-"
+
+
+def compare_counts(expected: Mapping[Card, int], actual: Mapping[Card, int]) -> tuple[dict[Card, int], dict[Card, int]]:
+    """(missing, extra) per card between what should be there and what is."""
+    missing = {c: expected.get(c, 0) - actual.get(c, 0) for c in ALL_CARDS if actual.get(c, 0) < expected.get(c, 0)}
+    extra = {c: actual.get(c, 0) - expected.get(c, 0) for c in ALL_CARDS if actual.get(c, 0) > expected.get(c, 0)}
+    return missing, extra
+
+
+class Shoe:
+    """One shoe at a time, from its shuffle to its reconciliation."""
+
+    state: str  # set by the Machine
+
+    def __init__(self, rules: HouseRules, sink: EventSink) -> None:
+        self.rules = rules
+        self.decks = rules.decks
+        self._sink = sink
+        self.expected: dict[Card, int] = shoe_composition(self.decks)
+        self.counted: dict[Card, int] | None = None  # the shuffler's count of this stack
+        self.out: Counter[Card] = Counter()  # cards that left the shoe, per card
+        self.cards_out = 0
+        self.burn_remaining = 0
+        self.deferred: list[Message] = []
+        self._note: dict[str, Any] = {}
+        self.machine = Machine(
+            model=self, states=list(SHOE_STATES), transitions=[dict(t) for t in SHOE_TRANSITIONS],
+            initial="idle", auto_transitions=False, queued=True, send_event=True,
+            after_state_change="_after_change",
+        )
+
+    # ---- queries --------------------------------------------------------------------------
+
+    @property
+    def in_play(self) -> bool:
+        return self.state in IN_PLAY
+
+    def exceeds_shoe(self, card: Card) -> bool:
+        """True when ``card`` has now left the shoe more often than the shoe holds it."""
+        return self.out[card] > self.expected.get(card, 0)
+
+    # ---- shuffler side --------------------------------------------------------------------
+
+    def on_shuffler_message(self, msg: Message) -> None:
+        if self.state in (*IN_PLAY, "complete") and isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
+            self.deferred.append(msg)  # the next shoe's shuffle
+            return
+        if isinstance(msg, ShuffleProgress):
+            if self.state != "shuffling":
+                self.start_shuffle()
+        elif isinstance(msg, ShuffleComplete):
+            if self.state != "shuffling":
+                self.start_shuffle()
+            self.counted = dict(msg.composition)
+            self._fire("counted", card_count=msg.card_count)
+        elif isinstance(msg, DeckCheckResult):
+            self._on_deck_check(msg)
+
+    def _on_deck_check(self, msg: DeckCheckResult) -> None:
+        if self.state != "verifying":
+            self._emit(Reason.SHOE_REFUSED, Severity.ALARM,
+                       f"deck check arrived without a counted shuffle (shoe state {self.state}); shoe refused",
+                       {"state": self.state})
+            if self.state in ("shuffling", "verified"):
+                self.refuse()
+            return
+        problems = self._verification_problems(msg)
+        if problems:
+            self._fire("refuse", problems="; ".join(problems))
+        else:
+            self._fire("accept", cards=sum(self.expected.values()), decks=self.decks)
+
+    def _verification_problems(self, check: DeckCheckResult) -> list[str]:
+        counted = self.counted or {}
+        missing, extra = compare_counts(self.expected, counted)
+        # The device's own findings count too: trust neither side alone.
+        for card, n in check.missing:
+            missing[card] = max(missing.get(card, 0), n)
+        for card, n in check.extra:
+            extra[card] = max(extra.get(card, 0), n)
+        problems = []
+        if missing:
+            problems.append(f"missing: {describe_counts(missing)}")
+        if extra:
+            problems.append(f"extra: {describe_counts(extra)}")
+        if check.unrecognised:
+            problems.append(f"unrecognised: {check.unrecognised} card(s)")
+        if check.decks != self.decks:
+            problems.append(f"checked as {check.decks} decks, the rules say {self.decks}")
+        if not check.ok and not problems:
+            problems.append("the shuffler's deck check failed")
+        return problems
+
+    def hand_shuffled(self, who: str) -> None:
+        """A hand-shuffled shoe (no counting shuffler): assumed full decks, reconciled at the end."""
+        self.counted = None
+        self._fire("hand_shuffle", who=who, decks=self.decks)
+
+    # ---- shoe side ------------------------------------------------------------------------
+
+    def shoe_loaded(self, msg: ShoeLoaded) -> bool:
+        """The stack went into the shoe. False (with an alarm) when it may not be dealt."""
+        if self.state == "complete":
+            self.deferred.append(msg)  # the next shoe: wait for this one's reconciliation
+            return True
+        if self.state != "verified":
+            self._emit(Reason.SHOE_REFUSED, Severity.ALARM,
+                       f"shoe loaded without a verified shuffle (shoe state {self.state}); dealing blocked",
+                       {"state": self.state})
+            return False
+        self.out.clear()
+        self.cards_out = 0
+        self.burn_remaining = self.rules.shoe.burn_after_shuffle
+        self._fire("load", burn=self.burn_remaining)
+        return True
+
+    def card_out(self, card: Card) -> None:
+        """Count a card that left the shoe (read, or entered by the dealer)."""
+        self.out[card] += 1
+        self.cards_out += 1
+
+    def card_back(self, card: Card) -> None:
+        """A card put back on top of the shoe by a reconstruction; it will be read again."""
+        self.out[card] -= 1
+        self.cards_out -= 1
+
+    def take_burn(self, card: Card) -> None:
+        self.burn_remaining -= 1
+        self._emit(Reason.BURN, Severity.INFO, f"burn card {self.cards_out} ({self.burn_remaining} to go)",
+                   {"card": str(card), "index": self.cards_out, "remaining": self.burn_remaining})
+        if self.burn_remaining == 0 and self.state == "burning":
+            self.burnt()
+
+    def dealer_changed(self, who: str) -> bool:
+        """A new dealer mid-shoe burns one card before the next round. False if not now."""
+        n = self.rules.shoe.burn_on_dealer_change
+        if not n or self.state != "in_play":
+            return False
+        self.burn_remaining = n
+        self._fire("change_dealer", who=who, burn=n, reason=Reason.DEALER_CHANGE_BURN)
+        return True
+
+    def cut_card_seen(self, index: int) -> None:
+        if self.state in ("burning", "in_play"):
+            self._fire("cut_card_out", index=index)
+
+    def finish_shoe(self, why: str) -> None:
+        if self.may("finish"):
+            self._fire("finish", why=why, cards_out=self.cards_out)
+
+    def may(self, trigger: str) -> bool:
+        return trigger in self.machine.get_triggers(self.state)
+
+    # ---- end of the shoe ------------------------------------------------------------------
+
+    def reconcile(self, returned: Mapping[Card, int], who: str | None = None) -> bool:
+        """Cards dealt + ``returned`` (the undealt remainder, counted) must equal the shoe."""
+        if self.state != "complete":
+            raise ShoeStateError(f"reconcile needs a complete shoe; the shoe is {self.state}")
+        total = Counter(self.out)
+        total.update({c: n for c, n in returned.items() if n})
+        missing, extra = compare_counts(self.counted or self.expected, total)
+        data = {"cards_out": self.cards_out, "returned": sum(returned.values())}
+        if missing or extra:
+            problems = "; ".join(p for p in (missing and f"missing: {describe_counts(missing)}",
+                                             extra and f"extra: {describe_counts(extra)}") if p)
+            self._fire("reconcile_failed", who=who, problems=problems, **data)
+        else:
+            self._fire("reconcile_ok", who=who, **data)
+        self._replay_deferred()
+        return not (missing or extra)
+
+    def void(self, who: str) -> None:
+        self._fire("void_shoe", who=who, cards_out=self.cards_out)
+        self._replay_deferred()
+
+    def _replay_deferred(self) -> None:
+        pending, self.deferred = self.deferred, []
+        for msg in pending:
+            if isinstance(msg, ShoeLoaded):
+                self.shoe_loaded(msg)
+            else:
+                self.on_shuffler_message(msg)
+
+    # ---- state <-> events -----------------------------------------------------------------
+
+    def _fire(self, trigger: str, **note: Any) -> None:
+        self._note = note
+        try:
+            self.trigger(trigger)
+        finally:
+            self._note = {}
+
+    def _after_change(self, event: EventData) -> None:
+        src, dst = event.transition.source, event.transition.dest
+        note = dict(self._note)
+        reason = note.pop("reason", None) or _REASON_FOR_DEST.get(dst, Reason.SHOE_STATE)
+        who = note.pop("who", None)
+        text = f"shoe: {src} -> {dst}"
+        if "problems" in note:
+            text += f": {note['problems']}" + ("; dealing blocked" if dst == "refused" else "")
+        severity = Severity.ALARM if dst in _ALARMS else Severity.INFO
+        data = {"from": src, "to": dst, "trigger": event.event.name, **note}
+        log.info("shoe_state", **{k: str(v) for k, v in data.items()})
+        self._sink(Event(reason, "shoe", text, severity, data, who))
+
+    def _emit(self, reason: Reason, severity: Severity, text: str, data: dict[str, Any]) -> None:
+        self._sink(Event(reason, "shoe", text, severity, data))
+
+    # ---- persistence ----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data: what left the shoe so far (never anything still inside it)."""
+        return {
+            "state": self.state, "cards_out": self.cards_out, "burn_remaining": self.burn_remaining,
+            "out": {str(c): n for c, n in self.out.items() if n},
+            "counted": None if self.counted is None else {str(c): n for c, n in self.counted.items() if n},
+        }
+
+    def restore(self, snap: Mapping[str, Any]) -> None:
+        self.machine.set_state(snap["state"])
+        self.cards_out = snap["cards_out"]
+        self.burn_remaining = snap["burn_remaining"]
+        self.out = Counter({Card.parse(c): n for c, n in snap["out"].items()})
+        counted = snap["counted"]
+        self.counted = None if counted is None else {c: 0 for c in ALL_CARDS} | {Card.parse(c): n for c, n in counted.items()}
+
+
+class ShoeStateError(RuntimeError):
+    """An input the shoe cannot take in its current state."""

@@ -1,0 +1,409 @@
+"""The deal tracker: one table's devices, shoe and round, and where every card read goes.
+
+A card read travels: shoe-reader model (stale? refused) -> shoe (counted out; dealing
+blocked? foreign card?) -> face up? (misload: re-deal, round void) -> burn while the shoe
+burns -> the round's expected target -> otherwise the seed procedures (exposed in error:
+kept as the next card; after the dealer's finished hand: the dealer says exposed or not).
+Every card that left the shoe ends in exactly one place: a hand (``played`` or the live
+round), ``burn_pile``, ``discard``, ``pending`` or ``drawn_in_error``; :meth:`placed` counts
+them and must always equal the shoe's count of cards out.
+
+Inputs of the dealer and supervisor are methods taking ``who`` (and ``role`` for overrides);
+see docs/deal-tracking.md for every reason code and who may override it. The state
+survives a power loss through :mod:`devices.table_snapshot`.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Iterable
+
+from devices.device_model import DeviceModel
+from devices.events import Event, EventSink, Reason, Role, Severity
+from devices.procedures import AlarmBook, TableError, refuse_override, require_supervisor
+from devices.round import Action, CardMismatch, Round, Target
+from devices.rules import HouseRules
+from devices.shoe import Shoe
+from devices.shoe_reader_model import ShoeReaderModel
+from devices.shuffler_model import ShufflerModel
+from firmware_bridge.cards import Card, Orientation
+from firmware_bridge.messages import (
+    CardRead, CutCardSeen, DeckCheckResult, Message, ShoeEmpty, ShoeLoaded, ShuffleComplete, ShuffleProgress,
+    UnreadableCard,
+)
+
+LIVE_ROUND = ("betting", "initial_deal", "insurance", "players", "dealer")
+FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
+
+
+class Table:
+    def __init__(self, rules: HouseRules, sink: EventSink, clock=time.monotonic, stale_after_s: float = 3.0) -> None:
+        self.rules = rules
+        self._sink = sink
+        self._replaying = False
+        self.alarms = AlarmBook()
+        self.uses_shuffler = rules.shoe.shuffle == "automatic"
+        self.shuffler = ShufflerModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
+        self.reader = ShoeReaderModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
+        self.shoe = Shoe(rules, self._journal)
+        self.round: Round | None = None
+        self.rounds_started = 0
+        self.round_log: list[tuple[str, tuple, dict]] = []  # inputs the live round took, for restore
+        self.holds: dict[str, str] = {}  # cause -> detail, while the live round is held
+        self.burn_pile: list[Card] = []
+        self.discard: list[Card] = []
+        self.played: list[Card] = []  # cards of rounds that completed
+        self.pending: list[Card] = []  # exposed in error: used as the next cards
+        self.drawn_in_error: list[Card] = []  # after the dealer's finished hand: exposed or not?
+        self.awaiting_entry: int | None = None  # index of an unreadable card the dealer must enter
+        self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
+        self.last_round_id: int | None = None  # set when the cut card came out
+        self.dealer_change_pending: str | None = None
+        self.closed_round_id = 0  # the last round whose cards went to ``played``
+
+    # ---- journal ----------------------------------------------------------------------------
+
+    def _journal(self, event: Event) -> None:
+        if self._replaying:
+            return
+        if event.severity is Severity.ALARM:
+            self.alarms.raise_from(event)
+        self._sink(event)
+
+    def _emit(self, reason: Reason, text: str, severity: Severity = Severity.INFO, who: str | None = None,
+              **data: Any) -> None:
+        self._journal(Event(reason, "table", text, severity, data, who))
+
+    # ---- queries ----------------------------------------------------------------------------
+
+    @property
+    def round_live(self) -> bool:
+        return self.round is not None and self.round.state in LIVE_ROUND
+
+    def devices(self) -> list[DeviceModel]:
+        """The devices play depends on (no shuffler at a hand-shuffled table)."""
+        return [self.shuffler, self.reader] if self.uses_shuffler else [self.reader]
+
+    def placed(self) -> Counter[Card]:
+        """Every card that left the shoe, counted where it is now."""
+        live = [c for c, _ in self.round.assignments] if self.round_live else []
+        return Counter(self.burn_pile + self.discard + self.played + live + self.pending + self.drawn_in_error)
+
+    # ---- devices ----------------------------------------------------------------------------
+
+    def link_up(self, device: str) -> None:
+        self._model(device).link_up()
+
+    def link_down(self, device: str) -> None:
+        self._model(device).link_down()
+
+    def tick(self) -> None:
+        """Check heartbeats; the daemon calls this about once a second."""
+        for model in (self.shuffler, self.reader):
+            model.check_heartbeat()
+
+    def _model(self, device: str) -> DeviceModel:
+        models = {m.NAME: m for m in (self.shuffler, self.reader)}
+        if device not in models:
+            raise TableError(f"unknown device {device!r}; devices: {', '.join(models)}")
+        return models[device]
+
+    def on_shuffler(self, msg: Message) -> None:
+        self.shuffler.on_message(msg)
+        if isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
+            if not self.shuffler.usable:
+                self._emit(Reason.READ_FROM_STALE_DEVICE, f"{type(msg).__name__} from the shuffler while it is "
+                           f"{self.shuffler.state}: not used", Severity.ALARM, message=type(msg).__name__)
+                return
+            self.shoe.on_shuffler_message(msg)
+
+    def on_shoe(self, msg: Message) -> None:
+        self.reader.on_message(msg)
+        if isinstance(msg, CardRead):
+            self._on_read(msg)
+        elif isinstance(msg, UnreadableCard):
+            self._on_unreadable(msg)
+        elif isinstance(msg, CutCardSeen):
+            self._on_cut_card(msg)
+        elif isinstance(msg, ShoeLoaded):
+            self.shuffler.stack_taken()
+            self.shoe.shoe_loaded(msg)
+            self.last_round_id = None
+        elif isinstance(msg, ShoeEmpty):
+            if self.round_live:
+                self.last_round_id = self.round.round_id  # type: ignore[union-attr]
+            else:
+                self.shoe.finish_shoe(f"shoe empty after {msg.cards_out} cards")
+
+    def _device_changed(self, model: DeviceModel, src: str, dst: str) -> None:
+        if self._replaying or model not in self.devices() or dst not in ("stale", "offline", "fault"):
+            return
+        cause = {"stale": Reason.DEVICE_STALE, "offline": Reason.DEVICE_OFFLINE, "fault": Reason.DEVICE_FAULT}[dst]
+        if dst == "fault" and model is self.shuffler and self.round_live:
+            cause = Reason.SHUFFLER_MALFUNCTION
+            self._emit(cause, f"shuffler malfunction during round {self.round.round_id}: round held; a "  # type: ignore[union-attr]
+                       "supervisor declares a re-deal or continues", Severity.ALARM,
+                       fault=model.active_fault.code.name if model.active_fault else None)
+        self._hold(cause, f"{model.NAME} {dst}")
+
+    def _hold(self, cause: Reason, detail: str) -> None:
+        if not self.round_live:
+            return
+        self.holds[str(cause)] = detail
+        if self.round.held is None:  # type: ignore[union-attr]
+            self._call("hold", cause, detail)
+
+    # ---- card reads -------------------------------------------------------------------------
+
+    def _on_read(self, msg: CardRead) -> None:
+        if self.awaiting_entry is not None:
+            self.queued_reads.append(msg)
+            return
+        if not self.reader.accepts_reads:
+            self.shoe.card_out(msg.card)
+            self.discard.append(msg.card)
+            self._emit(Reason.READ_FROM_STALE_DEVICE, f"card #{msg.index} read while the shoe reader is "
+                       f"{self.reader.state}: not assigned, to the discard", Severity.ALARM,
+                       card=str(msg.card), index=msg.index)
+            self._hold(Reason.READ_FROM_STALE_DEVICE, f"card #{msg.index} from a {self.reader.state} shoe reader")
+            return
+        self._place(msg.card, msg.orientation, msg.index)
+
+    def _place(self, card: Card, orientation: Orientation, index: int) -> None:
+        self.shoe.card_out(card)
+        if not self.shoe.in_play:
+            self.discard.append(card)
+            self._emit(Reason.DEALING_BLOCKED, f"card #{index} left the shoe while the shoe is {self.shoe.state}: "
+                       "dealing blocked, card to the discard", Severity.ALARM, card=str(card), index=index)
+            return
+        if self.shoe.exceeds_shoe(card):
+            self.discard.append(card)
+            self._emit(Reason.FOREIGN_CARD, f"foreign card: {card} seen {self.shoe.out[card]} times, the shoe "
+                       f"holds {self.shoe.expected.get(card, 0)}; round held", Severity.ALARM,
+                       card=str(card), index=index, seen=self.shoe.out[card])
+            self._hold(Reason.FOREIGN_CARD, f"foreign {card} at card #{index}")
+            return
+        if orientation is Orientation.FACE_UP:
+            self.discard.append(card)
+            self._emit(Reason.FACE_UP_CARD, f"card #{index} ({card}) came out face up: misload; card to no hand",
+                       Severity.ALARM, card=str(card), index=index)
+            if self.round_live:
+                self._emit(Reason.REDEAL, f"re-deal declared for round {self.round.round_id} ({FACE_UP_RULE})",  # type: ignore[union-attr]
+                           Severity.WARNING)
+                self._void_round(Reason.FACE_UP_CARD, "table", Role.DEALER, by_rule=FACE_UP_RULE)
+            return
+        if self.shoe.state == "burning" and not self.round_live:
+            self.burn_pile.append(card)
+            self.shoe.take_burn(card)
+            return
+        self.pending.append(card)
+        self._feed()
+        if card in self.pending:  # no hand was waiting for it
+            self._unexpected(card, index)
+
+    def _unexpected(self, card: Card, index: int) -> None:
+        r = self.round
+        if r is None or r.state not in LIVE_ROUND:
+            self.pending.remove(card)
+            self.drawn_in_error.append(card)
+            self._emit(Reason.CARD_DRAWN_IN_ERROR, f"card #{index} drawn after the dealer's finished hand: the "
+                       "dealer says whether it was exposed (discard) or not (next round's burn card)",
+                       Severity.WARNING, index=index)
+        else:
+            why = "the round is held" if r.held else f"no card expected while {r.state}"
+            self._emit(Reason.CARD_EXPOSED_IN_ERROR, f"card #{index} ({card}) exposed in error ({why}): "
+                       "it is used as the next card", Severity.WARNING, card=str(card), index=index)
+
+    def _feed(self) -> None:
+        """Give waiting cards to the hands that expect them, in the order they left the shoe."""
+        r = self.round
+        while self.pending and r is not None and r.state in LIVE_ROUND and r.expected_next() is not None:
+            card = self.pending[0]
+            try:
+                self._call("card_dealt", card)
+            except CardMismatch as exc:
+                self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc), Severity.ALARM, card=str(card))
+                self._hold(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc))
+                return
+            self.pending.pop(0)
+        self._round_step_done()
+
+    def _round_step_done(self) -> None:
+        r = self.round
+        if r is None or r.state != "complete" or r.round_id == self.closed_round_id:
+            return
+        self.closed_round_id = r.round_id
+        self.played.extend(c for c, _ in r.assignments)
+        self.holds.clear()
+        leftover, self.pending = self.pending, []
+        for card in leftover:  # exposed in error but no hand needed it: after the dealer's finished hand
+            self.pending.append(card)
+            self._unexpected(card, -1)
+        self._between_rounds()
+
+    def _between_rounds(self) -> None:
+        if self.dealer_change_pending is not None:
+            who, self.dealer_change_pending = self.dealer_change_pending, None
+            self.shoe.dealer_changed(who)
+        if self.last_round_id is not None and self.round is not None and self.round.round_id >= self.last_round_id:
+            self.shoe.finish_shoe(f"cut card: round {self.round.round_id} was the last")
+
+    def _on_unreadable(self, msg: UnreadableCard) -> None:
+        if self.awaiting_entry is not None:
+            self.queued_reads.append(msg)  # type: ignore[arg-type]
+            return
+        self.awaiting_entry = msg.index
+        text = f"card #{msg.index} could not be read: the dealer enters it"
+        if self.round_live:
+            self._call("flag", Reason.UNREADABLE_CARD, text)
+        else:
+            self._emit(Reason.UNREADABLE_CARD, text, Severity.WARNING, index=msg.index)
+
+    def _on_cut_card(self, msg: CutCardSeen) -> None:
+        self.shoe.cut_card_seen(msg.index)
+        self.last_round_id = self.round.round_id if self.round_live else self.rounds_started + 1  # type: ignore[union-attr]
+
+    # ---- the round's inputs (dealer) ---------------------------------------------------------
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Forward one input to the live round and remember it (the snapshot replays the log)."""
+        result = getattr(self.round, name)(*args, **kwargs)
+        self.round_log.append((name, args, kwargs))
+        return result
+
+    def open_round(self) -> Round:
+        """Start betting for the next round."""
+        problems = [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+        if self.round_live:
+            problems.append(f"round {self.round.round_id} is still {self.round.state}")  # type: ignore[union-attr]
+        if self.shoe.state not in ("in_play", "last_round"):
+            problems.append(f"the shoe is {self.shoe.state}")
+        if self.drawn_in_error:
+            problems.append("a card drawn in error waits for the dealer (exposed or not)")
+        if self.awaiting_entry is not None:
+            problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered")
+        if problems:
+            raise TableError("cannot open a round: " + "; ".join(problems))
+        self.rounds_started += 1
+        self.round = Round(self.rules, self._journal, round_id=self.rounds_started)
+        self.round_log = []
+        self.holds.clear()
+        return self.round
+
+    def place_bet(self, box: int, player: str, amount: int) -> None:
+        self._call("place_bet", box, player, amount)
+
+    def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
+        self._call("place_pairs_bet", box, player, amount)
+
+    def no_more_bets(self, who: str) -> None:
+        self._call("no_more_bets", who)
+        self._feed()
+
+    def insure(self, box: int, player: str, amount: int) -> None:
+        self._call("insure", box, player, amount)
+
+    def even_money(self, box: int, player: str) -> None:
+        self._call("even_money", box, player)
+
+    def close_insurance(self, who: str) -> None:
+        self._call("close_insurance", who)
+        self._feed()
+
+    def act(self, box: int, action: Action, who: str, amount: int | None = None, declined: Iterable[str] = ()) -> None:
+        """A player decision; one the rules forbid raises RuleViolation and changes nothing."""
+        self._call("act", box, Action(action), who, amount=amount, declined=tuple(declined))
+        self._feed()
+
+    # ---- seed procedures (dealer) -------------------------------------------------------------
+
+    def enter_card(self, card: Card, who: str) -> None:
+        """The dealer names the card the shoe could not read; the round stays flagged."""
+        if self.awaiting_entry is None:
+            raise TableError("no unreadable card waits to be entered")
+        index, self.awaiting_entry = self.awaiting_entry, None
+        self._emit(Reason.CARD_ENTERED_BY_DEALER, f"card #{index} entered by the dealer as {card}", Severity.WARNING,
+                   who, card=str(card), index=index)
+        self._place(card, Orientation.FACE_DOWN, index)
+        queued, self.queued_reads = self.queued_reads, []
+        for msg in queued:
+            self._on_unreadable(msg) if isinstance(msg, UnreadableCard) else self._on_read(msg)
+
+    def resolve_drawn_in_error(self, exposed: bool, who: str) -> None:
+        """Seed 002: discarded if the card was exposed, otherwise the next round's burn card."""
+        if not self.drawn_in_error:
+            raise TableError("no card drawn in error waits for a decision")
+        card = self.drawn_in_error.pop(0)
+        (self.discard if exposed else self.burn_pile).append(card)
+        where = "discarded (exposed)" if exposed else "kept face down as the next round's burn card"
+        self._emit(Reason.CARD_DRAWN_IN_ERROR, f"card drawn in error {where}", Severity.INFO, who, exposed=exposed)
+
+    def dealer_change(self, who: str) -> None:
+        """A new dealer mid-shoe burns one card (after the live round, if one is being dealt)."""
+        if self.round_live:
+            self.dealer_change_pending = who
+            self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: one card burns after this round",
+                       who=who)
+        elif not self.shoe.dealer_changed(who):
+            self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: no burn (shoe {self.shoe.state})", who=who)
+
+    def placement_error(self, who: str, role: Role, assignments: list[tuple[Card, Target]] | None = None) -> None:
+        """A card placed on the wrong box in the initial deal: the layout is reconstructed."""
+        self._call("reconstruct_initial_deal", who, role, assignments=assignments)
+
+    def cards_to_box_without_wager(self, who: str, role: Role) -> None:
+        """All cards in play go back on top of the shoe and are dealt again, in the same order."""
+        dealt = [c for c, _ in self.round.assignments] if self.round_live else []  # type: ignore[union-attr]
+        self._call("reconstruct_and_redeal", who, role)
+        for card in dealt:
+            self.shoe.card_back(card)  # they will be read again
+        self.holds.clear()
+
+    def hand_shuffled(self, who: str) -> None:
+        self.shoe.hand_shuffled(who)
+
+    def shoe_remainder(self, returned: dict[Card, int], who: str) -> bool:
+        """Reconcile: the undealt remainder, counted per card when it went back to the shuffler."""
+        return self.shoe.reconcile(returned, who)
+
+    # ---- overrides (supervisor) ---------------------------------------------------------------
+
+    def resume(self, who: str, role: Role) -> None:
+        """Continue a held round: only when every device is back, and only by a supervisor."""
+        if not self.round_live or self.round.held is None:  # type: ignore[union-attr]
+            raise TableError("no held round to resume")
+        if role is not Role.SUPERVISOR:
+            refuse_override(self._journal, "table", "resume", who, f"{who} is {role}; supervisor only", role)
+        problems = [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+        if problems:
+            refuse_override(self._journal, "table", "resume", who, "; ".join(problems), role)
+        self._call("resume", who, role)
+        self.holds.clear()
+        self._feed()
+
+    def redeal(self, who: str, role: Role) -> None:
+        """Declare a re-deal: the live round is void, its cards go to the discard."""
+        if not self.round_live:
+            raise TableError("no live round to re-deal")
+        self._void_round(Reason.REDEAL, who, role)
+        self._emit(Reason.REDEAL, f"re-deal declared by {who}", Severity.WARNING, who)
+
+    def _void_round(self, cause: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
+        r = self.round
+        r.void(cause, who, role, by_rule=by_rule)  # type: ignore[union-attr]
+        self.discard.extend(c for c, _ in r.assignments)  # type: ignore[union-attr]
+        self.discard.extend(self.pending)
+        self.pending.clear()
+        self.holds.clear()
+        self._between_rounds()
+
+    def void_shoe(self, who: str, role: Role) -> None:
+        require_supervisor(self._journal, "table", "void shoe", who, role)
+        if self.round_live:
+            self._void_round(Reason.SHOE_VOID, who, role)
+        self.shoe.void(who)
+
+    def clear_alarm(self, alarm_id: int, who: str, role: Role) -> None:
+        alarm = self.alarms.clear(self._journal, alarm_id, who, role)
+        self._emit(Reason.ALARM_CLEARED, f"alarm {alarm_id} ({alarm.reason}) cleared by {who}", who=who,
+                   alarm=alarm_id, reason=alarm.reason)

@@ -1,0 +1,124 @@
+"""A table driven the way the daemon drives it: typed device messages, dealer and supervisor inputs.
+
+The shoe is stacked: ``TableRig(rules, stack)`` deals the given cards in order (after the
+burn cards), so each scenario states exactly which card goes where.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from devices.events import Event, Reason
+from devices.rules import HouseRules, load_rules
+from devices.table import Table
+from firmware_bridge.cards import Card, Orientation, shoe_composition
+from firmware_bridge.messages import (
+    CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded, ShuffleComplete, ShuffleProgress,
+    UnreadableCard,
+)
+
+RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+RULE_FILES = sorted(RULES_DIR.glob("casino-*.toml"))
+
+
+def cards(text: str) -> list[Card]:
+    return [Card.parse(t) for t in text.split()]
+
+
+class FakeClock:
+    """The injectable monotonic clock: tests move time, nothing sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TableRig:
+    def __init__(self, rules: HouseRules, *, load: bool = True) -> None:
+        self.rules = rules
+        self.events: list[Event] = []
+        self.clock = FakeClock()
+        self.table = Table(rules, self.events.append, clock=self.clock, stale_after_s=3.0)
+        self.index = 0
+        for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
+            self.table.link_up(name)
+            msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 7)
+            (self.table.on_shuffler if role is DeviceRole.SHUFFLER else self.table.on_shoe)(msg)
+        if load:
+            self.shuffle_ok()
+            self.load_and_burn()
+
+    @classmethod
+    def from_file(cls, path: Path, **kw) -> "TableRig":
+        return cls(load_rules(path), **kw)
+
+    # ---- shoe life ------------------------------------------------------------------------
+
+    def shuffle(self, composition: dict[Card, int], check: DeckCheckResult | None = None) -> None:
+        decks = self.rules.decks
+        self.table.on_shuffler(ShuffleProgress(0, 0))
+        self.table.on_shuffler(ShuffleComplete(sum(composition.values()), composition))
+        self.table.on_shuffler(check or DeckCheckResult(True, decks, (), (), 0))
+
+    def shuffle_ok(self) -> None:
+        if self.rules.shoe.shuffle == "automatic":
+            self.shuffle(shoe_composition(self.rules.decks))
+        else:
+            self.table.hand_shuffled("dealer-1")
+
+    def load_and_burn(self, burn: str = "") -> None:
+        self.table.on_shoe(ShoeLoaded(0))
+        self.index = 0
+        n = self.rules.shoe.burn_after_shuffle
+        burn_cards = cards(burn) if burn else cards("2C 3C 4C")[:n]
+        for c in burn_cards:
+            self.read(c)
+
+    # ---- the shoe reader ------------------------------------------------------------------
+
+    def read(self, card: Card | str, face_up: bool = False) -> None:
+        card = Card.parse(card) if isinstance(card, str) else card
+        self.index += 1
+        orientation = Orientation.FACE_UP if face_up else Orientation.FACE_DOWN
+        self.table.on_shoe(CardRead(self.index, card, orientation, self.index * 10))
+
+    def deal(self, text: str) -> None:
+        for c in cards(text):
+            self.read(c)
+
+    def unreadable(self) -> None:
+        self.index += 1
+        self.table.on_shoe(UnreadableCard(self.index, self.index * 10))
+
+    def heartbeat(self) -> None:
+        self.table.on_shoe(Heartbeat(1))
+        self.table.on_shuffler(Heartbeat(1))
+
+    # ---- a round --------------------------------------------------------------------------
+
+    def bets(self, *boxes: int, amount: int | None = None) -> None:
+        self.table.open_round()
+        for b in boxes:
+            self.table.place_bet(b, f"p{b}", amount or self.rules.table.min_per_player)
+        self.table.no_more_bets("dealer-1")
+
+    # ---- what happened --------------------------------------------------------------------
+
+    def reasons(self) -> list[Reason]:
+        return [e.reason for e in self.events]
+
+    def since(self, mark: int) -> list[Reason]:
+        return [e.reason for e in self.events[mark:]]
+
+    def find(self, reason: Reason) -> list[Event]:
+        return [e for e in self.events if e.reason is reason]
+
+    def nets(self) -> dict[str, str]:
+        s = self.table.round.settlement
+        assert s is not None, f"round not settled: {self.table.round.state}"
+        return {p: str(v) for p, v in s.per_player().items()}
+
+    def assert_ledger(self) -> None:
+        """Every card that left the shoe is in exactly one place."""
+        assert self.table.placed() == +self.table.shoe.out
