@@ -1,0 +1,185 @@
+"""The reconnecting link, across real pty unplugs and simulated USB unplugs.
+
+The backoff sleep is injected: it records the delay and yields once, so the tests run the
+whole retry schedule without waiting for it.
+"""
+import asyncio
+import errno
+import os
+
+import pytest
+
+from drivers import LinkDown
+from drivers.reconnect import Backoff, LinkEventKind, ReconnectingLink
+from drv_helpers import Recorder, run
+
+pytestmark = pytest.mark.timeout(20)
+CONNECTED, DISCONNECTED, RETRYING = LinkEventKind.CONNECTED, LinkEventKind.DISCONNECTED, LinkEventKind.RETRYING
+
+
+class Harness:
+    """Drives a ReconnectingLink: records events and sleeps, runs a hook on each event."""
+
+    def __init__(self, url, on_event=None, **options):
+        self.events, self.sleeps = [], []
+        self.rec = Recorder()
+        self.hook = on_event or (lambda event: None)
+        self.link = ReconnectingLink(url, self.rec, self._event, sleep=self._sleep, **options)
+        self._changed = asyncio.Event()
+
+    def _event(self, event):
+        self.events.append(event)
+        self._changed.set()
+        self.hook(event)
+
+    async def _sleep(self, delay):
+        self.sleeps.append(delay)
+        await asyncio.sleep(0)
+
+    def kinds(self):
+        return [e.kind for e in self.events]
+
+    async def until(self, condition):
+        async with asyncio.timeout(5):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def until_connected(self, times=1):
+        await self.until(lambda: self.kinds().count(CONNECTED) >= times)
+
+
+def test_backoff_doubles_from_a_tenth_and_caps_at_five_seconds():
+    assert [Backoff().delay(n) for n in range(1, 10)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+
+
+def test_serial_link_survives_unplug_and_replug(pty_device):
+    def replug_after_three_retries(event):
+        if event.kind is RETRYING and event.attempt == 3:
+            pty_device.replug()
+
+    async def main():
+        h = Harness(f"serial://{pty_device.link_path}", replug_after_three_retries)
+        await h.link.start()
+        await h.until_connected()
+        h.link.write(b"one")
+        assert await pty_device.receive(3) == b"one"
+        pty_device.unplug()
+        await h.until(lambda: DISCONNECTED in h.kinds())
+        with pytest.raises(LinkDown):
+            h.link.write(b"lost")
+        await h.until_connected(2)
+        h.link.write(b"two")
+        assert await pty_device.receive(3) == b"two"
+        pty_device.send(b"back")
+        await h.rec.wait_bytes(4)
+        await h.link.close()
+        return h
+
+    h = run(main())
+    assert h.kinds() == [CONNECTED, DISCONNECTED, RETRYING, RETRYING, RETRYING, CONNECTED]
+    assert pty_device.link_path in h.events[1].reason
+    assert [e.attempt for e in h.events if e.kind is RETRYING] == [1, 2, 3]
+    assert h.sleeps == [0.1, 0.2, 0.4]
+    assert "no such device" in h.events[3].reason  # while unplugged the symlink dangles
+    assert h.rec.data == b"back"
+
+
+def test_a_device_absent_at_start_is_retried_with_capped_backoff(tmp_path, pty_device):
+    missing = str(tmp_path / "shuffler-LATE")
+
+    def plug_in_after_ten(event):
+        if event.kind is RETRYING and event.attempt == 10:
+            os.symlink(os.ttyname(pty_device.slave), missing)
+
+    async def main():
+        h = Harness(f"serial://{missing}", plug_in_after_ten)
+        await h.link.start()
+        await h.until_connected()
+        await h.link.close()
+        return h
+
+    h = run(main())
+    assert h.sleeps == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0, 5.0]
+    assert h.kinds() == [RETRYING] * 10 + [CONNECTED]
+
+
+def test_permission_denied_just_after_hotplug_is_retried(pty_device, mocker):
+    real_open = os.open
+    refusals = []
+
+    def open_before_udev_applies_the_group(path, flags, *args):
+        if len(refusals) < 2:
+            refusals.append(path)
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    mocker.patch("serial.serialposix.os.open", side_effect=open_before_udev_applies_the_group)
+
+    async def main():
+        h = Harness(f"serial://{pty_device.link_path}")
+        await h.link.start()
+        await h.until_connected()
+        await h.link.close()
+        return h
+
+    h = run(main())
+    assert h.kinds() == [RETRYING, RETRYING, CONNECTED]
+    assert all("permission denied" in e.reason for e in h.events[:2])
+
+
+def test_usb_link_survives_unplug_and_replug(usb_shoe):
+    backend, device, side = usb_shoe
+
+    def replug_on_second_retry(event):
+        if event.kind is RETRYING and event.attempt == 2:
+            device.replug()
+
+    async def main():
+        h = Harness("usb://1209:c4d0?serial=SHOE0001", replug_on_second_retry, backend=backend)
+        await h.link.start()
+        await h.until_connected()
+        h.link.write(b"a")
+        await h.rec.wait_bytes(1)
+        device.unplug()
+        await h.until_connected(2)
+        h.link.write(b"b")
+        await h.rec.wait_bytes(2)
+        await h.link.close()
+        return h
+
+    h = run(main())
+    assert h.kinds() == [CONNECTED, DISCONNECTED, RETRYING, RETRYING, CONNECTED]
+    assert "ENODEV" in h.events[1].reason
+    assert h.rec.data == b"AB" and bytes(side.received) == b"ab"
+
+
+def test_a_failing_event_sink_does_not_stop_the_link(pty_device):
+    def broken(event):
+        raise RuntimeError("sink bug")
+
+    async def main():
+        h = Harness(f"serial://{pty_device.link_path}", broken)
+        await h.link.start()
+        await h.until_connected()
+        pty_device.send(b"still here")
+        await h.rec.wait_bytes(10)
+        await h.link.close()
+        return h
+
+    assert run(main()).rec.data == b"still here"
+
+
+def test_close_stops_retrying_and_reports_nothing_more(tmp_path):
+    async def main():
+        h = Harness(f"serial://{tmp_path}/never")
+        await h.link.start()
+        await h.until(lambda: len(h.events) >= 3)
+        await h.link.close()
+        count = len(h.events)
+        await asyncio.sleep(0.05)
+        return h, count
+
+    h, count = run(main())
+    assert len(h.events) == count and set(h.kinds()) == {RETRYING}
+    assert not h.link.connected
