@@ -20,6 +20,9 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
     r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
 
+Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
+(OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).
+
 Refusals: an action the rules forbid raises :class:`RuleViolation` (``rule`` names the rule),
 emits ACTION_REFUSED and changes nothing. While held, cards and actions raise :class:`RoundHeld`.
 A card that arrives when ``expected_next()`` is None is not taken: ``card_dealt`` returns None
@@ -41,6 +44,7 @@ from transitions import Machine
 
 from devices.events import Event, EventSink, Reason, Role, Severity
 from devices.hand import Hand, hand_total
+from devices.procedures import OverrideRefused, require_supervisor  # OverrideRefused: part of this API
 from devices.round_rules import (RuleViolation, check_action, check_bet, check_insurance, check_pairs_bet,
                                  rebuild_initial_layout)
 from devices.rules import HouseRules
@@ -83,10 +87,6 @@ class CardMismatch(RoundError):
     """During a re-deal the shoe gave a card other than the one expected back."""
 
 
-class NotAuthorised(RoundError):
-    """An override was asked for by someone without the supervisor role."""
-
-
 ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
 _LIVE = ["betting", "initial_deal", "insurance", "players", "dealer"]
 ROUND_TRANSITIONS: list[dict[str, Any]] = [
@@ -100,10 +100,12 @@ ROUND_TRANSITIONS: list[dict[str, Any]] = [
 ]
 
 
-def machine_definition() -> dict[str, Any]:
-    """The round machine's live definition, for the mermaid diagrams."""
-    return {"name": "round", "states": list(ROUND_STATES), "transitions": [dict(t) for t in ROUND_TRANSITIONS],
-            "initial": "betting", "notes": ["hold/resume is orthogonal: a held round keeps its state"]}
+def machine_definition() -> tuple[list[str], list[dict[str, Any]], str]:
+    """(states, transitions, initial) of the round machine, for the mermaid diagrams.
+
+    Holding is orthogonal to these states: a held round keeps its state and resumes where it was.
+    """
+    return list(ROUND_STATES), [dict(t) for t in ROUND_TRANSITIONS], "betting"
 
 
 class Round:
@@ -342,11 +344,17 @@ class Round:
         self._advance()
 
     def _decision_hand(self, box: int, action: Action) -> Hand | None:
+        """The hand a decision at ``box`` means: its hand in turn, else its last finished hand
+        (so that a hit on a finished 21 is refused by the rule that forbids it)."""
+        hands = self.box_hands.get(box, [])
         if action is Action.SURRENDER:
-            hands = self.box_hands.get(box, [])
             return hands[0] if hands else None
         t = self.current_hand
-        return self._hand(t) if t is not None and t.box == box else None
+        current = self._hand(t) if t is not None and t.box == box else None
+        if current is not None and not current.needs_card:
+            return current
+        done = [h for h in hands if h.complete]
+        return done[-1] if done else current
 
     def _do_hit(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
         hand.awaiting_card = True
@@ -379,22 +387,23 @@ class Round:
         self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
 
     def _supervisor(self, what: str, who: str, role: Role) -> None:
-        if role is not Role.SUPERVISOR:
-            self._emit(Reason.OVERRIDE_REFUSED, f"{what} refused for {who} ({role}): supervisor only",
-                       Severity.WARNING, who, override=what, role=str(role))
-            raise NotAuthorised(f"round {self.round_id}: {what} needs the supervisor role; {who} is {role}")
-        self._emit(Reason.OVERRIDE, f"{what} by supervisor {who}", Severity.WARNING, who, override=what)
+        require_supervisor(self._sink, "round", f"round {self.round_id}: {what}", who, role)
 
     def resume(self, who: str, role: Role) -> None:
         self._supervisor("resume", who, role)
         was, self.held = self.held, None
         self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
 
-    def void(self, reason: Reason, who: str, role: Role) -> None:
-        """Round void: nothing is settled, every bet goes back. The table places the cards."""
+    def void(self, reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
+        """Round void: nothing is settled, every bet goes back. The table places the cards.
+
+        ``by_rule`` names the house rule that voids the round by itself (a face-up misload,
+        seed 000 section 7); without it the void is an override and needs a supervisor.
+        """
         if self.state not in _LIVE:
             raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
-        self._supervisor("void", who, role)
+        if by_rule is None:
+            self._supervisor("void", who, role)
         self.held = None
         self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
                    cause=str(reason), returned={f"{b}:{p}": s for b, st in self.wagers.items()

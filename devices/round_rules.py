@@ -82,8 +82,10 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
     p = rules.play
     if hand is None:
         return "not_this_box", f"box {box} has no hand to act on now (current: {rnd.current_hand})"
+    if action is Action.SURRENDER:
+        return _check_surrender(rules, rnd, hand, box)
     if hand.complete:
-        return "hand_complete", f"{hand.label()} is complete (total {hand.total})"
+        return _why_complete(rules, rnd, hand, action)
     if hand.needs_card:
         return "card_expected", f"{hand.label()} is waiting for a card before any decision"
     owner = next(iter(hand.stakes), None)
@@ -113,9 +115,25 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
             return "split_hands_limit", f"box {box} already has {p.hands_per_box} hands (the most allowed)"
         if hand.cards[0].rank is Rank.ACE and rnd._ace_splits(box) >= p.max_ace_splits:
             return "ace_split_limit", f"aces may be split {p.max_ace_splits} time(s) per box"
-    elif action is Action.SURRENDER:
-        return _check_surrender(rules, rnd, hand, box)
     return None
+
+
+def _why_complete(rules: HouseRules, rnd: "Round", hand: Hand, action: "Action") -> tuple[str, str]:
+    """The rule that closed a hand, named for an action asked on it."""
+    from devices.round import Action
+
+    if hand.total == 21 and action in (Action.HIT, Action.DOUBLE):
+        return "no_draw_on_21", f"{hand.label()} has {'blackjack' if hand.blackjack else '21'}: no drawing on any 21"
+    if hand.split_aces and action is Action.SPLIT and hand.cards[-1].rank is Rank.ACE:
+        return "ace_split_limit", f"aces may be split {rules.play.max_ace_splits} time(s) per box " \
+                                  f"within {rules.play.hands_per_box} hands"
+    if hand.split_aces and action in (Action.HIT, Action.DOUBLE):
+        return "split_aces_one_card", f"{hand.label()} is a split ace: one card only"
+    if hand.took_double and action in (Action.HIT, Action.DOUBLE):
+        return "double_one_card", f"{hand.label()} doubled: one card only"
+    if action is Action.DOUBLE and len(hand.cards) != 2:
+        return "double_on_two_cards", f"{hand.label()} has {len(hand.cards)} cards: double on two cards only"
+    return "hand_complete", f"{hand.label()} is complete (total {hand.total})"
 
 
 def _check_surrender(rules: HouseRules, rnd: "Round", hand: Hand, box: int) -> Problem:
@@ -125,7 +143,7 @@ def _check_surrender(rules: HouseRules, rnd: "Round", hand: Hand, box: int) -> P
         return "no_surrender_against_ace", "no surrender when the dealer shows an ace"
     if hand.from_split or len(rnd.box_hands[box]) > 1:
         return "no_surrender_after_split", f"box {box} has split: no surrender"
-    if len(hand.cards) != 2 or hand.took_double or hand.stood:
+    if len(hand.cards) != 2 or hand.took_double or hand.complete:
         return "surrender_first_two_cards", f"{hand.label()}: surrender only on the first two cards"
     if rules.play.surrender_window == "before_first_draw" and rnd._draw_seen:
         return "surrender_window", "surrender closed: the third card has already left the shoe"

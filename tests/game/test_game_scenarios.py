@@ -1,0 +1,191 @@
+"""The scenario table: stacked cards, the inputs, and the expected settlement or refusal, run for
+every seed casino's rules file. Expectations come from the sheets (game_helpers.SHEET), not from
+the TOML files, so a rules file that drifts from its sheet fails here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from devices.events import Reason
+from devices.round import RuleViolation
+from game_helpers import CASINOS, SHEET, Recorder, new_round, rules_for, run, snapshot
+
+A = [(1, "a", 10000)]
+AB = [(1, "a", 10000), (2, "b", 10000)]
+ABC1 = [(1, "a", 10000), (1, "b", 10000), (1, "c", 10000)]
+GO = ("no_more_bets",)
+
+
+def refused(rule: str) -> dict[str, Any]:
+    return {"refused": rule}
+
+
+def sheet(key: str, yes: Any, no: Any) -> Any:
+    """Expectation that depends on what a casino's sheet says about ``key``."""
+    return lambda casino: yes if SHEET[casino][key] else no
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    bets: list[tuple[int, str, int]]
+    script: list[tuple[Any, ...]]
+    expect: Any  # {"nets": {...}, "outcomes": {...}} or {"refused": rule}, or casino -> that
+
+
+SCENARIOS = [
+    Scenario("stand_19_beats_dealer_17", A, [GO, ("deal", "TS 7H 9C"), ("act", 1, "stand"), ("deal", "TD")],
+             {"nets": {"a": 10000}, "outcomes": {"a": ["win"]}}),
+    Scenario("hit_bust_dealer_still_draws", A, [GO, ("deal", "TS 7H 6C"), ("act", 1, "hit"), ("deal", "8D"),
+                                                ("deal", "TD")], {"nets": {"a": -10000}, "outcomes": {"a": ["bust"]}}),
+    Scenario("hit_then_push_on_17", A, [GO, ("deal", "TS 7H 6C"), ("act", 1, "hit"), ("deal", "AD"),
+                                        ("act", 1, "stand"), ("deal", "KD")], {"nets": {"a": 0}, "outcomes": {"a": ["push"]}}),
+    Scenario("double_takes_one_card", A, [GO, ("deal", "5S 6H 6C"), ("act", 1, "double"), ("deal", "9D"),
+                                          ("deal", "TD 2C")], {"nets": {"a": 20000}, "outcomes": {"a": ["win"]}}),
+    Scenario("double_on_three_cards_refused", A, [GO, ("deal", "5S 6H 3C"), ("act", 1, "hit"), ("deal", "2D"),
+                                                  ("act", 1, "double")], refused("double_on_two_cards")),
+    Scenario("no_hit_on_21", AB, [GO, ("deal", "TS 9S 6H 5C 7C"), ("act", 1, "hit"), ("deal", "6D"),
+                                  ("act", 1, "hit")], refused("no_draw_on_21")),
+    Scenario("no_hit_on_blackjack", AB, [GO, ("deal", "AS 9S 6H KC 7C"), ("act", 1, "hit")], refused("no_draw_on_21")),
+    Scenario("dealer_blackjack_beats_every_hand_doubles_included", AB,
+             [GO, ("deal", "TS 5S AH 9C 6C"), ("close",), ("act", 1, "stand"), ("act", 2, "double"), ("deal", "9D"),
+              ("deal", "KD")],
+             {"nets": {"a": -10000, "b": -20000}, "outcomes": {"a": ["dealer_blackjack"], "b": ["dealer_blackjack"]}}),
+    Scenario("both_blackjack_push", A, [GO, ("deal", "AS AH KC"), ("close",), ("deal", "TD")],
+             {"nets": {"a": 0}, "outcomes": {"a": ["push"]}}),
+    Scenario("blackjack_pays_3_to_2", A, [GO, ("deal", "AS 9H KC"), ("deal", "TD")],
+             {"nets": {"a": 15000}, "outcomes": {"a": ["blackjack"]}}),
+    Scenario("blackjack_beats_dealer_21", AB, [GO, ("deal", "AS 5S 7H KC 6C"), ("act", 2, "hit"), ("deal", "TD"),
+                                               ("deal", "4C TH")], {"nets": {"a": 15000, "b": 0}}),
+    Scenario("dealer_stands_on_soft_17", A, [GO, ("deal", "TS 6H 9C"), ("act", 1, "stand"), ("deal", "AD")],
+             {"nets": {"a": 10000}, "dealer": 2}),
+    Scenario("dealer_draws_16_stands_hard_17", A, [GO, ("deal", "TS 6H 8C"), ("act", 1, "stand"), ("deal", "TD AC")],
+             {"nets": {"a": 10000}, "dealer": 3}),
+    Scenario("insurance_pays_2_to_1", A, [GO, ("deal", "TS AH 9C"), ("insure", 1, "a", 5000), ("close",),
+                                          ("act", 1, "stand"), ("deal", "KD")],
+             {"nets": {"a": 0}, "outcomes": {"a": ["dealer_blackjack", "win"]}}),
+    Scenario("insurance_lost_hand_wins", A, [GO, ("deal", "TS AH 9C"), ("insure", 1, "a", 5000), ("close",),
+                                             ("act", 1, "stand"), ("deal", "5D 2C")], {"nets": {"a": 5000}}),
+    Scenario("insurance_over_half_refused", A, [GO, ("deal", "TS AH 9C"), ("insure", 1, "a", 5001)],
+             refused("insurance_half_bet")),
+    Scenario("insurance_under_minimum_refused", A, [GO, ("deal", "TS AH 9C"), ("insure", 1, "a", 50)],
+             refused("insurance_minimum")),
+    Scenario("even_money_paid_whatever_the_dealer_makes", A, [GO, ("deal", "AS AH KC"), ("even", 1, "a"), ("close",),
+                                                              ("deal", "KD")],
+             {"nets": {"a": 10000}, "outcomes": {"a": ["even_money"]}}),
+    Scenario("even_money_needs_blackjack", A, [GO, ("deal", "TS AH 9C"), ("even", 1, "a")],
+             refused("even_money_needs_blackjack")),
+    Scenario("split_eights", A, [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("deal", "TD"), ("act", 1, "stand"),
+                                 ("deal", "9C"), ("act", 1, "stand"), ("deal", "TH TC")],
+             {"nets": {"a": 20000}, "outcomes": {"a": ["win", "win"]}}),
+    Scenario("third_split_needs_four_hands", A,
+             [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("deal", "8D"), ("act", 1, "split"), ("deal", "8H"),
+              ("act", 1, "split"), ("deal", "TD"), ("act", 1, "stand"), ("deal", "TD"), ("act", 1, "stand"),
+              ("deal", "TD"), ("act", 1, "stand"), ("deal", "TD"), ("act", 1, "stand"), ("deal", "TH TC")],
+             lambda c: {"nets": {"a": 40000}} if SHEET[c]["hands"] == 4 else refused("split_hands_limit")),
+    Scenario("split_beyond_hand_limit_refused", A,
+             [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("deal", "8D"), ("act", 1, "split"), ("deal", "8H"),
+              ("act", 1, "split"), ("deal", "8C"), ("act", 1, "split")], refused("split_hands_limit")),
+    Scenario("split_aces_one_card_each_21_is_not_blackjack", A,
+             [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "KD"), ("deal", "5C"), ("deal", "TD")],
+             {"nets": {"a": 0}, "outcomes": {"a": ["win", "lose"]}}),
+    Scenario("split_ace_takes_no_hit", A, [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "5D"),
+                                           ("act", 1, "hit")], refused("split_aces_one_card")),
+    Scenario("resplit_aces", A, [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "AD"), ("act", 1, "split"),
+                                 ("deal", "KD 5C 7C"), ("deal", "TD")],
+             lambda c: {"nets": {"a": -10000}} if SHEET[c]["ace_splits"] >= 2 else refused("ace_split_limit")),
+    Scenario("surrender_half_back", A, [GO, ("deal", "TS 6H 6C"), ("act", 1, "surrender"), ("deal", "TD TC")],
+             sheet("surrender", {"nets": {"a": -5000}, "outcomes": {"a": ["surrender"]}},
+                   refused("surrender_not_offered"))),
+    Scenario("no_surrender_against_an_ace", A, [GO, ("deal", "TS AH 6C"), ("close",), ("act", 1, "surrender")],
+             sheet("surrender", refused("no_surrender_against_ace"), refused("surrender_not_offered"))),
+    Scenario("surrender_after_the_first_draw", AB,
+             [GO, ("deal", "TS 9S 6H 5C 7C"), ("act", 1, "hit"), ("deal", "2D"), ("act", 2, "surrender"),
+              ("act", 1, "stand"), ("deal", "TD TC")],
+             lambda c: refused("surrender_not_offered") if not SHEET[c]["surrender"] else
+             {"nets": {"a": 10000, "b": -5000}} if SHEET[c]["own_card_window"] else refused("surrender_window")),
+    Scenario("no_surrender_after_split", A, [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("act", 1, "surrender")],
+             sheet("surrender", refused("no_surrender_after_split"), refused("surrender_not_offered"))),
+    Scenario("co_players_ride_a_double_one_declines", ABC1,
+             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"declined": ["c"]}), ("deal", "9D"), ("deal", "TD 2C")],
+             {"nets": {"a": 20000, "b": 20000, "c": 10000}}),
+    Scenario("co_player_declines_a_split_stays_on_first_hand", ABC1,
+             [GO, ("deal", "8S 6H 8C"), ("act", 1, "split", {"declined": ["b"]}), ("deal", "TD"), ("act", 1, "stand"),
+              ("deal", "9C"), ("act", 1, "stand"), ("deal", "TH TC")],
+             {"nets": {"a": 20000, "b": 10000, "c": 20000}}),
+    Scenario("owner_cannot_decline", ABC1, [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"declined": ["a"]})],
+             refused("declined_players")),
+    Scenario("fourth_player_on_a_box_refused", ABC1, [("bet", 1, "d", 10000)], refused("players_per_box")),
+    Scenario("bet_below_table_minimum_refused", [], [("bet", 1, "a", 100)], refused("table_minimum")),
+    Scenario("box_over_maximum_refused", A, [("bet", 1, "b", 300000)], refused("box_maximum")),
+    Scenario("no_such_box_refused", [], [("bet", 8, "a", 10000)], refused("no_such_box")),
+    Scenario("suited_777", A, [GO, ("deal", "7S 9H 7S"), ("act", 1, "hit"), ("deal", "7S"), ("deal", "TD")],
+             sheet("side_777", {"nets": {"a": 65000}}, {"nets": {"a": 10000}})),
+    Scenario("777_loses_to_dealer_blackjack_77_stands", A,
+             [GO, ("deal", "7S AH 7S"), ("close",), ("act", 1, "hit"), ("deal", "7S"), ("deal", "KD")],
+             sheet("side_777", {"nets": {"a": -5000}}, {"nets": {"a": -10000}})),
+    Scenario("mixed_777", A, [GO, ("deal", "7S 9H 7D"), ("act", 1, "hit"), ("deal", "7C"), ("deal", "TD")],
+             sheet("side_777", {"nets": {"a": 20000}}, {"nets": {"a": 10000}})),
+    Scenario("five_card_21", A, [GO, ("deal", "2S 9H 3C"), ("act", 1, "hit"), ("deal", "2D"), ("act", 1, "hit"),
+                                 ("deal", "4H"), ("act", 1, "hit"), ("deal", "TD"), ("deal", "TD")],
+             sheet("side_777", {"nets": {"a": 20000}}, {"nets": {"a": 10000}})),
+    Scenario("seven_card_hand", A, [GO, ("deal", "2S 9H AC")] + [s for c in "2D 2H AD 2C 2D".split()
+                                                                  for s in (("act", 1, "hit"), ("deal", c))]
+             + [("act", 1, "stand"), ("deal", "TD")],
+             sheet("side_777", {"nets": {"a": 0}}, {"nets": {"a": -10000}})),
+    Scenario("pairs_perfect", A, [("pairs", 1, "a", 1000), GO, ("deal", "8S 6H 8S"), ("act", 1, "stand"),
+                                  ("deal", "TD TC")],
+             sheet("pairs", {"nets": {"a": 35000}}, refused("side_bet_not_offered"))),
+    Scenario("pairs_colored", A, [("pairs", 1, "a", 1000), GO, ("deal", "8S 6H 8C"), ("act", 1, "stand"),
+                                  ("deal", "TD TC")],
+             sheet("pairs", {"nets": {"a": 22000}}, refused("side_bet_not_offered"))),
+    Scenario("pairs_mixed", A, [("pairs", 1, "a", 1000), GO, ("deal", "8S 6H 8D"), ("act", 1, "stand"),
+                                ("deal", "TD TC")],
+             sheet("pairs", {"nets": {"a": 16000}}, refused("side_bet_not_offered"))),
+    Scenario("pairs_lost", A, [("pairs", 1, "a", 1000), GO, ("deal", "8S 6H 9D"), ("act", 1, "stand"),
+                               ("deal", "TD TC")],
+             sheet("pairs", {"nets": {"a": 9000}}, refused("side_bet_not_offered"))),
+    Scenario("double_for_less", A, [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"amount": 5000}), ("deal", "9D"),
+                                    ("deal", "TD 2C")],
+             sheet("double_for_less", {"nets": {"a": 15000}}, refused("double_amount"))),
+    Scenario("double_after_split", A, [GO, ("deal", "5S 6H 5C"), ("act", 1, "split"), ("deal", "6D"),
+                                       ("act", 1, "double"), ("deal", "9D"), ("deal", "TD"), ("act", 1, "stand"),
+                                       ("deal", "TH TC")],
+             sheet("das", {"nets": {"a": 30000}}, refused("no_double_after_split"))),
+    Scenario("split_tens_of_different_rank", A, [GO, ("deal", "TS 6H KC"), ("act", 1, "split"), ("deal", "AD"),
+                                                 ("deal", "9D"), ("act", 1, "stand"), ("deal", "TH TC")],
+             sheet("split_rank_only", refused("split_pairs_only"), {"nets": {"a": 20000}, "outcomes": {"a": ["win", "win"]}})),
+]
+
+
+@pytest.mark.parametrize("casino", CASINOS)
+@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+def test_scenario(sc: Scenario, casino: str) -> None:
+    expect = sc.expect(casino) if callable(sc.expect) else sc.expect
+    rec = Recorder()
+    r = new_round(rules_for(casino), sc.bets, rec)
+    for i, step in enumerate(sc.script):
+        before = snapshot(r)
+        try:
+            run(r, [step])
+        except RuleViolation as e:
+            assert "refused" in expect, f"step {i} {step} refused unexpectedly: {e}"
+            assert e.rule == expect["refused"], f"step {i} {step}: {e}"
+            assert snapshot(r) == before, "a refusal changed the round"
+            last = rec.events[-1]
+            assert last.reason == Reason.ACTION_REFUSED and last.data["rule"] == e.rule
+            return
+    assert "refused" not in expect, f"expected a refusal by {expect['refused']}"
+    assert r.state == "complete"
+    got = {p: n for p, n in r.settlement.per_player().items()}
+    assert got == expect["nets"]
+    assert r.settlement.house == -sum(got.values())
+    for player, outcomes in expect.get("outcomes", {}).items():
+        main = [ln.outcome for ln in r.settlement.lines if ln.player == player and ln.kind in
+                ("main", "surrender", "even_money", "insurance")]
+        assert main == outcomes
+    if "dealer" in expect:
+        assert len(r.dealer_cards) == expect["dealer"]
+    assert rec.of(Reason.SETTLED), "settlement lines are journaled"
