@@ -1,0 +1,103 @@
+"""The table's critical data as a plain dict, and back: what survives a power loss.
+
+Saved: the shoe's position and its count of cards out per card, every pile (burn, discard,
+played, pending), open alarms, holds, the procedures waiting for the dealer, and the live
+round as the log of inputs it took. Restoring replays that log into a fresh Round with the
+journal muted (its events were journaled the first time), so the round comes back exactly
+as it was without a second copy of its state here. Nothing still inside the shoe is known
+to the host, so nothing undealt can be in a snapshot.
+
+After a restore the devices are offline (they reconnect by themselves) and a live round is
+held: it resumes only when the devices are back and a supervisor agrees.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from devices.events import EventSink, Reason, Role
+from devices.round import Action, Round, Target
+from devices.rules import HouseRules
+from devices.table import Table
+from firmware_bridge.cards import Card
+from firmware_bridge.messages import decode, encode
+
+SNAPSHOT_VERSION = 1
+_ENUMS: dict[str, type[enum.Enum]] = {"Action": Action, "Role": Role, "Reason": Reason}
+_PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
+_SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry")
+
+
+def _enc(v: Any) -> Any:
+    if isinstance(v, Card):
+        return {"card": str(v)}
+    if isinstance(v, Target):
+        return {"target": [v.kind, v.box, v.hand]}
+    if isinstance(v, enum.Enum):
+        return {"enum": type(v).__name__, "value": v.value}
+    if isinstance(v, (list, tuple)):
+        return {"seq": [_enc(x) for x in v]}
+    if isinstance(v, dict):
+        return {"map": {k: _enc(x) for k, x in v.items()}}
+    return v
+
+
+def _dec(v: Any) -> Any:
+    if not isinstance(v, dict):
+        return v
+    if "card" in v:
+        return Card.parse(v["card"])
+    if "target" in v:
+        return Target(*v["target"])
+    if "enum" in v:
+        return _ENUMS[v["enum"]](v["value"])
+    if "seq" in v:
+        return tuple(_dec(x) for x in v["seq"])
+    return {k: _dec(x) for k, x in v["map"].items()}
+
+
+def snapshot(table: Table) -> dict[str, Any]:
+    """Plain JSON-serialisable data describing ``table`` now."""
+    r = table.round
+    return {
+        "version": SNAPSHOT_VERSION,
+        "rules": table.rules.name,
+        "shoe": table.shoe.snapshot(),
+        "deferred": [encode(m).hex() for m in table.shoe.deferred],
+        "alarms": table.alarms.snapshot(),
+        "holds": dict(table.holds),
+        "piles": {name: [str(c) for c in getattr(table, name)] for name in _PILES},
+        "queued_reads": [encode(m).hex() for m in table.queued_reads],
+        **{name: getattr(table, name) for name in _SCALARS},
+        "round": None if r is None else {
+            "id": r.round_id, "log": [[name, _enc(args), _enc(kwargs)] for name, args, kwargs in table.round_log],
+        },
+    }
+
+
+def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], **table_kw: Any) -> Table:
+    """A table in the state ``snap`` describes; a live round comes back held."""
+    if snap.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"table snapshot version {snap.get('version')!r} is not {SNAPSHOT_VERSION}")
+    if snap["rules"] != rules.name:
+        raise ValueError(f"table snapshot was taken under rules {snap['rules']!r}, not {rules.name!r}")
+    table = Table(rules, sink, **table_kw)
+    table._replaying = True
+    try:
+        table.shoe.restore(snap["shoe"])
+        table.shoe.deferred = [decode(bytes.fromhex(h)) for h in snap["deferred"]]
+        table.alarms.restore(snap["alarms"])
+        table.holds = dict(snap["holds"])
+        for name in _PILES:
+            setattr(table, name, [Card.parse(c) for c in snap["piles"][name]])
+        table.queued_reads = [decode(bytes.fromhex(h)) for h in snap["queued_reads"]]  # type: ignore[misc]
+        for name in _SCALARS:
+            setattr(table, name, snap[name])
+        if snap["round"] is not None:
+            table.round = Round(rules, table._journal, round_id=snap["round"]["id"])
+            for name, args, kwargs in snap["round"]["log"]:
+                table._call(name, *_dec(args), **_dec(kwargs))
+    finally:
+        table._replaying = False
+    table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
+    return table

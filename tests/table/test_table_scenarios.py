@@ -1,0 +1,292 @@
+"""Scenario table: every detection and table procedure of issue 3, for each seed casino's rules.
+
+Each scenario stacks the shoe (the cards read, in order), gives the dealer's and
+supervisor's inputs, and checks the reason codes journaled, where the cards went and the
+settlement. A stacked round used throughout, boxes 1 and 2 with a wager:
+    deal "TH 9S 5D 7C 8H" -> box 1: TH 7C (17), box 2: 9S 8H (17), dealer shows 5D.
+"""
+from __future__ import annotations
+
+import pytest
+
+from devices.events import Reason, Role, Severity
+from devices.procedures import OverrideRefused, TableError
+from devices.round import Action, RoundHeld
+from devices.round_rules import RuleViolation
+from firmware_bridge.cards import Card
+from firmware_bridge.messages import CutCardSeen, DeviceRole, Fault, FaultCleared, FaultCode, Ident
+from table_rig import RULE_FILES, TableRig, cards
+
+pytestmark = pytest.mark.timeout(30)
+SUP, DEALER = Role.SUPERVISOR, Role.DEALER
+
+
+@pytest.fixture(params=RULE_FILES, ids=lambda p: p.stem)
+def rig(request) -> TableRig:
+    return TableRig.from_file(request.param)
+
+
+def in_order(reasons: list[Reason], *expected: Reason) -> bool:
+    it = iter(reasons)
+    return all(any(r is e for r in it) for e in expected)
+
+
+def start_round(rig: TableRig) -> None:
+    rig.bets(1, 2)
+    rig.deal("TH 9S 5D 7C 8H")
+    assert rig.table.round.state == "players"
+
+
+def finish_round(rig: TableRig) -> None:
+    """Both boxes stand on 17; the dealer's 5 draws TC (15) then 6S (21): both boxes lose."""
+    rig.table.act(1, Action.STAND, "p1")
+    rig.table.act(2, Action.STAND, "p2")
+    rig.deal("TC 6S")
+    assert rig.table.round.state == "complete"
+
+
+def test_plain_round_assigns_every_card_and_settles(rig: TableRig) -> None:
+    start_round(rig)
+    finish_round(rig)
+    stake = rig.rules.table.min_per_player
+    assert rig.nets() == {"p1": str(-stake), "p2": str(-stake)}
+    assert [str(c) for c in rig.table.round.dealer_cards] == ["5D", "TC", "6S"]
+    assert len(rig.table.burn_pile) == rig.rules.shoe.burn_after_shuffle
+    rig.assert_ledger()
+
+
+def test_shuffler_malfunction_holds_round_until_supervisor_declares_redeal(rig: TableRig) -> None:
+    if not rig.table.uses_shuffler:  # hand-shuffled: the shuffler plays no part, its fault holds nothing
+        start_round(rig)
+        rig.table.on_shuffler(Fault(FaultCode.JAM, 17, "stack jam"))
+        assert rig.table.round.held is None and Reason.SHUFFLER_MALFUNCTION not in rig.reasons()
+        return
+    start_round(rig)
+    mark = len(rig.events)
+    rig.table.on_shuffler(Fault(FaultCode.JAM, 17, "stack jam"))
+    assert in_order(rig.since(mark), Reason.DEVICE_FAULT, Reason.SHUFFLER_MALFUNCTION, Reason.ROUND_HELD)
+    with pytest.raises(RoundHeld):
+        rig.table.act(1, Action.STAND, "p1")
+    with pytest.raises(OverrideRefused):
+        rig.table.redeal("dealer-1", DEALER)
+    rig.table.redeal("sup-1", SUP)
+    assert in_order(rig.since(mark), Reason.OVERRIDE, Reason.ROUND_VOID, Reason.REDEAL)
+    assert rig.table.round.state == "void"
+    assert rig.find(Reason.OVERRIDE)[-1].who == "sup-1"
+    assert rig.table.round.settlement is None
+    rig.assert_ledger()
+
+
+def test_shuffler_malfunction_never_continues_silently(rig: TableRig) -> None:
+    start_round(rig)
+    rig.table.on_shuffler(Fault(FaultCode.MOTOR, 0, ""))
+    if not rig.table.uses_shuffler:
+        assert rig.table.round.held is None
+        return
+    with pytest.raises(OverrideRefused):  # the device is still in fault
+        rig.table.resume("sup-1", SUP)
+    rig.table.on_shuffler(FaultCleared(FaultCode.MOTOR))
+    assert rig.table.round.held is not None  # the fault clearing alone does not resume
+    with pytest.raises(OverrideRefused):
+        rig.table.resume("dealer-1", DEALER)
+    rig.table.resume("sup-1", SUP)
+    assert Reason.ROUND_RESUMED in rig.reasons()
+    finish_round(rig)
+    rig.assert_ledger()
+
+
+def test_face_up_card_is_a_misload_redeal_and_assigned_to_no_hand(rig: TableRig) -> None:
+    rig.bets(1, 2)
+    rig.deal("TH 9S")
+    mark = len(rig.events)
+    rig.read("QD", face_up=True)
+    assert in_order(rig.since(mark), Reason.FACE_UP_CARD, Reason.REDEAL, Reason.ROUND_VOID)
+    assert rig.table.round.state == "void"
+    assert Card.parse("QD") in rig.table.discard
+    assert all(str(c) != "QD" for c, _ in rig.table.round.assignments)
+    assert Reason.OVERRIDE not in rig.since(mark)  # the rule voids it, no one overrides anything
+    rig.assert_ledger()
+    rig.table.open_round()  # the re-deal can start
+
+
+def test_card_seen_more_often_than_the_shoe_holds_is_foreign(rig: TableRig) -> None:
+    decks = rig.rules.decks
+    rig.bets(1)
+    rig.deal("TC 5D 2H")  # box 1: 12, dealer 5
+    for _ in range(decks):  # every ace of spades the shoe holds: 12 + decks stays under 21
+        rig.table.act(1, Action.HIT, "p1")
+        rig.read("AS")
+    assert Reason.FOREIGN_CARD not in rig.reasons()
+    rig.table.act(1, Action.HIT, "p1")
+    mark = len(rig.events)
+    rig.read("AS")  # one more than the shoe holds
+    assert in_order(rig.since(mark), Reason.FOREIGN_CARD, Reason.ROUND_HELD)
+    foreign = rig.find(Reason.FOREIGN_CARD)[-1]
+    assert foreign.severity is Severity.ALARM and foreign.data["seen"] == decks + 1
+    assert rig.table.discard[-1] == Card.parse("AS")
+    assert rig.table.round.held is not None
+    rig.assert_ledger()
+
+
+def test_stale_shoe_reader_holds_round_refuses_its_reads_and_needs_device_and_supervisor(rig: TableRig) -> None:
+    start_round(rig)
+    mark = len(rig.events)
+    rig.clock.now += 10
+    rig.table.tick()
+    assert in_order(rig.since(mark), Reason.DEVICE_STALE, Reason.ROUND_HELD)
+    rig.read("4S")
+    assert Reason.READ_FROM_STALE_DEVICE in rig.since(mark)
+    assert rig.table.discard[-1] == Card.parse("4S")
+    with pytest.raises(OverrideRefused, match="shoe-reader is stale"):
+        rig.table.resume("sup-1", SUP)
+    rig.heartbeat()  # the device is back ...
+    assert rig.table.round.held is not None  # ... but the round waits for the supervisor
+    with pytest.raises(OverrideRefused):
+        rig.table.resume("dealer-1", DEALER)
+    rig.table.resume("sup-1", SUP)
+    finish_round(rig)
+    rig.assert_ledger()
+
+
+def test_offline_device_mid_round_holds_until_it_is_back(rig: TableRig) -> None:
+    start_round(rig)
+    rig.table.link_down("shoe-reader")
+    assert rig.table.round.held is not None and Reason.DEVICE_OFFLINE in rig.reasons()
+    rig.table.link_up("shoe-reader")
+    with pytest.raises(OverrideRefused, match="connecting"):
+        rig.table.resume("sup-1", SUP)
+    rig.table.on_shoe(Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 8))
+    rig.table.resume("sup-1", SUP)
+    finish_round(rig)
+
+
+def test_card_exposed_in_error_is_used_as_the_next_card(rig: TableRig) -> None:
+    start_round(rig)
+    mark = len(rig.events)
+    rig.read("2S")  # nobody asked for a card: box 1 has not decided yet
+    assert Reason.CARD_EXPOSED_IN_ERROR in rig.since(mark)
+    assert rig.table.pending == [Card.parse("2S")]
+    rig.table.act(1, Action.HIT, "p1")  # the exposed card is box 1's hit card: 19
+    assert rig.table.round.box_hands[1][0].cards[-1] == Card.parse("2S")
+    assert rig.table.pending == []
+    rig.table.act(1, Action.STAND, "p1")
+    rig.table.act(2, Action.STAND, "p2")
+    rig.deal("TC 6S")
+    stake = rig.rules.table.min_per_player
+    assert rig.nets() == {"p1": str(-stake), "p2": str(-stake)}  # dealer 21
+    rig.assert_ledger()
+
+
+@pytest.mark.parametrize("exposed", [True, False], ids=["exposed", "not-exposed"])
+def test_card_drawn_in_error_after_dealers_finished_hand(rig: TableRig, exposed: bool) -> None:
+    start_round(rig)
+    finish_round(rig)
+    burn_before = len(rig.table.burn_pile)
+    rig.read("KC")
+    assert rig.find(Reason.CARD_DRAWN_IN_ERROR)
+    with pytest.raises(TableError, match="drawn in error"):
+        rig.table.open_round()  # the dealer must say first
+    rig.table.resolve_drawn_in_error(exposed, "dealer-1")
+    if exposed:
+        assert rig.table.discard[-1] == Card.parse("KC")
+    else:
+        assert rig.table.burn_pile[-1] == Card.parse("KC") and len(rig.table.burn_pile) == burn_before + 1
+    rig.assert_ledger()
+    rig.table.open_round()
+
+
+def test_placement_error_in_initial_deal_is_reconstructed(rig: TableRig) -> None:
+    rig.bets(1, 2)
+    rig.deal("TH 9S")
+    with pytest.raises(OverrideRefused):
+        rig.table.placement_error("dealer-1", DEALER)
+    rig.table.placement_error("sup-1", SUP)
+    assert Reason.PLACEMENT_ERROR in rig.reasons()
+    rig.deal("5D 7C 8H")
+    finish_round(rig)
+    rig.assert_ledger()
+
+
+def test_cards_to_box_without_wager_are_reconstructed_and_redealt(rig: TableRig) -> None:
+    start_round(rig)
+    out_before = rig.table.shoe.cards_out
+    rig.table.cards_to_box_without_wager("sup-1", SUP)
+    assert Reason.CARDS_TO_BOX_WITHOUT_WAGER in rig.reasons()
+    assert rig.table.shoe.cards_out == out_before - 5  # back on top of the shoe
+    rig.deal("TH 9S 5D 7C 8H")  # read again, in the same order
+    assert rig.table.round.state == "players"
+    finish_round(rig)
+    assert rig.table.shoe.cards_out == out_before + 2
+    rig.assert_ledger()
+
+
+def test_dealer_change_mid_shoe_burns_one_card(rig: TableRig) -> None:
+    start_round(rig)
+    rig.table.dealer_change("dealer-2")  # mid-round: the burn waits for the round's end
+    finish_round(rig)
+    burns_before = len(rig.table.burn_pile)
+    if rig.rules.shoe.burn_on_dealer_change == 0:
+        assert rig.table.shoe.state == "in_play"
+        return
+    assert rig.table.shoe.state == "burning"
+    rig.read("9D")
+    assert len(rig.table.burn_pile) == burns_before + 1 and rig.table.burn_pile[-1] == Card.parse("9D")
+    assert rig.table.shoe.state == "in_play"
+    assert in_order(rig.reasons(), Reason.DEALER_CHANGE_BURN, Reason.DEALER_CHANGE_BURN, Reason.BURN)
+    rig.assert_ledger()
+
+
+def test_unreadable_card_is_entered_by_the_dealer_and_the_round_flagged(rig: TableRig) -> None:
+    rig.bets(1, 2)
+    rig.deal("TH")
+    rig.unreadable()
+    rig.deal("5D 7C")  # keep coming while the dealer looks: queued in order
+    assert rig.table.round.assignments[-1][0] == Card.parse("TH")
+    rig.table.enter_card(Card.parse("9S"), "dealer-1")
+    rig.deal("8H")
+    assert in_order(rig.reasons(), Reason.UNREADABLE_CARD, Reason.CARD_ENTERED_BY_DEALER)
+    assert rig.table.round.flags and rig.table.round.flags[0]["reason"] == "UNREADABLE_CARD"
+    assert [str(c) for c in rig.table.round.box_hands[2][0].cards] == ["9S", "8H"]
+    finish_round(rig)
+    rig.assert_ledger()
+
+
+def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: TableRig) -> None:
+    rig.bets(1, 2)
+    rig.deal("AH 9S 6D 5C 8H")  # box 1: A5 soft 16, box 2: 17, dealer 6
+    rig.table.act(1, Action.HIT, "p1")
+    rig.read("3C")  # three cards: soft 19
+    before = (rig.table.round.state, [list(h.cards) for h in rig.table.round.hands], len(rig.table.round_log))
+    with pytest.raises(RuleViolation) as double:
+        rig.table.act(1, Action.DOUBLE, "p1")
+    assert double.value.rule
+    rig.table.act(1, Action.HIT, "p1")
+    rig.read("2D")  # soft 21
+    assert rig.table.round.current_hand.box == 2  # 21 ends the hand: no drawing on any 21
+    with pytest.raises(RuleViolation):
+        rig.table.act(1, Action.HIT, "p1")
+    assert Reason.ACTION_REFUSED in rig.reasons()
+    assert before[0] == rig.table.round.state
+
+
+def test_surrender_never_against_an_ace(rig: TableRig) -> None:
+    rig.bets(1)
+    rig.deal("TH AD 6C")  # dealer shows an ace
+    if rig.table.round.state == "insurance":
+        rig.table.close_insurance("dealer-1")
+    with pytest.raises(RuleViolation):
+        rig.table.act(1, Action.SURRENDER, "p1")
+    assert rig.find(Reason.ACTION_REFUSED)[-1].data["rule"]
+
+
+def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
+    start_round(rig)
+    rig.table.on_shoe(CutCardSeen(rig.index, 0))
+    assert rig.table.shoe.state == "last_round"
+    finish_round(rig)
+    assert rig.table.shoe.state == "complete"
+    with pytest.raises(TableError, match="complete"):
+        rig.table.open_round()
+    rig.read("3D")  # nothing may be dealt from a finished shoe
+    assert Reason.DEALING_BLOCKED in rig.reasons()
+    rig.assert_ledger()
