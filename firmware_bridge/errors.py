@@ -47,6 +47,10 @@ class CrcMismatch(FrameError):
     """The CRC-16 at the end of the frame does not match its contents."""
 
 
+class LengthMismatch(FrameError):
+    """The length field disagrees with the bytes received."""
+
+
 class UnknownFrameKind(FrameError):
     """The kind byte names no frame kind."""
 

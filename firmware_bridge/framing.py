@@ -1,7 +1,9 @@
 """Frames on the wire: layout, CRC, COBS byte stuffing and a streaming decoder.
 
-Before COBS a frame is ``[kind u8][seq u8][ack u8][payload 0..MAX_PAYLOAD][crc16 big-endian]``,
-the CRC (see :mod:`firmware_bridge.crc`) covering every byte before it. On the wire it is
+Before COBS a frame is ``[kind u8][seq u8][ack u8][length u16][payload][crc16]`` (big-endian),
+the CRC (see :mod:`firmware_bridge.crc`) covering every byte before it. The length field is
+there because a CRC without final XOR cannot see one appended zero byte: a frame whose
+closing 0x00 is damaged into 0x01 decodes one byte longer with a valid CRC. On the wire it is
 ``00 COBS(frame) 00``: the leading delimiter means a frame sent after line noise is still
 found whole. Empty segments between delimiters are idle fill, not errors.
 docs/protocol.md describes every byte.
@@ -19,12 +21,13 @@ from firmware_bridge.errors import (
     CrcMismatch,
     FrameError,
     FrameTooLong,
+    LengthMismatch,
     FrameTooShort,
     UnknownFrameKind,
 )
 
 DELIMITER = 0x00
-HEADER_LEN = 3
+HEADER_LEN = 5
 CRC_LEN = 2
 #: the longest frame before COBS: header + payload + CRC (a 512-byte firmware chunk fits with room)
 MAX_FRAME_LEN = 1024
@@ -56,7 +59,7 @@ class Frame:
     payload: bytes = b""
 
 
-_HEADER = struct.Struct(">BBB")
+_HEADER = struct.Struct(">BBBH")
 _CRC = struct.Struct(">H")
 
 
@@ -95,7 +98,7 @@ def frame_bytes(frame: Frame) -> bytes:
     """The frame before COBS: header, payload, CRC."""
     if len(frame.payload) > MAX_PAYLOAD:
         raise ValueError(f"payload of {len(frame.payload)} bytes exceeds MAX_PAYLOAD ({MAX_PAYLOAD})")
-    body = _HEADER.pack(frame.kind, frame.seq, frame.ack) + frame.payload
+    body = _HEADER.pack(frame.kind, frame.seq, frame.ack, len(frame.payload)) + frame.payload
     return body + _CRC.pack(crc16(body))
 
 
@@ -115,7 +118,10 @@ def parse_frame(raw: bytes, shown: bytes | None = None) -> Frame:
     want = crc16(raw[:-CRC_LEN])
     if got != want:
         raise CrcMismatch(f"CRC 0x{got:04x} received, 0x{want:04x} computed", shown)
-    kind, seq, ack = _HEADER.unpack_from(raw)
+    kind, seq, ack, length = _HEADER.unpack_from(raw)
+    held = len(raw) - HEADER_LEN - CRC_LEN
+    if length != held:
+        raise LengthMismatch(f"length field says {length} payload bytes, frame holds {held}", shown)
     try:
         kind = FrameKind(kind)
     except ValueError:
@@ -138,11 +144,12 @@ class DecoderStats:
     too_short: int = 0
     oversize: int = 0
     unknown_kind: int = 0
+    length_errors: int = 0
     bytes_discarded: int = 0  # every byte of every rejected segment, and of over-long runs
 
     @property
     def errors(self) -> int:
-        return self.cobs_errors + self.crc_errors + self.too_short + self.oversize + self.unknown_kind
+        return sum(getattr(self, name) for name in _COUNTER.values())
 
     def snapshot(self) -> "DecoderStats":
         return DecoderStats(**{f.name: getattr(self, f.name) for f in fields(self)})
@@ -154,6 +161,7 @@ _COUNTER = {
     FrameTooShort: "too_short",
     FrameTooLong: "oversize",
     UnknownFrameKind: "unknown_kind",
+    LengthMismatch: "length_errors",
 }
 
 

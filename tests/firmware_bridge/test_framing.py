@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firmware_bridge.crc import crc16
-from firmware_bridge.errors import CobsError, CrcMismatch, FrameTooLong, FrameTooShort, UnknownFrameKind
+from firmware_bridge.errors import (
+    CobsError,
+    CrcMismatch,
+    FrameTooLong,
+    FrameTooShort,
+    LengthMismatch,
+    UnknownFrameKind,
+)
 from firmware_bridge.framing import (
     MAX_ENCODED_LEN,
     MAX_FRAME_LEN,
@@ -93,8 +100,8 @@ def test_frame_round_trip(kind, payload):
 
 def test_frame_layout_is_header_payload_crc_big_endian():
     raw = frame_bytes(Frame(FrameKind.DATA, 7, 9, b"\xab"))
-    assert raw[:4] == b"\x01\x07\x09\xab"
-    assert int.from_bytes(raw[4:], "big") == crc16(raw[:4])
+    assert raw[:6] == b"\x01\x07\x09\x00\x01\xab"
+    assert int.from_bytes(raw[6:], "big") == crc16(raw[:6])
 
 
 def test_oversized_payload_is_refused_when_encoding():
@@ -103,23 +110,34 @@ def test_oversized_payload_is_refused_when_encoding():
 
 
 def test_decoded_length_limit_is_enforced():
-    raw = bytes([1, 0, 0]) + bytes(MAX_FRAME_LEN - 4)
+    raw = bytes([1, 0, 0]) + (MAX_FRAME_LEN - 6).to_bytes(2, "big") + bytes(MAX_FRAME_LEN - 6)
     raw += crc16(raw).to_bytes(2, "big")
     with pytest.raises(FrameTooLong, match="MAX_FRAME_LEN"):
         decode_frame(cobs_encode(raw))
 
 
 def test_parse_errors_are_typed_and_show_bytes():
-    with pytest.raises(FrameTooShort, match="at least 5"):
+    with pytest.raises(FrameTooShort, match="at least 7"):
         decode_frame(cobs_encode(b"\x01\x02"))
     good = bytearray(frame_bytes(Frame(FrameKind.ACK, 0, 3)))
     good[-1] ^= 0x01
     with pytest.raises(CrcMismatch, match="received") as err:
         decode_frame(cobs_encode(bytes(good)))
     assert cobs_encode(bytes(good)).hex(" ") in str(err.value)
-    body = b"\x7f\x00\x00"
+    body = b"\x7f\x00\x00\x00\x00"
     with pytest.raises(UnknownFrameKind, match="0x7f"):
         decode_frame(cobs_encode(body + crc16(body).to_bytes(2, "big")))
+
+
+def test_length_field_catches_a_damaged_closing_delimiter():
+    # 00 -> 01 on the closing delimiter appends a zero byte after decoding; with this CRC
+    # (no final XOR) crc(body + crc_hi) == crc_lo << 8, so only the length field notices
+    frame = Frame(FrameKind.DATA, 0x5A, 0, b"ab90")
+    raw = frame_bytes(frame)
+    assert crc16(raw[:-1]) == raw[-1] << 8  # the CRC alone would accept it
+    segment = encode_frame(frame)[1:-1] + b"\x01"
+    with pytest.raises(LengthMismatch, match="says 4 payload bytes, frame holds 5"):
+        decode_frame(segment)
 
 
 def test_long_error_text_is_truncated():

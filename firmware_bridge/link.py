@@ -1,0 +1,375 @@
+"""The link layer: numbered DATA frames, cumulative ACKs, NAK on a gap, go-back-N retransmit
+with an adaptive timeout, a retry cap that ends in FAILED, and a RESET/RESET_ACK handshake.
+
+One class serves both ends (host and simulated device). It runs on the asyncio loop: the
+transport calls :meth:`Link.bytes_received`, the link writes through the ``write`` callable
+it was given, and all timers are ``loop.call_later`` handles cancelled on close. The rules,
+byte by byte, are in docs/protocol.md.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+from collections import deque
+from dataclasses import dataclass, field, fields
+from typing import Callable
+
+import structlog
+
+from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
+from firmware_bridge.framing import MAX_PAYLOAD, DecoderStats, Frame, FrameDecoder, FrameKind, encode_frame
+
+log = structlog.get_logger(__name__)
+
+SEQ_MOD = 256
+NONCE_LEN = 4
+
+
+class LinkState(enum.Enum):
+    DOWN = "down"  # not started
+    RESETTING = "resetting"  # our RESET is out, waiting for its RESET_ACK
+    UP = "up"
+    FAILED = "failed"  # retry cap reached; only a reset (ours or the peer's) brings it back
+    CLOSED = "closed"
+
+
+class LinkEvent(enum.Enum):
+    UP = "up"  # the peer answered our RESET
+    PEER_RESET = "peer_reset"  # the peer started a fresh link (it rebooted or recovered): redo the handshake
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkConfig:
+    initial_rto: float = 0.05  # seconds, before the first RTT sample
+    min_rto: float = 0.005
+    max_rto: float = 1.0
+    max_retries: int = 8  # timeouts in a row without progress before FAILED
+    window: int = 16  # DATA frames in flight; < 128 so duplicates and gaps are told apart
+    queue_limit: int = 4096  # payloads waiting for the window; more are refused
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.window < SEQ_MOD // 2:
+            raise ValueError(f"LinkConfig.window={self.window}: allowed 1..{SEQ_MOD // 2 - 1}")
+        if not 0 < self.min_rto <= self.initial_rto <= self.max_rto:
+            raise ValueError(
+                f"LinkConfig rto values must satisfy 0 < min_rto <= initial_rto <= max_rto, "
+                f"got {self.min_rto}, {self.initial_rto}, {self.max_rto}"
+            )
+        if self.max_retries < 1:
+            raise ValueError(f"LinkConfig.max_retries={self.max_retries}: must be >= 1")
+
+
+@dataclass(slots=True)
+class LinkStats:
+    frames_sent: int = 0
+    frames_received: int = 0
+    data_sent: int = 0  # DATA frames sent for the first time
+    data_delivered: int = 0
+    retransmits: int = 0
+    timeouts: int = 0
+    duplicates_dropped: int = 0
+    out_of_order: int = 0  # DATA ahead of the expected seq (an earlier one was lost)
+    naks_sent: int = 0
+    naks_received: int = 0
+    resets_sent: int = 0
+    peer_resets: int = 0
+    write_errors: int = 0
+    rtt_last: float | None = None
+    rtt_srtt: float | None = None
+    rtt_var: float | None = None
+    rtt_min: float | None = None
+    rtt_max: float | None = None
+    rto: float = 0.0
+    framing: DecoderStats = field(default_factory=DecoderStats)  # crc_errors, bytes_discarded, ...
+
+    def snapshot(self) -> "LinkStats":
+        copy = LinkStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+        copy.framing = self.framing.snapshot()
+        return copy
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    payload: bytes
+    future: asyncio.Future
+    seq: int = 0
+    sent_at: float = 0.0
+    retransmitted: bool = False
+
+
+def _seq_distance(a: int, b: int) -> int:
+    """How far ``b`` is ahead of ``a`` in the 8-bit sequence space."""
+    return (b - a) % SEQ_MOD
+
+
+class Link:
+    """A reliable, ordered, exactly-once payload link over an unreliable byte stream."""
+
+    def __init__(
+        self,
+        write: Callable[[bytes], None],
+        on_payload: Callable[[bytes], None],
+        on_event: Callable[[LinkEvent, str], None] | None = None,
+        config: LinkConfig | None = None,
+        name: str = "link",
+    ) -> None:
+        self.config = config or LinkConfig()
+        self.name = name
+        self._write_bytes = write
+        self._on_payload = on_payload
+        self._on_event = on_event
+        self._loop = asyncio.get_running_loop()
+        self._decoder = FrameDecoder(on_error=self._frame_error)
+        self._stats = LinkStats(rto=self.config.initial_rto, framing=self._decoder.stats)
+        self._state = LinkState.DOWN
+        self._unacked: deque[_Outgoing] = deque()
+        self._queue: deque[_Outgoing] = deque()
+        self._next_seq = 0
+        self._rx_next = 0
+        self._ack_due = False
+        self._nak_sent = False
+        self._retries = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._my_nonce: bytes | None = None
+        self._peer_nonce: bytes | None = None
+
+    # ---- public ----------------------------------------------------------------------
+
+    @property
+    def state(self) -> LinkState:
+        return self._state
+
+    @property
+    def stats(self) -> LinkStats:
+        """A copy of the counters, safe to keep and compare."""
+        return self._stats.snapshot()
+
+    def start(self) -> None:
+        """Open the link: send RESET and wait for RESET_ACK."""
+        self.reset("start")
+
+    def reset(self, why: str = "requested") -> None:
+        """Start a fresh link: everything unacknowledged fails with LinkReset, seqs restart at 0."""
+        if self._state is LinkState.CLOSED:
+            raise LinkFailed(f"{self.name}: link is closed")
+        self._restart_sequences(LinkReset(f"{self.name}: link reset ({why}) before the frame was acknowledged"))
+        self._my_nonce = os.urandom(NONCE_LEN)
+        self._state = LinkState.RESETTING
+        self._stats.resets_sent += 1
+        log.info("link_reset", link=self.name, why=why, nonce=self._my_nonce.hex())
+        self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
+        self._arm_timer()
+
+    def send(self, payload: bytes) -> asyncio.Future:
+        """Queue ``payload``; the future resolves when the peer acknowledged it, or fails with a LinkError."""
+        if len(payload) > MAX_PAYLOAD:
+            raise ValueError(f"{self.name}: payload of {len(payload)} bytes exceeds MAX_PAYLOAD ({MAX_PAYLOAD})")
+        fut = self._loop.create_future()
+        if self._state in (LinkState.FAILED, LinkState.CLOSED):
+            fut.set_exception(LinkFailed(f"{self.name}: link is {self._state.value}, reset it first"))
+        elif len(self._queue) >= self.config.queue_limit:
+            fut.set_exception(LinkError(f"{self.name}: send queue full ({self.config.queue_limit} waiting)"))
+        else:
+            self._queue.append(_Outgoing(bytes(payload), fut))
+            self._pump()
+        return fut
+
+    def bytes_received(self, data: bytes) -> None:
+        """Feed bytes from the transport. Never raises; bad bytes are counted in stats.framing."""
+        if self._state is LinkState.CLOSED:
+            return
+        for frame in self._decoder.feed(data):
+            self._stats.frames_received += 1
+            self._handle(frame)
+        if self._ack_due and self._state is LinkState.UP:
+            self._write(Frame(FrameKind.ACK, ack=self._rx_next))
+
+    def close(self) -> None:
+        """Cancel timers and fail everything outstanding; idempotent."""
+        if self._state is LinkState.CLOSED:
+            return
+        self._restart_sequences(LinkFailed(f"{self.name}: link closed before the frame was acknowledged"))
+        self._set_state(LinkState.CLOSED, LinkEvent.CLOSED, "closed")
+
+    # ---- receiving -------------------------------------------------------------------
+
+    def _handle(self, frame: Frame) -> None:
+        kind = frame.kind
+        if kind is FrameKind.RESET:
+            self._peer_reset(frame.payload)
+        elif kind is FrameKind.RESET_ACK:
+            if self._state is LinkState.RESETTING and frame.payload == self._my_nonce:
+                self._retries = 0
+                self._cancel_timer()
+                self._set_state(LinkState.UP, LinkEvent.UP, "reset acknowledged")
+                self._pump()
+        elif self._state is not LinkState.UP:
+            return  # DATA/ACK/NAK of a link not (or no longer) established: the peer will resend
+        elif kind is FrameKind.DATA:
+            self._acked(frame.ack)
+            self._data(frame)
+        else:
+            self._acked(frame.ack)
+            if kind is FrameKind.NAK:
+                self._stats.naks_received += 1
+                if self._unacked and self._unacked[0].seq == frame.ack:
+                    self._retransmit()
+
+    def _peer_reset(self, nonce: bytes) -> None:
+        if nonce != self._peer_nonce:
+            self._peer_nonce = nonce
+            self._stats.peer_resets += 1
+            self._restart_sequences(LinkReset(f"{self.name}: peer reset the link before acknowledging"))
+            self._my_nonce = None
+            self._write(Frame(FrameKind.RESET_ACK, payload=nonce))
+            self._set_state(LinkState.UP, LinkEvent.PEER_RESET, f"peer reset (nonce {nonce.hex()})")
+        else:  # a repeat of a RESET we already accepted: our RESET_ACK was lost, say it again
+            self._write(Frame(FrameKind.RESET_ACK, payload=nonce))
+
+    def _data(self, frame: Frame) -> None:
+        ahead = _seq_distance(self._rx_next, frame.seq)
+        if ahead == 0:
+            self._rx_next = (self._rx_next + 1) % SEQ_MOD
+            self._ack_due = True
+            self._nak_sent = False
+            self._stats.data_delivered += 1
+            try:
+                self._on_payload(frame.payload)
+            except Exception:  # the receiver's bug must not stop the link
+                log.exception("payload_callback_failed", link=self.name, payload=frame.payload[:32].hex(" "))
+        elif ahead < SEQ_MOD // 2:
+            self._stats.out_of_order += 1
+            if not self._nak_sent:
+                self._nak_sent = True
+                self._stats.naks_sent += 1
+                self._write(Frame(FrameKind.NAK, ack=self._rx_next))
+        else:
+            self._stats.duplicates_dropped += 1
+            self._ack_due = True  # the peer missed our ACK: acknowledge again
+
+    def _acked(self, ack: int) -> None:
+        base = self._unacked[0].seq if self._unacked else self._next_seq
+        count = _seq_distance(base, ack)
+        if count == 0 or count > len(self._unacked):
+            return  # nothing new, or a stale ack from before a reset
+        now = self._loop.time()
+        for _ in range(count):
+            out = self._unacked.popleft()
+            if not out.future.done():
+                out.future.set_result(None)
+        if not out.retransmitted:  # Karn: no sample from a frame sent more than once
+            self._rtt_sample(now - out.sent_at)
+        self._retries = 0
+        self._cancel_timer()
+        if self._unacked:
+            self._arm_timer()
+        self._pump()
+
+    def _rtt_sample(self, rtt: float) -> None:
+        s, cfg = self._stats, self.config
+        if s.rtt_srtt is None:
+            s.rtt_srtt, s.rtt_var = rtt, rtt / 2
+        else:  # Jacobson/Karels, RFC 6298 gains
+            s.rtt_var = 0.75 * s.rtt_var + 0.25 * abs(s.rtt_srtt - rtt)
+            s.rtt_srtt = 0.875 * s.rtt_srtt + 0.125 * rtt
+        s.rtt_last = rtt
+        s.rtt_min = rtt if s.rtt_min is None else min(s.rtt_min, rtt)
+        s.rtt_max = rtt if s.rtt_max is None else max(s.rtt_max, rtt)
+        s.rto = min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
+
+    def _frame_error(self, exc: FrameError) -> None:
+        log.debug("frame_rejected", link=self.name, error=str(exc))
+
+    # ---- sending ---------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        if self._state is not LinkState.UP:
+            return
+        while self._queue and len(self._unacked) < self.config.window:
+            out = self._queue.popleft()
+            if out.future.done():  # cancelled by the caller before it went out
+                continue
+            out.seq = self._next_seq
+            self._next_seq = (self._next_seq + 1) % SEQ_MOD
+            out.sent_at = self._loop.time()
+            self._unacked.append(out)
+            self._stats.data_sent += 1
+            self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
+            if self._timer is None:
+                self._arm_timer()
+
+    def _retransmit(self) -> None:
+        """Go-back-N: resend every unacknowledged frame (the peer dropped those after a gap)."""
+        now = self._loop.time()
+        for out in self._unacked:
+            out.retransmitted = True
+            out.sent_at = now
+            self._stats.retransmits += 1
+            self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
+        self._cancel_timer()
+        self._arm_timer()
+
+    def _timeout(self) -> None:
+        self._timer = None
+        self._retries += 1
+        self._stats.timeouts += 1
+        if self._retries > self.config.max_retries:
+            what = "RESET" if self._state is LinkState.RESETTING else f"DATA seq {self._unacked[0].seq}"
+            self._fail(f"no answer to {what} after {self.config.max_retries} retries")
+            return
+        self._stats.rto = min(self.config.max_rto, self._stats.rto * 2)  # back off until a fresh sample
+        if self._state is LinkState.RESETTING:
+            self._stats.resets_sent += 1
+            self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
+            self._arm_timer()
+        elif self._unacked:
+            self._retransmit()
+
+    def _fail(self, why: str) -> None:
+        self._restart_sequences(LinkFailed(f"{self.name}: link failed: {why}"))
+        log.warning("link_failed", link=self.name, why=why)
+        self._set_state(LinkState.FAILED, LinkEvent.FAILED, why)
+
+    # ---- plumbing --------------------------------------------------------------------
+
+    def _restart_sequences(self, exc: Exception) -> None:
+        """Fail everything outstanding with ``exc`` and start both directions at seq 0."""
+        self._cancel_timer()
+        for out in (*self._unacked, *self._queue):
+            if not out.future.done():
+                out.future.set_exception(exc)
+        self._unacked.clear()
+        self._queue.clear()
+        self._next_seq = self._rx_next = 0
+        self._ack_due = self._nak_sent = False
+        self._retries = 0
+
+    def _write(self, frame: Frame) -> None:
+        if frame.kind in (FrameKind.DATA, FrameKind.ACK, FrameKind.NAK):
+            self._ack_due = False  # every one of these carries our current ack
+        self._stats.frames_sent += 1
+        try:
+            self._write_bytes(encode_frame(frame))
+        except Exception as exc:  # a dead transport: the retry timer and the session deal with it
+            self._stats.write_errors += 1
+            log.warning("link_write_failed", link=self.name, error=str(exc))
+
+    def _arm_timer(self) -> None:
+        self._timer = self._loop.call_later(self._stats.rto, self._timeout)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _set_state(self, state: LinkState, event: LinkEvent, detail: str) -> None:
+        self._state = state
+        log.info("link_state", link=self.name, state=state.value, link_event=event.value, detail=detail)
+        if self._on_event is not None:
+            try:
+                self._on_event(event, detail)
+            except Exception:
+                log.exception("link_event_callback_failed", link=self.name, link_event=event.value)

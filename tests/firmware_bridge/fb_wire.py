@@ -1,0 +1,112 @@
+"""Test plumbing for the link tests: an in-memory byte wire that can lose, damage, duplicate
+and reorder what it carries (seeded, so every failure reproduces), and a pair of joined Links."""
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Callable
+
+from firmware_bridge.link import Link, LinkConfig, LinkEvent
+
+
+@dataclass
+class Wire:
+    """One direction of a byte stream. Each write is delivered on the loop after ``delay`` s,
+    cut into random chunks, unless an impairment hits it."""
+
+    seed: int = 0
+    drop: float = 0.0
+    corrupt: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    delay: float = 0.0
+    cut: bool = False  # everything written is lost
+    drop_next: int = 0  # lose this many writes, then carry on
+    receiver: Callable[[bytes], None] | None = None
+    written: list[bytes] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+        if self.cut:
+            return
+        if self.drop_next:
+            self.drop_next -= 1
+            return
+        rng, data = self.rng, bytearray(data)
+        if rng.random() < self.drop:
+            start = rng.randrange(len(data))
+            del data[start : start + rng.randint(1, len(data))]
+        if data and rng.random() < self.corrupt:
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        if rng.random() < self.reorder and len(data) > 2:
+            i = rng.randrange(len(data) - 1)
+            data[i], data[i + 1] = data[i + 1], data[i]
+        copies = 2 if rng.random() < self.duplicate else 1
+        for _ in range(copies):
+            self._deliver(bytes(data))
+
+    def _deliver(self, data: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        pos = 0
+        while pos < len(data):
+            n = self.rng.randint(1, 40)
+            chunk, pos = data[pos : pos + n], pos + n
+            # call_later keeps byte order: equal deadlines run in scheduling order
+            loop.call_later(self.delay, self._receive, chunk)
+
+    def _receive(self, chunk: bytes) -> None:
+        if self.receiver is not None:
+            self.receiver(chunk)
+
+
+@dataclass
+class End:
+    """One end of a link pair: the Link, what it delivered and the events it reported."""
+
+    link: Link
+    wire_out: Wire
+    delivered: list[bytes] = field(default_factory=list)
+    events: list[tuple[LinkEvent, str]] = field(default_factory=list)
+
+
+def make_pair(a_to_b: Wire | None = None, b_to_a: Wire | None = None, config: LinkConfig | None = None) -> tuple[End, End]:
+    """Two Links joined by two wires; call inside a running loop."""
+    a_to_b, b_to_a = a_to_b or Wire(), b_to_a or Wire()
+    config = config or LinkConfig(initial_rto=0.02, min_rto=0.002, max_rto=0.2)
+    ends = []
+    for name, out in (("a", a_to_b), ("b", b_to_a)):
+        delivered: list[bytes] = []
+        events: list = []
+        link = Link(out.write, delivered.append, lambda e, d, ev=events: ev.append((e, d)), config, name=name)
+        ends.append(End(link, out, delivered, events))
+    a, b = ends
+    a_to_b.receiver = b.link.bytes_received
+    b_to_a.receiver = a.link.bytes_received
+    return a, b
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let the loop run until ``cond()`` holds (fails the test after ``timeout``)."""
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.001)
+
+
+def run(coro):
+    """Run a test coroutine on a fresh loop; fail on a task left running or an error in a callback."""
+    errors: list[dict] = []
+
+    async def main():
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx))
+        result = await coro
+        leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        assert not leftover, f"tasks left running: {leftover}"
+        return result
+
+    result = asyncio.run(main())
+    assert not errors, f"errors in loop callbacks: {errors}"
+    return result

@@ -1,0 +1,314 @@
+"""The link over an impaired in-memory wire: exactly once, in order, retry cap, resets, RTO."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fb_wire import Wire, make_pair, run, wait_for
+
+from firmware_bridge.errors import LinkFailed, LinkReset
+from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameKind, decode_frame
+from firmware_bridge.link import LinkConfig, LinkEvent, LinkState
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def payloads(tag: str, n: int) -> list[bytes]:
+    # include zeros and 0xff runs so COBS has work to do
+    return [f"{tag}{i}".encode() + bytes([0, i % 256, 0xFF]) * (i % 7) for i in range(n)]
+
+
+async def up_pair(a_to_b=None, b_to_a=None, config=None):
+    a, b = make_pair(a_to_b, b_to_a, config)
+    a.link.start()
+    await wait_for(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+    return a, b
+
+
+def close(*ends):
+    for end in ends:
+        end.link.close()
+
+
+def test_start_handshake_reports_up_and_peer_reset():
+    async def main():
+        a, b = await up_pair()
+        assert a.events == [(LinkEvent.UP, "reset acknowledged")]
+        assert [e for e, _ in b.events] == [LinkEvent.PEER_RESET]
+        close(a, b)
+        assert a.events[-1][0] is LinkEvent.CLOSED
+
+    run(main())
+
+
+def test_clean_wire_both_directions_in_order():
+    async def main():
+        a, b = await up_pair()
+        to_b, to_a = payloads("ab", 600), payloads("ba", 600)
+        futs = [a.link.send(p) for p in to_b] + [b.link.send(p) for p in to_a]
+        await asyncio.gather(*futs)
+        await wait_for(lambda: len(b.delivered) == 600 and len(a.delivered) == 600)
+        assert b.delivered == to_b and a.delivered == to_a
+        s = a.link.stats
+        assert s.data_sent == 600 and s.retransmits == 0 and s.framing.errors == 0
+        assert s.rtt_srtt is not None and s.rtt_min <= s.rtt_srtt <= s.rtt_max
+        close(a, b)
+
+    run(main())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_impaired_wire_delivers_everything_exactly_once_in_order(seed):
+    async def main():
+        impair = dict(drop=0.05, corrupt=0.05, duplicate=0.05, reorder=0.03)
+        a, b = await up_pair(Wire(seed=seed, **impair), Wire(seed=seed + 100, **impair))
+        to_b, to_a = payloads("ab", 300), payloads("ba", 300)
+        futs = [a.link.send(p) for p in to_b] + [b.link.send(p) for p in to_a]
+        await asyncio.gather(*futs)
+        await wait_for(lambda: len(b.delivered) >= 300 and len(a.delivered) >= 300)
+        await asyncio.sleep(0.05)  # a late duplicate would show up now
+        assert b.delivered == to_b and a.delivered == to_a
+        sa, sb = a.link.stats, b.link.stats
+        assert sa.retransmits + sb.retransmits > 0
+        assert sa.framing.crc_errors + sa.framing.cobs_errors + sb.framing.crc_errors + sb.framing.cobs_errors > 0
+        assert sa.duplicates_dropped + sb.duplicates_dropped > 0
+        assert sa.framing.bytes_discarded + sb.framing.bytes_discarded > 0
+        for s in (sa, sb):
+            assert 0.002 <= s.rto <= 0.2
+        close(a, b)
+
+    run(main())
+
+
+def test_lost_data_frame_is_nakked_and_resent_before_any_timeout():
+    async def main():
+        cfg = LinkConfig(initial_rto=5.0, min_rto=5.0, max_rto=10.0)  # a timeout would hang the test
+        a, b = await up_pair(config=cfg)
+        a.wire_out.drop_next = 1
+        await asyncio.gather(*(a.link.send(p) for p in payloads("x", 5)))
+        assert b.delivered == payloads("x", 5)
+        assert b.link.stats.naks_sent == 1 and a.link.stats.naks_received == 1
+        assert a.link.stats.timeouts == 0 and a.link.stats.retransmits >= 4
+        close(a, b)
+
+    run(main())
+
+
+def test_retransmitted_frame_gives_no_rtt_sample():
+    async def main():
+        a, b = await up_pair()
+        a.wire_out.drop_next = 1
+        await a.link.send(b"once")
+        assert b.delivered == [b"once"]
+        assert a.link.stats.retransmits == 1 and a.link.stats.rtt_last is None
+        close(a, b)
+
+    run(main())
+
+
+def test_duplicate_data_is_dropped_and_acked_again():
+    async def main():
+        a, b = await up_pair()
+        b.wire_out.drop_next = 1  # lose B's ACK: A resends, B must not deliver twice
+        await a.link.send(b"card")
+        assert b.delivered == [b"card"]
+        assert b.link.stats.duplicates_dropped == 1 and b.link.stats.data_delivered == 1
+        close(a, b)
+
+    run(main())
+
+
+def test_window_limits_frames_in_flight():
+    async def main():
+        cfg = LinkConfig(initial_rto=5.0, min_rto=5.0, max_rto=10.0, window=4)
+        a, b = await up_pair(config=cfg)
+        b.wire_out.cut = True  # no ACKs come back
+        futs = [a.link.send(p) for p in payloads("w", 10)]
+        await wait_for(lambda: len(b.delivered) == 4)
+        await asyncio.sleep(0.02)
+        assert a.link.stats.data_sent == 4 and len(b.delivered) == 4
+        b.wire_out.cut = False
+        b.link.bytes_received(b"")  # nothing new: B's next ACK rides on the next frame it sends
+        await b.link.send(b"wake")  # carries ack=4 to A, which opens the window
+        await asyncio.gather(*futs)
+        assert b.delivered == payloads("w", 10)
+        close(a, b)
+
+    run(main())
+
+
+def test_retry_cap_fails_then_a_reset_recovers():
+    async def main():
+        cfg = LinkConfig(initial_rto=0.005, min_rto=0.001, max_rto=0.02, max_retries=5)
+        a, b = await up_pair(config=cfg)
+        a.wire_out.cut = True
+        fut = a.link.send(b"lost")
+        rtos = []
+        while not fut.done():
+            rtos.append(a.link.stats.rto)
+            await asyncio.sleep(0.001)
+        with pytest.raises(LinkFailed, match="after 5 retries"):
+            fut.result()
+        assert a.link.state is LinkState.FAILED and a.events[-1][0] is LinkEvent.FAILED
+        assert a.link.stats.timeouts == 6
+        assert all(0.001 <= r <= 0.02 for r in rtos) and max(rtos) == 0.02  # backed off up to the clamp
+        with pytest.raises(LinkFailed, match="reset it first"):
+            await a.link.send(b"refused while failed")
+
+        a.wire_out.cut = False
+        a.link.reset("test recovery")
+        await wait_for(lambda: a.link.state is LinkState.UP)
+        assert b.events[-1][0] is LinkEvent.PEER_RESET
+        await a.link.send(b"after")
+        assert b.delivered == [b"after"]  # "lost" never arrived, sequence restarted at 0
+        close(a, b)
+
+    run(main())
+
+
+def test_reset_retries_are_capped_too():
+    async def main():
+        cfg = LinkConfig(initial_rto=0.002, min_rto=0.001, max_rto=0.004, max_retries=3)
+        a, b = make_pair(Wire(cut=True), config=cfg)
+        a.link.start()
+        await wait_for(lambda: a.link.state is LinkState.FAILED)
+        assert a.link.stats.resets_sent == 4
+        assert "RESET" in a.events[-1][1]
+        close(a, b)
+
+    run(main())
+
+
+def test_peer_reset_mid_stream_fails_unacked_and_is_reported():
+    async def main():
+        a, b = await up_pair()
+        b.wire_out.cut = True  # A's frames stay unacknowledged
+        fut = a.link.send(b"pending")
+        await wait_for(lambda: b.delivered == [b"pending"])
+        b.wire_out.cut = False
+        b.link.reset("device rebooted")  # what a rebooted device does first
+        await wait_for(lambda: a.events[-1][0] is LinkEvent.PEER_RESET)
+        with pytest.raises(LinkReset, match="peer reset"):
+            await fut
+        await wait_for(lambda: b.link.state is LinkState.UP)
+        await b.link.send(b"hello again")
+        assert a.delivered == [b"hello again"]
+        close(a, b)
+
+    run(main())
+
+
+def test_repeated_reset_is_acknowledged_again_not_applied_twice():
+    async def main():
+        a, b = make_pair()
+        b.wire_out.drop_next = 1  # B's first RESET_ACK is lost: A resends the same RESET
+        a.link.start()
+        await wait_for(lambda: a.link.state is LinkState.UP)
+        assert a.link.stats.resets_sent == 2
+        assert b.link.stats.peer_resets == 1 and len(b.events) == 1
+        close(a, b)
+
+    run(main())
+
+
+def test_both_ends_resetting_at_once_settle_up():
+    async def main():
+        a, b = make_pair()
+        a.link.start()
+        b.link.start()
+        await wait_for(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+        await asyncio.gather(a.link.send(b"1"), b.link.send(b"2"))
+        assert b.delivered == [b"1"] and a.delivered == [b"2"]
+        close(a, b)
+
+    run(main())
+
+
+def test_sequence_numbers_wrap():
+    async def main():
+        a, b = await up_pair()
+        data = payloads("s", 700)
+        await asyncio.gather(*(a.link.send(p) for p in data))
+        assert b.delivered == data
+        seqs = [decode_frame(w[1:-1]).seq for w in a.wire_out.written if decode_frame(w[1:-1]).kind is FrameKind.DATA]
+        assert seqs[:3] == [0, 1, 2] and seqs[256] == 0
+        close(a, b)
+
+    run(main())
+
+
+def test_close_fails_outstanding_and_stops_everything():
+    async def main():
+        a, b = await up_pair()
+        b.wire_out.cut = True
+        fut = a.link.send(b"x")
+        a.link.close()
+        a.link.close()  # idempotent
+        with pytest.raises(LinkFailed, match="closed"):
+            await fut
+        written = len(a.wire_out.written)
+        await asyncio.sleep(0.1)  # several RTOs: no timer may fire after close
+        assert len(a.wire_out.written) == written
+        assert [e for e, _ in a.events].count(LinkEvent.CLOSED) == 1
+        with pytest.raises(LinkFailed):
+            a.link.reset()
+        b.link.close()
+
+    run(main())
+
+
+def test_bad_callbacks_and_writes_do_not_stop_the_link():
+    async def main():
+        a, b = await up_pair()
+        calls = []
+
+        def explode(payload):
+            calls.append(payload)
+            raise RuntimeError("receiver bug")
+
+        b.link._on_payload = explode  # the receiver's own code is the boundary here
+        await a.link.send(b"1")
+        await a.link.send(b"2")
+        assert calls == [b"1", b"2"]
+
+        def broken_write(data):
+            raise OSError(5, "EIO")
+
+        a.link._write_bytes = broken_write
+        fut = a.link.send(b"3")
+        await wait_for(lambda: a.link.stats.write_errors >= 2)
+        assert not fut.done()
+        close(a, b)
+        with pytest.raises(LinkFailed):
+            await fut
+
+    run(main())
+
+
+def test_limits_and_config_errors_are_clear():
+    async def main():
+        a, b = await up_pair()
+        with pytest.raises(ValueError, match="MAX_PAYLOAD"):
+            a.link.send(bytes(MAX_PAYLOAD + 1))
+        await a.link.send(bytes(MAX_PAYLOAD))
+        assert b.delivered == [bytes(MAX_PAYLOAD)]
+        close(a, b)
+
+    run(main())
+    with pytest.raises(ValueError, match="window=200"):
+        LinkConfig(window=200)
+    with pytest.raises(ValueError, match="min_rto <= initial_rto"):
+        LinkConfig(initial_rto=2.0, max_rto=1.0)
+
+
+def test_garbage_between_frames_is_counted_not_fatal():
+    async def main():
+        a, b = await up_pair()
+        b.link.bytes_received(b"\x11\x22\x33\x00\xff" * 300)
+        b.link.bytes_received(Frame(FrameKind.DATA).payload)  # empty: no-op
+        await a.link.send(b"still fine")
+        assert b.delivered == [b"still fine"]
+        assert b.link.stats.framing.errors >= 300
+        close(a, b)
+
+    run(main())
