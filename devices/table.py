@@ -406,4 +406,4 @@ class Table:
     def clear_alarm(self, alarm_id: int, who: str, role: Role) -> None:
         alarm = self.alarms.clear(self._journal, alarm_id, who, role)
         self._emit(Reason.ALARM_CLEARED, f"alarm {alarm_id} ({alarm.reason}) cleared by {who}", who=who,
-                   alarm=alarm_id, reason=alarm.reason)
+                   alarm=alarm_id, alarm_reason=alarm.reason)

@@ -1,0 +1,148 @@
+"""The shoe's life through the table: verification, burn, cut card, reconciliation, void."""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+
+from devices.events import Reason, Role, Severity
+from devices.procedures import OverrideRefused, TableError
+from devices.round import Action
+from devices.rules import HouseRules
+from firmware_bridge.cards import ALL_CARDS, Card, shoe_composition
+from firmware_bridge.messages import CutCardSeen, DeckCheckResult, ShoeEmpty, ShoeLoaded, ShuffleComplete
+from table_rig import RULE_FILES, TableRig, cards
+
+pytestmark = pytest.mark.timeout(30)
+AUTOMATIC = [p for p in RULE_FILES if TableRig.from_file(p, load=False).table.uses_shuffler]
+
+
+def composition_with(missing: str = "", extra: str = "", decks: int = 6) -> dict[Card, int]:
+    comp = shoe_composition(decks)
+    for c in cards(missing):
+        comp[c] -= 1
+    for c in cards(extra):
+        comp[c] += 1
+    return comp
+
+
+@pytest.mark.parametrize("path", AUTOMATIC, ids=lambda p: p.stem)
+def test_missing_and_extra_cards_refuse_the_shoe_naming_them(path) -> None:
+    rig = TableRig.from_file(path, load=False)
+    rig.shuffle(composition_with(missing="AS", extra="7H", decks=rig.rules.decks))
+    refused = rig.find(Reason.SHOE_REFUSED)
+    assert refused and refused[-1].severity is Severity.ALARM
+    assert "missing: AS x1" in refused[-1].message and "extra: 7H x1" in refused[-1].message
+    assert rig.table.shoe.state == "refused"
+    rig.table.on_shoe(ShoeLoaded(0))  # loaded anyway: dealing stays blocked
+    rig.read("KD")
+    assert Reason.DEALING_BLOCKED in rig.reasons()
+    with pytest.raises(TableError, match="refused"):
+        rig.table.open_round()
+    assert rig.table.alarms.open  # the alarms wait for a supervisor
+
+
+def test_the_devices_own_findings_refuse_the_shoe_too() -> None:
+    rig = TableRig(HouseRules.default(), load=False)
+    check = DeckCheckResult(False, 6, (), (), 2)  # counts look right but two cards were unrecognised
+    rig.shuffle(shoe_composition(6), check)
+    assert rig.table.shoe.state == "refused"
+    assert "unrecognised: 2" in rig.find(Reason.SHOE_REFUSED)[-1].message
+
+
+def test_count_per_card_not_just_total() -> None:
+    """52 cards per deck with one missing and one foreign: the total is right, the shoe is not."""
+    rig = TableRig(HouseRules.default(), load=False)
+    comp = composition_with(missing="QS", extra="QH")
+    assert sum(comp.values()) == 312
+    rig.shuffle(comp)
+    assert rig.table.shoe.state == "refused"
+
+
+def test_verified_shoe_burns_then_deals() -> None:
+    rig = TableRig(HouseRules.default(), load=False)
+    rig.shuffle_ok()
+    assert rig.find(Reason.SHOE_VERIFIED)
+    rig.table.on_shoe(ShoeLoaded(0))
+    assert rig.table.shoe.state == "burning"
+    rig.read("9H")
+    assert rig.find(Reason.BURN) and rig.table.shoe.state == "in_play"
+    assert rig.table.burn_pile == [Card.parse("9H")]
+
+
+def test_host_never_learns_the_order_of_a_stack() -> None:
+    """Integrity: what the shuffler reports is a count per card; nothing on the host holds an order."""
+    assert {f.name for f in dataclasses.fields(ShuffleComplete)} == {"card_count", "composition"}
+    rig = TableRig(HouseRules.default())
+    snap = rig.table.shoe.snapshot()
+    assert sum(snap["out"].values()) == rig.table.shoe.cards_out  # only what already left the shoe
+
+
+def play_round(rig: TableRig) -> None:
+    rig.bets(1)
+    rig.deal("TH 5D 7C")
+    rig.table.act(1, Action.STAND, "p1")
+    rig.deal("TC 6S")
+
+
+def test_reconciliation_ok_and_failure_alarm() -> None:
+    for missing_one in (False, True):
+        rig = TableRig(HouseRules.default())
+        play_round(rig)
+        rig.table.on_shoe(CutCardSeen(rig.index, 0))
+        assert rig.table.shoe.state == "last_round"  # between rounds: the next round is the last
+        play_round(rig)
+        assert rig.table.shoe.state == "complete"
+        remainder = Counter(shoe_composition(6))
+        remainder.subtract(rig.table.shoe.out)
+        if missing_one:
+            remainder[Card.parse("AC")] -= 1
+        ok = rig.table.shoe_remainder(dict(remainder), "dealer-1")
+        assert ok is not missing_one
+        if missing_one:
+            failed = rig.find(Reason.RECONCILIATION_FAILED)[-1]
+            assert failed.severity is Severity.ALARM and "missing: AC x1" in failed.message
+        else:
+            assert rig.find(Reason.RECONCILED)
+
+
+def test_next_shuffle_during_play_waits_for_this_shoes_reconciliation() -> None:
+    rig = TableRig(HouseRules.default())
+    play_round(rig)
+    rig.shuffle(shoe_composition(6))  # the other set of cards, shuffled while this shoe plays
+    assert rig.table.shoe.state == "in_play" and len(rig.table.shoe.deferred) == 3
+    rig.table.on_shoe(ShoeEmpty(rig.index, 0))
+    assert rig.table.shoe.state == "complete"
+    rig.table.on_shoe(ShoeLoaded(0))  # the next shoe, before this one is reconciled: waits
+    remainder = Counter(shoe_composition(6))
+    remainder.subtract(rig.table.shoe.out)
+    rig.table.shoe_remainder(dict(remainder), "dealer-1")
+    assert rig.table.shoe.state == "burning"  # verified and loaded from the deferred messages
+    assert rig.table.shoe.cards_out == 0
+
+
+def test_void_shoe_needs_a_supervisor() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    with pytest.raises(OverrideRefused):
+        rig.table.void_shoe("dealer-1", Role.DEALER)
+    rig.table.void_shoe("sup-1", Role.SUPERVISOR)
+    assert rig.table.shoe.state == "void" and rig.table.round.state == "void"
+    assert rig.find(Reason.SHOE_VOID)[-1].who == "sup-1"
+
+
+def test_alarm_survives_until_a_supervisor_clears_it() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.read("QD", face_up=True)
+    alarm_id = next(a.id for a in rig.table.alarms.open.values() if a.reason == "FACE_UP_CARD")
+    with pytest.raises(OverrideRefused):
+        rig.table.clear_alarm(alarm_id, "dealer-1", Role.DEALER)
+    rig.table.clear_alarm(alarm_id, "sup-1", Role.SUPERVISOR)
+    assert alarm_id not in rig.table.alarms.open
+    assert rig.find(Reason.ALARM_CLEARED)[-1].who == "sup-1"
+
+
+def test_every_card_code_is_countable() -> None:
+    assert len(ALL_CARDS) == 52 and sum(shoe_composition(8).values()) == 416
