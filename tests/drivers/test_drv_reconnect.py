@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25
+
 from drivers import LinkDown
 from drivers.reconnect import Backoff, LinkEventKind, ReconnectingLink
 from drv_helpers import Recorder, run
@@ -183,3 +185,43 @@ def test_close_stops_retrying_and_reports_nothing_more(tmp_path):
     h, count = run(main())
     assert len(h.events) == count and set(h.kinds()) == {RETRYING}
     assert not h.link.connected
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(300)
+def test_many_unplug_cycles_leave_nothing_behind(pty_device, usb_shoe):
+    """Serial and USB links through CYCLES unplug/replug cycles (CARDD_FULL=1: 300)."""
+    backend, device, _ = usb_shoe
+
+    def replug_serial(event):
+        if event.kind is RETRYING and event.attempt == 2:
+            pty_device.replug()
+
+    def replug_usb(event):
+        if event.kind is RETRYING and event.attempt == 2:
+            device.replug()
+
+    async def main():
+        serial_link = Harness(f"serial://{pty_device.link_path}", replug_serial)
+        usb_link = Harness("usb://1209:c4d0?serial=SHOE0001", replug_usb, backend=backend)
+        await serial_link.link.start()
+        await usb_link.link.start()
+        for cycle in range(1, CYCLES + 1):
+            await serial_link.until_connected(cycle)
+            await usb_link.until_connected(cycle)
+            pty_device.send(bytes([cycle % 256]))
+            usb_link.link.write(b"u")
+            await serial_link.rec.wait_bytes(cycle)
+            await usb_link.rec.wait_bytes(cycle)
+            pty_device.unplug()
+            device.unplug()
+        await serial_link.until_connected(CYCLES + 1)
+        await usb_link.until_connected(CYCLES + 1)
+        await serial_link.link.close()
+        await usb_link.link.close()
+        return serial_link, usb_link
+
+    serial_link, usb_link = run(main())
+    assert serial_link.rec.data == bytes(c % 256 for c in range(1, CYCLES + 1))
+    assert usb_link.rec.data == b"U" * CYCLES
+    assert serial_link.kinds().count(DISCONNECTED) == usb_link.kinds().count(DISCONNECTED) == CYCLES

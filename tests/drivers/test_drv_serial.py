@@ -105,6 +105,28 @@ def test_unplug_calls_connection_lost_once_naming_the_device(pty_device):
     assert not transport.is_open
 
 
+@pytest.mark.parametrize("syscall", ["read", "write"])
+def test_eio_is_an_unplug_too(pty_device, mocker, syscall):
+    # Linux ptys report a closed master as end-of-file; real USB-serial adapters say EIO,
+    # so the syscall is made to fail at the boundary
+    async def main():
+        rec = Recorder()
+        transport = await open_transport(url(pty_device), rec)
+        mocker.patch(f"drivers.serial_port.os.{syscall}",
+                     side_effect=OSError(errno.EIO, "Input/output error"))
+        if syscall == "read":
+            pty_device.send(b"x")  # makes the fd readable
+        else:
+            transport.write(b"x")
+        exc = await rec.wait_lost()
+        return rec, exc, transport
+
+    rec, exc, transport = run(main())
+    assert len(rec.lost) == 1 and not transport.is_open
+    assert isinstance(exc, LinkLost) and "errno 5" in str(exc) and pty_device.link_path in str(exc)
+    assert isinstance(exc.__cause__, OSError)
+
+
 def test_close_reports_connection_lost_none_once(pty_device):
     async def main():
         rec = Recorder()
