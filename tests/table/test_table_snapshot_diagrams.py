@@ -1,0 +1,78 @@
+"""Critical data survives a power loss; the committed diagrams match the live machines."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devices import diagrams
+from devices.events import Reason, Role
+from devices.round import Action
+from devices.rules import HouseRules
+from devices.table_snapshot import restore, snapshot
+from firmware_bridge.cards import Card, Orientation
+from firmware_bridge.messages import CardRead, DeviceRole, Ident
+from table_rig import TableRig
+
+pytestmark = pytest.mark.timeout(60)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1, 2)
+    rig.deal("TH 9S")
+    rig.read("QD", face_up=True)  # an alarm and a void round
+    rig.table.open_round()
+    rig.table.place_bet(1, "p1", 1000)
+    rig.table.place_bet(3, "p3", 2000)
+    rig.table.no_more_bets("dealer-1")
+    rig.deal("TC 8C 5D 7C 9H")  # box 1: 17, box 3: 17, dealer 5
+    rig.table.act(1, Action.STAND, "p1")
+    snap = json.loads(json.dumps(snapshot(rig.table)))  # plain data, through JSON
+    assert "FACE_UP_CARD" in [a["reason"] for a in snap["alarms"]["open"]]
+
+    events: list = []
+    t = restore(HouseRules.default(), events.append, snap, clock=rig.clock)
+    assert t.shoe.state == "in_play" and t.shoe.out == rig.table.shoe.out
+    assert t.alarms.reasons() == rig.table.alarms.reasons() + ["ROUND_HELD"]
+    r = t.round
+    assert r.state == "players" and r.current_hand.box == 3 and r.held is not None
+    assert [str(c) for c in r.dealer_cards] == ["5D"]
+    assert [e.reason for e in events] == [Reason.ROUND_HELD]  # the replay itself journals nothing
+    # back on its feet: devices reconnect, a supervisor agrees, the round goes on
+    for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
+        t.link_up(name)
+        (t.on_shuffler if role is DeviceRole.SHUFFLER else t.on_shoe)(Ident(role, "sim", "x", "1", 1, 0, 9))
+    t.resume("sup-1", Role.SUPERVISOR)
+    t.act(3, Action.STAND, "p3")
+    for i, c in enumerate(("TD", "TS")):  # dealer 5 + 10 = 15 draws, + 10 busts
+        t.on_shoe(CardRead(99 + i, Card.parse(c), Orientation.FACE_DOWN, 0))
+    assert r.state == "complete"
+    assert t.placed() == +t.shoe.out
+
+
+def test_committed_diagrams_are_current() -> None:
+    committed = (ROOT / "docs" / "state-machines.md").read_text(encoding="utf-8")
+    assert committed == diagrams.render(), "docs/state-machines.md is stale: run `make diagrams`"
+
+
+def test_check_fails_with_a_clear_message_when_stale(tmp_path: Path) -> None:
+    stale = tmp_path / "state-machines.md"
+    stale.write_text(diagrams.render().replace("connecting --> idle", "connecting --> ready"), encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "devices.diagrams", "--check", str(stale)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "is stale" in run.stderr and "make diagrams" in run.stderr
+    ok = subprocess.run([sys.executable, "-m", "devices.diagrams", "--check", str(ROOT / "docs/state-machines.md")],
+                        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_every_machine_is_drawn() -> None:
+    text = diagrams.render()
+    for title in ("Shuffler", "Shoe reader", "Shoe life", "Round"):
+        assert f"## {title}" in text
+    assert "stale --> dealing: back_to_dealing" in text and "last_round --> complete: finish" in text
