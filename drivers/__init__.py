@@ -6,6 +6,7 @@ or :class:`ReconnectingLink` to keep a link up across unplugs.
 from drivers.errors import (BadURL, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
                             LinkLost, PermissionDenied)
 from drivers.factory import make_transport, open_transport, register_scheme, registered_schemes
+from drivers.reconnect import Backoff, LinkEvent, LinkEventKind, ReconnectingLink
 from drivers.transport import Transport, TransportListener
 from drivers.urls import DeviceURL, SerialSettings, parse_url
 
@@ -13,5 +14,5 @@ __all__ = [
     "BadURL", "DeviceBusy", "DeviceNotFound", "DriverError", "LinkDown", "LinkLost",
     "PermissionDenied", "make_transport", "open_transport", "register_scheme",
     "registered_schemes", "Transport", "TransportListener", "DeviceURL", "SerialSettings",
-    "parse_url",
+    "parse_url", "Backoff", "LinkEvent", "LinkEventKind", "ReconnectingLink",
 ]

@@ -4,6 +4,9 @@ A transport is opened on the running asyncio loop and calls its listener *on tha
 ``bytes_received`` for every chunk read (any size, from 1 byte up), and ``connection_lost``
 exactly once when the link goes (unplug, EIO, USB error, close). Drivers never interpret
 the bytes; framing and meaning belong to ``firmware_bridge``.
+
+A transport is opened once: after ``connection_lost`` make a new one from the URL
+(``drivers.make_transport``), or let ``drivers.ReconnectingLink`` do it.
 """
 from __future__ import annotations
 
