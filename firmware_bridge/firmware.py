@@ -1,0 +1,316 @@
+"""Signed firmware images: build, sign, verify, and move them to a device chunk by chunk.
+
+An image file is ``header + image + signature``:
+
+- header: ``"CDFW"``, format u8 (=1), model (u8 length + UTF-8), version (u8 length + UTF-8),
+  image size u32 big-endian;
+- image: ``size`` bytes;
+- signature: 64-byte Ed25519 signature over header + image.
+
+The host verifies the signature against its configured public key before it sends a single
+byte (:func:`update_firmware`); the device verifies again, with the SHA-256 of what it
+received, before it installs (:class:`FirmwareReceiver`). Each chunk carries a CRC-32
+(zlib.crc32). docs/protocol.md has the transfer step by step.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import structlog
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from firmware_bridge.errors import (
+    FirmwareError,
+    FirmwareFormatError,
+    FirmwareSignatureError,
+    FirmwareTargetMismatch,
+    FirmwareTransferError,
+    LinkError,
+    SessionError,
+    hex_preview,
+)
+from firmware_bridge.messages import (
+    FirmwareAbort,
+    FirmwareBegin,
+    FirmwareChunk,
+    FirmwareCommit,
+    FirmwareResult,
+    FirmwareStage,
+    Ident,
+    Message,
+)
+
+log = structlog.get_logger(__name__)
+
+MAGIC = b"CDFW"
+FORMAT_VERSION = 1
+SIGNATURE_LEN = 64
+DEFAULT_CHUNK = 512
+MAX_IMAGE_SIZE = 64 * 1024 * 1024
+_SIZE = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class FirmwareHeader:
+    model: str
+    version: str
+    size: int
+
+    def to_bytes(self) -> bytes:
+        parts = [MAGIC, bytes([FORMAT_VERSION])]
+        for name, text in (("model", self.model), ("version", self.version)):
+            raw = text.encode("utf-8")
+            if not 0 < len(raw) <= 255:
+                raise FirmwareFormatError(f"header {name} must be 1..255 UTF-8 bytes, got {len(raw)}", raw)
+            parts += [bytes([len(raw)]), raw]
+        return b"".join(parts) + _SIZE.pack(self.size)
+
+    @classmethod
+    def parse(cls, data: bytes) -> tuple["FirmwareHeader", int]:
+        """The header at the start of ``data`` and its length in bytes."""
+        if data[:4] != MAGIC:
+            raise FirmwareFormatError(f"not a firmware image: magic {data[:4].hex(' ')}, expected 43 44 46 57 ('CDFW')", data)
+        if len(data) < 5 or data[4] != FORMAT_VERSION:
+            raise FirmwareFormatError(f"image format {data[4:5].hex() or 'missing'}, this host reads format {FORMAT_VERSION}", data)
+        pos, texts = 5, []
+        for name in ("model", "version"):
+            n = data[pos] if pos < len(data) else 0
+            if n == 0 or pos + 1 + n > len(data):
+                raise FirmwareFormatError(f"header {name} at byte {pos} is empty or runs past the data", data)
+            try:
+                texts.append(data[pos + 1 : pos + 1 + n].decode("utf-8"))
+            except UnicodeDecodeError:
+                raise FirmwareFormatError(f"header {name} at byte {pos} is not UTF-8", data) from None
+            pos += 1 + n
+        if pos + _SIZE.size > len(data):
+            raise FirmwareFormatError(f"header ends at byte {len(data)} before the image size field", data)
+        (size,) = _SIZE.unpack_from(data, pos)
+        if size > MAX_IMAGE_SIZE:
+            raise FirmwareFormatError(f"image size {size} exceeds the limit of {MAX_IMAGE_SIZE} bytes", data)
+        return cls(texts[0], texts[1], size), pos + _SIZE.size
+
+
+@dataclass(frozen=True, slots=True)
+class SignedImage:
+    header: FirmwareHeader
+    header_bytes: bytes
+    image: bytes
+    signature: bytes
+
+    @property
+    def sha256(self) -> bytes:
+        return hashlib.sha256(self.image).digest()
+
+    def to_bytes(self) -> bytes:
+        return self.header_bytes + self.image + self.signature
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "SignedImage":
+        """Parse an image file; refuses (FirmwareFormatError) anything short, long or malformed."""
+        header, start = FirmwareHeader.parse(data)
+        end = start + header.size
+        sig = data[end:]
+        if len(data) < end or len(sig) != SIGNATURE_LEN:
+            have = max(0, len(data) - start)
+            raise FirmwareFormatError(
+                f"header says {header.size} image bytes + {SIGNATURE_LEN} signature bytes, "
+                f"file has {have} bytes after the header",
+                data[-16:],
+            )
+        return cls(header, bytes(data[:start]), bytes(data[start:end]), bytes(sig))
+
+
+def generate_dev_keypair() -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
+    """A fresh key pair for tests and the demo. Production keys never live in the repository."""
+    private = Ed25519PrivateKey.generate()
+    return private, private.public_key()
+
+
+def public_key_bytes(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def load_public_key(data: bytes) -> Ed25519PublicKey:
+    """An Ed25519 public key from 32 raw bytes or a PEM file's contents."""
+    try:
+        if len(data) == 32:
+            return Ed25519PublicKey.from_public_bytes(data)
+        key = serialization.load_pem_public_key(data)
+    except ValueError as exc:
+        raise FirmwareError(f"not an Ed25519 public key (32 raw bytes or PEM): {exc}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise FirmwareError(f"public key is {type(key).__name__}, firmware needs Ed25519")
+    return key
+
+
+def sign_image(model: str, version: str, image: bytes, private_key: Ed25519PrivateKey) -> SignedImage:
+    header_bytes = FirmwareHeader(model, version, len(image)).to_bytes()
+    signature = private_key.sign(header_bytes + image)
+    return SignedImage(FirmwareHeader(model, version, len(image)), header_bytes, bytes(image), signature)
+
+
+def verify_signature(header_bytes: bytes, image: bytes, signature: bytes, public_key: Ed25519PublicKey) -> FirmwareHeader:
+    """The header, if ``signature`` is a valid signature of header + image; else FirmwareSignatureError."""
+    if len(signature) != SIGNATURE_LEN:
+        raise FirmwareSignatureError(f"signature is {len(signature)} bytes, Ed25519 needs {SIGNATURE_LEN}: {hex_preview(signature, 16)}")
+    try:
+        public_key.verify(signature, header_bytes + image)
+    except InvalidSignature:
+        raise FirmwareSignatureError(
+            f"signature {hex_preview(signature, 8)} does not verify against public key "
+            f"{public_key_bytes(public_key).hex()}: image refused"
+        ) from None
+    header, end = FirmwareHeader.parse(header_bytes)
+    if end != len(header_bytes) or header.size != len(image):
+        raise FirmwareFormatError(f"header says {header.size} bytes, image has {len(image)}", header_bytes)
+    return header
+
+
+def verify_image(signed: SignedImage, public_key: Ed25519PublicKey) -> FirmwareHeader:
+    return verify_signature(signed.header_bytes, signed.image, signed.signature, public_key)
+
+
+# ---- device side ----------------------------------------------------------------------
+
+
+def _fit_text(text: str, limit: int = 255) -> str:
+    """``text`` cut to fit a Text field (``limit`` UTF-8 bytes)."""
+    return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+
+
+@dataclass
+class FirmwareReceiver:
+    """What a device does with the firmware messages; simulators call :meth:`handle`."""
+
+    public_key: Ed25519PublicKey
+    model: str
+    installed: FirmwareHeader | None = None  # set by a successful COMMIT
+    _announced: FirmwareBegin | None = field(default=None, repr=False)
+    _data: bytearray = field(default_factory=bytearray, repr=False)
+
+    def handle(self, msg: Message) -> FirmwareResult:
+        """The FirmwareResult answering ``msg`` (a FirmwareBegin/Chunk/Commit/Abort)."""
+        stage, step = {
+            FirmwareBegin: (FirmwareStage.BEGIN, self._begin),
+            FirmwareChunk: (FirmwareStage.CHUNK, self._chunk),
+            FirmwareCommit: (FirmwareStage.COMMIT, self._commit),
+            FirmwareAbort: (FirmwareStage.ABORT, self._abort),
+        }[type(msg)]
+        try:
+            detail = step(msg)
+            return FirmwareResult(stage, True, len(self._data), detail)
+        except FirmwareError as exc:
+            if stage is not FirmwareStage.CHUNK:
+                self._clear()
+            return FirmwareResult(stage, False, len(self._data), _fit_text(str(exc)))
+
+    def _begin(self, msg: FirmwareBegin) -> str:
+        header, end = FirmwareHeader.parse(msg.header)
+        if end != len(msg.header) or header.size != msg.total_size:
+            raise FirmwareFormatError(f"BEGIN total_size {msg.total_size} disagrees with header size {header.size}", msg.header)
+        if header.model != self.model:
+            raise FirmwareTargetMismatch(f"image is for model {header.model!r}, this device is {self.model!r}")
+        if not 0 < msg.chunk_size <= 1000:
+            raise FirmwareFormatError(f"chunk_size {msg.chunk_size} outside 1..1000", msg.header)
+        self._clear()
+        self._announced = msg
+        return f"ready for {header.size} bytes of {header.model} {header.version}"
+
+    def _chunk(self, msg: FirmwareChunk) -> str:
+        begin = self._announced
+        if begin is None:
+            raise FirmwareTransferError("CHUNK without BEGIN")
+        if msg.offset != len(self._data):
+            raise FirmwareTransferError(f"chunk at offset {msg.offset}, expected {len(self._data)}")
+        if len(msg.data) > begin.chunk_size or len(self._data) + len(msg.data) > begin.total_size:
+            raise FirmwareTransferError(f"chunk of {len(msg.data)} bytes at {msg.offset} overruns the announced sizes")
+        got = zlib.crc32(msg.data)
+        if got != msg.crc32:
+            raise FirmwareTransferError(f"chunk at {msg.offset}: CRC-32 0x{got:08x} computed, 0x{msg.crc32:08x} announced")
+        self._data += msg.data
+        return ""
+
+    def _commit(self, msg: FirmwareCommit) -> str:
+        begin = self._announced
+        if begin is None:
+            raise FirmwareTransferError("COMMIT without BEGIN")
+        if len(self._data) != begin.total_size:
+            raise FirmwareTransferError(f"COMMIT after {len(self._data)} of {begin.total_size} bytes")
+        digest = hashlib.sha256(self._data).digest()
+        if digest != begin.sha256:
+            raise FirmwareTransferError(f"SHA-256 {digest.hex()} of received image, {begin.sha256.hex()} announced")
+        header = verify_signature(begin.header, bytes(self._data), begin.signature, self.public_key)
+        self.installed = header
+        self._clear()
+        log.info("firmware_installed", model=header.model, version=header.version, size=header.size)
+        return f"installed {header.model} {header.version}"
+
+    def _abort(self, msg: FirmwareAbort) -> str:
+        self._clear()
+        return f"aborted: {msg.reason}"
+
+    def _clear(self) -> None:
+        self._announced = None
+        self._data = bytearray()
+
+
+# ---- host side ------------------------------------------------------------------------
+
+
+class Requester(Protocol):
+    """What :func:`update_firmware` needs from a session."""
+
+    ident: Ident | None
+
+    async def request(self, msg: Message, expect: type[Message], timeout: float = ...) -> Message: ...
+
+
+async def update_firmware(
+    session: Requester,
+    signed: SignedImage,
+    public_key: Ed25519PublicKey,
+    *,
+    chunk_size: int = DEFAULT_CHUNK,
+    timeout: float = 5.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> FirmwareResult:
+    """Verify ``signed`` and transfer it; returns the device's COMMIT result.
+
+    Raises FirmwareSignatureError / FirmwareTargetMismatch before anything is sent, and
+    FirmwareTransferError (after sending ABORT) when the device refuses a step.
+    """
+    header = verify_image(signed, public_key)
+    ident = session.ident
+    if ident is not None and ident.model != header.model:
+        raise FirmwareTargetMismatch(f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})")
+
+    async def step(msg: Message, stage: FirmwareStage) -> FirmwareResult:
+        result = await session.request(msg, expect=FirmwareResult, timeout=timeout)
+        if result.stage is not stage or not result.ok:
+            raise FirmwareTransferError(f"device refused {stage.name} at offset {result.offset}: {result.detail}")
+        return result
+
+    log.info("firmware_update_start", model=header.model, version=header.version, size=header.size)
+    try:
+        await step(FirmwareBegin(header.size, chunk_size, signed.sha256, signed.signature, signed.header_bytes),
+                   FirmwareStage.BEGIN)
+        for offset in range(0, header.size, chunk_size):
+            data = signed.image[offset : offset + chunk_size]
+            await step(FirmwareChunk(offset, zlib.crc32(data), data), FirmwareStage.CHUNK)
+            if progress is not None:
+                progress(offset + len(data), header.size)
+        return await step(FirmwareCommit(), FirmwareStage.COMMIT)
+    except (FirmwareTransferError, SessionError, LinkError) as exc:
+        try:
+            await session.request(FirmwareAbort(_fit_text(str(exc))), expect=FirmwareResult, timeout=timeout)
+        except (SessionError, LinkError):
+            pass  # the device is gone; it keeps its running firmware without a COMMIT
+        if isinstance(exc, FirmwareTransferError):
+            raise
+        raise FirmwareTransferError(f"transfer of {header.model} {header.version} stopped: {exc}") from exc
