@@ -9,7 +9,7 @@ An image file is ``header + image + signature``:
 
 The host verifies the signature against its configured public key before it sends a single
 byte (:func:`update_firmware`); the device verifies again, with the SHA-256 of what it
-received, before it installs (:class:`FirmwareReceiver`). Each chunk carries a CRC-32
+received, before it installs (:func:`verify_on_device`, which the simulators call). Each chunk carries a CRC-32
 (zlib.crc32). docs/protocol.md has the transfer step by step.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import structlog
@@ -179,85 +179,33 @@ def verify_image(signed: SignedImage, public_key: Ed25519PublicKey) -> FirmwareH
 # ---- device side ----------------------------------------------------------------------
 
 
+def verify_on_device(
+    header_bytes: bytes,
+    image: bytes,
+    sha256: bytes,
+    signature: bytes,
+    public_key: bytes | Ed25519PublicKey,
+    *,
+    model: str,
+) -> str:
+    """What a device checks before it installs a received image; returns the new version.
+
+    Refuses (a FirmwareError saying which check failed) a SHA-256 that differs from the one
+    announced in BEGIN, a signature that does not verify, or an image for another model.
+    """
+    digest = hashlib.sha256(image).digest()
+    if digest != sha256:
+        raise FirmwareTransferError(f"SHA-256 of the received image is {digest.hex()}, BEGIN announced {sha256.hex()}")
+    key = load_public_key(public_key) if isinstance(public_key, (bytes, bytearray)) else public_key
+    header = verify_signature(header_bytes, image, signature, key)
+    if header.model != model:
+        raise FirmwareTargetMismatch(f"image is for model {header.model!r}, this device is {model!r}")
+    return header.version
+
+
 def _fit_text(text: str, limit: int = 255) -> str:
     """``text`` cut to fit a Text field (``limit`` UTF-8 bytes)."""
     return text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
-
-
-@dataclass
-class FirmwareReceiver:
-    """What a device does with the firmware messages; simulators call :meth:`handle`."""
-
-    public_key: Ed25519PublicKey
-    model: str
-    installed: FirmwareHeader | None = None  # set by a successful COMMIT
-    _announced: FirmwareBegin | None = field(default=None, repr=False)
-    _data: bytearray = field(default_factory=bytearray, repr=False)
-
-    def handle(self, msg: Message) -> FirmwareResult:
-        """The FirmwareResult answering ``msg`` (a FirmwareBegin/Chunk/Commit/Abort)."""
-        stage, step = {
-            FirmwareBegin: (FirmwareStage.BEGIN, self._begin),
-            FirmwareChunk: (FirmwareStage.CHUNK, self._chunk),
-            FirmwareCommit: (FirmwareStage.COMMIT, self._commit),
-            FirmwareAbort: (FirmwareStage.ABORT, self._abort),
-        }[type(msg)]
-        try:
-            detail = step(msg)
-            return FirmwareResult(stage, True, len(self._data), detail)
-        except FirmwareError as exc:
-            if stage is not FirmwareStage.CHUNK:
-                self._clear()
-            return FirmwareResult(stage, False, len(self._data), _fit_text(str(exc)))
-
-    def _begin(self, msg: FirmwareBegin) -> str:
-        header, end = FirmwareHeader.parse(msg.header)
-        if end != len(msg.header) or header.size != msg.total_size:
-            raise FirmwareFormatError(f"BEGIN total_size {msg.total_size} disagrees with header size {header.size}", msg.header)
-        if header.model != self.model:
-            raise FirmwareTargetMismatch(f"image is for model {header.model!r}, this device is {self.model!r}")
-        if not 0 < msg.chunk_size <= 1000:
-            raise FirmwareFormatError(f"chunk_size {msg.chunk_size} outside 1..1000", msg.header)
-        self._clear()
-        self._announced = msg
-        return f"ready for {header.size} bytes of {header.model} {header.version}"
-
-    def _chunk(self, msg: FirmwareChunk) -> str:
-        begin = self._announced
-        if begin is None:
-            raise FirmwareTransferError("CHUNK without BEGIN")
-        if msg.offset != len(self._data):
-            raise FirmwareTransferError(f"chunk at offset {msg.offset}, expected {len(self._data)}")
-        if len(msg.data) > begin.chunk_size or len(self._data) + len(msg.data) > begin.total_size:
-            raise FirmwareTransferError(f"chunk of {len(msg.data)} bytes at {msg.offset} overruns the announced sizes")
-        got = zlib.crc32(msg.data)
-        if got != msg.crc32:
-            raise FirmwareTransferError(f"chunk at {msg.offset}: CRC-32 0x{got:08x} computed, 0x{msg.crc32:08x} announced")
-        self._data += msg.data
-        return ""
-
-    def _commit(self, msg: FirmwareCommit) -> str:
-        begin = self._announced
-        if begin is None:
-            raise FirmwareTransferError("COMMIT without BEGIN")
-        if len(self._data) != begin.total_size:
-            raise FirmwareTransferError(f"COMMIT after {len(self._data)} of {begin.total_size} bytes")
-        digest = hashlib.sha256(self._data).digest()
-        if digest != begin.sha256:
-            raise FirmwareTransferError(f"SHA-256 {digest.hex()} of received image, {begin.sha256.hex()} announced")
-        header = verify_signature(begin.header, bytes(self._data), begin.signature, self.public_key)
-        self.installed = header
-        self._clear()
-        log.info("firmware_installed", model=header.model, version=header.version, size=header.size)
-        return f"installed {header.model} {header.version}"
-
-    def _abort(self, msg: FirmwareAbort) -> str:
-        self._clear()
-        return f"aborted: {msg.reason}"
-
-    def _clear(self) -> None:
-        self._announced = None
-        self._data = bytearray()
 
 
 # ---- host side ------------------------------------------------------------------------

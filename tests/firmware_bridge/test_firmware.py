@@ -3,25 +3,29 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zlib
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from firmware_bridge.errors import FirmwareError, FirmwareFormatError, FirmwareSignatureError
+from firmware_bridge.errors import (
+    FirmwareError,
+    FirmwareFormatError,
+    FirmwareSignatureError,
+    FirmwareTargetMismatch,
+    FirmwareTransferError,
+)
 from firmware_bridge.firmware import (
     SIGNATURE_LEN,
     FirmwareHeader,
-    FirmwareReceiver,
     SignedImage,
     generate_dev_keypair,
     load_public_key,
     public_key_bytes,
     sign_image,
     verify_image,
+    verify_on_device,
     verify_signature,
 )
-from firmware_bridge.messages import FirmwareAbort, FirmwareBegin, FirmwareChunk, FirmwareCommit, FirmwareStage
 
 IMAGE = os.urandom(3000)
 
@@ -90,53 +94,23 @@ def test_public_key_loading(keys):
         load_public_key(b"nonsense")
 
 
-def transfer_messages(signed, chunk=512):
-    yield FirmwareBegin(len(signed.image), chunk, signed.sha256, signed.signature, signed.header_bytes)
-    for off in range(0, len(signed.image), chunk):
-        data = signed.image[off : off + chunk]
-        yield FirmwareChunk(off, zlib.crc32(data), data)
-    yield FirmwareCommit()
+def test_device_check_accepts_a_good_image(signed, keys):
+    raw_key = public_key_bytes(keys[1])
+    args = (signed.header_bytes, signed.image, signed.sha256, signed.signature)
+    assert verify_on_device(*args, raw_key, model="CS-6000") == "2.4.1"
+    assert verify_on_device(*args, keys[1], model="CS-6000") == "2.4.1"
 
 
-def test_receiver_installs_a_good_image(signed, keys):
-    rx = FirmwareReceiver(keys[1], "CS-6000")
-    results = [rx.handle(m) for m in transfer_messages(signed)]
-    assert all(r.ok for r in results), results
-    assert results[-1].stage is FirmwareStage.COMMIT and results[-1].offset == 0
-    assert results[-2].offset == len(IMAGE)
-    assert rx.installed == FirmwareHeader("CS-6000", "2.4.1", len(IMAGE))
-
-
-def test_receiver_checks_the_signature_itself(keys):
+def test_device_check_refuses_forgery_digest_and_model(signed, keys):
     other_private, _ = generate_dev_keypair()
     forged = sign_image("CS-6000", "6.6.6", IMAGE, other_private)
-    rx = FirmwareReceiver(keys[1], "CS-6000")
-    results = [rx.handle(m) for m in transfer_messages(forged)]
-    assert all(r.ok for r in results[:-1])
-    assert not results[-1].ok and "does not verify" in results[-1].detail
-    assert rx.installed is None
-
-
-def test_receiver_refuses_other_models_bad_chunks_and_wrong_digests(signed, keys):
-    rx = FirmwareReceiver(keys[1], "SHOE-2")
-    begin, first, *_ = transfer_messages(signed)
-    refused = rx.handle(begin)
-    assert not refused.ok and "model 'CS-6000', this device is 'SHOE-2'" in refused.detail
-
-    rx = FirmwareReceiver(keys[1], "CS-6000")
-    assert rx.handle(begin).ok
-    bad = FirmwareChunk(0, first.crc32 ^ 1, first.data)
-    result = rx.handle(bad)
-    assert not result.ok and "CRC-32" in result.detail and result.offset == 0
-    gap = rx.handle(FirmwareChunk(512, zlib.crc32(b"x"), b"x"))
-    assert not gap.ok and "expected 0" in gap.detail
-
-    wrong_digest = FirmwareBegin(len(IMAGE), 512, hashlib.sha256(b"other").digest(), signed.signature, signed.header_bytes)
-    msgs = list(transfer_messages(signed))
-    results = [rx.handle(m) for m in [wrong_digest, *msgs[1:]]]
-    assert not results[-1].ok and "SHA-256" in results[-1].detail
-    assert rx.handle(FirmwareCommit()).detail == "COMMIT without BEGIN"
-    assert rx.handle(FirmwareAbort("operator")).ok
+    with pytest.raises(FirmwareSignatureError, match="does not verify"):
+        verify_on_device(forged.header_bytes, forged.image, forged.sha256, forged.signature, keys[1], model="CS-6000")
+    with pytest.raises(FirmwareTransferError, match="SHA-256 of the received image"):
+        verify_on_device(signed.header_bytes, signed.image, hashlib.sha256(b"x").digest(), signed.signature,
+                         keys[1], model="CS-6000")
+    with pytest.raises(FirmwareTargetMismatch, match="model 'CS-6000', this device is 'SHOE-2'"):
+        verify_on_device(signed.header_bytes, signed.image, signed.sha256, signed.signature, keys[1], model="SHOE-2")
 
 
 def test_signature_length_constant_matches_ed25519(keys):
