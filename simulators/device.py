@@ -64,7 +64,7 @@ class SimulatedDevice:
         self._public_key = firmware_public_key
         self._initial_faults = faults or Faults()
         self._emit: Emit = lambda msg: None
-        self._flush: Callable[[], Awaitable[None]] | None = None
+        self._flush: Callable[..., Awaitable[None]] | None = None
         self._on_reboot: Callable[[], None] = lambda: None
         self._disconnect: Callable[[float], Awaitable[None]] | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -73,11 +73,11 @@ class SimulatedDevice:
 
     # ---- wiring --------------------------------------------------------------------
 
-    def attach(self, emit: Emit, *, flush: Callable[[], Awaitable[None]] | None = None,
+    def attach(self, emit: Emit, *, flush: Callable[..., Awaitable[None]] | None = None,
                on_reboot: Callable[[], None] | None = None,
                disconnect: Callable[[float], Awaitable[None]] | None = None) -> None:
-        """Connect the device to an endpoint: ``emit`` sends a message, ``flush`` waits until
-        everything sent so far is acknowledged, ``on_reboot`` resets the endpoint's link,
+        """Connect the device to an endpoint: ``emit`` sends a message, ``flush(limit=0)`` waits
+        until at most ``limit`` sent messages are unacknowledged, ``on_reboot`` resets the endpoint's link,
         ``disconnect(seconds)`` takes the device off the wire for a while."""
         self._emit = emit
         self._flush = flush
@@ -213,8 +213,7 @@ class SimulatedDevice:
         return [result]
 
     async def _install(self, version: str) -> None:
-        if self._flush is not None:
-            await self._flush()  # the FirmwareResult reaches the host before the reboot
+        await self.flush()  # the FirmwareResult reaches the host before the reboot
         self.firmware_version = version
         self.reboot()
 
@@ -265,9 +264,10 @@ class SimulatedDevice:
             return True
         return False
 
-    async def flush(self) -> None:
+    async def flush(self, limit: int = 0) -> None:
+        """Wait until at most ``limit`` emitted messages await the host's ACK."""
         if self._flush is not None:
-            await self._flush()
+            await self._flush(limit)
 
     async def _heartbeats(self) -> None:
         while True:

@@ -31,6 +31,9 @@ from simulators.stack import StackCard, misload
 
 #: let the loop run (link, other devices) every this many cards dealt on demand
 YIELD_EVERY = 16
+#: cards dealt on demand wait while more than this many reads await the host's ACK
+#: (the link's send queue is bounded)
+BACKLOG = 256
 
 
 class SimulatedShoe(SimulatedDevice):
@@ -99,6 +102,7 @@ class SimulatedShoe(SimulatedDevice):
             if self.pace_s:
                 await asyncio.sleep(self.pace_s)
             elif self.index % YIELD_EVERY == 0:
+                await self.flush(BACKLOG)
                 await asyncio.sleep(0)
             self._pending -= 1
             self._read_one(self._stack.pop())

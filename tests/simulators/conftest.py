@@ -25,7 +25,7 @@ class Harness:
         self.out.append(msg)
         self._changed.set()
 
-    async def _flush(self) -> None:
+    async def _flush(self, limit: int = 0) -> None:
         await asyncio.sleep(0)
 
     def _reboot(self) -> None:

@@ -1,0 +1,108 @@
+"""A simulated device behind a real pseudo-terminal: the host opens ``path`` with pyserial.
+
+The simulator owns the master side and also keeps the slave open (raw mode), so the line
+settings hold and the master never sees EIO while the host closes and reopens the port.
+``path`` is a symlink (given with ``link``, else in a private temp dir) that always points at
+the current pty: a ``disconnect_for`` fault closes the pty (the host reads EIO, as on an
+unplug) and later makes a new one behind the same path, as udev does on a replug.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+import tty
+from typing import Any
+
+import structlog
+
+from simulators.device import SimulatedDevice
+from simulators.endpoint import Endpoint
+
+log = structlog.get_logger(__name__)
+
+READ_CHUNK = 4096
+
+
+class PtyEndpoint(Endpoint):
+    def __init__(self, device: SimulatedDevice, *, link: str | None = None, **kwargs: Any) -> None:
+        super().__init__(device, **kwargs)
+        self._tmpdir = None if link else tempfile.mkdtemp(prefix="cardd-sim-")
+        #: the stable path the host opens (a symlink to the current pty)
+        self.path = link or os.path.join(self._tmpdir, device.ROLE.name.lower())
+        #: the pty behind ``path`` right now
+        self.tty: str | None = None
+        self._master = self._slave = -1
+        self._pending = bytearray()
+
+    @property
+    def url(self) -> str:
+        return f"serial://{self.path}"
+
+    def _open_raw(self) -> None:
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        os.set_blocking(self._master, False)
+        self.tty = os.ttyname(self._slave)
+        tmp = f"{self.path}.new"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(self.tty, tmp)
+        os.replace(tmp, self.path)  # atomic: the host never sees a missing link mid-swap
+        assert self.loop is not None
+        self.loop.add_reader(self._master, self._readable)
+        log.info("sim_pty_open", device=self.device.serial, path=self.path, tty=self.tty)
+
+    def _close_raw(self) -> None:
+        self._unplug()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def _unplug(self) -> None:
+        if self._master < 0:
+            return
+        assert self.loop is not None
+        self.loop.remove_reader(self._master)
+        self.loop.remove_writer(self._master)
+        os.close(self._master)
+        os.close(self._slave)
+        self._master = self._slave = -1
+        self._pending.clear()
+        if os.path.islink(self.path):
+            os.unlink(self.path)
+
+    def _replug(self) -> None:
+        self._open_raw()
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self._master, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            if exc.errno == errno.EIO:
+                return  # no reader on the slave side just now: nothing to read
+            raise
+        if data:
+            self._from_host(data)
+
+    def _write_raw(self, data: bytes) -> None:
+        if self._master < 0:
+            return  # unplugged: bytes go nowhere, like a cable that is out
+        if self._pending:
+            self._pending += data
+            return
+        self._pending += data
+        self._drain()
+
+    def _drain(self) -> None:
+        assert self.loop is not None
+        try:
+            while self._pending:
+                n = os.write(self._master, self._pending)
+                del self._pending[:n]
+        except BlockingIOError:
+            self.loop.add_writer(self._master, self._drain)
+            return
+        self.loop.remove_writer(self._master)

@@ -1,0 +1,97 @@
+"""The shuffle is an unbiased permutation; misloads change a stack as documented."""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from collections import Counter
+
+import pytest
+
+from firmware_bridge.cards import Card, shoe_composition
+from simulators.faults import Faults
+from simulators.stack import composition, deck_check, fisher_yates, full_shoe, misload
+
+# chi-squared 0.999 quantiles (tables): a fair shuffle fails each test 1 time in 1000
+CHI2_999 = {16: 39.252, 23: 49.728}
+SHUFFLES = 240_000 if os.environ.get("CARDD_FULL") == "1" else 24_000
+
+
+def chi2(observed: list[int], expected: float) -> float:
+    return sum((o - expected) ** 2 / expected for o in observed)
+
+
+def naive_shuffle(items, rng):
+    """The classic wrong shuffle (swap with any position): biased, so the tests must catch it."""
+    out = list(items)
+    for i in range(len(out)):
+        j = rng.randrange(len(out))
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+def position_chi2(shuffle, n_cards: int, shuffles: int) -> float:
+    counts = Counter()
+    for _ in range(shuffles):
+        for pos, card in enumerate(shuffle(range(n_cards))):
+            counts[card, pos] += 1
+    cells = [counts[c, p] for c in range(n_cards) for p in range(n_cards)]
+    return chi2(cells, shuffles / n_cards)
+
+
+def permutation_chi2(shuffle, shuffles: int) -> float:
+    counts = Counter(tuple(shuffle(range(4))) for _ in range(shuffles))
+    return chi2([counts[p] for p in itertools.permutations(range(4))], shuffles / 24)
+
+
+@pytest.mark.soak
+def test_card_positions_are_uniform():
+    # 5 cards x 5 positions, rows and columns fixed: (5-1)*(5-1) = 16 degrees of freedom
+    assert position_chi2(fisher_yates, 5, SHUFFLES) < CHI2_999[16]
+
+
+@pytest.mark.soak
+def test_all_orders_of_a_small_deck_are_equally_likely():
+    assert permutation_chi2(fisher_yates, SHUFFLES) < CHI2_999[23]
+
+
+def test_the_chi_squared_tests_catch_a_biased_shuffle():
+    rng = random.Random(7)
+    biased = lambda items: naive_shuffle(items, rng)  # noqa: E731
+    assert position_chi2(biased, 5, 24_000) > CHI2_999[16]
+    assert permutation_chi2(biased, 24_000) > CHI2_999[23]
+
+
+def test_shuffle_is_a_permutation_of_a_six_deck_shoe():
+    shoe = full_shoe(6)
+    shuffled = fisher_yates(shoe)
+    assert len(shuffled) == 312
+    assert Counter(shuffled) == Counter(shoe) == Counter(shoe_composition(6))
+    assert shuffled != shoe  # 1 in 312! chance of a false failure
+
+
+def test_shuffle_uses_the_system_rng_by_default():
+    import inspect
+    import secrets
+
+    default_rng = inspect.signature(fisher_yates).parameters["rng"].default
+    assert isinstance(default_rng, secrets.SystemRandom)
+
+
+def test_misload_removes_adds_and_duplicates():
+    AS, SEVEN_H, QS = Card.parse("AS"), Card.parse("7H"), Card.parse("QS")
+    faults = Faults(missing=(AS,), extra=(SEVEN_H,), foreign=2, duplicate=(QS,))
+    stack = misload(full_shoe(1), faults, random.Random(1))
+    assert len(stack) == 52 - 1 + 1 + 2 + 1
+    assert stack.count(None) == 2
+    first = stack.index(QS)
+    assert stack[first + 1] == QS
+    missing, extra, unrecognised = deck_check(stack, 1)
+    assert missing == ((AS, 1),)
+    assert extra == tuple(sorted([(SEVEN_H, 1), (QS, 1)]))
+    assert unrecognised == 2
+    assert sum(composition(stack).values()) == 52 - 1 + 1 + 1
+
+
+def test_an_intact_shoe_checks_clean():
+    assert deck_check(fisher_yates(full_shoe(6)), 6) == ((), (), 0)
