@@ -17,11 +17,11 @@ def _fds() -> set[str]:
 def no_leaks():
     """Every drivers test must leave no thread, fd or open port behind."""
     gc.collect()
-    threads, fds = threading.active_count(), _fds()
+    threads, fds = set(threading.enumerate()), _fds()
     yield
     gc.collect()
-    leaked_threads = [t.name for t in threading.enumerate()][threads:]
-    assert threading.active_count() == threads, f"leaked threads: {leaked_threads}"
+    leaked_threads = [t.name for t in set(threading.enumerate()) - threads]
+    assert not leaked_threads, f"leaked threads: {leaked_threads}"
     assert _fds() <= fds, f"leaked fds: {[os.readlink(f'/proc/self/fd/{f}') for f in _fds() - fds if os.path.exists(f'/proc/self/fd/{f}')]}"
 
 
