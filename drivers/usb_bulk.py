@@ -101,7 +101,8 @@ class UsbBulkTransport(Transport):
 
     async def open(self, listener: TransportListener) -> None:
         if self._dev is not None:
-            raise DriverError(self.url, "already open")
+            raise DriverError(self.url, "this transport was already opened; transports are "
+                              "single-use: make a new one")
         dev = self._find()
         try:
             if dev.is_kernel_driver_active(0):
