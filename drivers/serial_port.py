@@ -89,8 +89,7 @@ class SerialTransport(Transport):
         except (BlockingIOError, InterruptedError):
             return  # spurious wake-up
         except OSError as exc:
-            self._lose(LinkLost(self.path, f"link lost: {os.strerror(exc.errno or 0)} "
-                                f"(errno {exc.errno}); unplugged?"), exc)
+            self._lose(self._lost_by(exc, "read"), exc)
             return
         if not data:
             self._lose(LinkLost(self.path, "link lost: end of file (device gone)"), None)
@@ -101,14 +100,13 @@ class SerialTransport(Transport):
     def write(self, data: bytes) -> None:
         if self._port is None:
             raise LinkDown(self.path, "write on a closed serial port")
-        if self._out:  # keep order: queue behind what is already waiting
-            self._out += data
-            return
+        waiting = bool(self._out)  # if so, the writer callback is armed: queue behind it
         self._out += data
-        self._flush()
-        if self._out and self._port is not None:
-            assert self._loop is not None
-            self._loop.add_writer(self._fd, self._on_writable)
+        if not waiting:
+            self._flush()
+            if self._out and self._port is not None:
+                assert self._loop is not None
+                self._loop.add_writer(self._fd, self._on_writable)
 
     def _flush(self) -> None:
         try:
@@ -118,14 +116,17 @@ class SerialTransport(Transport):
         except (BlockingIOError, InterruptedError):
             pass  # kernel buffer full: the writer callback sends the rest
         except OSError as exc:
-            self._lose(LinkLost(self.path, f"link lost on write: {os.strerror(exc.errno or 0)} "
-                                f"(errno {exc.errno})"), exc)
+            self._lose(self._lost_by(exc, "write"), exc)
 
     def _on_writable(self) -> None:
         self._flush()
         if not self._out and self._port is not None:
             assert self._loop is not None
             self._loop.remove_writer(self._fd)
+
+    def _lost_by(self, exc: OSError, where: str) -> LinkLost:
+        return LinkLost(self.path, f"link lost on {where}: {os.strerror(exc.errno or 0)} "
+                        f"(errno {exc.errno}); unplugged?")
 
     def close(self) -> None:
         self._lose(None, None)
