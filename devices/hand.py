@@ -38,7 +38,7 @@ class Hand:
     box: int
     index: int  # 0 for the original hand, 1.. for hands made by splitting
     stakes: dict[str, int]
-    cards: list[Card] = field(default_factory=list)
+    cards: list[Card] = field(default_factory=list)  # read only: change it through add/take_last/reset
     doubled: dict[str, int] = field(default_factory=dict)  # player -> extra stake a double added
     from_split: bool = False
     split_aces: bool = False
@@ -47,22 +47,41 @@ class Hand:
     took_double: bool = False
     awaiting_card: bool = False  # a hit or a double asked for a card that has not come yet
 
+    _hard: int = 0  # running hard total and ace flag, kept by add/take_last/reset
+    _ace: bool = False
+
+    def __post_init__(self) -> None:
+        given, self.cards = list(self.cards), []
+        self._hard, self._ace = 0, False
+        for card in given:
+            self.add(card)
+
+    def add(self, card: Card) -> None:
+        self.cards.append(card)
+        self._hard += min(int(card.rank), 10)
+        self._ace = self._ace or card.rank is Rank.ACE
+
+    def take_last(self) -> Card:
+        card = self.cards.pop()
+        self._hard, self._ace = self._hard - min(int(card.rank), 10), any(c.rank is Rank.ACE for c in self.cards)
+        return card
+
+    def reset(self) -> None:
+        self.cards.clear()
+        self._hard, self._ace = 0, False
+
     @property
     def total(self) -> int:
-        return hand_total(self.cards)[0]
+        return self._hard + 10 if self._ace and self._hard <= 11 else self._hard
 
     @property
     def soft(self) -> bool:
-        return hand_total(self.cards)[1]
+        return self._ace and self._hard <= 11
 
     @property
     def blackjack(self) -> bool:
         """Ace and a ten-value card as the first two cards of an unsplit hand (split-ace 21 is not)."""
-        return not self.from_split and is_two_card_21(self.cards)
-
-    @property
-    def bust(self) -> bool:
-        return self.total > 21
+        return not self.from_split and len(self.cards) == 2 and self.total == 21
 
     @property
     def complete(self) -> bool:
@@ -72,6 +91,10 @@ class Hand:
     @property
     def needs_card(self) -> bool:
         return not self.complete and (len(self.cards) < 2 or self.awaiting_card)
+
+    @property
+    def bust(self) -> bool:
+        return self._hard > 21
 
     def stake_of(self, player: str) -> int:
         return self.stakes.get(player, 0) + self.doubled.get(player, 0)

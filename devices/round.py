@@ -37,8 +37,9 @@ cards again, in that order, before any new card (a different card raises :class:
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from transitions import Machine
 
@@ -49,7 +50,7 @@ from devices.round_rules import (RuleViolation, check_action, check_bet, check_i
                                  rebuild_initial_layout)
 from devices.rules import HouseRules
 from devices.settlement import Settlement, settle
-from firmware_bridge.cards import Card, Rank
+from firmware_bridge.cards import ALL_CARDS, Card, Rank
 
 
 class Action(enum.StrEnum):
@@ -108,10 +109,43 @@ def machine_definition() -> tuple[list[str], list[dict[str, Any]], str]:
     return list(ROUND_STATES), [dict(t) for t in ROUND_TRANSITIONS], "betting"
 
 
+class _Phase:
+    """A round's place in the shared machine. Building a Machine per round cost ~80 us and adding
+    a model ~25 us (more than a round's own work), so phases are pooled and reused."""
+
+    def __init__(self) -> None:
+        self.owner: Callable[[], Round | None] = lambda: None
+
+    def _emit_state(self) -> None:
+        owner = self.owner()
+        if owner is not None:
+            owner._emit_state(self.state)
+
+
+_MACHINE = Machine(model=[], states=ROUND_STATES, transitions=ROUND_TRANSITIONS, initial="betting",
+                   auto_transitions=False, queued=True, after_state_change="_emit_state")
+_POOL: list[_Phase] = []
+_CARD_NAMES = {c: str(c) for c in ALL_CARDS}
+
+
+def _take_phase(owner: "Round") -> _Phase:
+    if _POOL:
+        phase = _POOL.pop()
+        _MACHINE.set_state("betting", model=phase)
+    else:
+        phase = _Phase()
+        _MACHINE.add_model(phase)
+    phase.owner = weakref.ref(owner)
+    return phase
+
+
+def _return_phase(phase: _Phase) -> None:
+    phase.owner = lambda: None
+    _POOL.append(phase)
+
+
 class Round:
     """One round at one table. Not thread-safe: drive it from the table's single event loop."""
-
-    state: str  # set by transitions
 
     def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
         self.rules, self._sink, self.round_id = rules, sink, round_id
@@ -129,8 +163,19 @@ class Round:
         self._plan: list[Target] = []  # initial-deal order still to come
         self._redeal_queue: list[Card] = []
         self._draw_seen = False  # a card has reached a player after the initial deal
-        Machine(model=self, states=ROUND_STATES, transitions=ROUND_TRANSITIONS, initial="betting",
-                auto_transitions=False, queued=True, after_state_change="_emit_state")
+        self.machine = _MACHINE
+        self._phase: _Phase | None = _take_phase(self)
+        self._final = ""
+        # a round dropped while live gives its phase back when it is garbage-collected
+        self._release = weakref.finalize(self, _return_phase, self._phase)
+
+    @property
+    def state(self) -> str:
+        return self._phase.state if self._phase is not None else self._final
+
+    def _go(self, trigger: str) -> None:
+        assert self._phase is not None, f"round {self.round_id} is {self._final}"
+        _MACHINE.events[trigger].trigger(self._phase)
 
     # ----- events -----
     def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
@@ -138,8 +183,11 @@ class Round:
         self._sink(Event(reason, "round", f"round {self.round_id}: {message}", severity,
                          {"round": self.round_id, **data}, who))
 
-    def _emit_state(self) -> None:
-        self._emit(Reason.ROUND_STATE, f"now {self.state}", state=self.state)
+    def _emit_state(self, state: str) -> None:
+        if state in ("complete", "void"):
+            self._final, self._phase = state, None
+            self._release()  # the phase goes back to the pool
+        self._emit(Reason.ROUND_STATE, f"now {state}", state=state)
 
     def _refuse(self, rule: str, message: str, who: str | None = None) -> RuleViolation:
         self._emit(Reason.ACTION_REFUSED, message, Severity.WARNING, who, rule=rule)
@@ -179,7 +227,7 @@ class Round:
         if not self.wagers:
             raise self._refuse("no_wager", "no more bets refused: no box has a wager", who)
         self._start_initial_deal()
-        self.bets_closed()
+        self._go("bets_closed")
 
     def _start_initial_deal(self) -> None:
         boxes = sorted(self.wagers)
@@ -239,12 +287,13 @@ class Round:
             self.dealer_cards.append(card)
         else:
             self._give(self._hand(target), card)
-        self._emit(Reason.CARD_ASSIGNED, f"{card} to {target}", card=str(card), target=str(target))
+        name, where = _CARD_NAMES[card], str(target)
+        self._emit(Reason.CARD_ASSIGNED, f"{name} to {where}", card=name, target=where)
         self._advance()
         return target
 
     def _give(self, hand: Hand, card: Card) -> None:
-        hand.cards.append(card)
+        hand.add(card)
         hand.awaiting_card = False
         if self.state == "initial_deal":
             self.initial_cards[hand.box].append(card)
@@ -263,19 +312,19 @@ class Round:
             if self._plan:
                 return
             if self.dealer_cards[0].rank is Rank.ACE and self.rules.insurance.offered:
-                self.ace_up()
+                self._go("ace_up")
             else:
                 self._after_insurance()
         elif self.state == "players" and self.current_hand is None:
-            self.dealers_turn()
+            self._go("dealers_turn")
         elif self.state == "dealer" and not self._dealer_draws():
             self._settle()
 
     def _after_insurance(self) -> None:
         if all(h.complete for h in self.hands):
-            self.dealers_turn()
+            self._go("dealers_turn")
         else:
-            self.players_turn()
+            self._go("players_turn")
 
     def _dealer_draws(self) -> bool:
         if len(self.dealer_cards) < 2:
@@ -288,7 +337,7 @@ class Round:
                                  self.even_money_taken, self.pairs_bets, self.initial_cards)
         for line in self.settlement.lines:
             self._emit(Reason.SETTLED, line.describe(), **line.as_data())
-        self.dealer_stands()
+        self._go("dealer_stands")
 
     def _hand(self, t: Target) -> Hand:
         return self.box_hands[t.box][t.hand]  # type: ignore[index]
@@ -375,7 +424,7 @@ class Round:
         hands = self.box_hands[hand.box]
         aces = hand.cards[0].rank is Rank.ACE
         new = Hand(hand.box, hand.index + 1, {p: s for p, s in hand.stakes.items() if p not in declined},
-                   [hand.cards.pop()], from_split=True, split_aces=aces)
+                   [hand.take_last()], from_split=True, split_aces=aces)
         hand.from_split, hand.split_aces = True, aces
         hands.insert(hand.index + 1, new)
         for i, h in enumerate(hands):
@@ -408,7 +457,7 @@ class Round:
         self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
                    cause=str(reason), returned={f"{b}:{p}": s for b, st in self.wagers.items()
                                                 for p, s in st.items()})
-        self.voided()
+        self._go("voided")
 
     def flag(self, reason: Reason, detail: str, who: str | None = None) -> None:
         self.flags.append({"reason": str(reason), "detail": detail, "who": who})
@@ -443,5 +492,5 @@ class Round:
         self._redeal_queue = back
         self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "
                    "to be re-dealt in the same order", Severity.WARNING, who, cards=[str(c) for c in back])
-        self.redeal()
+        self._go("redeal")
         return back

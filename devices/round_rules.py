@@ -170,7 +170,7 @@ def rebuild_initial_layout(rnd: "Round", layout: list[tuple[Card, Any]]) -> Prob
         else:
             plan.append(t)
     for hands in rnd.box_hands.values():
-        hands[0].cards.clear()
+        hands[0].reset()
     rnd.dealer_cards.clear()
     for b in rnd.initial_cards:
         rnd.initial_cards[b] = []
@@ -178,7 +178,7 @@ def rebuild_initial_layout(rnd: "Round", layout: list[tuple[Card, Any]]) -> Prob
         if t.kind == "dealer":
             rnd.dealer_cards.append(card)
         else:
-            rnd.box_hands[t.box][0].cards.append(card)
+            rnd.box_hands[t.box][0].add(card)
             rnd.initial_cards[t.box].append(card)
     rnd.assignments[:] = [(c, t) for c, t in layout]
     rnd._plan = plan

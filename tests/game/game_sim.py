@@ -1,0 +1,71 @@
+"""Random rounds through the real Round: random shoes, random legal decisions (for the property
+and statistical tests). Decisions look only at the cards already seen and at the RNG."""
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from devices.events import Event
+from devices.round import Action, Round, RuleViolation
+from devices.rules import HouseRules
+from firmware_bridge.cards import ALL_CARDS, Card
+
+ACTIONS = (Action.HIT, Action.STAND, Action.DOUBLE, Action.SPLIT, Action.SURRENDER)
+
+
+def _drop(_e: Event) -> None:
+    """Events are checked elsewhere; the simulation discards them."""
+
+
+class LazyShoe:
+    """A uniformly shuffled shoe, drawn one card at a time (lazy Fisher-Yates: no full shuffle)."""
+
+    def __init__(self, decks: int, rng: random.Random) -> None:
+        self.cards: list[Card] = list(ALL_CARDS) * decks
+        self.rng, self.i = rng, 0
+
+    def draw(self) -> Card:
+        j = self.rng.randrange(self.i, len(self.cards))
+        c = self.cards
+        c[self.i], c[j] = c[j], c[self.i]
+        self.i += 1
+        return c[self.i - 1]
+
+
+def play_round(rules: HouseRules, rng: random.Random, shoe: LazyShoe | None = None,
+               sink: Callable[[Event], None] = _drop, boxes: int | None = None,
+               on_card: Callable[[Round, Card], None] | None = None,
+               on_act: Callable[[Round], None] | None = None) -> Round:
+    """One complete round; returns it (state 'complete')."""
+    shoe = shoe or LazyShoe(rules.decks, rng)
+    r = Round(rules, sink)
+    for box in rng.sample(range(1, rules.table.boxes + 1), boxes or rng.randint(1, 3)):
+        r.place_bet(box, f"p{box}", rules.table.min_per_player)
+    r.no_more_bets()
+    while r.state != "complete":
+        if r.expected_next() is not None:
+            card = shoe.draw()
+            if on_card:
+                on_card(r, card)
+            r.card_dealt(card)
+        elif r.state == "insurance":
+            r.close_insurance()
+        else:
+            if on_act:
+                on_act(r)
+            _decide(r, rng)
+    return r
+
+
+def _decide(r: Round, rng: random.Random) -> None:
+    t = r.current_hand
+    assert t is not None, f"round stuck in {r.state}"
+    choices = list(ACTIONS)
+    rng.shuffle(choices)
+    for action in choices:
+        try:
+            r.act(t.box, action)
+            return
+        except RuleViolation:
+            continue
+    raise AssertionError(f"no legal action at {t}")  # STAND is always legal on an open hand

@@ -1,0 +1,88 @@
+"""House rules files: each seed casino's file says what its sheet says; bad files get one clear error."""
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from devices.rules import HouseRules, RulesError, load_rules, parse_rules
+from game_helpers import CASINOS, RULES_FILES, SHEET, rules_for
+
+
+def test_there_is_one_rules_file_per_seed_casino() -> None:
+    seeds = sorted(p.name[:3] for p in Path("/work/shared/seeds").glob("*.txt")) or ["000", "001", "002", "003", "004"]
+    assert [p.stem for p in RULES_FILES] == [f"casino-{s}" for s in seeds]
+
+
+@pytest.mark.parametrize("casino", CASINOS)
+def test_rules_file_matches_its_sheet(casino: str) -> None:
+    r, s = rules_for(casino), SHEET[casino]
+    assert r.name == casino
+    assert r.decks == 6 and not r.dealer.hits_soft_17 and r.table.players_per_box == 3
+    assert r.play.surrender is s["surrender"]
+    assert (r.play.surrender_window == "before_own_third_card") is s["own_card_window"]
+    assert r.play.hands_per_box == s["hands"]
+    assert r.play.max_ace_splits == s["ace_splits"]
+    assert r.play.double_after_split is s["das"]
+    assert r.play.double_for_less is s["double_for_less"]
+    assert r.shoe.burn_after_shuffle == s["burn"] and r.shoe.burn_on_dealer_change == 1
+    assert r.shoe.min_cut_decks == 1
+    assert r.side_bets.seven_seven_seven.enabled is s["side_777"]
+    assert r.side_bets.five_card_21.enabled is s["side_777"] and r.side_bets.seven_card_hand.enabled is s["side_777"]
+    assert r.side_bets.blackjack_pairs.enabled is s["pairs"]
+    assert (r.play.split_pairs == "rank") is s["split_rank_only"]
+
+
+def test_insurance_minimums_follow_the_sheets() -> None:
+    assert rules_for("casino-000").insurance.min == rules_for("casino-000").table.min_per_player  # "table's minimum"
+    r4 = rules_for("casino-004")
+    assert 2 * r4.insurance.min == r4.table.min_per_player  # "half of the minimum of the table"
+
+
+def test_777_pay_table_of_seed_001() -> None:
+    t = rules_for("casino-001").side_bets.seven_seven_seven
+    assert (t.suited_77, t.mixed_777, t.suited_777) == (Fraction(1, 2), Fraction(1), Fraction(5))
+
+
+def test_defaults() -> None:
+    r = HouseRules.default()
+    assert r.decks == 6 and r.shoe.burn_after_shuffle == 1 and r.shoe.burn_on_dealer_change == 1
+    assert not r.dealer.hits_soft_17 and r.play.hands_per_box == 4 and r.table.players_per_box == 3
+    assert parse_rules('[shoe]\nshuffle = "hand"').decks == 8  # 8 decks by hand
+
+
+BAD = [
+    ("[play]\nsurender = true\n", "play.surender", "surrender"),  # typo: the allowed keys are listed
+    ("[play]\nsurrender = 1\n", "play.surrender", "true or false"),  # wrong type
+    ("[shoe]\ndecks = 7\n", "shoe.decks", "6 or 8"),  # wrong value
+    ("[shoe]\nburn_after_shuffle = 2\n", "shoe.burn_after_shuffle", "1 or 3"),
+    ("[shoe]\npenetration = 0.95\n", "shoe.penetration", "0.5..0.9"),
+    ("[play]\nace_splits = \"twice\"\n", "play.ace_splits", "'unlimited'"),
+    ("[play]\nhands_per_box = 5\n", "play.hands_per_box", "1..4"),
+    ("[casino]\nname = 'x'\n", "casino", "dealer, insurance, name, play, shoe, side_bets, table"),  # unknown section
+    ("play = 3\n", "play", "a [play] section"),
+    ("[side_bets.seven_seven_seven]\nsuited_77 = \"half\"\n", "side_bets.seven_seven_seven.suited_77", "'3:2'"),
+    ("[side_bets.roulette]\nenabled = true\n", "side_bets.roulette", "blackjack_pairs"),
+    ("[table]\nmin_per_player = 5000\nmax_per_box = 1000\n", "table.min_per_player", "at most 1000"),
+    ("[play]\nhands_per_box = 2\nace_splits = 2\n", "play.ace_splits", "0..1 or 'unlimited'"),
+    ("[play\n", "(syntax)", "TOML"),
+    ("[insurance]\nmin = -5\n", "insurance.min", ">= 0"),
+]
+
+
+@pytest.mark.parametrize("text,key,allowed", BAD, ids=[b[1] for b in BAD])
+def test_bad_rules_get_one_clear_error(tmp_path: Path, text: str, key: str, allowed: str) -> None:
+    f = tmp_path / "table-9.toml"
+    f.write_text(text)
+    with pytest.raises(RulesError) as e:
+        load_rules(f)
+    msg = str(e.value)
+    assert str(f) in msg and f"{key}:" in msg and "allowed:" in msg and allowed in msg, msg
+    assert e.value.key == key
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(RulesError) as e:
+        load_rules(tmp_path / "nope.toml")
+    assert "nope.toml" in str(e.value) and "cannot be read" in str(e.value)
