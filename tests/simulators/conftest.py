@@ -51,6 +51,13 @@ class Harness:
         await asyncio.wait_for(wait(), timeout)
         return self.of(cls)
 
+    async def until_true(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Let the device's tasks run until ``predicate()`` holds (fails after ``timeout``)."""
+        async def wait() -> None:
+            while not predicate():
+                await asyncio.sleep(0.001)
+        await asyncio.wait_for(wait(), timeout)
+
 
 def run(factory: Callable[[], SimulatedDevice], body: Callable[[Harness], Awaitable[None]]) -> None:
     """Run ``body`` on a fresh loop with a started device; stop its tasks afterwards."""

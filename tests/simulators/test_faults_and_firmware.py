@@ -1,0 +1,101 @@
+"""Fault switches parse from the CLI form; the device installs only verified firmware."""
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from firmware_bridge.cards import Card
+from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image
+from firmware_bridge.messages import (FirmwareAbort, FirmwareBegin, FirmwareChunk, FirmwareCommit,
+                                      FirmwareStage, Hello)
+from simulators.faults import Faults, FaultSpecError
+from simulators.shoe import SimulatedShoe
+
+
+def test_every_switch_parses_from_text():
+    faults = Faults.parse("jam=2.5 jam_needs_clear door_open face_up_at=7 missing=AS,7H; extra=KD foreign=1 "
+                          "duplicate=QS unreadable_at=9 reboot_at=100 bit_flip_rate=0.01 drop_rate=0.001 "
+                          "byte_at_a_time ftdi_batching_ms=16 disconnect_for=1.5 disconnect_at=50 slow_ack_ms=30 "
+                          "seed=4")
+    assert faults.active() == {
+        "jam": 2.5, "jam_needs_clear": True, "door_open": True, "face_up_at": 7,
+        "missing": (Card.parse("AS"), Card.parse("7H")), "extra": (Card.parse("KD"),), "foreign": 1,
+        "duplicate": (Card.parse("QS"),), "unreadable_at": 9, "reboot_at": 100, "bit_flip_rate": 0.01,
+        "drop_rate": 0.001, "byte_at_a_time": True, "ftdi_batching_ms": 16.0, "disconnect_for": 1.5,
+        "disconnect_at": 50, "slow_ack_ms": 30.0, "seed": 4,
+    }
+    assert set(faults.active()) == set(Faults.names())  # the test names every switch
+
+
+def test_unknown_switch_lists_the_known_ones():
+    with pytest.raises(FaultSpecError, match="no fault switch 'jamm'.*jam_needs_clear"):
+        Faults.parse("jamm")
+    with pytest.raises(FaultSpecError, match="missing='XX'"):
+        Faults.parse("missing=XX")
+    with pytest.raises(FaultSpecError, match="no fault switch"):
+        Faults().replace(nope=1)
+
+
+@pytest.fixture(scope="module")
+def keys():
+    private, public = generate_dev_keypair()
+    return private, public_key_bytes(public)
+
+
+def transfer(h, signed, chunk=100, corrupt_chunk=None):
+    results = [h.send(FirmwareBegin(len(signed.image), chunk, signed.sha256, signed.signature, signed.header_bytes))[0]]
+    for offset in range(0, len(signed.image), chunk):
+        data = signed.image[offset:offset + chunk]
+        crc = zlib.crc32(data) ^ (1 if offset == corrupt_chunk else 0)
+        results += h.send(FirmwareChunk(offset, crc, data))
+    results += h.send(FirmwareCommit())
+    return results
+
+
+def test_verified_image_is_installed_and_the_device_reboots_with_the_new_version(run_device, keys):
+    private, public = keys
+    signed = sign_image(SimulatedShoe.MODEL, "2.1.0", bytes(range(256)) * 3, private)
+
+    async def body(h):
+        boot = h.send(Hello(1, 0, "t"))[0].boot_id
+        results = transfer(h, signed)
+        assert all(r.ok for r in results), results
+        assert results[-1].stage is FirmwareStage.COMMIT
+        await h.until_true(lambda: h.device.state()["reboots"] == 1)
+        ident = h.send(Hello(1, 0, "t"))[0]
+        assert ident.firmware_version == "2.1.0" and ident.boot_id != boot
+    run_device(lambda: SimulatedShoe(heartbeat_s=0, firmware_public_key=public), body)
+
+
+def test_image_signed_with_another_key_is_refused(run_device, keys):
+    other, _ = generate_dev_keypair()
+    signed = sign_image(SimulatedShoe.MODEL, "6.6.6", b"evil" * 100, other)
+
+    async def body(h):
+        result = transfer(h, signed)[-1]
+        assert not result.ok and "refused" in result.detail
+        assert h.send(Hello(1, 0, "t"))[0].firmware_version == "1.0.0"
+    run_device(lambda: SimulatedShoe(heartbeat_s=0, firmware_public_key=keys[1]), body)
+
+
+def test_image_for_another_model_and_bad_chunk_crc_are_refused(run_device, keys):
+    private, public = keys
+
+    async def body(h):
+        wrong_model = transfer(h, sign_image("CS-6 sim", "2.0.0", b"x" * 300, private))[-1]
+        assert not wrong_model.ok and "model" in wrong_model.detail
+        results = transfer(h, sign_image(SimulatedShoe.MODEL, "2.0.0", b"y" * 300, private), corrupt_chunk=100)
+        bad = [r for r in results if r.stage is FirmwareStage.CHUNK and not r.ok]
+        assert bad and "CRC-32" in bad[0].detail
+        assert h.send(FirmwareAbort("test"))[0].ok
+        assert not h.send(FirmwareCommit())[0].ok  # nothing in progress after ABORT
+        assert h.send(Hello(1, 0, "t"))[0].firmware_version == "1.0.0"
+    run_device(lambda: SimulatedShoe(heartbeat_s=0, firmware_public_key=public), body)
+
+
+def test_device_without_a_key_refuses_updates(run_device):
+    async def body(h):
+        [result] = h.send(FirmwareBegin(10, 10, b"\0" * 32, b"\0" * 64, b""))
+        assert not result.ok and "public key" in result.detail
+    run_device(lambda: SimulatedShoe(heartbeat_s=0), body)

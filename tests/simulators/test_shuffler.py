@@ -1,0 +1,146 @@
+"""The simulated shuffler: counting, verification, stacked mode and each device fault switch."""
+from __future__ import annotations
+
+from firmware_bridge.cards import Card, shoe_composition
+from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DeckCheckResult, DeviceState, Fault,
+                                      FaultCleared, FaultCode, Hello, Ident, Refused, SelfTest, SelfTestResult,
+                                      ShuffleComplete, ShuffleProgress, StartShuffle, Status, StatusRequest)
+from simulators.faults import Faults
+from simulators.shuffler import SimulatedShuffler
+from simulators.stack import full_shoe
+
+AS, SEVEN_H, QS = Card.parse("AS"), Card.parse("7H"), Card.parse("QS")
+
+
+def shuffler(**faults) -> SimulatedShuffler:
+    return SimulatedShuffler(faults=Faults(**faults), heartbeat_s=0)
+
+
+def test_six_deck_shoe_is_counted_identified_and_verified(run_device):
+    async def body(h):
+        assert h.send(StartShuffle(6)) == []
+        [check] = await h.until(DeckCheckResult)
+        [complete] = h.of(ShuffleComplete)
+        assert complete.card_count == 312
+        assert complete.composition == shoe_composition(6)
+        assert check == DeckCheckResult(True, 6, (), (), 0)
+        progress = h.of(ShuffleProgress)
+        assert [p.cards_counted for p in progress] == sorted(p.cards_counted for p in progress)
+        assert progress[-1] == ShuffleProgress(312, 100)
+        assert h.send(StatusRequest())[0].state is DeviceState.READY
+        stack = h.device.unload()
+        assert sorted(stack) == sorted(full_shoe(6)) and stack != full_shoe(6)
+        assert h.send(CountersRequest()) == [Counters(shuffles=1, cards=312, jams=0, faults=0)]
+    run_device(lambda: shuffler(), body)
+
+
+def test_shuffle_complete_never_carries_the_order(run_device):
+    async def body(h):
+        h.send(StartShuffle(1))
+        [complete] = await h.until(ShuffleComplete)
+        assert isinstance(complete.composition, dict) and set(complete.composition.values()) == {1}
+    run_device(lambda: shuffler(), body)
+
+
+def test_stacked_mode_outputs_exactly_the_given_order(run_device):
+    order = list(reversed(full_shoe(2)))
+
+    async def body(h):
+        h.device.stack(order)
+        h.send(StartShuffle(2))
+        await h.until(DeckCheckResult)
+        assert h.device.unload() == order
+        assert h.of(DeckCheckResult)[0].ok
+    run_device(lambda: shuffler(), body)
+
+
+def test_missing_extra_foreign_and_duplicate_cards_are_named(run_device):
+    async def body(h):
+        h.send(StartShuffle(6))
+        [check] = await h.until(DeckCheckResult)
+        assert not check.ok
+        assert check.missing == ((AS, 1),)
+        assert dict(check.extra) == {SEVEN_H: 1, QS: 1}
+        assert check.unrecognised == 2
+        assert h.of(ShuffleComplete)[0].card_count == 312 - 1 + 1 + 2 + 1
+    run_device(lambda: shuffler(missing=(AS,), extra=(SEVEN_H,), foreign=2, duplicate=(QS,)), body)
+
+
+def test_jam_clears_by_itself(run_device):
+    async def body(h):
+        h.send(StartShuffle(1))
+        await h.until(DeckCheckResult)
+        [fault] = h.of(Fault)
+        assert fault.code is FaultCode.JAM and fault.position == 26
+        assert h.of(FaultCleared) == [FaultCleared(FaultCode.JAM)]
+        assert h.out.index(fault) < h.out.index(h.of(FaultCleared)[0]) < h.out.index(h.of(DeckCheckResult)[0])
+        assert h.send(CountersRequest())[0].jams == 1
+    run_device(lambda: shuffler(jam=0.01), body)
+
+
+def test_jam_that_needs_clearing_waits_for_clear_fault(run_device):
+    async def body(h):
+        h.send(StartShuffle(1))
+        await h.until(Fault)
+        status = h.send(StatusRequest())[0]
+        assert status.state is DeviceState.FAULT and status.fault == FaultCode.JAM
+        assert not h.send(SelfTest())[0].passed
+        assert h.of(DeckCheckResult) == []
+        assert h.send(ClearFault(FaultCode.JAM)) == []
+        await h.until(DeckCheckResult)
+        assert h.of(FaultCleared) == [FaultCleared(FaultCode.JAM)]
+        assert isinstance(h.send(ClearFault(FaultCode.JAM))[0], Refused)  # nothing left to clear
+    run_device(lambda: shuffler(jam_needs_clear=True), body)
+
+
+def test_door_open_refuses_shuffles_until_closed(run_device):
+    async def body(h):
+        [fault] = await h.until(Fault)
+        assert fault.code is FaultCode.DOOR_OPEN
+        [refused] = h.send(StartShuffle(6))
+        assert isinstance(refused, Refused) and "door open" in refused.reason
+        assert "cause" in h.send(ClearFault(FaultCode.DOOR_OPEN))[0].reason
+        h.device.close_door()
+        assert h.of(FaultCleared) == [FaultCleared(FaultCode.DOOR_OPEN)]
+        h.send(StartShuffle(6))
+        assert (await h.until(DeckCheckResult))[0].ok
+    run_device(lambda: shuffler(door_open=True), body)
+
+
+def test_face_up_card_stops_the_shuffle_at_its_position(run_device):
+    async def body(h):
+        h.send(StartShuffle(1))
+        [fault] = await h.until(Fault)
+        assert (fault.code, fault.position) == (FaultCode.FACE_UP_CARD, 7)
+        h.send(ClearFault(FaultCode.FACE_UP_CARD))
+        await h.until(DeckCheckResult)
+    run_device(lambda: shuffler(face_up_at=7), body)
+
+
+def test_bad_requests_are_refused_with_a_reason(run_device):
+    async def body(h):
+        [refused] = h.send(StartShuffle(9))
+        assert isinstance(refused, Refused) and "1..8" in refused.reason
+        assert isinstance(h.send(Hello(1, 0, "t"))[0], Ident)
+        assert h.send(SelfTest())[0] == SelfTestResult(True, h.send(SelfTest())[0].detail)
+    run_device(lambda: shuffler(), body)
+
+
+def test_reset_restores_defaults(run_device):
+    async def body(h):
+        h.device.set_faults(jam_needs_clear=True)
+        h.send(StartShuffle(1))
+        await h.until(Fault)
+        h.device.reset()
+        state = h.device.state()
+        assert state["state"] == "IDLE" and state["faults_active"] == [] and state["fault_switches"] == {}
+        assert state["counters"] == {"shuffles": 0, "cards": 0, "jams": 0, "faults": 0}
+    run_device(lambda: shuffler(), body)
+
+
+def test_status_and_ident(run_device):
+    async def body(h):
+        [ident] = h.send(Hello(1, 0, "t"))
+        assert ident.serial == "SHUF0001" and ident.firmware_version == "1.0.0"
+        assert isinstance(h.send(StatusRequest())[0], Status)
+    run_device(lambda: shuffler(), body)
