@@ -39,17 +39,20 @@ from __future__ import annotations
 import enum
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from transitions import Machine
-
-from devices.events import Event, EventSink, Reason, Role, Severity
+from devices.events import Event, EventSink, Reason, Severity
 from devices.hand import Hand, hand_total
-from devices.procedures import OverrideRefused, require_supervisor  # OverrideRefused: part of this API
-from devices.round_rules import (RuleViolation, check_action, check_bet, check_insurance, check_pairs_bet,
-                                 rebuild_initial_layout)
+from devices.procedures import OverrideRefused  # part of this API: refused overrides raise it
+from devices.round_machine import (MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, machine_definition,
+                                   return_phase, take_phase)
+from devices.round_procedures import RoundProcedures
+from devices.round_rules import RuleViolation, check_action, check_bet, check_insurance, check_pairs_bet
 from devices.rules import HouseRules
 from devices.settlement import Settlement, settle
+
+__all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
+           "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
 from firmware_bridge.cards import ALL_CARDS, Card, Rank
 
 
@@ -88,63 +91,10 @@ class CardMismatch(RoundError):
     """During a re-deal the shoe gave a card other than the one expected back."""
 
 
-ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
-_LIVE = ["betting", "initial_deal", "insurance", "players", "dealer"]
-ROUND_TRANSITIONS: list[dict[str, Any]] = [
-    {"trigger": "bets_closed", "source": "betting", "dest": "initial_deal"},
-    {"trigger": "ace_up", "source": "initial_deal", "dest": "insurance"},
-    {"trigger": "players_turn", "source": ["initial_deal", "insurance"], "dest": "players"},
-    {"trigger": "dealers_turn", "source": ["initial_deal", "insurance", "players"], "dest": "dealer"},
-    {"trigger": "dealer_stands", "source": "dealer", "dest": "complete"},
-    {"trigger": "redeal", "source": ["initial_deal", "insurance", "players", "dealer"], "dest": "initial_deal"},
-    {"trigger": "voided", "source": _LIVE, "dest": "void"},
-]
-
-
-def machine_definition() -> tuple[list[str], list[dict[str, Any]], str]:
-    """(states, transitions, initial) of the round machine, for the mermaid diagrams.
-
-    Holding is orthogonal to these states: a held round keeps its state and resumes where it was.
-    """
-    return list(ROUND_STATES), [dict(t) for t in ROUND_TRANSITIONS], "betting"
-
-
-class _Phase:
-    """A round's place in the shared machine. Building a Machine per round cost ~80 us and adding
-    a model ~25 us (more than a round's own work), so phases are pooled and reused."""
-
-    def __init__(self) -> None:
-        self.owner: Callable[[], Round | None] = lambda: None
-
-    def _emit_state(self) -> None:
-        owner = self.owner()
-        if owner is not None:
-            owner._emit_state(self.state)
-
-
-_MACHINE = Machine(model=[], states=ROUND_STATES, transitions=ROUND_TRANSITIONS, initial="betting",
-                   auto_transitions=False, queued=True, after_state_change="_emit_state")
-_POOL: list[_Phase] = []
 _CARD_NAMES = {c: str(c) for c in ALL_CARDS}
 
 
-def _take_phase(owner: "Round") -> _Phase:
-    if _POOL:
-        phase = _POOL.pop()
-        _MACHINE.set_state("betting", model=phase)
-    else:
-        phase = _Phase()
-        _MACHINE.add_model(phase)
-    phase.owner = weakref.ref(owner)
-    return phase
-
-
-def _return_phase(phase: _Phase) -> None:
-    phase.owner = lambda: None
-    _POOL.append(phase)
-
-
-class Round:
+class Round(RoundProcedures):
     """One round at one table. Not thread-safe: drive it from the table's single event loop."""
 
     def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
@@ -163,11 +113,11 @@ class Round:
         self._plan: list[Target] = []  # initial-deal order still to come
         self._redeal_queue: list[Card] = []
         self._draw_seen = False  # a card has reached a player after the initial deal
-        self.machine = _MACHINE
-        self._phase: _Phase | None = _take_phase(self)
+        self.machine = MACHINE
+        self._phase: Phase | None = take_phase(self)
         self._final = ""
         # a round dropped while live gives its phase back when it is garbage-collected
-        self._release = weakref.finalize(self, _return_phase, self._phase)
+        self._release = weakref.finalize(self, return_phase, self._phase)
 
     @property
     def state(self) -> str:
@@ -175,7 +125,7 @@ class Round:
 
     def _go(self, trigger: str) -> None:
         assert self._phase is not None, f"round {self.round_id} is {self._final}"
-        _MACHINE.events[trigger].trigger(self._phase)
+        MACHINE.events[trigger].trigger(self._phase)
 
     # ----- events -----
     def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
@@ -429,68 +379,3 @@ class Round:
         hands.insert(hand.index + 1, new)
         for i, h in enumerate(hands):
             h.index = i
-
-    # ----- holds, overrides and seed procedures -----
-    def hold(self, reason: Reason, detail: str) -> None:
-        self.held = f"{reason}: {detail}"
-        self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
-
-    def _supervisor(self, what: str, who: str, role: Role) -> None:
-        require_supervisor(self._sink, "round", f"round {self.round_id}: {what}", who, role)
-
-    def resume(self, who: str, role: Role) -> None:
-        self._supervisor("resume", who, role)
-        was, self.held = self.held, None
-        self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
-
-    def void(self, reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
-        """Round void: nothing is settled, every bet goes back. The table places the cards.
-
-        ``by_rule`` names the house rule that voids the round by itself (a face-up misload,
-        seed 000 section 7); without it the void is an override and needs a supervisor.
-        """
-        if self.state not in _LIVE:
-            raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
-        if by_rule is None:
-            self._supervisor("void", who, role)
-        self.held = None
-        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
-                   cause=str(reason), returned={f"{b}:{p}": s for b, st in self.wagers.items()
-                                                for p, s in st.items()})
-        self._go("voided")
-
-    def flag(self, reason: Reason, detail: str, who: str | None = None) -> None:
-        self.flags.append({"reason": str(reason), "detail": detail, "who": who})
-        self._emit(reason, f"flagged: {detail}", Severity.WARNING, who, flagged=True)
-
-    def reconstruct_initial_deal(self, who: str, role: Role,
-                                 assignments: list[tuple[Card, Target]] | None = None) -> None:
-        """A placement error in the initial deal: the layout is put back as the deal order says.
-
-        ``assignments`` (optional) is the layout the supervisor confirms; it must hold exactly the
-        cards dealt so far, each on a box with a wager or the dealer, at most two per box.
-        """
-        if self.state != "initial_deal":
-            raise self._refuse("reconstruct_initial_deal", "reconstruction is only for the initial deal "
-                               f"(the round is {self.state})", who)
-        self._supervisor("reconstruct initial deal", who, role)
-        if assignments is not None:
-            problem = rebuild_initial_layout(self, assignments)
-            if problem:
-                raise self._refuse(*problem, who=who)
-        self._emit(Reason.PLACEMENT_ERROR, "initial deal reconstructed", Severity.WARNING, who,
-                   layout=[(str(c), str(t)) for c, t in self.assignments])
-
-    def reconstruct_and_redeal(self, who: str, role: Role) -> list[Card]:
-        """Cards dealt to a box without a wager: all cards in play are taken back and re-dealt."""
-        if self.state not in ("initial_deal", "insurance", "players", "dealer"):
-            raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
-        self._supervisor("reconstruct and re-deal", who, role)
-        back = [c for c, _ in self.assignments] + self._redeal_queue
-        self.assignments, self.held = [], None
-        self._start_initial_deal()
-        self._redeal_queue = back
-        self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "
-                   "to be re-dealt in the same order", Severity.WARNING, who, cards=[str(c) for c in back])
-        self._go("redeal")
-        return back

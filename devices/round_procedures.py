@@ -1,0 +1,84 @@
+"""Holds, overrides and the seed casinos' table procedures on a round (a mixin of Round).
+
+Every override needs the supervisor role and is journaled with who asked (devices.procedures).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from devices.events import Reason, Role, Severity
+from devices.procedures import require_supervisor
+from devices.round_machine import LIVE_STATES
+from devices.round_rules import rebuild_initial_layout
+from firmware_bridge.cards import Card
+
+if TYPE_CHECKING:
+    from devices.round import Round, Target
+
+
+class RoundProcedures:
+    """hold/resume/void, flags, and the two reconstructions the seeds prescribe."""
+
+    def hold(self: "Round", reason: Reason, detail: str) -> None:
+        self.held = f"{reason}: {detail}"
+        self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
+
+    def _supervisor(self: "Round", what: str, who: str, role: Role) -> None:
+        require_supervisor(self._sink, "round", f"round {self.round_id}: {what}", who, role)
+
+    def resume(self: "Round", who: str, role: Role) -> None:
+        self._supervisor("resume", who, role)
+        was, self.held = self.held, None
+        self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
+
+    def void(self: "Round", reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
+        """Round void: nothing is settled, every bet goes back. The table places the cards.
+
+        ``by_rule`` names the house rule that voids the round by itself (a face-up misload,
+        seed 000 section 7); without it the void is an override and needs a supervisor.
+        """
+        if self.state not in LIVE_STATES:
+            raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
+        if by_rule is None:
+            self._supervisor("void", who, role)
+        self.held = None
+        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
+                   cause=str(reason), by_rule=by_rule, returned={f"{b}:{p}": s for b, st in self.wagers.items()
+                                                for p, s in st.items()})
+        self._go("voided")
+
+    def flag(self: "Round", reason: Reason, detail: str, who: str | None = None) -> None:
+        self.flags.append({"reason": str(reason), "detail": detail, "who": who})
+        self._emit(reason, f"flagged: {detail}", Severity.WARNING, who, flagged=True)
+
+    def reconstruct_initial_deal(self: "Round", who: str, role: Role,
+                                 assignments: list[tuple[Card, Target]] | None = None) -> None:
+        """A placement error in the initial deal: the layout is put back as the deal order says.
+
+        ``assignments`` (optional) is the layout the supervisor confirms; it must hold exactly the
+        cards dealt so far, each on a box with a wager or the dealer, at most two per box.
+        """
+        if self.state != "initial_deal":
+            raise self._refuse("reconstruct_initial_deal", "reconstruction is only for the initial deal "
+                               f"(the round is {self.state})", who)
+        self._supervisor("reconstruct initial deal", who, role)
+        if assignments is not None:
+            problem = rebuild_initial_layout(self, assignments)
+            if problem:
+                raise self._refuse(*problem, who=who)
+        self._emit(Reason.PLACEMENT_ERROR, "initial deal reconstructed", Severity.WARNING, who,
+                   layout=[(str(c), str(t)) for c, t in self.assignments])
+
+    def reconstruct_and_redeal(self: "Round", who: str, role: Role) -> list[Card]:
+        """Cards dealt to a box without a wager: all cards in play are taken back and re-dealt."""
+        if self.state not in ("initial_deal", "insurance", "players", "dealer"):
+            raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
+        self._supervisor("reconstruct and re-deal", who, role)
+        back = [c for c, _ in self.assignments] + self._redeal_queue
+        self.assignments, self.held = [], None
+        self._start_initial_deal()
+        self._redeal_queue = back
+        self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "
+                   "to be re-dealt in the same order", Severity.WARNING, who, cards=[str(c) for c in back])
+        self._go("redeal")
+        return back
