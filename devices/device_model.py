@@ -45,6 +45,8 @@ class DeviceModel:
     NAME: ClassVar[str]
     WORK_STATES: ClassVar[tuple[str, ...]]  # working states besides idle
     WORK_TRANSITIONS: ClassVar[tuple[dict[str, Any], ...]]
+    ROUTINE: ClassVar[frozenset[type]] = frozenset({Heartbeat})  # messages that never move a settled state
+    ROUTINE_STATES: ClassVar[frozenset[str]] = frozenset({"idle"})
 
     state: str  # set by the Machine
 
@@ -135,6 +137,8 @@ class DeviceModel:
     def on_message(self, msg: Message) -> None:
         """Update the model from one message the device sent."""
         self.last_seen = self._clock()
+        if type(msg) in self.ROUTINE and self.state in self.ROUTINE_STATES:
+            return  # the hot path: e.g. one more card read while dealing changes nothing here
         if self.state == "offline":
             self.connect()  # a message proves the link is up
         if isinstance(msg, Ident):

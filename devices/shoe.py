@@ -15,7 +15,7 @@ shoe is reconciled or void, so the life of one shoe never mixes with the next.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import structlog
 from transitions import EventData, Machine
@@ -73,8 +73,9 @@ class Shoe:
 
     state: str  # set by the Machine
 
-    def __init__(self, rules: HouseRules, sink: EventSink) -> None:
+    def __init__(self, rules: HouseRules, sink: EventSink, on_load: Callable[[], None] | None = None) -> None:
         self.rules = rules
+        self._on_load = on_load  # a new shoe starts: the table empties its piles
         self.decks = rules.decks
         self._sink = sink
         self.expected: dict[Card, int] = shoe_composition(self.decks)
@@ -171,6 +172,8 @@ class Shoe:
             return False
         self.out.clear()
         self.cards_out = 0
+        if self._on_load is not None:
+            self._on_load()
         self.burn_remaining = self.rules.shoe.burn_after_shuffle
         self._fire("load", burn=self.burn_remaining)
         return True

@@ -6,7 +6,7 @@ used is decided here (:attr:`accepts_reads`); where it goes is the table's job.
 from __future__ import annotations
 
 from devices.device_model import DeviceModel
-from firmware_bridge.messages import CardRead, CutCardSeen, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
+from firmware_bridge.messages import CardRead, CutCardSeen, Heartbeat, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
 
 
 class ShoeReaderModel(DeviceModel):
@@ -17,6 +17,8 @@ class ShoeReaderModel(DeviceModel):
         {"trigger": "start_dealing", "source": ["idle", "loaded"], "dest": "dealing"},
         {"trigger": "run_empty", "source": ["loaded", "dealing"], "dest": "idle"},
     )
+    ROUTINE = frozenset({CardRead, Heartbeat})
+    ROUTINE_STATES = frozenset({"dealing"})
 
     @property
     def accepts_reads(self) -> bool:

@@ -45,7 +45,7 @@ class Table:
         self.uses_shuffler = rules.shoe.shuffle == "automatic"
         self.shuffler = ShufflerModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
         self.reader = ShoeReaderModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
-        self.shoe = Shoe(rules, self._journal)
+        self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe)
         self.round: Round | None = None
         self.rounds_started = 0
         self.round_log: list[tuple[str, tuple, dict]] = []  # inputs the live round took, for restore
@@ -60,6 +60,11 @@ class Table:
         self.last_round_id: int | None = None  # set when the cut card came out
         self.dealer_change_pending: str | None = None
         self.closed_round_id = 0  # the last round whose cards went to ``played``
+
+    def _new_shoe(self) -> None:
+        for pile in (self.burn_pile, self.discard, self.played, self.pending, self.drawn_in_error):
+            pile.clear()
+        self.last_round_id = None
 
     # ---- journal ----------------------------------------------------------------------------
 
@@ -128,7 +133,6 @@ class Table:
         elif isinstance(msg, ShoeLoaded):
             self.shuffler.stack_taken()
             self.shoe.shoe_loaded(msg)
-            self.last_round_id = None
         elif isinstance(msg, ShoeEmpty):
             if self.round_live:
                 self.last_round_id = self.round.round_id  # type: ignore[union-attr]
@@ -183,7 +187,7 @@ class Table:
                        card=str(card), index=index, seen=self.shoe.out[card])
             self._hold(Reason.FOREIGN_CARD, f"foreign {card} at card #{index}")
             return
-        if orientation is Orientation.FACE_UP:
+        if orientation == Orientation.FACE_UP:
             self.discard.append(card)
             self._emit(Reason.FACE_UP_CARD, f"card #{index} ({card}) came out face up: misload; card to no hand",
                        Severity.ALARM, card=str(card), index=index)
@@ -196,10 +200,10 @@ class Table:
             self.burn_pile.append(card)
             self.shoe.take_burn(card)
             return
-        self.pending.append(card)
-        self._feed()
-        if card in self.pending:  # no hand was waiting for it
+        if self.pending or not self._give(card):  # no hand was waiting for it
+            self.pending.append(card)
             self._unexpected(card, index)
+        self._round_step_done()
 
     def _unexpected(self, card: Card, index: int) -> None:
         r = self.round
@@ -214,17 +218,25 @@ class Table:
             self._emit(Reason.CARD_EXPOSED_IN_ERROR, f"card #{index} ({card}) exposed in error ({why}): "
                        "it is used as the next card", Severity.WARNING, card=str(card), index=index)
 
+    def _give(self, card: Card) -> bool:
+        """Hand ``card`` to the live round if one of its hands expects a card now."""
+        r = self.round
+        if r is None or r.held is not None or r.state not in LIVE_ROUND:
+            return False
+        try:
+            target = r.card_dealt(card)
+        except CardMismatch as exc:
+            self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc), Severity.ALARM, card=str(card))
+            self._hold(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc))
+            return False
+        if target is None:
+            return False
+        self.round_log.append(("card_dealt", (card,), {}))
+        return True
+
     def _feed(self) -> None:
         """Give waiting cards to the hands that expect them, in the order they left the shoe."""
-        r = self.round
-        while self.pending and r is not None and r.state in LIVE_ROUND and r.expected_next() is not None:
-            card = self.pending[0]
-            try:
-                self._call("card_dealt", card)
-            except CardMismatch as exc:
-                self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc), Severity.ALARM, card=str(card))
-                self._hold(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc))
-                return
+        while self.pending and self._give(self.pending[0]):
             self.pending.pop(0)
         self._round_step_done()
 

@@ -1,0 +1,72 @@
+"""Property tests over random shoes and random legal decisions, through the whole table.
+
+Every card read ends in exactly one place (a hand, the burn or the discard) after every
+single input, and every shoe reconciles at its end.
+"""
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+import structlog
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from devices.events import Reason
+from devices.rules import load_rules
+from devices.table import Table
+from devices.table_session import apply, record_random_shoes
+from firmware_bridge.cards import Orientation
+from firmware_bridge.messages import CardRead
+from table_rig import RULE_FILES
+
+pytestmark = pytest.mark.timeout(120)
+RULES = {p.stem: load_rules(p) for p in RULE_FILES}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _quiet_logs():
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    yield
+    structlog.reset_defaults()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(casino=st.sampled_from(sorted(RULES)), seed=st.integers(0, 2**32 - 1), max_boxes=st.integers(1, 7))
+def test_every_card_is_placed_exactly_once_and_every_shoe_reconciles(casino: str, seed: int, max_boxes: int) -> None:
+    rules = RULES[casino]
+    steps, played = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=max_boxes)
+    events: list = []
+    table = Table(rules, events.append, clock=lambda: 0.0, stale_after_s=1e9)
+    reads = 0
+    for step in steps:  # the recorded session again, checking after every input
+        apply(table, step)
+        reads += isinstance(step[1], CardRead)
+        assert table.placed() == +table.shoe.out
+        assert sum(table.shoe.out.values()) == reads
+    assert table.shoe.state == "reconciled", [e.message for e in events if e.reason is Reason.RECONCILIATION_FAILED]
+    assert not table.alarms.open
+    assert len(table.burn_pile) == rules.shoe.burn_after_shuffle
+    settled = [e for e in events if e.reason is Reason.SETTLED]
+    assert settled and table.rounds_started == played.rounds_started
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), at=st.floats(0.05, 0.95))
+def test_a_face_up_card_anywhere_voids_only_its_round_and_is_placed(seed: int, at: float) -> None:
+    rules = RULES["casino-000"]
+    steps, _ = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=3)
+    reads = [i for i, s in enumerate(steps) if isinstance(s[1], CardRead)]
+    k = reads[int(at * (len(reads) - 1))]
+    kind, msg = steps[k]
+    events: list = []
+    table = Table(rules, events.append, clock=lambda: 0.0, stale_after_s=1e9)
+    for step in steps[:k]:
+        apply(table, step)
+    live = table.round_live
+    apply(table, (kind, CardRead(msg.index, msg.card, Orientation.FACE_UP, msg.device_time_ms)))
+    assert Reason.FACE_UP_CARD in [e.reason for e in events]
+    assert msg.card in table.discard
+    assert table.placed() == +table.shoe.out
+    if live:
+        assert table.round.state == "void"
