@@ -43,8 +43,8 @@ class LinkEvent(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class LinkConfig:
-    initial_rto: float = 0.05  # seconds, before the first RTT sample
-    min_rto: float = 0.005
+    initial_rto: float = 0.1  # seconds, before the first RTT sample
+    min_rto: float = 0.02  # above an event-loop hiccup, so a busy host does not resend for nothing
     max_rto: float = 1.0
     max_retries: int = 8  # timeouts in a row without progress before FAILED
     window: int = 16  # DATA frames in flight; < 128 so duplicates and gaps are told apart

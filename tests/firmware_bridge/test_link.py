@@ -12,6 +12,9 @@ from firmware_bridge.link import LinkConfig, LinkEvent, LinkState
 
 pytestmark = pytest.mark.timeout(30)
 
+# where a test counts resends, a fixed timeout well above any loop stall keeps the count exact
+STEADY = LinkConfig(initial_rto=0.2, min_rto=0.2, max_rto=0.4)
+
 
 def payloads(tag: str, n: int) -> list[bytes]:
     # include zeros and 0xff runs so COBS has work to do
@@ -43,7 +46,8 @@ def test_start_handshake_reports_up_and_peer_reset():
 
 def test_clean_wire_both_directions_in_order():
     async def main():
-        a, b = await up_pair()
+        # timeouts far above any loop stall: on a clean wire a resend would be a bug, not load
+        a, b = await up_pair(config=LinkConfig(initial_rto=2.0, min_rto=2.0, max_rto=5.0))
         to_b, to_a = payloads("ab", 600), payloads("ba", 600)
         futs = [a.link.send(p) for p in to_b] + [b.link.send(p) for p in to_a]
         await asyncio.gather(*futs)
@@ -96,7 +100,7 @@ def test_lost_data_frame_is_nakked_and_resent_before_any_timeout():
 
 def test_retransmitted_frame_gives_no_rtt_sample():
     async def main():
-        a, b = await up_pair()
+        a, b = await up_pair(config=STEADY)
         a.wire_out.drop_next = 1
         await a.link.send(b"once")
         assert b.delivered == [b"once"]
@@ -108,7 +112,7 @@ def test_retransmitted_frame_gives_no_rtt_sample():
 
 def test_duplicate_data_is_dropped_and_acked_again():
     async def main():
-        a, b = await up_pair()
+        a, b = await up_pair(config=STEADY)
         b.wire_out.drop_next = 1  # lose B's ACK: A resends, B must not deliver twice
         await a.link.send(b"card")
         assert b.delivered == [b"card"]
@@ -200,7 +204,7 @@ def test_peer_reset_mid_stream_fails_unacked_and_is_reported():
 
 def test_repeated_reset_is_acknowledged_again_not_applied_twice():
     async def main():
-        a, b = make_pair()
+        a, b = make_pair(config=STEADY)
         b.wire_out.drop_next = 1  # B's first RESET_ACK is lost: A resends the same RESET
         a.link.start()
         await wait_for(lambda: a.link.state is LinkState.UP)
@@ -226,7 +230,7 @@ def test_both_ends_resetting_at_once_settle_up():
 
 def test_sequence_numbers_wrap():
     async def main():
-        a, b = await up_pair()
+        a, b = await up_pair(config=STEADY)
         data = payloads("s", 700)
         await asyncio.gather(*(a.link.send(p) for p in data))
         assert b.delivered == data
