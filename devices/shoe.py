@@ -97,10 +97,6 @@ class Shoe:
     def in_play(self) -> bool:
         return self.state in IN_PLAY
 
-    def exceeds_shoe(self, card: Card) -> bool:
-        """True when ``card`` has now left the shoe more often than the shoe holds it."""
-        return self.out[card] > self.expected.get(card, 0)
-
     # ---- shuffler side --------------------------------------------------------------------
 
     def on_shuffler_message(self, msg: Message) -> None:
@@ -178,10 +174,15 @@ class Shoe:
         self._fire("load", burn=self.burn_remaining)
         return True
 
-    def card_out(self, card: Card) -> None:
-        """Count a card that left the shoe (read, or entered by the dealer)."""
-        self.out[card] += 1
+    def card_out(self, card: Card) -> bool:
+        """Count a card that left the shoe (read, or entered by the dealer).
+
+        True when it has now left more often than the shoe holds it: a foreign card.
+        """
+        n = self.out.get(card, 0) + 1
+        self.out[card] = n
         self.cards_out += 1
+        return n > self.expected.get(card, 0)
 
     def card_back(self, card: Card) -> None:
         """A card put back on top of the shoe by a reconstruction; it will be read again."""

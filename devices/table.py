@@ -174,13 +174,13 @@ class Table:
         self._place(msg.card, msg.orientation, msg.index)
 
     def _place(self, card: Card, orientation: Orientation, index: int) -> None:
-        self.shoe.card_out(card)
+        foreign = self.shoe.card_out(card)
         if not self.shoe.in_play:
             self.discard.append(card)
             self._emit(Reason.DEALING_BLOCKED, f"card #{index} left the shoe while the shoe is {self.shoe.state}: "
                        "dealing blocked, card to the discard", Severity.ALARM, card=str(card), index=index)
             return
-        if self.shoe.exceeds_shoe(card):
+        if foreign:
             self.discard.append(card)
             self._emit(Reason.FOREIGN_CARD, f"foreign card: {card} seen {self.shoe.out[card]} times, the shoe "
                        f"holds {self.shoe.expected.get(card, 0)}; round held", Severity.ALARM,

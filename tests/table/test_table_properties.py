@@ -5,11 +5,9 @@ single input, and every shoe reconciles at its end.
 """
 from __future__ import annotations
 
-import logging
 import random
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from devices.events import Reason
@@ -22,13 +20,6 @@ from table_rig import RULE_FILES
 
 pytestmark = pytest.mark.timeout(120)
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_logs():
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    yield
-    structlog.reset_defaults()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
