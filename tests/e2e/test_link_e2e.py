@@ -1,0 +1,95 @@
+"""The foundation's "done when", over a real pty (pyserial) and through pyusb's core alike."""
+from __future__ import annotations
+
+import pytest
+
+from firmware_bridge.cards import Orientation
+from firmware_bridge.messages import (CardRead, DeckCheckResult, ShuffleComplete, StartShuffle, Status,
+                                      StatusRequest)
+from firmware_bridge.session import SessionEventKind
+from simulators.faults import Faults
+from simulators.shoe import SimulatedShoe
+from simulators.shuffler import SimulatedShuffler
+from simulators.stack import fisher_yates, full_shoe
+
+from .conftest import FULL, NOISY_DEVICE_LINK
+
+CORRUPTED_READS = 50_000 if FULL else 10_000
+
+
+def stack_of(n: int) -> list:
+    """``n`` cards from as many shuffled 6-deck shoes as it takes."""
+    cards: list = []
+    while len(cards) < n:
+        cards += fisher_yates(full_shoe(6))
+    return cards[:n]
+
+
+async def deal_all(endpoint, host, stack, timeout: float) -> list[CardRead]:
+    endpoint.call(endpoint.device.load, stack)
+    endpoint.call(endpoint.device.deal, len(stack))
+    await host.until(lambda: len(host.of(CardRead)) >= len(stack), timeout)
+    return host.of(CardRead)
+
+
+def assert_exactly_once_in_order(reads: list[CardRead], stack: list) -> None:
+    assert [r.index for r in reads] == list(range(1, len(stack) + 1))
+    assert [r.card for r in reads] == stack
+    assert all(r.orientation is Orientation.FACE_DOWN for r in reads)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(240)
+def test_every_card_read_arrives_once_and_in_order_through_corruption(e2e):
+    stack = stack_of(CORRUPTED_READS)
+    faults = Faults(bit_flip_rate=0.01, byte_at_a_time=True, seed=11)
+
+    async def body(endpoint, host):
+        reads = await deal_all(endpoint, host, stack, timeout=200)
+        assert_exactly_once_in_order(reads, stack)
+        wire, host_link = endpoint.state()["wire"], host.session.stats.link
+        assert wire.flipped > len(stack) * 0.05  # corruption really happened, both ways
+        assert wire.writes == wire.bytes_to_host  # one byte per write
+        assert host_link.framing.crc_errors + host_link.framing.cobs_errors > 0
+        assert host.session.stats.bad_messages == 0
+
+    e2e(SimulatedShoe(faults=faults, heartbeat_s=0), body, link_config=NOISY_DEVICE_LINK)
+
+
+@pytest.mark.timeout(60)
+def test_reboot_mid_stream_is_detected_and_the_link_comes_back(e2e):
+    stack = stack_of(600)
+
+    async def body(endpoint, host):
+        boot = host.session.ident.boot_id
+        reads = await deal_all(endpoint, host, stack, timeout=30)
+        await host.until(lambda: SessionEventKind.REBOOTED in host.kinds())
+        assert host.session.ident.boot_id != boot
+        assert_exactly_once_in_order(reads, stack)  # cards after the reboot arrived too
+        status = await host.session.request(StatusRequest(), expect=Status)
+        assert status.cards_held == 0 and endpoint.state()["reboots"] == 1
+
+    e2e(SimulatedShoe(faults=Faults(reboot_at=250), heartbeat_s=0), body)
+
+
+@pytest.mark.timeout(60)
+def test_shuffle_and_verify_a_six_deck_shoe_through_the_session(e2e):
+    async def body(endpoint, host):
+        await host.session.send(StartShuffle(6))
+        await host.until(lambda: host.of(DeckCheckResult))
+        [complete] = host.of(ShuffleComplete)
+        assert complete.card_count == 312 and set(complete.composition.values()) == {6}
+        assert host.of(DeckCheckResult)[0].ok
+
+    e2e(SimulatedShuffler(heartbeat_s=0), body)
+
+
+@pytest.mark.timeout(60)
+def test_disconnect_is_seen_by_the_host(e2e):
+    async def body(endpoint, host):
+        endpoint.call(endpoint.device.load, full_shoe(1))
+        endpoint.call(endpoint.device.deal, 10)
+        await host.until(lambda: SessionEventKind.DISCONNECTED in host.kinds())
+        assert [r.index for r in host.of(CardRead)] == [1, 2, 3]
+
+    e2e(SimulatedShoe(faults=Faults(disconnect_for=0.2, disconnect_at=3), heartbeat_s=0), body)
