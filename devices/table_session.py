@@ -17,7 +17,7 @@ from devices.round import Action
 from devices.round_rules import RuleViolation
 from devices.rules import HouseRules
 from devices.table import Table
-from firmware_bridge.cards import Card, Orientation, shoe_composition
+from firmware_bridge.cards import Orientation, shoe_composition
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, DeviceRole, Ident, ShoeLoaded, ShuffleComplete,
 )
