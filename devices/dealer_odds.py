@@ -58,6 +58,16 @@ def _point(outcome: str) -> tuple[Fraction, ...]:
     return tuple(Fraction(1) if o == outcome else Fraction(0) for o in OUTCOMES)
 
 
+def distribution_from_counts(counts: tuple[int, ...], up_value: int, hits_soft_17: bool = False) -> dict[str, Fraction]:
+    """P(final outcome) when the dealer shows ``up_value`` (1 = ace .. 10) and draws from ``counts``
+    (cards left by value, ace first; the up card already removed)."""
+    if len(counts) != 10 or min(counts) < 0 or not 1 <= up_value <= 10:
+        raise ValueError(f"counts must be 10 non-negative numbers (ace..ten) and up_value 1..10, got "
+                         f"{counts!r}, {up_value!r}")
+    dist = _draw(tuple(counts), up_value, up_value == 1, hits_soft_17, second=True)
+    return dict(zip(OUTCOMES, dist))
+
+
 def dealer_distribution(up: str, decks: int = 6, hits_soft_17: bool = False) -> dict[str, Fraction]:
     """Exact P(final outcome | up card) for the dealer, no hole card."""
     if up not in UP_CARDS:
@@ -65,8 +75,7 @@ def dealer_distribution(up: str, decks: int = 6, hits_soft_17: bool = False) -> 
     value = UP_CARDS.index(up) + 1
     counts = list(_full_shoe(decks))
     counts[value - 1] -= 1
-    dist = _draw(tuple(counts), value, value == 1, hits_soft_17, second=True)
-    return dict(zip(OUTCOMES, dist))
+    return distribution_from_counts(tuple(counts), value, hits_soft_17)
 
 
 def dealer_table(decks: int = 6, hits_soft_17: bool = False) -> dict[str, dict[str, Fraction]]:

@@ -39,8 +39,11 @@ def play_round(rules: HouseRules, rng: random.Random, shoe: LazyShoe | None = No
     """One complete round; returns it (state 'complete')."""
     shoe = shoe or LazyShoe(rules.decks, rng)
     r = Round(rules, sink)
+    unit = rules.table.min_per_player
     for box in rng.sample(range(1, rules.table.boxes + 1), boxes or rng.randint(1, 3)):
-        r.place_bet(box, f"p{box}", rules.table.min_per_player)
+        r.place_bet(box, f"p{box}", rng.choice((1, 2, 4)) * unit)
+        if rng.random() < 0.3:  # a co-player on the box
+            r.place_bet(box, f"q{box}", unit)
     r.no_more_bets()
     while r.state != "complete":
         if r.expected_next() is not None:
@@ -49,12 +52,26 @@ def play_round(rules: HouseRules, rng: random.Random, shoe: LazyShoe | None = No
                 on_card(r, card)
             r.card_dealt(card)
         elif r.state == "insurance":
-            r.close_insurance()
+            _insurance(r, rng)
         else:
             if on_act:
-                on_act(r)
-            _decide(r, rng)
+                on_act(r)  # may try any action, legal or not
+            if r.state == "players" and r.current_hand is not None and r.expected_next() is None:
+                _decide(r, rng)
     return r
+
+
+def _insurance(r: Round, rng: random.Random) -> None:
+    for box, stakes in r.wagers.items():
+        for player, stake in stakes.items():
+            try:
+                if r.box_hands[box][0].blackjack and rng.random() < 0.5:
+                    r.even_money(box, player)
+                elif rng.random() < 0.5:
+                    r.insure(box, player, stake // 2)
+            except RuleViolation:
+                pass  # e.g. half the stake is below this table's insurance minimum
+    r.close_insurance()
 
 
 def _decide(r: Round, rng: random.Random) -> None:

@@ -42,19 +42,23 @@ def chi2_sf(x: float, df: int) -> float:
 
 
 def chi2_statistic(observed: list[int], probs: list[float], min_expected: float = 5.0) -> tuple[float, int]:
-    """(statistic, degrees of freedom); categories with expected counts below ``min_expected``
-    (impossible ones included) are pooled into one, which is dropped if it is still empty."""
+    """(statistic, degrees of freedom). Categories expecting fewer than ``min_expected`` are pooled;
+    a pool still that small joins the smallest kept category. An impossible outcome that happened
+    gives an infinite statistic."""
     n = sum(observed)
+    if any(p == 0 and o > 0 for o, p in zip(observed, probs)):
+        return math.inf, max(1, sum(1 for p in probs if p > 0) - 1)
     keep, pool_o, pool_p = [], 0, 0.0
     for o, p in zip(observed, probs):
         if n * p < min_expected:
             pool_o, pool_p = pool_o + o, pool_p + p
         else:
             keep.append((o, p))
-    if pool_p > 0 or pool_o > 0:
+    if (pool_p > 0 or pool_o > 0) and n * pool_p < min_expected and keep:
+        i = min(range(len(keep)), key=lambda k: keep[k][1])  # still too small: join the smallest kept one
+        keep[i] = (keep[i][0] + pool_o, keep[i][1] + pool_p)
+    elif pool_p > 0 or pool_o > 0:
         keep.append((pool_o, pool_p))
-    if any(p == 0 and o > 0 for o, p in keep):
-        return math.inf, max(1, len(keep) - 1)  # an impossible outcome happened
     keep = [(o, p) for o, p in keep if p > 0]
     stat = sum((o - n * p) ** 2 / (n * p) for o, p in keep)
     return stat, len(keep) - 1
