@@ -65,6 +65,8 @@ class DeviceModel:
         self.resume_state = "idle"  # where STALE / FAULT return to
         self.ident: Ident | None = None
         self.active_fault: Fault | None = None
+        self.rebooted = False  # during an Ident's transition: the device restarted (new boot id)
+        self._ident_note: dict[str, Any] | None = None
         self.machine = Machine(
             model=self,
             states=list(self.states()),
@@ -170,12 +172,12 @@ class DeviceModel:
         return self.machine.get_triggers(self.state).count(trigger) > 0
 
     def _on_ident(self, msg: Ident) -> None:
-        rebooted = self.ident is not None and self.ident.boot_id != msg.boot_id
+        self.rebooted = self.ident is not None and self.ident.boot_id != msg.boot_id
         self.ident = msg
         self.active_fault = None
-        self._ident_note = {"serial": msg.serial, "firmware": msg.firmware_version, "rebooted": rebooted}
+        self._ident_note = {"serial": msg.serial, "firmware": msg.firmware_version, "rebooted": self.rebooted}
         self.identify()
-        self._ident_note = None
+        self._ident_note, self.rebooted = None, False  # listeners saw it during the transition
 
     def _on_status(self, msg: Status) -> None:
         # Status only forces the states the host cannot infer from other messages.
@@ -208,7 +210,7 @@ class DeviceModel:
         if dst == "fault" and self.active_fault is not None:
             data |= {"fault": self.active_fault.code.name, "position": self.active_fault.position,
                      "detail": self.active_fault.detail}
-        if getattr(self, "_ident_note", None):
+        if self._ident_note:
             data |= self._ident_note
         text = f"{self.NAME}: {src} -> {dst} ({event.event.name})"
         if "fault" in data:

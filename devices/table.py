@@ -141,7 +141,13 @@ class Table(TableProcedures):
                 self.shoe.finish_shoe(f"shoe empty after {msg.cards_out} cards")
 
     def _device_changed(self, model: DeviceModel, src: str, dst: str) -> None:
-        if self._replaying or model not in self.devices() or dst not in ("stale", "offline", "fault"):
+        if self._replaying or model not in self.devices():
+            return
+        if dst == "idle" and model.rebooted and self.round_live:
+            # a restart mid-round: what the device did meanwhile is unknown
+            self._hold(Reason.DEVICE_FAULT, f"{model.NAME} rebooted during the round")
+            return
+        if dst not in ("stale", "offline", "fault"):
             return
         cause = {"stale": Reason.DEVICE_STALE, "offline": Reason.DEVICE_OFFLINE, "fault": Reason.DEVICE_FAULT}[dst]
         if dst == "fault" and model is self.shuffler and self.round_live:

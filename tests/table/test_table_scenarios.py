@@ -290,3 +290,11 @@ def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
     rig.read("3D")  # nothing may be dealt from a finished shoe
     assert Reason.DEALING_BLOCKED in rig.reasons()
     rig.assert_ledger()
+
+
+def test_device_reboot_mid_round_holds_it(rig: TableRig) -> None:
+    start_round(rig)
+    rig.table.on_shoe(Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 99))  # new boot id
+    assert rig.table.round.held is not None and "rebooted" in rig.table.round.held
+    rig.table.resume("sup-1", SUP)
+    finish_round(rig)
