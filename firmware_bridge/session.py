@@ -49,7 +49,7 @@ class SessionEventKind(enum.StrEnum):
     CONNECTED = "connected"  # handshake done (first time and after every re-handshake)
     IDENT = "ident"  # the device said who it is
     REBOOTED = "rebooted"  # a new boot id: the device lost its state
-    LINK_FAILED = "link_failed"  # retry cap reached; a reset follows after retry_delay
+    LINK_FAILED = "link_failed"  # retry cap reached; resets follow every retry_delay (reported once per outage)
     STALE = "stale"  # nothing heard for stale_after seconds
     FRESH = "fresh"  # heard again after STALE
     BAD_MESSAGE = "bad_message"  # a payload that is not a valid message (detail shows it in hex)
@@ -72,7 +72,8 @@ class SessionConfig:
     handshake_timeout: float = 2.0
     heartbeat_interval: float = 1.0
     stale_after: float = 3.0
-    retry_delay: float = 1.0  # after LINK_FAILED, before resetting the link
+    retry_delay: float = 1.0  # after the link failed, before resetting it (again and again, never giving up)
+    stats_interval: float = 60.0  # how often the link statistics go to the log
 
 
 @dataclass(slots=True)
@@ -113,6 +114,7 @@ class DeviceSession:
         self._closing: asyncio.Task | None = None
         self._last_heard = 0.0
         self._stale = False
+        self._outage = False  # LINK_FAILED reported, not yet CONNECTED again
         self._closed = False
         self._loop = asyncio.get_running_loop()
 
@@ -208,7 +210,7 @@ class DeviceSession:
                 task.cancel()
                 try:
                     await task
-                except (asyncio.CancelledError, Exception):
+                except asyncio.CancelledError:
                     pass
         self._fail_pending(SessionClosed(f"{self.transport.url}: session closed"))
         if self.link is not None:
@@ -242,6 +244,7 @@ class DeviceSession:
             self._emit(SessionEventKind.INCOMPATIBLE, detail, ident)
             raise IncompatibleProtocol(detail)
         self._stats.handshakes += 1
+        self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
         return ident
 
@@ -257,6 +260,8 @@ class DeviceSession:
                     log.warning("rehandshake_retry", device=self.transport.url, error=str(exc))
                 except IncompatibleProtocol:
                     self._closing = self._loop.create_task(self.close())
+                    return
+                except SessionClosed:
                     return
         finally:
             if self._handshake is asyncio.current_task():
@@ -283,7 +288,9 @@ class DeviceSession:
         elif event is LinkEvent.FAILED:
             self._link_up.clear()
             self._fail_pending(LinkReset(f"{self.transport.url}: link failed ({detail})"))
-            self._emit(SessionEventKind.LINK_FAILED, detail)
+            if not self._outage:
+                self._outage = True
+                self._emit(SessionEventKind.LINK_FAILED, detail)
             if not self._closed:
                 self._retry = self._loop.call_later(self.config.retry_delay, self._reset_link)
         else:
@@ -341,9 +348,12 @@ class DeviceSession:
     # ---- liveness --------------------------------------------------------------------
 
     async def _beat(self) -> None:
-        start = self._loop.time()
+        start = last_stats = self._loop.time()
         while True:
             await asyncio.sleep(self.config.heartbeat_interval)
+            if self._loop.time() - last_stats >= self.config.stats_interval and self.link is not None:
+                last_stats = self._loop.time()
+                log.info("link_stats", device=self.transport.url, **_flat(self.link.stats))
             if self.link is not None and self.link.state is LinkState.UP:
                 uptime = int((self._loop.time() - start) * 1000) & 0xFFFFFFFF
                 self.link.send(encode(Heartbeat(uptime))).add_done_callback(_consume)
@@ -360,6 +370,13 @@ class DeviceSession:
                 self._on_event(event)
             except Exception:
                 log.exception("on_event_failed", device=self.transport.url, kind=kind.value)
+
+
+def _flat(stats: LinkStats) -> dict:
+    """Link and framing counters as one flat dict for a log line."""
+    out = {name: getattr(stats, name) for name in LinkStats.__slots__ if name != "framing"}
+    out.update({f"framing_{name}": getattr(stats.framing, name) for name in type(stats.framing).__slots__})
+    return out
 
 
 def _consume(fut: asyncio.Future) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import structlog.testing
 from fb_device import FAST, device_pair, settle
 from fb_wire import run, wait_for
 
@@ -25,7 +26,8 @@ from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKi
 
 pytestmark = pytest.mark.timeout(30)
 
-QUICK = SessionConfig(link=FAST, handshake_timeout=0.5, heartbeat_interval=0.02, stale_after=0.15, retry_delay=0.02)
+QUICK = SessionConfig(link=FAST, handshake_timeout=0.5, heartbeat_interval=0.02, stale_after=0.15, retry_delay=0.02,
+                      stats_interval=0.05)
 
 
 async def open_session(config=QUICK, **device_options):
@@ -136,6 +138,8 @@ def test_link_failure_is_reported_and_recovered_without_reboot():
         await session.open()
         transport.wire_out.cut = device.wire_out.cut = True
         await wait_for(lambda: K.LINK_FAILED in kinds(events))
+        await wait_for(lambda: session.link.stats.resets_sent >= 3)  # it keeps trying...
+        assert kinds(events).count(K.LINK_FAILED) == 1  # ...and says so once per outage
         transport.wire_out.cut = device.wire_out.cut = False
         await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert K.REBOOTED not in kinds(events)  # same boot id: the device kept its state
@@ -187,6 +191,19 @@ def test_transport_loss_ends_the_session():
         assert K.DISCONNECTED in kinds(events)
         with pytest.raises(SessionClosed):
             await session.request(StatusRequest(), expect=Status)
+        await session.close()
+
+    run(main())
+
+
+def test_link_statistics_are_logged_periodically():
+    async def main():
+        session, device, _, _, _ = await open_session()
+        with structlog.testing.capture_logs() as logs:
+            await session.open()
+            await wait_for(lambda: any(e["event"] == "link_stats" for e in logs))
+        line = next(e for e in logs if e["event"] == "link_stats")
+        assert line["device"] == "mem://device" and line["frames_sent"] > 0 and line["framing_crc_errors"] == 0
         await session.close()
 
     run(main())
