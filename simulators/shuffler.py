@@ -100,8 +100,10 @@ class SimulatedShuffler(SimulatedDevice):
             cards = list(self.stacked)
         else:
             cards = misload(self._loaded or full_shoe(decks), self.faults, rng)
+        self._loaded = list(cards)  # still in the machine if a reboot cuts the shuffle short
+        if not await self._count(cards):
+            return
         self._loaded = []
-        await self._count(cards)
         self._output = list(cards) if self.stacked is not None else fisher_yates(cards)
         self.counters["shuffles"] += 1
         self.counters["cards"] += len(cards)
@@ -111,8 +113,9 @@ class SimulatedShuffler(SimulatedDevice):
         self.emit(DeckCheckResult(ok, decks, missing, extra, min(unrecognised, 255)))
         self.device_state = DeviceState.READY
 
-    async def _count(self, cards: list[StackCard]) -> None:
-        """Count the cards in steps, stopping where a jam or a face-up card is met."""
+    async def _count(self, cards: list[StackCard]) -> bool:
+        """Count the cards in steps, stopping where a jam or a face-up card is met.
+        False when the device rebooted part-way (``reboot_at`` cards counted)."""
         total = len(cards)
         stops = {}
         if self.faults.jam is not None or self.faults.jam_needs_clear:
@@ -129,3 +132,6 @@ class SimulatedShuffler(SimulatedDevice):
                 self.raise_fault(code, mark)
                 await self.wait_fault_cleared(code, clears_after)
             self.emit(ShuffleProgress(counted, counted * 100 // max(total, 1)))
+            if await self.step_reached(counted):
+                return False
+        return True

@@ -144,3 +144,16 @@ def test_status_and_ident(run_device):
         assert ident.serial == "SHUF0001" and ident.firmware_version == "1.0.0"
         assert isinstance(h.send(StatusRequest())[0], Status)
     run_device(lambda: shuffler(), body)
+
+
+def test_reboot_mid_shuffle_aborts_it_and_keeps_the_cards(run_device):
+    async def body(h):
+        boot = h.send(Hello(1, 0, "t"))[0].boot_id
+        h.send(StartShuffle(6))
+        await h.until_true(lambda: h.device.state()["reboots"] == 1)
+        assert h.link_resets == 1 and h.send(Hello(1, 0, "t"))[0].boot_id != boot
+        assert h.of(ShuffleComplete) == [] and h.send(StatusRequest())[0].state is DeviceState.IDLE
+        assert h.device.cards_held() == 312
+        h.send(StartShuffle(6))  # the dealer starts it again
+        assert (await h.until(DeckCheckResult))[0].ok
+    run_device(lambda: shuffler(reboot_at=100), body)

@@ -1,0 +1,119 @@
+"""``sim://shuffler`` and ``sim://shoe``: a simulated device in this process, behind a real pty.
+
+Registered with the drivers' scheme registry when :mod:`simulators` is imported, so host code
+opens ``sim://shoe`` exactly like ``serial://...``: the transport is the real serial driver on
+the simulator's pty. A simulated device lives for the whole process (like hardware that stays
+on when the host reconnects): the first open of a URL starts it, later opens reach the same
+device, :func:`stop_all` ends them. Query parameters::
+
+    sim://shoe?serial=SHOE0002&pace_s=0.5&faults=face_up_at=7+unreadable_at=9
+    sim://shuffler?shuffle_time_s=3&faults=jam=1
+
+``faults`` takes the switches of :class:`simulators.faults.Faults`, separated by ``+``/``;``.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from drivers.errors import BadURL, LinkDown
+from drivers.factory import register_scheme
+from drivers.serial_port import SerialTransport
+from drivers.transport import Transport, TransportListener
+from drivers.urls import DeviceURL
+
+from simulators.device import SimulatedDevice
+from simulators.faults import Faults, FaultSpecError
+from simulators.pty_endpoint import PtyEndpoint
+from simulators.shoe import SimulatedShoe
+from simulators.shuffler import SimulatedShuffler
+
+_OPTIONS: dict[str, dict[str, Callable[[str], Any]]] = {
+    "shuffler": {"serial": str, "shuffle_time_s": float, "heartbeat_s": float},
+    "shoe": {"serial": str, "pace_s": float, "heartbeat_s": float},
+}
+_DEVICES: dict[str, type[SimulatedDevice]] = {"shuffler": SimulatedShuffler, "shoe": SimulatedShoe}
+
+_lock = threading.Lock()
+_running: dict[str, PtyEndpoint] = {}
+
+
+def make_device(name: str, params: dict[str, str], where: str) -> SimulatedDevice:
+    """A simulated device from a name and text options (the URL's query or the CLI's)."""
+    if name not in _DEVICES:
+        raise BadURL(where, f"no simulated device {name!r}; simulated devices: {', '.join(_DEVICES)}")
+    allowed = _OPTIONS[name]
+    kwargs: dict[str, Any] = {}
+    for key, raw in params.items():
+        if key == "faults":
+            try:
+                kwargs["faults"] = Faults.parse(raw)
+            except FaultSpecError as exc:
+                raise BadURL(where, str(exc)) from None
+        elif key in allowed:
+            try:
+                kwargs[key] = allowed[key](raw)
+            except ValueError:
+                raise BadURL(where, f"{key}={raw!r} is not a {allowed[key].__name__}") from None
+        else:
+            raise BadURL(where, f"unknown parameter {key!r} for sim://{name} "
+                         f"(allowed: faults, {', '.join(allowed)})")
+    return _DEVICES[name](**kwargs)
+
+
+def endpoint_for(url: DeviceURL) -> PtyEndpoint:
+    """The running simulator behind ``url``, started on first use."""
+    with _lock:
+        endpoint = _running.get(url.text)
+        if endpoint is None:
+            endpoint = PtyEndpoint(make_device(url.name or "", url.params, url.text)).start()
+            _running[url.text] = endpoint
+        return endpoint
+
+
+def running() -> dict[str, PtyEndpoint]:
+    """The simulators started through sim:// URLs, by URL (for tests, the demo, the bench)."""
+    with _lock:
+        return dict(_running)
+
+
+def stop_all() -> None:
+    """Stop every simulator started through a sim:// URL."""
+    with _lock:
+        endpoints = list(_running.values())
+        _running.clear()
+    for endpoint in endpoints:
+        endpoint.stop()
+
+
+class SimTransport(Transport):
+    """The real serial transport on an in-process simulator's pty."""
+
+    def __init__(self, url: DeviceURL) -> None:
+        self.url = url.text
+        self._url = url
+        make_device(url.name or "", url.params, url.text)  # a bad URL fails here, before open
+        self.endpoint: PtyEndpoint | None = None
+        self._serial: SerialTransport | None = None
+
+    async def open(self, listener: TransportListener) -> None:
+        self.endpoint = endpoint_for(self._url)
+        self._serial = SerialTransport(self.endpoint.url)
+        await self._serial.open(listener)
+
+    def write(self, data: bytes) -> None:
+        if self._serial is None:
+            raise LinkDown(self.url, "not open")
+        self._serial.write(data)
+
+    def close(self) -> None:
+        if self._serial is not None:
+            self._serial.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._serial is not None and self._serial.is_open
+
+
+def register() -> None:
+    register_scheme("sim", lambda url, **options: SimTransport(url))

@@ -1,0 +1,158 @@
+"""Simulators reached the ways a technician, the demo and cardd reach them: sim:// URLs, the
+shuffler-to-shoe rig, the standalone CLI, and unplug/replug; plus the timing-shaped faults."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from drivers import make_transport
+from drivers.serial_port import SerialTransport
+from firmware_bridge.cards import Orientation, shoe_composition
+from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, ShoeLoaded, StartShuffle, Status,
+                                      StatusRequest)
+from firmware_bridge.session import SessionEventKind
+from simulators import sim_url
+from simulators.faults import Faults
+from simulators.rig import SimulatedTable
+from simulators.shoe import SimulatedShoe
+from simulators.stack import full_shoe
+
+from .conftest import PATHS, make_endpoint, open_host
+
+
+def test_sim_url_opens_an_in_process_simulator_through_the_serial_driver():
+    async def main():
+        host = await open_host(make_transport("sim://shoe?serial=SIMSHOE9&faults=face_up_at=2"))
+        try:
+            assert host.session.ident.serial == "SIMSHOE9"
+            [endpoint] = sim_url.running().values()
+            endpoint.call(endpoint.device.load, full_shoe(1))
+            endpoint.call(endpoint.device.deal, 3)
+            await host.until(lambda: len(host.of(CardRead)) == 3)
+            assert [r.orientation for r in host.of(CardRead)] == [Orientation.FACE_DOWN, Orientation.FACE_UP,
+                                                                  Orientation.FACE_DOWN]
+        finally:
+            await host.session.close()
+    try:
+        asyncio.run(main())
+    finally:
+        sim_url.stop_all()
+
+
+@pytest.mark.timeout(60)
+def test_rig_shuffles_verifies_hands_off_and_deals_a_six_deck_shoe():
+    async def main(table):
+        shuffler = await open_host(SerialTransport(table.shuffler.url))
+        shoe = await open_host(SerialTransport(table.shoe.url))
+        try:
+            await shuffler.session.send(StartShuffle(6))
+            await shuffler.until(lambda: shuffler.of(DeckCheckResult))
+            assert shuffler.of(DeckCheckResult)[0].ok
+            assert table.hand_off() == 312
+            await shoe.until(lambda: shoe.of(ShoeLoaded))
+            table.shoe.call(table.shoe.device.deal, 400)
+            await shoe.until(lambda: len(shoe.of(CardRead)) == 312)
+            seen: dict = {}
+            for read in shoe.of(CardRead):
+                seen[read.card] = seen.get(read.card, 0) + 1
+            assert seen == shoe_composition(6)
+            assert shoe.of(CutCardSeen)[0].index == 234
+        finally:
+            await shuffler.session.close()
+            await shoe.session.close()
+
+    with SimulatedTable.over_ptys(heartbeat_s=0) as table:
+        asyncio.run(main(table))
+
+
+@pytest.mark.timeout(30)
+def test_standalone_cli_prints_the_path_serves_and_stops_cleanly(tmp_path):
+    link = tmp_path / "shoe-SIM1"
+    proc = subprocess.Popen([sys.executable, "-m", "simulators", "shoe", "--pty", "--decks", "1",
+                             "--link", str(link), "--serial", "SIM1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().strip() == str(link)
+
+        async def main():
+            host = await open_host(SerialTransport(f"serial://{link}"))
+            try:
+                assert host.session.ident.serial == "SIM1"
+                status = await host.session.request(StatusRequest(), expect=Status)
+                assert status.cards_held == 52
+            finally:
+                await host.session.close()
+        asyncio.run(main())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert not os.path.lexists(link)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_cli_refuses_a_bad_fault_switch_naming_the_known_ones():
+    result = subprocess.run([sys.executable, "-m", "simulators", "shoe", "--pty", "--faults", "jamm"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "no fault switch 'jamm'" in result.stderr and "byte_at_a_time" in result.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path", PATHS)
+def test_disconnect_for_t_then_the_device_is_back_at_the_same_address(path):
+    device = SimulatedShoe(faults=Faults(disconnect_for=0.3, disconnect_at=2), heartbeat_s=0)
+    endpoint, transport = make_endpoint(path, device)
+
+    async def main():
+        host = await open_host(transport())
+        endpoint.call(device.load, full_shoe(1))
+        endpoint.call(device.deal, 5)
+        await host.until(lambda: SessionEventKind.DISCONNECTED in host.kinds())
+        await host.session.close()
+        for _ in range(100):  # a reconnecting host retries the open; the device is back after T
+            try:
+                again = await open_host(transport())
+                break
+            except Exception:
+                await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("device did not come back")
+        try:
+            assert again.session.ident.boot_id == host.session.ident.boot_id  # not a reboot
+            endpoint.call(device.deal, 2)
+            await again.until(lambda: len(again.of(CardRead)) == 2)
+            assert [r.index for r in again.of(CardRead)] == [6, 7]  # the shoe kept its place
+        finally:
+            await again.session.close()
+
+    with endpoint:
+        asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path", PATHS)
+def test_ftdi_batching_and_slow_acks_still_deliver_everything(path):
+    device = SimulatedShoe(faults=Faults(ftdi_batching_ms=16, slow_ack_ms=25), heartbeat_s=0)
+    endpoint, transport = make_endpoint(path, device)
+
+    async def main():
+        host = await open_host(transport())
+        try:
+            endpoint.call(device.load, full_shoe(2))
+            endpoint.call(device.deal, 104)
+            await host.until(lambda: len(host.of(CardRead)) == 104, timeout=30)
+            assert [r.card for r in host.of(CardRead)] == full_shoe(2)
+            wire = endpoint.state()["wire"]
+            assert wire.writes < 104 / 2  # frames arrive in 16 ms batches, not one write each
+            assert host.session.stats.link.rtt_min >= 0.025  # every answer came at least 25 ms late
+        finally:
+            await host.session.close()
+
+    with endpoint:
+        asyncio.run(main())
