@@ -35,7 +35,7 @@ _ENDED = ["reconciled", "unreconciled", "void"]
 _FREE = ["idle", "refused", "verified", *_ENDED]  # no shoe in play, none waiting to be reconciled
 SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
     {"trigger": "start_shuffle", "source": _FREE, "dest": "shuffling"},
-    {"trigger": "counted", "source": "shuffling", "dest": "verifying"},
+    {"trigger": "stack_counted", "source": "shuffling", "dest": "verifying"},
     {"trigger": "accept", "source": "verifying", "dest": "verified"},
     {"trigger": "refuse", "source": ["shuffling", "verifying", "verified"], "dest": "refused"},
     {"trigger": "hand_shuffle", "source": _FREE, "dest": "verified"},
@@ -110,7 +110,7 @@ class Shoe:
             if self.state != "shuffling":
                 self.start_shuffle()
             self.counted = dict(msg.composition)
-            self._fire("counted", card_count=msg.card_count)
+            self._fire("stack_counted", card_count=msg.card_count)
         elif isinstance(msg, DeckCheckResult):
             self._on_deck_check(msg)
 
