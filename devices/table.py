@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from devices.device_model import DeviceModel
 from devices.events import Event, EventSink, Reason, Role, Severity
@@ -38,7 +38,14 @@ FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal
 
 
 class Table(TableProcedures):
-    def __init__(self, rules: HouseRules, sink: EventSink, clock=time.monotonic, stale_after_s: float = 3.0) -> None:
+    """One table: feed it device messages and the dealer's and supervisor's inputs, read its events.
+
+    ``clock`` is monotonic seconds (injected: tests move it); a device silent for longer than
+    ``stale_after_s`` becomes stale at the next :meth:`tick`.
+    """
+
+    def __init__(self, rules: HouseRules, sink: EventSink, clock: Callable[[], float] = time.monotonic,
+                 stale_after_s: float = 3.0) -> None:
         self.rules = rules
         self._sink = sink
         self._replaying = False
@@ -286,6 +293,8 @@ class Table(TableProcedures):
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Forward one input to the live round and remember it (the snapshot replays the log)."""
+        if self.round is None:
+            raise TableError(f"{name}: no round is open (open_round() first)")
         result = getattr(self.round, name)(*args, **kwargs)
         self.round_log.append((name, args, kwargs))
         return result

@@ -146,3 +146,9 @@ def test_alarm_survives_until_a_supervisor_clears_it() -> None:
 
 def test_every_card_code_is_countable() -> None:
     assert len(ALL_CARDS) == 52 and sum(shoe_composition(8).values()) == 416
+
+
+def test_round_inputs_without_a_round_get_one_clear_error() -> None:
+    rig = TableRig(HouseRules.default())
+    with pytest.raises(TableError, match="no round is open"):
+        rig.table.place_bet(1, "p1", 1000)
