@@ -75,9 +75,11 @@ class FirmwareHeader:
     def parse(cls, data: bytes) -> tuple["FirmwareHeader", int]:
         """The header at the start of ``data`` and its length in bytes."""
         if data[:4] != MAGIC:
-            raise FirmwareFormatError(f"not a firmware image: magic {data[:4].hex(' ')}, expected 43 44 46 57 ('CDFW')", data)
+            magic = data[:4].hex(" ")
+            raise FirmwareFormatError(f"not a firmware image: magic {magic}, expected 43 44 46 57 ('CDFW')", data)
         if len(data) < 5 or data[4] != FORMAT_VERSION:
-            raise FirmwareFormatError(f"image format {data[4:5].hex() or 'missing'}, this host reads format {FORMAT_VERSION}", data)
+            fmt = data[4:5].hex() or "missing"
+            raise FirmwareFormatError(f"image format {fmt}, this host reads format {FORMAT_VERSION}", data)
         pos, texts = 5, []
         for name in ("model", "version"):
             n = data[pos] if pos < len(data) else 0
@@ -155,10 +157,14 @@ def sign_image(model: str, version: str, image: bytes, private_key: Ed25519Priva
     return SignedImage(FirmwareHeader(model, version, len(image)), header_bytes, bytes(image), signature)
 
 
-def verify_signature(header_bytes: bytes, image: bytes, signature: bytes, public_key: Ed25519PublicKey) -> FirmwareHeader:
+def verify_signature(
+    header_bytes: bytes, image: bytes, signature: bytes, public_key: Ed25519PublicKey
+) -> FirmwareHeader:
     """The header, if ``signature`` is a valid signature of header + image; else FirmwareSignatureError."""
     if len(signature) != SIGNATURE_LEN:
-        raise FirmwareSignatureError(f"signature is {len(signature)} bytes, Ed25519 needs {SIGNATURE_LEN}: {hex_preview(signature, 16)}")
+        raise FirmwareSignatureError(
+            f"signature is {len(signature)} bytes, Ed25519 needs {SIGNATURE_LEN}: {hex_preview(signature, 16)}"
+        )
     try:
         public_key.verify(signature, header_bytes + image)
     except InvalidSignature:
@@ -236,7 +242,9 @@ async def update_firmware(
     header = verify_image(signed, public_key)
     ident = session.ident
     if ident is not None and ident.model != header.model:
-        raise FirmwareTargetMismatch(f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})")
+        raise FirmwareTargetMismatch(
+            f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})"
+        )
 
     async def step(msg: Message, stage: FirmwareStage) -> FirmwareResult:
         result = await session.request(msg, expect=FirmwareResult, timeout=timeout)

@@ -17,6 +17,7 @@ from typing import Callable
 
 from firmware_bridge.crc import crc16
 from firmware_bridge.errors import (
+    HEX_SHOWN,
     CobsError,
     CrcMismatch,
     FrameError,
@@ -203,15 +204,18 @@ class FrameDecoder:
         if self._overflowing:
             self.stats.bytes_discarded += len(data)
             return
-        self._buf += data
-        if len(self._buf) > MAX_ENCODED_LEN:
-            self._overflow(len(self._buf), bytes(self._buf))
+        if len(self._buf) + len(data) > MAX_ENCODED_LEN:  # never copy more than the bound
+            start = (bytes(self._buf[:HEX_SHOWN]) + bytes(data[:HEX_SHOWN]))[:HEX_SHOWN]
+            self._overflow(len(self._buf) + len(data), start)
             self._buf.clear()
+        else:
+            self._buf += data
 
     def _overflow(self, n: int, data: bytes) -> None:
         self._overflowing = True
         self.stats.bytes_discarded += n
-        self._report(FrameTooLong(f"no delimiter within {MAX_ENCODED_LEN} bytes, discarding until the next", data))
+        why = f"no delimiter within {MAX_ENCODED_LEN} bytes, discarding until the next; the run starts"
+        self._report(FrameTooLong(why, data[:HEX_SHOWN]))
 
     def _segment_done(self, segment: bytes, frames: list[Frame]) -> None:
         if self._overflowing:

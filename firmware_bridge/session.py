@@ -152,7 +152,8 @@ class DeviceSession:
                         continue
         except TimeoutError:
             await self.close()
-            raise RequestTimeout(f"{self.transport.url}: no handshake within {self.config.handshake_timeout * 2}s") from None
+            limit = self.config.handshake_timeout * 2
+            raise RequestTimeout(f"{self.transport.url}: no handshake within {limit}s") from None
         except BaseException:
             await self.close()
             raise
@@ -333,7 +334,8 @@ class DeviceSession:
             if fut.done():
                 continue
             if isinstance(msg, Refused) and msg.request_type == request_type:
-                fut.set_exception(RequestRefused(f"{self.transport.url}: device refused message 0x{request_type:02x}: {msg.reason}"))
+                why = f"{self.transport.url}: device refused message 0x{request_type:02x}: {msg.reason}"
+                fut.set_exception(RequestRefused(why))
                 return True
             if isinstance(msg, expect):
                 fut.set_result(msg)
