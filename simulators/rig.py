@@ -17,8 +17,8 @@ from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 
-#: the dealer puts the cut card about a quarter from the back (house rules: ~1/3 to 1/4)
-DEFAULT_PENETRATION = 0.75
+#: the dealer puts the cut card about a third from the back (the seeds' house rules)
+DEFAULT_PENETRATION = 2 / 3
 
 
 class SimulatedTable:
