@@ -91,7 +91,16 @@ class CardMismatch(RoundError):
     """During a re-deal the shoe gave a card other than the one expected back."""
 
 
-_CARD_NAMES = {c: str(c) for c in ALL_CARDS}
+_CARD_NAMES = {c.to_byte(): str(c) for c in ALL_CARDS}  # by byte: hashing a Card costs more
+_TARGETS: dict[tuple[int, int], Target] = {}
+
+
+def _target(box: int, hand: int) -> Target:
+    """Targets are immutable values; reuse one per place instead of building one per card."""
+    t = _TARGETS.get((box, hand))
+    if t is None:
+        t = _TARGETS[(box, hand)] = Target("box", box, hand)
+    return t
 
 
 class Round(RoundProcedures):
@@ -99,6 +108,7 @@ class Round(RoundProcedures):
 
     def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
         self.rules, self._sink, self.round_id = rules, sink, round_id
+        self._prefix = f"round {round_id}: "
         self.wagers: dict[int, dict[str, int]] = {}  # box -> player -> stake, in betting order
         self.pairs_bets: dict[tuple[int, str], int] = {}
         self.insurance: dict[tuple[int, str], int] = {}
@@ -111,10 +121,12 @@ class Round(RoundProcedures):
         self.held: str | None = None
         self.settlement: Settlement | None = None
         self._plan: list[Target] = []  # initial-deal order still to come
+        self._order: list[Hand] = []  # every player hand in playing order
+        self._turn = 0  # index in _order of the first hand not complete (hands never reopen)
         self._redeal_queue: list[Card] = []
         self._draw_seen = False  # a card has reached a player after the initial deal
         self.machine = MACHINE
-        self._phase: Phase | None = take_phase(self)
+        self._phase: Phase | None = take_phase()
         self._final = ""
         # a round dropped while live gives its phase back when it is garbage-collected
         self._release = weakref.finalize(self, return_phase, self._phase)
@@ -124,20 +136,22 @@ class Round(RoundProcedures):
         return self._phase.state if self._phase is not None else self._final
 
     def _go(self, trigger: str) -> None:
-        assert self._phase is not None, f"round {self.round_id} is {self._final}"
-        MACHINE.events[trigger].trigger(self._phase)
-
-    # ----- events -----
-    def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
-              who: str | None = None, **data: Any) -> None:
-        self._sink(Event(reason, "round", f"round {self.round_id}: {message}", severity,
-                         {"round": self.round_id, **data}, who))
-
-    def _emit_state(self, state: str) -> None:
+        """Fire a transition, then journal the new state. The machine has no callbacks, so nothing
+        runs inside it and the queued machine always executes the trigger at once."""
+        phase = self._phase
+        assert phase is not None, f"round {self.round_id} is {self._final}"
+        MACHINE.events[trigger].trigger(phase)
+        state = phase.state
         if state in ("complete", "void"):
             self._final, self._phase = state, None
             self._release()  # the phase goes back to the pool
         self._emit(Reason.ROUND_STATE, f"now {state}", state=state)
+
+    # ----- events -----
+    def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
+              who: str | None = None, **data: Any) -> None:
+        data["round"] = self.round_id  # data is this call's own kwargs dict: no copy needed
+        self._sink(Event(reason, "round", self._prefix + message, severity, data, who))
 
     def _refuse(self, rule: str, message: str, who: str | None = None) -> RuleViolation:
         self._emit(Reason.ACTION_REFUSED, message, Severity.WARNING, who, rule=rule)
@@ -182,40 +196,46 @@ class Round(RoundProcedures):
     def _start_initial_deal(self) -> None:
         boxes = sorted(self.wagers)
         self.box_hands = {b: [Hand(b, 0, dict(self.wagers[b]))] for b in boxes}
+        self._order, self._turn = [h for b in boxes for h in self.box_hands[b]], 0
         self.dealer_cards, self.initial_cards = [], {b: [] for b in boxes}
         self.insurance, self.even_money_taken, self._draw_seen = {}, set(), False
         self._plan = self._full_plan()
 
     def _full_plan(self) -> list[Target]:
         """Initial deal: one card to each box with a wager left to right, one to the dealer, a second to each box."""
-        first = [Target("box", b, 0) for b in sorted(self.wagers)]
+        first = [_target(b, 0) for b in sorted(self.wagers)]
         return first + [DEALER] + list(first)
 
     # ----- cards -----
     @property
     def hands(self) -> list[Hand]:
-        """Every player hand in playing order: boxes left to right, split hands in order."""
-        return [h for b in sorted(self.box_hands) for h in self.box_hands[b]]
+        """Every player hand in playing order: boxes left to right, split hands in order (read only)."""
+        return self._order
+
+    def _current(self) -> Hand | None:
+        order = self._order
+        while self._turn < len(order) and order[self._turn].complete:
+            self._turn += 1
+        return order[self._turn] if self._turn < len(order) else None
 
     @property
     def current_hand(self) -> Target | None:
         """The hand whose turn it is (awaiting a card or a decision), while players act."""
         if self.state != "players":
             return None
-        for h in self.hands:
-            if not h.complete:
-                return Target("box", h.box, h.index)
-        return None
+        h = self._current()
+        return None if h is None else _target(h.box, h.index)
 
     def expected_next(self) -> Target | None:
         if self.held is not None:
             return None
-        if self.state == "initial_deal":
+        state = self.state
+        if state == "initial_deal":
             return self._plan[0] if self._plan else None
-        if self.state == "players":
-            t = self.current_hand
-            return t if t is not None and self._hand(t).needs_card else None
-        if self.state == "dealer":
+        if state == "players":
+            h = self._current()
+            return _target(h.box, h.index) if h is not None and h.needs_card else None
+        if state == "dealer":
             return DEALER if self._dealer_draws() else None
         return None
 
@@ -231,21 +251,22 @@ class Round(RoundProcedures):
                                    f"back from the shoe, got {card}")
             self._redeal_queue.pop(0)
         self.assignments.append((card, target))
-        if self.state == "initial_deal":
+        initial = self.state == "initial_deal"
+        if initial:
             self._plan.pop(0)
-        if target.kind == "dealer":
+        if target is DEALER:
             self.dealer_cards.append(card)
         else:
-            self._give(self._hand(target), card)
-        name, where = _CARD_NAMES[card], str(target)
+            self._give(self.box_hands[target.box][target.hand], card, initial)  # type: ignore[index]
+        name, where = _CARD_NAMES[(card.suit << 4) | card.rank], str(target)
         self._emit(Reason.CARD_ASSIGNED, f"{name} to {where}", card=name, target=where)
         self._advance()
         return target
 
-    def _give(self, hand: Hand, card: Card) -> None:
+    def _give(self, hand: Hand, card: Card, initial: bool) -> None:
         hand.add(card)
         hand.awaiting_card = False
-        if self.state == "initial_deal":
+        if initial:
             self.initial_cards[hand.box].append(card)
             return
         self._draw_seen = True
@@ -258,20 +279,21 @@ class Round(RoundProcedures):
 
     def _advance(self) -> None:
         """Move the machine on once the current phase needs nothing more."""
-        if self.state == "initial_deal":
+        state = self.state
+        if state == "initial_deal":
             if self._plan:
                 return
             if self.dealer_cards[0].rank is Rank.ACE and self.rules.insurance.offered:
                 self._go("ace_up")
             else:
                 self._after_insurance()
-        elif self.state == "players" and self.current_hand is None:
+        elif state == "players" and self._current() is None:
             self._go("dealers_turn")
-        elif self.state == "dealer" and not self._dealer_draws():
+        elif state == "dealer" and not self._dealer_draws():
             self._settle()
 
     def _after_insurance(self) -> None:
-        if all(h.complete for h in self.hands):
+        if self._current() is None:
             self._go("dealers_turn")
         else:
             self._go("players_turn")
@@ -348,8 +370,8 @@ class Round(RoundProcedures):
         hands = self.box_hands.get(box, [])
         if action is Action.SURRENDER:
             return hands[0] if hands else None
-        t = self.current_hand
-        current = self._hand(t) if t is not None and t.box == box else None
+        h = self._current() if self.state == "players" else None
+        current = h if h is not None and h.box == box else None
         if current is not None and not current.needs_card:
             return current
         done = [h for h in hands if h.complete]
@@ -379,3 +401,4 @@ class Round(RoundProcedures):
         hands.insert(hand.index + 1, new)
         for i, h in enumerate(hands):
             h.index = i
+        self._order = [h for b in sorted(self.box_hands) for h in self.box_hands[b]]  # the turn stays put

@@ -8,13 +8,9 @@ Not thread-safe: all rounds run on the table's single event loop.
 """
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from transitions import Machine
-
-if TYPE_CHECKING:
-    from devices.round import Round
 
 ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
 LIVE_STATES = ["betting", "initial_deal", "insurance", "players", "dealer"]
@@ -38,33 +34,28 @@ def machine_definition() -> tuple[list[str], list[dict[str, Any]], str]:
 
 
 class Phase:
-    """A round's place in the shared machine; pooled and reused."""
+    """A round's place in the shared machine (the machine's model); pooled and reused."""
 
-    def __init__(self) -> None:
-        self.owner: Callable[[], Round | None] = lambda: None
-
-    def _emit_state(self) -> None:  # the machine's after_state_change callback
-        owner = self.owner()
-        if owner is not None:
-            owner._emit_state(self.state)
+    state: str  # set by transitions
 
 
+# No callbacks: nothing runs inside the machine, so the queued machine executes each trigger at
+# once and the round journals the new state itself after the trigger returns.
 MACHINE = Machine(model=[], states=ROUND_STATES, transitions=ROUND_TRANSITIONS, initial="betting",
-                   auto_transitions=False, queued=True, after_state_change="_emit_state")
+                  auto_transitions=False, queued=True)
 _POOL: list[Phase] = []
 
 
-def take_phase(owner: "Round") -> Phase:
+def take_phase() -> Phase:
     if _POOL:
         phase = _POOL.pop()
         MACHINE.set_state("betting", model=phase)
     else:
         phase = Phase()
         MACHINE.add_model(phase)
-    phase.owner = weakref.ref(owner)  # weak: a dropped round can be collected and its phase reused
     return phase
 
 
 def return_phase(phase: Phase) -> None:
-    phase.owner = lambda: None
+    """Back to the pool: on completion or void, or when a round dropped while live is collected."""
     _POOL.append(phase)

@@ -4,7 +4,8 @@ Main bets: win 1:1, blackjack 3:2, push, surrender half back, blackjack beats 21
 blackjack beats every other hand (doubled and split stakes included: no hole card), both
 blackjack push. Insurance pays 2:1; even money is paid 1:1 at once instead of the hand.
 Side bets and bonuses as configured (docs/rules.md). ``net`` is what the player gains (+) or
-loses (-); the house result is minus the sum of the players' nets, so it always adds up.
+loses (-), in cents: an int, or an exact Fraction where a ratio leaves part of a cent (3:2 on an
+odd stake); never a float. The house result is minus the sum of the players' nets.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from devices.rules import HouseRules
 from firmware_bridge.cards import Card, Rank, Suit
 
 _RED = {Suit.DIAMONDS, Suit.HEARTS}
+Money = int | Fraction  # cents; a Fraction only where a pay ratio leaves part of a cent
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +28,7 @@ class Line:
     hand: int | None  # None for per-box bets (insurance, pairs)
     kind: str  # main, surrender, even_money, insurance, pairs, bonus_77, bonus_777, five_card_21, seven_card_hand
     stake: int
-    net: Fraction
+    net: Money
     outcome: str  # win, blackjack, push, lose, ...
 
     def describe(self) -> str:
@@ -42,40 +44,47 @@ class Line:
 class Settlement:
     lines: tuple[Line, ...]
 
-    def per_player(self) -> dict[str, Fraction]:
-        out: dict[str, Fraction] = {}
+    def per_player(self) -> dict[str, Money]:
+        out: dict[str, Money] = {}
         for line in self.lines:
-            out[line.player] = out.get(line.player, Fraction(0)) + line.net
+            out[line.player] = out.get(line.player, 0) + line.net
         return out
 
     @property
-    def house(self) -> Fraction:
+    def house(self) -> Money:
         """The house's result: what the players lost minus what they won."""
-        return -sum((line.net for line in self.lines), Fraction(0))
+        return -sum(line.net for line in self.lines)
 
 
 def dealer_blackjack(dealer: list[Card]) -> bool:
     return is_two_card_21(dealer)
 
 
-def _main(hand: Hand, player: str, dealer: list[Card]) -> tuple[str, str, Fraction]:
+_HALF_LOSS, _THREE_HALVES = Fraction(-1, 2), Fraction(3, 2)
+
+
+def _times(ratio: Fraction | int, stake: int) -> Money:
+    """ratio x stake, kept an int whenever it is whole (most lines), else an exact Fraction."""
+    if isinstance(ratio, int):
+        return ratio * stake
+    num, den = ratio.numerator * stake, ratio.denominator
+    return num // den if num % den == 0 else Fraction(num, den)
+
+
+def _main(hand: Hand, dealer_total: int, dealer_bj: bool) -> tuple[str, str, Fraction | int]:
     """(kind, outcome, multiple of the player's whole stake on the hand)."""
     if hand.surrendered:
-        return "surrender", "surrender", Fraction(-1, 2)
+        return "surrender", "surrender", _HALF_LOSS
     if hand.bust:
-        return "main", "bust", Fraction(-1)
-    dealer_total = hand_total(dealer)[0]
-    if dealer_blackjack(dealer):
-        return ("main", "push", Fraction(0)) if hand.blackjack else ("main", "dealer_blackjack", Fraction(-1))
+        return "main", "bust", -1
+    if dealer_bj:
+        return ("main", "push", 0) if hand.blackjack else ("main", "dealer_blackjack", -1)
     if hand.blackjack:
-        return "main", "blackjack", Fraction(3, 2)
-    if dealer_total > 21:
-        return "main", "win", Fraction(1)
-    if hand.total > dealer_total:
-        return "main", "win", Fraction(1)
-    if hand.total < dealer_total:
-        return "main", "lose", Fraction(-1)
-    return "main", "push", Fraction(0)
+        return "main", "blackjack", _THREE_HALVES
+    total = hand.total
+    if dealer_total > 21 or total > dealer_total:
+        return "main", "win", 1
+    return ("main", "lose", -1) if total < dealer_total else ("main", "push", 0)
 
 
 def _pair_kind(a: Card, b: Card) -> str | None:
@@ -109,24 +118,26 @@ def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: 
            even_money: set[tuple[int, str]], pairs_bets: dict[tuple[int, str], int],
            initial_cards: dict[int, list[Card]]) -> Settlement:
     lines: list[Line] = []
+    dealer_total, dealer_bj = hand_total(dealer)[0], dealer_blackjack(dealer)
     for hand in hands:
+        main = _main(hand, dealer_total, dealer_bj)
+        bonuses = list(_bonuses(rules, hand, dealer))
         for player, base in hand.stakes.items():
             stake = hand.stake_of(player)
             if hand.index == 0 and (hand.box, player) in even_money:
-                lines.append(Line(player, hand.box, 0, "even_money", stake, Fraction(stake), "even_money"))
+                lines.append(Line(player, hand.box, 0, "even_money", stake, stake, "even_money"))
             else:
-                kind, outcome, mult = _main(hand, player, dealer)
-                lines.append(Line(player, hand.box, hand.index, kind, stake, mult * stake, outcome))
-            for kind, outcome, mult in _bonuses(rules, hand, dealer):
-                lines.append(Line(player, hand.box, hand.index, kind, base, mult * base, outcome))
-    dealer_bj = dealer_blackjack(dealer)
+                kind, outcome, mult = main
+                lines.append(Line(player, hand.box, hand.index, kind, stake, _times(mult, stake), outcome))
+            for kind, outcome, mult in bonuses:
+                lines.append(Line(player, hand.box, hand.index, kind, base, _times(mult, base), outcome))
     for (box, player), amount in insurance.items():
-        lines.append(Line(player, box, None, "insurance", amount,
-                          Fraction(2 * amount if dealer_bj else -amount), "win" if dealer_bj else "lose"))
+        lines.append(Line(player, box, None, "insurance", amount, 2 * amount if dealer_bj else -amount,
+                          "win" if dealer_bj else "lose"))
     pays = rules.side_bets.blackjack_pairs
     for (box, player), amount in pairs_bets.items():
         first_two = initial_cards.get(box, [])[:2]
         kind = _pair_kind(*first_two) if len(first_two) == 2 else None
-        net = Fraction(-amount) if kind is None else getattr(pays, kind) * amount
+        net = -amount if kind is None else _times(getattr(pays, kind), amount)
         lines.append(Line(player, box, None, "pairs", amount, net, kind or "lose"))
     return Settlement(tuple(lines))
