@@ -256,17 +256,24 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
     rig.deal("AH 9S 6D 5C 8H")  # box 1: A5 soft 16, box 2: 17, dealer 6
     rig.table.act(1, Action.HIT, "p1")
     rig.read("3C")  # three cards: soft 19
-    before = (rig.table.round.state, [list(h.cards) for h in rig.table.round.hands], len(rig.table.round_log))
+
+    def state() -> tuple:
+        r = rig.table.round
+        return r.state, [list(h.cards) for h in r.hands], len(rig.table.round_log), r.current_hand
+
+    before = state()
     with pytest.raises(RuleViolation) as double:
-        rig.table.act(1, Action.DOUBLE, "p1")
-    assert double.value.rule
+        rig.table.act(1, Action.DOUBLE, "p1")  # a double on three cards
+    assert double.value.rule and state() == before
+    refused = rig.find(Reason.ACTION_REFUSED)[-1]
+    assert refused.data["rule"] == double.value.rule
     rig.table.act(1, Action.HIT, "p1")
-    rig.read("2D")  # soft 21
-    assert rig.table.round.current_hand.box == 2  # 21 ends the hand: no drawing on any 21
+    rig.read("2D")  # soft 21: the hand is over, no drawing on any 21
+    assert rig.table.round.current_hand.box == 2
+    before = state()
     with pytest.raises(RuleViolation):
-        rig.table.act(1, Action.HIT, "p1")
-    assert Reason.ACTION_REFUSED in rig.reasons()
-    assert before[0] == rig.table.round.state
+        rig.table.act(1, Action.HIT, "p1")  # a hit on 21
+    assert state() == before
 
 
 def test_surrender_never_against_an_ace(rig: TableRig) -> None:

@@ -76,3 +76,22 @@ def test_every_machine_is_drawn() -> None:
     for title in ("Shuffler", "Shoe reader", "Shoe life", "Round"):
         assert f"## {title}" in text
     assert "stale --> dealing: back_to_dealing" in text and "last_round --> complete: finish" in text
+
+
+def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TC")
+    rig.unreadable()
+    rig.deal("9D")  # waits behind the unreadable card
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    t = restore(HouseRules.default(), lambda e: None, snap, clock=rig.clock)
+    assert t.awaiting_entry == rig.index - 1 and [m.card for m in t.queued_reads] == [Card.parse("9D")]
+    for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
+        t.link_up(name)
+        (t.on_shuffler if role is DeviceRole.SHUFFLER else t.on_shoe)(Ident(role, "sim", "x", "1", 1, 0, 9))
+    t.resume("sup-1", Role.SUPERVISOR)
+    t.enter_card(Card.parse("5S"), "dealer-1")  # the dealer's card, then the queued 9D
+    assert [str(c) for c in t.round.dealer_cards] == ["5S"]
+    assert [str(c) for c in t.round.box_hands[1][0].cards] == ["TC", "9D"]
+    assert t.placed() == +t.shoe.out
