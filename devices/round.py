@@ -20,6 +20,9 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
     r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
 
+Modules: round_types (Action, Target, errors), round_rules (what the rules allow), round_machine
+(the shared transitions machine), round_procedures (holds, overrides, reconstructions).
+
 Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
 (OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).
 
@@ -36,9 +39,7 @@ cards again, in that order, before any new card (a different card raises :class:
 """
 from __future__ import annotations
 
-import enum
 import weakref
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from devices.events import Event, EventSink, Reason, Severity
@@ -47,48 +48,14 @@ from devices.procedures import OverrideRefused  # part of this API: refused over
 from devices.round_machine import (MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, machine_definition,
                                    return_phase, take_phase)
 from devices.round_procedures import RoundProcedures
-from devices.round_rules import RuleViolation, check_action, check_bet, check_insurance, check_pairs_bet
+from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
+from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
 from devices.rules import HouseRules
 from devices.settlement import Settlement, settle
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
 from firmware_bridge.cards import ALL_CARDS, Card, Rank
-
-
-class Action(enum.StrEnum):
-    HIT = "hit"
-    STAND = "stand"
-    DOUBLE = "double"
-    SPLIT = "split"
-    SURRENDER = "surrender"
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a card goes: ``kind`` is "box" (with box number and hand position) or "dealer"."""
-
-    kind: str
-    box: int | None = None
-    hand: int | None = None
-
-    def __str__(self) -> str:
-        return "dealer" if self.kind == "dealer" else f"box {self.box} hand {self.hand + 1}"
-
-
-DEALER = Target("dealer")
-
-
-class RoundError(Exception):
-    """Base of the round's typed errors."""
-
-
-class RoundHeld(RoundError):
-    """The round is held: no card or action is accepted until a supervisor resumes it."""
-
-
-class CardMismatch(RoundError):
-    """During a re-deal the shoe gave a card other than the one expected back."""
 
 
 _CARD_NAMES = {c.to_byte(): str(c) for c in ALL_CARDS}  # by byte: hashing a Card costs more

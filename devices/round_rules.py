@@ -12,18 +12,12 @@ from devices.hand import Hand, card_value
 from devices.rules import HouseRules
 from firmware_bridge.cards import Card, Rank
 
+from devices.round_types import Action, RuleViolation  # noqa: F401  (RuleViolation re-exported)
+
 if TYPE_CHECKING:
-    from devices.round import Action, Round
+    from devices.round import Round
 
 Problem = tuple[str, str] | None
-
-
-class RuleViolation(Exception):
-    """An input the house rules forbid; ``rule`` names the rule, the state is unchanged."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        self.rule, self.message = rule, message
-        super().__init__(f"{rule}: {message}")
 
 
 def check_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, amount: int) -> Problem:
@@ -75,10 +69,8 @@ def is_pair(rules: HouseRules, a: Card, b: Card) -> bool:
     return card_value(a) == card_value(b)
 
 
-def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, action: "Action",
+def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, action: Action,
                  amount: int | None, declined: frozenset[str]) -> Problem:
-    from devices.round import Action  # the enum lives with the round's API
-
     p = rules.play
     if hand is None:
         return "not_this_box", f"box {box} has no hand to act on now (current: {rnd.current_hand})"
@@ -118,10 +110,8 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
     return None
 
 
-def _why_complete(rules: HouseRules, rnd: "Round", hand: Hand, action: "Action") -> tuple[str, str]:
+def _why_complete(rules: HouseRules, rnd: "Round", hand: Hand, action: Action) -> tuple[str, str]:
     """The rule that closed a hand, named for an action asked on it."""
-    from devices.round import Action
-
     if hand.total == 21 and action in (Action.HIT, Action.DOUBLE):
         return "no_draw_on_21", f"{hand.label()} has {'blackjack' if hand.blackjack else '21'}: no drawing on any 21"
     if hand.split_aces and action is Action.SPLIT and hand.cards[-1].rank is Rank.ACE:
@@ -158,7 +148,8 @@ def rebuild_initial_layout(rnd: "Round", layout: list[tuple[Card, Any]]) -> Prob
                                     + " ".join(str(c) for c in sorted(dealt.elements()))
     places = Counter((t.kind, t.box) for _, t in layout)
     for (kind, b), n in places.items():
-        if kind == "dealer" and n > 1 or kind == "box" and (b not in rnd.box_hands or n > 2):
+        if kind not in ("dealer", "box") or kind == "dealer" and n > 1 or kind == "box" and (
+                b not in rnd.box_hands or n > 2):
             return "reconstruct_places", f"{'dealer' if kind == 'dealer' else f'box {b}'} cannot hold {n} " \
                                          "card(s) in the initial deal (wagered boxes take two, the dealer one)"
     remaining = Counter({k: n for k, n in places.items()})

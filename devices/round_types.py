@@ -1,0 +1,48 @@
+"""The round's public value types and errors (re-exported by devices.round)."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Action(enum.StrEnum):
+    HIT = "hit"
+    STAND = "stand"
+    DOUBLE = "double"
+    SPLIT = "split"
+    SURRENDER = "surrender"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a card goes: ``kind`` is "box" (with box number and hand position) or "dealer"."""
+
+    kind: str
+    box: int | None = None
+    hand: int | None = None
+
+    def __str__(self) -> str:
+        return "dealer" if self.kind == "dealer" else f"box {self.box} hand {self.hand + 1}"
+
+
+DEALER = Target("dealer")
+
+
+class RoundError(Exception):
+    """Base of the round's typed errors."""
+
+
+class RoundHeld(RoundError):
+    """The round is held: no card or action is accepted until a supervisor resumes it."""
+
+
+class CardMismatch(RoundError):
+    """During a re-deal the shoe gave a card other than the one expected back."""
+
+
+class RuleViolation(Exception):
+    """An input the house rules forbid; ``rule`` names the rule, the state is unchanged."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        self.rule, self.message = rule, message
+        super().__init__(f"{rule}: {message}")
