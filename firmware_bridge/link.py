@@ -262,6 +262,8 @@ class Link:
                 out.future.set_result(None)
         if not out.retransmitted:  # Karn: no sample from a frame sent more than once
             self._rtt_sample(now - out.sent_at)
+        elif self._stats.rtt_srtt is not None:  # progress proves the path: drop the backoff
+            self._stats.rto = self._computed_rto()
         self._retries = 0
         self._cancel_timer()
         if self._unacked:
@@ -269,7 +271,7 @@ class Link:
         self._pump()
 
     def _rtt_sample(self, rtt: float) -> None:
-        s, cfg = self._stats, self.config
+        s = self._stats
         if s.rtt_srtt is None:
             s.rtt_srtt, s.rtt_var = rtt, rtt / 2
         else:  # Jacobson/Karels, RFC 6298 gains
@@ -278,7 +280,11 @@ class Link:
         s.rtt_last = rtt
         s.rtt_min = rtt if s.rtt_min is None else min(s.rtt_min, rtt)
         s.rtt_max = rtt if s.rtt_max is None else max(s.rtt_max, rtt)
-        s.rto = min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
+        s.rto = self._computed_rto()
+
+    def _computed_rto(self) -> float:
+        s, cfg = self._stats, self.config
+        return min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
 
     def _frame_error(self, exc: FrameError) -> None:
         log.debug("frame_rejected", link=self.name, error=str(exc))
