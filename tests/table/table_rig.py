@@ -5,6 +5,7 @@ burn cards), so each scenario states exactly which card goes where.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from devices.events import Event, Reason
@@ -39,7 +40,7 @@ class TableRig:
         self.rules = rules
         self.events: list[Event] = []
         self.clock = FakeClock()
-        self.table = Table(rules, self.events.append, clock=self.clock, stale_after_s=3.0)
+        self.table = Table(rules, self._journal, clock=self.clock, stale_after_s=3.0)
         self.index = 0
         for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
             self.table.link_up(name)
@@ -48,6 +49,10 @@ class TableRig:
         if load:
             self.shuffle_ok()
             self.load_and_burn()
+
+    def _journal(self, event: Event) -> None:
+        json.dumps(event.data)  # the daemon journals every event as JSON: each must be plain data
+        self.events.append(event)
 
     @classmethod
     def from_file(cls, path: Path, **kw) -> "TableRig":

@@ -43,6 +43,7 @@ def test_every_card_is_placed_exactly_once_and_every_shoe_reconciles(casino: str
     assert table.shoe.state == "reconciled", [e.message for e in events if e.reason is Reason.RECONCILIATION_FAILED]
     assert not table.alarms.open
     assert len(table.burn_pile) == rules.shoe.burn_after_shuffle
+    json.dumps([[e.reason, e.source, e.message, e.severity, e.data, e.who] for e in events])  # journal-ready
     settled = [e for e in events if e.reason is Reason.SETTLED]
     assert settled and table.rounds_started == played.rounds_started
 
