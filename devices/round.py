@@ -289,6 +289,8 @@ class Round(RoundProcedures):
     def insure(self, box: int, player: str, amount: int) -> None:
         self._require(("insurance",), "insurance", player)
         problem = check_insurance(self.rules, self.box_hands, box, player, amount, self.insurance)
+        if problem is None and (box, player) in self.even_money_taken:
+            problem = "insurance_or_even_money", f"{player} took even money at box {box}: no insurance too"
         if problem:
             raise self._refuse(*problem, who=player)
         self.insurance[(box, player)] = amount
@@ -304,6 +306,8 @@ class Round(RoundProcedures):
                                f"blackjack on the box may take it", player)
         if (box, player) in self.even_money_taken:
             raise self._refuse("even_money_once", f"{player} already took even money at box {box}", player)
+        if (box, player) in self.insurance:
+            raise self._refuse("insurance_or_even_money", f"{player} insured box {box}: no even money too", player)
         self.even_money_taken.add((box, player))
         self._emit(Reason.ACTION, f"{player} takes even money at box {box}: paid "
                    f"{hand.stakes[player]} at once", who=player, action="even_money", box=box,

@@ -98,13 +98,12 @@ def _pair_kind(a: Card, b: Card) -> str | None:
 def _bonuses(rules: HouseRules, hand: Hand, dealer: list[Card]) -> Iterable[tuple[str, str, Fraction]]:
     """Seed 001's bonuses on the hand's own stake: (kind, outcome, pay multiple); only wins are listed."""
     sb, cards = rules.side_bets, hand.cards
-    sevens = [c for c in cards[:3] if c.rank is Rank.SEVEN]
     if sb.seven_seven_seven.enabled:
         t = sb.seven_seven_seven
-        if len(cards) >= 2 and len(sevens) >= 2 and cards[0].rank is cards[1].rank is Rank.SEVEN \
-                and cards[0].suit == cards[1].suit:
+        sevens = sum(1 for c in cards[:3] if c.rank is Rank.SEVEN)
+        if len(cards) >= 2 and cards[0].rank is cards[1].rank is Rank.SEVEN and cards[0].suit == cards[1].suit:
             yield "bonus_77", "suited_77", t.suited_77  # paid at once: stands whatever the dealer makes
-        if len(cards) == 3 and len(sevens) == 3 and not dealer_blackjack(dealer):
+        if len(cards) == 3 and sevens == 3 and not dealer_blackjack(dealer):
             suited = len({c.suit for c in cards}) == 1
             yield "bonus_777", "suited_777" if suited else "mixed_777", t.suited_777 if suited else t.mixed_777
     total = hand.total

@@ -75,6 +75,8 @@ SCENARIOS = [
     Scenario("even_money_paid_whatever_the_dealer_makes", A, [GO, ("deal", "AS AH KC"), ("even", 1, "a"), ("close",),
                                                               ("deal", "KD")],
              {"nets": {"a": 10000}, "outcomes": {"a": ["even_money"]}}),
+    Scenario("even_money_or_insurance_not_both", A, [GO, ("deal", "AS AH KC"), ("even", 1, "a"), ("insure", 1, "a", 5000)],
+             refused("insurance_or_even_money")),
     Scenario("even_money_needs_blackjack", A, [GO, ("deal", "TS AH 9C"), ("even", 1, "a")],
              refused("even_money_needs_blackjack")),
     Scenario("split_eights", A, [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("deal", "TD"), ("act", 1, "stand"),
