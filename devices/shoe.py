@@ -80,6 +80,7 @@ class Shoe:
         self._sink = sink
         self.expected: dict[Card, int] = shoe_composition(self.decks)
         self.counted: dict[Card, int] | None = None  # the shuffler's count of this stack
+        self.verifier: dict[str, str] = {}  # make, model, serial of the device that counted it (the record)
         self.out: Counter[Card] = Counter()  # cards that left the shoe, per card
         self.cards_out = 0
         self.burn_remaining = 0
@@ -124,9 +125,9 @@ class Shoe:
             return
         problems = self._verification_problems(msg)
         if problems:
-            self._fire("refuse", problems="; ".join(problems))
+            self._fire("refuse", problems="; ".join(problems), decks=self.decks, **self.verifier)
         else:
-            self._fire("accept", cards=sum(self.expected.values()), decks=self.decks)
+            self._fire("accept", cards=sum(self.expected.values()), decks=self.decks, **self.verifier)
 
     def _verification_problems(self, check: DeckCheckResult) -> list[str]:
         counted = self.counted or {}

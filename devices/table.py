@@ -128,6 +128,10 @@ class Table(TableProcedures):
                 self._emit(Reason.READ_FROM_STALE_DEVICE, f"{type(msg).__name__} from the shuffler while it is "
                            f"{self.shuffler.state}: not used", Severity.ALARM, message=type(msg).__name__)
                 return
+            ident = self.shuffler.ident
+            if ident is not None:  # a verification record names the device that counted
+                self.shoe.verifier = {"device_model": ident.model, "device_serial": ident.serial,
+                                      "device_firmware": ident.firmware_version}
             self.shoe.on_shuffler_message(msg)
 
     def on_shoe(self, msg: Message) -> None:
