@@ -8,10 +8,10 @@ integer cents; pay tables are ratios written "3:2". See docs/rules.md for every 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_type_hints
 
 
 class RulesError(ValueError):
@@ -56,7 +56,7 @@ def _choice(*values: Any) -> _Spec:
     return _Spec(parse, " or ".join(repr(v) for v in values))
 
 
-def _fraction(lo: float, hi: float) -> _Spec:
+def _number(lo: float, hi: float) -> _Spec:
     def parse(v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
             raise ValueError
@@ -85,7 +85,7 @@ class ShoeRules:
     decks: int = _spec(0, _choice(6, 8))  # 0 = by shuffle: 6 automatic, 8 by hand
     burn_after_shuffle: int = _spec(1, _choice(1, 3))
     burn_on_dealer_change: int = _spec(1, _choice(0, 1))
-    penetration: float = _spec(0.67, _fraction(0.5, 0.9))  # share dealt before the cut card
+    penetration: float = _spec(0.67, _number(0.5, 0.9))  # share dealt before the cut card
     min_cut_decks: int = _spec(1, _int_range(1, 2))
 
 
@@ -180,11 +180,9 @@ class HouseRules:
 
 
 def _section_types(cls: type) -> dict[str, type]:
-    hints = {"ShoeRules": ShoeRules, "DealerRules": DealerRules, "PlayRules": PlayRules,
-             "InsuranceRules": InsuranceRules, "TableRules": TableRules, "SideBets": SideBets,
-             "SevenSevenSeven": SevenSevenSeven, "CardCountBonus": CardCountBonus,
-             "BlackjackPairs": BlackjackPairs}
-    return {f.name: hints[f.type] for f in fields(cls) if isinstance(f.type, str) and f.type in hints}
+    """The fields of ``cls`` that are themselves sections (nested dataclasses)."""
+    hints = get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls) if is_dataclass(hints[f.name])}
 
 
 def _build(cls: type, table: Any, file: str, prefix: str) -> Any:
