@@ -1,83 +1,18 @@
-"""End-to-end rig: a simulator on its own thread behind a real pty or the pyusb backend, and the
-host's real driver, Link and DeviceSession on the test's loop. Parametrized over both paths."""
+"""Fixtures of the end-to-end tests: the same test runs over the pty and the pyusb path, and
+no test may leave a thread, an fd or a port behind."""
 from __future__ import annotations
 
 import asyncio
 import gc
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import pytest
 
-from drivers.serial_port import SerialTransport
-from drivers.transport import Transport
-from drivers.usb_bulk import UsbBulkTransport
-from firmware_bridge.link import LinkConfig
-from firmware_bridge.messages import Message
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
+from e2e_rig import PATHS, Host, make_endpoint, open_host
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint
-from simulators.pty_endpoint import PtyEndpoint
-from simulators.usb_backend import SimUsbBackend
-from simulators.usb_endpoint import UsbEndpoint
-
-FULL = os.environ.get("CARDD_FULL") == "1"
-PATHS = ["pty", "usb"]
-
-#: the simulated firmware's link under heavy corruption: a short go-back-N window and a
-#: low retransmit ceiling keep a lost burst cheap (see docs/simulators.md)
-NOISY_DEVICE_LINK = LinkConfig(initial_rto=0.01, min_rto=0.005, max_rto=0.02, window=4)
-
-
-@dataclass
-class Host:
-    """What the host side saw."""
-
-    session: DeviceSession
-    messages: list[Message] = field(default_factory=list)
-    events: list[SessionEvent] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def of(self, cls: type) -> list:
-        return [m for m in self.messages if isinstance(m, cls)]
-
-    def kinds(self) -> list[SessionEventKind]:
-        return [e.kind for e in self.events]
-
-    async def until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        async def wait() -> None:
-            while not predicate():
-                self.changed.clear()
-                await self.changed.wait()
-        await asyncio.wait_for(wait(), timeout)
-
-
-def make_endpoint(path: str, device: SimulatedDevice, **kwargs: Any) -> tuple[Endpoint, Callable[[], Transport]]:
-    if path == "pty":
-        pty = PtyEndpoint(device, **kwargs)
-        return pty, lambda: SerialTransport(pty.url)
-    backend = SimUsbBackend()
-    usb = UsbEndpoint(device, backend=backend, **kwargs)
-    return usb, lambda: UsbBulkTransport(usb.url, backend=backend)
-
-
-async def open_host(transport: Transport, config: SessionConfig | None = None) -> Host:
-    host: Host
-
-    def on_message(msg: Message) -> None:
-        host.messages.append(msg)
-        host.changed.set()
-
-    def on_event(event: SessionEvent) -> None:
-        host.events.append(event)
-        host.changed.set()
-
-    session = DeviceSession(transport, on_message, on_event, config or SessionConfig(stale_after=10.0))
-    host = Host(session)
-    await session.open()
-    return host
 
 
 def _fds() -> set[str]:

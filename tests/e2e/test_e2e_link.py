@@ -12,7 +12,7 @@ from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
-from .conftest import FULL, NOISY_DEVICE_LINK
+from e2e_rig import FULL, NOISY_DEVICE_LINK
 
 CORRUPTED_READS = 50_000 if FULL else 10_000
 
