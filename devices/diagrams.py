@@ -44,42 +44,45 @@ def _null_sink(_event: object) -> None:
     """Diagrams only read the machines' structure; their events go nowhere."""
 
 
-def _shuffler() -> Machine:
+def _shuffler() -> tuple[Machine, str]:
     from devices.shuffler_model import ShufflerModel
-    return ShufflerModel(_null_sink).machine
+    return ShufflerModel(_null_sink).machine, ShufflerModel.__module__
 
 
-def _shoe_reader() -> Machine:
+def _shoe_reader() -> tuple[Machine, str]:
     from devices.shoe_reader_model import ShoeReaderModel
-    return ShoeReaderModel(_null_sink).machine
+    return ShoeReaderModel(_null_sink).machine, ShoeReaderModel.__module__
 
 
-def _shoe() -> Machine:
+def _shoe() -> tuple[Machine, str]:
     from devices.rules import HouseRules
     from devices.shoe import Shoe
-    return Shoe(HouseRules.default(), _null_sink).machine
+    return Shoe(HouseRules.default(), _null_sink).machine, Shoe.__module__
 
 
-def _round() -> Machine:
-    from devices import round as round_module
-    states, transitions, initial = round_module.machine_definition()
-    return Machine(states=list(states), transitions=[dict(t) for t in transitions], initial=initial,
-                   auto_transitions=False)
+def _round() -> tuple[Machine, str]:
+    from devices.round import machine_definition
+    states, transitions, initial = machine_definition()
+    machine = Machine(states=list(states), transitions=[dict(t) for t in transitions], initial=initial,
+                      auto_transitions=False)
+    return machine, machine_definition.__module__
 
 
-#: (title, where it lives, how to get the live machine)
-MACHINES: tuple[tuple[str, str, Callable[[], Machine]], ...] = (
-    ("Shuffler", "devices/shuffler_model.py", _shuffler),
-    ("Shoe reader", "devices/shoe_reader_model.py", _shoe_reader),
-    ("Shoe life", "devices/shoe.py", _shoe),
-    ("Round", "devices/round.py", _round),
+#: (title, how to get the live machine and the module that defines it)
+MACHINES: tuple[tuple[str, Callable[[], tuple[Machine, str]]], ...] = (
+    ("Shuffler", _shuffler),
+    ("Shoe reader", _shoe_reader),
+    ("Shoe life", _shoe),
+    ("Round", _round),
 )
 
 
 def render() -> str:
     parts = [HEADER]
-    for title, where, build in MACHINES:
-        parts.append(f"\n## {title} (`{where}`)\n\n```mermaid\n{mermaid(build())}```\n")
+    for title, build in MACHINES:
+        machine, module = build()
+        where = module.replace(".", "/") + ".py"
+        parts.append(f"\n## {title} (`{where}`)\n\n```mermaid\n{mermaid(machine)}```\n")
     return "".join(parts)
 
 
