@@ -15,6 +15,7 @@ import time
 from typing import Any, Awaitable, Callable, ClassVar, Coroutine
 
 import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
@@ -56,7 +57,8 @@ class SimulatedDevice:
     MODEL: ClassVar[str]
     DEFAULT_FIRMWARE = "1.0.0"
 
-    def __init__(self, serial: str, *, faults: Faults | None = None, firmware_public_key: bytes | None = None,
+    def __init__(self, serial: str, *, faults: Faults | None = None,
+                 firmware_public_key: bytes | Ed25519PublicKey | None = None,
                  heartbeat_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.serial = serial
         self.heartbeat_s = heartbeat_s

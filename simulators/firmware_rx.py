@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import zlib
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from firmware_bridge.messages import (
     FirmwareAbort,
     FirmwareBegin,
@@ -23,7 +25,7 @@ MAX_IMAGE = 4 * 1024 * 1024
 
 
 class FirmwareReceiver:
-    def __init__(self, public_key: bytes | None) -> None:
+    def __init__(self, public_key: bytes | Ed25519PublicKey | None) -> None:
         self.public_key = public_key
         self._begin: FirmwareBegin | None = None
         self._data = bytearray()

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from firmware_bridge.cards import Orientation
+from firmware_bridge.errors import FirmwareSignatureError, FirmwareTransferError
+from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware
 from firmware_bridge.messages import (CardRead, DeckCheckResult, ShuffleComplete, StartShuffle, Status,
                                       StatusRequest)
 from firmware_bridge.session import SessionEventKind
@@ -93,3 +95,37 @@ def test_disconnect_is_seen_by_the_host(e2e):
         assert [r.index for r in host.of(CardRead)] == [1, 2, 3]
 
     e2e(SimulatedShoe(faults=Faults(disconnect_for=0.2, disconnect_at=3), heartbeat_s=0), body)
+
+
+@pytest.mark.timeout(60)
+def test_signed_firmware_update_reboots_the_device_into_the_new_version(e2e):
+    private, public = generate_dev_keypair()
+    signed = sign_image(SimulatedShoe.MODEL, "1.4.0", bytes(range(256)) * 20, private)
+
+    async def body(endpoint, host):
+        result = await update_firmware(host.session, signed, public)
+        assert result.ok
+        await host.until(lambda: SessionEventKind.REBOOTED in host.kinds()
+                         and host.session.ident.firmware_version == "1.4.0")
+        assert endpoint.state()["firmware_version"] == "1.4.0"
+
+    e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)
+
+
+@pytest.mark.timeout(60)
+def test_unsigned_firmware_never_leaves_the_host_and_forged_images_are_refused_by_the_device(e2e):
+    private, public = generate_dev_keypair()
+    forger, _ = generate_dev_keypair()
+    forged = sign_image(SimulatedShoe.MODEL, "6.6.6", b"\x90" * 1000, forger)
+
+    async def body(endpoint, host):
+        with pytest.raises(FirmwareSignatureError):
+            await update_firmware(host.session, forged, public)  # the host refuses first
+        # a host with the forger's key would send it: the device still refuses
+        with pytest.raises(FirmwareTransferError, match="refused"):
+            await update_firmware(host.session, forged, forged_public)
+        assert host.session.ident.firmware_version == "1.0.0"
+        assert endpoint.state()["reboots"] == 0
+
+    forged_public = forger.public_key()
+    e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)
