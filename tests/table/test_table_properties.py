@@ -17,7 +17,7 @@ from devices.table import Table
 from devices.table_session import apply, record_random_shoes
 from devices.table_snapshot import restore, snapshot
 from firmware_bridge.cards import Orientation
-from firmware_bridge.messages import CardRead, DeviceRole, Ident
+from firmware_bridge.messages import CardRead, DeviceRole, Heartbeat, Ident, UnreadableCard
 from table_rig import RULE_FILES
 
 pytestmark = pytest.mark.timeout(120)
@@ -94,3 +94,40 @@ def test_power_loss_anywhere_restores_and_the_shoe_ends_the_same(casino: str, se
     assert back.shoe.state == "reconciled"
     assert back.rounds_started == played.rounds_started
     assert back.played == played.played and back.burn_pile == played.burn_pile
+
+
+@settings(max_examples=25, deadline=None)
+@given(casino=st.sampled_from(sorted(RULES)), seed=st.integers(0, 2**32 - 1), at=st.floats(0.0, 1.0),
+       trouble=st.sampled_from(["unreadable", "stale"]))
+def test_an_unreadable_card_or_a_stale_spell_anywhere_changes_no_outcome(casino: str, seed: int, at: float,
+                                                                         trouble: str) -> None:
+    """Metamorphic: the same session with trouble handled by the procedures ends exactly the same."""
+    rules = RULES[casino]
+    steps, played = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=4)
+    reads = [i for i, s in enumerate(steps) if isinstance(s[1], CardRead)]
+    k = reads[int(at * (len(reads) - 1))]
+    now = [0.0]
+    events: list = []
+    table = Table(rules, events.append, clock=lambda: now[0], stale_after_s=3.0)
+    for step in steps[:k]:
+        apply(table, step)
+    msg = steps[k][1]
+    if trouble == "unreadable":
+        apply(table, ("shoe", UnreadableCard(msg.index, msg.device_time_ms)))
+        table.enter_card(msg.card, "dealer-1")
+        assert Reason.CARD_ENTERED_BY_DEALER in [e.reason for e in events]
+    else:
+        now[0] += 10
+        table.tick()
+        assert table.reader.state == "stale"
+        table.on_shoe(Heartbeat(1))
+        table.on_shuffler(Heartbeat(1))
+        if table.round_live:
+            assert table.round.held is not None
+            table.resume("sup-1", Role.SUPERVISOR)
+        apply(table, steps[k])
+    for step in steps[k + 1:]:
+        apply(table, step)
+    assert table.placed() == +table.shoe.out
+    assert table.shoe.state == "reconciled"
+    assert table.played == played.played and table.burn_pile == played.burn_pile
