@@ -182,6 +182,8 @@ class Link:
         if self._state is LinkState.CLOSED:
             return
         for frame in self._decoder.feed(data):
+            if self._state is LinkState.CLOSED:  # a payload callback closed us mid-batch
+                return
             self._stats.frames_received += 1
             self._handle(frame)
         if self._ack_due and self._state is LinkState.UP:

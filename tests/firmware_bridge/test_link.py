@@ -7,7 +7,7 @@ import pytest
 from fb_wire import Wire, make_pair, run, wait_for
 
 from firmware_bridge.errors import LinkFailed, LinkReset
-from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameKind, decode_frame
+from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameKind, decode_frame, encode_frame
 from firmware_bridge.link import LinkConfig, LinkEvent, LinkState
 
 pytestmark = pytest.mark.timeout(30)
@@ -314,5 +314,19 @@ def test_garbage_between_frames_is_counted_not_fatal():
         assert b.delivered == [b"still fine"]
         assert b.link.stats.framing.errors >= 300
         close(a, b)
+
+    run(main())
+
+
+def test_closing_from_a_payload_callback_ignores_the_rest_of_the_batch():
+    async def main():
+        a, b = await up_pair(config=STEADY)
+        b.link._on_payload = lambda payload: b.link.close()  # the receiver's own code is the boundary here
+        batch = [Frame(FrameKind.DATA, 0, 0, b"bye"), Frame(FrameKind.DATA, 1, 0, b"more"),
+                 Frame(FrameKind.RESET, payload=b"abcd")]
+        b.link.bytes_received(b"".join(encode_frame(f) for f in batch))
+        assert b.link.state is LinkState.CLOSED  # neither the next DATA nor a RESET revives it
+        assert b.link.stats.data_delivered == 1 and b.link.stats.peer_resets == 1
+        a.link.close()
 
     run(main())
