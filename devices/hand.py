@@ -47,8 +47,8 @@ class Hand:
     took_double: bool = False
     awaiting_card: bool = False  # a hit or a double asked for a card that has not come yet
 
-    _hard: int = 0  # running hard total and ace flag, kept by add/take_last/reset
-    _ace: bool = False
+    _hard: int = field(default=0, init=False, repr=False)  # running hard total and ace flag,
+    _ace: bool = field(default=False, init=False, repr=False)  # kept by add/take_last/reset
 
     def __post_init__(self) -> None:
         given, self.cards = list(self.cards), []
