@@ -100,8 +100,11 @@ class Endpoint(abc.ABC):
         return self.call(collect)
 
     def reset(self) -> None:
-        """Device back to defaults (faults, counters, cards), link waiting for the host."""
-        self.call(self.device.reset)
+        """Device back to factory defaults (faults, counters, cards, firmware), then running."""
+        def reset_and_start() -> None:
+            self.device.reset()
+            self.device.start()
+        self.call(reset_and_start)
 
     def set_faults(self, **changes: Any) -> None:
         self.call(lambda: self.device.set_faults(**changes))

@@ -13,7 +13,7 @@ import pytest
 from drivers import make_transport
 from drivers.serial_port import SerialTransport
 from firmware_bridge.cards import Orientation, shoe_composition
-from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, ShoeLoaded, StartShuffle, Status,
+from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, Heartbeat, ShoeLoaded, StartShuffle, Status,
                                       StatusRequest)
 from firmware_bridge.session import SessionEventKind
 from simulators import sim_url
@@ -151,6 +151,35 @@ def test_ftdi_batching_and_slow_acks_still_deliver_everything(path):
             wire = endpoint.state()["wire"]
             assert wire.writes < 104 / 2  # frames arrive in 16 ms batches, not one write each
             assert host.session.stats.link.rtt_min >= 0.025  # every answer came at least 25 ms late
+        finally:
+            await host.session.close()
+
+    with endpoint:
+        asyncio.run(main())
+
+
+@pytest.mark.timeout(30)
+def test_state_and_reset_to_defaults_while_serving():
+    device = SimulatedShoe(faults=Faults(face_up_at=1), heartbeat_s=0.02)
+    endpoint, transport = make_endpoint("pty", device)
+
+    async def main():
+        host = await open_host(transport())
+        try:
+            endpoint.call(device.load, full_shoe(1))
+            endpoint.call(device.deal, 1)
+            await host.until(lambda: host.of(CardRead))
+            state = endpoint.state()
+            assert state["cards_out"] == 1 and state["fault_switches"] == {"face_up_at": 1}
+            assert state["link_state"] == "up" and state["wire"].bytes_to_host > 0
+            assert str(full_shoe(1)[1]) not in str(state) and "Card(" not in str(state)  # never an undealt card
+            endpoint.set_faults(unreadable_at=2)
+            endpoint.reset()
+            state = endpoint.state()
+            assert state["fault_switches"] == {"face_up_at": 1}  # back to the switches it was built with
+            assert state["cards_held"] == 0 and state["cards_out"] == 0 and state["counters"]["cards"] == 0
+            beats = len(host.of(Heartbeat))
+            await host.until(lambda: len(host.of(Heartbeat)) > beats + 1)  # still alive after the reset
         finally:
             await host.session.close()
 
