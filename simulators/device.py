@@ -254,8 +254,8 @@ class SimulatedDevice:
         """Apply the one-shot ``reboot_at`` / ``disconnect_at`` switches at step ``index`` (a
         card index on the shoe, cards counted on the shuffler). True when the device rebooted."""
         faults = self.faults
-        if faults.disconnect_for is not None and faults.disconnect_at is not None and index >= faults.disconnect_at:
-            self.set_faults(disconnect_at=None)
+        if faults.disconnect_for is not None and index >= (faults.disconnect_at or 1):
+            self.set_faults(disconnect_for=None, disconnect_at=None)
             await self.flush()
             if self._disconnect is not None:
                 await self._disconnect(faults.disconnect_for)

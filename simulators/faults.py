@@ -56,7 +56,8 @@ class Faults:
     ftdi_batching_ms: float = 0.0
     #: the device disconnects (pty closed / USB unplugged) for this many seconds ...
     disconnect_for: float | None = None
-    #: ... after sending the card with this index (shoe) or at once when None
+    #: ... once the card with this index (shoe) / this many cards counted (shuffler) are
+    #: acknowledged; None: at the first card or counting step
     disconnect_at: int | None = None
     #: every link ACK (and so every frame) from the device is delayed by this many ms
     slow_ack_ms: float = 0.0

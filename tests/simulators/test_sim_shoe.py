@@ -107,7 +107,7 @@ def test_disconnect_at_card(run_device):
         h.device.deal(10)
         await h.until(CardRead, 10)
         assert h.disconnects == [0.5]
-        assert h.device.faults.disconnect_at is None  # one shot
+        assert h.device.faults.disconnect_for is None  # one shot
     run_device(lambda: shoe(disconnect_for=0.5, disconnect_at=5), body)
 
 
