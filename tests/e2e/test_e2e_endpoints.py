@@ -12,9 +12,9 @@ import pytest
 
 from drivers import make_transport
 from drivers.serial_port import SerialTransport
-from firmware_bridge.cards import Orientation, shoe_composition
-from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, Heartbeat, ShoeLoaded, StartShuffle, Status,
-                                      StatusRequest)
+from firmware_bridge.cards import Card, Orientation, shoe_composition
+from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, Heartbeat, ShoeLoaded,
+                                      ShuffleComplete, StartShuffle, Status, StatusRequest)
 from firmware_bridge.session import SessionEventKind
 from simulators import sim_url
 from simulators.faults import Faults
@@ -185,3 +185,34 @@ def test_state_and_reset_to_defaults_while_serving():
 
     with endpoint:
         asyncio.run(main())
+
+
+@pytest.mark.timeout(30)
+def test_cli_shuffler_in_stacked_mode_shuffles_exactly_the_given_cards(tmp_path):
+    stack_file = tmp_path / "stack.txt"
+    stack_file.write_text("AS KD\n7H, 7H\n")
+    proc = subprocess.Popen([sys.executable, "-m", "simulators", "shuffler", "--pty", "--shuffle-time", "0",
+                             "--stack", str(stack_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        path = proc.stdout.readline().strip()
+
+        async def main():
+            host = await open_host(SerialTransport(f"serial://{path}"))
+            try:
+                await host.session.send(StartShuffle(1))
+                await host.until(lambda: host.of(DeckCheckResult))
+                [complete] = host.of(ShuffleComplete)
+                assert complete.card_count == 4
+                assert {str(c): n for c, n in complete.composition.items() if n} == {"AS": 1, "KD": 1, "7H": 2}
+                [check] = host.of(DeckCheckResult)
+                assert not check.ok and len(check.missing) == 49 and dict(check.extra) == {Card.parse("7H"): 1}
+            finally:
+                await host.session.close()
+        asyncio.run(main())
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
