@@ -4,7 +4,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-import structlog.testing
 from fb_device import FAST, device_pair, settle
 from fb_wire import run, wait_for
 
@@ -22,6 +21,7 @@ from firmware_bridge.messages import (
     Status,
     StatusRequest,
 )
+from firmware_bridge import session as session_module
 from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKind as K
 
 pytestmark = pytest.mark.timeout(30)
@@ -196,13 +196,26 @@ def test_transport_loss_ends_the_session():
     run(main())
 
 
-def test_link_statistics_are_logged_periodically():
+class LogRecorder:
+    """Stands in for the module's structlog logger (the log sink is a boundary; other tests may
+    configure structlog globally with cached loggers, so capture_logs would be unreliable)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict]] = []
+
+    def __getattr__(self, level):
+        return lambda event, **kw: self.lines.append((event, kw))
+
+
+def test_link_statistics_are_logged_periodically(monkeypatch):
+    logs = LogRecorder()
+    monkeypatch.setattr(session_module, "log", logs)
+
     async def main():
         session, device, _, _, _ = await open_session()
-        with structlog.testing.capture_logs() as logs:
-            await session.open()
-            await wait_for(lambda: any(e["event"] == "link_stats" for e in logs))
-        line = next(e for e in logs if e["event"] == "link_stats")
+        await session.open()
+        await wait_for(lambda: any(event == "link_stats" for event, _ in logs.lines))
+        line = next(kw for event, kw in logs.lines if event == "link_stats")
         assert line["device"] == "mem://device" and line["frames_sent"] > 0 and line["framing_crc_errors"] == 0
         await session.close()
 
