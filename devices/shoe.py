@@ -265,6 +265,8 @@ class Shoe:
         text = f"shoe: {src} -> {dst}"
         if "problems" in note:
             text += f": {note['problems']}" + ("; dealing blocked" if dst == "refused" else "")
+        elif note:  # the facts a supervisor reads on the screen: cards, decks, counting device, who
+            text += ": " + ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in note.items())
         severity = Severity.ALARM if dst in _ALARMS else Severity.INFO
         data = {"from": src, "to": dst, "trigger": event.event.name, **note}
         log.info("shoe_state", **{k: str(v) for k, v in data.items()})
