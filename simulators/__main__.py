@@ -1,6 +1,7 @@
 """Run a simulated device by hand: ``python -m simulators shoe --pty``.
 
 Prints the path to open (``serial://PATH`` for cardd) and serves until SIGINT or SIGTERM.
+SIGUSR1 makes a shoe deal every card it holds as fast as its link allows (benchmarks/link.py).
 See docs/simulators.md for every option and fault switch.
 """
 from __future__ import annotations
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack = fisher_yates(full_shoe(args.decks))
 
     stop_signals = {signal.SIGINT, signal.SIGTERM}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # the device's thread inherits the mask
+    handled = stop_signals | {signal.SIGUSR1}
+    signal.pthread_sigmask(signal.SIG_BLOCK, handled)  # the device's thread inherits the mask
     endpoint = PtyEndpoint(device, link=args.link).start()
     try:
         if args.device == "shoe" and stack:
@@ -78,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(endpoint.path, flush=True)
         print(f"{device.MODEL} {device.serial} on {endpoint.tty}; open serial://{endpoint.path}; "
               f"faults: {faults.active() or 'none'}; Ctrl-C to stop", file=sys.stderr, flush=True)
-        signal.sigwait(stop_signals)
+        while signal.sigwait(handled) not in stop_signals:
+            if args.device == "shoe":  # SIGUSR1: the dealer draws every card left, on demand
+                endpoint.call(lambda: device.deal(device.cards_held()))
     finally:
         endpoint.stop()
     return 0
