@@ -204,6 +204,7 @@ async def run(rules: HouseRules, shuffle_seconds: float, pace: float) -> int:
                      f"on {endpoint.url} (pty {endpoint.tty})")
             sessions[name] = session
         demo.say(f"rules: {rules.name} — {rules.decks} decks, burn {rules.shoe.burn_after_shuffle}")
+        demo.table.shuffle_started(DEALER)
         await sessions["shuffler"].send(StartShuffle(rules.decks))
         await asyncio.wait_for(demo.verified.wait(), shuffle_seconds + 10)
         if demo.table.shoe.state != "verified":

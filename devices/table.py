@@ -58,6 +58,7 @@ class Table(TableProcedures):
         self.rounds_started = 0
         self.round_log: list[tuple[str, tuple, dict]] = []  # inputs the live round took, for restore
         self.holds: dict[str, str] = {}  # cause -> detail, while the live round is held
+        self.shuffle_operator = "not recorded"  # who loaded the shuffler and started the shuffle
         self.burn_pile: list[Card] = []
         self.discard: list[Card] = []
         self.played: list[Card] = []  # cards of rounds that completed
@@ -131,7 +132,7 @@ class Table(TableProcedures):
             ident = self.shuffler.ident
             if ident is not None:  # a verification record names the device that counted
                 self.shoe.verifier = {"device_model": ident.model, "device_serial": ident.serial,
-                                      "device_firmware": ident.firmware_version}
+                                      "device_firmware": ident.firmware_version, "operator": self.shuffle_operator}
             self.shoe.on_shuffler_message(msg)
 
     def on_shoe(self, msg: Message) -> None:

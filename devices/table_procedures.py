@@ -65,6 +65,10 @@ class TableProcedures(_Base):
             self.shoe.card_back(card)  # they will be read again
         self.holds.clear()
 
+    def shuffle_started(self, who: str) -> None:
+        """The operator who loaded the shuffler and started the shuffle: named on the verification record."""
+        self.shuffle_operator = who
+
     def hand_shuffled(self, who: str) -> None:
         self.shoe.hand_shuffled(who)
 

@@ -62,10 +62,12 @@ def test_count_per_card_not_just_total() -> None:
 
 def test_verified_shoe_burns_then_deals() -> None:
     rig = TableRig(HouseRules.default(), load=False)
+    rig.table.shuffle_started("dealer-7")
     rig.shuffle_ok()
     record = rig.find(Reason.SHOE_VERIFIED)[-1].data  # the verification record (NJ, WA)
     assert record["cards"] == 312 and record["decks"] == 6
     assert record["device_serial"] == "shuffler-1" and record["device_model"] == "sim"
+    assert record["operator"] == "dealer-7"
     rig.table.on_shoe(ShoeLoaded(0))
     assert rig.table.shoe.state == "burning"
     rig.read("9H")
