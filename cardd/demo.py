@@ -189,8 +189,8 @@ def _money(cents) -> str:
     return f"{float(cents) / 100:+.2f}"
 
 
-async def run(rules: HouseRules, shuffle_seconds: float, pace: float) -> int:
-    demo = Demo(rules, pace)
+async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextIO | None = None) -> int:
+    demo = Demo(rules, pace, out)
     sim = SimulatedTable.over_ptys(shuffle_time_s=shuffle_seconds)
     with sim:
         config = SessionConfig(host_name="cardd-demo")

@@ -1,6 +1,7 @@
 """`make demo` end to end: real ptys, serial driver, link, session, simulators and the deal tracker."""
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 
@@ -11,9 +12,12 @@ from devices.rules import load_rules
 
 
 @pytest.mark.timeout(60)
-def test_demo_shuffles_verifies_deals_and_reconciles_a_six_deck_shoe(capsys):
-    assert demo.main(["--shuffle-seconds", "0", "--pace", "0"]) == 0
-    out = capsys.readouterr().out
+def test_demo_shuffles_verifies_deals_and_reconciles_a_six_deck_shoe():
+    out_file = io.StringIO()
+    rules = load_rules(demo.ROOT / "rules" / "casino-003.toml")
+    # run() rather than main(): main() configures structlog for the console, a process-wide setting
+    assert asyncio.run(demo.run(rules, shuffle_seconds=0, pace=0, out=out_file)) == 0
+    out = out_file.getvalue()
     assert "shuffle complete: 312 cards; count per card: 52 kinds x6" in out
     assert "deck check: ok for 6 decks (missing 0, extra 0, unrecognised 0)" in out
     indexes = [int(m) for m in re.findall(r"^  #\s*(\d+) [2-9TJQKA][CDHS]  ", out, re.M)]
