@@ -56,6 +56,8 @@ class CardFigures:
     cards: int
     elapsed_s: float
     wire_bytes: int  # bytes the host read from the pty while the cards came
+    host_cpu_s: float  # CPU this process used from the request to the last card
+    shoe_cpu_s: float  # CPU the simulated shoe's process used in the same span
 
     @property
     def per_s(self) -> float:
@@ -64,6 +66,9 @@ class CardFigures:
     @property
     def bytes_per_card(self) -> float:
         return self.wire_bytes / self.cards
+
+    def cpu_us_per_card(self, cpu_s: float) -> float:
+        return cpu_s / self.cards * 1e6
 
 
 class CountingSession(DeviceSession):
@@ -125,16 +130,24 @@ async def measure_cardd(path: str, shoe: subprocess.Popen, requests: int, warmup
             if i >= warmup:
                 samples.append(elapsed)
         held = status.cards_held
-        bytes_before = session.wire_bytes
+        bytes_before, host_cpu, shoe_cpu = session.wire_bytes, time.process_time(), cpu_seconds(shoe.pid)
         shoe.send_signal(signal.SIGUSR1)  # the shoe deals all it holds, as fast as its link allows
         await asyncio.wait_for(counter.empty.wait(), DEAL_TIMEOUT)
         if counter.count != held or counter.out_of_order:
             raise RuntimeError(f"the shoe held {held} cards, the host got {counter.count} CardReads; "
                                f"out of order: {counter.out_of_order[:10]}")
-        figures = CardFigures(counter.count, counter.last - counter.first, session.wire_bytes - bytes_before)
+        figures = CardFigures(counter.count, counter.last - counter.first, session.wire_bytes - bytes_before,
+                              time.process_time() - host_cpu, cpu_seconds(shoe.pid) - shoe_cpu)
         return samples, figures
     finally:
         await session.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (fields 14 and 15 of /proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile_ms(samples: list[float], pct: int) -> float:
@@ -169,6 +182,9 @@ def report(cardd_rtt: list[float], cards: CardFigures, modbus_rtt: list[float] |
     print(f"STATUS: {len(cardd_rtt)} requests; cards: {cards.cards:,} CardReads in {cards.elapsed_s:.3f} s, "
           f"{cards.bytes_per_card:.1f} bytes read per card (one CardRead DATA frame is {card_frame_bytes()} bytes); "
           f"a 921,600-baud 8N1 line carries {LINE_BYTES_PER_S:,} bytes/s = {line_capacity:,.0f} card frames/s")
+    print(f"CPU per card while dealing: host {cards.cpu_us_per_card(cards.host_cpu_s):.1f} us "
+          f"({cards.host_cpu_s / cards.elapsed_s:.0%} of a core), simulated shoe "
+          f"{cards.cpu_us_per_card(cards.shoe_cpu_s):.1f} us ({cards.shoe_cpu_s / cards.elapsed_s:.0%} of a core)")
     if not isinstance(modbus_rtt, str):
         print(f"pymodbus {_modbus_version()}: {len(modbus_rtt)} read_holding_registers(1, count={_modbus.REGISTERS}) "
               f"over a socat pty pair, server in its own process")
