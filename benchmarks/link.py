@@ -30,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -109,7 +110,8 @@ def card_frame_bytes() -> int:
     return len(encode_frame(Frame(FrameKind.DATA, 7, 3, encode(msg))))
 
 
-def start_shoe(cards: int, log_file) -> tuple[subprocess.Popen, str]:
+def start_shoe(cards: int, log_file: IO[str]) -> tuple[subprocess.Popen, str]:
+    """The simulated shoe in its own process, loaded with ``cards`` rounded up to whole decks; its pty path."""
     decks = math.ceil(cards / 52)
     proc = subprocess.Popen([sys.executable, "-m", "simulators", "shoe", "--pty", "--decks", str(decks),
                              "--heartbeat", "0"], cwd=ROOT, stdout=subprocess.PIPE, stderr=log_file, text=True)
@@ -210,15 +212,16 @@ def main() -> int:
           f"simulated shoe in its own process, over a pty", flush=True)
 
     with tempfile.TemporaryFile("w+") as shoe_log:
-        shoe, path = start_shoe(args.cards, shoe_log)
         try:
-            cardd_rtt, cards = asyncio.run(measure_cardd(path, shoe, args.requests, args.warmup))
+            shoe, path = start_shoe(args.cards, shoe_log)
+            try:
+                cardd_rtt, cards = asyncio.run(measure_cardd(path, shoe, args.requests, args.warmup))
+            finally:
+                stop_process(shoe)
         except BaseException:
-            stop_process(shoe)
             shoe_log.seek(0)
-            print(f"simulated shoe's log:\n{shoe_log.read()[-4000:]}", file=sys.stderr)
+            print(f"the simulated shoe's log (its end):\n{shoe_log.read()[-4000:]}", file=sys.stderr)
             raise
-        stop_process(shoe)
 
     modbus_rtt: list[float] | str
     if args.modbus_requests <= 0:
