@@ -85,6 +85,9 @@ def test_standalone_cli_prints_the_path_serves_and_stops_cleanly(tmp_path):
                 assert host.session.ident.serial == "SIM1"
                 status = await host.session.request(StatusRequest(), expect=Status)
                 assert status.cards_held == 52
+                proc.send_signal(signal.SIGUSR1)  # the dealer draws everything (benchmarks/link.py)
+                await host.until(lambda: len(host.of(CardRead)) == 52)
+                assert sorted(r.card for r in host.of(CardRead)) == sorted(full_shoe(1))
             finally:
                 await host.session.close()
         asyncio.run(main())
