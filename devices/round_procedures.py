@@ -69,12 +69,16 @@ class RoundProcedures:
         self._emit(Reason.PLACEMENT_ERROR, "initial deal reconstructed", Severity.WARNING, who,
                    layout=[(str(c), str(t)) for c, t in self.assignments])
 
-    def reconstruct_and_redeal(self: "Round", who: str, role: Role) -> list[Card]:
-        """Cards dealt to a box without a wager: all cards in play are taken back and re-dealt."""
+    def reconstruct_and_redeal(self: "Round", who: str, role: Role, also: tuple[Card, ...] = ()) -> list[Card]:
+        """Cards dealt to a box without a wager: all cards in play are taken back and re-dealt.
+
+        ``also``: cards in play that no hand took yet (exposed in error), in the order they left
+        the shoe after the dealt ones; they go back too and are dealt again after them.
+        """
         if self.state not in ("initial_deal", "insurance", "players", "dealer"):
             raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
         self._supervisor("reconstruct and re-deal", who, role)
-        back = [c for c, _ in self.assignments] + self._redeal_queue
+        back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)
         self.assignments, self.held = [], None
         self._start_initial_deal()
         self._redeal_queue = back

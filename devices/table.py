@@ -65,6 +65,7 @@ class Table(TableProcedures):
         self.pending: list[Card] = []  # exposed in error: used as the next cards
         self.drawn_in_error: list[Card] = []  # after the dealer's finished hand: exposed or not?
         self.awaiting_entry: int | None = None  # index of an unreadable card the dealer must enter
+        self.entry_to_discard = False  # that card came from a reader not usable: it goes to no hand
         self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
         self.last_round_id: int | None = None  # set when the cut card came out
         self.dealer_change_pending: str | None = None
@@ -284,6 +285,13 @@ class Table(TableProcedures):
             self.queued_reads.append(msg)  # type: ignore[arg-type]
             return
         self.awaiting_entry = msg.index
+        self.entry_to_discard = not self.reader.accepts_reads
+        if self.entry_to_discard:  # refused like a read from a stale reader; entered only to keep the count
+            self._emit(Reason.READ_FROM_STALE_DEVICE, f"unreadable card #{msg.index} from a {self.reader.state} "
+                       "shoe reader: not assigned; the dealer enters it for the count, it goes to the discard",
+                       Severity.ALARM, index=msg.index)
+            self._hold(Reason.READ_FROM_STALE_DEVICE, f"card #{msg.index} from a {self.reader.state} shoe reader")
+            return
         text = f"card #{msg.index} could not be read: the dealer enters it"
         if self.round_live:
             self._call("flag", Reason.UNREADABLE_CARD, text)

@@ -28,9 +28,15 @@ class TableProcedures(_Base):
         if self.awaiting_entry is None:
             raise TableError("no unreadable card waits to be entered")
         index, self.awaiting_entry = self.awaiting_entry, None
-        self._emit(Reason.CARD_ENTERED_BY_DEALER, f"card #{index} entered by the dealer as {card}", Severity.WARNING,
-                   who, card=str(card), index=index)
-        self._place(card, Orientation.FACE_DOWN, index)
+        to_discard, self.entry_to_discard = self.entry_to_discard, False
+        self._emit(Reason.CARD_ENTERED_BY_DEALER, f"card #{index} entered by the dealer as {card}"
+                   + (" (from a shoe reader not usable: to the discard)" if to_discard else ""), Severity.WARNING,
+                   who, card=str(card), index=index, to_discard=to_discard)
+        if to_discard:
+            self.shoe.card_out(card)
+            self.discard.append(card)
+        else:
+            self._place(card, Orientation.FACE_DOWN, index)
         queued, self.queued_reads = self.queued_reads, []
         for msg in queued:
             self._on_unreadable(msg) if isinstance(msg, UnreadableCard) else self._on_read(msg)
@@ -60,8 +66,10 @@ class TableProcedures(_Base):
     def cards_to_box_without_wager(self, who: str, role: Role) -> None:
         """All cards in play go back on top of the shoe and are dealt again, in the same order."""
         dealt = [c for c, _ in self.round.assignments] if self.round_live else []  # type: ignore[union-attr]
-        self._call("reconstruct_and_redeal", who, role)
-        for card in dealt:
+        exposed = tuple(self.pending)  # in play too: back on the shoe after the dealt cards
+        self._call("reconstruct_and_redeal", who, role, also=exposed)
+        self.pending = []
+        for card in dealt + list(exposed):
             self.shoe.card_back(card)  # they will be read again
         self.holds.clear()
 

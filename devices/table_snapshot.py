@@ -25,7 +25,8 @@ from firmware_bridge.messages import decode, encode
 SNAPSHOT_VERSION = 1
 _ENUMS: dict[str, type[enum.Enum]] = {"Action": Action, "Role": Role, "Reason": Reason}
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
-_SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry")
+_SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry",
+            "entry_to_discard")
 
 
 def _enc(v: Any) -> Any:

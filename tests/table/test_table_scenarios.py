@@ -148,6 +148,26 @@ def test_stale_shoe_reader_holds_round_refuses_its_reads_and_needs_device_and_su
     rig.assert_ledger()
 
 
+def test_unreadable_card_from_a_stale_reader_goes_to_no_hand(rig: TableRig) -> None:
+    start_round(rig)
+    rig.clock.now += 10
+    rig.table.tick()
+    mark = len(rig.events)
+    rig.unreadable()
+    refused = rig.find(Reason.READ_FROM_STALE_DEVICE)
+    assert refused and refused[-1].severity is Severity.ALARM and Reason.UNREADABLE_CARD not in rig.since(mark)
+    assert rig.table.round.flags == []  # not the round's card: nothing to flag
+    rig.table.enter_card(Card.parse("4S"), "dealer-1")  # entered only so the count stays right
+    assert rig.table.discard[-1] == Card.parse("4S") and rig.table.pending == []
+    assert rig.find(Reason.CARD_ENTERED_BY_DEALER)[-1].data["to_discard"] is True
+    rig.assert_ledger()
+    rig.heartbeat()
+    rig.table.resume("sup-1", SUP)
+    finish_round(rig)
+    assert all(c != Card.parse("4S") for c, _ in rig.table.round.assignments)
+    rig.assert_ledger()
+
+
 def test_offline_device_mid_round_holds_until_it_is_back(rig: TableRig) -> None:
     start_round(rig)
     rig.table.link_down("shoe-reader")
@@ -220,6 +240,31 @@ def test_cards_to_box_without_wager_are_reconstructed_and_redealt(rig: TableRig)
     rig.assert_ledger()
 
 
+def test_a_redeal_takes_back_a_card_exposed_in_error_too(rig: TableRig) -> None:
+    start_round(rig)
+    rig.read("2S")  # exposed in error: in play, waiting to be the next card
+    out_before = rig.table.shoe.cards_out
+    rig.table.cards_to_box_without_wager("sup-1", SUP)
+    assert rig.table.pending == [] and rig.table.shoe.cards_out == out_before - 6
+    assert rig.find(Reason.CARDS_TO_BOX_WITHOUT_WAGER)[-1].data["cards"][-1] == "2S"
+    rig.deal("TH 9S 5D 7C 8H")  # the same cards again, in the order they left the shoe
+    rig.table.act(1, Action.HIT, "p1")
+    rig.read("2S")
+    assert rig.table.round.box_hands[1][0].cards[-1] == Card.parse("2S")
+    assert Reason.ROUND_HELD not in rig.reasons()
+    rig.assert_ledger()
+
+
+def test_a_misload_redeal_discards_a_card_exposed_in_error(rig: TableRig) -> None:
+    start_round(rig)
+    rig.read("2S")  # exposed in error, waiting
+    rig.read("QD", face_up=True)  # misload: the round is void
+    assert rig.table.round.state == "void" and rig.table.pending == []
+    assert rig.table.discard[-1] == Card.parse("2S")  # after the misload and the round's cards
+    rig.assert_ledger()
+    rig.table.open_round()
+
+
 def test_dealer_change_mid_shoe_burns_one_card(rig: TableRig) -> None:
     start_round(rig)
     rig.table.dealer_change("dealer-2")  # mid-round: the burn waits for the round's end
@@ -264,16 +309,17 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
     before = state()
     with pytest.raises(RuleViolation) as double:
         rig.table.act(1, Action.DOUBLE, "p1")  # a double on three cards
-    assert double.value.rule and state() == before
+    assert double.value.rule == "double_on_two_cards" and state() == before
     refused = rig.find(Reason.ACTION_REFUSED)[-1]
     assert refused.data["rule"] == double.value.rule
     rig.table.act(1, Action.HIT, "p1")
     rig.read("2D")  # soft 21: the hand is over, no drawing on any 21
     assert rig.table.round.current_hand.box == 2
     before = state()
-    with pytest.raises(RuleViolation):
+    with pytest.raises(RuleViolation) as hit:
         rig.table.act(1, Action.HIT, "p1")  # a hit on 21
-    assert state() == before
+    assert hit.value.rule == "no_draw_on_21" and state() == before
+    assert rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == "no_draw_on_21"
 
 
 def test_surrender_never_against_an_ace(rig: TableRig) -> None:
@@ -281,9 +327,11 @@ def test_surrender_never_against_an_ace(rig: TableRig) -> None:
     rig.deal("TH AD 6C")  # dealer shows an ace
     if rig.table.round.state == "insurance":
         rig.table.close_insurance("dealer-1")
-    with pytest.raises(RuleViolation):
+    with pytest.raises(RuleViolation) as e:
         rig.table.act(1, Action.SURRENDER, "p1")
-    assert rig.find(Reason.ACTION_REFUSED)[-1].data["rule"]
+    rule = "no_surrender_against_ace" if rig.rules.play.surrender else "surrender_not_offered"
+    assert e.value.rule == rule and rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == rule
+    assert not rig.table.round.hands[0].surrendered
 
 
 def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
