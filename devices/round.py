@@ -51,7 +51,7 @@ from devices.round_procedures import RoundProcedures
 from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
 from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
 from devices.rules import HouseRules
-from devices.settlement import Settlement, settle
+from devices.settlement import Line, Settlement, instant_lines, settle
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
@@ -87,6 +87,9 @@ class Round(RoundProcedures):
         self.flags: list[dict[str, Any]] = []
         self.held: str | None = None
         self.settlement: Settlement | None = None
+        self.paid_at_once: list[Line] = []  # seed 001's bonuses, journaled (SETTLED) the moment they are won
+        sb = rules.side_bets
+        self._instant = sb.seven_seven_seven.enabled or sb.five_card_21.enabled or sb.seven_card_hand.enabled
         self._plan: list[Target] = []  # initial-deal order still to come
         self._order: list[Hand] = []  # every player hand in playing order
         self._turn = 0  # index in _order of the first hand not complete (hands never reopen)
@@ -166,6 +169,7 @@ class Round(RoundProcedures):
         self._order, self._turn = [h for b in boxes for h in self.box_hands[b]], 0
         self.dealer_cards, self.initial_cards = [], {b: [] for b in boxes}
         self.insurance, self.even_money_taken, self._draw_seen = {}, set(), False
+        self.paid_at_once = []
         self._plan = self._full_plan()
 
     def _full_plan(self) -> list[Target]:
@@ -233,6 +237,10 @@ class Round(RoundProcedures):
     def _give(self, hand: Hand, card: Card, initial: bool) -> None:
         hand.add(card)
         hand.awaiting_card = False
+        if self._instant:
+            for line in instant_lines(self.rules, hand):
+                self.paid_at_once.append(line)
+                self._emit(Reason.SETTLED, line.describe() + " (paid at once)", paid_at_once=True, **line.as_data())
         if initial:
             self.initial_cards[hand.box].append(card)
             return
@@ -273,8 +281,8 @@ class Round(RoundProcedures):
 
     def _settle(self) -> None:
         self.settlement = settle(self.rules, self.hands, self.dealer_cards, self.insurance,
-                                 self.even_money_taken, self.pairs_bets, self.initial_cards)
-        for line in self.settlement.lines:
+                                 self.even_money_taken, self.pairs_bets, self.initial_cards, self.paid_at_once)
+        for line in self.settlement.lines[len(self.paid_at_once):]:  # the rest were journaled when won
             self._emit(Reason.SETTLED, line.describe(), **line.as_data())
         self._go("dealer_stands")
 

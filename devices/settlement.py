@@ -95,32 +95,49 @@ def _pair_kind(a: Card, b: Card) -> str | None:
     return "colored_pair" if (a.suit in _RED) == (b.suit in _RED) else "mixed_pair"
 
 
-def _bonuses(rules: HouseRules, hand: Hand, dealer: list[Card]) -> Iterable[tuple[str, str, Fraction]]:
-    """Seed 001's bonuses on the hand's own stake: (kind, outcome, pay multiple); only wins are listed."""
-    sb, cards = rules.side_bets, hand.cards
-    if sb.seven_seven_seven.enabled:
-        t = sb.seven_seven_seven
-        sevens = sum(1 for c in cards[:3] if c.rank is Rank.SEVEN)
-        if len(cards) >= 2 and cards[0].rank is cards[1].rank is Rank.SEVEN and cards[0].suit == cards[1].suit:
-            yield "bonus_77", "suited_77", t.suited_77  # paid at once: stands whatever the dealer makes
-        if len(cards) == 3 and sevens == 3 and not dealer_blackjack(dealer):
-            suited = len({c.suit for c in cards}) == 1
-            yield "bonus_777", "suited_777" if suited else "mixed_777", t.suited_777 if suited else t.mixed_777
-    total = hand.total
-    if sb.five_card_21.enabled and len(cards) >= 5 and total == 21:
-        yield "five_card_21", "win", sb.five_card_21.pays
-    if sb.seven_card_hand.enabled and len(cards) >= 7 and total <= 21:
-        yield "seven_card_hand", "win", sb.seven_card_hand.pays
+def instant_bonuses(rules: HouseRules, hand: Hand) -> list[tuple[str, str, Fraction]]:
+    """Seed 001's bonuses won by the card just added to ``hand``, paid at once: (kind, outcome, multiple).
+
+    Each can be won once per hand: 77 on its first two cards, five-card 21 when 21 closes the hand,
+    seven-card hand on the seventh card. A later bust or split does not take them back.
+    """
+    sb, cards, won = rules.side_bets, hand.cards, []
+    n = len(cards)
+    if n == 2 and sb.seven_seven_seven.enabled and not hand.from_split and \
+            cards[0].rank is cards[1].rank is Rank.SEVEN and cards[0].suit == cards[1].suit:
+        won.append(("bonus_77", "suited_77", sb.seven_seven_seven.suited_77))
+    if n >= 5 and sb.five_card_21.enabled and hand.total == 21:
+        won.append(("five_card_21", "win", sb.five_card_21.pays))
+    if n == 7 and sb.seven_card_hand.enabled and hand.total <= 21:
+        won.append(("seven_card_hand", "win", sb.seven_card_hand.pays))
+    return won
+
+
+def instant_lines(rules: HouseRules, hand: Hand) -> list[Line]:
+    """The lines of :func:`instant_bonuses`, one per player on the hand, on their base stake."""
+    return [Line(player, hand.box, hand.index, kind, base, _times(mult, base), outcome)
+            for kind, outcome, mult in instant_bonuses(rules, hand) for player, base in hand.stakes.items()]
+
+
+def _bonus_777(rules: HouseRules, hand: Hand, dealer: list[Card]) -> tuple[str, Fraction] | None:
+    """7-7-7 as the first three cards of an unsplit hand: settled at the end (a dealer blackjack beats it)."""
+    t, cards = rules.side_bets.seven_seven_seven, hand.cards
+    if not t.enabled or len(cards) != 3 or hand.from_split or any(c.rank is not Rank.SEVEN for c in cards) \
+            or dealer_blackjack(dealer):
+        return None
+    suited = len({c.suit for c in cards}) == 1
+    return ("suited_777", t.suited_777) if suited else ("mixed_777", t.mixed_777)
 
 
 def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: dict[tuple[int, str], int],
            even_money: set[tuple[int, str]], pairs_bets: dict[tuple[int, str], int],
-           initial_cards: dict[int, list[Card]]) -> Settlement:
-    lines: list[Line] = []
+           initial_cards: dict[int, list[Card]], paid: Iterable[Line] = ()) -> Settlement:
+    """Every line of the round; ``paid`` (the bonuses already paid at once) come first, as they were."""
+    lines: list[Line] = list(paid)
     dealer_total, dealer_bj = hand_total(dealer)[0], dealer_blackjack(dealer)
     for hand in hands:
         main = _main(hand, dealer_total, dealer_bj)
-        bonuses = list(_bonuses(rules, hand, dealer))
+        b777 = _bonus_777(rules, hand, dealer)
         for player, base in hand.stakes.items():
             stake = hand.stake_of(player)
             if hand.index == 0 and (hand.box, player) in even_money:
@@ -128,8 +145,8 @@ def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: 
             else:
                 kind, outcome, mult = main
                 lines.append(Line(player, hand.box, hand.index, kind, stake, _times(mult, stake), outcome))
-            for kind, outcome, mult in bonuses:
-                lines.append(Line(player, hand.box, hand.index, kind, base, _times(mult, base), outcome))
+            if b777 is not None:
+                lines.append(Line(player, hand.box, hand.index, "bonus_777", base, _times(b777[1], base), b777[0]))
     for (box, player), amount in insurance.items():
         lines.append(Line(player, box, None, "insurance", amount, 2 * amount if dealer_bj else -amount,
                           "win" if dealer_bj else "lose"))

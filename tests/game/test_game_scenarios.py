@@ -137,6 +137,14 @@ SCENARIOS = [
                                                                   for s in (("act", 1, "hit"), ("deal", c))]
              + [("act", 1, "stand"), ("deal", "TD")],
              sheet("side_777", {"nets": {"a": 0}}, {"nets": {"a": -10000}})),
+    Scenario("seven_card_hand_stays_paid_after_a_bust", A,
+             [GO, ("deal", "2S 9H AC")] + [s for c in "2D 2H AD 2C 2D TD".split() for s in (("act", 1, "hit"), ("deal", c))]
+             + [("deal", "TD")],
+             sheet("side_777", {"nets": {"a": 0}}, {"nets": {"a": -10000}})),
+    Scenario("suited_77_paid_at_once_stays_paid_after_a_split", A,
+             [GO, ("deal", "7S 9H 7S"), ("act", 1, "split"), ("deal", "TD"), ("act", 1, "stand"), ("deal", "TC"),
+              ("act", 1, "stand"), ("deal", "8D")],
+             sheet("side_777", {"nets": {"a": 5000}}, {"nets": {"a": 0}})),
     Scenario("pairs_perfect", A, [("pairs", 1, "a", 1000), GO, ("deal", "8S 6H 8S"), ("act", 1, "stand"),
                                   ("deal", "TD TC")],
              sheet("pairs", {"nets": {"a": 35000}}, refused("side_bet_not_offered"))),
@@ -191,3 +199,16 @@ def test_scenario(sc: Scenario, casino: str) -> None:
     if "dealer" in expect:
         assert len(r.dealer_cards) == expect["dealer"]
     assert rec.of(Reason.SETTLED), "settlement lines are journaled"
+
+
+def test_seed_001_bonuses_are_journaled_the_moment_they_are_won() -> None:
+    rec = Recorder()
+    r = new_round(rules_for("casino-001"), A, rec)
+    run(r, [GO, ("deal", "7S 9H 7S")])
+    paid = rec.of(Reason.SETTLED)
+    assert r.state == "players" and [e.data["kind"] for e in paid] == ["bonus_77"] and paid[0].data["paid_at_once"]
+    assert paid[0].data["net"] == "5000"
+    run(r, [("act", 1, "hit"), ("deal", "7S"), ("deal", "TD")])  # suited 777, dealer 19
+    lines = r.settlement.lines
+    assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in lines]  # each line journaled once
+    assert [ln.kind for ln in lines] == ["bonus_77", "main", "bonus_777"]
