@@ -55,9 +55,16 @@ def check_insurance(rules: HouseRules, box_hands: dict[int, list[Hand]], box: in
         return "insurance_needs_wager", f"{player} has no wager on box {box}"
     if (box, player) in insured:
         return "insurance_once", f"{player} already insured box {box}"
-    stake = hands[0].stakes[player]
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < rules.insurance.min:
         return "insurance_minimum", f"insurance {amount!r} is below the minimum {rules.insurance.min}"
+    if rules.insurance.max == "half_all_bets":  # one insurance line for all his boxes
+        stake = sum(hs[0].stakes.get(player, 0) for hs in box_hands.values())
+        already = sum(a for (_, p), a in insured.items() if p == player)
+        if 2 * (already + amount) > stake:
+            return "insurance_half_bet", f"insurance {amount} (with {already} already) exceeds half of all " \
+                                         f"{player}'s bets {stake}"
+        return None
+    stake = hands[0].stakes[player]
     if 2 * amount > stake:
         return "insurance_half_bet", f"insurance {amount} exceeds half of {player}'s bet {stake} on box {box}"
     return None

@@ -112,7 +112,9 @@ class PlayRules:
 @dataclass(frozen=True)
 class InsuranceRules:
     offered: bool = _spec(True, _bool())
-    min: int = _spec(100, _MONEY)  # cents; the maximum is always half the player's stake
+    min: int = _spec(100, _MONEY)  # cents
+    # the most a player may insure: half his stake on the box, or half of all his bets (seed 001)
+    max: str = _spec("half_box_stake", _choice("half_box_stake", "half_all_bets"))
 
 
 @dataclass(frozen=True)

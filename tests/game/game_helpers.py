@@ -19,15 +19,20 @@ CASINOS = [p.stem for p in RULES_FILES]
 # TOML files): the tests check the files and the round against these.
 SHEET = {
     "casino-000": dict(surrender=True, own_card_window=False, hands=4, ace_splits=2, das=True,
-                       double_for_less=True, burn=1, side_777=False, pairs=False, split_rank_only=True),
+                       double_for_less=True, burn=1, side_777=False, pairs=False, split_rank_only=True,
+                       insurance_all_bets=False),
     "casino-001": dict(surrender=True, own_card_window=False, hands=3, ace_splits=1, das=True,
-                       double_for_less=False, burn=1, side_777=True, pairs=False, split_rank_only=False),
+                       double_for_less=False, burn=1, side_777=True, pairs=False, split_rank_only=False,
+                       insurance_all_bets=True),
     "casino-002": dict(surrender=False, own_card_window=False, hands=4, ace_splits=1, das=True,
-                       double_for_less=False, burn=1, side_777=False, pairs=True, split_rank_only=False),
+                       double_for_less=False, burn=1, side_777=False, pairs=True, split_rank_only=False,
+                       insurance_all_bets=False),
     "casino-003": dict(surrender=False, own_card_window=False, hands=4, ace_splits=3, das=True,
-                       double_for_less=False, burn=3, side_777=False, pairs=False, split_rank_only=False),
+                       double_for_less=False, burn=3, side_777=False, pairs=False, split_rank_only=False,
+                       insurance_all_bets=False),
     "casino-004": dict(surrender=True, own_card_window=True, hands=4, ace_splits=3, das=True,
-                       double_for_less=False, burn=1, side_777=False, pairs=False, split_rank_only=False),
+                       double_for_less=False, burn=1, side_777=False, pairs=False, split_rank_only=False,
+                       insurance_all_bets=False),
 }
 
 

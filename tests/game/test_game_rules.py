@@ -32,6 +32,7 @@ def test_rules_file_matches_its_sheet(casino: str) -> None:
     assert r.side_bets.five_card_21.enabled is s["side_777"] and r.side_bets.seven_card_hand.enabled is s["side_777"]
     assert r.side_bets.blackjack_pairs.enabled is s["pairs"]
     assert (r.play.split_pairs == "rank") is s["split_rank_only"]
+    assert (r.insurance.max == "half_all_bets") is s["insurance_all_bets"]
 
 
 def test_insurance_minimums_follow_the_sheets() -> None:
@@ -68,6 +69,7 @@ BAD = [
     ("[play]\nhands_per_box = 2\nace_splits = 2\n", "play.ace_splits", "0..1 or 'unlimited'"),
     ("[play\n", "(syntax)", "TOML"),
     ("[insurance]\nmin = -5\n", "insurance.min", ">= 0"),
+    ("[insurance]\nmax = \"half\"\n", "insurance.max", "'half_box_stake' or 'half_all_bets'"),
 ]
 
 

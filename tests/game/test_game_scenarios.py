@@ -14,6 +14,7 @@ from game_helpers import CASINOS, SHEET, Recorder, new_round, rules_for, run, sn
 
 A = [(1, "a", 10000)]
 AB = [(1, "a", 10000), (2, "b", 10000)]
+A2 = [(1, "a", 10000), (2, "a", 10000)]  # one player on two boxes
 ABC1 = [(1, "a", 10000), (1, "b", 10000), (1, "c", 10000)]
 GO = ("no_more_bets",)
 
@@ -72,6 +73,15 @@ SCENARIOS = [
              refused("insurance_half_bet")),
     Scenario("insurance_under_minimum_refused", A, [GO, ("deal", "TS AH 9C"), ("insure", 1, "a", 50)],
              refused("insurance_minimum")),
+    Scenario("insurance_up_to_half_of_all_his_bets", A2,
+             [GO, ("deal", "TS 9S AH 9C 9D"), ("insure", 1, "a", 10000), ("close",), ("act", 1, "stand"),
+              ("act", 2, "stand"), ("deal", "KD")],
+             sheet("insurance_all_bets", {"nets": {"a": 0}, "outcomes": {"a": ["dealer_blackjack", "dealer_blackjack",
+                                                                                "win"]}},
+                   refused("insurance_half_bet"))),
+    Scenario("insurance_over_half_of_all_his_bets_refused", A2,
+             [GO, ("deal", "TS 9S AH 9C 9D"), ("insure", 1, "a", 5000), ("insure", 2, "a", 5001)],
+             refused("insurance_half_bet")),
     Scenario("even_money_paid_whatever_the_dealer_makes", A, [GO, ("deal", "AS AH KC"), ("even", 1, "a"), ("close",),
                                                               ("deal", "KD")],
              {"nets": {"a": 10000}, "outcomes": {"a": ["even_money"]}}),
