@@ -68,6 +68,7 @@ class Reason(enum.StrEnum):
     # appended by the deal tracker (devices/table.py)
     DEALING_BLOCKED = "DEALING_BLOCKED"  # a card left a shoe that may not be dealt (refused, unverified, complete)
     ALARM_CLEARED = "ALARM_CLEARED"  # a supervisor cleared an open alarm
+    CUT_CARD_MISPLACED = "CUT_CARD_MISPLACED"  # the cut card came out where the cut rules do not put it
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,9 +206,24 @@ class Shoe:
         self._fire("change_dealer", who=who, burn=n, reason=Reason.DEALER_CHANGE_BURN)
         return True
 
+    def cut_window(self) -> tuple[int, int]:
+        """How many cards may leave before the cut card: within one deck of ``shoe.penetration``
+        and at least ``shoe.min_cut_decks`` decks from either end of the shoe."""
+        total = sum((self.counted or self.expected).values())
+        edge = 52 * self.rules.shoe.min_cut_decks
+        aim = round(total * self.rules.shoe.penetration)
+        return max(edge, aim - 52), min(total - edge, aim + 52)
+
     def cut_card_seen(self, index: int) -> None:
-        if self.state in ("burning", "in_play"):
-            self._fire("cut_card_out", index=index)
+        if self.state not in ("burning", "in_play"):
+            return
+        lo, hi = self.cut_window()
+        self._fire("cut_card_out", index=index, cards_out=self.cards_out, allowed=f"{lo}..{hi}")
+        if not lo <= self.cards_out <= hi:  # a bad cut or placement: the supervisor decides (void_shoe)
+            self._emit(Reason.CUT_CARD_MISPLACED, Severity.WARNING,
+                       f"cut card came out after {self.cards_out} cards; the rules put it after {lo}..{hi} "
+                       f"(penetration {self.rules.shoe.penetration}, at least {self.rules.shoe.min_cut_decks} "
+                       "deck(s) from either end)", {"cards_out": self.cards_out, "lo": lo, "hi": hi, "index": index})
 
     def finish_shoe(self, why: str) -> None:
         if self.may("finish"):

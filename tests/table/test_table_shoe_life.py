@@ -156,3 +156,22 @@ def test_round_inputs_without_a_round_get_one_clear_error() -> None:
     rig = TableRig(HouseRules.default())
     with pytest.raises(TableError, match="no round is open"):
         rig.table.place_bet(1, "p1", 1000)
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("where,misplaced", [("aim", False), ("early", True), ("last_deck", True)])
+def test_the_cut_card_must_come_out_where_the_cut_rules_put_it(path, where: str, misplaced: bool) -> None:
+    rig = TableRig.from_file(path)
+    shoe, total = rig.table.shoe, 52 * rig.rules.decks
+    at = {"aim": round(total * rig.rules.shoe.penetration), "early": 40, "last_deck": total - 30}[where]
+    stack = [c for c, n in shoe_composition(rig.rules.decks).items() for _ in range(n)]
+    for card in stack[shoe.cards_out:at]:  # cards counted out by the shoe (no round: only the count matters)
+        shoe.card_out(card)
+    rig.table.on_shoe(CutCardSeen(at, 0))
+    assert shoe.state == "last_round"
+    found = rig.find(Reason.CUT_CARD_MISPLACED)
+    assert bool(found) is misplaced
+    if misplaced:
+        lo, hi = shoe.cut_window()
+        assert found[0].severity is Severity.WARNING and f"after {at} cards" in found[0].message
+        assert f"{lo}..{hi}" in found[0].message and lo >= 52 * rig.rules.shoe.min_cut_decks
