@@ -17,7 +17,7 @@ import structlog
 
 from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
                             LinkLost, PermissionDenied)
-from drivers.transport import Transport, TransportListener
+from drivers.transport import Transport, TransportListener, deliver
 from drivers.urls import DeviceURL, parse_url
 
 log = structlog.get_logger(__name__)
@@ -95,7 +95,7 @@ class SerialTransport(Transport):
             self._lose(LinkLost(self.path, "link lost: end of file (device gone)"), None)
             return
         assert self._listener is not None
-        self._listener.bytes_received(data)
+        deliver(self._listener, data, self.path)
 
     def write(self, data: bytes) -> None:
         if self._port is None:

@@ -13,6 +13,10 @@ from __future__ import annotations
 import abc
 from typing import Protocol
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 
 class TransportListener(Protocol):
     def bytes_received(self, data: bytes) -> None: ...
@@ -45,3 +49,12 @@ class Transport(abc.ABC):
     @property
     @abc.abstractmethod
     def is_open(self) -> bool: ...
+
+
+def deliver(listener: TransportListener, data: bytes, device: str) -> None:
+    """Hand ``data`` to ``listener``; an exception there is logged, never raised into the loop
+    or a reader thread, so one bad callback cannot stop the bytes that follow."""
+    try:
+        listener.bytes_received(data)
+    except Exception:  # noqa: BLE001 - the listener's bug, reported with the device and the bytes
+        log.exception("listener_failed", device=device, size=len(data), head=data[:16].hex(" "))

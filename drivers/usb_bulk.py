@@ -22,7 +22,7 @@ import usb.util
 
 from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
                             LinkLost, PermissionDenied)
-from drivers.transport import Transport, TransportListener
+from drivers.transport import Transport, TransportListener, deliver
 from drivers.urls import DeviceURL, parse_url
 
 log = structlog.get_logger(__name__)
@@ -176,7 +176,7 @@ class UsbBulkTransport(Transport):
     # --- on the loop -------------------------------------------------------------------
     def _deliver(self, data: bytes) -> None:
         if self._listener is not None and not self._lost:
-            self._listener.bytes_received(data)
+            deliver(self._listener, data, self.url)
 
     def write(self, data: bytes) -> None:
         if not self.is_open:

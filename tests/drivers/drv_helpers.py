@@ -118,3 +118,13 @@ def run(coro):
     result = asyncio.run(guarded())
     assert not escaped, f"exceptions escaped into the event loop: {escaped}"
     return result
+
+
+class FirstChunkFails(Recorder):
+    """A listener whose first ``bytes_received`` raises (a bug in the layer above)."""
+
+    def bytes_received(self, data: bytes) -> None:
+        first = not self.chunks
+        super().bytes_received(data)
+        if first:
+            raise RuntimeError("listener bug on the first chunk")

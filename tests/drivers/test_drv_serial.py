@@ -3,13 +3,15 @@ import asyncio
 import errno
 import os
 import termios
+import threading
 
 import pytest
+from structlog.testing import capture_logs
 
 from drivers import (DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied,
                      open_transport)
 from drivers.serial_port import SerialTransport
-from drv_helpers import Recorder, run
+from drv_helpers import FirstChunkFails, Recorder, run
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -182,3 +184,36 @@ def test_permission_denied_names_the_group_and_the_install_doc(pty_device, mocke
 def test_serial_transport_refuses_a_non_serial_url():
     with pytest.raises(ValueError, match="serial://"):
         SerialTransport("usb://1209:c4d0")
+
+
+def test_reads_are_event_driven_on_the_loop_without_a_thread(pty_device):
+    async def main():
+        before = threading.active_count()
+        rec = Recorder()
+        transport = await open_transport(url(pty_device), rec)
+        pty_device.send(b"abc")
+        await rec.wait_bytes(3)
+        during = threading.active_count()
+        transport.close()
+        return before, during
+
+    before, during = run(main())
+    assert during == before
+
+
+def test_a_listener_that_raises_is_logged_and_later_bytes_still_arrive(pty_device):
+    async def main():
+        rec = FirstChunkFails()
+        transport = await open_transport(url(pty_device), rec)
+        pty_device.send(b"first")
+        await rec.wait_bytes(5)
+        pty_device.send(b"second")
+        await rec.wait_bytes(11)
+        transport.close()
+        return rec
+
+    with capture_logs() as logs:
+        rec = run(main())  # run() fails the test if the exception reached the loop
+    assert rec.data == b"firstsecond" and rec.lost == [None]
+    [failed] = [e for e in logs if e["event"] == "listener_failed"]
+    assert failed["device"] == pty_device.link_path and failed["head"] == b"first".hex(" ")

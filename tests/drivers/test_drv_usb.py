@@ -6,11 +6,12 @@ import threading
 
 import pytest
 import usb.core
+from structlog.testing import capture_logs
 
 from drivers import DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied, open_transport
 from drivers.known_devices import by_role
 from drivers.usb_bulk import UsbBulkTransport
-from drv_helpers import EchoSide, Recorder, run
+from drv_helpers import EchoSide, FirstChunkFails, Recorder, run
 
 pytestmark = pytest.mark.timeout(20)
 SHOE_URL = "usb://1209:c4d0?serial=SHOE0001"
@@ -148,3 +149,24 @@ def test_access_denied_names_the_group(usb_shoe, mocker):
     with pytest.raises(PermissionDenied, match="'cardd' group") as info:
         run(main())
     assert "docs/install.md" in str(info.value)
+
+
+def test_a_listener_that_raises_is_logged_and_the_reader_thread_goes_on(usb_shoe):
+    backend, device, _ = usb_shoe
+
+    async def main():
+        rec = FirstChunkFails()
+        transport = await open_transport(SHOE_URL, rec, backend=backend)
+        device.send_to_host(b"first")
+        await rec.wait_bytes(5)
+        device.send_to_host(b"second")
+        await rec.wait_bytes(11)
+        alive = [t.is_alive() for t in usb_threads()]
+        transport.close()
+        return rec, alive
+
+    with capture_logs() as logs:
+        rec, alive = run(main())
+    assert rec.data == b"firstsecond" and rec.lost == [None]
+    assert alive == [True, True]
+    assert [e["device"] for e in logs if e["event"] == "listener_failed"] == [SHOE_URL]
