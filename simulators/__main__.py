@@ -23,12 +23,49 @@ from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
 
+class StackSpecError(ValueError):
+    """A ``--stack`` that is neither a readable file of card codes nor a list of card codes."""
+
+
 def parse_stack(text: str) -> list[Card]:
-    """Cards from ``AS,KD,7H`` or from a file of card codes (separated by commas or spaces)."""
+    """Cards from ``AS,KD,7H`` or from a file of card codes (separated by commas or spaces).
+
+    A bad entry is one :class:`StackSpecError` naming the file (or the argument) and the
+    entry's position, so a typo in a 312-card file is found at once."""
+    source = "--stack"
     if os.path.isfile(text):
-        with open(text, encoding="utf-8") as handle:
-            text = handle.read()
-    return [Card.parse(code) for code in text.replace(",", " ").split()]
+        source = f"--stack file {text}"
+        try:
+            with open(text, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StackSpecError(f"{source}: cannot read it: {exc}") from None
+    elif os.sep in text or text.endswith(".txt"):
+        raise StackSpecError(f"--stack {text!r}: no such file (give a file of card codes, or codes like AS,KD,7H)")
+    codes = text.replace(",", " ").split()
+    if not codes:
+        raise StackSpecError(f"{source}: no card codes in it")
+    cards = []
+    for position, code in enumerate(codes, 1):
+        try:
+            cards.append(Card.parse(code))
+        except CardCodeError as exc:
+            raise StackSpecError(f"{source}: card {position} of {len(codes)}: {exc}") from None
+    return cards
+
+
+def _at_least(low: float, kind: type = float):
+    """An argparse type: a number of ``kind`` that is ``low`` or more."""
+    def convert(raw: str) -> float:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a {kind.__name__}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{raw} is less than {low}")
+        return value
+    convert.__name__ = kind.__name__
+    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,24 +78,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--faults", default="", help='fault switches, e.g. "jam=2 missing=AS,7H bit_flip_rate=0.01"')
     parser.add_argument("--stack", help="card order (codes or a file): the shuffler's stacked mode, "
                                         "or the cards loaded into the shoe at start")
-    parser.add_argument("--decks", type=int, default=0, help="shoe: load this many shuffled decks at start")
-    parser.add_argument("--cut-at", type=int, help="shoe: cut card after this card")
-    parser.add_argument("--pace", type=float, help="shoe: seconds between cards once loaded (default: on demand)")
-    parser.add_argument("--shuffle-time", type=float, default=3.0, help="shuffler: seconds a shuffle takes")
-    parser.add_argument("--heartbeat", type=float, default=1.0, help="seconds between heartbeats (0: none)")
+    parser.add_argument("--decks", type=_at_least(0, int), default=0, help="shoe: load this many shuffled decks at start")
+    parser.add_argument("--cut-at", type=_at_least(1, int), help="shoe: cut card after this card")
+    parser.add_argument("--pace", type=_at_least(0.0), help="shoe: seconds between cards once loaded (default: on demand)")
+    parser.add_argument("--shuffle-time", type=_at_least(0.0), default=3.0, help="shuffler: seconds a shuffle takes")
+    parser.add_argument("--heartbeat", type=_at_least(0.0), default=1.0, help="seconds between heartbeats (0: none)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Faults, list[Card] | None]:
+    """The command line checked in full before anything starts: a bad value is one argparse
+    error (exit code 2) that names the option and what it accepts."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # stdout carries only the path, for scripts: logs go to stderr
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
         faults = Faults.parse(args.faults)
         stack = parse_stack(args.stack) if args.stack else None
-    except (FaultSpecError, CardCodeError, OSError) as exc:
+    except (FaultSpecError, StackSpecError) as exc:
         parser.error(str(exc))
+    if args.device == "shuffler" and (args.decks or args.cut_at is not None or args.pace is not None):
+        parser.error("--decks, --cut-at and --pace are shoe options; a shuffler takes --stack and --shuffle-time")
+    if args.device == "shoe" and stack is not None and args.decks:
+        parser.error("give the shoe --stack or --decks, not both")
+    if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
+        parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
+    return args, faults, stack
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, faults, stack = parse_options(argv)
+    # stdout carries only the path, for scripts: logs go to stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     common = {"faults": faults, "heartbeat_s": args.heartbeat}
     if args.serial:
         common["serial"] = args.serial
@@ -73,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     handled = stop_signals | {signal.SIGUSR1}
     signal.pthread_sigmask(signal.SIG_BLOCK, handled)  # the device's thread inherits the mask
-    endpoint = PtyEndpoint(device, link=args.link).start()
+    try:
+        endpoint = PtyEndpoint(device, link=args.link).start()
+    except RuntimeError as exc:  # e.g. --link in a directory we may not write
+        print(f"python -m simulators: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     try:
         if args.device == "shoe" and stack:
             endpoint.call(device.load, stack, args.cut_at)

@@ -46,10 +46,16 @@ class PtyEndpoint(Endpoint):
         os.set_blocking(self._master, False)
         self.tty = os.ttyname(self._slave)
         tmp = f"{self.path}.new"
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.symlink(self.tty, tmp)
-        os.replace(tmp, self.path)  # atomic: the host never sees a missing link mid-swap
+        try:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(self.tty, tmp)
+            os.replace(tmp, self.path)  # atomic: the host never sees a missing link mid-swap
+        except OSError:
+            os.close(self._master)  # no path to reach it: give the pty back
+            os.close(self._slave)
+            self._master = self._slave = -1
+            raise
         assert self.loop is not None
         self.loop.add_reader(self._master, self._readable)
         log.info("sim_pty_open", device=self.device.serial, path=self.path, tty=self.tty)
