@@ -55,6 +55,8 @@ def make_device(name: str, params: dict[str, str], where: str) -> SimulatedDevic
                 kwargs[key] = allowed[key](raw)
             except ValueError:
                 raise BadURL(where, f"{key}={raw!r} is not a {allowed[key].__name__}") from None
+            if isinstance(kwargs[key], float) and not kwargs[key] >= 0:  # also refuses nan
+                raise BadURL(where, f"{key}={raw!r} must be 0 or more (seconds)")
         else:
             raise BadURL(where, f"unknown parameter {key!r} for sim://{name} "
                          f"(allowed: faults, {', '.join(allowed)})")

@@ -1,0 +1,29 @@
+"""sim:// URLs: a bad one is one BadURL naming the URL and the problem, before anything starts."""
+import pytest
+
+import simulators  # noqa: F401 - registers sim://
+from drivers import BadURL, make_transport, parse_url
+from simulators.sim_url import make_device, running
+
+
+@pytest.mark.parametrize("url, why", [
+    ("sim://dealer", "no simulated device 'dealer'; simulated devices: shuffler, shoe"),
+    ("sim://shoe?pace_s=-1", "pace_s='-1' must be 0 or more"),
+    ("sim://shoe?pace_s=nan", "pace_s='nan' must be 0 or more"),
+    ("sim://shuffler?shuffle_time_s=soon", "shuffle_time_s='soon' is not a float"),
+    ("sim://shuffler?pace_s=1", "unknown parameter 'pace_s' for sim://shuffler (allowed: faults, serial, shuffle_time_s, heartbeat_s)"),
+    ("sim://shoe?faults=jamm", "no fault switch 'jamm'"),
+    ("sim://shoe?faults=drop_rate=3", "a rate is a probability between 0 and 1"),
+])
+def test_bad_sim_urls_are_one_clear_error(url, why):
+    before = running()
+    with pytest.raises(BadURL) as error:
+        make_transport(url)
+    assert str(error.value).startswith(url + ": ") and why in str(error.value)
+    assert running() == before  # nothing was started
+
+
+def test_options_reach_the_device():
+    url = parse_url("sim://shoe?serial=SHOE0042&pace_s=0.5&faults=face_up_at=7+unreadable_at=9")
+    shoe = make_device(url.name, url.params, url.text)
+    assert (shoe.serial, shoe.pace_s, shoe.faults.face_up_at, shoe.faults.unreadable_at) == ("SHOE0042", 0.5, 7, 9)
