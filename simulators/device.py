@@ -140,7 +140,11 @@ class SimulatedDevice:
         handler = self.handlers().get(type(msg))
         if handler is None:
             return [Refused(msg.TYPE, f"{self.MODEL} does not accept {type(msg).__name__}")]
-        return handler(msg)
+        try:
+            return handler(msg)
+        except Exception as exc:  # a simulator bug answers like firmware would, not with silence
+            log.exception("sim_handler_failed", device=self.serial, message=type(msg).__name__)
+            return [Refused(msg.TYPE, f"internal error handling {type(msg).__name__}: {exc!r}"[:255])]
 
     def handlers(self) -> dict[type[Message], Handler]:
         common: dict[type[Message], Handler] = {
