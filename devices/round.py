@@ -16,7 +16,7 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.insure(box, player, amount); r.even_money(box, player); r.close_insurance(who)
     r.act(box, Action.HIT|STAND|DOUBLE|SPLIT|SURRENDER, who, amount=None, declined=())
     r.hold(reason, detail); r.resume(who, role); r.void(reason, who, role)
-    r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role)
+    r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role, also=())
     r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
     r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
 
@@ -51,7 +51,7 @@ from devices.round_procedures import RoundProcedures
 from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
 from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
 from devices.rules import HouseRules
-from devices.settlement import Line, Settlement, instant_lines, settle
+from devices.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
@@ -87,7 +87,7 @@ class Round(RoundProcedures):
         self.flags: list[dict[str, Any]] = []
         self.held: str | None = None
         self.settlement: Settlement | None = None
-        self.paid_at_once: list[Line] = []  # seed 001's bonuses, journaled (SETTLED) the moment they are won
+        self.paid_at_once: list[Line] = []  # lines won for certain, journaled (SETTLED) the moment they are
         sb = rules.side_bets
         self._instant = sb.seven_seven_seven.enabled or sb.five_card_21.enabled or sb.seven_card_hand.enabled
         self._plan: list[Target] = []  # initial-deal order still to come
@@ -238,9 +238,7 @@ class Round(RoundProcedures):
         hand.add(card)
         hand.awaiting_card = False
         if self._instant:
-            for line in instant_lines(self.rules, hand):
-                self.paid_at_once.append(line)
-                self._emit(Reason.SETTLED, line.describe() + " (paid at once)", paid_at_once=True, **line.as_data())
+            self._pay_at_once(instant_lines(self.rules, hand))
         if initial:
             self.initial_cards[hand.box].append(card)
             return
@@ -252,12 +250,22 @@ class Round(RoundProcedures):
                 and len(self.box_hands[hand.box]) < self.rules.play.hands_per_box
             hand.stood = not resplit  # split aces take one card each, unless they may split again
 
+    def _pay_at_once(self, lines: Iterable[Line]) -> None:
+        """Lines won for certain before the round ends (bonuses, even money, a blackjack against 2-9)."""
+        for line in lines:
+            self.paid_at_once.append(line)
+            self._emit(Reason.SETTLED, line.describe() + " (paid at once)", paid_at_once=True, **line.as_data())
+
     def _advance(self) -> None:
         """Move the machine on once the current phase needs nothing more."""
         state = self.state
         if state == "initial_deal":
             if self._plan:
                 return
+            up = self.dealer_cards[0]
+            for hand in self._order:
+                if hand.blackjack:
+                    self._pay_at_once(blackjack_lines(hand, up))
             if self.dealer_cards[0].rank is Rank.ACE and self.rules.insurance.offered:
                 self._go("ace_up")
             else:
@@ -317,6 +325,7 @@ class Round(RoundProcedures):
         if (box, player) in self.insurance:
             raise self._refuse("insurance_or_even_money", f"{player} insured box {box}: no even money too", player)
         self.even_money_taken.add((box, player))
+        self._pay_at_once([even_money_line(hand, player)])
         self._emit(Reason.ACTION, f"{player} takes even money at box {box}: paid "
                    f"{hand.stakes[player]} at once", who=player, action="even_money", box=box,
                    player=player, paid=hand.stakes[player])

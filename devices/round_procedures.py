@@ -45,7 +45,7 @@ class RoundProcedures:
         self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
                    cause=str(reason), by_rule=by_rule, returned={f"{b}:{p}": s for b, st in self.wagers.items()
                                                 for p, s in st.items()},
-                   voided_bonuses=[line.describe() for line in self.paid_at_once])
+                   voided_paid_at_once=[line.describe() for line in self.paid_at_once])
         self._go("voided")
 
     def flag(self: "Round", reason: Reason, detail: str, who: str | None = None) -> None:
@@ -80,12 +80,12 @@ class RoundProcedures:
             raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
         self._supervisor("reconstruct and re-deal", who, role)
         back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)
-        withdrawn = [line.describe() for line in self.paid_at_once]  # won again if the same cards come again
+        withdrawn = [line.describe() for line in self.paid_at_once]  # won again when the same cards come again
         self.assignments, self.held = [], None
         self._start_initial_deal()
         self._redeal_queue = back
         self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "
                    "to be re-dealt in the same order", Severity.WARNING, who, cards=[str(c) for c in back],
-                   withdrawn_bonuses=withdrawn)
+                   withdrawn_paid_at_once=withdrawn)
         self._go("redeal")
         return back

@@ -119,6 +119,21 @@ def instant_lines(rules: HouseRules, hand: Hand) -> list[Line]:
             for kind, outcome, mult in instant_bonuses(rules, hand) for player, base in hand.stakes.items()]
 
 
+def even_money_line(hand: Hand, player: str) -> Line:
+    """Even money: the player's blackjack paid 1:1 at once against the dealer's ace."""
+    stake = hand.stake_of(player)
+    return Line(player, hand.box, hand.index, "even_money", stake, stake, "even_money")
+
+
+def blackjack_lines(hand: Hand, up: Card) -> list[Line]:
+    """A blackjack against an up card that cannot make blackjack (2 to 9) is won for certain: its
+    3:2 is paid at once (seed 000 7.1.1), one line per player on the hand."""
+    if not hand.blackjack or up.rank is Rank.ACE or int(up.rank) >= 10:
+        return []
+    return [Line(p, hand.box, hand.index, "main", hand.stake_of(p), _times(_THREE_HALVES, hand.stake_of(p)),
+                 "blackjack") for p in hand.stakes]
+
+
 def _bonus_777(rules: HouseRules, hand: Hand, dealer: list[Card]) -> tuple[str, Fraction] | None:
     """7-7-7 as the first three cards of an unsplit hand: settled at the end (a dealer blackjack beats it)."""
     t, cards = rules.side_bets.seven_seven_seven, hand.cards
@@ -134,13 +149,16 @@ def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: 
            initial_cards: dict[int, list[Card]], paid: Iterable[Line] = ()) -> Settlement:
     """Every line of the round; ``paid`` (the bonuses already paid at once) come first, as they were."""
     lines: list[Line] = list(paid)
+    done = {(ln.player, ln.box, ln.hand) for ln in lines if ln.kind in ("main", "even_money")}
     dealer_total, dealer_bj = hand_total(dealer)[0], dealer_blackjack(dealer)
     for hand in hands:
         main = _main(hand, dealer_total, dealer_bj)
         b777 = _bonus_777(rules, hand, dealer)
         for player, base in hand.stakes.items():
             stake = hand.stake_of(player)
-            if hand.index == 0 and (hand.box, player) in even_money:
+            if (player, hand.box, hand.index) in done:
+                pass  # paid at once
+            elif hand.index == 0 and (hand.box, player) in even_money:
                 lines.append(Line(player, hand.box, 0, "even_money", stake, stake, "even_money"))
             else:
                 kind, outcome, mult = main

@@ -10,7 +10,7 @@ import pytest
 
 from devices.events import Reason
 from devices.round import RuleViolation
-from game_helpers import CASINOS, SHEET, Recorder, new_round, rules_for, run, snapshot
+from game_helpers import CASINOS, SHEET, Recorder, nets, new_round, rules_for, run, snapshot
 
 A = [(1, "a", 10000)]
 AB = [(1, "a", 10000), (2, "b", 10000)]
@@ -222,3 +222,35 @@ def test_seed_001_bonuses_are_journaled_the_moment_they_are_won() -> None:
     lines = r.settlement.lines
     assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in lines]  # each line journaled once
     assert [ln.kind for ln in lines] == ["bonus_77", "main", "bonus_777"]
+
+
+@pytest.mark.parametrize("casino", CASINOS)
+@pytest.mark.parametrize("up,at_once", [("9H", True), ("2D", True), ("TH", False), ("AH", False)])
+def test_a_blackjack_that_cannot_be_matched_is_paid_at_once(casino: str, up: str, at_once: bool) -> None:
+    """Seed 000 7.1.1: against an up card that cannot make blackjack, the 3:2 is paid at once."""
+    rec = Recorder()
+    r = new_round(rules_for(casino), AB, rec)
+    run(r, [GO, ("deal", f"AS 9S {up} KC 9C")])  # box 1 blackjack, box 2 18
+    paid = [e.data for e in rec.of(Reason.SETTLED)]
+    if at_once:
+        assert paid == [dict(paid[0], player="a", box=1, kind="main", outcome="blackjack", net="15000")]
+        assert paid[0]["paid_at_once"] and r.state == "players"
+    else:
+        assert paid == []
+    if r.state == "insurance":
+        run(r, [("close",)])
+    run(r, [("act", 2, "stand")])
+    while r.state == "dealer":
+        run(r, [("deal", "TD")])
+    assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in r.settlement.lines]
+    assert nets(r)["a"] == (0 if up == "AH" else 15000)  # paid once, at once or at the end; AH TD: both blackjack
+
+
+@pytest.mark.parametrize("casino", CASINOS)
+def test_even_money_is_journaled_when_taken(casino: str) -> None:
+    rec = Recorder()
+    r = new_round(rules_for(casino), A, rec)
+    run(r, [GO, ("deal", "AS AH KC"), ("even", 1, "a")])
+    assert [(e.data["kind"], e.data["net"]) for e in rec.of(Reason.SETTLED)] == [("even_money", "10000")]
+    run(r, [("close",), ("deal", "KD")])  # the dealer makes blackjack: even money stands
+    assert len(rec.of(Reason.SETTLED)) == len(r.settlement.lines) == 1 and nets(r) == {"a": 10000}
