@@ -160,9 +160,10 @@ class Table(TableProcedures):
             # a restart mid-round: what the device did meanwhile is unknown
             self._hold(Reason.DEVICE_FAULT, f"{model.NAME} rebooted during the round")
             return
-        if dst not in ("stale", "offline", "fault"):
+        if dst not in ("stale", "offline", "fault", "updating"):
             return
-        cause = {"stale": Reason.DEVICE_STALE, "offline": Reason.DEVICE_OFFLINE, "fault": Reason.DEVICE_FAULT}[dst]
+        cause = {"stale": Reason.DEVICE_STALE, "offline": Reason.DEVICE_OFFLINE, "updating": Reason.DEVICE_OFFLINE,
+                 "fault": Reason.DEVICE_FAULT}[dst]  # a device updating its firmware is out of play
         if dst == "fault" and model is self.shuffler and self.round_live:
             cause = Reason.SHUFFLER_MALFUNCTION
             self._emit(cause, f"shuffler malfunction during round {self.round.round_id}: round held; a "  # type: ignore[union-attr]

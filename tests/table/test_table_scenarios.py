@@ -14,7 +14,8 @@ from devices.procedures import OverrideRefused, TableError
 from devices.round import Action, RoundHeld
 from devices.round_rules import RuleViolation
 from firmware_bridge.cards import Card
-from firmware_bridge.messages import CutCardSeen, DeviceRole, Fault, FaultCleared, FaultCode, Ident
+from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
+                                      Status)
 from table_rig import RULE_FILES, TableRig, cards
 
 pytestmark = pytest.mark.timeout(30)
@@ -344,6 +345,18 @@ def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
         rig.table.open_round()
     rig.read("3D")  # nothing may be dealt from a finished shoe
     assert Reason.DEALING_BLOCKED in rig.reasons()
+    rig.assert_ledger()
+
+
+def test_a_firmware_update_mid_round_holds_it(rig: TableRig) -> None:
+    start_round(rig)
+    rig.table.on_shoe(Status(DeviceState.UPDATING, 0, 0, 0))
+    assert rig.table.round.held is not None and "updating" in rig.table.round.held
+    with pytest.raises(OverrideRefused, match="updating"):
+        rig.table.resume("sup-1", SUP)
+    rig.table.on_shoe(Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.1.0", 1, 0, 8))  # back, new firmware
+    rig.table.resume("sup-1", SUP)
+    finish_round(rig)
     rig.assert_ledger()
 
 
