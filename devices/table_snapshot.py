@@ -22,7 +22,7 @@ from devices.table import Table
 from firmware_bridge.cards import Card
 from firmware_bridge.messages import decode, encode
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2: entry_to_discard (an unreadable card from a stale reader)
 _ENUMS: dict[str, type[enum.Enum]] = {"Action": Action, "Role": Role, "Reason": Reason}
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 _SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry",

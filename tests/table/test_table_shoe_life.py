@@ -90,15 +90,16 @@ def play_round(rig: TableRig) -> None:
     rig.deal("TC 6S")
 
 
-def test_reconciliation_ok_and_failure_alarm() -> None:
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+def test_reconciliation_ok_and_failure_alarm(path) -> None:
     for missing_one in (False, True):
-        rig = TableRig(HouseRules.default())
+        rig = TableRig.from_file(path)
         play_round(rig)
         rig.table.on_shoe(CutCardSeen(rig.index, 0))
         assert rig.table.shoe.state == "last_round"  # between rounds: the next round is the last
         play_round(rig)
         assert rig.table.shoe.state == "complete"
-        remainder = Counter(shoe_composition(6))
+        remainder = Counter(shoe_composition(rig.rules.decks))
         remainder.subtract(rig.table.shoe.out)
         if missing_one:
             remainder[Card.parse("AC")] -= 1
