@@ -4,7 +4,8 @@ Reads and writes are event-driven (``add_reader``/``add_writer`` on the port's f
 blocking ``os.read``/``os.write``): no reader thread, no polling. Any chunk size is passed
 up as it arrives, so byte-at-a-time delivery and an FTDI adapter's 16 ms batches look the
 same to the framing layer. EIO or a zero-length read on a readable fd is an unplug:
-``connection_lost`` is called exactly once and the fd leaves the loop.
+``connection_lost`` is called exactly once and the fd leaves the loop; a failed write reports
+it on the next loop turn, never from inside ``write()``.
 """
 from __future__ import annotations
 
@@ -116,7 +117,11 @@ class SerialTransport(Transport):
         except (BlockingIOError, InterruptedError):
             pass  # kernel buffer full: the writer callback sends the rest
         except OSError as exc:
-            self._lose(self._lost_by(exc, "write"), exc)
+            # reported on the next loop turn, as the USB driver does: the caller of write()
+            # (the link, mid-send) never sees its own connection_lost re-enter it
+            self._out.clear()
+            assert self._loop is not None
+            self._loop.call_soon(self._lose, self._lost_by(exc, "write"), exc)
 
     def _on_writable(self) -> None:
         self._flush()
