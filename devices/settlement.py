@@ -147,7 +147,8 @@ def _bonus_777(rules: HouseRules, hand: Hand, dealer: list[Card]) -> tuple[str, 
 def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: dict[tuple[int, str], int],
            even_money: set[tuple[int, str]], pairs_bets: dict[tuple[int, str], int],
            initial_cards: dict[int, list[Card]], paid: Iterable[Line] = ()) -> Settlement:
-    """Every line of the round; ``paid`` (the bonuses already paid at once) come first, as they were."""
+    """Every line of the round; ``paid`` (lines already paid at once: bonuses, even money, a sure
+    blackjack) come first, as they were, and their hands' main lines are not settled again."""
     lines: list[Line] = list(paid)
     done = {(ln.player, ln.box, ln.hand) for ln in lines if ln.kind in ("main", "even_money")}
     dealer_total, dealer_bj = hand_total(dealer)[0], dealer_blackjack(dealer)
@@ -159,7 +160,7 @@ def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: 
             if (player, hand.box, hand.index) in done:
                 pass  # paid at once
             elif hand.index == 0 and (hand.box, player) in even_money:
-                lines.append(Line(player, hand.box, 0, "even_money", stake, stake, "even_money"))
+                lines.append(even_money_line(hand, player))
             else:
                 kind, outcome, mult = main
                 lines.append(Line(player, hand.box, hand.index, kind, stake, _times(mult, stake), outcome))
