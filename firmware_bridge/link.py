@@ -24,6 +24,10 @@ log = structlog.get_logger(__name__)
 
 SEQ_MOD = 256
 NONCE_LEN = 4
+#: the congestion window never shrinks below this (or the configured window, if smaller): with
+#: fewer frames in flight a lost frame or ACK is followed by nothing that would trigger a NAK,
+#: and only the retransmit timeout recovers it
+MIN_CWND = 4
 
 
 class LinkState(enum.Enum):
@@ -83,6 +87,7 @@ class LinkStats:
     rtt_min: float | None = None
     rtt_max: float | None = None
     rto: float = 0.0
+    cwnd: int = 0  # frames the sender lets into flight now (adapts to loss, at most config.window)
     framing: DecoderStats = field(default_factory=DecoderStats)  # crc_errors, bytes_discarded, ...
 
     def snapshot(self) -> "LinkStats":
@@ -123,7 +128,7 @@ class Link:
         self._on_event = on_event
         self._loop = asyncio.get_running_loop()
         self._decoder = FrameDecoder(on_error=self._frame_error)
-        self._stats = LinkStats(rto=self.config.initial_rto, framing=self._decoder.stats)
+        self._stats = LinkStats(rto=self.config.initial_rto, cwnd=self.config.window, framing=self._decoder.stats)
         self._state = LinkState.DOWN
         self._unacked: deque[_Outgoing] = deque()
         self._queue: deque[_Outgoing] = deque()
@@ -131,6 +136,9 @@ class Link:
         self._rx_next = 0
         self._ack_due = False
         self._nak_sent = False
+        self._nak_mark = 0  # furthest out-of-order frame seen since our NAK (see _data)
+        self._nak_at = 0.0  # when we last sent a NAK
+        self._sent_count = 0  # unacked frames on the wire: a prefix of _unacked
         self._retries = 0
         self._timer: asyncio.TimerHandle | None = None
         self._my_nonce: bytes | None = None
@@ -244,10 +252,16 @@ class Link:
                 log.exception("payload_callback_failed", link=self.name, payload=frame.payload[:32].hex(" "))
         elif ahead < SEQ_MOD // 2:
             self._stats.out_of_order += 1
-            if not self._nak_sent:
+            # NAK once per gap, and again when a frame no further ahead than one already seen
+            # arrives: the peer has started a new resend round and its head was lost too (or
+            # our NAK was). Once per round, so the peer is never flooded.
+            now = self._loop.time()
+            if not self._nak_sent or ahead <= self._nak_mark or now - self._nak_at >= self._nak_interval():
                 self._nak_sent = True
+                self._nak_at = now
                 self._stats.naks_sent += 1
                 self._write(Frame(FrameKind.NAK, ack=self._rx_next))
+            self._nak_mark = ahead
         else:
             self._stats.duplicates_dropped += 1
             self._ack_due = True  # the peer missed our ACK: acknowledge again
@@ -262,6 +276,8 @@ class Link:
             out = self._unacked.popleft()
             if not out.future.done():
                 out.future.set_result(None)
+        self._sent_count = max(0, self._sent_count - count)
+        self._stats.cwnd = min(self.config.window, self._stats.cwnd + 1)  # a clean ACK: open up again
         if not out.retransmitted:  # Karn: no sample from a frame sent more than once
             self._rtt_sample(now - out.sent_at)
         elif self._stats.rtt_srtt is not None:  # progress proves the path: drop the backoff
@@ -284,6 +300,11 @@ class Link:
         s.rtt_max = rtt if s.rtt_max is None else max(s.rtt_max, rtt)
         s.rto = self._computed_rto()
 
+    def _nak_interval(self) -> float:
+        """How long a NAK needs to have an effect: one round trip (our own estimate of it)."""
+        srtt = self._stats.rtt_srtt
+        return self.config.initial_rto if srtt is None else srtt
+
     def _computed_rto(self) -> float:
         s, cfg = self._stats, self.config
         return min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
@@ -294,31 +315,44 @@ class Link:
     # ---- sending ---------------------------------------------------------------------
 
     def _pump(self) -> None:
+        """Put frames on the wire while the congestion window has room: first those waiting to
+        be resent (in order), then new ones from the queue."""
         if self._state is not LinkState.UP:
             return
-        while self._queue and len(self._unacked) < self.config.window:
+        cwnd = self._stats.cwnd
+        while self._sent_count < min(cwnd, len(self._unacked)):
+            out = self._unacked[self._sent_count]
+            self._sent_count += 1
+            self._stats.retransmits += 1
+            self._send_data(out)
+        while self._queue and len(self._unacked) < cwnd:
             out = self._queue.popleft()
             if out.future.done():  # cancelled by the caller before it went out
                 continue
             out.seq = self._next_seq
             self._next_seq = (self._next_seq + 1) % SEQ_MOD
-            out.sent_at = self._loop.time()
             self._unacked.append(out)
+            self._sent_count += 1
             self._stats.data_sent += 1
-            self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
-            if self._timer is None:
-                self._arm_timer()
+            self._send_data(out)
+
+    def _send_data(self, out: _Outgoing) -> None:
+        out.sent_at = self._loop.time()
+        self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
+        if self._timer is None:
+            self._arm_timer()
 
     def _retransmit(self) -> None:
-        """Go-back-N: resend every unacknowledged frame (the peer dropped those after a gap)."""
-        now = self._loop.time()
+        """Go-back-N: resend every unacknowledged frame (the peer dropped those after a gap),
+        with the congestion window halved: a loss says this line cannot carry that many."""
         for out in self._unacked:
             out.retransmitted = True
-            out.sent_at = now
-            self._stats.retransmits += 1
-            self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
+        self._sent_count = 0
+        self._stats.cwnd = max(min(MIN_CWND, self.config.window), self._stats.cwnd // 2)
         self._cancel_timer()
-        self._arm_timer()
+        self._pump()
+        if self._timer is None and self._unacked:
+            self._arm_timer()
 
     def _timeout(self) -> None:
         self._timer = None
@@ -353,6 +387,8 @@ class Link:
         self._queue.clear()
         self._next_seq = self._rx_next = 0
         self._ack_due = self._nak_sent = False
+        self._nak_mark = self._sent_count = 0
+        self._stats.cwnd = self.config.window
         self._retries = 0
 
     def _write(self, frame: Frame) -> None:

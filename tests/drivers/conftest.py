@@ -1,7 +1,3 @@
-import gc
-import os
-import threading
-
 import pytest
 
 from drivers.known_devices import by_role
@@ -9,20 +5,10 @@ from simulators.usb_backend import SimUsbBackend
 from drv_helpers import EchoSide, PtyDevice
 
 
-def _fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
 @pytest.fixture(autouse=True)
-def no_leaks():
-    """Every drivers test must leave no thread, fd or open port behind."""
-    gc.collect()
-    threads, fds = set(threading.enumerate()), _fds()
+def _no_leaks(no_leaks):
+    """Every drivers test must leave no thread, fd or open port behind (tests/conftest.py checks)."""
     yield
-    gc.collect()
-    leaked_threads = [t.name for t in set(threading.enumerate()) - threads]
-    assert not leaked_threads, f"leaked threads: {leaked_threads}"
-    assert _fds() <= fds, f"leaked fds: {[os.readlink(f'/proc/self/fd/{f}') for f in _fds() - fds if os.path.exists(f'/proc/self/fd/{f}')]}"
 
 
 @pytest.fixture

@@ -3,9 +3,6 @@ no test may leave a thread, an fd or a port behind."""
 from __future__ import annotations
 
 import asyncio
-import gc
-import os
-import threading
 from typing import Any, Awaitable, Callable
 
 import pytest
@@ -15,20 +12,11 @@ from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint
 
 
-def _fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
 @pytest.fixture(autouse=True)
-def no_leaks():
-    """Simulator threads, host driver threads, ptys and ports are all gone after each test.
-    (The same check as tests/drivers/conftest.py; a shared tests/conftest.py would hold one.)"""
-    gc.collect()
-    threads, fds = set(threading.enumerate()), _fds()
+def _no_leaks(no_leaks):
+    """Simulator threads, host driver threads, ptys and ports are all gone after each test
+    (the check itself is tests/conftest.py's)."""
     yield
-    gc.collect()
-    assert not set(threading.enumerate()) - threads, f"leaked threads: {set(threading.enumerate()) - threads}"
-    assert _fds() <= fds, f"leaked fds: {sorted(_fds() - fds)}"
 
 
 @pytest.fixture(params=PATHS)

@@ -10,7 +10,6 @@ from typing import Any, Callable
 from drivers.serial_port import SerialTransport
 from drivers.transport import Transport
 from drivers.usb_bulk import UsbBulkTransport
-from firmware_bridge.link import LinkConfig
 from firmware_bridge.messages import Message
 from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
 from simulators.device import SimulatedDevice
@@ -21,10 +20,6 @@ from simulators.usb_endpoint import UsbEndpoint
 
 FULL = os.environ.get("CARDD_FULL") == "1"
 PATHS = ["pty", "usb"]
-
-#: the simulated firmware's link under heavy corruption: a short go-back-N window and a
-#: low retransmit ceiling keep a lost burst cheap (see docs/simulators.md)
-NOISY_DEVICE_LINK = LinkConfig(initial_rto=0.01, min_rto=0.005, max_rto=0.02, window=4)
 
 
 @dataclass
@@ -57,6 +52,11 @@ def make_endpoint(path: str, device: SimulatedDevice, **kwargs: Any) -> tuple[En
     backend = SimUsbBackend()
     usb = UsbEndpoint(device, backend=backend, **kwargs)
     return usb, lambda: UsbBulkTransport(usb.url, backend=backend)
+
+
+def transport_options(endpoint: Endpoint) -> dict[str, Any]:
+    """What drivers.make_transport needs besides the endpoint's URL (the pyusb backend)."""
+    return {"backend": endpoint.backend} if isinstance(endpoint, UsbEndpoint) else {}
 
 
 async def open_host(transport: Transport, config: SessionConfig | None = None) -> Host:

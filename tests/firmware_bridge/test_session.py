@@ -211,10 +211,14 @@ def test_link_statistics_are_logged_periodically(monkeypatch):
     logs = LogRecorder()
     monkeypatch.setattr(session_module, "log", logs)
 
+    # Only the stats interval is short: link and handshake timers far above any stall of a
+    # loaded machine, so the session is up and the line comes however slow the loop runs.
+    patient = SessionConfig(handshake_timeout=10.0, heartbeat_interval=0.02, stale_after=60.0, stats_interval=0.05)
+
     async def main():
-        session, device, _, _, _ = await open_session()
+        session, device, _, _, _ = await open_session(patient)
         await session.open()
-        await wait_for(lambda: any(event == "link_stats" for event, _ in logs.lines))
+        await wait_for(lambda: any(event == "link_stats" for event, _ in logs.lines), timeout=20)
         line = next(kw for event, kw in logs.lines if event == "link_stats")
         assert line["device"] == "mem://device" and line["frames_sent"] > 0 and line["framing_crc_errors"] == 0
         await session.close()

@@ -1,0 +1,33 @@
+"""Fixtures shared by several test directories."""
+from __future__ import annotations
+
+import gc
+import os
+import threading
+
+import pytest
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def _fd_target(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"fd {fd}"
+
+
+@pytest.fixture
+def no_leaks():
+    """The test leaves no thread, fd or open port behind (driver threads, simulators, ptys).
+    A directory turns it on for all its tests with an autouse fixture that requests it."""
+    gc.collect()
+    threads, fds = set(threading.enumerate()), _fds()
+    yield
+    gc.collect()
+    leaked_threads = [t.name for t in set(threading.enumerate()) - threads]
+    assert not leaked_threads, f"leaked threads: {leaked_threads}"
+    leaked_fds = _fds() - fds
+    assert not leaked_fds, f"leaked fds: {[_fd_target(fd) for fd in sorted(leaked_fds)]}"

@@ -1,0 +1,104 @@
+"""ManagedDevice, the daemon's way to a device, over the pty and the pyusb path: an unplug is
+reported, the device is reopened and greeted again, and card reads carry on."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from drivers.errors import LinkDown
+from firmware_bridge.managed import ManagedDevice
+from firmware_bridge.messages import CardRead, Message, Status, StatusRequest
+from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind as K
+from simulators.faults import Faults
+from simulators.shoe import SimulatedShoe
+from simulators.stack import full_shoe
+
+from e2e_rig import make_endpoint, transport_options
+
+
+class Seen:
+    """Messages and events as the managed device delivered them, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.events: list[SessionEvent] = []
+        self.changed = asyncio.Event()
+
+    def message(self, msg: Message) -> None:
+        self.messages.append(msg)
+        self.changed.set()
+
+    def event(self, event: SessionEvent) -> None:
+        self.events.append(event)
+        self.changed.set()
+
+    def kinds(self) -> list[K]:
+        return [e.kind for e in self.events if e.kind in (K.CONNECTED, K.DISCONNECTED, K.REBOOTED)]
+
+    def reads(self) -> list[int]:
+        return [m.index for m in self.messages if isinstance(m, CardRead)]
+
+    async def until(self, predicate, timeout: float = 20.0) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+@pytest.mark.timeout(60)
+def test_managed_device_reconnects_after_an_unplug_and_card_reads_resume(link_path):
+    device = SimulatedShoe(faults=Faults(disconnect_for=0.3, disconnect_at=2), heartbeat_s=0)
+    endpoint, _ = make_endpoint(link_path, device)
+    seen = Seen()
+
+    async def main():
+        managed = ManagedDevice(endpoint.url, seen.message, seen.event, SessionConfig(stale_after=10.0),
+                                **transport_options(endpoint))
+        await managed.start()
+        try:
+            ident = await managed.wait_connected(timeout=10)
+            assert ident.serial == device.serial and seen.kinds() == [K.CONNECTED]
+            endpoint.call(device.load, full_shoe(1))
+            endpoint.call(device.deal, 5)  # the shoe goes off the wire after card 2 for 0.3 s
+            await seen.until(lambda: K.DISCONNECTED in seen.kinds())
+            with pytest.raises(LinkDown, match="not connected"):
+                await managed.request(StatusRequest(), expect=Status)
+            await seen.until(lambda: seen.kinds().count(K.CONNECTED) == 2)
+            assert seen.kinds() == [K.CONNECTED, K.DISCONNECTED, K.CONNECTED]  # same boot: no REBOOTED
+            assert managed.connected and managed.ident.boot_id == ident.boot_id
+            endpoint.call(device.deal, 2)
+            await seen.until(lambda: seen.reads()[-2:] == [6, 7])  # the shoe kept its place
+            assert seen.reads()[:2] == [1, 2]
+            assert (await managed.request(StatusRequest(), expect=Status)).cards_held == 52 - 7
+        finally:
+            await managed.close()
+        assert not managed.connected
+
+    with endpoint:
+        asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_managed_device_waits_for_a_device_that_is_not_there_yet(link_path):
+    device = SimulatedShoe(heartbeat_s=0)
+    endpoint, _ = make_endpoint(link_path, device)
+    seen = Seen()
+
+    async def main():
+        url, options = endpoint.url, transport_options(endpoint)
+        managed = ManagedDevice(url, seen.message, seen.event, **options)
+        await managed.start()
+        try:
+            await asyncio.sleep(0.3)  # a few failed opens: nothing reported, nothing raised
+            assert seen.events == [] and not managed.connected
+            with pytest.raises(LinkDown, match=r"not connected \(reconnecting\)"):
+                await managed.send(StatusRequest())
+            await asyncio.to_thread(endpoint.start)  # the device is plugged in
+            await managed.wait_connected(timeout=10)
+            assert (await managed.request(StatusRequest(), expect=Status)).cards_held == 0
+        finally:
+            await managed.close()
+            await asyncio.to_thread(endpoint.stop)
+
+    asyncio.run(main())
