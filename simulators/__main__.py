@@ -18,7 +18,7 @@ from firmware_bridge.cards import Card, CardCodeError
 
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
-from simulators.shoe import SimulatedShoe
+from simulators.shoe import MAX_CARDS, SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
@@ -100,6 +100,8 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
         parser.error("--decks, --cut-at and --pace are shoe options; a shuffler takes --stack and --shuffle-time")
     if args.device == "shoe" and stack is not None and args.decks:
         parser.error("give the shoe --stack or --decks, not both")
+    if args.device == "shoe" and max(len(stack or ()), args.decks * 52) > MAX_CARDS:
+        parser.error(f"a shoe holds at most {MAX_CARDS} cards ({MAX_CARDS // 52} decks): CardRead.index is 16 bits")
     if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
         parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
     return args, faults, stack

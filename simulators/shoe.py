@@ -31,6 +31,8 @@ from simulators.stack import StackCard, misload
 
 #: let the loop run (link, other devices) every this many cards dealt on demand
 YIELD_EVERY = 16
+#: CardRead.index is 16 bits: the most cards one load can hold
+MAX_CARDS = 0xFFFF
 #: cards dealt on demand wait while more than this many reads await the host's ACK
 #: (the link's send queue is bounded)
 BACKLOG = 256
@@ -51,6 +53,8 @@ class SimulatedShoe(SimulatedDevice):
 
         Call on the device's loop (endpoints offer ``call``). With a pace set, dealing starts.
         """
+        if len(cards) > MAX_CARDS:
+            raise ValueError(f"a shoe load of {len(cards)} cards: at most {MAX_CARDS} (CardRead.index is 16 bits)")
         self._stack = misload(cards, self.faults, random.Random(self.faults.seed))
         self._stack.reverse()  # pop() takes the next card from the end
         self.cut_at = cut_at

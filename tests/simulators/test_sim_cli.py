@@ -67,6 +67,7 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shoe", "--pty", "--faults", "jam=x"], "fault switch jam='x'"),
     (["shoe", "--pty", "--faults", "bit_flip_rate=2"], "a rate is a probability between 0 and 1"),
     (["shoe"], "the following arguments are required: --pty"),
+    (["shoe", "--pty", "--decks", "1261"], "a shoe holds at most 65535 cards (1260 decks)"),
 ])
 def test_bad_options_are_one_argparse_error_naming_the_option(capsys, argv, why):
     assert why in refused(capsys, *argv)

@@ -1,6 +1,8 @@
 """The simulated shoe: reads in stack order, cut card, empty shoe, and each device fault switch."""
 from __future__ import annotations
 
+import pytest
+
 from firmware_bridge.cards import Card, Orientation
 from firmware_bridge.messages import (Calibrate, CalibrationResult, CardRead, CutCardSeen, Hello, ShoeEmpty,
                                       ShoeLoaded, UnreadableCard)
@@ -116,3 +118,11 @@ def test_calibration(run_device):
         [result] = h.send(Calibrate())
         assert isinstance(result, CalibrationResult) and result.ok
     run_device(lambda: shoe(), body)
+
+
+def test_a_load_larger_than_the_card_index_can_count_is_refused(run_device):
+    async def body(h):
+        with pytest.raises(ValueError, match="a shoe load of 65536 cards: at most 65535"):
+            h.device.load(full_shoe(1261)[:65536])
+        assert h.device.cards_held() == 0
+    run_device(lambda: SimulatedShoe(heartbeat_s=0), body)
