@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import threading
 from typing import Awaitable, Callable, TypeVar
 
 import pytest
@@ -75,3 +78,14 @@ def run(factory: Callable[[], SimulatedDevice], body: Callable[[Harness], Awaita
 @pytest.fixture
 def run_device():
     return run
+
+
+@pytest.fixture(autouse=True)
+def no_leaks():
+    """Every simulator test leaves no thread or fd behind (ptys, loops, endpoint threads)."""
+    gc.collect()
+    threads, fds = set(threading.enumerate()), set(os.listdir("/proc/self/fd"))
+    yield
+    gc.collect()
+    assert not set(threading.enumerate()) - threads, f"leaked threads: {set(threading.enumerate()) - threads}"
+    assert set(os.listdir("/proc/self/fd")) <= fds, "leaked fds"
