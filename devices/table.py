@@ -324,6 +324,8 @@ class Table(TableProcedures):
             problems.append("a card drawn in error waits for the dealer (exposed or not)")
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered")
+        problems += [f"foreign card alarm {a.id} is open (a supervisor clears it)"  # an integrity failure stops play
+                     for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
         if problems:
             raise TableError("cannot open a round: " + "; ".join(problems))
         self.rounds_started += 1

@@ -127,6 +127,12 @@ def test_card_seen_more_often_than_the_shoe_holds_is_foreign(rig: TableRig) -> N
     assert rig.table.discard[-1] == Card.parse("AS")
     assert rig.table.round.held is not None
     rig.assert_ledger()
+    rig.table.redeal("sup-1", SUP)
+    with pytest.raises(TableError, match="foreign card alarm"):  # no more dealing until a supervisor looked
+        rig.table.open_round()
+    alarm = next(a.id for a in rig.table.alarms.open.values() if a.reason == "FOREIGN_CARD")
+    rig.table.clear_alarm(alarm, "sup-1", SUP)
+    rig.table.open_round()
 
 
 def test_stale_shoe_reader_holds_round_refuses_its_reads_and_needs_device_and_supervisor(rig: TableRig) -> None:
