@@ -108,6 +108,11 @@ SCENARIOS = [
     Scenario("resplit_aces", A, [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "AD"), ("act", 1, "split"),
                                  ("deal", "KD 5C 7C"), ("deal", "TD")],
              lambda c: {"nets": {"a": -10000}} if SHEET[c]["ace_splits"] >= 2 else refused("ace_split_limit")),
+    Scenario("aces_split_three_times", A,
+             [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "AD"), ("act", 1, "split"), ("deal", "AH"),
+              ("act", 1, "split"), ("deal", "KD 5C 7C 9C"), ("deal", "TD")],
+             lambda c: {"nets": {"a": 0}, "outcomes": {"a": ["win", "lose", "lose", "win"]}}
+             if SHEET[c]["ace_splits"] >= 3 else refused("ace_split_limit")),
     Scenario("surrender_half_back", A, [GO, ("deal", "TS 6H 6C"), ("act", 1, "surrender"), ("deal", "TD TC")],
              sheet("surrender", {"nets": {"a": -5000}, "outcomes": {"a": ["surrender"]}},
                    refused("surrender_not_offered"))),
