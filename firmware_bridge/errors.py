@@ -74,6 +74,11 @@ class FirmwareError(ProtocolError):
 class FirmwareFormatError(FirmwareError):
     """An image file that does not parse (bad magic, short, sizes that disagree)."""
 
+    def __init__(self, reason: str, data: bytes = b"") -> None:
+        super().__init__(f"{reason}: {hex_preview(data)}" if data else reason)
+        self.reason = reason
+        self.data = bytes(data)
+
 
 class FirmwareSignatureError(FirmwareError):
     """The Ed25519 signature does not verify against the configured public key."""

@@ -67,11 +67,15 @@ _CRC = struct.Struct(">H")
 def cobs_encode(data: bytes) -> bytes:
     """COBS-encode ``data``: the result holds no 0x00 byte."""
     out = bytearray()
-    for block in bytes(data).split(b"\x00"):
+    blocks = bytes(data).split(b"\x00")
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1
         while len(block) >= 254:
             out.append(0xFF)
             out += block[:254]
             block = block[254:]
+            if not block and last:  # textbook COBS: a full last run needs no closing code
+                return bytes(out)
         out.append(len(block) + 1)
         out += block
     return bytes(out)

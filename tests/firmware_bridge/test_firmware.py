@@ -81,8 +81,9 @@ def test_unsigned_or_foreign_files_are_refused_clearly():
         SignedImage.from_bytes(b"\x7fELF" + bytes(100))
     with pytest.raises(FirmwareFormatError, match="image format 02"):
         SignedImage.from_bytes(b"CDFW\x02")
-    with pytest.raises(FirmwareFormatError, match="model at byte 5"):
+    with pytest.raises(FirmwareFormatError, match="model at byte 5") as err:
         SignedImage.from_bytes(b"CDFW\x01\x09abc")
+    assert str(err.value).endswith(": 43 44 46 57 01 09 61 62 63")  # the offending bytes, in hex
 
 
 def test_public_key_loading(keys):
