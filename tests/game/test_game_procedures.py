@@ -162,6 +162,10 @@ def test_reconstruct_initial_deal_places_cards_as_confirmed() -> None:
     with pytest.raises(RuleViolation) as e:
         r.reconstruct_initial_deal("sup-9", Role.SUPERVISOR, bad)
     assert e.value.rule == "reconstruct_cards" and snapshot(r) == before
+    three_on_one = [(c, Target("box", 1, 0)) for c, _ in layout]  # a box takes two cards in the initial deal
+    with pytest.raises(RuleViolation) as e:
+        r.reconstruct_initial_deal("sup-9", Role.SUPERVISOR, three_on_one)
+    assert e.value.rule == "reconstruct_places" and snapshot(r) == before
     r.reconstruct_initial_deal("sup-9", Role.SUPERVISOR, layout)
     assert rec.of(Reason.PLACEMENT_ERROR)[-1].who == "sup-9"
     assert r.expected_next() == Target("box", 1, 0)
