@@ -9,91 +9,26 @@ byte by byte, are in docs/protocol.md.
 from __future__ import annotations
 
 import asyncio
-import enum
 import os
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Callable
 
 import structlog
 
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
-from firmware_bridge.framing import MAX_PAYLOAD, DecoderStats, Frame, FrameDecoder, FrameKind, encode_frame
+from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, encode_frame
+from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
+    MIN_CWND,
+    NONCE_LEN,
+    SEQ_MOD,
+    LinkConfig,
+    LinkEvent,
+    LinkState,
+    LinkStats,
+)
 
 log = structlog.get_logger(__name__)
-
-SEQ_MOD = 256
-NONCE_LEN = 4
-#: the congestion window never shrinks below this (or the configured window, if smaller): with
-#: fewer frames in flight a lost frame or ACK is followed by nothing that would trigger a NAK,
-#: and only the retransmit timeout recovers it
-MIN_CWND = 4
-
-
-class LinkState(enum.Enum):
-    DOWN = "down"  # not started
-    RESETTING = "resetting"  # our RESET is out, waiting for its RESET_ACK
-    UP = "up"
-    FAILED = "failed"  # retry cap reached; only a reset (ours or the peer's) brings it back
-    CLOSED = "closed"
-
-
-class LinkEvent(enum.Enum):
-    UP = "up"  # the peer answered our RESET
-    PEER_RESET = "peer_reset"  # the peer started a fresh link (it rebooted or recovered): redo the handshake
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-@dataclass(frozen=True, slots=True)
-class LinkConfig:
-    initial_rto: float = 0.1  # seconds, before the first RTT sample
-    min_rto: float = 0.02  # above an event-loop hiccup, so a busy host does not resend for nothing
-    max_rto: float = 1.0
-    max_retries: int = 8  # timeouts in a row without progress before FAILED
-    window: int = 16  # DATA frames in flight; < 128 so duplicates and gaps are told apart
-    queue_limit: int = 4096  # payloads waiting for the window; more are refused
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.window < SEQ_MOD // 2:
-            raise ValueError(f"LinkConfig.window={self.window}: allowed 1..{SEQ_MOD // 2 - 1}")
-        if not 0 < self.min_rto <= self.initial_rto <= self.max_rto:
-            raise ValueError(
-                f"LinkConfig rto values must satisfy 0 < min_rto <= initial_rto <= max_rto, "
-                f"got {self.min_rto}, {self.initial_rto}, {self.max_rto}"
-            )
-        if self.max_retries < 1:
-            raise ValueError(f"LinkConfig.max_retries={self.max_retries}: must be >= 1")
-
-
-@dataclass(slots=True)
-class LinkStats:
-    frames_sent: int = 0
-    frames_received: int = 0
-    data_sent: int = 0  # DATA frames sent for the first time
-    data_delivered: int = 0
-    retransmits: int = 0
-    timeouts: int = 0
-    duplicates_dropped: int = 0
-    out_of_order: int = 0  # DATA ahead of the expected seq (an earlier one was lost)
-    naks_sent: int = 0
-    naks_received: int = 0
-    resets_sent: int = 0
-    peer_resets: int = 0
-    write_errors: int = 0
-    rtt_last: float | None = None
-    rtt_srtt: float | None = None
-    rtt_var: float | None = None
-    rtt_min: float | None = None
-    rtt_max: float | None = None
-    rto: float = 0.0
-    cwnd: int = 0  # frames the sender lets into flight now (adapts to loss, at most config.window)
-    framing: DecoderStats = field(default_factory=DecoderStats)  # crc_errors, bytes_discarded, ...
-
-    def snapshot(self) -> "LinkStats":
-        copy = LinkStats(**{f.name: getattr(self, f.name) for f in fields(self)})
-        copy.framing = self.framing.snapshot()
-        return copy
 
 
 @dataclass(slots=True)
@@ -141,6 +76,7 @@ class Link:
         self._sent_count = 0  # unacked frames on the wire: a prefix of _unacked
         self._retries = 0
         self._timer: asyncio.TimerHandle | None = None
+        self._probing = False  # the armed timer is a tail loss probe, not the timeout
         self._my_nonce: bytes | None = None
         self._peer_nonce: bytes | None = None
 
@@ -285,7 +221,7 @@ class Link:
         self._retries = 0
         self._cancel_timer()
         if self._unacked:
-            self._arm_timer()
+            self._arm_timer(probe=True)
         self._pump()
 
     def _rtt_sample(self, rtt: float) -> None:
@@ -340,7 +276,7 @@ class Link:
         out.sent_at = self._loop.time()
         self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
         if self._timer is None:
-            self._arm_timer()
+            self._arm_timer(probe=True)
 
     def _retransmit(self) -> None:
         """Go-back-N: resend every unacknowledged frame (the peer dropped those after a gap),
@@ -351,11 +287,12 @@ class Link:
         self._stats.cwnd = max(min(MIN_CWND, self.config.window), self._stats.cwnd // 2)
         self._cancel_timer()
         self._pump()
-        if self._timer is None and self._unacked:
-            self._arm_timer()
 
     def _timeout(self) -> None:
         self._timer = None
+        if self._probing:
+            self._probe()
+            return
         self._retries += 1
         self._stats.timeouts += 1
         if self._retries > self.config.max_retries:
@@ -369,6 +306,18 @@ class Link:
             self._arm_timer()
         elif self._unacked:
             self._retransmit()
+
+    def _probe(self) -> None:
+        """The ACK is late by two round trips: the last frames or their ACK were probably lost
+        and nothing behind them will make the peer NAK. Resend the oldest frame alone; the peer
+        answers it with an ACK (or delivers it), long before the full timeout would fire."""
+        out = self._unacked[0]
+        out.retransmitted = True
+        self._stats.probes += 1
+        self._stats.retransmits += 1
+        out.sent_at = self._loop.time()
+        self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
+        self._arm_timer()  # the full timeout follows: its backoff applies if the probe fails too
 
     def _fail(self, why: str) -> None:
         self._restart_sequences(LinkFailed(f"{self.name}: link failed: {why}"))
@@ -401,8 +350,17 @@ class Link:
             self._stats.write_errors += 1
             log.warning("link_write_failed", link=self.name, error=str(exc))
 
-    def _arm_timer(self) -> None:
-        self._timer = self._loop.call_later(self._stats.rto, self._timeout)
+    def _arm_timer(self, probe: bool = False) -> None:
+        """Arm the retransmit timer; ``probe``: first a tail loss probe after two smoothed RTTs
+        (at least a quarter of min_rto), if that comes sooner than the timeout."""
+        delay = self._stats.rto
+        srtt = self._stats.rtt_srtt
+        self._probing = probe and self._state is LinkState.UP and srtt is not None
+        if self._probing:
+            delay = max(2 * srtt, self.config.min_rto / 4)
+            self._probing = delay < self._stats.rto
+            delay = min(delay, self._stats.rto)
+        self._timer = self._loop.call_later(delay, self._timeout)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
