@@ -95,3 +95,18 @@ def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
     assert [str(c) for c in t.round.dealer_cards] == ["5S"]
     assert [str(c) for c in t.round.box_hands[1][0].cards] == ["TC", "9D"]
     assert t.placed() == +t.shoe.out
+
+
+def test_snapshot_keeps_an_unreadable_card_from_a_stale_reader_out_of_the_round() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TC 5D 9D")  # box 1: 19, dealer 5
+    rig.clock.now += 10
+    rig.table.tick()
+    rig.unreadable()  # from a stale reader: refused, the dealer enters it for the count only
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    t = restore(HouseRules.default(), lambda e: None, snap, clock=rig.clock)
+    assert t.entry_to_discard and t.awaiting_entry == rig.index
+    t.enter_card(Card.parse("4S"), "dealer-1")
+    assert t.discard == [Card.parse("4S")] and t.pending == []
+    assert t.placed() == +t.shoe.out
