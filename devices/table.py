@@ -226,12 +226,14 @@ class Table(TableProcedures):
             self._unexpected(card, index)
         self._round_step_done()
 
-    def _unexpected(self, card: Card, index: int) -> None:
+    def _unexpected(self, card: Card, index: int | None) -> None:
+        """``index`` None: a card exposed in error that the round ended without needing."""
         r = self.round
         if r is None or r.state not in LIVE_ROUND:
             self.pending.remove(card)
             self.drawn_in_error.append(card)
-            self._emit(Reason.CARD_DRAWN_IN_ERROR, f"card #{index} drawn after the dealer's finished hand: the "
+            what = f"card #{index}" if index is not None else "a card exposed in error and not needed,"
+            self._emit(Reason.CARD_DRAWN_IN_ERROR, f"{what} drawn after the dealer's finished hand: the "
                        "dealer says whether it was exposed (discard) or not (next round's burn card)",
                        Severity.WARNING, index=index)
         else:
@@ -271,7 +273,7 @@ class Table(TableProcedures):
         leftover, self.pending = self.pending, []
         for card in leftover:  # exposed in error but no hand needed it: after the dealer's finished hand
             self.pending.append(card)
-            self._unexpected(card, -1)
+            self._unexpected(card, None)
         self._between_rounds()
 
     def _between_rounds(self) -> None:
