@@ -204,6 +204,19 @@ def test_card_exposed_in_error_is_used_as_the_next_card(rig: TableRig) -> None:
     rig.assert_ledger()
 
 
+def test_cards_exposed_in_error_go_to_the_dealer_next_and_one_not_needed_waits_for_the_dealer(rig: TableRig) -> None:
+    start_round(rig)
+    rig.deal("2S 3S 4S 5S 6S")  # all exposed while box 1 decides
+    assert len(rig.find(Reason.CARD_EXPOSED_IN_ERROR)) == 5
+    rig.table.act(1, Action.STAND, "p1")
+    rig.table.act(2, Action.STAND, "p2")  # the dealer's 5D takes 2S 3S 4S 5S: 19, stands
+    assert [str(c) for c in rig.table.round.dealer_cards] == "5D 2S 3S 4S 5S".split()
+    assert rig.table.round.state == "complete" and rig.table.drawn_in_error == [Card.parse("6S")]
+    assert "#" not in rig.find(Reason.CARD_DRAWN_IN_ERROR)[-1].message
+    rig.table.resolve_drawn_in_error(True, "dealer-1")
+    rig.assert_ledger()
+
+
 @pytest.mark.parametrize("exposed", [True, False], ids=["exposed", "not-exposed"])
 def test_card_drawn_in_error_after_dealers_finished_hand(rig: TableRig, exposed: bool) -> None:
     start_round(rig)
