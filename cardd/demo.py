@@ -1,12 +1,17 @@
-"""`make demo`: one shoe's life on simulated devices, through the real host stack.
+"""`make demo`: a shoe's life on simulated devices, through the real host stack.
 
 A simulated shuffler and a simulated shoe each sit behind a real pseudo-terminal; the host
 opens both with the serial driver, the link and the session, exactly as it would real
-devices. The shuffler shuffles and verifies a 6-deck shoe (a count per card, never the
-order); the dealer moves the stack into the shoe; the deal tracker follows every card the
-shoe reads: the burn, each round (a simple scripted dealer and players), the cut card, and
-the end-of-shoe reconciliation, for which the dealer runs the undealt stub through the
-reader. Every card is printed as the host reads it, with where it went.
+devices, and feeds what they say to the deal tracker.
+
+1. A shoe's life: the shuffler shuffles and verifies a 6-deck shoe (a count per card, never
+   the order); the dealer moves the stack into the shoe; the tracker follows every card the
+   shoe reads: the burn, each round (a simple scripted dealer and players), the cut card,
+   and the end-of-shoe reconciliation, for which the dealer runs the undealt stub through
+   the reader. Every card is printed as the host reads it, with where it went.
+2. What the tracker catches (skip with --no-faults): a shoe with the right number of cards
+   but one missing and a stranger in its place is refused at verification; a card loaded
+   face up voids its round.
 
     python -m cardd.demo [--rules rules/casino-003.toml] [--shuffle-seconds 2] [--pace 0.005]
 """
@@ -22,8 +27,9 @@ from typing import TextIO
 
 import structlog
 
-from devices.events import Event, Reason, Severity
-from devices.round import Action, RuleViolation
+from devices.events import Event, Reason, Role, Severity
+from devices.hand import card_value, hand_total
+from devices.round import Action, Round, RuleViolation
 from devices.rules import HouseRules, load_rules
 from devices.table import Table
 from drivers.serial_port import SerialTransport
@@ -33,7 +39,6 @@ from firmware_bridge.messages import (
     CutCardSeen,
     DeckCheckResult,
     Message,
-    ShoeEmpty,
     ShuffleComplete,
     ShuffleProgress,
     StartShuffle,
@@ -43,22 +48,22 @@ from simulators.rig import SimulatedTable
 
 ROOT = Path(__file__).resolve().parents[1]
 DEALER = "dealer-1"
-LOUD = {Reason.SHOE_VERIFIED, Reason.SHOE_REFUSED, Reason.CUT_CARD_OUT, Reason.RECONCILED,
-        Reason.RECONCILIATION_FAILED, Reason.FACE_UP_CARD, Reason.FOREIGN_CARD, Reason.ROUND_HELD}
+SUPERVISOR = "supervisor-1"
+LOUD = {Reason.SHOE_VERIFIED, Reason.CUT_CARD_OUT, Reason.RECONCILED, Reason.REDEAL, Reason.ROUND_VOID}
 
 
 class Demo:
-    def __init__(self, rules: HouseRules, pace: float, out: TextIO | None = None) -> None:
-        self.rules, self.pace, self.out = rules, pace, out or sys.stdout
+    def __init__(self, rules: HouseRules, pace: float, sim: SimulatedTable, out: TextIO | None = None) -> None:
+        self.rules, self.pace, self.sim, self.out = rules, pace, sim, out or sys.stdout
         self.journal: list[Event] = []
         self.table = Table(rules, self._event)
+        self.sessions: dict[str, DeviceSession] = {}
         self.read_seen = asyncio.Event()
-        self.verified = asyncio.Event()
+        self.checked = asyncio.Event()
         self.reads: list[CardRead] = []
         self.stub: Counter[Card] = Counter()
         self.counting_stub = False
-        self.empty = asyncio.Event()
-        self.house_results: list = []
+        self.house: list = []
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -71,7 +76,6 @@ class Demo:
             self.say(f"    [{event.reason}] {event.message}")
 
     def on_shuffler(self, msg: Message) -> None:
-        self.table.on_shuffler(msg)
         if isinstance(msg, ShuffleProgress) and msg.percent % 25 == 0:
             self.say(f"  shuffling: {msg.cards_counted} cards counted ({msg.percent}%)")
         elif isinstance(msg, ShuffleComplete):
@@ -81,73 +85,111 @@ class Demo:
         elif isinstance(msg, DeckCheckResult):
             self.say(f"  deck check: {'ok' if msg.ok else 'FAILED'} for {msg.decks} decks "
                      f"(missing {len(msg.missing)}, extra {len(msg.extra)}, unrecognised {msg.unrecognised})")
-            self.verified.set()
+        self.table.on_shuffler(msg)
+        if isinstance(msg, DeckCheckResult):
+            self.checked.set()
 
     def on_shoe(self, msg: Message) -> None:
         if isinstance(msg, CardRead) and self.counting_stub:
             self.stub[msg.card] += 1
             self.say(f"  #{msg.index:3d} {msg.card}  stub: back to the shuffler")
-            self.read_seen.set()
-            return
-        if isinstance(msg, ShoeEmpty):
-            self.empty.set()
-        self.table.on_shoe(msg)
+        else:
+            before = len(self.journal)
+            self.table.on_shoe(msg)
+            if isinstance(msg, CardRead):
+                self.reads.append(msg)
+                self.say(f"  #{msg.index:3d} {msg.card}  {self._where(self.journal[before:])}")
+            elif isinstance(msg, CutCardSeen):
+                self.say(f"  -- cut card after card #{msg.index}: this round is the last of the shoe")
         if isinstance(msg, CardRead):
-            self.reads.append(msg)
-            self.say(f"  #{msg.index:3d} {msg.card}  {self._where(msg.card)}")
             self.read_seen.set()
-        elif isinstance(msg, CutCardSeen):
-            self.say(f"  -- cut card after card #{msg.index}: this round is the last of the shoe")
 
-    def _where(self, card: Card) -> str:
-        r = self.table.round
-        if self.table.shoe.state == "burning" or r is None or not r.assignments or r.assignments[-1][0] != card:
-            return "burn" if self.table.burn_pile and self.table.burn_pile[-1] == card else "discard"
-        target = r.assignments[-1][1]
-        if target.kind == "dealer":
-            total, soft = _total(r.dealer_cards)
-            return f"dealer ({'soft ' if soft else ''}{total})"
-        hand = r.box_hands[target.box][target.hand]
-        return f"{target} ({'soft ' if hand.soft else ''}{hand.total})"
+    def _where(self, events: list[Event]) -> str:
+        """Where the tracker put the card just read, from the events it journaled for it."""
+        reasons = [e.reason for e in events]
+        if Reason.CARD_ASSIGNED in reasons:
+            round_ = self.table.round
+            target = round_.assignments[-1][1]
+            cards = round_.dealer_cards if target.kind == "dealer" else round_.box_hands[target.box][target.hand].cards
+            total, soft = hand_total(cards)
+            return f"{target} ({'soft ' if soft else ''}{total})"
+        if Reason.BURN in reasons:
+            return "burn"
+        problems = [str(e.reason) for e in events if e.severity is not Severity.INFO]
+        return f"to no hand ({', '.join(problems)})" if problems else "waiting for the dealer"
 
     # ---- the dealer's side -------------------------------------------------------------
 
-    async def draw(self, shoe: SimulatedTable) -> None:
+    async def connect(self) -> None:
+        config = SessionConfig(host_name="cardd-demo")
+        for name, endpoint, handler in (("shuffler", self.sim.shuffler, self.on_shuffler),
+                                        ("shoe-reader", self.sim.shoe, self.on_shoe)):
+            session = DeviceSession(SerialTransport(endpoint.url), handler, self._link_events(name), config)
+            ident = await session.open()
+            self.table.link_up(name)
+            (self.table.on_shuffler if name == "shuffler" else self.table.on_shoe)(ident)
+            self.say(f"{name}: {ident.model} serial {ident.serial} firmware {ident.firmware_version} "
+                     f"on {endpoint.url} (pty {endpoint.tty})")
+            self.sessions[name] = session
+
+    def _link_events(self, name: str):
+        def on_event(event: SessionEvent) -> None:
+            self.say(f"  [{name} link] {event.kind}: {event.detail}")
+        return on_event
+
+    async def shuffle(self, timeout: float) -> bool:
+        """The dealer loads the shuffler and starts it; True when the tracker verified the shoe."""
+        self.checked.clear()
+        self.table.shuffle_started(DEALER)
+        await self.sessions["shuffler"].send(StartShuffle(self.rules.decks))
+        await asyncio.wait_for(self.checked.wait(), timeout)
+        return self.table.shoe.state == "verified"
+
+    async def load_shoe(self) -> None:
+        cards = await asyncio.to_thread(self.sim.hand_off)
+        self.say(f"the dealer loads {cards} cards into the shoe, cut card at about two thirds")
+        while self.table.shoe.state != "burning":
+            await asyncio.sleep(0.005)  # until the shoe's ShoeLoaded has reached the tracker
+        while self.table.shoe.state == "burning":
+            await self.draw()
+
+    async def draw(self) -> None:
         """The dealer draws one card; returns once the host has read and tracked it."""
         self.read_seen.clear()
-        await asyncio.to_thread(shoe.shoe.call, shoe.shoe.device.deal, 1)
+        await asyncio.to_thread(self.sim.shoe.call, self.sim.shoe.device.deal, 1)
         await asyncio.wait_for(self.read_seen.wait(), 5)
         if self.pace:
             await asyncio.sleep(self.pace)
 
-    async def play_shoe(self, sim: SimulatedTable) -> None:
-        while self.table.shoe.state == "burning":
-            await self.draw(sim)
-        number = 0
-        while self.table.shoe.state in ("in_play", "last_round"):
-            number += 1
+    async def play_rounds(self, limit: int | None = None) -> None:
+        """Rounds until the shoe is complete (or ``limit`` rounds)."""
+        played = 0
+        while self.table.shoe.state in ("in_play", "last_round") and played != limit:
+            played += 1
             round_ = self.table.open_round()
-            boxes = (1, 3, 5) if number % 2 else (2, 4, 6, 7)
+            boxes = (1, 3, 5) if round_.round_id % 2 else (2, 4, 6, 7)
             for box in boxes:
                 self.table.place_bet(box, f"player-{box}", self.rules.table.min_per_player * (1 + box % 3))
             self.say(f"round {round_.round_id}: bets on boxes {', '.join(map(str, boxes))}")
             self.table.no_more_bets(DEALER)
             while round_.state not in ("complete", "void"):
                 if round_.expected_next() is not None:
-                    await self.draw(sim)
+                    await self.draw()
                 elif round_.state == "insurance":
                     self.table.close_insurance(DEALER)
                 else:
                     self._decide(round_)
-            house = round_.settlement.house if round_.settlement else 0
-            self.house_results.append(house)
-            self.say(f"  round {round_.round_id} {round_.state}: house result {_money(house)}")
+            if round_.settlement is not None and round_.state == "complete":
+                self.house.append(round_.settlement.house)
+                self.say(f"  round {round_.round_id} complete: house result {_money(round_.settlement.house)}")
+            else:
+                self.say(f"  round {round_.round_id} {round_.state}: bets returned")
 
-    def _decide(self, round_) -> None:
+    def _decide(self, round_: Round) -> None:
         box = round_.current_hand.box
         hand = round_.box_hands[box][round_.current_hand.hand]
-        up = min(_value(round_.dealer_cards[0]), 10) if round_.dealer_cards else 10
-        for action in _strategy(hand.cards, hand.total, hand.soft, up):
+        up = card_value(round_.dealer_cards[0])
+        for action in _strategy(hand.cards, hand.total, hand.soft, 11 if up == 1 else up):
             try:
                 self.table.act(box, action, f"player-{box}")
                 return
@@ -155,23 +197,29 @@ class Demo:
                 continue
         raise RuntimeError(f"no legal action for box {box}")  # the rules always allow STAND
 
-    async def count_stub(self, sim: SimulatedTable) -> None:
+    async def count_stub(self) -> None:
         self.counting_stub = True
-        left = sim.shoe.call(sim.shoe.device.cards_held)
+        left = self.sim.shoe.call(self.sim.shoe.device.cards_held)
         self.say(f"shoe complete: the dealer runs the {left} undealt cards through the reader")
-        self.empty.clear()
         for _ in range(left):
-            await self.draw(sim)
+            await self.draw()
+        self.counting_stub = False
         self.table.shoe_remainder(dict(self.stub), DEALER)
 
-
-def _value(card: Card) -> int:
-    return 11 if card.rank is Rank.ACE else min(int(card.rank), 10)
-
-
-def _total(cards: list[Card]) -> tuple[int, bool]:
-    total, aces = sum(min(int(c.rank), 10) for c in cards), any(c.rank is Rank.ACE for c in cards)
-    return (total + 10, True) if aces and total + 10 <= 21 else (total, False)
+    def summary(self) -> None:
+        returned = sum(self.stub.values())
+        link = self.sessions["shoe-reader"].stats.link
+        self.say("")
+        self.say("summary")
+        self.say(f"  shoe: {self.table.shoe.state}; {len(self.reads)} cards read in play "
+                 f"({len(self.table.burn_pile)} burnt), {returned} returned: {len(self.reads) + returned} "
+                 f"of {52 * self.rules.decks}")
+        self.say(f"  rounds: {self.table.rounds_started}; house result {_money(sum(self.house))}; "
+                 f"events journaled: {len(self.journal)}")
+        if link is not None:
+            rtt = f"{link.rtt_srtt * 1000:.2f} ms" if link.rtt_srtt is not None else "n/a"
+            self.say(f"  shoe link: {link.frames_sent} frames sent, {link.frames_received} received, "
+                     f"{link.retransmits} retransmits, {link.framing.crc_errors} CRC errors, smoothed RTT {rtt}")
 
 
 def _strategy(cards: list[Card], total: int, soft: bool, up: int) -> list[Action]:
@@ -189,60 +237,51 @@ def _money(cents) -> str:
     return f"{float(cents) / 100:+.2f}"
 
 
-async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextIO | None = None) -> int:
-    demo = Demo(rules, pace, out)
-    sim = SimulatedTable.over_ptys(shuffle_time_s=shuffle_seconds)
-    with sim:
-        config = SessionConfig(host_name="cardd-demo")
-        sessions = {}
-        for name, endpoint, handler in (("shuffler", sim.shuffler, demo.on_shuffler), ("shoe-reader", sim.shoe, demo.on_shoe)):
-            session = DeviceSession(SerialTransport(endpoint.url), handler, _link_events(demo, name), config)
-            ident = await session.open()
-            demo.table.link_up(name)
-            (demo.table.on_shuffler if name == "shuffler" else demo.table.on_shoe)(ident)
-            demo.say(f"{name}: {ident.model} serial {ident.serial} firmware {ident.firmware_version} "
-                     f"on {endpoint.url} (pty {endpoint.tty})")
-            sessions[name] = session
+async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextIO | None = None,
+              faults: bool = True) -> int:
+    """Play the demo; 0 when the shoe reconciled and (with ``faults``) every fault was caught."""
+    with SimulatedTable.over_ptys(shuffle_time_s=shuffle_seconds) as sim:
+        demo = Demo(rules, pace, sim, out)
+        await demo.connect()
         demo.say(f"rules: {rules.name} — {rules.decks} decks, burn {rules.shoe.burn_after_shuffle}")
-        demo.table.shuffle_started(DEALER)
-        await sessions["shuffler"].send(StartShuffle(rules.decks))
-        await asyncio.wait_for(demo.verified.wait(), shuffle_seconds + 10)
-        if demo.table.shoe.state != "verified":
+        demo.say("\n== 1. a shoe's life ==")
+        if not await demo.shuffle(shuffle_seconds + 10):
             demo.say(f"shoe refused ({demo.table.shoe.state}): dealing blocked")
             return 1
-        cards = await asyncio.to_thread(sim.hand_off)
-        demo.say(f"the dealer loads {cards} cards into the shoe, cut card at about two thirds")
-        await asyncio.sleep(0.05)
-        await demo.play_shoe(sim)
-        await demo.count_stub(sim)
-        stats = sessions["shoe-reader"].stats
-        for session in sessions.values():
+        await demo.load_shoe()
+        await demo.play_rounds()
+        await demo.count_stub()
+        demo.summary()
+        ok = demo.table.shoe.state == "reconciled"
+        if faults:
+            ok = await _faults(demo, shuffle_seconds) and ok
+        for session in demo.sessions.values():
             await session.close()
-    summary(demo, stats)
-    return 0 if demo.table.shoe.state == "reconciled" else 1
+    return 0 if ok else 1
 
 
-def _link_events(demo: Demo, name: str):
-    def on_event(event: SessionEvent) -> None:
-        demo.say(f"  [{name} link] {event.kind}: {event.detail}")
-    return on_event
+async def _faults(demo: Demo, shuffle_seconds: float) -> bool:
+    sim, table = demo.sim, demo.table
+    demo.say("\n== 2. the shuffler counts 312 cards, but the ace of spades is missing and a 7 of hearts "
+             "from another shoe is in its place ==")
+    sim.shuffler.set_faults(missing=(Card.parse("AS"),), extra=(Card.parse("7H"),))
+    refused = not await demo.shuffle(shuffle_seconds + 10) and table.shoe.state == "refused"
+    demo.say(f"  the shoe is {table.shoe.state}: dealing blocked, the cards leave the table")
+    sim.shuffler.call(sim.shuffler.device.unload)
+    sim.shuffler.set_faults(missing=(), extra=())
 
-
-def summary(demo: Demo, stats) -> None:
-    t = demo.table
-    rounds = t.rounds_started
-    house = sum(r for r in demo.house_results)
-    dealt = len(demo.reads)
-    link = stats.link
-    demo.say("")
-    demo.say("summary")
-    demo.say(f"  shoe: {t.shoe.state}; {dealt} cards read in play ({len(t.burn_pile)} burnt), "
-             f"{sum(demo.stub.values())} returned: {dealt + sum(demo.stub.values())} of {52 * demo.rules.decks}")
-    demo.say(f"  rounds: {rounds}; house result {_money(house)}; events journaled: {len(demo.journal)}")
-    if link is not None:
-        rtt = f"{link.rtt_srtt * 1000:.2f} ms" if link.rtt_srtt is not None else "n/a"
-        demo.say(f"  shoe link: {link.frames_sent} frames sent, {link.frames_received} received, "
-                 f"{link.retransmits} retransmits, {link.framing.crc_errors} CRC errors, smoothed RTT {rtt}")
+    face_up_at = demo.rules.shoe.burn_after_shuffle + 5
+    demo.say(f"\n== 3. a fresh shoe, with card #{face_up_at} loaded face up ==")
+    sim.shoe.set_faults(face_up_at=face_up_at)
+    if not await demo.shuffle(shuffle_seconds + 10):
+        return False
+    await demo.load_shoe()
+    await demo.play_rounds(limit=2)
+    voided = [e for e in demo.journal if e.reason is Reason.ROUND_VOID]
+    demo.say(f"  the face-up card voided {len(voided)} round; play went on with the next round")
+    table.void_shoe(SUPERVISOR, Role.SUPERVISOR)
+    demo.say(f"  the supervisor voids the rest of the demo shoe: {table.shoe.state}")
+    return refused and len(voided) == 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,9 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-003.toml")
     ap.add_argument("--shuffle-seconds", type=float, default=2.0)
     ap.add_argument("--pace", type=float, default=0.005, help="seconds between cards, for reading along")
+    ap.add_argument("--no-faults", action="store_true", help="only the shoe's life, not the faults it catches")
     args = ap.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    return asyncio.run(run(load_rules(args.rules), args.shuffle_seconds, args.pace))
+    return asyncio.run(run(load_rules(args.rules), args.shuffle_seconds, args.pace, faults=not args.no_faults))
 
 
 if __name__ == "__main__":

@@ -10,26 +10,40 @@ import pytest
 from cardd import demo
 from devices.rules import load_rules
 
+RULES = demo.ROOT / "rules" / "casino-003.toml"
+
+
+def run_demo(**kwargs) -> tuple[int, str]:
+    out = io.StringIO()
+    # run() rather than main(): main() configures structlog for the console, a process-wide setting
+    code = asyncio.run(demo.run(load_rules(RULES), shuffle_seconds=0, pace=0, out=out, **kwargs))
+    return code, out.getvalue()
+
+
+@pytest.mark.timeout(90)
+def test_demo_shuffles_verifies_deals_and_reconciles_then_catches_the_faults():
+    code, out = run_demo()
+    assert code == 0
+    life, faults = out.split("== 2.")
+    assert "shuffle complete: 312 cards; count per card: 52 kinds x6" in life
+    assert "deck check: ok for 6 decks (missing 0, extra 0, unrecognised 0)" in life
+    indexes = [int(m) for m in re.findall(r"^  #\s*(\d+) [2-9TJQKA][CDHS]  ", life, re.M)]
+    assert indexes == list(range(1, 313)), "every card of the shoe printed once, in order"
+    assert len(re.findall(r"^  #\s*\d+ \w\w  burn$", life, re.M)) == 3  # casino 003 burns three
+    assert "cut card after card #208" in life
+    assert re.search(r"shoe: reconciled; \d+ cards read in play \(3 burnt\), \d+ returned: 312 of 312", life)
+    assert "[SHOE_REFUSED] shoe: verifying -> refused: missing: AS x1; extra: 7H x1; dealing blocked" in faults
+    assert re.search(r"#  8 \w\w  to no hand \(FACE_UP_CARD, REDEAL, ROUND_VOID\)", faults)
+    assert "the face-up card voided 1 round" in faults
+
 
 @pytest.mark.timeout(60)
-def test_demo_shuffles_verifies_deals_and_reconciles_a_six_deck_shoe():
-    out_file = io.StringIO()
-    rules = load_rules(demo.ROOT / "rules" / "casino-003.toml")
-    # run() rather than main(): main() configures structlog for the console, a process-wide setting
-    assert asyncio.run(demo.run(rules, shuffle_seconds=0, pace=0, out=out_file)) == 0
-    out = out_file.getvalue()
-    assert "shuffle complete: 312 cards; count per card: 52 kinds x6" in out
-    assert "deck check: ok for 6 decks (missing 0, extra 0, unrecognised 0)" in out
-    indexes = [int(m) for m in re.findall(r"^  #\s*(\d+) [2-9TJQKA][CDHS]  ", out, re.M)]
-    assert indexes == list(range(1, 313)), "every card of the shoe printed once, in order"
-    assert "cut card after card #208" in out
-    assert re.search(r"shoe: reconciled; \d+ cards read in play \(3 burnt\), \d+ returned: 312 of 312", out)
+def test_demo_without_faults_plays_only_the_shoe():
+    code, out = run_demo(faults=False)
+    assert code == 0 and "== 2." not in out and "shoe: reconciled" in out
 
 
-def test_demo_strategy_never_asks_for_nothing():
-    rules = load_rules(demo.ROOT / "rules" / "casino-003.toml")
-    d = demo.Demo(rules, pace=0, out=io.StringIO())
-    assert d.table.shoe.state == "idle"
+def test_demo_strategy_always_offers_stand_and_hit():
     for total in range(4, 22):
         for soft in (False, True):
             actions = demo._strategy([], total, soft, up=10)
