@@ -50,7 +50,8 @@ def _int_range(lo: int, hi: int | None = None) -> _Spec:
 
 def _choice(*values: Any) -> _Spec:
     def parse(v: Any) -> Any:
-        if isinstance(v, bool) or v not in values:
+        # type as well as value: 6.0 == 6 and True == 1, but neither is a deck count
+        if not any(type(v) is type(allowed) and v == allowed for allowed in values):
             raise ValueError
         return v
     return _Spec(parse, " or ".join(repr(v) for v in values))

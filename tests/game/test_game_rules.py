@@ -57,6 +57,9 @@ BAD = [
     ("[play]\nsurender = true\n", "play.surender", "surrender"),  # typo: the allowed keys are listed
     ("[play]\nsurrender = 1\n", "play.surrender", "true or false"),  # wrong type
     ("[shoe]\ndecks = 7\n", "shoe.decks", "6 or 8"),  # wrong value
+    ("[shoe]\ndecks = 6.0\n", "shoe.decks", "6 or 8"),  # a float equals 6 but is not a deck count
+    ("[shoe]\nburn_on_dealer_change = true\n", "shoe.burn_on_dealer_change", "0 or 1"),  # True == 1
+    ("[play]\nace_splits = 1.0\n", "play.ace_splits", "'unlimited'"),
     ("[shoe]\nburn_after_shuffle = 2\n", "shoe.burn_after_shuffle", "1 or 3"),
     ("[shoe]\npenetration = 0.95\n", "shoe.penetration", "0.5..0.9"),
     ("[play]\nace_splits = \"twice\"\n", "play.ace_splits", "'unlimited'"),
