@@ -13,7 +13,7 @@ devices, and feeds what they say to the deal tracker.
    but one missing and a stranger in its place is refused at verification; a card loaded
    face up voids its round.
 
-    python -m cardd.demo [--rules rules/casino-003.toml] [--shuffle-seconds 2] [--pace 0.005]
+    python -m cardd.demo [--rules rules/casino-000.toml] [--shuffle-seconds 2] [--pace 0.005] [--no-faults]
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import structlog
 from devices.events import Event, Reason, Role, Severity
 from devices.hand import card_value, hand_total
 from devices.round import Action, Round, RuleViolation
-from devices.rules import HouseRules, load_rules
+from devices.rules import HouseRules, RulesError, load_rules
 from devices.table import Table
 from drivers.serial_port import SerialTransport
 from firmware_bridge.cards import Card, Rank
@@ -43,7 +43,7 @@ from firmware_bridge.messages import (
     ShuffleProgress,
     StartShuffle,
 )
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent
+from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
 from simulators.rig import SimulatedTable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,8 @@ class Demo:
             target = round_.assignments[-1][1]
             cards = round_.dealer_cards if target.kind == "dealer" else round_.box_hands[target.box][target.hand].cards
             total, soft = hand_total(cards)
-            return f"{target} ({'soft ' if soft else ''}{total})"
+            natural = target.kind == "box" and len(cards) == 2 and total == 21 and not round_.box_hands[target.box][target.hand].from_split
+            return f"{target} ({'blackjack' if natural else ('soft ' if soft else '') + str(total)})"
         if Reason.BURN in reasons:
             return "burn"
         problems = [str(e.reason) for e in events if e.severity is not Severity.INFO]
@@ -134,7 +135,8 @@ class Demo:
 
     def _link_events(self, name: str):
         def on_event(event: SessionEvent) -> None:
-            self.say(f"  [{name} link] {event.kind}: {event.detail}")
+            if event.kind is not SessionEventKind.IDENT:  # the boot id is for the logs
+                self.say(f"  [{name} link] {event.kind}: {event.detail}")
         return on_event
 
     async def shuffle(self, timeout: float) -> bool:
@@ -168,9 +170,10 @@ class Demo:
             played += 1
             round_ = self.table.open_round()
             boxes = (1, 3, 5) if round_.round_id % 2 else (2, 4, 6, 7)
-            for box in boxes:
-                self.table.place_bet(box, f"player-{box}", self.rules.table.min_per_player * (1 + box % 3))
-            self.say(f"round {round_.round_id}: bets on boxes {', '.join(map(str, boxes))}")
+            bets = {box: self.rules.table.min_per_player * (1 + box % 3) for box in boxes}
+            for box, amount in bets.items():
+                self.table.place_bet(box, f"player-{box}", amount)
+            self.say(f"round {round_.round_id}: bets " + ", ".join(f"box {b} {_money(a, sign=False)}" for b, a in bets.items()))
             self.table.no_more_bets(DEALER)
             while round_.state not in ("complete", "void"):
                 if round_.expected_next() is not None:
@@ -192,6 +195,8 @@ class Demo:
         for action in _strategy(hand.cards, hand.total, hand.soft, 11 if up == 1 else up):
             try:
                 self.table.act(box, action, f"player-{box}")
+                if action in (Action.DOUBLE, Action.SPLIT, Action.SURRENDER):
+                    self.say(f"  box {box} {action.name.lower()}s")
                 return
             except RuleViolation:
                 continue
@@ -233,8 +238,8 @@ def _strategy(cards: list[Card], total: int, soft: bool, up: int) -> list[Action
     return first + ([Action.HIT, Action.STAND] if wants_card else [Action.STAND, Action.HIT])
 
 
-def _money(cents) -> str:
-    return f"{float(cents) / 100:+.2f}"
+def _money(cents, sign: bool = True) -> str:
+    return f"{float(cents) / 100:{'+' if sign else ''}.2f}"
 
 
 async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextIO | None = None,
@@ -243,7 +248,8 @@ async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextI
     with SimulatedTable.over_ptys(shuffle_time_s=shuffle_seconds) as sim:
         demo = Demo(rules, pace, sim, out)
         await demo.connect()
-        demo.say(f"rules: {rules.name} — {rules.decks} decks, burn {rules.shoe.burn_after_shuffle}")
+        demo.say(f"rules: {rules.name}: {rules.decks} decks, burn {rules.shoe.burn_after_shuffle} after a shuffle; "
+                 "no hole card: the dealer's second card comes after the players' hands")
         demo.say("\n== 1. a shoe's life ==")
         if not await demo.shuffle(shuffle_seconds + 10):
             demo.say(f"shoe refused ({demo.table.shoe.state}): dealing blocked")
@@ -286,13 +292,23 @@ async def _faults(demo: Demo, shuffle_seconds: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cardd.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-003.toml")
+    ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-000.toml",
+                    help="a house-rules file for a table with an automatic shuffler (docs/rules.md)")
     ap.add_argument("--shuffle-seconds", type=float, default=2.0)
     ap.add_argument("--pace", type=float, default=0.005, help="seconds between cards, for reading along")
     ap.add_argument("--no-faults", action="store_true", help="only the shoe's life, not the faults it catches")
     args = ap.parse_args(argv)
+    try:
+        rules = load_rules(args.rules)
+    except RulesError as exc:
+        print(f"cardd demo: {exc}", file=sys.stderr)
+        return 2
+    if rules.shoe.shuffle != "automatic":
+        print(f"cardd demo: {args.rules}: shoe.shuffle is {rules.shoe.shuffle!r}; the demo needs a table with an "
+              "automatic shuffler (shuffle = \"automatic\")", file=sys.stderr)
+        return 2
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    return asyncio.run(run(load_rules(args.rules), args.shuffle_seconds, args.pace, faults=not args.no_faults))
+    return asyncio.run(run(rules, args.shuffle_seconds, args.pace, faults=not args.no_faults))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import pytest
 from cardd import demo
 from devices.rules import load_rules
 
-RULES = demo.ROOT / "rules" / "casino-003.toml"
+RULES = demo.ROOT / "rules" / "casino-000.toml"
 
 
 def run_demo(**kwargs) -> tuple[int, str]:
@@ -29,11 +29,11 @@ def test_demo_shuffles_verifies_deals_and_reconciles_then_catches_the_faults():
     assert "deck check: ok for 6 decks (missing 0, extra 0, unrecognised 0)" in life
     indexes = [int(m) for m in re.findall(r"^  #\s*(\d+) [2-9TJQKA][CDHS]  ", life, re.M)]
     assert indexes == list(range(1, 313)), "every card of the shoe printed once, in order"
-    assert len(re.findall(r"^  #\s*\d+ \w\w  burn$", life, re.M)) == 3  # casino 003 burns three
+    assert len(re.findall(r"^  #\s*\d+ \w\w  burn$", life, re.M)) == 1  # casino 000 burns one
     assert "cut card after card #208" in life
-    assert re.search(r"shoe: reconciled; \d+ cards read in play \(3 burnt\), \d+ returned: 312 of 312", life)
+    assert re.search(r"shoe: reconciled; \d+ cards read in play \(1 burnt\), \d+ returned: 312 of 312", life)
     assert "[SHOE_REFUSED] shoe: verifying -> refused: missing: AS x1; extra: 7H x1; dealing blocked" in faults
-    assert re.search(r"#  8 \w\w  to no hand \(FACE_UP_CARD, REDEAL, ROUND_VOID\)", faults)
+    assert re.search(r"#  6 \w\w  to no hand \(FACE_UP_CARD, REDEAL, ROUND_VOID\)", faults)
     assert "the face-up card voided 1 round" in faults
 
 
@@ -48,3 +48,16 @@ def test_demo_strategy_always_offers_stand_and_hit():
         for soft in (False, True):
             actions = demo._strategy([], total, soft, up=10)
             assert demo.Action.STAND in actions and demo.Action.HIT in actions
+
+
+def test_demo_refuses_a_bad_rules_file_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[shoe]\ndecks = 6.0\n")
+    assert demo.main(["--rules", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bad.toml" in err and "shoe.decks" in err
+
+
+def test_demo_refuses_a_hand_shuffled_table(capsys):
+    assert demo.main(["--rules", str(demo.ROOT / "rules" / "casino-003.toml")]) == 2
+    assert "automatic shuffler" in capsys.readouterr().err
