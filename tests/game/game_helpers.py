@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES_FILES = sorted((ROOT / "rules").glob("casino-*.toml"))
 CASINOS = [p.stem for p in RULES_FILES]
 
-# What each seed sheet implies, written out by hand from /work/shared/seeds/ (not read from the
+# What each seed sheet implies, written out by hand from ../shared/seeds/ (not read from the
 # TOML files): the tests check the files and the round against these.
 SHEET = {
     "casino-000": dict(surrender=True, own_card_window=False, hands=4, ace_splits=2, das=True,
