@@ -92,8 +92,8 @@ class ManagedDevice:
 
     @property
     def ident(self) -> Ident | None:
-        """The device's IDENT from the latest handshake (kept while it is away)."""
-        return self._last_ident
+        """The device's latest IDENT (the last one known while it is away)."""
+        return self._session.ident if self._session is not None else self._last_ident
 
     @property
     def session(self) -> DeviceSession | None:
@@ -185,6 +185,8 @@ class ManagedDevice:
         self._port = None
         task, self._task = self._task, None
         session, self._session = self._session, None
+        if session is not None and session.ident is not None:
+            self._last_ident = session.ident  # a reboot seen by the session counts too
         return self._finish(task, session)
 
     @staticmethod
