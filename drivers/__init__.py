@@ -4,7 +4,7 @@ The layer above uses :func:`open_transport` / :func:`make_transport` with a devi
 or :class:`ReconnectingLink` to keep a link up across unplugs.
 """
 from drivers.errors import (BadURL, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
-                            LinkLost, PermissionDenied)
+                            LinkLost, PermissionDenied, UsbUnavailable)
 from drivers.factory import make_transport, open_transport, register_scheme, registered_schemes
 from drivers.reconnect import Backoff, LinkEvent, LinkEventKind, ReconnectingLink
 from drivers.transport import Transport, TransportListener
@@ -12,7 +12,7 @@ from drivers.urls import DeviceURL, SerialSettings, parse_url
 
 __all__ = [
     "BadURL", "DeviceBusy", "DeviceNotFound", "DriverError", "LinkDown", "LinkLost",
-    "PermissionDenied", "make_transport", "open_transport", "register_scheme",
+    "PermissionDenied", "UsbUnavailable", "make_transport", "open_transport", "register_scheme",
     "registered_schemes", "Transport", "TransportListener", "DeviceURL", "SerialSettings",
     "parse_url", "Backoff", "LinkEvent", "LinkEventKind", "ReconnectingLink",
 ]

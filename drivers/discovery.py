@@ -5,7 +5,9 @@ devices from pyusb (VID:PID, bus/address, and the serial number of known devices
 reading strings means opening the device, which we do not do to strangers). A known
 device gets its role and a ready URL; everything else is listed so a technician sees it.
 
-``python -m drivers.discovery`` prints the list as JSON.
+``python -m drivers.discovery`` prints ``{"devices": [...], "not_listed": {...}}`` as JSON:
+``not_listed`` says which kind of device could not be listed and why (``"usb"`` when libusb
+is not installed), so an empty list never hides a machine that cannot see its shoe.
 """
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import serial.tools.list_ports
 import structlog
 import usb.core
 
+from drivers.errors import LIBUSB_HINT
 from drivers.known_devices import Link, lookup
 from drivers.usb_bulk import read_serial_number
 
@@ -60,12 +63,22 @@ def _serial_candidates() -> list[Candidate]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    devices: list[Candidate]
+    #: kind ("usb") -> why devices of that kind could not be listed at all
+    not_listed: dict[str, str] = field(default_factory=dict)
+
+
+class _NotListed(Exception):
+    """Devices of one kind cannot be listed on this machine; the message says why."""
+
+
 def _usb_candidates(backend: Any) -> list[Candidate]:
     try:
         devices = list(usb.core.find(find_all=True, backend=backend))
     except usb.core.NoBackendError:
-        log.warning("usb_discovery_unavailable", reason="no libusb backend installed")
-        return []
+        raise _NotListed(f"USB devices could not be listed: {LIBUSB_HINT}") from None
     found = []
     for dev in devices:
         known = lookup(dev.idVendor, dev.idProduct)
@@ -85,10 +98,20 @@ def _usb_candidates(backend: Any) -> list[Candidate]:
     return found
 
 
-def discover(*, usb_backend: Any = None, serial_ports: bool = True, usb_devices: bool = True) -> list[Candidate]:
-    """All candidate devices, known ones (with a role) first."""
-    found = (_serial_candidates() if serial_ports else []) + (_usb_candidates(usb_backend) if usb_devices else [])
-    return sorted(found, key=lambda c: (not c.known, c.kind, c.path or "", c.bus or 0, c.address or 0))
+def discover(*, usb_backend: Any = None, serial_ports: bool = True, usb_devices: bool = True) -> Discovery:
+    """All candidate devices, known ones (with a role) first, and the kinds that could not be listed."""
+    found: list[Candidate] = []
+    not_listed: dict[str, str] = {}
+    for kind, wanted, lister in (("serial", serial_ports, _serial_candidates),
+                                 ("usb", usb_devices, lambda: _usb_candidates(usb_backend))):
+        if wanted:
+            try:
+                found += lister()
+            except _NotListed as exc:
+                not_listed[kind] = str(exc)
+                log.warning("discovery_incomplete", kind=kind, reason=str(exc))
+    found.sort(key=lambda c: (not c.known, c.kind, c.path or "", c.bus or 0, c.address or 0))
+    return Discovery(found, not_listed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # stdout carries the JSON; log lines go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    found = [c for c in discover() if c.known or not args.known]
-    json.dump([asdict(c) for c in found], sys.stdout, indent=1)
+    result = discover()
+    found = [c for c in result.devices if c.known or not args.known]
+    json.dump({"devices": [asdict(c) for c in found], "not_listed": result.not_listed}, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

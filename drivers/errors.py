@@ -30,6 +30,10 @@ class DeviceBusy(DriverError):
     """Another process (or another transport) holds the device exclusively."""
 
 
+class UsbUnavailable(DriverError):
+    """pyusb found no USB library on this machine (libusb-1.0 is not installed)."""
+
+
 class LinkDown(DriverError):
     """A write on a transport that is closed or lost."""
 
@@ -41,4 +45,9 @@ class LinkLost(DriverError):
 PERMISSION_HINT = (
     "the service user must be in the 'cardd' group and the cardd udev rules must be "
     "installed (see docs/install.md)"
+)
+
+LIBUSB_HINT = (
+    "libusb is not installed (pyusb found no USB backend): install the system package "
+    "libusb-1.0-0 (sudo apt-get install libusb-1.0-0; see docs/install.md)"
 )

@@ -4,6 +4,11 @@ Like a NUT driver it never gives up and never exits: it says what happens throug
 (``connected``, ``disconnected`` with the reason, ``retrying`` with attempt and delay)
 and reopens with exponential backoff (0.1 s doubling, capped at 5 s). A refused open
 (EACCES just after hotplug, before udev has applied the group) is retried the same way.
+A cause that needs a person (no libusb on the machine: :class:`~drivers.errors.UsbUnavailable`)
+is retried the same way too, on purpose: installing libusb-1.0-0 brings the link up without a
+restart (pyusb looks for the library again at every open). Such a link never spins silently:
+every ``retrying`` event carries the whole reason ("... libusb is not installed ... install
+the system package libusb-1.0-0 ...") and is logged at warning level, as ``disconnected`` is.
 Each attempt builds a fresh transport from the URL. ``sleep`` is injectable so tests run
 the backoff without waiting.
 
@@ -112,7 +117,9 @@ class ReconnectingLink:
     # --- the supervisor ----------------------------------------------------------------
     def _emit(self, kind: LinkEventKind, **details: Any) -> None:
         event = LinkEvent(kind, self.url, **details)
-        log.info("link_" + kind.value, device=self.url, **details)
+        # a link that is down is worth a warning each time it says why; coming up is news
+        level = log.info if kind is LinkEventKind.CONNECTED else log.warning
+        level("link_" + kind.value, device=self.url, **details)
         try:
             self._on_event(event)
         except Exception:  # a broken event sink must not kill the link

@@ -20,8 +20,8 @@ import structlog
 import usb.core
 import usb.util
 
-from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
-                            LinkLost, PermissionDenied)
+from drivers.errors import (LIBUSB_HINT, PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError,
+                            LinkDown, LinkLost, PermissionDenied, UsbUnavailable)
 from drivers.transport import Transport, TransportListener, deliver
 from drivers.urls import DeviceURL, parse_url
 
@@ -89,8 +89,11 @@ class UsbBulkTransport(Transport):
                 refused.append(exc)
                 return False
 
-        dev = usb.core.find(idVendor=self._url.vid, idProduct=self._url.pid,
-                            custom_match=matches, backend=self._backend)
+        try:
+            dev = usb.core.find(idVendor=self._url.vid, idProduct=self._url.pid,
+                                custom_match=matches, backend=self._backend)
+        except usb.core.NoBackendError as exc:  # pyusb's own text names neither device nor fix
+            raise UsbUnavailable(self.url, f"cannot open: {LIBUSB_HINT}") from exc
         if dev is None:
             if refused:  # a device is there but we may not look: say so, not "not found"
                 raise _usb_open_error(self.url, refused[0]) from refused[0]

@@ -1,4 +1,8 @@
 import pytest
+import usb.backend.libusb0
+import usb.backend.libusb1
+import usb.backend.openusb
+import usb.libloader
 
 from drivers.known_devices import by_role
 from simulators.usb_backend import SimUsbBackend
@@ -28,3 +32,15 @@ def usb_shoe():
     side.device = backend.add_device(side, vid=shoe.vid, pid=shoe.pid, serial="SHOE0001",
                                      kernel_driver=True)
     return backend, side.device, side
+
+
+@pytest.fixture
+def without_libusb(monkeypatch):
+    """A machine without libusb: pyusb's lookup of the system library (the boundary) finds
+    nothing, and no backend it loaded earlier is cached, so pyusb's own core raises
+    NoBackendError whether or not this machine has libusb installed."""
+    monkeypatch.setattr(usb.libloader, "locate_library", lambda *args, **kwargs: None)
+    monkeypatch.setattr(usb.backend.libusb1, "_lib_object", None)
+    monkeypatch.setattr(usb.backend.libusb1, "_lib", None)
+    monkeypatch.setattr(usb.backend.libusb0, "_lib", None)
+    monkeypatch.setattr(usb.backend.openusb, "_lib", None)

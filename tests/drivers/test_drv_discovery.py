@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import structlog
 import usb.core
 
 from drivers.discovery import discover
@@ -33,7 +34,7 @@ def test_usb_devices_are_listed_and_known_ones_flagged(mocker):
     stranger = backend.add_device(EchoSide(), vid=0x0403, pid=0x6001, serial="FT1234AB")
     reads = mocker.spy(backend, "ctrl_transfer")
 
-    found = discover(usb_backend=backend, serial_ports=False)
+    found = discover(usb_backend=backend, serial_ports=False).devices
 
     assert [c.role for c in found] == ["shoe", None]  # known first
     shoe, other = found
@@ -48,8 +49,27 @@ def test_usb_device_we_may_not_open_is_still_listed(mocker):
     backend = SimUsbBackend()
     backend.add_device(EchoSide(), vid=0x1209, pid=0xC4D0, serial="SHOE0001")
     mocker.patch.object(backend, "open_device", side_effect=usb.core.USBError("Access denied", -3, 13))
-    [shoe] = discover(usb_backend=backend, serial_ports=False)
+    [shoe] = discover(usb_backend=backend, serial_ports=False).devices
     assert shoe.role == "shoe" and shoe.serial_number is None and shoe.url == "usb://1209:c4d0"
+
+
+def test_without_libusb_the_listing_says_usb_devices_could_not_be_listed_and_why(without_libusb):
+    result = discover(serial_ports=False)
+    assert result.devices == []
+    assert result.not_listed["usb"].startswith("USB devices could not be listed: libusb is not installed")
+    assert "libusb-1.0-0" in result.not_listed["usb"]
+
+
+def test_the_command_prints_what_could_not_be_listed_on_stdout(without_libusb, capsys):
+    from drivers.discovery import main
+
+    saved = structlog.get_config()  # main() points structlog at this test's captured stderr
+    try:
+        assert main(["--known"]) == 0
+    finally:
+        structlog.configure(**saved)
+    printed = json.loads(capsys.readouterr().out)
+    assert "USB devices could not be listed" in printed["not_listed"]["usb"] and "devices" in printed
 
 
 def _discover_under_umockdev(description: str) -> list[dict]:
@@ -60,7 +80,7 @@ def _discover_under_umockdev(description: str) -> list[dict]:
         ["umockdev-run", "--device", str(ROOT / "udev" / description), "--",
          sys.executable, "-m", "drivers.discovery"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(out.stdout)
+    return json.loads(out.stdout)["devices"]
 
 
 @pytest.mark.udev

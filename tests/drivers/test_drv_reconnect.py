@@ -11,6 +11,8 @@ import pytest
 
 CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25
 
+from structlog.testing import capture_logs
+
 from drivers import LinkDown
 from drivers.reconnect import Backoff, LinkEventKind, ReconnectingLink
 from drv_helpers import Recorder, run
@@ -53,6 +55,25 @@ class Harness:
 
 def test_backoff_doubles_from_a_tenth_and_caps_at_five_seconds():
     assert [Backoff().delay(n) for n in range(1, 10)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+
+
+def test_without_libusb_a_usb_link_retries_with_backoff_and_says_why(without_libusb):
+    url = "usb://1209:c4d0?serial=SHOE0001"
+
+    async def main():
+        h = Harness(url)
+        with capture_logs() as logs:
+            await h.link.start()
+            await h.until(lambda: len(h.events) >= 4)
+            await h.link.close()
+        return h, logs
+
+    h, logs = run(main())
+    assert h.kinds()[:4] == [RETRYING] * 4 and h.sleeps[:4] == [0.1, 0.2, 0.4, 0.8]
+    for event in h.events:
+        assert event.reason.startswith(f"{url}: ") and "libusb-1.0-0" in event.reason
+    retries = [line for line in logs if line["event"] == "link_retrying"]
+    assert retries and all(line["log_level"] == "warning" and "libusb" in line["reason"] for line in retries)
 
 
 def test_serial_link_survives_unplug_and_replug(pty_device):

@@ -8,7 +8,8 @@ import pytest
 import usb.core
 from structlog.testing import capture_logs
 
-from drivers import DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied, open_transport
+from drivers import (DeviceBusy, DeviceNotFound, DriverError, LinkDown, LinkLost, PermissionDenied,
+                     UsbUnavailable, open_transport)
 from drivers.known_devices import by_role
 from drivers.usb_bulk import UsbBulkTransport
 from drv_helpers import EchoSide, FirstChunkFails, Recorder, run
@@ -122,6 +123,18 @@ def test_missing_device_is_not_found_with_vid_pid_and_serial(usb_shoe):
 
     with pytest.raises(DeviceNotFound, match="1209:c4d0 with serial NOPE"):
         run(main())
+
+
+def test_no_libusb_is_one_driver_error_naming_the_device_and_the_package(without_libusb):
+    async def main():
+        await open_transport(SHOE_URL, Recorder())
+
+    with pytest.raises(DriverError) as info:
+        run(main())
+    assert isinstance(info.value, UsbUnavailable) and info.value.device == SHOE_URL
+    message = str(info.value)
+    assert message.startswith(f"{SHOE_URL}: ") and "libusb-1.0-0" in message and "docs/install.md" in message
+    assert isinstance(info.value.__cause__, usb.core.NoBackendError)  # pyusb's own core said so
 
 
 def test_a_claimed_device_is_busy(usb_shoe):
