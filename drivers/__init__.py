@@ -5,7 +5,8 @@ or :class:`ReconnectingLink` to keep a link up across unplugs.
 """
 from drivers.errors import (BadURL, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
                             LinkLost, PermissionDenied, UsbUnavailable)
-from drivers.factory import make_transport, open_transport, register_scheme, registered_schemes
+from drivers.factory import (make_transport, open_transport, register_scheme, registered_schemes,
+                             unregister_scheme)
 from drivers.reconnect import Backoff, LinkEvent, LinkEventKind, ReconnectingLink
 from drivers.transport import Transport, TransportListener
 from drivers.urls import DeviceURL, SerialSettings, parse_url
@@ -13,6 +14,6 @@ from drivers.urls import DeviceURL, SerialSettings, parse_url
 __all__ = [
     "BadURL", "DeviceBusy", "DeviceNotFound", "DriverError", "LinkDown", "LinkLost",
     "PermissionDenied", "UsbUnavailable", "make_transport", "open_transport", "register_scheme",
-    "registered_schemes", "Transport", "TransportListener", "DeviceURL", "SerialSettings",
+    "registered_schemes", "unregister_scheme", "Transport", "TransportListener", "DeviceURL", "SerialSettings",
     "parse_url", "Backoff", "LinkEvent", "LinkEventKind", "ReconnectingLink",
 ]

@@ -3,7 +3,10 @@
 ``serial`` and ``usb`` are registered here. The simulators package registers ``sim``::
 
     from drivers import register_scheme
-    register_scheme("sim", lambda url, **options: SimTransport(url))
+    register_scheme("sim", lambda url, **options: SimTransport(url), form="sim://shoe|shuffler")
+
+Registering a scheme is also what makes its URLs parse: any other scheme is a BadURL
+"unknown scheme 'tcp'", with the accepted forms.
 
 :func:`make_transport` builds an unopened transport; :func:`open_transport` also opens it.
 Options (e.g. ``backend=`` for a pyusb backend) pass through to the scheme's factory.
@@ -12,18 +15,29 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from drivers.errors import BadURL
 from drivers.transport import Transport, TransportListener
-from drivers.urls import ACCEPTED_FORMS, DeviceURL, parse_url
+from drivers.urls import DeviceURL, add_scheme, bad_url, parse_url, remove_scheme
 
 TransportFactory = Callable[..., Transport]  # (url: DeviceURL, **options) -> Transport
 
 _factories: dict[str, TransportFactory] = {}
 
 
-def register_scheme(scheme: str, factory: TransportFactory) -> None:
-    """Make ``scheme://`` URLs open through ``factory(url, **options)``. Re-registering replaces."""
-    _factories[scheme.lower()] = factory
+def register_scheme(scheme: str, factory: TransportFactory, *, form: str | None = None) -> None:
+    """Make ``scheme://NAME?key=value`` URLs parse and open through ``factory(url, **options)``.
+    ``form`` is how error messages show the scheme (default ``scheme://NAME``). Re-registering replaces."""
+    scheme = scheme.lower()
+    if scheme not in ("serial", "usb"):  # those two keep their own parsing and form
+        add_scheme(scheme, form)
+    _factories[scheme] = factory
+
+
+def unregister_scheme(scheme: str) -> None:
+    """Undo :func:`register_scheme` (tests); its URLs are then an unknown scheme again."""
+    scheme = scheme.lower()
+    if scheme not in ("serial", "usb"):
+        remove_scheme(scheme)
+        _factories.pop(scheme, None)
 
 
 def registered_schemes() -> list[str]:
@@ -50,10 +64,8 @@ def make_transport(url: str | DeviceURL, **options: Any) -> Transport:
     """An unopened transport for ``url``; :class:`BadURL` if the URL or its scheme is unknown."""
     parsed = url if isinstance(url, DeviceURL) else parse_url(url)
     factory = _factories.get(parsed.scheme)
-    if factory is None:
-        raise BadURL(parsed.text, f"no driver registered for scheme {parsed.scheme!r} "
-                     f"(registered: {', '.join(registered_schemes())}; for sim:// import "
-                     f"simulators first); accepted forms: {ACCEPTED_FORMS}")
+    if factory is None:  # a DeviceURL parsed before its scheme was unregistered
+        raise bad_url(parsed.text, f"unknown scheme {parsed.scheme!r}")
     return factory(parsed, **options)
 
 

@@ -4,10 +4,12 @@ Accepted forms::
 
     serial:///dev/cardd/shuffler-A1?baud=115200&parity=N&stopbits=1&bytesize=8
     usb://1209:c4d0?serial=SHOE0001
-    sim://shuffler        sim://shoe        (in-process simulators)
+    NAME-SCHEME://NAME?key=value   for a scheme registered with drivers.register_scheme
+                                   (``sim://shoe`` once ``simulators`` is imported)
 
 :func:`parse_url` returns a typed :class:`DeviceURL` or raises one :class:`BadURL` that
-says what is wrong and shows these forms.
+says what is wrong and shows the accepted forms, compactly. Any other scheme is refused as
+unknown, by its name.
 """
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from urllib.parse import parse_qsl, urlsplit
 
 from drivers.errors import BadURL
 
-ACCEPTED_FORMS = (
-    "serial:///dev/PATH?baud=115200&parity=N&stopbits=1&bytesize=8 (query optional), "
-    "usb://VID:PID?serial=SERIAL (hex VID:PID, serial optional), "
-    "sim://NAME (e.g. sim://shuffler, sim://shoe)"
-)
+#: scheme -> its form in error messages ([...] is optional); serial and usb are parsed here,
+#: the others are added by drivers.register_scheme and parse as NAME plus a free query
+_FORMS: dict[str, str] = {
+    "serial": "serial:///dev/PATH[?baud=115200&parity=N&stopbits=1&bytesize=8]",
+    "usb": "usb://VID:PID[?serial=SN]",
+}
+_BUILT_IN = frozenset(_FORMS)
 
 SERIAL_DEFAULTS = {"baud": "115200", "parity": "N", "stopbits": "1", "bytesize": "8"}
 _SERIAL_ALLOWED = {
@@ -59,21 +63,46 @@ class DeviceURL:
         return self.text
 
 
-def _bad(url: str, what: str) -> BadURL:
-    return BadURL(url, f"{what}; accepted forms: {ACCEPTED_FORMS}")
+def add_scheme(scheme: str, form: str | None = None) -> None:
+    """Let ``scheme://NAME?key=value`` URLs parse (called by drivers.register_scheme)."""
+    if not _SIM_NAME.match(scheme):
+        raise ValueError(f"scheme {scheme!r}: lower-case letters, digits, - and _, starting with a letter")
+    _FORMS[scheme] = form or f"{scheme}://NAME"
+
+
+def remove_scheme(scheme: str) -> None:
+    """Forget a scheme added with :func:`add_scheme` (serial and usb stay)."""
+    if scheme not in _BUILT_IN:
+        _FORMS.pop(scheme, None)
+
+
+def known_schemes() -> list[str]:
+    return sorted(_FORMS)
+
+
+def accepted_forms() -> str:
+    """The accepted forms, one short line: ``serial:///dev/PATH[?...] | usb://VID:PID[?serial=SN] | ...``."""
+    return " | ".join(_FORMS.values())
+
+
+def bad_url(url: str, what: str) -> BadURL:
+    """The one error for a URL that cannot be used: what is wrong, then the accepted forms."""
+    return BadURL(url, f"{what}; accepted forms: {accepted_forms()}")
+
+
 
 
 def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
-        raise _bad(url, f"malformed query {query!r}") from None
+        raise bad_url(url, f"malformed query {query!r}") from None
     params: dict[str, str] = {}
     for key, value in pairs:
         if key not in allowed:
-            raise _bad(url, f"unknown parameter {key!r} (allowed: {', '.join(sorted(allowed))})")
+            raise bad_url(url, f"unknown parameter {key!r} (allowed: {', '.join(sorted(allowed))})")
         if key in params:
-            raise _bad(url, f"parameter {key!r} given twice")
+            raise bad_url(url, f"parameter {key!r} given twice")
         params[key] = value
     return params
 
@@ -83,9 +112,9 @@ def _serial_settings(url: str, params: dict[str, str]) -> SerialSettings:
     merged["parity"] = merged["parity"].upper()
     for key, allowed in _SERIAL_ALLOWED.items():
         if merged[key] not in allowed:
-            raise _bad(url, f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
+            raise bad_url(url, f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
     if not merged["baud"].isdigit() or not 50 <= int(merged["baud"]) <= 4_000_000:
-        raise _bad(url, f"baud={merged['baud']!r} is not a whole number from 50 to 4000000")
+        raise bad_url(url, f"baud={merged['baud']!r} is not a whole number from 50 to 4000000")
     stopbits = float(merged["stopbits"])
     return SerialSettings(
         baud=int(merged["baud"]),
@@ -98,32 +127,32 @@ def _serial_settings(url: str, params: dict[str, str]) -> SerialSettings:
 def parse_url(url: str) -> DeviceURL:
     """Parse a device URL; raises :class:`BadURL` naming the problem and the accepted forms."""
     if not isinstance(url, str) or "://" not in url:
-        raise _bad(str(url), "not a device URL (no scheme://)")
+        raise bad_url(str(url), "not a device URL (no scheme://)")
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in _FORMS:
+        raise bad_url(url, f"unknown scheme {scheme!r}")
     parts = urlsplit(url)
-    scheme = parts.scheme.lower()
     if scheme == "serial":
         if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
-            raise _bad(url, "serial URLs need an absolute device path after serial://")
+            raise bad_url(url, "serial URLs need an absolute device path after serial://")
         params = _query(url, parts.query, set(SERIAL_DEFAULTS))
         return DeviceURL(url, "serial", path=parts.path,
                          serial_settings=_serial_settings(url, params), params=params)
     if scheme == "usb":
         match = _VID_PID.match(parts.netloc)
         if not match or parts.path not in ("", "/"):
-            raise _bad(url, f"{parts.netloc + parts.path!r} is not a hex VID:PID like 1209:c4d0")
+            raise bad_url(url, f"{parts.netloc + parts.path!r} is not a hex VID:PID like 1209:c4d0")
         params = _query(url, parts.query, {"serial"})
         if params.get("serial") == "":
-            raise _bad(url, "serial= is empty")
+            raise bad_url(url, "serial= is empty")
         return DeviceURL(url, "usb", vid=int(match[1], 16), pid=int(match[2], 16),
                          serial_number=params.get("serial"), params=params)
-    if scheme and _SIM_NAME.match(scheme):
-        # sim:// and any scheme registered later: a name plus free query parameters
-        name = parts.netloc or parts.path.lstrip("/")
-        if not _SIM_NAME.match(name or ""):
-            raise _bad(url, f"{name!r} is not a device name (lower-case letters, digits, - and _)")
-        params = _query(url, parts.query, _AnyKey())
-        return DeviceURL(url, scheme, name=name, params=params)
-    raise _bad(url, f"unknown scheme {parts.scheme!r}")
+    # a registered scheme (sim:// ...): a name plus free query parameters its factory checks
+    name = parts.netloc or parts.path.lstrip("/")
+    if not _SIM_NAME.match(name or ""):
+        raise bad_url(url, f"{name!r} is not a device name (lower-case letters, digits, - and _)")
+    params = _query(url, parts.query, _AnyKey())
+    return DeviceURL(url, scheme, name=name, params=params)
 
 
 class _AnyKey(set):

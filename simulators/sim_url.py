@@ -118,4 +118,4 @@ class SimTransport(Transport):
 
 
 def register() -> None:
-    register_scheme("sim", lambda url, **options: SimTransport(url))
+    register_scheme("sim", lambda url, **options: SimTransport(url), form=f"sim://{'|'.join(_DEVICES)}")

@@ -3,8 +3,7 @@ import asyncio
 
 import pytest
 
-from drivers import BadURL, make_transport, open_transport, parse_url, register_scheme
-from drivers.factory import _factories
+from drivers import BadURL, make_transport, open_transport, parse_url, register_scheme, unregister_scheme
 from drivers.serial_port import SerialTransport
 from drivers.transport import Transport
 from drivers.urls import SerialSettings
@@ -48,7 +47,9 @@ def test_sim_url(name):
     ("usb://1209:c4d0?serial=", "serial= is empty"),
     ("usb://1209:c4d0?sn=X", "unknown parameter 'sn'"),
     ("sim://Shoe!", "not a device name"),
-    ("1sim://shoe", "unknown scheme"),
+    ("1sim://shoe", "unknown scheme '1sim'"),
+    ("tcp://10.0.0.1:4000", "unknown scheme 'tcp'; accepted forms: "),
+    ("loop://echo", "unknown scheme 'loop'"),  # parses only while registered (see below)
 ])
 def test_bad_urls_get_one_error_with_the_accepted_forms(text, why):
     with pytest.raises(BadURL) as info:
@@ -56,6 +57,15 @@ def test_bad_urls_get_one_error_with_the_accepted_forms(text, why):
     message = str(info.value)
     assert text in message and why in message
     assert "serial:///dev/" in message and "usb://VID:PID" in message and "sim://" in message
+    assert "not a device name" not in message or why == "not a device name"
+
+
+def test_the_accepted_forms_are_one_short_line():
+    message = str(pytest.raises(BadURL, parse_url, "tcp://10.0.0.1:4000").value)
+    forms = message.split("; accepted forms: ")[1]
+    assert forms.split(" | ") == ["serial:///dev/PATH[?baud=115200&parity=N&stopbits=1&bytesize=8]",
+                                  "usb://VID:PID[?serial=SN]", "sim://shuffler|shoe"]
+    assert message == f"tcp://10.0.0.1:4000: unknown scheme 'tcp'; accepted forms: {forms}" and len(forms) < 120
 
 
 def test_the_factory_builds_the_driver_for_the_scheme():
@@ -64,7 +74,7 @@ def test_the_factory_builds_the_driver_for_the_scheme():
 
 
 def test_an_unregistered_scheme_is_one_clear_error():
-    with pytest.raises(BadURL, match="no driver registered for scheme 'nosuch'.*registered: "):
+    with pytest.raises(BadURL, match=r"^nosuch://thing: unknown scheme 'nosuch'; accepted forms: serial://"):
         make_transport("nosuch://thing")
 
 
@@ -95,10 +105,13 @@ def test_a_registered_scheme_opens_through_its_factory():
         def connection_lost(self, exc):
             pass
 
-    register_scheme("loop", lambda url, **options: _Loopback(url))
+    register_scheme("loop", lambda url, **options: _Loopback(url), form="loop://NAME[?depth=N]")
     try:
         transport = asyncio.run(open_transport("loop://echo?depth=2", Listener()))
         transport.write(b"ping")
+        assert str(pytest.raises(BadURL, parse_url, "tcp://x").value).endswith(" | loop://NAME[?depth=N]")
     finally:
-        del _factories["loop"]
+        unregister_scheme("loop")
     assert transport.url == "loop://echo?depth=2" and received == [b"ping"]
+    with pytest.raises(BadURL, match="unknown scheme 'loop'"):
+        parse_url("loop://echo")
