@@ -30,9 +30,16 @@ class Host:
     messages: list[Message] = field(default_factory=list)
     events: list[SessionEvent] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    by_type: dict[type, list[Message]] = field(default_factory=dict)
+
+    def seen(self, msg: Message) -> None:
+        self.messages.append(msg)
+        self.by_type.setdefault(type(msg), []).append(msg)
+        self.changed.set()
 
     def of(self, cls: type) -> list:
-        return [m for m in self.messages if isinstance(m, cls)]
+        """The messages of type ``cls`` so far (kept per type: a soak waits on this 10,000 times)."""
+        return list(self.by_type.get(cls, ()))
 
     def kinds(self) -> list[SessionEventKind]:
         return [e.kind for e in self.events]
@@ -62,15 +69,11 @@ def transport_options(endpoint: Endpoint) -> dict[str, Any]:
 async def open_host(transport: Transport, config: SessionConfig | None = None) -> Host:
     host: Host
 
-    def on_message(msg: Message) -> None:
-        host.messages.append(msg)
-        host.changed.set()
-
     def on_event(event: SessionEvent) -> None:
         host.events.append(event)
         host.changed.set()
 
-    session = DeviceSession(transport, on_message, on_event, config or SessionConfig(stale_after=10.0))
+    session = DeviceSession(transport, lambda msg: host.seen(msg), on_event, config or SessionConfig(stale_after=10.0))
     host = Host(session)
     await session.open()
     return host

@@ -32,7 +32,7 @@ def stack_of(n: int) -> list:
 async def deal_all(endpoint, host, stack, timeout: float) -> list[CardRead]:
     endpoint.call(endpoint.device.load, stack)
     endpoint.call(endpoint.device.deal, len(stack))
-    await host.until(lambda: len(host.of(CardRead)) >= len(stack), timeout)
+    await host.until(lambda: len(host.by_type.get(CardRead, ())) >= len(stack), timeout)
     return host.of(CardRead)
 
 
