@@ -7,6 +7,7 @@ See docs/simulators.md for every option and fault switch.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -18,7 +19,7 @@ from firmware_bridge.cards import Card, CardCodeError
 
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
-from simulators.shoe import MAX_CARDS, SimulatedShoe
+from simulators.shoe import MAX_CARDS, SimulatedShoe, check_cut
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
@@ -56,15 +57,17 @@ def parse_stack(text: str) -> list[Card]:
 
 def _at_least(low: float, kind: type = float):
     """An argparse type: a number of ``kind`` that is ``low`` or more."""
+    words = "a whole number" if kind is int else "a number"
+
     def convert(raw: str) -> float:
         try:
             value = kind(raw)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not a {kind.__name__}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{raw} is less than {low}")
+            value = math.nan
+        if not (math.isfinite(value) and value >= low):
+            raise argparse.ArgumentTypeError(f"{raw!r}: expected {words}, {low:g} or more")
         return value
-    convert.__name__ = kind.__name__
+    convert.__name__ = words  # argparse names the type by this in its own messages
     return convert
 
 
@@ -93,15 +96,21 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
     args = parser.parse_args(argv)
     try:
         faults = Faults.parse(args.faults)
+        faults.check_for(args.device)
         stack = parse_stack(args.stack) if args.stack else None
     except (FaultSpecError, StackSpecError) as exc:
-        parser.error(str(exc))
+        parser.error(f"--faults: {exc}" if isinstance(exc, FaultSpecError) else str(exc))
     if args.device == "shuffler" and (args.decks or args.cut_at is not None or args.pace is not None):
         parser.error("--decks, --cut-at and --pace are shoe options; a shuffler takes --stack and --shuffle-time")
     if args.device == "shoe" and stack is not None and args.decks:
         parser.error("give the shoe --stack or --decks, not both")
-    if args.device == "shoe" and max(len(stack or ()), args.decks * 52) > MAX_CARDS:
+    cards = max(len(stack or ()), args.decks * 52) if args.device == "shoe" else 0
+    if cards > MAX_CARDS:
         parser.error(f"a shoe holds at most {MAX_CARDS} cards ({MAX_CARDS // 52} decks): CardRead.index is 16 bits")
+    try:
+        check_cut(args.cut_at, cards)
+    except ValueError as exc:
+        parser.error(f"--cut-at {args.cut_at}: {exc}")
     if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
         parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
     return args, faults, stack

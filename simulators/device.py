@@ -65,6 +65,7 @@ class SimulatedDevice:
         self._clock = clock
         self._public_key = firmware_public_key
         self._initial_faults = faults or Faults()
+        self._initial_faults.check_for(self.ROLE.name.lower())  # a switch this device ignores is an error
         self._emit: Emit = lambda msg: None
         self._flush: Callable[..., Awaitable[None]] | None = None
         self._on_reboot: Callable[[], None] = lambda: None
@@ -123,8 +124,11 @@ class SimulatedDevice:
         }
 
     def set_faults(self, **changes: Any) -> None:
-        """Flip fault switches at run time (names as in :class:`Faults`)."""
-        self.faults = self.faults.replace(**changes)
+        """Flip fault switches at run time (names as in :class:`Faults`); FaultSpecError for a
+        switch this device does not honour."""
+        faults = self.faults.replace(**changes)
+        faults.check_for(self.ROLE.name.lower())
+        self.faults = faults
 
     def cards_held(self) -> int:
         return 0

@@ -4,11 +4,15 @@ Device faults act on what a device does (docs/simulators.md lists them with thei
 wire faults act on the bytes between the device's link and its transport
 (:mod:`simulators.wire`). A spec string such as ``"jam=0.5 missing=AS,7H byte_at_a_time"``
 (entries separated by spaces or ``;``) parses with :meth:`Faults.parse`; a bad entry raises
-:class:`FaultSpecError` naming the entry and the switches allowed.
+:class:`FaultSpecError` naming the entry and what it takes, in words ("jam=abc: expected a
+number of seconds, 0 or more"). A few switches mean nothing to one of the two devices
+(:data:`ONLY_FOR`): :meth:`Faults.check_for` refuses them there, and every device checks its
+switches when it is built and when they change, so a shoe never silently ignores ``jam``.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, fields
 from typing import Any
@@ -17,7 +21,18 @@ from firmware_bridge.cards import Card, CardCodeError
 
 
 class FaultSpecError(ValueError):
-    """A fault switch that does not exist or a value it cannot take."""
+    """A fault switch that does not exist, a value it cannot take, or a device it does not apply to."""
+
+
+#: switch -> (the one device that honours it, why the other does not). Every other switch
+#: applies to both; face_up_at means a different thing on each (see the field's comment).
+ONLY_FOR: dict[str, tuple[str, str]] = {
+    "jam": ("shuffler", "a shoe does not shuffle"),
+    "jam_needs_clear": ("shuffler", "a shoe does not shuffle"),
+    "door_open": ("shuffler", "a shoe has no door"),
+    "unreadable_at": ("shoe", "a shuffler does not read cards one by one (foreign=K gives it "
+                              "cards it cannot recognise)"),
+}
 
 
 @dataclass
@@ -79,6 +94,13 @@ class Faults:
                 values[name] = _convert(cls, name.strip(), raw.strip() if "=" in entry else None)
         return cls(**values)
 
+    def check_for(self, device: str) -> None:
+        """FaultSpecError if a switch that is on does nothing on ``device`` ("shoe"/"shuffler")."""
+        for name in self.active():
+            owner, why = ONLY_FOR.get(name, (device, ""))
+            if owner != device:
+                raise FaultSpecError(f"fault switch {name} is for the {owner} only: {why}")
+
     def replace(self, **changes: Any) -> "Faults":
         for name in changes:
             if name not in self.names():
@@ -91,31 +113,47 @@ class Faults:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
 
 
+def _expects(name: str, kind: str) -> str:
+    """What a switch takes, in words for the person typing it."""
+    if kind == "bool":
+        return "no value, or one of 1/0, true/false, yes/no, on/off"
+    if "Card" in kind:
+        return "card codes separated by commas, like AS,7H"
+    if name.endswith("_rate"):
+        return "a probability from 0 to 1"
+    if name.endswith("_ms"):
+        return "a number of milliseconds, 0 or more"
+    if "float" in kind:
+        return "a number of seconds, 0 or more"
+    if name.endswith("_at"):
+        return "a card position, 1 or more"
+    return "a whole number, 0 or more"
+
+
 def _convert(cls: type[Faults], name: str, raw: str | None) -> Any:
     by_name = {f.name: f for f in fields(cls)}
     if name not in by_name:
         raise FaultSpecError(f"no fault switch {name!r}; switches: {', '.join(by_name)}")
     kind = str(by_name[name].type)
-    try:
-        if kind == "bool":
-            if raw in (None, "1", "true", "yes", "on"):
-                return True
-            if raw in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected no value, or one of 1/0, true/false, yes/no, on/off")
-        if raw is None:
-            raise ValueError("needs a value")
-        if "Card" in kind:
+    expects = _expects(name, kind)
+    entry = name if raw is None else f"{name}={raw}"
+    if kind == "bool":
+        if raw in (None, "1", "true", "yes", "on"):
+            return True
+        if raw in ("0", "false", "no", "off"):
+            return False
+    elif raw is not None and "Card" in kind:
+        try:
             return tuple(Card.parse(c) for c in raw.split(",") if c)
-        if "float" in kind:
-            value = float(raw)
-            if "rate" in name and not 0.0 <= value <= 1.0:
-                raise ValueError("a rate is a probability between 0 and 1")
-        else:
-            value = int(raw)
-        if value < 0:
-            raise ValueError("must not be negative")
-        return value
-    except (ValueError, CardCodeError) as exc:
-        raise FaultSpecError(f"fault switch {name}={raw!r}: {exc} (field type {kind})") from None
-
+        except CardCodeError as exc:
+            raise FaultSpecError(f"fault switch {entry}: {exc}") from None
+    elif raw is not None:
+        try:
+            value: float = float(raw) if "float" in kind else int(raw)
+        except ValueError:
+            value = math.nan
+        low = 1 if name.endswith("_at") else 0
+        high = 1 if name.endswith("_rate") else math.inf
+        if math.isfinite(value) and low <= value <= high:
+            return value
+    raise FaultSpecError(f"fault switch {entry}: expected {expects}")

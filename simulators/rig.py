@@ -62,7 +62,7 @@ class SimulatedTable:
         if not stack:
             raise RuntimeError("the shuffler holds no shuffled stack: shuffle first")
         if cut_at is None:
-            cut_at = int(len(stack) * penetration)
+            cut_at = max(1, int(len(stack) * penetration))
         self.shoe.call(self.shoe.device.load, stack, cut_at)
         return len(stack)
 

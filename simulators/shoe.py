@@ -38,6 +38,17 @@ MAX_CARDS = 0xFFFF
 BACKLOG = 256
 
 
+def check_cut(cut_at: int | None, cards: int) -> None:
+    """ValueError unless a cut card after card ``cut_at`` lies within a load of ``cards``."""
+    if cut_at is None:
+        return
+    if cards == 0:
+        raise ValueError("no cards in the shoe to put a cut card in (load some: --decks N or --stack)")
+    if not 1 <= cut_at <= cards:
+        raise ValueError(f"beyond the stack: the shoe is loaded with {cards} cards, so the cut card "
+                         f"goes after card 1 to {cards}")
+
+
 class SimulatedShoe(SimulatedDevice):
     ROLE = DeviceRole.SHOE
     MODEL = "OS-1 sim"
@@ -55,6 +66,7 @@ class SimulatedShoe(SimulatedDevice):
         """
         if len(cards) > MAX_CARDS:
             raise ValueError(f"a shoe load of {len(cards)} cards: at most {MAX_CARDS} (CardRead.index is 16 bits)")
+        check_cut(cut_at, len(cards))
         self._stack = misload(cards, self.faults, random.Random(self.faults.seed))
         self._stack.reverse()  # pop() takes the next card from the end
         self.cut_at = cut_at

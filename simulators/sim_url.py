@@ -13,6 +13,7 @@ device, :func:`stop_all` ends them. Query parameters::
 """
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable
 
@@ -28,9 +29,23 @@ from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 
-_OPTIONS: dict[str, dict[str, Callable[[str], Any]]] = {
-    "shuffler": {"serial": str, "shuffle_time_s": float, "heartbeat_s": float},
-    "shoe": {"serial": str, "pace_s": float, "heartbeat_s": float},
+def _text(raw: str, key: str, where: str) -> str:
+    return raw
+
+
+def _seconds(raw: str, key: str, where: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise BadURL(where, f"{key}={raw}: expected a number of seconds, 0 or more")
+    return value
+
+
+_OPTIONS: dict[str, dict[str, Callable[[str, str, str], Any]]] = {
+    "shuffler": {"serial": _text, "shuffle_time_s": _seconds, "heartbeat_s": _seconds},
+    "shoe": {"serial": _text, "pace_s": _seconds, "heartbeat_s": _seconds},
 }
 _DEVICES: dict[str, type[SimulatedDevice]] = {"shuffler": SimulatedShuffler, "shoe": SimulatedShoe}
 
@@ -51,16 +66,14 @@ def make_device(name: str, params: dict[str, str], where: str) -> SimulatedDevic
             except FaultSpecError as exc:
                 raise BadURL(where, str(exc)) from None
         elif key in allowed:
-            try:
-                kwargs[key] = allowed[key](raw)
-            except ValueError:
-                raise BadURL(where, f"{key}={raw!r} is not a {allowed[key].__name__}") from None
-            if isinstance(kwargs[key], float) and not kwargs[key] >= 0:  # also refuses nan
-                raise BadURL(where, f"{key}={raw!r} must be 0 or more (seconds)")
+            kwargs[key] = allowed[key](raw, key, where)
         else:
             raise BadURL(where, f"unknown parameter {key!r} for sim://{name} "
                          f"(allowed: faults, {', '.join(allowed)})")
-    return _DEVICES[name](**kwargs)
+    try:
+        return _DEVICES[name](**kwargs)
+    except FaultSpecError as exc:  # a switch this device does not honour
+        raise BadURL(where, str(exc)) from None
 
 
 def endpoint_for(url: DeviceURL) -> PtyEndpoint:

@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def refused(capsys, *argv: str) -> str:
+    """The error line: argparse's usage block may come first, but the last line is the one message."""
     with pytest.raises(SystemExit) as exit_:
         parse_options(list(argv))
     assert exit_.value.code == 2
-    return capsys.readouterr().err
+    last = capsys.readouterr().err.rstrip("\n").splitlines()[-1]
+    assert last.startswith("python -m simulators: error: ")
+    return last
 
 
 def test_a_stack_from_codes_or_a_file(tmp_path):
@@ -55,17 +58,25 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, why", [
-    (["shoe", "--pty", "--decks", "-1"], "argument --decks: -1 is less than 0"),
-    (["shoe", "--pty", "--decks", "two"], "argument --decks: 'two' is not a int"),
-    (["shoe", "--pty", "--cut-at", "0"], "argument --cut-at: 0 is less than 1"),
-    (["shoe", "--pty", "--pace", "-0.5"], "argument --pace: -0.5 is less than 0.0"),
-    (["shuffler", "--pty", "--shuffle-time", "-3"], "argument --shuffle-time: -3 is less than 0.0"),
-    (["shuffler", "--pty", "--heartbeat", "x"], "argument --heartbeat: 'x' is not a float"),
+    (["shoe", "--pty", "--decks", "-1"], "argument --decks: '-1': expected a whole number, 0 or more"),
+    (["shoe", "--pty", "--decks", "two"], "argument --decks: 'two': expected a whole number, 0 or more"),
+    (["shoe", "--pty", "--cut-at", "0"], "argument --cut-at: '0': expected a whole number, 1 or more"),
+    (["shoe", "--pty", "--pace", "-0.5"], "argument --pace: '-0.5': expected a number, 0 or more"),
+    (["shuffler", "--pty", "--shuffle-time", "-3"], "argument --shuffle-time: '-3': expected a number, 0 or more"),
+    (["shuffler", "--pty", "--heartbeat", "x"], "argument --heartbeat: 'x': expected a number, 0 or more"),
+    (["shoe", "--pty", "--pace", "nan"], "argument --pace: 'nan': expected a number, 0 or more"),
     (["shuffler", "--pty", "--decks", "6"], "--decks, --cut-at and --pace are shoe options"),
     (["shoe", "--pty", "--decks", "6", "--stack", "AS"], "--stack or --decks, not both"),
     (["shoe", "--pty", "--link", "/nonexistent/dir/shoe"], "--link /nonexistent/dir/shoe: directory /nonexistent/dir does not exist"),
-    (["shoe", "--pty", "--faults", "jam=x"], "fault switch jam='x'"),
-    (["shoe", "--pty", "--faults", "bit_flip_rate=2"], "a rate is a probability between 0 and 1"),
+    (["shuffler", "--pty", "--faults", "jam=abc"], "--faults: fault switch jam=abc: expected a number of seconds, 0 or more"),
+    (["shoe", "--pty", "--faults", "bit_flip_rate=2"], "fault switch bit_flip_rate=2: expected a probability from 0 to 1"),
+    (["shoe", "--pty", "--faults", "jam=2"], "--faults: fault switch jam is for the shuffler only: a shoe does not shuffle"),
+    (["shoe", "--pty", "--faults", "door_open"], "fault switch door_open is for the shuffler only"),
+    (["shuffler", "--pty", "--faults", "unreadable_at=3"], "fault switch unreadable_at is for the shoe only"),
+    (["shoe", "--pty", "--cut-at", "999", "--decks", "1"],
+     "--cut-at 999: beyond the stack: the shoe is loaded with 52 cards, so the cut card goes after card 1 to 52"),
+    (["shoe", "--pty", "--cut-at", "4", "--stack", "AS,KD,7H"], "--cut-at 4: beyond the stack: the shoe is loaded with 3 cards"),
+    (["shoe", "--pty", "--cut-at", "5"], "--cut-at 5: no cards in the shoe to put a cut card in"),
     (["shoe"], "the following arguments are required: --pty"),
     (["shoe", "--pty", "--decks", "1261"], "a shoe holds at most 65535 cards (1260 decks)"),
 ])

@@ -11,6 +11,7 @@ from firmware_bridge.messages import (FirmwareAbort, FirmwareBegin, FirmwareChun
                                       FirmwareStage, Hello)
 from simulators.faults import Faults, FaultSpecError
 from simulators.shoe import SimulatedShoe
+from simulators.shuffler import SimulatedShuffler
 
 
 def test_every_switch_parses_from_text():
@@ -31,10 +32,48 @@ def test_every_switch_parses_from_text():
 def test_unknown_switch_lists_the_known_ones():
     with pytest.raises(FaultSpecError, match="no fault switch 'jamm'.*jam_needs_clear"):
         Faults.parse("jamm")
-    with pytest.raises(FaultSpecError, match="missing='XX'"):
+    with pytest.raises(FaultSpecError, match="fault switch missing=XX: 'XX' is not a card"):
         Faults.parse("missing=XX")
     with pytest.raises(FaultSpecError, match="no fault switch"):
         Faults().replace(nope=1)
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("jam=abc", "fault switch jam=abc: expected a number of seconds, 0 or more"),
+    ("jam", "fault switch jam: expected a number of seconds, 0 or more"),
+    ("jam=inf", "fault switch jam=inf: expected a number of seconds"),
+    ("slow_ack_ms=-5", "fault switch slow_ack_ms=-5: expected a number of milliseconds, 0 or more"),
+    ("bit_flip_rate=2", "fault switch bit_flip_rate=2: expected a probability from 0 to 1"),
+    ("face_up_at=0", "fault switch face_up_at=0: expected a card position, 1 or more"),
+    ("foreign=2.5", "fault switch foreign=2.5: expected a whole number, 0 or more"),
+    ("door_open=maybe", "fault switch door_open=maybe: expected no value, or one of 1/0"),
+])
+def test_a_bad_value_says_what_the_switch_expects_in_words(spec, why):
+    with pytest.raises(FaultSpecError) as info:
+        Faults.parse(spec)
+    assert str(info.value).startswith(why)
+    assert "field type" not in str(info.value) and "convert" not in str(info.value)
+
+
+@pytest.mark.parametrize("device, spec, why", [
+    (SimulatedShoe, "jam=2", "fault switch jam is for the shuffler only: a shoe does not shuffle"),
+    (SimulatedShoe, "jam_needs_clear", "fault switch jam_needs_clear is for the shuffler only"),
+    (SimulatedShoe, "door_open", "fault switch door_open is for the shuffler only: a shoe has no door"),
+    (SimulatedShuffler, "unreadable_at=3", "fault switch unreadable_at is for the shoe only"),
+])
+def test_a_switch_the_device_does_not_honour_is_refused(device, spec, why):
+    with pytest.raises(FaultSpecError, match=why):
+        device(faults=Faults.parse(spec), heartbeat_s=0)
+    built = device(heartbeat_s=0)
+    with pytest.raises(FaultSpecError, match=why):
+        built.set_faults(**Faults.parse(spec).active())
+    assert built.faults.active() == {}  # the refused change was not applied
+
+
+def test_switches_both_devices_honour_are_accepted_by_both():
+    shared = "face_up_at=3 missing=AS extra=KD foreign=1 duplicate=QS reboot_at=9 seed=2 byte_at_a_time"
+    for device in (SimulatedShoe, SimulatedShuffler):
+        assert device(faults=Faults.parse(shared), heartbeat_s=0).faults.face_up_at == 3
 
 
 @pytest.fixture(scope="module")

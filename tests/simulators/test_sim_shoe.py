@@ -126,3 +126,10 @@ def test_a_load_larger_than_the_card_index_can_count_is_refused(run_device):
             h.device.load(full_shoe(1261)[:65536])
         assert h.device.cards_held() == 0
     run_device(lambda: SimulatedShoe(heartbeat_s=0), body)
+
+
+def test_a_cut_card_beyond_the_stack_is_refused_before_anything_is_loaded():
+    shoe = SimulatedShoe(heartbeat_s=0)
+    with pytest.raises(ValueError, match="beyond the stack: the shoe is loaded with 52 cards"):
+        shoe.load(DECK, cut_at=53)
+    assert shoe.cards_held() == 0 and shoe.cut_at is None

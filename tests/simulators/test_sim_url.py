@@ -8,12 +8,14 @@ from simulators.sim_url import make_device, running
 
 @pytest.mark.parametrize("url, why", [
     ("sim://dealer", "no simulated device 'dealer'; simulated devices: shuffler, shoe"),
-    ("sim://shoe?pace_s=-1", "pace_s='-1' must be 0 or more"),
-    ("sim://shoe?pace_s=nan", "pace_s='nan' must be 0 or more"),
-    ("sim://shuffler?shuffle_time_s=soon", "shuffle_time_s='soon' is not a float"),
+    ("sim://shoe?pace_s=-1", "pace_s=-1: expected a number of seconds, 0 or more"),
+    ("sim://shoe?pace_s=nan", "pace_s=nan: expected a number of seconds, 0 or more"),
+    ("sim://shuffler?shuffle_time_s=soon", "shuffle_time_s=soon: expected a number of seconds, 0 or more"),
     ("sim://shuffler?pace_s=1", "unknown parameter 'pace_s' for sim://shuffler (allowed: faults, serial, shuffle_time_s, heartbeat_s)"),
     ("sim://shoe?faults=jamm", "no fault switch 'jamm'"),
-    ("sim://shoe?faults=drop_rate=3", "a rate is a probability between 0 and 1"),
+    ("sim://shoe?faults=drop_rate=3", "fault switch drop_rate=3: expected a probability from 0 to 1"),
+    ("sim://shoe?faults=jam=2", "fault switch jam is for the shuffler only: a shoe does not shuffle"),
+    ("sim://shuffler?faults=unreadable_at=3", "fault switch unreadable_at is for the shoe only"),
 ])
 def test_bad_sim_urls_are_one_clear_error(url, why):
     before = running()
