@@ -1,42 +1,20 @@
 """udev/99-cardd.rules: generated from the known-device table, checked by the real rules
 engine (udevadm test) against emulated devices (umockdev), inside a private mount
-namespace so the machine's /etc, /dev and /run are never touched."""
+namespace so the machine's /etc, /dev and /run are never touched (udev_sandbox.py)."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from udev_sandbox import TEST_GID, UdevSandbox, properties
 
 from drivers.known_devices import KNOWN_DEVICES, udev_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "udev" / "99-cardd.rules"
-TOOLS = ("umockdev-run", "udevadm", "unshare")
-TEST_GID = 4242  # the 'cardd' group inside the sandbox's own /etc/group
-
 pytestmark = [pytest.mark.udev, pytest.mark.timeout(120)]
-
-# Runs inside `unshare --mount`: private copies of the rules dir, /etc/group (with a cardd
-# group so GROUP resolves), /run and /dev (udevadm test creates links there).
-SANDBOX = """set -e
-T=$1; shift
-mount --make-rprivate /
-mount --bind "$T/rules" /etc/udev/rules.d
-mount --bind "$T/group" /etc/group
-mount -t tmpfs tmpfs /run
-mount --rbind /dev "$T/hostdev"
-mount -t tmpfs tmpfs /dev
-for n in null zero random urandom; do touch /dev/$n; mount --bind "$T/hostdev/$n" /dev/$n; done
-# umockdev backs emulated ttys with ptys: a private devpts instance
-mkdir /dev/pts; mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts; ln -s pts/ptmx /dev/ptmx
-exec "$@"
-"""
-
-# root gets a plain mount namespace; anyone else a user namespace in which they are root
-UNSHARE = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--mount"]
 
 DEVICES = {
     "shoe": ("shoe.umockdev", "/sys/devices/pci0000:00/0000:00:14.0/usb1/1-3"),
@@ -47,29 +25,13 @@ DEVICES = {
 
 @pytest.fixture(scope="module")
 def udevadm_test(tmp_path_factory):
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        pytest.fail(f"missing {', '.join(missing)}: `make test` installs them "
-                    "(apt-get install umockdev udev util-linux)")
-    sandbox = tmp_path_factory.mktemp("udev-sandbox")
-    (sandbox / "rules").mkdir()
-    (sandbox / "hostdev").mkdir()
-    shutil.copy(RULES, sandbox / "rules")
-    group = Path("/etc/group").read_text()
-    (sandbox / "group").write_text(group + f"cardd:x:{TEST_GID}:\n")
-    (sandbox / "sandbox.sh").write_text(SANDBOX)
+    sandbox = UdevSandbox(tmp_path_factory.mktemp("udev-sandbox"), {RULES.name: RULES.read_text()})
     results = {}
 
     def run(name):
         if name not in results:
             description, syspath = DEVICES[name]
-            proc = subprocess.run(
-                [*UNSHARE, "sh", str(sandbox / "sandbox.sh"), str(sandbox),
-                 "umockdev-run", "--device", str(ROOT / "udev" / description), "--",
-                 "udevadm", "test", syspath],
-                capture_output=True, text=True, timeout=60)
-            assert proc.returncode == 0, f"udevadm test failed for {name}:\n{proc.stderr}\n{proc.stdout}"
-            results[name] = proc.stdout + proc.stderr
+            results[name] = sandbox.test(ROOT / "udev" / description, syspath)
         return results[name]
 
     def fresh(name):
@@ -78,10 +40,6 @@ def udevadm_test(tmp_path_factory):
 
     run.fresh = fresh
     return run
-
-
-def properties(output):
-    return dict(re.findall(r"^([A-Z_][A-Z0-9_]*)=(.*)$", output, re.M))
 
 
 def test_committed_rules_are_the_generated_rules():
