@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from drivers.transport import Transport, TransportListener
-from drivers.urls import DeviceURL, add_scheme, bad_url, parse_url, remove_scheme
+from drivers.urls import BUILT_IN_SCHEMES, DeviceURL, add_scheme, bad_url, parse_url, remove_scheme
 
 TransportFactory = Callable[..., Transport]  # (url: DeviceURL, **options) -> Transport
 
@@ -27,7 +27,7 @@ def register_scheme(scheme: str, factory: TransportFactory, *, form: str | None 
     """Make ``scheme://NAME?key=value`` URLs parse and open through ``factory(url, **options)``.
     ``form`` is how error messages show the scheme (default ``scheme://NAME``). Re-registering replaces."""
     scheme = scheme.lower()
-    if scheme not in ("serial", "usb"):  # those two keep their own parsing and form
+    if scheme not in BUILT_IN_SCHEMES:  # serial and usb keep their own parsing and form
         add_scheme(scheme, form)
     _factories[scheme] = factory
 
@@ -35,7 +35,7 @@ def register_scheme(scheme: str, factory: TransportFactory, *, form: str | None 
 def unregister_scheme(scheme: str) -> None:
     """Undo :func:`register_scheme` (tests); its URLs are then an unknown scheme again."""
     scheme = scheme.lower()
-    if scheme not in ("serial", "usb"):
+    if scheme not in BUILT_IN_SCHEMES:
         remove_scheme(scheme)
         _factories.pop(scheme, None)
 

@@ -25,7 +25,7 @@ _FORMS: dict[str, str] = {
     "serial": "serial:///dev/PATH[?baud=115200&parity=N&stopbits=1&bytesize=8]",
     "usb": "usb://VID:PID[?serial=SN]",
 }
-_BUILT_IN = frozenset(_FORMS)
+BUILT_IN_SCHEMES = frozenset(_FORMS)
 
 SERIAL_DEFAULTS = {"baud": "115200", "parity": "N", "stopbits": "1", "bytesize": "8"}
 _SERIAL_ALLOWED = {
@@ -72,12 +72,8 @@ def add_scheme(scheme: str, form: str | None = None) -> None:
 
 def remove_scheme(scheme: str) -> None:
     """Forget a scheme added with :func:`add_scheme` (serial and usb stay)."""
-    if scheme not in _BUILT_IN:
+    if scheme not in BUILT_IN_SCHEMES:
         _FORMS.pop(scheme, None)
-
-
-def known_schemes() -> list[str]:
-    return sorted(_FORMS)
 
 
 def accepted_forms() -> str:
@@ -88,8 +84,6 @@ def accepted_forms() -> str:
 def bad_url(url: str, what: str) -> BadURL:
     """The one error for a URL that cannot be used: what is wrong, then the accepted forms."""
     return BadURL(url, f"{what}; accepted forms: {accepted_forms()}")
-
-
 
 
 def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
