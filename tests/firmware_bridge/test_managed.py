@@ -8,6 +8,7 @@ from fb_device import FakeDevice, MemoryTransport
 from fb_wire import Wire, run, wait_for
 
 from drivers import register_scheme
+from drivers.factory import unregister_scheme
 from drivers.errors import LinkDown
 from drivers.reconnect import Backoff
 from firmware_bridge.managed import ManagedDevice
@@ -20,6 +21,13 @@ pytestmark = pytest.mark.timeout(30)
 # short handshake timeout makes the silent device's retries quick
 QUICK = SessionConfig(handshake_timeout=0.1, stale_after=5.0)
 FAST_RETRY = Backoff(initial=0.01, cap=0.05)
+
+
+@pytest.fixture(autouse=True)
+def _fbmem_scheme():
+    """The fbmem:// scheme a Bench registers exists for one test only."""
+    yield
+    unregister_scheme("fbmem")
 
 
 class Bench:
