@@ -152,9 +152,9 @@ def load_public_key(data: bytes) -> Ed25519PublicKey:
 
 
 def sign_image(model: str, version: str, image: bytes, private_key: Ed25519PrivateKey) -> SignedImage:
-    header_bytes = FirmwareHeader(model, version, len(image)).to_bytes()
-    signature = private_key.sign(header_bytes + image)
-    return SignedImage(FirmwareHeader(model, version, len(image)), header_bytes, bytes(image), signature)
+    header = FirmwareHeader(model, version, len(image))
+    header_bytes = header.to_bytes()
+    return SignedImage(header, header_bytes, bytes(image), private_key.sign(header_bytes + image))
 
 
 def verify_signature(
