@@ -22,6 +22,7 @@ from devices.device_model import DeviceModel
 from devices.events import Event, EventSink, Reason, Role, Severity
 from devices.procedures import AlarmBook, TableError
 from devices.round import Action, CardMismatch, Round
+from devices.round_machine import LIVE_STATES
 from devices.rules import HouseRules
 from devices.shoe import Shoe
 from devices.shoe_reader_model import ShoeReaderModel
@@ -33,7 +34,6 @@ from firmware_bridge.messages import (
     UnreadableCard,
 )
 
-LIVE_ROUND = ("betting", "initial_deal", "insurance", "players", "dealer")
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
 
 
@@ -93,7 +93,7 @@ class Table(TableProcedures):
 
     @property
     def round_live(self) -> bool:
-        return self.round is not None and self.round.state in LIVE_ROUND
+        return self.round is not None and self.round.state in LIVE_STATES
 
     def devices(self) -> list[DeviceModel]:
         """The devices play depends on (no shuffler at a hand-shuffled table)."""
@@ -229,7 +229,7 @@ class Table(TableProcedures):
     def _unexpected(self, card: Card, index: int | None) -> None:
         """``index`` None: a card exposed in error that the round ended without needing."""
         r = self.round
-        if r is None or r.state not in LIVE_ROUND:
+        if r is None or r.state not in LIVE_STATES:
             self.pending.remove(card)
             self.drawn_in_error.append(card)
             what = f"card #{index}" if index is not None else "a card exposed in error and not needed,"
@@ -244,7 +244,7 @@ class Table(TableProcedures):
     def _give(self, card: Card) -> bool:
         """Hand ``card`` to the live round if one of its hands expects a card now."""
         r = self.round
-        if r is None or r.held is not None or r.state not in LIVE_ROUND:
+        if r is None or r.held is not None or r.state not in LIVE_STATES:
             return False
         try:
             target = r.card_dealt(card)
