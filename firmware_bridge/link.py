@@ -40,6 +40,13 @@ class _Outgoing:
     retransmitted: bool = False
 
 
+def discard_outcome(future: asyncio.Future) -> None:
+    """Done-callback for a :meth:`Link.send` nobody awaits (heartbeats, a device's reports): a
+    failure there is the link's business, retrieved so asyncio does not log it as unhandled."""
+    if not future.cancelled():
+        future.exception()
+
+
 def _seq_distance(a: int, b: int) -> int:
     """How far ``b`` is ahead of ``a`` in the 8-bit sequence space."""
     return (b - a) % SEQ_MOD

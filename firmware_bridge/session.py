@@ -27,7 +27,7 @@ from firmware_bridge.errors import (
     RequestTimeout,
     SessionClosed,
 )
-from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkStats
+from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkStats, discard_outcome
 from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
@@ -358,7 +358,7 @@ class DeviceSession:
                 log.info("link_stats", device=self.transport.url, **_flat(self.link.stats))
             if self.link is not None and self.link.state is LinkState.UP:
                 uptime = int((self._loop.time() - start) * 1000) & 0xFFFFFFFF
-                self.link.send(encode(Heartbeat(uptime))).add_done_callback(_consume)
+                self.link.send(encode(Heartbeat(uptime))).add_done_callback(discard_outcome)
             silent = self._loop.time() - self._last_heard
             if silent > self.config.stale_after and not self._stale:
                 self._stale = True
@@ -379,9 +379,3 @@ def _flat(stats: LinkStats) -> dict:
     out = {name: getattr(stats, name) for name in LinkStats.__slots__ if name != "framing"}
     out.update({f"framing_{name}": getattr(stats.framing, name) for name in type(stats.framing).__slots__})
     return out
-
-
-def _consume(fut: asyncio.Future) -> None:
-    """Heartbeats are fire-and-forget: a failed one is the link's business, not an error to log."""
-    if not fut.cancelled():
-        fut.exception()

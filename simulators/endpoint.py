@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 
 import structlog
 
-from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState
+from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, discard_outcome
 from firmware_bridge.messages import Heartbeat, Message, MessageDecodeError, Refused, decode, encode
 
 from simulators.device import SimulatedDevice
@@ -164,7 +164,7 @@ class Endpoint(abc.ABC):
         if link is None or (isinstance(msg, Heartbeat) and link.state is not LinkState.UP):
             return  # no proof of life into a link nobody listens on
         future = link.send(encode(msg))
-        future.add_done_callback(_swallow)  # a message lost to a reset is the device's loss, not an error
+        future.add_done_callback(discard_outcome)  # a message lost to a reset is the device's loss, not an error
         self._unacked.append(future)
         while self._unacked and self._unacked[0].done():
             self._unacked.popleft()
@@ -211,8 +211,3 @@ class Endpoint(abc.ABC):
 
     @abc.abstractmethod
     def _replug(self) -> None: ...
-
-
-def _swallow(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()
