@@ -52,10 +52,10 @@ from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundH
 from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
 from devices.rules import HouseRules
 from devices.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
+from firmware_bridge.cards import ALL_CARDS, Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
-from firmware_bridge.cards import ALL_CARDS, Card, Rank
 
 
 _CARD_NAMES = {c.to_byte(): str(c) for c in ALL_CARDS}  # by byte: hashing a Card costs more
@@ -293,9 +293,6 @@ class Round(RoundProcedures):
         for line in self.settlement.lines[len(self.paid_at_once):]:  # the rest were journaled when won
             self._emit(Reason.SETTLED, line.describe(), **line.as_data())
         self._go("dealer_stands")
-
-    def _hand(self, t: Target) -> Hand:
-        return self.box_hands[t.box][t.hand]  # type: ignore[index]
 
     def _ace_splits(self, box: int) -> int:
         """How many times aces were split at this box (n split-ace hands came from n - 1 splits)."""
