@@ -9,10 +9,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from devices.hand import Hand, card_value
+from devices.round_types import Action
 from devices.rules import HouseRules
 from firmware_bridge.cards import Card, Rank
-
-from devices.round_types import Action, RuleViolation  # noqa: F401  (RuleViolation re-exported)
 
 if TYPE_CHECKING:
     from devices.round import Round

@@ -13,8 +13,7 @@ from collections import Counter
 from typing import Any, Iterable
 
 from devices.events import EventSink
-from devices.round import Action
-from devices.round_rules import RuleViolation
+from devices.round import Action, RuleViolation
 from devices.rules import HouseRules
 from devices.table import Table
 from firmware_bridge.cards import Orientation, shoe_composition

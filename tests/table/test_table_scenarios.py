@@ -11,8 +11,7 @@ import pytest
 
 from devices.events import Reason, Role, Severity
 from devices.procedures import OverrideRefused, TableError
-from devices.round import Action, RoundHeld
-from devices.round_rules import RuleViolation
+from devices.round import Action, RoundHeld, RuleViolation
 from firmware_bridge.cards import Card
 from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
                                       Status)
