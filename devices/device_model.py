@@ -36,7 +36,7 @@ Clock = Callable[[], float]
 #: Called after every state change with (model, source state, destination state).
 ChangeListener = Callable[["DeviceModel", str, str], None]
 
-#: States a device can fall back into from STALE or FAULT (its remembered state).
+#: States in which a device cannot be trusted; leaving them for a working state is DEVICE_RECOVERED.
 TROUBLE = ("offline", "stale", "fault")
 LIVENESS = (Heartbeat, Status, Ident)
 
@@ -169,7 +169,7 @@ class DeviceModel:
     # ---- internals -----------------------------------------------------------------------
 
     def may(self, trigger: str) -> bool:
-        return self.machine.get_triggers(self.state).count(trigger) > 0
+        return trigger in self.machine.get_triggers(self.state)
 
     def _on_ident(self, msg: Ident) -> None:
         self.rebooted = self.ident is not None and self.ident.boot_id != msg.boot_id
