@@ -56,10 +56,6 @@ class Settlement:
         return -sum(line.net for line in self.lines)
 
 
-def dealer_blackjack(dealer: list[Card]) -> bool:
-    return is_two_card_21(dealer)
-
-
 _HALF_LOSS, _THREE_HALVES = Fraction(-1, 2), Fraction(3, 2)
 
 
@@ -134,11 +130,10 @@ def blackjack_lines(hand: Hand, up: Card) -> list[Line]:
                  "blackjack") for p in hand.stakes]
 
 
-def _bonus_777(rules: HouseRules, hand: Hand, dealer: list[Card]) -> tuple[str, Fraction] | None:
+def _bonus_777(rules: HouseRules, hand: Hand, dealer_bj: bool) -> tuple[str, Fraction] | None:
     """7-7-7 as the first three cards of an unsplit hand: settled at the end (a dealer blackjack beats it)."""
     t, cards = rules.side_bets.seven_seven_seven, hand.cards
-    if not t.enabled or len(cards) != 3 or hand.from_split or any(c.rank is not Rank.SEVEN for c in cards) \
-            or dealer_blackjack(dealer):
+    if not t.enabled or dealer_bj or len(cards) != 3 or hand.from_split or any(c.rank is not Rank.SEVEN for c in cards):
         return None
     suited = len({c.suit for c in cards}) == 1
     return ("suited_777", t.suited_777) if suited else ("mixed_777", t.mixed_777)
@@ -151,10 +146,10 @@ def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: 
     blackjack) come first, as they were, and their hands' main lines are not settled again."""
     lines: list[Line] = list(paid)
     done = {(ln.player, ln.box, ln.hand) for ln in lines if ln.kind in ("main", "even_money")}
-    dealer_total, dealer_bj = hand_total(dealer)[0], dealer_blackjack(dealer)
+    dealer_total, dealer_bj = hand_total(dealer)[0], is_two_card_21(dealer)
     for hand in hands:
         main = _main(hand, dealer_total, dealer_bj)
-        b777 = _bonus_777(rules, hand, dealer)
+        b777 = _bonus_777(rules, hand, dealer_bj)
         for player, base in hand.stakes.items():
             stake = hand.stake_of(player)
             if (player, hand.box, hand.index) in done:

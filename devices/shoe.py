@@ -80,7 +80,7 @@ class Shoe:
         self._sink = sink
         self.expected: dict[Card, int] = shoe_composition(self.decks)
         self.counted: dict[Card, int] | None = None  # the shuffler's count of this stack
-        self.verifier: dict[str, str] = {}  # model, serial, firmware of the counting device and its operator (the record)
+        self.verifier: dict[str, str] = {}  # the counting device (model, serial, firmware) and operator
         self.out: Counter[Card] = Counter()  # cards that left the shoe, per card
         self.cards_out = 0
         self.burn_remaining = 0
