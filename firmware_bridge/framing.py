@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from firmware_bridge.crc import crc16
@@ -157,7 +157,7 @@ class DecoderStats:
         return sum(getattr(self, name) for name in _COUNTER.values())
 
     def snapshot(self) -> "DecoderStats":
-        return DecoderStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+        return replace(self)
 
 
 _COUNTER = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 
 from firmware_bridge.framing import DecoderStats
 
@@ -77,6 +77,4 @@ class LinkStats:
     framing: DecoderStats = field(default_factory=DecoderStats)  # crc_errors, bytes_discarded, ...
 
     def snapshot(self) -> "LinkStats":
-        copy = LinkStats(**{f.name: getattr(self, f.name) for f in fields(self)})
-        copy.framing = self.framing.snapshot()
-        return copy
+        return replace(self, framing=self.framing.snapshot())

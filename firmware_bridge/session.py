@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import AsyncIterator, Callable, TypeVar
 
 import structlog
@@ -127,9 +127,8 @@ class DeviceSession:
 
     @property
     def stats(self) -> SessionStats:
-        s = SessionStats(**{name: getattr(self._stats, name) for name in SessionStats.__slots__})
-        s.link = self.link.stats if self.link else None
-        return s
+        """A copy of the counters, the link's included, safe to keep and compare."""
+        return replace(self._stats, link=self.link.stats if self.link else None)
 
     async def open(self) -> Ident:
         """Open the transport, reset the link and shake hands; returns the device's IDENT.

@@ -16,6 +16,7 @@ import abc
 import asyncio
 import threading
 from collections import deque
+from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
 import structlog
@@ -94,7 +95,7 @@ class Endpoint(abc.ABC):
             return self.device.state() | {
                 "link_state": link.state.value if link else None,
                 "link_stats": link.stats if link else None,
-                "wire": self.wire.stats if self.wire else None,
+                "wire": replace(self.wire.stats) if self.wire else None,  # a copy, like link.stats
                 "link_events": list(self.link_events),
             }
         return self.call(collect)
