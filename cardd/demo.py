@@ -110,9 +110,11 @@ class Demo:
         if Reason.CARD_ASSIGNED in reasons:
             round_ = self.table.round
             target = round_.assignments[-1][1]
-            cards = round_.dealer_cards if target.kind == "dealer" else round_.box_hands[target.box][target.hand].cards
-            total, soft = hand_total(cards)
-            natural = target.kind == "box" and len(cards) == 2 and total == 21 and not round_.box_hands[target.box][target.hand].from_split
+            if target.kind == "dealer":
+                (total, soft), natural = hand_total(round_.dealer_cards), False
+            else:
+                hand = round_.box_hands[target.box][target.hand]
+                total, soft, natural = hand.total, hand.soft, hand.blackjack
             return f"{target} ({'blackjack' if natural else ('soft ' if soft else '') + str(total)})"
         if Reason.BURN in reasons:
             return "burn"
