@@ -3,7 +3,7 @@
 The dealer's up card is removed from a full shoe of ``decks`` decks; every further card is
 drawn without replacement from what is left. Blackjack is the up card plus the dealer's second
 card making 21. Probabilities are exact Fractions, memoised on the remaining composition by
-value (ace..ten), so a whole table takes a few seconds.
+value (ace..ten), so a whole table takes well under a second.
 
     python -m devices.dealer_odds --markdown [--decks 6] [--h17]
 """
