@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import structlog  # noqa: E402
 
-from devices.rules import HouseRules, load_rules  # noqa: E402
+from devices.rules import RulesError, load_rules  # noqa: E402
 from devices.table import Table  # noqa: E402
 from devices.table_session import record_random_shoes, replay  # noqa: E402
 from firmware_bridge.messages import CardRead  # noqa: E402
@@ -39,7 +39,11 @@ def main() -> int:
     args = ap.parse_args()
     # The table logs device and shoe state changes; a benchmark measures the model, not a console.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    rules: HouseRules = load_rules(args.rules) if args.rules.exists() else HouseRules.default()
+    try:
+        rules = load_rules(args.rules)
+    except RulesError as exc:  # a mistyped path must not quietly benchmark the default rules
+        print(f"deal benchmark: {exc}", file=sys.stderr)
+        return 2
 
     steps, recorded = record_random_shoes(rules, random.Random(args.seed), shoes=args.shoes, max_boxes=7)
     cards = sum(isinstance(payload, CardRead) for _, payload in steps)
