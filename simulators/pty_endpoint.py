@@ -96,11 +96,10 @@ class PtyEndpoint(Endpoint):
     def _write_raw(self, data: bytes) -> None:
         if self._master < 0:
             return  # unplugged: bytes go nowhere, like a cable that is out
-        if self._pending:
-            self._pending += data
-            return
+        waiting = bool(self._pending)  # if so, the writer callback is armed: queue behind it
         self._pending += data
-        self._drain()
+        if not waiting:
+            self._drain()
 
     def _drain(self) -> None:
         assert self.loop is not None
