@@ -109,11 +109,6 @@ class SimUsbDevice:
             self.address = address if address is not None else self.address + 1
             self._cond.notify_all()
 
-    @property
-    def pending_to_host(self) -> int:
-        with self._cond:
-            return len(self._to_host)
-
     # --- host side (called by the backend) ---------------------------------------------
     def _check(self, handle: _Handle) -> None:
         if handle.closed or not self.attached or handle.generation != self.generation:
