@@ -86,14 +86,15 @@ def bad_url(url: str, what: str) -> BadURL:
     return BadURL(url, f"{what}; accepted forms: {accepted_forms()}")
 
 
-def _query(url: str, query: str, allowed: set[str]) -> dict[str, str]:
+def _query(url: str, query: str, allowed: set[str] | None) -> dict[str, str]:
+    """The query's parameters; ``allowed=None`` takes any key (a registered scheme's factory checks)."""
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise bad_url(url, f"malformed query {query!r}") from None
     params: dict[str, str] = {}
     for key, value in pairs:
-        if key not in allowed:
+        if allowed is not None and key not in allowed:
             raise bad_url(url, f"unknown parameter {key!r} (allowed: {', '.join(sorted(allowed))})")
         if key in params:
             raise bad_url(url, f"parameter {key!r} given twice")
@@ -145,12 +146,4 @@ def parse_url(url: str) -> DeviceURL:
     name = parts.netloc or parts.path.lstrip("/")
     if not _SIM_NAME.match(name or ""):
         raise bad_url(url, f"{name!r} is not a device name (lower-case letters, digits, - and _)")
-    params = _query(url, parts.query, _AnyKey())
-    return DeviceURL(url, scheme, name=name, params=params)
-
-
-class _AnyKey(set):
-    """Every query key is allowed (checked by the registered factory instead)."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
+    return DeviceURL(url, scheme, name=name, params=_query(url, parts.query, None))
