@@ -34,7 +34,7 @@ _SERIAL_ALLOWED = {
     "bytesize": ("5", "6", "7", "8"),
 }
 _VID_PID = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
-_SIM_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")  # a registered scheme, and a device name under it
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class DeviceURL:
 
 def add_scheme(scheme: str, form: str | None = None) -> None:
     """Let ``scheme://NAME?key=value`` URLs parse (called by drivers.register_scheme)."""
-    if not _SIM_NAME.match(scheme):
+    if not _NAME.match(scheme):
         raise ValueError(f"scheme {scheme!r}: lower-case letters, digits, - and _, starting with a letter")
     _FORMS[scheme] = form or f"{scheme}://NAME"
 
@@ -144,6 +144,6 @@ def parse_url(url: str) -> DeviceURL:
                          serial_number=params.get("serial"), params=params)
     # a registered scheme (sim:// ...): a name plus free query parameters its factory checks
     name = parts.netloc or parts.path.lstrip("/")
-    if not _SIM_NAME.match(name or ""):
+    if not _NAME.match(name or ""):
         raise bad_url(url, f"{name!r} is not a device name (lower-case letters, digits, - and _)")
     return DeviceURL(url, scheme, name=name, params=_query(url, parts.query, None))
