@@ -58,7 +58,7 @@ __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES"
            "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
 
 
-_CARD_NAMES = {c.to_byte(): str(c) for c in ALL_CARDS}  # by byte: hashing a Card costs more
+_CARD_NAMES = {c: str(c) for c in ALL_CARDS}  # str(Card) builds a new string per card read
 _TARGETS: dict[tuple[int, int], Target] = {}
 
 
@@ -229,7 +229,7 @@ class Round(RoundProcedures):
             self.dealer_cards.append(card)
         else:
             self._give(self.box_hands[target.box][target.hand], card, initial)  # type: ignore[index]
-        name, where = _CARD_NAMES[(card.suit << 4) | card.rank], str(target)
+        name, where = _CARD_NAMES[card], str(target)
         self._emit(Reason.CARD_ASSIGNED, f"{name} to {where}", card=name, target=where)
         self._advance()
         return target
