@@ -322,9 +322,8 @@ class Link:
         out.retransmitted = True
         self._stats.probes += 1
         self._stats.retransmits += 1
-        out.sent_at = self._loop.time()
-        self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
         self._arm_timer()  # the full timeout follows: its backoff applies if the probe fails too
+        self._send_data(out)
 
     def _fail(self, why: str) -> None:
         self._restart_sequences(LinkFailed(f"{self.name}: link failed: {why}"))
