@@ -25,6 +25,14 @@ def cards(text: str) -> list[Card]:
     return [Card.parse(t) for t in text.split()]
 
 
+def connect_devices(table: Table, boot: int = 7) -> None:
+    """Both links up and each device's IDENT, as the link layer reports a (re)connection."""
+    for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
+        table.link_up(name)
+        msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, boot)
+        (table.on_shuffler if role is DeviceRole.SHUFFLER else table.on_shoe)(msg)
+
+
 class FakeClock:
     """The injectable monotonic clock: tests move time, nothing sleeps."""
 
@@ -42,10 +50,7 @@ class TableRig:
         self.clock = FakeClock()
         self.table = Table(rules, self._journal, clock=self.clock, stale_after_s=3.0)
         self.index = 0
-        for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
-            self.table.link_up(name)
-            msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 7)
-            (self.table.on_shuffler if role is DeviceRole.SHUFFLER else self.table.on_shoe)(msg)
+        connect_devices(self.table)
         if load:
             self.shuffle_ok()
             self.load_and_burn()

@@ -17,8 +17,8 @@ from devices.table import Table
 from devices.table_session import apply, record_random_shoes
 from devices.table_snapshot import restore, snapshot
 from firmware_bridge.cards import Orientation
-from firmware_bridge.messages import CardRead, DeviceRole, Heartbeat, Ident, UnreadableCard
-from table_rig import RULE_FILES
+from firmware_bridge.messages import CardRead, Heartbeat, UnreadableCard
+from table_rig import RULE_FILES, connect_devices
 
 pytestmark = pytest.mark.timeout(120)
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}
@@ -81,10 +81,7 @@ def test_power_loss_anywhere_restores_and_the_shoe_ends_the_same(casino: str, se
     snap = json.loads(json.dumps(snapshot(table)))
     events: list = []
     back = restore(rules, events.append, snap, clock=lambda: 0.0, stale_after_s=1e9)
-    for name, role, feed in (("shuffler", DeviceRole.SHUFFLER, back.on_shuffler),
-                             ("shoe-reader", DeviceRole.SHOE, back.on_shoe)):
-        back.link_up(name)
-        feed(Ident(role, "sim", name, "1.0.0", 1, 0, 1))
+    connect_devices(back, boot=1)
     if back.round_live:
         assert back.round.held is not None  # a live round waits for a supervisor after a power loss
         back.resume("sup-1", Role.SUPERVISOR)

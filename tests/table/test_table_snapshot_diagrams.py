@@ -14,8 +14,8 @@ from devices.round import Action
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
 from firmware_bridge.cards import Card, Orientation
-from firmware_bridge.messages import CardRead, DeviceRole, Ident
-from table_rig import TableRig
+from firmware_bridge.messages import CardRead
+from table_rig import TableRig, connect_devices
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +44,7 @@ def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
     assert [str(c) for c in r.dealer_cards] == ["5D"]
     assert [e.reason for e in events] == [Reason.ROUND_HELD]  # the replay itself journals nothing
     # back on its feet: devices reconnect, a supervisor agrees, the round goes on
-    for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
-        t.link_up(name)
-        (t.on_shuffler if role is DeviceRole.SHUFFLER else t.on_shoe)(Ident(role, "sim", "x", "1", 1, 0, 9))
+    connect_devices(t, boot=9)
     t.resume("sup-1", Role.SUPERVISOR)
     t.act(3, Action.STAND, "p3")
     for i, c in enumerate(("TD", "TS")):  # dealer 5 + 10 = 15 draws, + 10 busts
@@ -87,9 +85,7 @@ def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
     snap = json.loads(json.dumps(snapshot(rig.table)))
     t = restore(HouseRules.default(), lambda e: None, snap, clock=rig.clock)
     assert t.awaiting_entry == rig.index - 1 and [m.card for m in t.queued_reads] == [Card.parse("9D")]
-    for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
-        t.link_up(name)
-        (t.on_shuffler if role is DeviceRole.SHUFFLER else t.on_shoe)(Ident(role, "sim", "x", "1", 1, 0, 9))
+    connect_devices(t, boot=9)
     t.resume("sup-1", Role.SUPERVISOR)
     t.enter_card(Card.parse("5S"), "dealer-1")  # the dealer's card, then the queued 9D
     assert [str(c) for c in t.round.dealer_cards] == ["5S"]
