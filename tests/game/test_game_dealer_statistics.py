@@ -13,7 +13,7 @@ import random
 import pytest
 
 from devices.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
-from devices.hand import hand_total
+from devices.hand import card_value, hand_total
 from devices.rules import DealerRules, HouseRules
 from game_sim import play_round
 from game_stats import chi2_sf, chi2_statistic
@@ -36,8 +36,7 @@ def _simulate(rules: HouseRules, rounds: int, seed: int) -> dict[str, list[int]]
     counts = {up: [0] * len(OUTCOMES) for up in UP_CARDS}
     for _ in range(rounds):
         r = play_round(rules, rng)
-        up = r.dealer_cards[0]
-        counts[UP_CARDS[min(int(up.rank), 10) - 1]][OUTCOMES.index(_outcome(r.dealer_cards))] += 1
+        counts[UP_CARDS[card_value(r.dealer_cards[0]) - 1]][OUTCOMES.index(_outcome(r.dealer_cards))] += 1
     return counts
 
 

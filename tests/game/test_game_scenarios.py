@@ -229,7 +229,7 @@ def test_scenario(sc: Scenario, casino: str) -> None:
             return
     assert "refused" not in expect, f"expected a refusal by {expect['refused']}"
     assert r.state == "complete"
-    got = {p: n for p, n in r.settlement.per_player().items()}
+    got = r.settlement.per_player()
     assert got == expect["nets"]
     assert r.settlement.house == -sum(got.values())
     for player, outcomes in expect.get("outcomes", {}).items():
