@@ -27,13 +27,11 @@ class Host:
     """What the host side saw."""
 
     session: DeviceSession
-    messages: list[Message] = field(default_factory=list)
     events: list[SessionEvent] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     by_type: dict[type, list[Message]] = field(default_factory=dict)
 
     def seen(self, msg: Message) -> None:
-        self.messages.append(msg)
         self.by_type.setdefault(type(msg), []).append(msg)
         self.changed.set()
 
