@@ -10,7 +10,7 @@ from fb_wire import Wire
 
 from drivers.errors import LinkDown
 from drivers.transport import Transport, TransportListener
-from firmware_bridge.link import Link, LinkConfig
+from firmware_bridge.link import Link, LinkConfig, discard_outcome
 from firmware_bridge.messages import (
     Calibrate,
     FirmwareAbort,
@@ -86,7 +86,7 @@ class FakeDevice:
 
     def send(self, msg: Message | bytes) -> None:
         payload = msg if isinstance(msg, bytes) else encode(msg)
-        self.link.send(payload).add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.link.send(payload).add_done_callback(discard_outcome)
 
     def reboot(self) -> None:
         self.boot_id += 1
