@@ -83,7 +83,7 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
     if action is Action.SURRENDER:
         return _check_surrender(rules, rnd, hand, box)
     if hand.complete:
-        return _why_complete(rules, rnd, hand, action)
+        return _why_complete(rules, hand, action)
     if hand.needs_card:
         return "card_expected", f"{hand.label()} is waiting for a card before any decision"
     owner = next(iter(hand.stakes), None)
@@ -116,7 +116,7 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
     return None
 
 
-def _why_complete(rules: HouseRules, rnd: "Round", hand: Hand, action: Action) -> tuple[str, str]:
+def _why_complete(rules: HouseRules, hand: Hand, action: Action) -> tuple[str, str]:
     """The rule that closed a hand, named for an action asked on it."""
     if hand.total == 21 and action in (Action.HIT, Action.DOUBLE):
         return "no_draw_on_21", f"{hand.label()} has {'blackjack' if hand.blackjack else '21'}: no drawing on any 21"
