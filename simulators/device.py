@@ -71,7 +71,6 @@ class SimulatedDevice:
         self._on_reboot: Callable[[], None] = lambda: None
         self._disconnect: Callable[[float], Awaitable[None]] | None = None
         self._tasks: set[asyncio.Task] = set()
-        self.firmware_version = self.DEFAULT_FIRMWARE
         self.reset()
 
     # ---- wiring --------------------------------------------------------------------
