@@ -11,7 +11,7 @@ clears it by id.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from devices.events import Event, EventSink, Reason, Role, Severity
 
@@ -32,7 +32,8 @@ def require_supervisor(sink: EventSink, source: str, what: str, who: str, role: 
                {"override": what, "role": str(role)}, who))
 
 
-def refuse_override(sink: EventSink, source: str, what: str, who: str, why: str, role: Role | None = None) -> None:
+def refuse_override(sink: EventSink, source: str, what: str, who: str, why: str, role: Role | None = None) -> NoReturn:
+    """Journal OVERRIDE_REFUSED with ``why`` and raise :class:`OverrideRefused`."""
     sink(Event(Reason.OVERRIDE_REFUSED, source, f"{what} refused: {why}", Severity.WARNING,
                {"override": what, "why": why, "role": str(role) if role else None}, who))
     raise OverrideRefused(f"{what} refused: {why}")
