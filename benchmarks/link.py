@@ -44,12 +44,14 @@ from firmware_bridge.cards import Card, Orientation  # noqa: E402
 from firmware_bridge.framing import Frame, FrameKind, encode_frame  # noqa: E402
 from firmware_bridge.messages import CardRead, Message, ShoeEmpty, Status, StatusRequest, encode  # noqa: E402
 from firmware_bridge.session import DeviceSession, SessionConfig  # noqa: E402
+from simulators.shoe import MAX_CARDS  # noqa: E402
 
 RTT_TARGET_MS = 0.5
 FRAMES_TARGET = 10_000
 LINE_BAUD = 921_600
 LINE_BYTES_PER_S = LINE_BAUD // 10  # 8N1: a start bit, 8 data bits, a stop bit per byte
 DEAL_TIMEOUT = 120.0
+MAX_DECK_CARDS = MAX_CARDS // 52 * 52  # the shoe is loaded with whole decks
 
 
 @dataclass
@@ -201,11 +203,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=2000, help="STATUS requests measured (after --warmup)")
     ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--cards", type=int, default=50_000, help="cards the shoe deals (rounded up to whole decks, < 65,536)")
+    ap.add_argument("--cards", type=int, default=50_000, help=f"cards the shoe deals (rounded up to whole decks, at most {MAX_DECK_CARDS:,})")
     ap.add_argument("--modbus-requests", type=int, default=2000, help="pymodbus reads measured (0: skip)")
     args = ap.parse_args()
-    if not 0 < args.cards < 65_536 - 52:
-        ap.error(f"--cards {args.cards}: allowed 1..{65_536 - 53} (CardRead.index is 16 bits)")
+    if not 0 < args.cards <= MAX_DECK_CARDS:
+        ap.error(f"--cards {args.cards}: allowed 1..{MAX_DECK_CARDS} (CardRead.index is 16 bits)")
     # the link logs state changes; a benchmark measures the stack, not a console
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(f"link benchmark: python {sys.version.split()[0]}, {os.cpu_count()} CPUs; host stack in this process, "
