@@ -111,7 +111,7 @@ class DeviceSession:
         self._handshake: asyncio.Task | None = None
         self._heartbeat: asyncio.Task | None = None
         self._retry: asyncio.TimerHandle | None = None
-        self._closing: asyncio.Task | None = None
+        self._closing: asyncio.Task | None = None  # held: the loop keeps only a weak reference to a task
         self._last_heard = 0.0
         self._stale = False
         self._outage = False  # LINK_FAILED reported, not yet CONNECTED again
