@@ -8,6 +8,7 @@ import zlib
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from firmware_bridge.firmware import verify_on_device
 from firmware_bridge.messages import (
     FirmwareAbort,
     FirmwareBegin,
@@ -67,8 +68,6 @@ class FirmwareReceiver:
         return FirmwareResult(FirmwareStage.CHUNK, True, len(self._data), "ok")
 
     def _on_commit(self, model: str) -> tuple[FirmwareResult, str | None]:
-        from firmware_bridge import firmware  # the bridge owns the image format
-
         begin, data = self._begin, bytes(self._data)
         assert begin is not None
         self._begin, self._data = None, bytearray()
@@ -76,8 +75,8 @@ class FirmwareReceiver:
             return FirmwareResult(FirmwareStage.COMMIT, False, len(data),
                                   f"received {len(data)} of {begin.total_size} bytes"), None
         try:
-            version = firmware.verify_on_device(begin.header, data, begin.sha256, begin.signature,
-                                                self.public_key, model=model)
+            version = verify_on_device(begin.header, data, begin.sha256, begin.signature,
+                                       self.public_key, model=model)
         except Exception as exc:  # any refusal is reported to the host, never a crash
             return FirmwareResult(FirmwareStage.COMMIT, False, len(data), f"refused: {exc}"), None
         return FirmwareResult(FirmwareStage.COMMIT, True, len(data), f"installing {version}, rebooting"), version
