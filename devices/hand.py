@@ -20,7 +20,7 @@ def hand_total(cards: list[Card] | tuple[Card, ...]) -> tuple[int, bool]:
     hard = 0
     ace = False
     for c in cards:
-        hard += min(int(c.rank), 10)
+        hard += card_value(c)
         ace = ace or c.rank is Rank.ACE
     if ace and hard <= 11:
         return hard + 10, True
@@ -58,12 +58,12 @@ class Hand:
 
     def add(self, card: Card) -> None:
         self.cards.append(card)
-        self._hard += min(int(card.rank), 10)
+        self._hard += card_value(card)
         self._ace = self._ace or card.rank is Rank.ACE
 
     def take_last(self) -> Card:
         card = self.cards.pop()
-        self._hard, self._ace = self._hard - min(int(card.rank), 10), any(c.rank is Rank.ACE for c in self.cards)
+        self._hard, self._ace = self._hard - card_value(card), any(c.rank is Rank.ACE for c in self.cards)
         return card
 
     def reset(self) -> None:
