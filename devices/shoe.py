@@ -104,12 +104,9 @@ class Shoe:
         if self.state in (*IN_PLAY, "complete") and isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
             self.deferred.append(msg)  # the next shoe's shuffle
             return
-        if isinstance(msg, ShuffleProgress):
-            if self.state != "shuffling":
-                self.start_shuffle()
-        elif isinstance(msg, ShuffleComplete):
-            if self.state != "shuffling":
-                self.start_shuffle()
+        if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state != "shuffling":
+            self.start_shuffle()  # an instant shuffle reports no progress first
+        if isinstance(msg, ShuffleComplete):
             self.counted = dict(msg.composition)
             self._fire("stack_counted", card_count=msg.card_count)
         elif isinstance(msg, DeckCheckResult):

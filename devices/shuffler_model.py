@@ -7,7 +7,7 @@ job (:mod:`devices.shoe`); this model only tracks what the device is doing.
 from __future__ import annotations
 
 from devices.device_model import DeviceModel
-from firmware_bridge.messages import Message, ShuffleComplete, ShuffleProgress, Status, DeviceState
+from firmware_bridge.messages import DeviceState, Message, ShuffleComplete, ShuffleProgress, Status
 
 
 class ShufflerModel(DeviceModel):
@@ -20,14 +20,10 @@ class ShufflerModel(DeviceModel):
     )
 
     def _on_work_message(self, msg: Message) -> None:
-        if isinstance(msg, ShuffleProgress):
-            if self.state in ("idle", "ready"):
-                self.start_shuffle()
-        elif isinstance(msg, ShuffleComplete):
-            if self.state in ("idle", "ready"):  # an instant shuffle sends no progress
-                self.start_shuffle()
-            if self.state == "shuffling":
-                self.finish_shuffle()
+        if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state in ("idle", "ready"):
+            self.start_shuffle()  # an instant shuffle sends no progress first
+        if isinstance(msg, ShuffleComplete) and self.state == "shuffling":
+            self.finish_shuffle()
 
     def _on_status(self, msg: Status) -> None:
         if msg.state is DeviceState.IDLE and self.state == "ready":
