@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from devices.events import Reason, Role, Severity
 from devices.procedures import require_supervisor
-from devices.round_machine import LIVE_STATES
+from devices.round_machine import LIVE_STATES, MACHINE
 from devices.round_rules import rebuild_initial_layout
 from firmware_bridge.cards import Card
 
@@ -76,7 +76,7 @@ class RoundProcedures:
         ``also``: cards in play that no hand took yet (exposed in error), in the order they left
         the shoe after the dealt ones; they go back too and are dealt again after them.
         """
-        if self.state not in ("initial_deal", "insurance", "players", "dealer"):
+        if "redeal" not in MACHINE.get_triggers(self.state):  # the machine says where a re-deal may start
             raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
         self._supervisor("reconstruct and re-deal", who, role)
         back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)
