@@ -26,10 +26,15 @@ class OverrideRefused(TableError, PermissionError):
 
 def require_supervisor(sink: EventSink, source: str, what: str, who: str, role: Role) -> None:
     """Journal the override attempt; raise :class:`OverrideRefused` unless ``role`` is supervisor."""
-    if role is not Role.SUPERVISOR:
-        refuse_override(sink, source, what, who, f"{who} is {role}; supervisor only", role)
+    refuse_unless_supervisor(sink, source, what, who, role)
     sink(Event(Reason.OVERRIDE, source, f"{what} by supervisor {who}", Severity.WARNING,
                {"override": what, "role": str(role)}, who))
+
+
+def refuse_unless_supervisor(sink: EventSink, source: str, what: str, who: str, role: Role) -> None:
+    """The role half of :func:`require_supervisor`, for an override that checks more before it is granted."""
+    if role is not Role.SUPERVISOR:
+        refuse_override(sink, source, what, who, f"{who} is {role}; supervisor only", role)
 
 
 def refuse_override(sink: EventSink, source: str, what: str, who: str, why: str, role: Role | None = None) -> NoReturn:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devices.events import Reason, Role, Severity
-from devices.procedures import TableError, refuse_override, require_supervisor
+from devices.procedures import TableError, refuse_override, refuse_unless_supervisor, require_supervisor
 from devices.round import Target
 from firmware_bridge.cards import Card, Orientation
 from firmware_bridge.messages import UnreadableCard
@@ -90,8 +90,7 @@ class TableProcedures(_Base):
         """Continue a held round: only when every device is back, and only by a supervisor."""
         if not self.round_live or self.round.held is None:  # type: ignore[union-attr]
             raise TableError("no held round to resume")
-        if role is not Role.SUPERVISOR:
-            refuse_override(self._journal, "table", "resume", who, f"{who} is {role}; supervisor only", role)
+        refuse_unless_supervisor(self._journal, "table", "resume", who, role)
         problems = [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
         if problems:
             refuse_override(self._journal, "table", "resume", who, "; ".join(problems), role)
