@@ -99,6 +99,10 @@ class Table(TableProcedures):
         """The devices play depends on (no shuffler at a hand-shuffled table)."""
         return [self.shuffler, self.reader] if self.uses_shuffler else [self.reader]
 
+    def device_problems(self) -> list[str]:
+        """Why play may not go on: each device it depends on that is not usable or is in fault."""
+        return [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
         live = [c for c, _ in self.round.assignments] if self.round_live else []
@@ -317,7 +321,7 @@ class Table(TableProcedures):
 
     def open_round(self) -> Round:
         """Start betting for the next round."""
-        problems = [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+        problems = self.device_problems()
         if self.round_live:
             problems.append(f"round {self.round.round_id} is still {self.round.state}")  # type: ignore[union-attr]
         if self.shoe.state not in ("in_play", "last_round"):

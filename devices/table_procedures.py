@@ -91,7 +91,7 @@ class TableProcedures(_Base):
         if not self.round_live or self.round.held is None:  # type: ignore[union-attr]
             raise TableError("no held round to resume")
         refuse_unless_supervisor(self._journal, "table", "resume", who, role)
-        problems = [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+        problems = self.device_problems()
         if problems:
             refuse_override(self._journal, "table", "resume", who, "; ".join(problems), role)
         self._call("resume", who, role)
