@@ -8,9 +8,6 @@ import errno
 import os
 
 import pytest
-
-CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25
-
 from structlog.testing import capture_logs
 
 from drivers import LinkDown
@@ -18,6 +15,7 @@ from drivers.reconnect import Backoff, LinkEventKind, ReconnectingLink
 from drv_helpers import Recorder, run
 
 pytestmark = pytest.mark.timeout(20)
+CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25  # unplug/replug cycles of the soak
 CONNECTED, DISCONNECTED, RETRYING = LinkEventKind.CONNECTED, LinkEventKind.DISCONNECTED, LinkEventKind.RETRYING
 
 
