@@ -7,9 +7,7 @@ import pytest
 from fb_device import FakeDevice, MemoryTransport
 from fb_wire import Wire, run, wait_for
 
-from drivers import register_scheme
-from drivers.factory import unregister_scheme
-from drivers.errors import LinkDown
+from drivers import LinkDown, register_scheme, unregister_scheme
 from drivers.reconnect import Backoff
 from firmware_bridge.managed import ManagedDevice
 from firmware_bridge.messages import Status, StatusRequest
