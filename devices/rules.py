@@ -57,6 +57,14 @@ def _choice(*values: Any) -> _Spec:
     return _Spec(parse, " or ".join(repr(v) for v in values))
 
 
+def _name() -> _Spec:
+    def parse(v: Any) -> str:
+        if not isinstance(v, str) or not v:
+            raise ValueError
+        return v
+    return _Spec(parse, "a non-empty string")
+
+
 def _number(lo: float, hi: float) -> _Spec:
     def parse(v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
@@ -163,7 +171,7 @@ class SideBets:
 
 @dataclass(frozen=True)
 class HouseRules:
-    name: str = "default"
+    name: str = _spec("default", _name())
     shoe: ShoeRules = field(default_factory=ShoeRules)
     dealer: DealerRules = field(default_factory=DealerRules)
     play: PlayRules = field(default_factory=PlayRules)
@@ -180,8 +188,6 @@ class HouseRules:
         return cls()
 
 
-
-
 def _section_types(cls: type) -> dict[str, type]:
     """The fields of ``cls`` that are themselves sections (nested dataclasses)."""
     hints = get_type_hints(cls)
@@ -193,7 +199,7 @@ def _build(cls: type, table: Any, file: str, prefix: str) -> Any:
         raise RulesError(file, prefix, f"expected a table, got {table!r}", f"a [{prefix}] section")
     nested = _section_types(cls)
     specs = {f.name: f.metadata["spec"] for f in fields(cls) if "spec" in f.metadata}
-    known = sorted(set(nested) | set(specs) | ({"name"} if cls is HouseRules else set()))
+    known = sorted(set(nested) | set(specs))
     values: dict[str, Any] = {}
     for key, raw in table.items():
         dotted = f"{prefix}.{key}" if prefix else key
@@ -204,10 +210,6 @@ def _build(cls: type, table: Any, file: str, prefix: str) -> Any:
                 values[key] = specs[key].parse(raw)
             except (ValueError, TypeError):
                 raise RulesError(file, dotted, f"{raw!r} is not allowed", specs[key].allowed) from None
-        elif key == "name" and cls is HouseRules:
-            if not isinstance(raw, str) or not raw:
-                raise RulesError(file, "name", f"{raw!r} is not allowed", "a non-empty string")
-            values[key] = raw
         else:
             where = f"[{prefix}]" if prefix else "the top level"
             raise RulesError(file, dotted, f"unknown key in {where}", ", ".join(known))
