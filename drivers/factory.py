@@ -62,7 +62,7 @@ register_scheme("usb", _usb)
 
 def make_transport(url: str | DeviceURL, **options: Any) -> Transport:
     """An unopened transport for ``url``; :class:`BadURL` if the URL or its scheme is unknown."""
-    parsed = url if isinstance(url, DeviceURL) else parse_url(url)
+    parsed = parse_url(url)
     factory = _factories.get(parsed.scheme)
     if factory is None:  # a DeviceURL parsed before its scheme was unregistered
         raise bad_url(parsed.text, f"unknown scheme {parsed.scheme!r}")

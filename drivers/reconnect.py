@@ -68,7 +68,7 @@ class ReconnectingLink:
                  on_event: Callable[[LinkEvent], None], *,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  backoff: Backoff = Backoff(), **transport_options: Any) -> None:
-        self._url = url if isinstance(url, DeviceURL) else parse_url(url)  # BadURL now, not retried
+        self._url = parse_url(url)  # BadURL now, not retried
         self._listener, self._on_event = listener, on_event
         self._sleep, self._backoff, self._options = sleep, backoff, transport_options
         self._transport: Transport | None = None

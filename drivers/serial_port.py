@@ -45,7 +45,7 @@ def open_error(path: str, exc: BaseException) -> DriverError:
 
 class SerialTransport(Transport):
     def __init__(self, url: DeviceURL | str) -> None:
-        self._url = url if isinstance(url, DeviceURL) else parse_url(url)
+        self._url = parse_url(url)
         if self._url.scheme != "serial":
             raise ValueError(f"SerialTransport needs a serial:// URL, not {self._url}")
         self.url = self._url.text

@@ -119,8 +119,11 @@ def _serial_settings(url: str, params: dict[str, str]) -> SerialSettings:
     )
 
 
-def parse_url(url: str) -> DeviceURL:
-    """Parse a device URL; raises :class:`BadURL` naming the problem and the accepted forms."""
+def parse_url(url: str | DeviceURL) -> DeviceURL:
+    """Parse a device URL (one already parsed is returned as is); raises :class:`BadURL` naming
+    the problem and the accepted forms."""
+    if isinstance(url, DeviceURL):
+        return url
     if not isinstance(url, str) or "://" not in url:
         raise bad_url(str(url), "not a device URL (no scheme://)")
     scheme = url.split("://", 1)[0].lower()

@@ -58,7 +58,7 @@ def read_serial_number(dev: usb.core.Device) -> str | None:
 
 class UsbBulkTransport(Transport):
     def __init__(self, url: DeviceURL | str, *, backend: Any = None) -> None:
-        self._url = url if isinstance(url, DeviceURL) else parse_url(url)
+        self._url = parse_url(url)
         if self._url.scheme != "usb":
             raise ValueError(f"UsbBulkTransport needs a usb:// URL, not {self._url}")
         self.url = self._url.text
