@@ -140,8 +140,9 @@ class DeviceSession:
         self.link = Link(self.transport.write, self._payload, self._link_event, self.config.link, self.transport.url)
         self._last_heard = self._loop.time()
         self.link.start()
+        limit = self.config.handshake_timeout * 2  # the link's RESET exchange, then HELLO/IDENT
         try:
-            async with asyncio.timeout(self.config.handshake_timeout * 2):
+            async with asyncio.timeout(limit):
                 while True:  # a reset from the device while we say HELLO just means: again
                     await self._link_up.wait()
                     try:
@@ -151,7 +152,6 @@ class DeviceSession:
                         continue
         except TimeoutError:
             await self.close()
-            limit = self.config.handshake_timeout * 2
             raise RequestTimeout(f"{self.transport.url}: no handshake within {limit}s") from None
         except BaseException:
             await self.close()
