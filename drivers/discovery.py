@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import serial.tools.list_ports
 import structlog
@@ -98,18 +98,19 @@ def _usb_candidates(backend: Any) -> list[Candidate]:
     return found
 
 
-def discover(*, usb_backend: Any = None, serial_ports: bool = True, usb_devices: bool = True) -> Discovery:
-    """All candidate devices, known ones (with a role) first, and the kinds that could not be listed."""
+def discover(*, usb_backend: Any = None, serial_ports: bool = True) -> Discovery:
+    """All candidate devices, known ones (with a role) first, and the kinds that could not be listed.
+    ``serial_ports=False`` leaves out the machine's serial ports (tests list USB devices alone)."""
+    listers: dict[str, Callable[[], list[Candidate]]] = {"serial": _serial_candidates} if serial_ports else {}
+    listers["usb"] = lambda: _usb_candidates(usb_backend)
     found: list[Candidate] = []
     not_listed: dict[str, str] = {}
-    for kind, wanted, lister in (("serial", serial_ports, _serial_candidates),
-                                 ("usb", usb_devices, lambda: _usb_candidates(usb_backend))):
-        if wanted:
-            try:
-                found += lister()
-            except _NotListed as exc:
-                not_listed[kind] = str(exc)
-                log.warning("discovery_incomplete", kind=kind, reason=str(exc))
+    for kind, lister in listers.items():
+        try:
+            found += lister()
+        except _NotListed as exc:
+            not_listed[kind] = str(exc)
+            log.warning("discovery_incomplete", kind=kind, reason=str(exc))
     found.sort(key=lambda c: (not c.known, c.kind, c.path or "", c.bus or 0, c.address or 0))
     return Discovery(found, not_listed)
 
