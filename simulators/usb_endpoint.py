@@ -29,10 +29,12 @@ class UsbEndpoint(Endpoint):
 
     def host_wrote(self, data: bytes) -> None:
         """Called by the backend on the host's writer thread: hop onto the device's loop."""
+        if self.loop is None:
+            return  # not started: the bytes reach nobody, like a powered-off device
         try:
-            self.loop.call_soon_threadsafe(self._from_host, bytes(data))  # type: ignore[union-attr]
-        except (AttributeError, RuntimeError):
-            pass  # the simulator is stopped: the bytes reach nobody, like a powered-off device
+            self.loop.call_soon_threadsafe(self._from_host, bytes(data))
+        except RuntimeError:
+            pass  # the simulator is stopped (its loop closed): the same
 
     def _open_raw(self) -> None:
         self.usb = self.backend.add_device(self, vid=self.vid, pid=self.pid, serial=self.device.serial,
