@@ -67,7 +67,7 @@ class Table(TableProcedures):
         self.awaiting_entry: int | None = None  # index of an unreadable card the dealer must enter
         self.entry_to_discard = False  # that card came from a reader not usable: it goes to no hand
         self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
-        self.last_round_id: int | None = None  # set when the cut card came out
+        self.last_round_id: int | None = None  # the shoe ends after it: set by the cut card or an empty shoe
         self.dealer_change_pending: str | None = None
         self.closed_round_id = 0  # the last round whose cards went to ``played``
 
