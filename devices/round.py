@@ -45,8 +45,7 @@ from typing import Any, Iterable
 from devices.events import Event, EventSink, Reason, Severity
 from devices.hand import Hand, hand_total
 from devices.procedures import OverrideRefused  # part of this API: refused overrides raise it
-from devices.round_machine import (MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, machine_definition,
-                                   return_phase, take_phase)
+from devices.round_machine import MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
 from devices.round_procedures import RoundProcedures
 from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
 from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
@@ -55,7 +54,7 @@ from devices.settlement import Line, Settlement, blackjack_lines, even_money_lin
 from firmware_bridge.cards import ALL_CARDS, Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
-           "RoundError", "RoundHeld", "RuleViolation", "Target", "machine_definition"]
+           "RoundError", "RoundHeld", "RuleViolation", "Target"]
 
 
 _CARD_NAMES = {c: str(c) for c in ALL_CARDS}  # str(Card) builds a new string per card read
@@ -95,7 +94,6 @@ class Round(RoundProcedures):
         self._turn = 0  # index in _order of the first hand not complete (hands never reopen)
         self._redeal_queue: list[Card] = []
         self._draw_seen = False  # a card has reached a player after the initial deal
-        self.machine = MACHINE
         self._phase: Phase | None = take_phase()
         self._final = ""
         # a round dropped while live gives its phase back when it is garbage-collected

@@ -1,5 +1,5 @@
-"""The round's state machine: its definition (drawn in docs/state-machines.md) and the one shared
-``transitions`` Machine every round runs in.
+"""The round's state machine: its definition and the one shared ``transitions`` Machine every
+round runs in (drawn from that Machine in docs/state-machines.md).
 
 Building a Machine per round cost ~80 us and adding a model ~25 us, more than a round's own
 work at the table's target of 50,000 cards/s; so each round borrows a pooled :class:`Phase`
@@ -12,6 +12,7 @@ from typing import Any
 
 from transitions import Machine
 
+# Holding is orthogonal to these states: a held round keeps its state and resumes where it was.
 ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
 LIVE_STATES = ["betting", "initial_deal", "insurance", "players", "dealer"]
 ROUND_TRANSITIONS: list[dict[str, Any]] = [
@@ -23,14 +24,6 @@ ROUND_TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "redeal", "source": ["initial_deal", "insurance", "players", "dealer"], "dest": "initial_deal"},
     {"trigger": "voided", "source": LIVE_STATES, "dest": "void"},
 ]
-
-
-def machine_definition() -> tuple[list[str], list[dict[str, Any]], str]:
-    """(states, transitions, initial) of the round machine, for the mermaid diagrams.
-
-    Holding is orthogonal to these states: a held round keeps its state and resumes where it was.
-    """
-    return list(ROUND_STATES), [dict(t) for t in ROUND_TRANSITIONS], "betting"
 
 
 class Phase:

@@ -7,7 +7,7 @@ import pytest
 
 from devices.events import Reason, Role, Severity
 from devices.procedures import OverrideRefused
-from devices.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target, machine_definition
+from devices.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target
 from devices.rules import DealerRules, HouseRules
 from game_helpers import Recorder, cards, deal, new_round, snapshot
 
@@ -224,11 +224,3 @@ def test_dealer_hits_soft_17_when_the_rules_say_so() -> None:
     assert r.state == "dealer" and r.expected_next() == Target("dealer")
     deal(r, "2C")  # soft 19
     assert r.settlement.per_player() == {"a": 0}
-
-
-def test_machine_definition_matches_the_live_machine() -> None:
-    states, transitions, initial = machine_definition()
-    r = Round(RULES, Recorder())
-    assert initial == r.state == "betting"
-    assert set(states) == set(r.machine.states)
-    assert {t["trigger"] for t in transitions} == set(r.machine.events)
