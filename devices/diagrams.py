@@ -3,8 +3,8 @@
     python -m devices.diagrams --write docs/state-machines.md   # regenerate
     python -m devices.diagrams --check docs/state-machines.md   # exit 1 when stale (CI)
 
-Nothing here restates a state or a transition: each machine is built (or its definition
-read) from the same code the product runs, so a diagram cannot drift from the behaviour.
+Nothing here restates a state or a transition: each machine is the product's own (built by
+the same code, or the round's shared one), so a diagram cannot drift from the behaviour.
 """
 from __future__ import annotations
 
