@@ -107,7 +107,7 @@ class TableProcedures(_Base):
 
     def _void_round(self, cause: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
         r = self.round
-        r.void(cause, who, role, by_rule=by_rule)  # type: ignore[union-attr]
+        self._call("void", cause, who, role, by_rule=by_rule)  # logged: a restore must not bring the round back
         self.discard.extend(c for c, _ in r.assignments)  # type: ignore[union-attr]
         self.discard.extend(self.pending)
         self.pending.clear()
