@@ -22,7 +22,7 @@ from drivers.transport import Transport, TransportListener
 from drivers.urls import DeviceURL
 from firmware_bridge.errors import SessionClosed
 from firmware_bridge.messages import Ident, Message
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
+from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind, replacement
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
@@ -171,8 +171,11 @@ class ManagedDevice:
                 log.warning("handshake_retry", device=self.url, attempt=attempt, delay=delay, error=str(exc))
                 await self._sleep(delay)
                 continue
-            if self._last_ident is not None and self._last_ident.boot_id != ident.boot_id:
-                detail = f"boot id {self._last_ident.boot_id:#010x} -> {ident.boot_id:#010x} while away"
+            previous = self._last_ident
+            if previous is not None and (changed := replacement(previous, ident)):
+                self._emit(SessionEvent(SessionEventKind.REPLACED, self.url, f"{changed} while away", ident))
+            if previous is not None and previous.boot_id != ident.boot_id:
+                detail = f"boot id {previous.boot_id:#010x} -> {ident.boot_id:#010x} while away"
                 self._emit(SessionEvent(SessionEventKind.REBOOTED, self.url, detail, ident))
             self._last_ident, self._session = ident, session
             self._up.set()

@@ -6,7 +6,8 @@ every message the device sends to ``on_message`` and to :meth:`messages` iterato
 :meth:`request` sends one message and waits for the answer of a given type. It sends a
 HEARTBEAT every ``heartbeat_interval`` and reports STALE when the device has been silent
 for ``stale_after``. When the device resets the link (it rebooted) or sends a fresh IDENT,
-the session says HELLO again and reports REBOOTED if the boot id changed. When the link
+the session says HELLO again and reports REBOOTED if the boot id changed, and REPLACED
+(loudly, before REBOOTED) if another unit answers: a different role, model or serial. When the link
 fails (retry cap), it reports LINK_FAILED and resets the link after ``retry_delay``.
 """
 from __future__ import annotations
@@ -49,6 +50,7 @@ class SessionEventKind(enum.StrEnum):
     CONNECTED = "connected"  # handshake done (first time and after every re-handshake)
     IDENT = "ident"  # the device said who it is
     REBOOTED = "rebooted"  # a new boot id: the device lost its state
+    REPLACED = "replaced"  # another unit (role, model or serial) now answers on this port
     LINK_FAILED = "link_failed"  # retry cap reached; resets follow every retry_delay (reported once per outage)
     STALE = "stale"  # nothing heard for stale_after seconds
     FRESH = "fresh"  # heard again after STALE
@@ -88,6 +90,18 @@ class SessionStats:
 
 
 _END = object()  # closes the messages() iterators
+
+
+def replacement(previous: Ident, ident: Ident) -> str | None:
+    """What changed when ``ident`` names another unit than ``previous`` (None: the same one).
+    A swapped device must be reported as such, never passed off as a reboot."""
+    def unit(i: Ident) -> tuple:
+        return (i.role, i.model, i.serial)
+
+    if unit(previous) == unit(ident):
+        return None
+    return (f"{previous.role.name.lower()} {previous.model} {previous.serial} -> "
+            f"{ident.role.name.lower()} {ident.model} {ident.serial}")
 
 
 class DeviceSession:
@@ -274,6 +288,8 @@ class DeviceSession:
     def _note_ident(self, ident: Ident) -> None:
         previous, self.ident = self.ident, ident
         self._emit(SessionEventKind.IDENT, f"boot {ident.boot_id:#010x}", ident)
+        if previous is not None and (changed := replacement(previous, ident)):
+            self._emit(SessionEventKind.REPLACED, changed, ident)
         if previous is not None and previous.boot_id != ident.boot_id:
             self._stats.reboots += 1
             self._emit(SessionEventKind.REBOOTED, f"boot id {previous.boot_id:#010x} -> {ident.boot_id:#010x}", ident)
@@ -315,11 +331,11 @@ class DeviceSession:
         self._stats.messages_received += 1
         answered = self._answer_pending(msg)
         if isinstance(msg, Ident):
-            if not answered and self.ident is not None and msg.boot_id != self.ident.boot_id:
-                self._note_ident(msg)  # a fresh IDENT mid-stream: the device rebooted
-                self._start_handshake()
-            elif answered or self.ident is None:
+            if answered or self.ident is None:
                 self._note_ident(msg)
+            elif msg.boot_id != self.ident.boot_id or replacement(self.ident, msg):
+                self._note_ident(msg)  # a fresh IDENT mid-stream: the device rebooted, or another one answers
+                self._start_handshake()
         if self._on_message is not None:
             try:
                 self._on_message(msg)

@@ -70,6 +70,7 @@ class MemoryTransport(Transport):
 class FakeDevice:
     wire_out: Wire
     model: str = "CS-6000"
+    serial: str = "SN42"
     protocol_major: int = 1
     boot_id: int = 0x1001
     public_key: bytes | None = None
@@ -82,7 +83,7 @@ class FakeDevice:
         self.firmware = FirmwareReceiver(self.public_key)
 
     def ident(self) -> Ident:
-        return Ident(DeviceRole.SHUFFLER, self.model, "SN42", self.firmware_version, self.protocol_major, 0, self.boot_id)
+        return Ident(DeviceRole.SHUFFLER, self.model, self.serial, self.firmware_version, self.protocol_major, 0, self.boot_id)
 
     def send(self, msg: Message | bytes) -> None:
         payload = msg if isinstance(msg, bytes) else encode(msg)
