@@ -139,7 +139,7 @@ def _check_surrender(rules: HouseRules, rnd: "Round", hand: Hand, box: int) -> P
         return "no_surrender_against_ace", "no surrender when the dealer shows an ace"
     if hand.from_split or len(rnd.box_hands[box]) > 1:
         return "no_surrender_after_split", f"box {box} has split: no surrender"
-    if len(hand.cards) != 2 or hand.took_double or hand.complete:
+    if len(hand.cards) != 2 or hand.took_double or hand.awaiting_card or hand.complete:  # a hit is a decision
         return "surrender_first_two_cards", f"{hand.label()}: surrender only on the first two cards"
     if rules.play.surrender_window == "before_first_draw" and rnd._draw_seen:
         return "surrender_window", "surrender closed: the third card has already left the shoe"
