@@ -220,3 +220,28 @@ def test_a_listener_that_raises_is_logged_and_later_bytes_still_arrive(pty_devic
     assert rec.data == b"firstsecond" and rec.lost == [None]
     [failed] = [e for e in logs if e["event"] == "listener_failed"]
     assert failed["device"] == pty_device.link_path and failed["head"] == b"first".hex(" ")
+
+
+def test_a_device_that_stops_reading_cannot_grow_the_backlog_without_bound(pty_device):
+    """The peer never reads: every write stays queued. The backlog stops at MAX_BACKLOG, the
+    oldest bytes go, and what the device reads once it drains is the newest data, in order."""
+    from drivers.serial_port import MAX_BACKLOG
+    chunks = [os.urandom(4096) for _ in range(3 * MAX_BACKLOG // 4096)]
+
+    async def main():
+        transport = await open_transport(url(pty_device), Recorder())
+        for chunk in chunks:
+            transport.write(chunk)
+        assert transport.backlog == MAX_BACKLOG and transport.bytes_dropped > 0
+        got = await pty_device.receive(1)
+        while True:  # drain everything the kernel and the backlog hold
+            try:
+                got += await pty_device.receive(1, timeout=0.5)
+            except TimeoutError:
+                break
+        transport.close()
+        return got
+
+    got = run(main())
+    newest = b"".join(chunks)[-MAX_BACKLOG:]
+    assert got.endswith(newest)
