@@ -147,10 +147,11 @@ class Round(RoundProcedures):
 
     def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
         self._require(("betting",), "a Blackjack Pairs bet", player)
-        problem = check_pairs_bet(self.rules, self.wagers.get(box, {}), box, player, amount)
+        already = self.pairs_bets.get((box, player), 0)
+        problem = check_pairs_bet(self.rules, self.wagers.get(box, {}), box, player, amount, already)
         if problem:
             raise self._refuse(*problem, who=player)
-        self.pairs_bets[(box, player)] = amount
+        self.pairs_bets[(box, player)] = already + amount
         self._emit(Reason.ACTION, f"{player} bets {amount} on Blackjack Pairs at box {box}", who=player,
                    action="pairs_bet", box=box, player=player, amount=amount)
 

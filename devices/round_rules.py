@@ -36,14 +36,17 @@ def check_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, 
     return None
 
 
-def check_pairs_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, amount: int) -> Problem:
+def check_pairs_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, amount: int,
+                    already: int = 0) -> Problem:
+    """``already``: the player's Blackjack Pairs stake on the box so far; a second bet adds to it."""
     bp = rules.side_bets.blackjack_pairs
     if not bp.enabled:
         return "side_bet_not_offered", "Blackjack Pairs is not offered at this table"
     if player not in stakes:
         return "side_bet_needs_wager", f"{player} has no wager on box {box}"
-    if isinstance(amount, bool) or not isinstance(amount, int) or not bp.min <= amount <= bp.max:
-        return "side_bet_limits", f"Blackjack Pairs bet {amount!r} outside {bp.min}..{bp.max}"
+    if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0 or not bp.min <= already + amount <= bp.max:
+        with_ = f" (with {already} already)" if already else ""
+        return "side_bet_limits", f"Blackjack Pairs bet {amount!r}{with_} outside {bp.min}..{bp.max}"
     return None
 
 
