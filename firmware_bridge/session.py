@@ -137,7 +137,7 @@ class DeviceSession:
     @property
     def connected(self) -> bool:
         """Handshake done and the link up."""
-        return self.ident is not None and self._link_up.is_set() and self._handshake is None
+        return self.ident is not None and self._link_up.is_set() and self._handshake is None and not self._closed
 
     @property
     def stats(self) -> SessionStats:
@@ -151,6 +151,9 @@ class DeviceSession:
         RequestTimeout when the device does not answer within ``handshake_timeout``.
         """
         await self.transport.open(self)
+        if self._closed:  # close() came while the transport was opening: it closed nothing
+            self.transport.close()
+            raise SessionClosed(f"{self.transport.url}: session closed while opening")
         self.link = Link(self.transport.write, self._payload, self._link_event, self.config.link, self.transport.url)
         self._last_heard = self._loop.time()
         self.link.start()
@@ -159,6 +162,8 @@ class DeviceSession:
             async with asyncio.timeout(limit):
                 while True:  # a reset from the device while we say HELLO just means: again
                     await self._link_up.wait()
+                    if self._closed:
+                        raise SessionClosed(f"{self.transport.url}: session closed during the handshake")
                     try:
                         ident = await self._shake_hands()
                         break
@@ -232,6 +237,7 @@ class DeviceSession:
         self.transport.close()
         for queue in self._queues:
             queue.put_nowait(_END)
+        self._link_up.set()  # wakes an open() waiting for the link; it sees _closed and gives up
 
     # ---- TransportListener -----------------------------------------------------------
 

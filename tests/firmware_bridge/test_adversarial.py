@@ -2,14 +2,17 @@
 port (reported as REPLACED, not passed off as a reboot), and other hostile peers."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from fb_device import device_pair
-from fb_wire import run, wait_for
+from fb_device import FAST, MemoryTransport, device_pair
+from fb_wire import Wire, run, wait_for
 from test_managed import FAST_RETRY, QUICK as MANAGED_QUICK, Bench
 from test_session import QUICK, kinds
 
+from firmware_bridge.errors import SessionClosed
 from firmware_bridge.managed import ManagedDevice
-from firmware_bridge.session import DeviceSession, SessionEventKind as K
+from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKind as K
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -75,5 +78,48 @@ def test_another_device_plugged_in_while_away_is_reported_as_replaced():
         assert len(replaced) == 1 and "SN42" in replaced[0].detail and "SN77" in replaced[0].detail
         assert "while away" in replaced[0].detail and replaced[0].ident.serial == "SN77"
         await managed.close()
+
+    run(main())
+
+
+class SlowToOpen(MemoryTransport):
+    """A transport whose open() takes until the test lets it finish (a USB claim, a slow tty)."""
+
+    def __init__(self) -> None:
+        super().__init__(Wire(cut=True))
+        self.release = asyncio.Event()
+
+    async def open(self, listener) -> None:
+        await self.release.wait()
+        await super().open(listener)
+
+
+def test_close_while_waiting_for_the_link_ends_open_at_once_with_session_closed():
+    async def main():
+        transport = MemoryTransport(Wire(cut=True))  # nobody answers the RESET
+        patient = SessionConfig(link=FAST, handshake_timeout=10.0)  # open() alone would wait 20 s
+        session = DeviceSession(transport, config=patient)
+        opening = asyncio.ensure_future(session.open())
+        await wait_for(lambda: transport.wire_out.written)  # the RESET is out
+        await session.close()
+        with pytest.raises(SessionClosed):
+            await asyncio.wait_for(opening, 5)  # the pytest timeout would not say which way it hung
+        assert not session.connected and transport.closed == 1
+
+    run(main())
+
+
+def test_close_while_the_transport_opens_starts_no_link_and_leaves_it_closed():
+    async def main():
+        transport = SlowToOpen()
+        session = DeviceSession(transport, config=QUICK)
+        opening = asyncio.ensure_future(session.open())
+        await asyncio.sleep(0)  # open() now waits inside transport.open
+        await session.close()
+        transport.release.set()
+        with pytest.raises(SessionClosed):
+            await asyncio.wait_for(opening, 5)
+        assert transport.wire_out.written == []  # no RESET sent by a link nobody will close
+        assert not transport.is_open
 
     run(main())
