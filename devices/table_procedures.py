@@ -115,6 +115,8 @@ class TableProcedures(_Base):
         self._between_rounds()
 
     def void_shoe(self, who: str, role: Role) -> None:
+        if not self.shoe.may("void_shoe"):  # checked first: no override is journaled for a void that cannot happen
+            raise TableError(f"no shoe to void: the shoe is {self.shoe.state}")
         require_supervisor(self._journal, "table", "void shoe", who, role)
         if self.round_live:
             self._void_round(Reason.SHOE_VOID, who, role)

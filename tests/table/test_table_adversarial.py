@@ -6,6 +6,7 @@ import json
 import pytest
 
 from devices.events import Role
+from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
 from table_rig import TableRig
@@ -37,3 +38,15 @@ def test_a_round_voided_by_a_supervisors_redeal_stays_void_after_a_power_loss() 
     t = _power_cycle(rig)
     assert t.round.state == "void" and not t.round_live
     assert t.placed() == +t.shoe.out
+
+
+@pytest.mark.parametrize("load", [False, True])
+def test_voiding_a_shoe_that_cannot_be_void_is_one_clear_refusal_and_no_override(load: bool) -> None:
+    rig = TableRig(HouseRules.default(), load=load)
+    if load:
+        rig.table.void_shoe("sup-1", Role.SUPERVISOR)  # void already
+    mark, before = len(rig.events), json.dumps(snapshot(rig.table))
+    with pytest.raises(TableError, match=f"the shoe is {rig.table.shoe.state}"):
+        rig.table.void_shoe("sup-1", Role.SUPERVISOR)
+    assert rig.since(mark) == []  # no OVERRIDE journaled for a void that did not happen
+    assert json.dumps(snapshot(rig.table)) == before
