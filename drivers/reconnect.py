@@ -2,7 +2,9 @@
 
 Like a NUT driver it never gives up and never exits: it says what happens through events
 (``connected``, ``disconnected`` with the reason, ``retrying`` with attempt and delay)
-and reopens with exponential backoff (0.1 s doubling, capped at 5 s). A refused open
+and reopens with exponential backoff (0.1 s doubling, capped at 5 s); the schedule starts
+over only after a link that stayed up ``Backoff.stable`` (5 s), so a device that drops right
+after every open backs off like one that cannot be opened. A refused open
 (EACCES just after hotplug, before udev has applied the group) is retried the same way.
 A cause that needs a person (no libusb on the machine: :class:`~drivers.errors.UsbUnavailable`)
 is retried the same way too, on purpose: installing libusb-1.0-0 brings the link up without a
@@ -51,6 +53,9 @@ class Backoff:
     initial: float = 0.1
     factor: float = 2.0
     cap: float = 5.0
+    #: a link that stayed up this long starts the schedule over; one that dropped sooner keeps
+    #: backing off, so a device that fails right after every open is not reopened 10 times a second
+    stable: float = 5.0
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
@@ -145,9 +150,13 @@ class ReconnectingLink:
                 attempt += 1
                 reason = str(exc)
                 continue
-            self._transport, attempt = transport, 0
+            self._transport = transport
             self._emit(LinkEventKind.CONNECTED)
+            up_since = asyncio.get_running_loop().time()
             reason = await self._lost
             self._transport = None
             self._emit(LinkEventKind.DISCONNECTED, reason=reason)
-            attempt = 1  # wait the first backoff step: a replugged device needs udev first
+            # at least the first backoff step (a replugged device needs udev first); more if
+            # the link did not last (failed opens before it count too)
+            lasted = asyncio.get_running_loop().time() - up_since >= self._backoff.stable
+            attempt = 1 if lasted else attempt + 1

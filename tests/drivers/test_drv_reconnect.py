@@ -221,8 +221,9 @@ def test_many_unplug_cycles_leave_nothing_behind(pty_device, usb_shoe):
             device.replug()
 
     async def main():
-        serial_link = Harness(f"serial://{pty_device.link_path}", replug_serial)
-        usb_link = Harness("usb://1209:c4d0?serial=SHOE0001", replug_usb, backend=backend)
+        every_link_lasts = Backoff(stable=0)  # each cycle starts the schedule over, as after a long session
+        serial_link = Harness(f"serial://{pty_device.link_path}", replug_serial, backoff=every_link_lasts)
+        usb_link = Harness("usb://1209:c4d0?serial=SHOE0001", replug_usb, backend=backend, backoff=every_link_lasts)
         await serial_link.link.start()
         await usb_link.link.start()
         for cycle in range(1, CYCLES + 1):
@@ -244,3 +245,46 @@ def test_many_unplug_cycles_leave_nothing_behind(pty_device, usb_shoe):
     assert serial_link.rec.data == bytes(c % 256 for c in range(1, CYCLES + 1))
     assert usb_link.rec.data == b"U" * CYCLES
     assert serial_link.kinds().count(DISCONNECTED) == usb_link.kinds().count(DISCONNECTED) == CYCLES
+
+
+class Flapping:
+    """A device that opens fine and is gone at once, every time (a loose connector, a device
+    crashing on enumeration): each open succeeds, each link dies on the next loop turn."""
+
+    def __init__(self, url, **options):
+        self.url, self._listener = url.text, None
+
+    async def open(self, listener):
+        self._listener = listener
+        asyncio.get_running_loop().call_soon(self.close)
+
+    def write(self, data):
+        raise LinkDown(self.url, "gone")
+
+    def close(self):
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.connection_lost(LinkDown(self.url, "dropped right after open"))
+
+    @property
+    def is_open(self):
+        return self._listener is not None
+
+
+def test_a_link_that_drops_right_after_each_open_backs_off_instead_of_reopening_at_full_rate():
+    from drivers import register_scheme, unregister_scheme
+    register_scheme("flap", Flapping)
+
+    async def main():
+        h = Harness("flap://shuffler")
+        await h.link.start()
+        await h.until(lambda: len(h.sleeps) >= 8)
+        await h.link.close()
+        return h
+
+    try:
+        h = run(main())
+    finally:
+        unregister_scheme("flap")
+    assert h.kinds()[:3] == [CONNECTED, DISCONNECTED, RETRYING]
+    assert h.sleeps[:8] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]  # not 0.1 forever
