@@ -78,6 +78,13 @@ class TableProcedures(_Base):
         self.shuffle_operator = who
 
     def hand_shuffled(self, who: str) -> None:
+        """A hand-shuffled table only: where a shuffler counts each card, no declaration replaces that count."""
+        if self.uses_shuffler:
+            raise TableError(f'hand shuffle refused: this table\'s rules say [shoe] shuffle = "automatic" '
+                             "(the shuffler counts and verifies every shoe)")
+        if not self.shoe.may("hand_shuffle"):
+            raise TableError(f"hand shuffle refused: the shoe is {self.shoe.state} (a new shoe starts once "
+                             "this one is complete and reconciled, or void)")
         self.shoe.hand_shuffled(who)
 
     def shoe_remainder(self, returned: dict[Card, int], who: str) -> bool:

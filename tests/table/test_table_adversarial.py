@@ -9,7 +9,7 @@ from devices.events import Role
 from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
-from table_rig import TableRig
+from table_rig import RULES_DIR, TableRig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,4 +49,22 @@ def test_voiding_a_shoe_that_cannot_be_void_is_one_clear_refusal_and_no_override
     with pytest.raises(TableError, match=f"the shoe is {rig.table.shoe.state}"):
         rig.table.void_shoe("sup-1", Role.SUPERVISOR)
     assert rig.since(mark) == []  # no OVERRIDE journaled for a void that did not happen
+    assert json.dumps(snapshot(rig.table)) == before
+
+
+def test_a_hand_shuffle_cannot_stand_in_for_the_shufflers_count_at_an_automatic_table() -> None:
+    rig = TableRig(HouseRules.default())  # shuffle = "automatic"
+    rig.table.void_shoe("sup-1", Role.SUPERVISOR)
+    before = json.dumps(snapshot(rig.table))
+    with pytest.raises(TableError, match='shuffle = "automatic"'):
+        rig.table.hand_shuffled("dealer-1")
+    assert json.dumps(snapshot(rig.table)) == before and rig.table.shoe.state == "void"
+
+
+def test_a_hand_shuffle_declared_mid_shoe_is_one_clear_refusal() -> None:
+    rig = TableRig.from_file(RULES_DIR / "casino-003.toml")  # hand-shuffled
+    assert rig.table.shoe.state == "in_play"
+    before = json.dumps(snapshot(rig.table))
+    with pytest.raises(TableError, match="the shoe is in_play"):
+        rig.table.hand_shuffled("dealer-1")
     assert json.dumps(snapshot(rig.table)) == before
