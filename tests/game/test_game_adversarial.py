@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from devices.round import Action, RuleViolation
-from game_helpers import Recorder, deal, new_round, rules_for, snapshot
+from game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
 
 
 @pytest.mark.parametrize("casino", ["casino-000", "casino-004"])  # both surrender windows
@@ -44,3 +44,54 @@ def test_blackjack_pairs_bets_together_stay_within_the_maximum() -> None:
     with pytest.raises(RuleViolation) as exc:
         r.place_pairs_bet(1, "a", bp.min)
     assert exc.value.rule == "side_bet_limits" and snapshot(r) == before
+
+
+# ---- rounds settled by hand from the seed sheets ----------------------------------------------
+
+def _play(casino: str, bets: list[tuple[int, str, int]], script: list[tuple]) -> dict[str, object]:
+    r = new_round(rules_for(casino), bets)
+    run(r, [("no_more_bets",)] + script)
+    assert r.state == "complete"
+    return {p: int(v) if v == int(v) else v for p, v in nets(r).items()}
+
+
+def test_split_aces_making_21_lose_to_a_dealer_blackjack() -> None:
+    # seed 000 10.2: split aces with a ten is 21, not blackjack; 12.1: a dealer blackjack beats any 21
+    assert _play("casino-000", [(1, "a", 1000)], [
+        ("deal", "AS TD AH"), ("act", 1, "split"), ("deal", "KC 9D"), ("deal", "AC")]) == {"a": -2000}
+
+
+def test_double_after_split_pushes_against_a_dealer_21() -> None:
+    # box 1: 8 8 split; hand 1: 8 3 doubled, draws a ten = 21; hand 2: 8 9 stands. Dealer 6 5 T = 21.
+    assert _play("casino-000", [(1, "a", 1000)], [
+        ("deal", "8S 6D 8H"), ("act", 1, "split"), ("deal", "3C"), ("act", 1, "double"), ("deal", "TC"),
+        ("deal", "9D"), ("act", 1, "stand"), ("deal", "5S TH")]) == {"a": -1000}
+
+
+def test_even_money_taken_then_a_dealer_blackjack() -> None:
+    # seed 000 5.5: even money is paid 1:1 at once; the dealer's blackjack takes nothing back
+    assert _play("casino-000", [(1, "a", 1000), (2, "b", 1000)], [
+        ("deal", "AS 9C AD KH 7C"), ("even", 1, "a"), ("close",), ("act", 2, "stand"),
+        ("deal", "QS")]) == {"a": 1000, "b": -1000}
+
+
+def test_insurance_over_several_boxes_under_half_all_bets() -> None:
+    # seed 001: one player insures up to half of the total of all his bets, here on one box
+    assert _play("casino-001", [(1, "a", 1000), (2, "a", 1000)], [
+        ("deal", "9S 8C AD TH 9H"), ("insure", 1, "a", 1000), ("close",), ("act", 1, "stand"),
+        ("act", 2, "stand"), ("deal", "KD")]) == {"a": 0}
+
+
+def test_a_co_player_who_declines_a_split_rides_one_hand_only() -> None:
+    # box 1: owner a, co-player b declines the split; dealer 6 T 8 busts
+    assert _play("casino-000", [(1, "a", 1000), (1, "b", 1000)], [
+        ("deal", "8S 6D 8H"), ("act", 1, "split", {"declined": ["b"]}), ("deal", "TC"), ("act", 1, "stand"),
+        ("deal", "9D"), ("act", 1, "stand"), ("deal", "TS 8C")]) == {"a": 2000, "b": 1000}
+
+
+def test_seven_card_21_wins_both_bonuses_at_once_then_the_hand() -> None:
+    # seed 001: five-card 21 and a seven-card hand each pay 1:1 at once; the hand then beats 20
+    assert _play("casino-001", [(1, "a", 1000)], [
+        ("deal", "AS 9C AH"), ("act", 1, "hit"), ("deal", "2C"), ("act", 1, "hit"), ("deal", "2D"),
+        ("act", 1, "hit"), ("deal", "AD"), ("act", 1, "hit"), ("deal", "AC"), ("act", 1, "hit"),
+        ("deal", "3S"), ("deal", "TD")]) == {"a": 3000}
