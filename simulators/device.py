@@ -231,6 +231,7 @@ class SimulatedDevice:
         self.close()
         self.reboots += 1
         self.device_state = DeviceState.IDLE
+        self.firmware_rx = FirmwareReceiver(self._public_key)  # a transfer in progress was in RAM
         self._boot()
         log.info("sim_reboot", device=self.serial, boot_id=self.boot_id, firmware=self.firmware_version)
         self._on_reboot()

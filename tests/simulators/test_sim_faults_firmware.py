@@ -138,3 +138,22 @@ def test_device_without_a_key_refuses_updates(run_device):
         [result] = h.send(FirmwareBegin(10, 10, b"\0" * 32, b"\0" * 64, b""))
         assert not result.ok and "public key" in result.detail
     run_device(lambda: SimulatedShoe(heartbeat_s=0), body)
+
+
+def test_a_reboot_mid_transfer_forgets_the_partial_image_and_keeps_the_running_firmware(run_device, keys):
+    """A device's transfer buffer is RAM: after a power glitch a COMMIT (a host that carried
+    on, or a stale one) finds nothing to install, and the device still runs its old firmware."""
+    private, public = keys
+    signed = sign_image(SimulatedShoe.MODEL, "2.2.0", b"z" * 300, private)
+
+    async def body(h):
+        assert all(r.ok for r in h.send(FirmwareBegin(len(signed.image), 100, signed.sha256, signed.signature,
+                                                       signed.header_bytes)))
+        for offset in range(0, 300, 100):
+            data = signed.image[offset:offset + 100]
+            assert h.send(FirmwareChunk(offset, zlib.crc32(data), data))[0].ok
+        h.device.reboot()  # power glitch before COMMIT
+        [commit] = h.send(FirmwareCommit())
+        assert not commit.ok and "no transfer in progress" in commit.detail
+        assert h.send(Hello(1, 0, "t"))[0].firmware_version == "1.0.0"
+    run_device(lambda: SimulatedShoe(heartbeat_s=0, firmware_public_key=public), body)
