@@ -283,7 +283,7 @@ class Table(TableProcedures):
     def _between_rounds(self) -> None:
         if self.dealer_change_pending is not None:
             who, self.dealer_change_pending = self.dealer_change_pending, None
-            self.shoe.dealer_changed(who)
+            self._dealer_takes_over(who)
         if self.last_round_id is not None and self.round is not None and self.round.round_id >= self.last_round_id:
             self.shoe.finish_shoe(f"cut card: round {self.round.round_id} was the last")
 

@@ -56,7 +56,12 @@ class TableProcedures(_Base):
             self.dealer_change_pending = who
             self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: one card burns after this round",
                        who=who)
-        elif not self.shoe.dealer_changed(who):
+        else:
+            self._dealer_takes_over(who)
+
+    def _dealer_takes_over(self, who: str) -> None:
+        """The new dealer burns a card if the shoe is in play (not in its last round); otherwise say so."""
+        if not self.shoe.dealer_changed(who):
             self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: no burn (shoe {self.shoe.state})", who=who)
 
     def placement_error(self, who: str, role: Role, assignments: list[tuple[Card, Target]] | None = None) -> None:

@@ -5,10 +5,12 @@ import json
 
 import pytest
 
-from devices.events import Role
+from devices.events import Reason, Role
+from devices.round import Action
 from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
+from firmware_bridge.messages import CutCardSeen
 from table_rig import RULES_DIR, TableRig
 
 pytestmark = pytest.mark.timeout(60)
@@ -68,3 +70,17 @@ def test_a_hand_shuffle_declared_mid_shoe_is_one_clear_refusal() -> None:
     with pytest.raises(TableError, match="the shoe is in_play"):
         rig.table.hand_shuffled("dealer-1")
     assert json.dumps(snapshot(rig.table)) == before
+
+
+def test_a_dealer_change_during_the_last_round_journals_that_no_card_burns() -> None:
+    rig = TableRig.from_file(RULES_DIR / "casino-003.toml")  # burns one card on a dealer change
+    rig.bets(1)
+    rig.read("5H")
+    rig.table.on_shoe(CutCardSeen(rig.index + 1, 0))  # this round is the last of the shoe
+    rig.deal("6H 7H")
+    rig.table.dealer_change("dealer-2")  # "one card burns after this round" ...
+    rig.table.act(1, Action.STAND, "p1")
+    rig.deal("TC 5C")
+    assert rig.table.shoe.state == "complete"
+    changes = rig.find(Reason.DEALER_CHANGE_BURN)
+    assert len(changes) == 2 and "no burn" in changes[-1].message and changes[-1].who == "dealer-2"
