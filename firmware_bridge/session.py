@@ -278,6 +278,9 @@ class DeviceSession:
                     return
                 except (LinkError, RequestTimeout) as exc:
                     log.warning("rehandshake_retry", device=self.transport.url, error=str(exc))
+                except RequestRefused as exc:  # not ready yet (booting): ask again, not at once
+                    log.warning("rehandshake_retry", device=self.transport.url, error=str(exc))
+                    await asyncio.sleep(self.config.retry_delay)
                 except IncompatibleProtocol:
                     self._closing = self._loop.create_task(self.close())
                     return

@@ -12,6 +12,7 @@ from test_session import QUICK, kinds
 
 from firmware_bridge.errors import SessionClosed
 from firmware_bridge.managed import ManagedDevice
+from firmware_bridge.messages import Hello, Refused
 from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKind as K
 
 pytestmark = pytest.mark.timeout(30)
@@ -121,5 +122,23 @@ def test_close_while_the_transport_opens_starts_no_link_and_leaves_it_closed():
             await asyncio.wait_for(opening, 5)
         assert transport.wire_out.written == []  # no RESET sent by a link nobody will close
         assert not transport.is_open
+
+    run(main())
+
+
+def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_connected():
+    async def main():
+        session, device, events = await opened()
+        device.answer = False  # rebooted into a state that is not ready for a host yet
+        device.reboot()
+        await wait_for(lambda: [type(m) for m in device.received].count(Hello) == 2)  # the re-handshake HELLO
+        device.send(Refused(Hello.TYPE, "booting, try again"))
+        await wait_for(lambda: session.stats.messages_received == 2)  # the IDENT, then the refusal
+        await asyncio.sleep(0)  # let the handshake task see it
+        assert not session.connected  # no IDENT from this boot yet
+        device.answer = True
+        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        assert session.connected and session.ident.boot_id == device.boot_id
+        await session.close()
 
     run(main())
