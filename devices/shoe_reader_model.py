@@ -27,7 +27,10 @@ class ShoeReaderModel(DeviceModel):
 
     def _on_work_message(self, msg: Message) -> None:
         if isinstance(msg, ShoeLoaded):
-            self.load()
+            if self.may("load"):
+                self.load()
+            elif self.state == "fault":
+                self.resume_state = "loaded"  # loaded while faulted: that is where the clearing returns to
         elif isinstance(msg, (CardRead, UnreadableCard, CutCardSeen)):
             if self.state in ("idle", "loaded"):
                 self.start_dealing()

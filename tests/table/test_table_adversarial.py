@@ -10,7 +10,7 @@ from devices.round import Action
 from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
-from firmware_bridge.messages import CutCardSeen
+from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeLoaded
 from table_rig import RULES_DIR, TableRig
 
 pytestmark = pytest.mark.timeout(60)
@@ -84,3 +84,17 @@ def test_a_dealer_change_during_the_last_round_journals_that_no_card_burns() -> 
     assert rig.table.shoe.state == "complete"
     changes = rig.find(Reason.DEALER_CHANGE_BURN)
     assert len(changes) == 2 and "no burn" in changes[-1].message and changes[-1].who == "dealer-2"
+
+
+@pytest.mark.parametrize("trouble", ["fault", "connecting"])
+def test_a_shoe_loaded_from_a_reader_in_fault_or_not_yet_identified_is_taken_without_a_crash(trouble: str) -> None:
+    rig = TableRig(HouseRules.default(), load=False)
+    rig.shuffle_ok()
+    if trouble == "fault":
+        rig.table.on_shoe(Fault(FaultCode.COVER_OPEN, 0, "lid open"))
+    else:
+        rig.table.link_down("shoe-reader")
+        rig.table.link_up("shoe-reader")
+    assert rig.table.reader.state == trouble
+    rig.table.on_shoe(ShoeLoaded(0))  # the device's message: never a crash on the host
+    assert rig.table.reader.state == trouble and rig.table.shoe.state == "burning"
