@@ -32,9 +32,10 @@ class _Port(Transport):
     """One session's view of the transport ReconnectingLink holds open right now. Closing it
     ends that session only; the physical transport belongs to ReconnectingLink."""
 
-    def __init__(self, link: ReconnectingLink) -> None:
+    def __init__(self, link: ReconnectingLink, on_close: Callable[["_Port"], None]) -> None:
         self.url = link.url
         self._link = link
+        self._on_close = on_close
         self._listener: TransportListener | None = None
 
     async def open(self, listener: TransportListener) -> None:
@@ -49,6 +50,7 @@ class _Port(Transport):
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.connection_lost(None)
+            self._on_close(self)
 
     @property
     def is_open(self) -> bool:
@@ -144,9 +146,7 @@ class ManagedDevice:
         if self._closed:
             return
         if event.kind is PortEventKind.CONNECTED:
-            self._port = _Port(self._link)
-            self._task = asyncio.get_running_loop().create_task(self._handshake(self._port),
-                                                                name=f"handshake {self.url}")
+            self._greet()
         elif event.kind is PortEventKind.DISCONNECTED:
             self._emit(SessionEvent(SessionEventKind.DISCONNECTED, self.url, event.reason or "transport closed"))
             ending = asyncio.get_running_loop().create_task(self._detach(), name=f"end session {self.url}")
@@ -154,6 +154,22 @@ class ManagedDevice:
             ending.add_done_callback(self._endings.discard)
 
     # ---- sessions ---------------------------------------------------------------------
+
+    def _greet(self) -> None:
+        """A fresh port on the open transport, and a handshake over it."""
+        self._port = _Port(self._link, self._port_closed)
+        self._task = asyncio.get_running_loop().create_task(self._handshake(self._port),
+                                                            name=f"handshake {self.url}")
+
+    def _port_closed(self, port: _Port) -> None:
+        """The session on ``port`` closed itself (the device rebooted into another protocol
+        major): the transport is still open, so shake hands again, as after any failed handshake."""
+        session = self._session
+        if self._closed or port is not self._port or session is None or session.transport is not port:
+            return  # a handshake attempt that failed (its loop retries), or a detach under way
+        self._up.clear()
+        self._session, self._last_ident = None, session.ident
+        self._greet()
 
     async def _handshake(self, port: _Port) -> None:
         """Shake hands over ``port`` until it works or the port goes; backoff between tries."""

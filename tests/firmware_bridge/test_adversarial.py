@@ -12,7 +12,7 @@ from test_session import QUICK, kinds
 
 from firmware_bridge.errors import SessionClosed
 from firmware_bridge.managed import ManagedDevice
-from firmware_bridge.messages import Hello, Refused
+from firmware_bridge.messages import Hello, Refused, Status, StatusRequest
 from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKind as K
 
 pytestmark = pytest.mark.timeout(30)
@@ -140,5 +140,25 @@ def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_
         await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert session.connected and session.ident.boot_id == device.boot_id
         await session.close()
+
+    run(main())
+
+
+def test_a_managed_device_that_turns_incompatible_on_a_reboot_is_greeted_again_not_abandoned():
+    async def main():
+        bench, events = Bench(), []
+        managed = ManagedDevice("fbmem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
+        await managed.start()
+        await managed.wait_connected(timeout=5)
+        bench.device.protocol_major = 2  # an update to firmware of another protocol generation
+        bench.device.reboot()
+        await wait_for(lambda: K.INCOMPATIBLE in kinds(events))
+        assert not managed.connected
+        bench.device.protocol_major = 1  # the technician flashes the right firmware back
+        bench.device.reboot()
+        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        assert managed.connected and len(bench.transports) == 1  # the same port all along
+        assert (await managed.request(StatusRequest(), expect=Status)).uptime_ms == 1234
+        await managed.close()
 
     run(main())
