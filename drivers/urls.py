@@ -129,7 +129,12 @@ def parse_url(url: str | DeviceURL) -> DeviceURL:
     scheme = url.split("://", 1)[0].lower()
     if scheme not in _FORMS:
         raise bad_url(url, f"unknown scheme {scheme!r}")
-    parts = urlsplit(url)
+    if "#" in url:  # urlsplit would drop the rest silently, and another device would be opened
+        raise bad_url(url, "'#' is not part of any device URL (in a serial number write it as %23)")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # '[' or ']' after scheme://: urllib takes them for an IPv6 host
+        raise bad_url(url, f"not a valid host part ({exc})") from None
     if scheme == "serial":
         if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
             raise bad_url(url, "serial URLs need an absolute device path after serial://")

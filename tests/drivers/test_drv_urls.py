@@ -115,3 +115,21 @@ def test_a_registered_scheme_opens_through_its_factory():
     assert transport.url == "loop://echo?depth=2" and received == [b"ping"]
     with pytest.raises(BadURL, match="unknown scheme 'loop'"):
         parse_url("loop://echo")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("usb://1209:c4d0]", "not a valid host part"),  # urllib alone says "Invalid IPv6 URL"
+    ("serial://[tty]/dev/ttyS0", "not a valid host part"),
+    ("sim://[shoe]", "not a valid host part"),
+    # everything after '#' would be dropped silently: another device would be opened
+    ("usb://1209:c4d0?serial=SHOE#2", r"'#'.*%23"),
+    ("serial:///dev/cardd/shuffler#2", r"'#'.*%23"),
+])
+def test_brackets_and_fragments_are_refused_as_bad_urls_naming_the_url(text, why):
+    with pytest.raises(BadURL, match=why) as info:
+        parse_url(text)
+    assert text in str(info.value)
+
+
+def test_a_percent_encoded_hash_in_a_usb_serial_number_is_kept():
+    assert parse_url("usb://1209:c4d0?serial=SHOE%232").serial_number == "SHOE#2"
