@@ -30,6 +30,8 @@ from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 
 def _text(raw: str, key: str, where: str) -> str:
+    if not 1 <= len(raw.encode("utf-8")) <= 255:  # what an IDENT's text field holds
+        raise BadURL(where, f"{key}={raw[:16]}{'...' if len(raw) > 16 else ''}: expected 1 to 255 UTF-8 bytes")
     return raw
 
 
