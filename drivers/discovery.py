@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
+from urllib.parse import quote
 
 import serial.tools.list_ports
 import structlog
@@ -89,7 +90,8 @@ def _usb_candidates(backend: Any) -> list[Candidate]:
             except usb.core.USBError as exc:
                 log.warning("usb_serial_unreadable", bus=dev.bus, address=dev.address, error=str(exc))
             if known.link is Link.USB_BULK:
-                query = f"?serial={serial_number}" if serial_number else ""
+                # the device's own string: quoted, so '&', '#' or '%' in it cannot name another device
+                query = f"?serial={quote(serial_number, safe='')}" if serial_number else ""
                 url = f"usb://{known.vid_pid}{query}"
         found.append(Candidate("usb", dev.idVendor, dev.idProduct, serial_number,
                                known.description if known else "unknown USB device",

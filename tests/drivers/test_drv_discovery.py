@@ -98,3 +98,14 @@ def test_serial_ports_from_sysfs_flag_the_shuffler():
 def test_a_generic_ftdi_adapter_is_listed_but_not_claimed():
     ports = [c for c in _discover_under_umockdev("ftdi.umockdev") if c["kind"] == "serial"]
     assert [(p["vid"], p["pid"], p["role"], p["url"]) for p in ports] == [(0x0403, 0x6001, None, None)]
+
+
+@pytest.mark.parametrize("serial", ["SHOE#7", "A&B=C", "SN 42%", "ÉCU-1"])
+def test_a_discovered_url_opens_the_device_whose_serial_number_it_shows(serial):
+    """The serial number is the device's own string: any character must survive the round
+    trip through the URL discovery suggests, or the URL names another shoe (or none)."""
+    from drivers.urls import parse_url
+    backend = SimUsbBackend()
+    backend.add_device(EchoSide(), vid=0x1209, pid=0xC4D0, serial=serial)
+    [shoe] = discover(usb_backend=backend, serial_ports=False).devices
+    assert shoe.serial_number == serial and parse_url(shoe.url).serial_number == serial
