@@ -208,6 +208,8 @@ class DeviceSession:
 
     async def messages(self) -> AsyncIterator[Message]:
         """Every message the device sends from now on, until the session closes."""
+        if self._closed:  # close() has already ended the iterators: nothing would end this one
+            return
         queue: asyncio.Queue = asyncio.Queue()
         self._queues.add(queue)
         try:

@@ -162,3 +162,13 @@ def test_a_managed_device_that_turns_incompatible_on_a_reboot_is_greeted_again_n
         await managed.close()
 
     run(main())
+
+
+def test_messages_asked_for_after_the_session_closed_ends_at_once_instead_of_waiting_forever():
+    async def main():
+        session, device, events = await opened()
+        await session.close()
+        stream = session.messages()  # a consumer that starts a moment too late
+        assert await asyncio.wait_for(anext(stream, "ended"), 5) == "ended"
+
+    run(main())
