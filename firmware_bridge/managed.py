@@ -107,9 +107,11 @@ class ManagedDevice:
         await self._link.start()
 
     async def wait_connected(self, timeout: float | None = None) -> Ident:
-        """Wait until a session is up; TimeoutError after ``timeout`` seconds."""
+        """Wait until a session is up; TimeoutError after ``timeout`` seconds, LinkDown once closed."""
         async with asyncio.timeout(timeout):
             while not (self._up.is_set() and self._session is not None):
+                if self._closed:
+                    raise LinkDown(self.url, "closed: no session will come up")
                 await self._up.wait()
         assert self._session is not None and self._session.ident is not None
         return self._session.ident
@@ -135,6 +137,7 @@ class ManagedDevice:
         self._closed = True
         await self._link.close()  # its transport's connection_lost comes with no event
         await asyncio.gather(self._detach(), *self._endings)
+        self._up.set()  # wakes wait_connected(): it sees _closed
 
     # ---- ReconnectingLink's listener and events ---------------------------------------
 

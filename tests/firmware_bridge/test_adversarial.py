@@ -10,6 +10,7 @@ from fb_wire import Wire, run, wait_for
 from test_managed import FAST_RETRY, QUICK as MANAGED_QUICK, Bench
 from test_session import QUICK, kinds
 
+from drivers import LinkDown
 from firmware_bridge.errors import SessionClosed
 from firmware_bridge.managed import ManagedDevice
 from firmware_bridge.messages import Hello, Refused, Status, StatusRequest
@@ -170,5 +171,21 @@ def test_messages_asked_for_after_the_session_closed_ends_at_once_instead_of_wai
         await session.close()
         stream = session.messages()  # a consumer that starts a moment too late
         assert await asyncio.wait_for(anext(stream, "ended"), 5) == "ended"
+
+    run(main())
+
+
+def test_wait_connected_on_a_closed_managed_device_raises_instead_of_waiting_forever():
+    async def main():
+        Bench(answer=False)  # a device that never answers: no session will ever come up
+        managed = ManagedDevice("fbmem://shoe", None, None, MANAGED_QUICK, backoff=FAST_RETRY)
+        await managed.start()
+        waiting = asyncio.ensure_future(managed.wait_connected())  # no timeout: the caller trusts close()
+        await asyncio.sleep(0.05)
+        await managed.close()
+        with pytest.raises(LinkDown, match="closed"):
+            await asyncio.wait_for(waiting, 5)
+        with pytest.raises(LinkDown, match="closed"):
+            await asyncio.wait_for(managed.wait_connected(), 5)
 
     run(main())
