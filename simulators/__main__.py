@@ -17,6 +17,7 @@ import structlog
 
 from firmware_bridge.cards import Card, CardCodeError
 
+from simulators.device import check_serial
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import MAX_CARDS, SimulatedShoe, check_cut
@@ -111,6 +112,11 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
         check_cut(args.cut_at, cards)
     except ValueError as exc:
         parser.error(f"--cut-at {args.cut_at}: {exc}")
+    if args.serial is not None:
+        try:
+            check_serial(args.serial)
+        except ValueError as exc:
+            parser.error(f"--serial: {exc}")
     if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
         parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
     return args, faults, stack
@@ -121,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # stdout carries only the path, for scripts: logs go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     common = {"faults": faults, "heartbeat_s": args.heartbeat}
-    if args.serial:
+    if args.serial is not None:
         common["serial"] = args.serial
     if args.device == "shuffler":
         device = SimulatedShuffler(shuffle_time_s=args.shuffle_time, **common)

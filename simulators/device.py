@@ -52,6 +52,14 @@ CLEARABLE = {FaultCode.JAM, FaultCode.FACE_UP_CARD, FaultCode.CARD_COUNT_MISMATC
              FaultCode.MOTOR, FaultCode.POWER_RESTORED, FaultCode.CARD_PUSHED_BACK}
 
 
+def check_serial(serial: str) -> None:
+    """ValueError unless ``serial`` fits the IDENT's text field (1 to 255 UTF-8 bytes): a
+    device that cannot say who it is would fail every handshake, and the host see only timeouts."""
+    if not 1 <= len(serial.encode("utf-8")) <= 255:
+        shown = serial[:16] + ("..." if len(serial) > 16 else "")
+        raise ValueError(f"serial {shown!r}: expected 1 to 255 UTF-8 bytes")
+
+
 class SimulatedDevice:
     ROLE: ClassVar[DeviceRole]
     MODEL: ClassVar[str]
@@ -60,6 +68,7 @@ class SimulatedDevice:
     def __init__(self, serial: str, *, faults: Faults | None = None,
                  firmware_public_key: bytes | Ed25519PublicKey | None = None,
                  heartbeat_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        check_serial(serial)
         self.serial = serial
         self.heartbeat_s = heartbeat_s
         self._clock = clock

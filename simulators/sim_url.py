@@ -30,8 +30,6 @@ from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 
 def _text(raw: str, key: str, where: str) -> str:
-    if not 1 <= len(raw.encode("utf-8")) <= 255:  # what an IDENT's text field holds
-        raise BadURL(where, f"{key}={raw[:16]}{'...' if len(raw) > 16 else ''}: expected 1 to 255 UTF-8 bytes")
     return raw
 
 
@@ -74,7 +72,7 @@ def make_device(name: str, params: dict[str, str], where: str) -> SimulatedDevic
                          f"(allowed: faults, {', '.join(allowed)})")
     try:
         return _DEVICES[name](**kwargs)
-    except FaultSpecError as exc:  # a switch this device does not honour
+    except ValueError as exc:  # a switch this device does not honour, a serial IDENT cannot carry
         raise BadURL(where, str(exc)) from None
 
 

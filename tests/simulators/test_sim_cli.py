@@ -79,6 +79,8 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shoe", "--pty", "--cut-at", "5"], "--cut-at 5: no cards in the shoe to put a cut card in"),
     (["shoe"], "the following arguments are required: --pty"),
     (["shoe", "--pty", "--decks", "1261"], "a shoe holds at most 65535 cards (1260 decks)"),
+    (["shoe", "--pty", "--serial", "S" * 256], "--serial: serial 'SSSSSSSSSSSSSSSS...': expected 1 to 255 UTF-8 bytes"),
+    (["shuffler", "--pty", "--serial", ""], "--serial: serial '': expected 1 to 255 UTF-8 bytes"),
 ])
 def test_bad_options_are_one_argparse_error_naming_the_option(capsys, argv, why):
     assert why in refused(capsys, *argv)
