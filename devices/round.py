@@ -35,7 +35,8 @@ after the dealer's finished hand -> discard if exposed, else next round's burn c
 Re-deal after cards went to a box without a wager: every card in play goes back on top of the
 shoe in the order it was dealt; the round returns to the start of the initial deal (bets as
 placed, splits, doubles, insurance undone) and ``expected_next()`` then accepts exactly those
-cards again, in that order, before any new card (a different card raises :class:`CardMismatch`).
+cards again, in that order, before any new card (a different card raises :class:`CardMismatch`; the
+table holds the round, and a supervisor's resume then gives the order up: cards as they come).
 """
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ class Round(RoundProcedures):
         self.assignments: list[tuple[Card, Target]] = []  # every card taken, in order
         self.flags: list[dict[str, Any]] = []
         self.held: str | None = None
+        self._hold_cause: Reason | None = None
         self.settlement: Settlement | None = None
         self.paid_at_once: list[Line] = []  # lines won for certain, journaled (SETTLED) the moment they are
         sb = rules.side_bets

@@ -20,7 +20,7 @@ class RoundProcedures:
     """hold/resume/void, flags, and the two reconstructions the seeds prescribe."""
 
     def hold(self: "Round", reason: Reason, detail: str) -> None:
-        self.held = f"{reason}: {detail}"
+        self.held, self._hold_cause = f"{reason}: {detail}", reason
         self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
 
     def _supervisor(self: "Round", what: str, who: str, role: Role) -> None:
@@ -29,6 +29,13 @@ class RoundProcedures:
     def resume(self: "Round", who: str, role: Role) -> None:
         self._supervisor("resume", who, role)
         was, self.held = self.held, None
+        if was is not None and self._hold_cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER and self._redeal_queue:
+            # another card came back than the re-deal expected: continuing means taking the cards as they
+            # come (else the same card holds the round again at once, alarm after alarm)
+            expected, self._redeal_queue = self._redeal_queue, []
+            self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"re-deal order given up by {who}: the cards are dealt "
+                       "as they come out of the shoe", Severity.WARNING, who, expected=[str(c) for c in expected])
+        self._hold_cause = None
         self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
 
     def void(self: "Round", reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:

@@ -11,7 +11,7 @@ from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
 from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeLoaded
-from table_rig import RULES_DIR, TableRig
+from table_rig import RULES_DIR, TableRig, cards
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,3 +98,23 @@ def test_a_shoe_loaded_from_a_reader_in_fault_or_not_yet_identified_is_taken_wit
     assert rig.table.reader.state == trouble
     rig.table.on_shoe(ShoeLoaded(0))  # the device's message: never a crash on the host
     assert rig.table.reader.state == trouble and rig.table.shoe.state == "burning"
+
+
+def test_a_supervisor_who_resumes_a_redeal_that_got_another_card_continues_with_the_cards_as_they_come() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TH 9S 5D")
+    rig.table.cards_to_box_without_wager("sup-1", Role.SUPERVISOR)  # TH 9S 5D go back on the shoe
+    rig.read("9S")  # the dealer put them back in another order: held, one alarm
+    assert rig.table.round.held is not None
+    mark = len(rig.events)
+    rig.table.resume("sup-1", Role.SUPERVISOR)
+    assert rig.table.round.held is None  # not held again by the same card at once
+    assert Reason.ROUND_HELD not in rig.since(mark)
+    decided = [e for e in rig.events[mark:] if e.reason is Reason.CARDS_TO_BOX_WITHOUT_WAGER]
+    assert len(decided) == 1 and decided[0].who == "sup-1"
+    rig.deal("TH 5D")
+    r = rig.table.round
+    assert r.state == "players" and r.box_hands[1][0].cards == cards("9S 5D") and r.dealer_cards == cards("TH")
+    rig.assert_ledger()
+    assert _power_cycle(rig).round.box_hands[1][0].cards == cards("9S 5D")
