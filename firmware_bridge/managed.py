@@ -22,7 +22,8 @@ from drivers.transport import Transport, TransportListener
 from drivers.urls import DeviceURL
 from firmware_bridge.errors import SessionClosed
 from firmware_bridge.messages import Ident, Message
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind, replacement
+from firmware_bridge.identity import replacement
+from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)

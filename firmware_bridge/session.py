@@ -41,6 +41,7 @@ from firmware_bridge.messages import (
     decode,
     encode,
 )
+from firmware_bridge.identity import replacement
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
@@ -90,18 +91,6 @@ class SessionStats:
 
 
 _END = object()  # closes the messages() iterators
-
-
-def replacement(previous: Ident, ident: Ident) -> str | None:
-    """What changed when ``ident`` names another unit than ``previous`` (None: the same one).
-    A swapped device must be reported as such, never passed off as a reboot."""
-    def unit(i: Ident) -> tuple:
-        return (i.role, i.model, i.serial)
-
-    if unit(previous) == unit(ident):
-        return None
-    return (f"{previous.role.name.lower()} {previous.model} {previous.serial} -> "
-            f"{ident.role.name.lower()} {ident.model} {ident.serial}")
 
 
 class DeviceSession:
