@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 
 import pytest
 
@@ -10,7 +12,8 @@ from devices.round import Action
 from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
-from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeLoaded
+from firmware_bridge.cards import Card
+from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeEmpty, ShoeLoaded
 from table_rig import RULES_DIR, TableRig, cards
 
 pytestmark = pytest.mark.timeout(60)
@@ -118,3 +121,17 @@ def test_a_supervisor_who_resumes_a_redeal_that_got_another_card_continues_with_
     assert r.state == "players" and r.box_hands[1][0].cards == cards("9S 5D") and r.dealer_cards == cards("TH")
     rig.assert_ledger()
     assert _power_cycle(rig).round.box_hands[1][0].cards == cards("9S 5D")
+
+
+@pytest.mark.parametrize("key, count", [("AS", 1), (Card.parse("AS"), -1), (Card.parse("AS"), 1.0), (Card.parse("AS"), True)])
+def test_a_remainder_count_that_is_not_a_card_with_a_count_is_one_clear_error(key, count) -> None:
+    rig = TableRig(HouseRules.default())
+    rig.table.on_shoe(ShoeEmpty(rig.index, 0))
+    assert rig.table.shoe.state == "complete"
+    remainder = Counter(rig.table.shoe.counted)
+    remainder.subtract(rig.table.shoe.out)
+    returned = dict(+remainder)
+    returned[key] = count  # e.g. a card given as text: it was ignored and the shoe "reconciled"
+    with pytest.raises(ValueError, match=re.escape(f"{key if isinstance(key, Card) else repr(key)}: {count!r}")):
+        rig.table.shoe_remainder(returned, "dealer-1")
+    assert rig.table.shoe.state == "complete"  # nothing decided on a bad count
