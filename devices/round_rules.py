@@ -105,7 +105,8 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
         if hand.from_split and not p.double_after_split:
             return "no_double_after_split", f"{hand.label()} comes from a split: no double after split here"
         stake = hand.stakes[owner]  # type: ignore[index]
-        if amount is not None and amount != stake and not (
+        whole = amount is None or isinstance(amount, int) and not isinstance(amount, bool)  # cents, never a float
+        if not whole or amount is not None and amount != stake and not (
                 p.double_for_less and rules.table.min_per_player <= amount <= stake):
             allowed = f"{rules.table.min_per_player}..{stake}" if p.double_for_less else f"exactly {stake}"
             return "double_amount", f"double for {amount} at {hand.label()}: allowed {allowed}"

@@ -95,3 +95,14 @@ def test_seven_card_21_wins_both_bonuses_at_once_then_the_hand() -> None:
         ("deal", "AS 9C AH"), ("act", 1, "hit"), ("deal", "2C"), ("act", 1, "hit"), ("deal", "2D"),
         ("act", 1, "hit"), ("deal", "AD"), ("act", 1, "hit"), ("deal", "AC"), ("act", 1, "hit"),
         ("deal", "3S"), ("deal", "TD")]) == {"a": 3000}
+
+
+@pytest.mark.parametrize("amount", [1000.0, 1500.5, True])
+def test_a_double_for_an_amount_that_is_not_whole_cents_is_refused(amount) -> None:
+    r = new_round(rules_for("casino-000"), [(1, "a", 2000)])  # seed 000 doubles for less
+    r.no_more_bets("dealer-1")
+    deal(r, "5H 6H 6C")
+    before = snapshot(r)
+    with pytest.raises(RuleViolation) as exc:
+        r.act(1, Action.DOUBLE, "a", amount=amount)
+    assert exc.value.rule == "double_amount" and snapshot(r) == before
