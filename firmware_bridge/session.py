@@ -194,6 +194,8 @@ class DeviceSession:
             ) from None
         finally:
             self._pending.remove(entry)
+            if not fut.cancel():  # done: failed while send() waited, whose own error reached the caller
+                discard_outcome(fut)
 
     async def messages(self) -> AsyncIterator[Message]:
         """Every message the device sends from now on, until the session closes."""

@@ -11,7 +11,8 @@ from test_managed import FAST_RETRY, QUICK as MANAGED_QUICK, Bench
 from test_session import QUICK, kinds
 
 from drivers import LinkDown
-from firmware_bridge.errors import SessionClosed
+from firmware_bridge.errors import LinkReset, SessionClosed
+from firmware_bridge.link import Link
 from firmware_bridge.managed import ManagedDevice
 from firmware_bridge.messages import Hello, Refused, Status, StatusRequest
 from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKind as K
@@ -187,5 +188,28 @@ def test_wait_connected_on_a_closed_managed_device_raises_instead_of_waiting_for
             await asyncio.wait_for(waiting, 5)
         with pytest.raises(LinkDown, match="closed"):
             await asyncio.wait_for(managed.wait_connected(), 5)
+
+    run(main())
+
+
+def test_a_reboot_before_the_request_was_even_acknowledged_fails_it_once_with_no_stray_error():
+    """The device reboots while the request is still on its way: the caller gets one LinkReset,
+    and no 'Future exception was never retrieved' is left for asyncio to log as an error."""
+    import gc
+
+    async def main():
+        session, device, events = await opened()
+        device.link.close()  # the request frame reaches a device that has died ...
+        device.link = Link(device.wire_out.write, device._payload, None, FAST, name="device")
+        session.transport.wire_out.receiver = device.link.bytes_received
+        pending = asyncio.ensure_future(session.request(StatusRequest(), expect=Status, timeout=5))
+        await asyncio.sleep(0.01)
+        device.reboot()  # ... and comes back with a RESET before it ever acknowledged it
+        with pytest.raises(LinkReset):
+            await asyncio.wait_for(pending, 5)
+        del pending
+        gc.collect()
+        await asyncio.sleep(0)
+        await session.close()
 
     run(main())
