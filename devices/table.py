@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 from devices.device_model import DeviceModel
 from devices.events import Event, EventSink, Reason, Role, Severity
 from devices.procedures import AlarmBook, TableError
-from devices.round import Action, CardMismatch, Round
+from devices.round import Action, CardMismatch, Round, RuleViolation
 from devices.round_machine import LIVE_STATES
 from devices.rules import HouseRules
 from devices.shoe import Shoe
@@ -341,10 +341,20 @@ class Table(TableProcedures):
         return self.round
 
     def place_bet(self, box: int, player: str, amount: int) -> None:
+        self._no_bet_after_a_card(player, f"a bet on box {box}")
         self._call("place_bet", box, player, amount)
 
     def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
+        self._no_bet_after_a_card(player, f"a Blackjack Pairs bet on box {box}")
         self._call("place_pairs_bet", box, player, amount)
+
+    def _no_bet_after_a_card(self, player: str, what: str) -> None:
+        """Seed 000 3.5: no bet once a card of the round has left the shoe (one out during betting is
+        the next card: a bet placed after seeing it would choose where it goes)."""
+        if self.pending and self.round is not None and self.round.state == "betting":
+            text = f"{what} refused: card(s) of round {self.round.round_id} already left the shoe"
+            self._emit(Reason.ACTION_REFUSED, text, Severity.WARNING, player, rule="card_out")
+            raise RuleViolation("card_out", text)
 
     def no_more_bets(self, who: str) -> None:
         self._call("no_more_bets", who)

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from devices.events import Reason, Role
-from devices.round import Action
+from devices.round import Action, RuleViolation
 from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
@@ -135,3 +135,23 @@ def test_a_remainder_count_that_is_not_a_card_with_a_count_is_one_clear_error(ke
     with pytest.raises(ValueError, match=re.escape(f"{key if isinstance(key, Card) else repr(key)}: {count!r}")):
         rig.table.shoe_remainder(returned, "dealer-1")
     assert rig.table.shoe.state == "complete"  # nothing decided on a bad count
+
+
+def test_no_bet_is_taken_once_a_card_of_the_round_has_left_the_shoe() -> None:
+    # seed 000 3.5: no bet placed or raised after the first card of the round has been dealt; a card
+    # out during betting is the next card (box 1's here): a bet placed after seeing it is refused
+    rig = TableRig(HouseRules.default())
+    rig.table.open_round()
+    rig.table.place_bet(2, "p2", 1000)
+    rig.read("AS")  # out during betting, face down but seen leaving the shoe
+    before = json.dumps(snapshot(rig.table), sort_keys=True)
+    mark = len(rig.events)
+    for bet in (lambda: rig.table.place_bet(1, "p1", 1000), lambda: rig.table.place_bet(2, "p2", 1000)):
+        with pytest.raises(RuleViolation) as exc:
+            bet()
+        assert exc.value.rule == "card_out"
+    assert json.dumps(snapshot(rig.table), sort_keys=True) == before
+    refused = rig.events[mark:]
+    assert [e.reason for e in refused] == [Reason.ACTION_REFUSED] * 2 and [e.who for e in refused] == ["p1", "p2"]
+    rig.table.no_more_bets("dealer-1")
+    assert rig.table.round.box_hands[2][0].cards == cards("AS")
