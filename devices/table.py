@@ -236,10 +236,10 @@ class Table(TableProcedures):
         if r is None or r.state not in LIVE_STATES:
             self.pending.remove(card)
             self.drawn_in_error.append(card)
-            what = f"card #{index}" if index is not None else "a card exposed in error and not needed,"
+            what = f"card #{index} ({card})" if index is not None else f"{card}, exposed in error and not needed,"
             self._emit(Reason.CARD_DRAWN_IN_ERROR, f"{what} drawn after the dealer's finished hand: the "
                        "dealer says whether it was exposed (discard) or not (next round's burn card)",
-                       Severity.WARNING, index=index)
+                       Severity.WARNING, card=str(card), index=index)
         else:
             why = "the round is held" if r.held else f"no card expected while {r.state}"
             self._emit(Reason.CARD_EXPOSED_IN_ERROR, f"card #{index} ({card}) exposed in error ({why}): "

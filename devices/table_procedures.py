@@ -48,7 +48,8 @@ class TableProcedures(_Base):
         card = self.drawn_in_error.pop(0)
         (self.discard if exposed else self.burn_pile).append(card)
         where = "discarded (exposed)" if exposed else "kept face down as the next round's burn card"
-        self._emit(Reason.CARD_DRAWN_IN_ERROR, f"card drawn in error {where}", Severity.INFO, who, exposed=exposed)
+        self._emit(Reason.CARD_DRAWN_IN_ERROR, f"card drawn in error ({card}) {where}", Severity.INFO, who,
+                   card=str(card), exposed=exposed)
 
     def dealer_change(self, who: str) -> None:
         """A new dealer mid-shoe burns one card (after the live round, if one is being dealt)."""

@@ -155,3 +155,18 @@ def test_no_bet_is_taken_once_a_card_of_the_round_has_left_the_shoe() -> None:
     assert [e.reason for e in refused] == [Reason.ACTION_REFUSED] * 2 and [e.who for e in refused] == ["p1", "p2"]
     rig.table.no_more_bets("dealer-1")
     assert rig.table.round.box_hands[2][0].cards == cards("AS")
+
+
+def test_every_card_drawn_in_error_is_named_in_the_journal_from_its_draw_to_its_place() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TH 5D 9S")
+    rig.deal("2S 3S")  # exposed in error while box 1 decides
+    rig.table.act(1, Action.STAND, "p1")  # the dealer's 5D takes 2S: 7 ... then 3S: 10, and draws on
+    rig.deal("8C")  # dealer 18: complete
+    rig.read("KC")  # after the dealer's finished hand
+    drawn = rig.find(Reason.CARD_DRAWN_IN_ERROR)
+    assert [e.data["card"] for e in drawn] == ["KC"]
+    rig.table.resolve_drawn_in_error(False, "dealer-1")
+    last = rig.find(Reason.CARD_DRAWN_IN_ERROR)[-1]
+    assert last.data["card"] == "KC" and "KC" in last.message and last.who == "dealer-1"
