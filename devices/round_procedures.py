@@ -50,10 +50,21 @@ class RoundProcedures:
             self._supervisor("void", who, role)
         self.held = None
         self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
-                   cause=str(reason), by_rule=by_rule, returned={f"{b}:{p}": s for b, st in self.wagers.items()
-                                                for p, s in st.items()},
+                   cause=str(reason), by_rule=by_rule, returned=self._stakes_in_play(),
                    voided_paid_at_once=[line.describe() for line in self.paid_at_once])
         self._go("voided")
+
+    def _stakes_in_play(self: "Round") -> dict[str, int]:
+        """Every stake a void gives back: "box:player" (with what splits and doubles added),
+        "box:player:pairs" and "box:player:insurance"."""
+        out: dict[str, int] = {}
+        for b, stakes in self.wagers.items():
+            hands = self.box_hands.get(b)
+            for p, s in stakes.items():
+                out[f"{b}:{p}"] = sum(h.stake_of(p) for h in hands) if hands else s
+        out |= {f"{b}:{p}:pairs": a for (b, p), a in self.pairs_bets.items()}
+        out |= {f"{b}:{p}:insurance": a for (b, p), a in self.insurance.items()}
+        return out
 
     def flag(self: "Round", reason: Reason, detail: str, who: str | None = None) -> None:
         self.flags.append({"reason": str(reason), "detail": detail, "who": who})

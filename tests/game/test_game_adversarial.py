@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from devices.events import Reason, Role
 from devices.round import Action, RuleViolation
 from game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
 
@@ -106,3 +107,19 @@ def test_a_double_for_an_amount_that_is_not_whole_cents_is_refused(amount) -> No
     with pytest.raises(RuleViolation) as exc:
         r.act(1, Action.DOUBLE, "a", amount=amount)
     assert exc.value.rule == "double_amount" and snapshot(r) == before
+
+
+def test_a_void_round_journals_every_stake_it_gives_back_side_bets_and_insurance_too() -> None:
+    rules = rules_for("casino-002")  # Blackjack Pairs offered
+    rec = Recorder()
+    r = new_round(rules, [(1, "a", 2000), (2, "b", 2000)], rec)
+    r.place_pairs_bet(1, "a", rules.side_bets.blackjack_pairs.min)
+    r.no_more_bets("dealer-1")
+    deal(r, "9S 8C AD TH 9H")  # dealer ace: insurance
+    r.insure(2, "b", 1000)
+    r.close_insurance("dealer-1")
+    r.act(1, Action.DOUBLE, "a")  # 9 8 doubled: 2000 more on the layout
+    r.void(Reason.REDEAL, "sup-1", Role.SUPERVISOR)
+    returned = rec.of(Reason.ROUND_VOID)[-1].data["returned"]
+    assert returned == {"1:a": 4000, "2:b": 2000, "1:a:pairs": rules.side_bets.blackjack_pairs.min,
+                        "2:b:insurance": 1000}
