@@ -187,6 +187,11 @@ class Shoe:
         self.out[card] -= 1
         self.cards_out -= 1
 
+    @property
+    def burning(self) -> bool:
+        """Burn cards still to come; the cut card may come out during the burn, which still completes."""
+        return self.burn_remaining > 0 and self.state in IN_PLAY
+
     def take_burn(self, card: Card) -> None:
         self.burn_remaining -= 1
         self._emit(Reason.BURN, Severity.INFO, f"burn card {self.cards_out} ({self.burn_remaining} to go)",

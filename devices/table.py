@@ -221,7 +221,7 @@ class Table(TableProcedures):
                            Severity.WARNING)
                 self._void_round(Reason.FACE_UP_CARD, "table", Role.DEALER, by_rule=FACE_UP_RULE)
             return
-        if self.shoe.state == "burning" and not self.round_live:
+        if self.shoe.burning and not self.round_live:
             self.burn_pile.append(card)
             self.shoe.take_burn(card)
             return
@@ -326,6 +326,8 @@ class Table(TableProcedures):
             problems.append(f"round {self.round.round_id} is still {self.round.state}")  # type: ignore[union-attr]
         if self.shoe.state not in ("in_play", "last_round"):
             problems.append(f"the shoe is {self.shoe.state}")
+        elif self.shoe.burning:  # the cut card came out during the burn
+            problems.append(f"{self.shoe.burn_remaining} burn card(s) still to come")
         if self.drawn_in_error:
             problems.append("a card drawn in error waits for the dealer (exposed or not)")
         if self.awaiting_entry is not None:

@@ -170,3 +170,22 @@ def test_every_card_drawn_in_error_is_named_in_the_journal_from_its_draw_to_its_
     rig.table.resolve_drawn_in_error(False, "dealer-1")
     last = rig.find(Reason.CARD_DRAWN_IN_ERROR)[-1]
     assert last.data["card"] == "KC" and "KC" in last.message and last.who == "dealer-1"
+
+
+def test_the_cut_card_coming_out_during_the_burn_does_not_end_the_burn() -> None:
+    rig = TableRig.from_file(RULES_DIR / "casino-003.toml", load=False)  # burns three cards
+    rig.shuffle_ok()
+    rig.table.on_shoe(ShoeLoaded(0))
+    rig.read("2C")
+    rig.table.on_shoe(CutCardSeen(2, 0))  # a bad cut: the cut card right behind the first burn card
+    with pytest.raises(TableError, match="burn"):
+        rig.table.open_round()  # two burn cards still to come
+    rig.deal("3C 4C")
+    assert rig.table.burn_pile == cards("2C 3C 4C") and rig.table.drawn_in_error == []
+    assert len(rig.find(Reason.BURN)) == 3 and not rig.find(Reason.CARD_DRAWN_IN_ERROR)
+    rig.bets(1)  # the one round the cut card leaves, then the shoe ends
+    rig.deal("TH 9S 8D")
+    rig.table.act(1, Action.STAND, "p1")
+    rig.deal("9C")
+    assert rig.table.shoe.state == "complete"
+    rig.assert_ledger()
