@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
+from drivers.aio import cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.factory import make_transport
 from drivers.transport import Transport
@@ -101,12 +102,7 @@ class ReconnectingLink:
     async def close(self) -> None:
         """Stop retrying and close the device. No event follows."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
         transport, self._transport = self._transport, None
         if transport is not None:
             transport.close()

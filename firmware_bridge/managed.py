@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import structlog
 
+from drivers.aio import cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.reconnect import Backoff, LinkEvent as PortEvent, LinkEventKind as PortEventKind, ReconnectingLink
 from drivers.transport import Transport, TransportListener
@@ -214,12 +215,7 @@ class ManagedDevice:
 
     @staticmethod
     async def _finish(task: asyncio.Task[None] | None, session: DeviceSession | None) -> None:
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
         if session is not None:
             await session.close()
 

@@ -19,6 +19,7 @@ from typing import AsyncIterator, Callable, TypeVar
 
 import structlog
 
+from drivers.aio import cancel_and_wait
 from drivers.transport import Transport
 from firmware_bridge.errors import (
     IncompatibleProtocol,
@@ -218,12 +219,8 @@ class DeviceSession:
         if self._retry is not None:
             self._retry.cancel()
         for task in (self._heartbeat, self._handshake):
-            if task is not None and task is not asyncio.current_task():
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+            if task is not asyncio.current_task():
+                await cancel_and_wait(task)
         self._fail_pending(SessionClosed(f"{self.transport.url}: session closed"))
         if self.link is not None:
             self.link.close()
