@@ -40,7 +40,7 @@ import structlog  # noqa: E402
 import _modbus  # noqa: E402
 from _procs import first_line, stop_process  # noqa: E402
 from drivers.serial_port import SerialTransport  # noqa: E402
-from firmware_bridge.cards import Card, Orientation  # noqa: E402
+from core.cards import Card, Orientation  # noqa: E402
 from firmware_bridge.framing import Frame, FrameKind, encode_frame  # noqa: E402
 from firmware_bridge.messages import CardRead, Message, ShoeEmpty, Status, StatusRequest, encode  # noqa: E402
 from firmware_bridge.session import DeviceSession, SessionConfig  # noqa: E402

@@ -33,7 +33,7 @@ from devices.round import Action, Round, RuleViolation
 from devices.rules import HouseRules, RulesError, load_rules
 from devices.table import Table
 from drivers.serial_port import SerialTransport
-from firmware_bridge.cards import Card, Rank
+from core.cards import Card, Rank
 from firmware_bridge.messages import (
     CardRead,
     CutCardSeen,

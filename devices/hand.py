@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from firmware_bridge.cards import Card, Rank
+from core.cards import Card, Rank
 
 
 def card_value(card: Card) -> int:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, NoReturn
 
+from core.errors import CarddError
 from devices.events import Event, EventSink, Reason, Role, Severity
 
 
-class TableError(RuntimeError):
+class TableError(CarddError, RuntimeError):
     """An input the table cannot take now; the text says what and why."""
 
 

@@ -52,7 +52,7 @@ from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundH
 from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
 from devices.rules import HouseRules
 from devices.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
-from firmware_bridge.cards import ALL_CARDS, Card, Rank
+from core.cards import ALL_CARDS, Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target"]

@@ -10,7 +10,7 @@ from devices.events import Reason, Role, Severity
 from devices.procedures import require_supervisor
 from devices.round_machine import LIVE_STATES, MACHINE
 from devices.round_rules import rebuild_initial_layout
-from firmware_bridge.cards import Card
+from core.cards import Card
 
 if TYPE_CHECKING:
     from devices.round import Round, Target

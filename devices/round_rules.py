@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from devices.hand import Hand, card_value
 from devices.round_types import Action
 from devices.rules import HouseRules
-from firmware_bridge.cards import Card, Rank
+from core.cards import Card, Rank
 
 if TYPE_CHECKING:
     from devices.round import Round

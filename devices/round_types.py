@@ -4,6 +4,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from core.errors import CarddError
+
 
 class Action(enum.StrEnum):
     HIT = "hit"
@@ -28,7 +30,7 @@ class Target:
 DEALER = Target("dealer")
 
 
-class RoundError(Exception):
+class RoundError(CarddError):
     """Base of the round's typed errors."""
 
 
@@ -40,7 +42,7 @@ class CardMismatch(RoundError):
     """During a re-deal the shoe gave a card other than the one expected back."""
 
 
-class RuleViolation(Exception):
+class RuleViolation(CarddError):
     """An input the house rules forbid; ``rule`` names the rule, the state is unchanged."""
 
     def __init__(self, rule: str, message: str) -> None:

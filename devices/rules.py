@@ -13,8 +13,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
+from core.errors import CarddError
 
-class RulesError(ValueError):
+
+class RulesError(CarddError, ValueError):
     """A rules file that cannot be used: says the file, the key and what is allowed."""
 
     def __init__(self, file: str, key: str, problem: str, allowed: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from devices.hand import Hand, hand_total, is_two_card_21
 from devices.rules import HouseRules
-from firmware_bridge.cards import Card, Rank, Suit
+from core.cards import Card, Rank, Suit
 
 _RED = {Suit.DIAMONDS, Suit.HEARTS}
 Money = int | Fraction  # cents; a Fraction only where a pay ratio leaves part of a cent

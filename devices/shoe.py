@@ -20,9 +20,10 @@ from typing import Any, Callable, Mapping
 import structlog
 from transitions import EventData, Machine
 
+from core.errors import CarddError
 from devices.events import Event, EventSink, Reason, Severity
 from devices.rules import HouseRules
-from firmware_bridge.cards import ALL_CARDS, Card, shoe_composition
+from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress
 
 log = structlog.get_logger(__name__)
@@ -315,5 +316,5 @@ class Shoe:
         self.counted = None if counted is None else {c: 0 for c in ALL_CARDS} | {Card.parse(c): n for c, n in counted.items()}
 
 
-class ShoeStateError(RuntimeError):
+class ShoeStateError(CarddError, RuntimeError):
     """An input the shoe cannot take in its current state."""

@@ -28,7 +28,7 @@ from devices.shoe import Shoe
 from devices.shoe_reader_model import ShoeReaderModel
 from devices.shuffler_model import ShufflerModel
 from devices.table_procedures import TableProcedures
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, Message, ShoeEmpty, ShoeLoaded, ShuffleComplete, ShuffleProgress,
     UnreadableCard,

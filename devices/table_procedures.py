@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from devices.events import Reason, Role, Severity
 from devices.procedures import TableError, refuse_override, refuse_unless_supervisor, require_supervisor
 from devices.round import Target
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.messages import UnreadableCard
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from devices.events import EventSink
 from devices.round import Action, RuleViolation
 from devices.rules import HouseRules
 from devices.table import Table
-from firmware_bridge.cards import Orientation, shoe_composition
+from core.cards import Orientation, shoe_composition
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, DeviceRole, Ident, ShoeLoaded, ShuffleComplete,
 )

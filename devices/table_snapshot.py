@@ -19,7 +19,7 @@ from devices.events import EventSink, Reason, Role
 from devices.round import Action, Round, Target
 from devices.rules import HouseRules
 from devices.table import Table
-from firmware_bridge.cards import Card
+from core.cards import Card
 from firmware_bridge.messages import decode, encode
 
 SNAPSHOT_VERSION = 2  # 2: entry_to_discard (an unreadable card from a stale reader)

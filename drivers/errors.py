@@ -5,8 +5,10 @@ is the path or URL concerned, so a log line or an operator screen can show it as
 """
 from __future__ import annotations
 
+from core.errors import CarddError
 
-class DriverError(Exception):
+
+class DriverError(CarddError):
     """A device could not be used. ``device`` names it (path or URL)."""
 
     def __init__(self, device: str, message: str) -> None:

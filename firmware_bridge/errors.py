@@ -6,19 +6,12 @@ decoder never raises these to its caller: it counts them and hands them to a cal
 """
 from __future__ import annotations
 
-#: how many offending bytes an error message shows before "..."
-HEX_SHOWN = 48
+from core.errors import HEX_SHOWN, CarddError, hex_preview
+
+__all__ = ["HEX_SHOWN", "hex_preview"]  # re-exported: the protocol's errors show bytes this way
 
 
-def hex_preview(data: bytes, limit: int = HEX_SHOWN) -> str:
-    """``data`` as spaced hex, cut after ``limit`` bytes with a note of the full length."""
-    shown = bytes(data[:limit]).hex(" ")
-    if len(data) > limit:
-        return f"{shown} ... ({len(data)} bytes)"
-    return shown or "(empty)"
-
-
-class ProtocolError(Exception):
+class ProtocolError(CarddError):
     """Base of everything that goes wrong on the device protocol."""
 
 
@@ -100,7 +93,7 @@ class IncompatibleProtocol(SessionError):
     """The device speaks another protocol major version."""
 
 
-class RequestTimeout(SessionError):
+class RequestTimeout(SessionError, TimeoutError):
     """No answer of the expected type within the timeout."""
 
 

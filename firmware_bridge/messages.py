@@ -15,7 +15,9 @@ import enum
 import typing
 from typing import Annotated, ClassVar
 
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
+from core.errors import hex_preview
+from firmware_bridge.errors import ProtocolError
 from firmware_bridge.wire_types import (
     U8,
     U16,
@@ -37,12 +39,11 @@ PROTOCOL_MAJOR = 1
 PROTOCOL_MINOR = 0
 
 
-class MessageDecodeError(ValueError):
+class MessageDecodeError(ProtocolError, ValueError):
     """A payload that is not a valid message; the text shows the payload in hex."""
 
     def __init__(self, reason: str, payload: bytes) -> None:
-        shown = payload[:64].hex(" ") + (" ..." if len(payload) > 64 else "")
-        super().__init__(f"bad message payload ({len(payload)} bytes: {shown}): {reason}")
+        super().__init__(f"bad message payload ({len(payload)} bytes: {hex_preview(payload)}): {reason}")
         self.reason = reason
         self.payload = bytes(payload)
 
@@ -95,10 +96,17 @@ class Message:
 _REGISTRY: dict[int, type[Message]] = {}
 
 
-def _message(code: int):
-    """Register a message class under its type code and read its field codecs once."""
+_C = typing.TypeVar("_C", bound=type[Message])
 
-    def register(cls: type) -> type[Message]:
+
+@typing.dataclass_transform(frozen_default=True)
+def _message(code: int) -> typing.Callable[[_C], _C]:
+    """Register a message class under its type code and read its field codecs once.
+
+    ``dataclass_transform`` tells the type checker that a decorated class is a frozen dataclass.
+    """
+
+    def register(cls: _C) -> _C:
         cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
         if code in _REGISTRY:
             raise RuntimeError(f"type code 0x{code:02x} used twice: {_REGISTRY[code].__name__}, {cls.__name__}")

@@ -159,6 +159,9 @@ class DeviceSession:
                         break
                     except LinkReset:
                         continue
+        except RequestTimeout:  # the device's own silence after HELLO: already says what and where
+            await self.close()
+            raise
         except TimeoutError:
             await self.close()
             raise RequestTimeout(f"{self.transport.url}: no handshake within {limit}s") from None

@@ -11,10 +11,11 @@ import enum
 import struct
 from typing import Any
 
-from firmware_bridge.cards import ALL_CARDS, Card, CardCodeError
+from core.cards import ALL_CARDS, Card, CardCodeError
+from core.errors import CarddError
 
 
-class BodyError(ValueError):
+class BodyError(CarddError, ValueError):
     """A field could not be read from a message body."""
 
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import structlog
 
-from firmware_bridge.cards import Card, CardCodeError
+from core.cards import Card, CardCodeError
 
 from simulators.device import check_serial
 from simulators.faults import Faults, FaultSpecError

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-from firmware_bridge.cards import Card, CardCodeError
+from core.cards import Card, CardCodeError
 
 
 class FaultSpecError(ValueError):

@@ -12,7 +12,7 @@ import asyncio
 import random
 from typing import Any, Sequence
 
-from firmware_bridge.cards import Orientation
+from core.cards import Orientation
 from firmware_bridge.messages import (
     Calibrate,
     CalibrationResult,

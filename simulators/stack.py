@@ -11,7 +11,7 @@ import secrets
 from collections import Counter
 from typing import Iterable, MutableSequence, Sequence, TypeVar
 
-from firmware_bridge.cards import Card, shoe_composition
+from core.cards import Card, shoe_composition
 
 from simulators.faults import Faults
 

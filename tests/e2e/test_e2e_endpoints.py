@@ -12,7 +12,7 @@ import pytest
 
 from drivers import make_transport
 from drivers.serial_port import SerialTransport
-from firmware_bridge.cards import Card, Orientation, shoe_composition
+from core.cards import Card, Orientation, shoe_composition
 from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, Heartbeat, ShoeLoaded,
                                       ShuffleComplete, StartShuffle, Status, StatusRequest)
 from firmware_bridge.session import SessionEventKind

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from firmware_bridge.cards import Orientation
+from core.cards import Orientation
 from firmware_bridge.errors import FirmwareSignatureError, FirmwareTransferError
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware
 from firmware_bridge.messages import (CardRead, DeckCheckResult, ShuffleComplete, StartShuffle, Status,

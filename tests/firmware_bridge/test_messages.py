@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firmware_bridge import wire_types as wt
-from firmware_bridge.cards import ALL_CARDS, Card, Orientation, shoe_composition
+from core.cards import ALL_CARDS, Card, Orientation, shoe_composition
 from firmware_bridge.messages import (
     CardRead,
     DeckCheckResult,

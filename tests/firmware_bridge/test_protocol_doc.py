@@ -6,7 +6,7 @@ from __future__ import annotations
 import pathlib
 
 from firmware_bridge import wire_types as wt
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.framing import Frame, FrameKind, cobs_encode, encode_frame, frame_bytes
 from firmware_bridge.messages import CardRead, Heartbeat, encode, message_types
 

@@ -7,7 +7,7 @@ import pytest
 from fb_device import FAST, device_pair, settle
 from fb_wire import run, wait_for
 
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.errors import IncompatibleProtocol, RequestRefused, RequestTimeout, SessionClosed
 from firmware_bridge.link import LinkState
 from firmware_bridge.messages import (

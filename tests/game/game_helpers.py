@@ -9,7 +9,7 @@ from typing import Any
 from devices.events import Event, Reason
 from devices.round import Action, Round
 from devices.rules import HouseRules, load_rules
-from firmware_bridge.cards import Card
+from core.cards import Card
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_FILES = sorted((ROOT / "rules").glob("casino-*.toml"))

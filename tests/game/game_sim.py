@@ -8,7 +8,7 @@ from typing import Callable
 from devices.events import Event
 from devices.round import Action, Round, RuleViolation
 from devices.rules import HouseRules
-from firmware_bridge.cards import ALL_CARDS, Card
+from core.cards import ALL_CARDS, Card
 
 ACTIONS = (Action.HIT, Action.STAND, Action.DOUBLE, Action.SPLIT, Action.SURRENDER)
 

@@ -10,7 +10,7 @@ import pytest
 from devices.dealer_odds import (OUTCOMES, UP_CARDS, dealer_distribution, dealer_table, distribution_from_counts,
                                  main, markdown_table)
 from devices.hand import hand_total
-from firmware_bridge.cards import Card, Rank, Suit
+from core.cards import Card, Rank, Suit
 from game_helpers import ROOT
 
 

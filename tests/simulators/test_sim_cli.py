@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from firmware_bridge.cards import Card
+from core.cards import Card
 from simulators.__main__ import StackSpecError, parse_options, parse_stack
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe

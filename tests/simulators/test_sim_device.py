@@ -6,7 +6,7 @@ import dataclasses
 
 from structlog.testing import capture_logs
 
-from firmware_bridge.cards import Card
+from core.cards import Card
 from firmware_bridge.messages import CardRead, Refused, StartShuffle, Status, StatusRequest
 from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe

@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from firmware_bridge.cards import Card
+from core.cards import Card
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image
 from firmware_bridge.messages import (FirmwareAbort, FirmwareBegin, FirmwareChunk, FirmwareCommit,
                                       FirmwareStage, Hello)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.messages import (Calibrate, CalibrationResult, CardRead, CutCardSeen, Hello, ShoeEmpty,
                                       ShoeLoaded, UnreadableCard)
 from simulators.faults import Faults

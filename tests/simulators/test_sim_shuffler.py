@@ -1,7 +1,7 @@
 """The simulated shuffler: counting, verification, stacked mode and each device fault switch."""
 from __future__ import annotations
 
-from firmware_bridge.cards import Card, shoe_composition
+from core.cards import Card, shoe_composition
 from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DeckCheckResult, DeviceState, Fault,
                                       FaultCleared, FaultCode, Hello, Ident, Refused, SelfTest, SelfTestResult,
                                       ShuffleComplete, ShuffleProgress, StartShuffle, Status, StatusRequest)

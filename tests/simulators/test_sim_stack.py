@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from firmware_bridge.cards import Card, shoe_composition
+from core.cards import Card, shoe_composition
 from simulators.faults import Faults
 from simulators.stack import composition, deck_check, fisher_yates, full_shoe, misload
 

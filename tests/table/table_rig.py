@@ -11,7 +11,7 @@ from pathlib import Path
 from devices.events import Event, Reason
 from devices.rules import HouseRules, load_rules
 from devices.table import Table
-from firmware_bridge.cards import Card, Orientation, shoe_composition
+from core.cards import Card, Orientation, shoe_composition
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded, ShuffleComplete, ShuffleProgress,
     UnreadableCard,

@@ -12,7 +12,7 @@ from devices.round import Action, RuleViolation
 from devices.procedures import TableError
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
-from firmware_bridge.cards import Card
+from core.cards import Card
 from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeEmpty, ShoeLoaded
 from table_rig import RULES_DIR, TableRig, cards
 

@@ -6,12 +6,12 @@ import pytest
 from devices.events import Reason
 from devices.shoe_reader_model import ShoeReaderModel
 from devices.shuffler_model import ShufflerModel
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.messages import (
     CardRead, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Heartbeat, Ident, ShoeEmpty, ShoeLoaded,
     ShuffleComplete, ShuffleProgress, Status,
 )
-from firmware_bridge.cards import shoe_composition
+from core.cards import shoe_composition
 from table_rig import FakeClock
 
 pytestmark = pytest.mark.timeout(30)

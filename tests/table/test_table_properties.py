@@ -16,7 +16,7 @@ from devices.rules import load_rules
 from devices.table import Table
 from devices.table_session import apply, record_random_shoes
 from devices.table_snapshot import restore, snapshot
-from firmware_bridge.cards import Orientation
+from core.cards import Orientation
 from firmware_bridge.messages import CardRead, Heartbeat, UnreadableCard
 from table_rig import RULE_FILES, connect_devices
 

@@ -12,7 +12,7 @@ import pytest
 from devices.events import Reason, Role, Severity
 from devices.procedures import OverrideRefused, TableError
 from devices.round import Action, RoundHeld, RuleViolation
-from firmware_bridge.cards import Card
+from core.cards import Card
 from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
                                       Status)
 from table_rig import RULE_FILES, TableRig, cards

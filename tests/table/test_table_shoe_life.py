@@ -10,7 +10,7 @@ from devices.events import Reason, Role, Severity
 from devices.procedures import OverrideRefused, TableError
 from devices.round import Action
 from devices.rules import HouseRules
-from firmware_bridge.cards import ALL_CARDS, Card, shoe_composition
+from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import CutCardSeen, DeckCheckResult, ShoeEmpty, ShoeLoaded, ShuffleComplete
 from table_rig import RULE_FILES, TableRig, cards
 

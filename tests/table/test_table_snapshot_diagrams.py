@@ -13,7 +13,7 @@ from devices.events import Reason, Role
 from devices.round import Action
 from devices.rules import HouseRules
 from devices.table_snapshot import restore, snapshot
-from firmware_bridge.cards import Card, Orientation
+from core.cards import Card, Orientation
 from firmware_bridge.messages import CardRead
 from table_rig import TableRig, connect_devices
 

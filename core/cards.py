@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from core.errors import CarddError
+
 
 class Suit(IntEnum):
     CLUBS = 0
@@ -45,7 +47,7 @@ class Orientation(IntEnum):
     FACE_UP = 1
 
 
-class CardCodeError(ValueError):
+class CardCodeError(CarddError, ValueError):
     """A byte that does not name a card."""
 
 
