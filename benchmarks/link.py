@@ -39,11 +39,11 @@ import structlog  # noqa: E402
 
 import _modbus  # noqa: E402
 from _procs import first_line, stop_process  # noqa: E402
-from drivers.serial_port import SerialTransport  # noqa: E402
 from core.cards import Card, Orientation  # noqa: E402
 from firmware_bridge.framing import Frame, FrameKind, encode_frame  # noqa: E402
 from firmware_bridge.messages import CardRead, Message, ShoeEmpty, Status, StatusRequest, encode  # noqa: E402
-from firmware_bridge.session import DeviceSession, SessionConfig  # noqa: E402
+from firmware_bridge.connection import DeviceConnection  # noqa: E402
+from firmware_bridge.session import SessionConfig  # noqa: E402
 from simulators.shoe import MAX_CARDS  # noqa: E402
 
 RTT_TARGET_MS = 0.5
@@ -74,8 +74,8 @@ class CardFigures:
         return cpu_s / self.cards * 1e6
 
 
-class CountingSession(DeviceSession):
-    """The real session, counting the bytes the driver hands it (what crossed the pty)."""
+class CountingConnection(DeviceConnection):
+    """The real connection, counting the bytes the driver hands it (what crossed the pty)."""
 
     wire_bytes = 0
 
@@ -85,7 +85,7 @@ class CountingSession(DeviceSession):
 
 
 class CardCounter:
-    """on_message for the session: times the CardReads and checks they come in order, once each."""
+    """on_message for the connection: times the CardReads and checks they come in order, once each."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -123,7 +123,7 @@ def start_shoe(cards: int, log_file: IO[str]) -> tuple[subprocess.Popen, str]:
 async def measure_cardd(path: str, shoe: subprocess.Popen, requests: int, warmup: int) -> tuple[list[float], CardFigures]:
     counter = CardCounter()
     # the heartbeat and stale timers are the real ones; the shoe is never silent for 3 s here
-    session = CountingSession(SerialTransport(f"serial://{path}?baud={LINE_BAUD}"), counter, None, SessionConfig())
+    session = CountingConnection(f"serial://{path}?baud={LINE_BAUD}", counter, None, SessionConfig())
     await session.open()
     try:
         samples = []

@@ -32,13 +32,13 @@ Wire = Callable[[Deliver], Deliver]
 
 
 class MemoryTransport(Transport):
-    """One end of an in-memory connection. Made from a ``mem://NAME`` URL it is a host end that
-    connects to the line listening on NAME when opened; :func:`memory_pair` and a line's accept
+    """One end of an in-memory connection. Made from a ``mem://NAME`` URL (or any registered
+    scheme's ``SCHEME://NAME``) it is a host end that connects to the line listening on NAME when opened; :func:`memory_pair` and a line's accept
     make ends already joined to their peer."""
 
     def __init__(self, url: str | DeviceURL) -> None:
-        parsed = parse_url(url)
-        if parsed.scheme != "mem" or parsed.params:
+        parsed = parse_url(url)  # mem://NAME, or NAME under a scheme a test registered to reach a line
+        if parsed.scheme == "mem" and parsed.params:
             raise BadURL(parsed.text, "an in-memory port is mem://NAME, with no parameters")
         self.url = parsed.text
         self._name = parsed.name or ""
