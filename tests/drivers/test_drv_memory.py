@@ -36,6 +36,15 @@ async def turns(n=5):
         await asyncio.sleep(0)
 
 
+async def connected(name):
+    """A device side listening on mem://name and a host port opened to it."""
+    side, host = Side(), Recorder()
+    line = listen(name, side.accept)
+    port = make_transport(f"mem://{name}")
+    await port.open(host)
+    return side, line, host, port
+
+
 def test_mem_urls_parse_without_being_offered_in_error_messages():
     assert parse_url("mem://shoe").name == "shoe"
     assert isinstance(make_transport("mem://shoe"), MemoryTransport)
@@ -46,11 +55,7 @@ def test_mem_urls_parse_without_being_offered_in_error_messages():
 
 def test_bytes_cross_in_order_on_a_later_turn_and_both_ways():
     async def main():
-        side = Side()
-        line = listen("bench", side.accept)
-        host = Recorder()
-        port = make_transport("mem://bench")
-        await port.open(host)
+        side, line, host, port = await connected("bench")
         port.write(b"one")
         port.write(b"two")
         assert side.rec.data == []  # never inside the writer's call
@@ -66,11 +71,7 @@ def test_bytes_cross_in_order_on_a_later_turn_and_both_ways():
 
 def test_closing_either_end_hangs_up_the_other():
     async def main():
-        side = Side()
-        line = listen("plug", side.accept)
-        host = Recorder()
-        port = make_transport("mem://plug")
-        await port.open(host)
+        side, line, host, port = await connected("plug")
         side.ends[0].close()  # unplugged from the device side
         await turns()
         assert len(host.lost) == 1 and isinstance(host.lost[0], LinkLost) and "hung up" in str(host.lost[0])
