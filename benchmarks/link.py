@@ -2,11 +2,11 @@
 
 The simulated shoe runs in its own process (``python -m simulators shoe --pty``), so the host
 stack in this process is measured alone: serial driver (pyserial + asyncio) -> framing (COBS,
-CRC) -> link (seq/ACK) -> session -> typed messages. Prints, in one run:
+CRC) -> link (seq/ACK) -> session (in its DeviceConnection) -> typed messages. Prints, in one run:
 
-1. STATUS round trip: ``await session.request(StatusRequest(), expect=Status)``, median and p99;
+1. STATUS round trip: ``await connection.request(StatusRequest(), expect=Status)``, median and p99;
 2. card frames/s: the shoe deals every card it holds as fast as its link allows (SIGUSR1) and
-   the host counts the CardRead messages its session delivers, first to last; also the bytes
+   the host counts the CardRead messages its connection delivers, first to last; also the bytes
    per card frame on the wire and how many frames a 921,600-baud 8N1 line could carry;
 3. pymodbus RTU ``read_holding_registers`` round trip against its own server process over a
    socat pty pair (benchmarks/_modbus.py), median and p99.
@@ -39,11 +39,11 @@ import structlog  # noqa: E402
 
 import _modbus  # noqa: E402
 from _procs import first_line, stop_process  # noqa: E402
-from drivers.serial_port import SerialTransport  # noqa: E402
 from core.cards import Card, Orientation  # noqa: E402
 from firmware_bridge.framing import Frame, FrameKind, encode_frame  # noqa: E402
 from firmware_bridge.messages import CardRead, Message, ShoeEmpty, Status, StatusRequest, encode  # noqa: E402
-from firmware_bridge.session import DeviceSession, SessionConfig  # noqa: E402
+from firmware_bridge.connection import DeviceConnection  # noqa: E402
+from firmware_bridge.session import SessionConfig  # noqa: E402
 from simulators.shoe import MAX_CARDS  # noqa: E402
 
 RTT_TARGET_MS = 0.5
@@ -74,8 +74,8 @@ class CardFigures:
         return cpu_s / self.cards * 1e6
 
 
-class CountingSession(DeviceSession):
-    """The real session, counting the bytes the driver hands it (what crossed the pty)."""
+class CountingConnection(DeviceConnection):
+    """The real connection, counting the bytes the driver hands it (what crossed the pty)."""
 
     wire_bytes = 0
 
@@ -85,7 +85,7 @@ class CountingSession(DeviceSession):
 
 
 class CardCounter:
-    """on_message for the session: times the CardReads and checks they come in order, once each."""
+    """on_message for the connection: times the CardReads and checks they come in order, once each."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -123,28 +123,28 @@ def start_shoe(cards: int, log_file: IO[str]) -> tuple[subprocess.Popen, str]:
 async def measure_cardd(path: str, shoe: subprocess.Popen, requests: int, warmup: int) -> tuple[list[float], CardFigures]:
     counter = CardCounter()
     # the heartbeat and stale timers are the real ones; the shoe is never silent for 3 s here
-    session = CountingSession(SerialTransport(f"serial://{path}?baud={LINE_BAUD}"), counter, None, SessionConfig())
-    await session.open()
+    connection = CountingConnection(f"serial://{path}?baud={LINE_BAUD}", counter, None, SessionConfig())
+    await connection.open()
     try:
         samples = []
         for i in range(warmup + requests):
             start = time.perf_counter()
-            status = await session.request(StatusRequest(), expect=Status)
+            status = await connection.request(StatusRequest(), expect=Status)
             elapsed = time.perf_counter() - start
             if i >= warmup:
                 samples.append(elapsed)
         held = status.cards_held
-        bytes_before, host_cpu, shoe_cpu = session.wire_bytes, time.process_time(), cpu_seconds(shoe.pid)
+        bytes_before, host_cpu, shoe_cpu = connection.wire_bytes, time.process_time(), cpu_seconds(shoe.pid)
         shoe.send_signal(signal.SIGUSR1)  # the shoe deals all it holds, as fast as its link allows
         await asyncio.wait_for(counter.empty.wait(), DEAL_TIMEOUT)
         if counter.count != held or counter.out_of_order:
             raise RuntimeError(f"the shoe held {held} cards, the host got {counter.count} CardReads; "
                                f"out of order: {counter.out_of_order[:10]}")
-        figures = CardFigures(counter.count, counter.last - counter.first, session.wire_bytes - bytes_before,
+        figures = CardFigures(counter.count, counter.last - counter.first, connection.wire_bytes - bytes_before,
                               time.process_time() - host_cpu, cpu_seconds(shoe.pid) - shoe_cpu)
         return samples, figures
     finally:
-        await session.close()
+        await connection.close()
 
 
 def cpu_seconds(pid: int) -> float:

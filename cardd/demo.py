@@ -32,7 +32,6 @@ from devices.hand import card_value, hand_total
 from devices.round import Action, Round, RuleViolation
 from devices.rules import HouseRules, RulesError, load_rules
 from devices.table import Table
-from drivers.serial_port import SerialTransport
 from core.cards import Card, Rank
 from firmware_bridge.messages import (
     CardRead,
@@ -43,7 +42,8 @@ from firmware_bridge.messages import (
     ShuffleProgress,
     StartShuffle,
 )
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
+from firmware_bridge.connection import DeviceConnection
+from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 from simulators.rig import SimulatedTable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ class Demo:
         self.rules, self.pace, self.sim, self.out = rules, pace, sim, out or sys.stdout
         self.journal: list[Event] = []
         self.table = Table(rules, self._event)
-        self.sessions: dict[str, DeviceSession] = {}
+        self.connections: dict[str, DeviceConnection] = {}
         self.read_seen = asyncio.Event()
         self.checked = asyncio.Event()
         self.reads: list[CardRead] = []
@@ -127,13 +127,13 @@ class Demo:
         config = SessionConfig(host_name="cardd-demo")
         for name, endpoint, handler in (("shuffler", self.sim.shuffler, self.on_shuffler),
                                         ("shoe-reader", self.sim.shoe, self.on_shoe)):
-            session = DeviceSession(SerialTransport(endpoint.url), handler, self._link_events(name), config)
-            ident = await session.open()
+            connection = DeviceConnection(endpoint.url, handler, self._link_events(name), config)
+            ident = await connection.open()
             self.table.link_up(name)
             (self.table.on_shuffler if name == "shuffler" else self.table.on_shoe)(ident)
             self.say(f"{name}: {ident.model} serial {ident.serial} firmware {ident.firmware_version} "
                      f"on {endpoint.url} (pty {endpoint.tty})")
-            self.sessions[name] = session
+            self.connections[name] = connection
 
     def _link_events(self, name: str):
         def on_event(event: SessionEvent) -> None:
@@ -145,7 +145,7 @@ class Demo:
         """The dealer loads the shuffler and starts it; True when the tracker verified the shoe."""
         self.checked.clear()
         self.table.shuffle_started(DEALER)
-        await self.sessions["shuffler"].send(StartShuffle(self.rules.decks))
+        await self.connections["shuffler"].send(StartShuffle(self.rules.decks))
         await asyncio.wait_for(self.checked.wait(), timeout)
         return self.table.shoe.state == "verified"
 
@@ -215,7 +215,8 @@ class Demo:
 
     def summary(self) -> None:
         returned = sum(self.stub.values())
-        link = self.sessions["shoe-reader"].stats.link
+        session = self.connections["shoe-reader"].session
+        link = session.stats.link if session is not None else None
         self.say("")
         self.say("summary")
         self.say(f"  shoe: {self.table.shoe.state}; {len(self.reads)} cards read in play "
@@ -263,8 +264,8 @@ async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextI
         ok = demo.table.shoe.state == "reconciled"
         if faults:
             ok = await _faults(demo, shuffle_seconds) and ok
-        for session in demo.sessions.values():
-            await session.close()
+        for connection in demo.connections.values():
+            await connection.close()
     return 0 if ok else 1
 
 

@@ -1,6 +1,6 @@
 """From a URL to a transport: one registry of schemes, so drivers never import simulators.
 
-``serial`` and ``usb`` are registered here. The simulators package registers ``sim``::
+``serial``, ``usb`` and ``mem`` (the in-process loopback of :mod:`drivers.memory`) are registered here. The simulators package registers ``sim``::
 
     from drivers import register_scheme
     register_scheme("sim", lambda url, **options: SimTransport(url), form="sim://shoe|shuffler")
@@ -23,12 +23,14 @@ TransportFactory = Callable[..., Transport]  # (url: DeviceURL, **options) -> Tr
 _factories: dict[str, TransportFactory] = {}
 
 
-def register_scheme(scheme: str, factory: TransportFactory, *, form: str | None = None) -> None:
+def register_scheme(scheme: str, factory: TransportFactory, *, form: str | None = None,
+                    listed: bool = True) -> None:
     """Make ``scheme://NAME?key=value`` URLs parse and open through ``factory(url, **options)``.
-    ``form`` is how error messages show the scheme (default ``scheme://NAME``). Re-registering replaces."""
+    ``form`` is how error messages show the scheme (default ``scheme://NAME``); ``listed=False``
+    leaves it out of them (an in-process scheme no config file can use). Re-registering replaces."""
     scheme = scheme.lower()
     if scheme not in BUILT_IN_SCHEMES:  # serial and usb keep their own parsing and form
-        add_scheme(scheme, form)
+        add_scheme(scheme, form, listed=listed)
     _factories[scheme] = factory
 
 
@@ -56,8 +58,15 @@ def _usb(url: DeviceURL, **options: Any) -> Transport:
     return UsbBulkTransport(url, **options)
 
 
+def _mem(url: DeviceURL, **options: Any) -> Transport:
+    from drivers.memory import MemoryTransport
+
+    return MemoryTransport(url, **options)
+
+
 register_scheme("serial", _serial)
 register_scheme("usb", _usb)
+register_scheme("mem", _mem, listed=False)
 
 
 def make_transport(url: str | DeviceURL, **options: Any) -> Transport:

@@ -1,14 +1,16 @@
-"""Keep a device link up: open, and after every loss or failed open, retry with backoff.
+"""Keep a device port open: open, and after every loss or failed open, retry with backoff.
+
+("Port" is the transport to one device URL; "link" is only firmware_bridge's seq/ACK layer above it.)
 
 Like a NUT driver it never gives up and never exits: it says what happens through events
 (``connected``, ``disconnected`` with the reason, ``retrying`` with attempt and delay)
 and reopens with exponential backoff (0.1 s doubling, capped at 5 s); the schedule starts
-over only after a link that stayed up ``Backoff.stable`` (5 s), so a device that drops right
+over only after a port that stayed open ``Backoff.stable`` (5 s), so a device that drops right
 after every open backs off like one that cannot be opened. A refused open
 (EACCES just after hotplug, before udev has applied the group) is retried the same way.
 A cause that needs a person (no libusb on the machine: :class:`~drivers.errors.UsbUnavailable`)
-is retried the same way too, on purpose: installing libusb-1.0-0 brings the link up without a
-restart (pyusb looks for the library again at every open). Such a link never spins silently:
+is retried the same way too, on purpose: installing libusb-1.0-0 brings the port up without a
+restart (pyusb looks for the library again at every open). Such a port never spins silently:
 every ``retrying`` event carries the whole reason ("... libusb is not installed ... install
 the system package libusb-1.0-0 ...") and is logged at warning level, as ``disconnected`` is.
 Each attempt builds a fresh transport from the URL. ``sleep`` is injectable so tests run
@@ -25,7 +27,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
-from drivers.aio import cancel_and_wait
+from drivers.aio import call_logged, cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.factory import make_transport
 from drivers.transport import Transport
@@ -34,19 +36,20 @@ from drivers.urls import DeviceURL, parse_url
 log = structlog.get_logger(__name__)
 
 
-class LinkEventKind(enum.StrEnum):
+class PortEventKind(enum.StrEnum):
     CONNECTED = "connected"
     DISCONNECTED = "disconnected"
     RETRYING = "retrying"
 
 
 @dataclass(frozen=True, slots=True)
-class LinkEvent:
-    kind: LinkEventKind
+class PortEvent:
+    kind: PortEventKind
     url: str
     reason: str | None = None  # disconnected / retrying: what went wrong, naming the device
-    attempt: int | None = None  # retrying: 1, 2, ... since the link was last up
+    attempt: int | None = None  # retrying: 1, 2, ... since the port was last open
     delay: float | None = None  # retrying: seconds until that attempt
+    error: Exception | None = None  # retrying: the exception the failed open raised (reason is its text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ class Backoff:
     initial: float = 0.1
     factor: float = 2.0
     cap: float = 5.0
-    #: a link that stayed up this long starts the schedule over; one that dropped sooner keeps
+    #: a port that stayed open this long starts the schedule over; one that dropped sooner keeps
     #: backing off, so a device that fails right after every open is not reopened 10 times a second
     stable: float = 5.0
 
@@ -67,11 +70,11 @@ class BytesListener(Protocol):
     def bytes_received(self, data: bytes) -> None: ...
 
 
-class ReconnectingLink:
-    """A link to one device URL that reopens itself. Call :meth:`start`, then :meth:`close`."""
+class ReconnectingPort:
+    """The transport to one device URL, reopened whenever it goes. Call :meth:`start`, then :meth:`close`."""
 
     def __init__(self, url: str | DeviceURL, listener: BytesListener,
-                 on_event: Callable[[LinkEvent], None], *,
+                 on_event: Callable[[PortEvent], None], *,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  backoff: Backoff = Backoff(), **transport_options: Any) -> None:
         self._url = parse_url(url)  # BadURL now, not retried
@@ -92,11 +95,11 @@ class ReconnectingLink:
     async def start(self) -> None:
         """Start the supervising task on the running loop; returns at once."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"link {self.url}")
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"port {self.url}")
 
     def write(self, data: bytes) -> None:
         if self._transport is None:
-            raise LinkDown(self.url, "link is down (reconnecting)")
+            raise LinkDown(self.url, "port is closed (reconnecting)")
         self._transport.write(data)
 
     async def close(self) -> None:
@@ -116,22 +119,22 @@ class ReconnectingLink:
             self._lost.set_result(str(exc) if exc else f"{self.url}: closed")
 
     # --- the supervisor ----------------------------------------------------------------
-    def _emit(self, kind: LinkEventKind, **details: Any) -> None:
-        event = LinkEvent(kind, self.url, **details)
-        # a link that is down is worth a warning each time it says why; coming up is news
-        level = log.info if kind is LinkEventKind.CONNECTED else log.warning
-        level("link_" + kind.value, device=self.url, **details)
-        try:
-            self._on_event(event)
-        except Exception:  # a broken event sink must not kill the link
-            log.exception("link_event_sink_failed", device=self.url)
+    def _emit(self, kind: PortEventKind, **details: Any) -> None:
+        event = PortEvent(kind, self.url, **details)
+        # a port that is down is worth a warning each time it says why; coming up is news
+        level = log.info if kind is PortEventKind.CONNECTED else log.warning
+        logged = {k: v for k, v in details.items() if k != "error"}
+        level("port_" + kind.value, device=self.url, **logged)
+        call_logged(log, "port_event_sink_failed", self._on_event, event, device=self.url)
 
     async def _run(self) -> None:
         attempt = 0
+        reason: str = ""
+        error: Exception | None = None
         while True:
             if attempt:
                 delay = self._backoff.delay(attempt)
-                self._emit(LinkEventKind.RETRYING, attempt=attempt, delay=delay, reason=reason)
+                self._emit(PortEventKind.RETRYING, attempt=attempt, delay=delay, reason=reason, error=error)
                 await self._sleep(delay)
             transport = None
             try:
@@ -144,15 +147,15 @@ class ReconnectingLink:
                 raise
             except Exception as exc:  # any failure to open is retried, never fatal
                 attempt += 1
-                reason = str(exc)
+                reason, error = str(exc), exc
                 continue
             self._transport = transport
-            self._emit(LinkEventKind.CONNECTED)
+            self._emit(PortEventKind.CONNECTED)
             up_since = asyncio.get_running_loop().time()
-            reason = await self._lost
+            reason, error = await self._lost, None
             self._transport = None
-            self._emit(LinkEventKind.DISCONNECTED, reason=reason)
+            self._emit(PortEventKind.DISCONNECTED, reason=reason)
             # at least the first backoff step (a replugged device needs udev first); more if
-            # the link did not last (failed opens before it count too)
+            # the port did not last (failed opens before it count too)
             lasted = asyncio.get_running_loop().time() - up_since >= self._backoff.stable
             attempt = 1 if lasted else attempt + 1

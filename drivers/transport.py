@@ -6,7 +6,7 @@ exactly once when the link goes (unplug, EIO, USB error, close). Drivers never i
 the bytes; framing and meaning belong to ``firmware_bridge``.
 
 A transport is opened once: after ``connection_lost`` make a new one from the URL
-(``drivers.make_transport``), or let ``drivers.ReconnectingLink`` do it.
+(``drivers.make_transport``), or let ``drivers.ReconnectingPort`` do it.
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import abc
 from typing import Protocol
 
 import structlog
+
+from drivers.aio import call_logged
 
 log = structlog.get_logger(__name__)
 
@@ -54,7 +56,4 @@ class Transport(abc.ABC):
 def deliver(listener: TransportListener, data: bytes, device: str) -> None:
     """Hand ``data`` to ``listener``; an exception there is logged, never raised into the loop
     or a reader thread, so one bad callback cannot stop the bytes that follow."""
-    try:
-        listener.bytes_received(data)
-    except Exception:  # noqa: BLE001 - the listener's bug, reported with the device and the bytes
-        log.exception("listener_failed", device=device, size=len(data), head=data[:16].hex(" "))
+    call_logged(log, "listener_failed", listener.bytes_received, data, device=device)

@@ -5,7 +5,8 @@ Accepted forms::
     serial:///dev/cardd/shuffler-A1?baud=115200&parity=N&stopbits=1&bytesize=8
     usb://1209:c4d0?serial=SHOE0001
     NAME-SCHEME://NAME?key=value   for a scheme registered with drivers.register_scheme
-                                   (``sim://shoe`` once ``simulators`` is imported)
+                                   (``sim://shoe`` once ``simulators`` is imported; ``mem://NAME``,
+                                   an in-process loopback, always: see drivers.memory)
 
 :func:`parse_url` returns a typed :class:`DeviceURL` or raises one :class:`BadURL` that
 says what is wrong and shows the accepted forms, compactly. Any other scheme is refused as
@@ -26,6 +27,9 @@ _FORMS: dict[str, str] = {
     "usb": "usb://VID:PID[?serial=SN]",
 }
 BUILT_IN_SCHEMES = frozenset(_FORMS)
+#: schemes that parse and open but are not offered in error messages: mem:// reaches only a
+#: listener in the same process (tests, simulators), never a device a config file could name
+_UNLISTED: set[str] = set()
 
 SERIAL_DEFAULTS = {"baud": "115200", "parity": "N", "stopbits": "1", "bytesize": "8"}
 _SERIAL_ALLOWED = {
@@ -63,22 +67,28 @@ class DeviceURL:
         return self.text
 
 
-def add_scheme(scheme: str, form: str | None = None) -> None:
-    """Let ``scheme://NAME?key=value`` URLs parse (called by drivers.register_scheme)."""
+def add_scheme(scheme: str, form: str | None = None, *, listed: bool = True) -> None:
+    """Let ``scheme://NAME?key=value`` URLs parse (called by drivers.register_scheme); an
+    unlisted scheme is left out of the accepted forms that error messages show."""
     if not _NAME.match(scheme):
         raise ValueError(f"scheme {scheme!r}: lower-case letters, digits, - and _, starting with a letter")
     _FORMS[scheme] = form or f"{scheme}://NAME"
+    if listed:
+        _UNLISTED.discard(scheme)
+    else:
+        _UNLISTED.add(scheme)
 
 
 def remove_scheme(scheme: str) -> None:
     """Forget a scheme added with :func:`add_scheme` (serial and usb stay)."""
     if scheme not in BUILT_IN_SCHEMES:
         _FORMS.pop(scheme, None)
+        _UNLISTED.discard(scheme)
 
 
 def accepted_forms() -> str:
     """The accepted forms, one short line: ``serial:///dev/PATH[?...] | usb://VID:PID[?serial=SN] | ...``."""
-    return " | ".join(_FORMS.values())
+    return " | ".join(form for scheme, form in _FORMS.items() if scheme not in _UNLISTED)
 
 
 def bad_url(url: str, what: str) -> BadURL:

@@ -25,6 +25,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from drivers.errors import LinkDown
 from firmware_bridge.errors import (
     FirmwareError,
     FirmwareFormatError,
@@ -262,10 +263,10 @@ async def update_firmware(
             if progress is not None:
                 progress(offset + len(data), header.size)
         return await step(FirmwareCommit(), FirmwareStage.COMMIT)
-    except (FirmwareTransferError, SessionError, LinkError) as exc:
+    except (FirmwareTransferError, SessionError, LinkError, LinkDown) as exc:  # LinkDown: a connection whose device went away
         try:
             await session.request(FirmwareAbort(_fit_text(str(exc))), expect=FirmwareResult, timeout=timeout)
-        except (SessionError, LinkError):
+        except (SessionError, LinkError, LinkDown):
             pass  # the device is gone; it keeps its running firmware without a COMMIT
         if isinstance(exc, FirmwareTransferError):
             raise

@@ -16,6 +16,7 @@ from typing import Callable
 
 import structlog
 
+from drivers.aio import call_logged
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
 from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, encode_frame
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
@@ -189,10 +190,7 @@ class Link:
             self._ack_due = True
             self._nak_sent = False
             self._stats.data_delivered += 1
-            try:
-                self._on_payload(frame.payload)
-            except Exception:  # the receiver's bug must not stop the link
-                log.exception("payload_callback_failed", link=self.name, payload=frame.payload[:32].hex(" "))
+            call_logged(log, "payload_callback_failed", self._on_payload, frame.payload, link=self.name)
         elif ahead < SEQ_MOD // 2:
             self._stats.out_of_order += 1
             # NAK once per gap, and again when a frame no further ahead than one already seen
@@ -377,7 +375,5 @@ class Link:
         self._state = state
         log.info("link_state", link=self.name, state=state.value, link_event=event.value, detail=detail)
         if self._on_event is not None:
-            try:
-                self._on_event(event, detail)
-            except Exception:
-                log.exception("link_event_callback_failed", link=self.name, link_event=event.value)
+            call_logged(log, "link_event_callback_failed", self._on_event, event, detail,
+                        link=self.name, link_event=event.value)

@@ -123,3 +123,22 @@ class FaultyWire:
         self.stats.writes += 1
         self._raw_write(byte)
         self._loop.call_soon(self._trickle_one)
+
+
+
+MemoryWire = Callable[[Callable[[bytes], None]], Callable[[bytes], None]]
+
+
+def memory_wires(faults: Callable[[], Faults]) -> tuple[MemoryWire, MemoryWire]:
+    """The fault switches as the two wires of a ``mem://`` line, ``(to_host, to_device)`` for
+    ``drivers.memory.listen(name, accept, to_host=..., to_device=...)``: every switch applies
+    towards the host, the damage (bit flips, drops) both ways. Each connection gets fresh wires."""
+
+    def to_host(deliver: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        return FaultyWire(faults, deliver, asyncio.get_running_loop()).to_host
+
+    def to_device(deliver: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        wire = FaultyWire(faults, deliver, asyncio.get_running_loop())
+        return lambda data: deliver(wire.from_host(data))
+
+    return to_host, to_device

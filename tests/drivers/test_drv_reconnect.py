@@ -1,4 +1,4 @@
-"""The reconnecting link, across real pty unplugs and simulated USB unplugs.
+"""The reconnecting port, across real pty unplugs and simulated USB unplugs.
 
 The backoff sleep is injected: it records the delay and yields once, so the tests run the
 whole retry schedule without waiting for it.
@@ -11,22 +11,22 @@ import pytest
 from structlog.testing import capture_logs
 
 from drivers import LinkDown
-from drivers.reconnect import Backoff, LinkEventKind, ReconnectingLink
+from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
 from drv_helpers import Recorder, run
 
 pytestmark = pytest.mark.timeout(20)
 CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25  # unplug/replug cycles of the soak
-CONNECTED, DISCONNECTED, RETRYING = LinkEventKind.CONNECTED, LinkEventKind.DISCONNECTED, LinkEventKind.RETRYING
+CONNECTED, DISCONNECTED, RETRYING = PortEventKind.CONNECTED, PortEventKind.DISCONNECTED, PortEventKind.RETRYING
 
 
 class Harness:
-    """Drives a ReconnectingLink: records events and sleeps, runs a hook on each event."""
+    """Drives a ReconnectingPort: records events and sleeps, runs a hook on each event."""
 
     def __init__(self, url, on_event=None, **options):
         self.events, self.sleeps = [], []
         self.rec = Recorder()
         self.hook = on_event or (lambda event: None)
-        self.link = ReconnectingLink(url, self.rec, self._event, sleep=self._sleep, **options)
+        self.port = ReconnectingPort(url, self.rec, self._event, sleep=self._sleep, **options)
         self._changed = asyncio.Event()
 
     def _event(self, event):
@@ -55,46 +55,46 @@ def test_backoff_doubles_from_a_tenth_and_caps_at_five_seconds():
     assert [Backoff().delay(n) for n in range(1, 10)] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
 
 
-def test_without_libusb_a_usb_link_retries_with_backoff_and_says_why(without_libusb):
+def test_without_libusb_a_usb_port_retries_with_backoff_and_says_why(without_libusb):
     url = "usb://1209:c4d0?serial=SHOE0001"
 
     async def main():
         h = Harness(url)
         with capture_logs() as logs:
-            await h.link.start()
+            await h.port.start()
             await h.until(lambda: len(h.events) >= 4)
-            await h.link.close()
+            await h.port.close()
         return h, logs
 
     h, logs = run(main())
     assert h.kinds()[:4] == [RETRYING] * 4 and h.sleeps[:4] == [0.1, 0.2, 0.4, 0.8]
     for event in h.events:
         assert event.reason.startswith(f"{url}: ") and "libusb-1.0-0" in event.reason
-    retries = [line for line in logs if line["event"] == "link_retrying"]
+    retries = [line for line in logs if line["event"] == "port_retrying"]
     assert retries and all(line["log_level"] == "warning" and "libusb" in line["reason"] for line in retries)
 
 
-def test_serial_link_survives_unplug_and_replug(pty_device):
+def test_serial_port_survives_unplug_and_replug(pty_device):
     def replug_after_three_retries(event):
         if event.kind is RETRYING and event.attempt == 3:
             pty_device.replug()
 
     async def main():
         h = Harness(f"serial://{pty_device.link_path}", replug_after_three_retries)
-        await h.link.start()
+        await h.port.start()
         await h.until_connected()
-        h.link.write(b"one")
+        h.port.write(b"one")
         assert await pty_device.receive(3) == b"one"
         pty_device.unplug()
         await h.until(lambda: DISCONNECTED in h.kinds())
         with pytest.raises(LinkDown):
-            h.link.write(b"lost")
+            h.port.write(b"lost")
         await h.until_connected(2)
-        h.link.write(b"two")
+        h.port.write(b"two")
         assert await pty_device.receive(3) == b"two"
         pty_device.send(b"back")
         await h.rec.wait_bytes(4)
-        await h.link.close()
+        await h.port.close()
         return h
 
     h = run(main())
@@ -115,9 +115,9 @@ def test_a_device_absent_at_start_is_retried_with_capped_backoff(tmp_path, pty_d
 
     async def main():
         h = Harness(f"serial://{missing}", plug_in_after_ten)
-        await h.link.start()
+        await h.port.start()
         await h.until_connected()
-        await h.link.close()
+        await h.port.close()
         return h
 
     h = run(main())
@@ -139,9 +139,9 @@ def test_permission_denied_just_after_hotplug_is_retried(pty_device, mocker):
 
     async def main():
         h = Harness(f"serial://{pty_device.link_path}")
-        await h.link.start()
+        await h.port.start()
         await h.until_connected()
-        await h.link.close()
+        await h.port.close()
         return h
 
     h = run(main())
@@ -149,7 +149,7 @@ def test_permission_denied_just_after_hotplug_is_retried(pty_device, mocker):
     assert all("permission denied" in e.reason for e in h.events[:2])
 
 
-def test_usb_link_survives_unplug_and_replug(usb_shoe):
+def test_usb_port_survives_unplug_and_replug(usb_shoe):
     backend, device, side = usb_shoe
 
     def replug_on_second_retry(event):
@@ -158,15 +158,15 @@ def test_usb_link_survives_unplug_and_replug(usb_shoe):
 
     async def main():
         h = Harness("usb://1209:c4d0?serial=SHOE0001", replug_on_second_retry, backend=backend)
-        await h.link.start()
+        await h.port.start()
         await h.until_connected()
-        h.link.write(b"a")
+        h.port.write(b"a")
         await h.rec.wait_bytes(1)
         device.unplug()
         await h.until_connected(2)
-        h.link.write(b"b")
+        h.port.write(b"b")
         await h.rec.wait_bytes(2)
-        await h.link.close()
+        await h.port.close()
         return h
 
     h = run(main())
@@ -181,11 +181,11 @@ def test_a_failing_event_sink_does_not_stop_the_link(pty_device):
 
     async def main():
         h = Harness(f"serial://{pty_device.link_path}", broken)
-        await h.link.start()
+        await h.port.start()
         await h.until_connected()
         pty_device.send(b"still here")
         await h.rec.wait_bytes(10)
-        await h.link.close()
+        await h.port.close()
         return h
 
     assert run(main()).rec.data == b"still here"
@@ -194,16 +194,16 @@ def test_a_failing_event_sink_does_not_stop_the_link(pty_device):
 def test_close_stops_retrying_and_reports_nothing_more(tmp_path):
     async def main():
         h = Harness(f"serial://{tmp_path}/never")
-        await h.link.start()
+        await h.port.start()
         await h.until(lambda: len(h.events) >= 3)
-        await h.link.close()
+        await h.port.close()
         count = len(h.events)
         await asyncio.sleep(0.05)
         return h, count
 
     h, count = run(main())
     assert len(h.events) == count and set(h.kinds()) == {RETRYING}
-    assert not h.link.connected
+    assert not h.port.connected
 
 
 @pytest.mark.soak
@@ -222,29 +222,29 @@ def test_many_unplug_cycles_leave_nothing_behind(pty_device, usb_shoe):
 
     async def main():
         every_link_lasts = Backoff(stable=0)  # each cycle starts the schedule over, as after a long session
-        serial_link = Harness(f"serial://{pty_device.link_path}", replug_serial, backoff=every_link_lasts)
-        usb_link = Harness("usb://1209:c4d0?serial=SHOE0001", replug_usb, backend=backend, backoff=every_link_lasts)
-        await serial_link.link.start()
-        await usb_link.link.start()
+        serial_port = Harness(f"serial://{pty_device.link_path}", replug_serial, backoff=every_link_lasts)
+        usb_port = Harness("usb://1209:c4d0?serial=SHOE0001", replug_usb, backend=backend, backoff=every_link_lasts)
+        await serial_port.port.start()
+        await usb_port.port.start()
         for cycle in range(1, CYCLES + 1):
-            await serial_link.until_connected(cycle)
-            await usb_link.until_connected(cycle)
+            await serial_port.until_connected(cycle)
+            await usb_port.until_connected(cycle)
             pty_device.send(bytes([cycle % 256]))
-            usb_link.link.write(b"u")
-            await serial_link.rec.wait_bytes(cycle)
-            await usb_link.rec.wait_bytes(cycle)
+            usb_port.port.write(b"u")
+            await serial_port.rec.wait_bytes(cycle)
+            await usb_port.rec.wait_bytes(cycle)
             pty_device.unplug()
             device.unplug()
-        await serial_link.until_connected(CYCLES + 1)
-        await usb_link.until_connected(CYCLES + 1)
-        await serial_link.link.close()
-        await usb_link.link.close()
-        return serial_link, usb_link
+        await serial_port.until_connected(CYCLES + 1)
+        await usb_port.until_connected(CYCLES + 1)
+        await serial_port.port.close()
+        await usb_port.port.close()
+        return serial_port, usb_port
 
-    serial_link, usb_link = run(main())
-    assert serial_link.rec.data == bytes(c % 256 for c in range(1, CYCLES + 1))
-    assert usb_link.rec.data == b"U" * CYCLES
-    assert serial_link.kinds().count(DISCONNECTED) == usb_link.kinds().count(DISCONNECTED) == CYCLES
+    serial_port, usb_port = run(main())
+    assert serial_port.rec.data == bytes(c % 256 for c in range(1, CYCLES + 1))
+    assert usb_port.rec.data == b"U" * CYCLES
+    assert serial_port.kinds().count(DISCONNECTED) == usb_port.kinds().count(DISCONNECTED) == CYCLES
 
 
 class Flapping:
@@ -277,9 +277,9 @@ def test_a_link_that_drops_right_after_each_open_backs_off_instead_of_reopening_
 
     async def main():
         h = Harness("flap://shuffler")
-        await h.link.start()
+        await h.port.start()
         await h.until(lambda: len(h.sleeps) >= 8)
-        await h.link.close()
+        await h.port.close()
         return h
 
     try:

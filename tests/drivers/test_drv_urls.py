@@ -5,7 +5,7 @@ import pytest
 
 from drivers import BadURL, make_transport, open_transport, parse_url, register_scheme, unregister_scheme
 from drivers.serial_port import SerialTransport
-from drivers.transport import Transport
+from drivers.memory import MemoryTransport, listen
 from drivers.urls import SerialSettings
 from drivers.usb_bulk import UsbBulkTransport
 
@@ -78,22 +78,18 @@ def test_an_unregistered_scheme_is_one_clear_error():
         make_transport("nosuch://thing")
 
 
-class _Loopback(Transport):
-    def __init__(self, url):
-        self.url, self.listener = url.text, None
+class _Echo:
+    """The device side of an in-memory line: sends back what it receives."""
 
-    async def open(self, listener):
-        self.listener = listener
+    def __init__(self, end: MemoryTransport) -> None:
+        self.end = end
+        end.attach(self)
 
-    def write(self, data):
-        self.listener.bytes_received(data)
+    def bytes_received(self, data):
+        self.end.write(data)
 
-    def close(self):
+    def connection_lost(self, exc):
         pass
-
-    @property
-    def is_open(self):
-        return self.listener is not None
 
 
 def test_a_registered_scheme_opens_through_its_factory():
@@ -105,10 +101,18 @@ def test_a_registered_scheme_opens_through_its_factory():
         def connection_lost(self, exc):
             pass
 
-    register_scheme("loop", lambda url, **options: _Loopback(url), form="loop://NAME[?depth=N]")
-    try:
-        transport = asyncio.run(open_transport("loop://echo?depth=2", Listener()))
+    async def main():
+        line = listen("echo", _Echo)  # loop://echo reaches it: a MemoryTransport connects by name
+        transport = await open_transport("loop://echo?depth=2", Listener())
         transport.write(b"ping")
+        for _ in range(10):  # there and back: a few turns of the loop, never inside write()
+            await asyncio.sleep(0)
+        line.close()
+        return transport
+
+    register_scheme("loop", lambda url, **options: MemoryTransport(url), form="loop://NAME[?depth=N]")
+    try:
+        transport = asyncio.run(main())
         assert str(pytest.raises(BadURL, parse_url, "tcp://x").value).endswith(" | loop://NAME[?depth=N]")
     finally:
         unregister_scheme("loop")

@@ -28,14 +28,14 @@ def link_path(request) -> str:
 def e2e(link_path):
     """``e2e(device, body, **endpoint_kwargs)``: run ``body(endpoint, host)`` over the chosen path."""
     def run(device: SimulatedDevice, body: Callable[[Endpoint, Host], Awaitable[None]], **kwargs: Any) -> None:
-        endpoint, transport = make_endpoint(link_path, device, **kwargs)
+        endpoint, target = make_endpoint(link_path, device, **kwargs)
 
         async def main() -> None:
-            host = await open_host(transport())
+            host = await open_host(**target())
             try:
                 await body(endpoint, host)
             finally:
-                await host.session.close()
+                await host.conn.close()
 
         with endpoint:
             asyncio.run(main())

@@ -1,5 +1,5 @@
 """End-to-end rig: a simulator on its own thread behind a real pty or the pyusb backend, and the
-host's real driver, Link and DeviceSession on the test's loop."""
+host's real driver, Link, DeviceSession and DeviceConnection on the test's loop."""
 from __future__ import annotations
 
 import asyncio
@@ -7,11 +7,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from drivers.serial_port import SerialTransport
-from drivers.transport import Transport
-from drivers.usb_bulk import UsbBulkTransport
+from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import Message
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
+from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint
 from simulators.pty_endpoint import PtyEndpoint
@@ -26,7 +24,7 @@ PATHS = ["pty", "usb"]
 class Host:
     """What the host side saw."""
 
-    session: DeviceSession
+    conn: DeviceConnection
     events: list[SessionEvent] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     by_type: dict[type, list[Message]] = field(default_factory=dict)
@@ -50,13 +48,14 @@ class Host:
         await asyncio.wait_for(wait(), timeout)
 
 
-def make_endpoint(path: str, device: SimulatedDevice, **kwargs: Any) -> tuple[Endpoint, Callable[[], Transport]]:
+def make_endpoint(path: str, device: SimulatedDevice, **kwargs: Any) -> tuple[Endpoint, Callable[[], dict[str, Any]]]:
+    """The endpoint, and what :func:`open_host` needs to reach it: its URL and driver options."""
+    endpoint: Endpoint
     if path == "pty":
-        pty = PtyEndpoint(device, **kwargs)
-        return pty, lambda: SerialTransport(pty.url)
-    backend = SimUsbBackend()
-    usb = UsbEndpoint(device, backend=backend, **kwargs)
-    return usb, lambda: UsbBulkTransport(usb.url, backend=backend)
+        endpoint = PtyEndpoint(device, **kwargs)
+    else:
+        endpoint = UsbEndpoint(device, backend=SimUsbBackend(), **kwargs)
+    return endpoint, lambda: {"url": endpoint.url, **transport_options(endpoint)}
 
 
 def transport_options(endpoint: Endpoint) -> dict[str, Any]:
@@ -64,14 +63,16 @@ def transport_options(endpoint: Endpoint) -> dict[str, Any]:
     return {"backend": endpoint.backend} if isinstance(endpoint, UsbEndpoint) else {}
 
 
-async def open_host(transport: Transport, config: SessionConfig | None = None) -> Host:
+async def open_host(url: str, config: SessionConfig | None = None, **transport_options: Any) -> Host:
+    """A DeviceConnection to ``url``, opened (handshaken); what it reports is kept in the Host."""
     host: Host
 
     def on_event(event: SessionEvent) -> None:
         host.events.append(event)
         host.changed.set()
 
-    session = DeviceSession(transport, lambda msg: host.seen(msg), on_event, config or SessionConfig(stale_after=10.0))
-    host = Host(session)
-    await session.open()
+    conn = DeviceConnection(url, lambda msg: host.seen(msg), on_event, config or SessionConfig(stale_after=10.0),
+                            **transport_options)
+    host = Host(conn)
+    await conn.open()
     return host

@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from drivers import make_transport
-from drivers.serial_port import SerialTransport
 from core.cards import Card, Orientation, shoe_composition
 from firmware_bridge.messages import (CardRead, CutCardSeen, DeckCheckResult, Heartbeat, ShoeLoaded,
                                       ShuffleComplete, StartShuffle, Status, StatusRequest)
@@ -27,9 +25,9 @@ from e2e_rig import PATHS, make_endpoint, open_host
 
 def test_sim_url_opens_an_in_process_simulator_through_the_serial_driver():
     async def main():
-        host = await open_host(make_transport("sim://shoe?serial=SIMSHOE9&faults=face_up_at=2"))
+        host = await open_host("sim://shoe?serial=SIMSHOE9&faults=face_up_at=2")
         try:
-            assert host.session.ident.serial == "SIMSHOE9"
+            assert host.conn.ident.serial == "SIMSHOE9"
             [endpoint] = sim_url.running().values()
             endpoint.call(endpoint.device.load, full_shoe(1))
             endpoint.call(endpoint.device.deal, 3)
@@ -37,7 +35,7 @@ def test_sim_url_opens_an_in_process_simulator_through_the_serial_driver():
             assert [r.orientation for r in host.of(CardRead)] == [Orientation.FACE_DOWN, Orientation.FACE_UP,
                                                                   Orientation.FACE_DOWN]
         finally:
-            await host.session.close()
+            await host.conn.close()
     try:
         asyncio.run(main())
     finally:
@@ -47,10 +45,10 @@ def test_sim_url_opens_an_in_process_simulator_through_the_serial_driver():
 @pytest.mark.timeout(60)
 def test_rig_shuffles_verifies_hands_off_and_deals_a_six_deck_shoe():
     async def main(table):
-        shuffler = await open_host(SerialTransport(table.shuffler.url))
-        shoe = await open_host(SerialTransport(table.shoe.url))
+        shuffler = await open_host(table.shuffler.url)
+        shoe = await open_host(table.shoe.url)
         try:
-            await shuffler.session.send(StartShuffle(6))
+            await shuffler.conn.send(StartShuffle(6))
             await shuffler.until(lambda: shuffler.of(DeckCheckResult))
             assert shuffler.of(DeckCheckResult)[0].ok
             assert table.hand_off() == 312
@@ -63,8 +61,8 @@ def test_rig_shuffles_verifies_hands_off_and_deals_a_six_deck_shoe():
             assert seen == shoe_composition(6)
             assert shoe.of(CutCardSeen)[0].index == 208  # a third from the back
         finally:
-            await shuffler.session.close()
-            await shoe.session.close()
+            await shuffler.conn.close()
+            await shoe.conn.close()
 
     with SimulatedTable.over_ptys(heartbeat_s=0) as table:
         asyncio.run(main(table))
@@ -80,16 +78,16 @@ def test_standalone_cli_prints_the_path_serves_and_stops_cleanly(tmp_path):
         assert proc.stdout.readline().strip() == str(link)
 
         async def main():
-            host = await open_host(SerialTransport(f"serial://{link}"))
+            host = await open_host(f"serial://{link}")
             try:
-                assert host.session.ident.serial == "SIM1"
-                status = await host.session.request(StatusRequest(), expect=Status)
+                assert host.conn.ident.serial == "SIM1"
+                status = await host.conn.request(StatusRequest(), expect=Status)
                 assert status.cards_held == 52
                 proc.send_signal(signal.SIGUSR1)  # the dealer draws everything (benchmarks/link.py)
                 await host.until(lambda: len(host.of(CardRead)) == 52)
                 assert sorted(r.card for r in host.of(CardRead)) == sorted(full_shoe(1))
             finally:
-                await host.session.close()
+                await host.conn.close()
         asyncio.run(main())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
@@ -110,29 +108,29 @@ def test_cli_refuses_a_bad_fault_switch_naming_the_known_ones():
 @pytest.mark.parametrize("path", PATHS)
 def test_disconnect_for_t_then_the_device_is_back_at_the_same_address(path):
     device = SimulatedShoe(faults=Faults(disconnect_for=0.3, disconnect_at=2), heartbeat_s=0)
-    endpoint, transport = make_endpoint(path, device)
+    endpoint, target = make_endpoint(path, device)
 
     async def main():
-        host = await open_host(transport())
+        host = await open_host(**target())
         endpoint.call(device.load, full_shoe(1))
         endpoint.call(device.deal, 5)
         await host.until(lambda: SessionEventKind.DISCONNECTED in host.kinds())
-        await host.session.close()
+        await host.conn.close()
         for _ in range(100):  # a reconnecting host retries the open; the device is back after T
             try:
-                again = await open_host(transport())
+                again = await open_host(**target())
                 break
             except Exception:
                 await asyncio.sleep(0.05)
         else:
             raise AssertionError("device did not come back")
         try:
-            assert again.session.ident.boot_id == host.session.ident.boot_id  # not a reboot
+            assert again.conn.ident.boot_id == host.conn.ident.boot_id  # not a reboot
             endpoint.call(device.deal, 2)
             await again.until(lambda: len(again.of(CardRead)) == 2)
             assert [r.index for r in again.of(CardRead)] == [6, 7]  # the shoe kept its place
         finally:
-            await again.session.close()
+            await again.conn.close()
 
     with endpoint:
         asyncio.run(main())
@@ -142,10 +140,10 @@ def test_disconnect_for_t_then_the_device_is_back_at_the_same_address(path):
 @pytest.mark.parametrize("path", PATHS)
 def test_ftdi_batching_and_slow_acks_still_deliver_everything(path):
     device = SimulatedShoe(faults=Faults(ftdi_batching_ms=16, slow_ack_ms=25), heartbeat_s=0)
-    endpoint, transport = make_endpoint(path, device)
+    endpoint, target = make_endpoint(path, device)
 
     async def main():
-        host = await open_host(transport())
+        host = await open_host(**target())
         try:
             endpoint.call(device.load, full_shoe(2))
             endpoint.call(device.deal, 104)
@@ -153,9 +151,9 @@ def test_ftdi_batching_and_slow_acks_still_deliver_everything(path):
             assert [r.card for r in host.of(CardRead)] == full_shoe(2)
             wire = endpoint.state()["wire"]
             assert wire.writes < 104 / 2  # frames arrive in 16 ms batches, not one write each
-            assert host.session.stats.link.rtt_min >= 0.025  # every answer came at least 25 ms late
+            assert host.conn.session.stats.link.rtt_min >= 0.025  # every answer came at least 25 ms late
         finally:
-            await host.session.close()
+            await host.conn.close()
 
     with endpoint:
         asyncio.run(main())
@@ -164,10 +162,10 @@ def test_ftdi_batching_and_slow_acks_still_deliver_everything(path):
 @pytest.mark.timeout(30)
 def test_state_and_reset_to_defaults_while_serving():
     device = SimulatedShoe(faults=Faults(face_up_at=1), heartbeat_s=0.02)
-    endpoint, transport = make_endpoint("pty", device)
+    endpoint, target = make_endpoint("pty", device)
 
     async def main():
-        host = await open_host(transport())
+        host = await open_host(**target())
         try:
             endpoint.call(device.load, full_shoe(1))
             endpoint.call(device.deal, 1)
@@ -184,7 +182,7 @@ def test_state_and_reset_to_defaults_while_serving():
             beats = len(host.of(Heartbeat))
             await host.until(lambda: len(host.of(Heartbeat)) > beats + 1)  # still alive after the reset
         finally:
-            await host.session.close()
+            await host.conn.close()
 
     with endpoint:
         asyncio.run(main())
@@ -201,9 +199,9 @@ def test_cli_shuffler_in_stacked_mode_shuffles_exactly_the_given_cards(tmp_path)
         path = proc.stdout.readline().strip()
 
         async def main():
-            host = await open_host(SerialTransport(f"serial://{path}"))
+            host = await open_host(f"serial://{path}")
             try:
-                await host.session.send(StartShuffle(1))
+                await host.conn.send(StartShuffle(1))
                 await host.until(lambda: host.of(DeckCheckResult))
                 [complete] = host.of(ShuffleComplete)
                 assert complete.card_count == 4
@@ -211,7 +209,7 @@ def test_cli_shuffler_in_stacked_mode_shuffles_exactly_the_given_cards(tmp_path)
                 [check] = host.of(DeckCheckResult)
                 assert not check.ok and len(check.missing) == 49 and dict(check.extra) == {Card.parse("7H"): 1}
             finally:
-                await host.session.close()
+                await host.conn.close()
         asyncio.run(main())
         proc.send_signal(signal.SIGINT)
         assert proc.wait(10) == 0

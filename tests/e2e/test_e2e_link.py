@@ -62,11 +62,11 @@ def test_every_card_read_arrives_once_and_in_order_through_corruption(e2e):
         assert_exactly_once_in_order(reads, stack)
         # one byte per write: compared once the wire is quiet (its last ACKs may still trickle)
         wire = await wire_settled(endpoint)
-        host_link = host.session.stats.link
+        host_link = host.conn.session.stats.link
         assert wire.writes == wire.bytes_to_host
         assert wire.flipped > len(stack) * 0.05  # corruption really happened, both ways
         assert host_link.framing.crc_errors + host_link.framing.cobs_errors > 0
-        assert host.session.stats.bad_messages == 0
+        assert host.conn.session.stats.bad_messages == 0
 
     e2e(SimulatedShoe(faults=faults, heartbeat_s=0), body)  # both links with their default LinkConfig
 
@@ -76,12 +76,12 @@ def test_reboot_mid_stream_is_detected_and_the_link_comes_back(e2e):
     stack = stack_of(600)
 
     async def body(endpoint, host):
-        boot = host.session.ident.boot_id
+        boot = host.conn.ident.boot_id
         reads = await deal_all(endpoint, host, stack, timeout=30)
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds())
-        assert host.session.ident.boot_id != boot
+        assert host.conn.ident.boot_id != boot
         assert_exactly_once_in_order(reads, stack)  # cards after the reboot arrived too
-        status = await host.session.request(StatusRequest(), expect=Status)
+        status = await host.conn.request(StatusRequest(), expect=Status)
         assert status.cards_held == 0 and endpoint.state()["reboots"] == 1
 
     e2e(SimulatedShoe(faults=Faults(reboot_at=250), heartbeat_s=0), body)
@@ -90,7 +90,7 @@ def test_reboot_mid_stream_is_detected_and_the_link_comes_back(e2e):
 @pytest.mark.timeout(60)
 def test_shuffle_and_verify_a_six_deck_shoe_through_the_session(e2e):
     async def body(endpoint, host):
-        await host.session.send(StartShuffle(6))
+        await host.conn.send(StartShuffle(6))
         await host.until(lambda: host.of(DeckCheckResult))
         [complete] = host.of(ShuffleComplete)
         assert complete.card_count == 312 and set(complete.composition.values()) == {6}
@@ -116,10 +116,10 @@ def test_signed_firmware_update_reboots_the_device_into_the_new_version(e2e):
     signed = sign_image(SimulatedShoe.MODEL, "1.4.0", bytes(range(256)) * 20, private)
 
     async def body(endpoint, host):
-        result = await update_firmware(host.session, signed, public)
+        result = await update_firmware(host.conn, signed, public)
         assert result.ok
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds()
-                         and host.session.ident.firmware_version == "1.4.0")
+                         and host.conn.ident.firmware_version == "1.4.0")
         assert endpoint.state()["firmware_version"] == "1.4.0"
 
     e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)
@@ -133,11 +133,11 @@ def test_unsigned_firmware_never_leaves_the_host_and_forged_images_are_refused_b
 
     async def body(endpoint, host):
         with pytest.raises(FirmwareSignatureError):
-            await update_firmware(host.session, forged, public)  # the host refuses first
+            await update_firmware(host.conn, forged, public)  # the host refuses first
         # a host with the forger's key would send it: the device still refuses
         with pytest.raises(FirmwareTransferError, match="refused"):
-            await update_firmware(host.session, forged, forged_public)
-        assert host.session.ident.firmware_version == "1.0.0"
+            await update_firmware(host.conn, forged, forged_public)
+        assert host.conn.ident.firmware_version == "1.0.0"
         assert endpoint.state()["reboots"] == 0
 
     forged_public = forger.public_key()

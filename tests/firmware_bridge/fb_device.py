@@ -1,6 +1,6 @@
-"""A minimal device for the session tests: a Link over in-memory wires, answering HELLO,
-STATUS and the firmware messages (with the simulators' real receiver), and switches to
-misbehave: another protocol version, silence, reboots, bad payloads."""
+"""A minimal device for the session and connection tests, listening on a mem:// line: a Link
+answering HELLO, STATUS and the firmware messages (with the simulators' real receiver), and
+switches to misbehave: another protocol version, silence, reboots, bad payloads."""
 from __future__ import annotations
 
 import asyncio
@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from fb_wire import Wire
 
-from drivers.errors import LinkDown
-from drivers.transport import Transport, TransportListener
+from drivers.memory import MemoryTransport, listen
+from drivers.reconnect import Backoff
+from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.link import Link, LinkConfig, discard_outcome
 from firmware_bridge.messages import (
     Calibrate,
@@ -28,47 +29,17 @@ from firmware_bridge.messages import (
     decode,
     encode,
 )
+from firmware_bridge.session import SessionConfig
 from simulators.firmware_rx import FirmwareReceiver
 
 FAST = LinkConfig(initial_rto=0.02, min_rto=0.002, max_rto=0.05, max_retries=4)
 
 
-class MemoryTransport(Transport):
-    """The host end of an in-memory wire pair, behaving like a drivers Transport."""
-
-    def __init__(self, wire_out: Wire, url: str = "mem://device") -> None:
-        self.url = url
-        self.wire_out = wire_out
-        self.listener: TransportListener | None = None
-        self.opened = self.closed = 0
-
-    async def open(self, listener: TransportListener) -> None:
-        self.listener = listener
-        self.opened += 1
-
-    def write(self, data: bytes) -> None:
-        if not self.is_open:
-            raise LinkDown(self.url, "closed")
-        self.wire_out.write(data)
-
-    def close(self) -> None:
-        if self.is_open:
-            listener, self.listener = self.listener, None
-            self.closed += 1
-            listener.connection_lost(None)
-
-    @property
-    def is_open(self) -> bool:
-        return self.listener is not None
-
-    def deliver(self, data: bytes) -> None:
-        if self.listener is not None:
-            self.listener.bytes_received(data)
-
-
 @dataclass
 class FakeDevice:
-    wire_out: Wire
+    """One device (it stays on across the host's reconnects), on the device end of whichever
+    mem:// connection the host opened last."""
+
     model: str = "CS-6000"
     serial: str = "SN42"
     protocol_major: int = 1
@@ -77,10 +48,30 @@ class FakeDevice:
     answer: bool = True  # False: take messages, answer nothing
     received: list[Message] = field(default_factory=list)
     firmware_version: str = "1.0.0"
+    hangups: int = 0  # connections the host ended
 
     def __post_init__(self) -> None:
-        self.link = Link(self.wire_out.write, self._payload, None, FAST, name="device")
+        self.end: MemoryTransport | None = None
+        self.link = Link(self._write, self._payload, None, FAST, name="device")
         self.firmware = FirmwareReceiver(self.public_key)
+
+    # ---- the device end of the line ---------------------------------------------------------
+
+    def attach(self, end: MemoryTransport) -> None:
+        self.end = end
+        end.attach(self)
+
+    def bytes_received(self, data: bytes) -> None:
+        self.link.bytes_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.hangups += 1
+
+    def _write(self, data: bytes) -> None:
+        if self.end is not None and self.end.is_open:  # unplugged: the bytes go nowhere
+            self.end.write(data)
+
+    # ---- behaviour ------------------------------------------------------------------------------
 
     def ident(self) -> Ident:
         return Ident(DeviceRole.SHUFFLER, self.model, self.serial, self.firmware_version, self.protocol_major, 0, self.boot_id)
@@ -111,15 +102,54 @@ class FakeDevice:
             self.send(Refused(msg.TYPE, "a shuffler has no optical reader"))
 
 
-def device_pair(**device_options) -> tuple[MemoryTransport, FakeDevice]:
-    """A host transport and a device joined by two clean in-memory wires (call on a running loop)."""
-    to_device, to_host = Wire(), Wire()
-    transport = MemoryTransport(to_device)
-    device = FakeDevice(to_host, **device_options)
-    to_device.receiver = device.link.bytes_received
-    to_host.receiver = transport.deliver
-    return transport, device
+class DeviceLine:
+    """A FakeDevice listening on ``mem://NAME`` through two impairable Wires (call on a running
+    loop). Every connection the host opens reaches the same device, like hardware that stays on."""
+
+    def __init__(self, name: str = "device", **device_options) -> None:
+        self.to_device, self.to_host = Wire(), Wire()
+        self.device = FakeDevice(**device_options)
+        self.line = listen(name, self.device.attach, to_host=self.to_host.carrying, to_device=self.to_device.carrying)
+        self.url = self.line.url
+
+    @property
+    def connections(self) -> int:
+        return len(self.line.device_ends)
+
+    def cut(self, cut: bool = True) -> None:
+        """Both directions lose everything (or carry again)."""
+        self.to_device.cut = self.to_host.cut = cut
+
+    def unplug(self) -> None:
+        """Pull the cable of the connection open now (the host's driver sees the port go)."""
+        self.line.device_ends[-1].close()
+
+    def close(self) -> None:
+        self.line.close()
 
 
 async def settle(seconds: float = 0.02) -> None:
     await asyncio.sleep(seconds)
+
+
+# ---- the host side: a DeviceConnection to the line, as the library makes it ------------------
+
+QUICK = SessionConfig(link=FAST, handshake_timeout=0.5, heartbeat_interval=0.02, stale_after=0.15, stats_interval=0.05)
+FAST_RETRY = Backoff(initial=0.01, cap=0.05)
+# for the connection kept up: the host's link keeps its default timers (a loaded machine only
+# slows the test down); a short handshake timeout makes the silent device's retries quick
+MANAGED_QUICK = SessionConfig(handshake_timeout=0.1, stale_after=5.0)
+
+
+def kinds(events) -> list:
+    return [e.kind for e in events]
+
+
+def connection(config: SessionConfig = QUICK, name: str = "device", **device_options):
+    """A FakeDevice on ``mem://name`` and a DeviceConnection to it (not opened yet); returns the
+    connection, the device, the line, and the lists of messages and events the connection reported."""
+    line = DeviceLine(name, **device_options)
+    messages: list = []
+    events: list = []
+    conn = DeviceConnection(line.url, messages.append, events.append, config, backoff=FAST_RETRY)
+    return conn, line.device, line, messages, events

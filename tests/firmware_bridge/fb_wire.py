@@ -29,6 +29,11 @@ class Wire:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
 
+    def carrying(self, deliver: Callable[[bytes], None]) -> Callable[[bytes], None]:
+        """This wire as a drivers.memory Wire: what is written goes, impaired, to ``deliver``."""
+        self.receiver = deliver
+        return self.write
+
     def write(self, data: bytes) -> None:
         self.written.append(data)
         if self.cut:

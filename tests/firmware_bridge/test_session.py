@@ -1,14 +1,17 @@
-"""DeviceSession against an in-memory device: handshake, requests, reboots, staleness, failures."""
+"""The session, driven by its DeviceConnection over a mem:// line to an in-memory device:
+handshake, requests, reboots, staleness, failures."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from fb_device import FAST, device_pair, settle
+from fb_device import QUICK, connection, kinds, settle
 from fb_wire import run, wait_for
 
+from drivers import LinkDown
+
 from core.cards import Card, Orientation
-from firmware_bridge.errors import IncompatibleProtocol, RequestRefused, RequestTimeout, SessionClosed
+from firmware_bridge.errors import IncompatibleProtocol, RequestRefused, RequestTimeout
 from firmware_bridge.link import LinkState
 from firmware_bridge.messages import (
     Calibrate,
@@ -22,44 +25,38 @@ from firmware_bridge.messages import (
     StatusRequest,
 )
 from firmware_bridge import session as session_module
-from firmware_bridge.session import DeviceSession, SessionConfig, SessionEventKind as K
+from firmware_bridge.session import SessionConfig, SessionEventKind as K
 
 pytestmark = pytest.mark.timeout(30)
 
-QUICK = SessionConfig(link=FAST, handshake_timeout=0.5, heartbeat_interval=0.02, stale_after=0.15, retry_delay=0.02,
-                      stats_interval=0.05)
 
-
-async def open_session(config=QUICK, **device_options):
-    transport, device = device_pair(**device_options)
-    messages, events = [], []
-    session = DeviceSession(transport, messages.append, events.append, config)
-    return session, device, transport, messages, events
-
-
-def kinds(events):
-    return [e.kind for e in events]
+async def hung_up(device) -> int:
+    """How many connections the host ended, once the device side has seen them go."""
+    await wait_for(lambda: device.hangups > 0)
+    await settle()
+    return device.hangups
 
 
 def test_handshake_request_and_messages():
     async def main():
-        session, device, transport, messages, events = await open_session()
-        ident = await session.open()
-        assert ident == device.ident() and session.ident == ident and session.connected
+        conn, device, line, messages, events = connection()
+        ident = await conn.open()
+        session = conn.session
+        assert ident == device.ident() and conn.ident == ident and session.ident == ident and conn.connected
         assert kinds(events) == [K.IDENT, K.CONNECTED]
         assert isinstance(device.received[0], Hello) and device.received[0].protocol_major == 1
 
-        status = await session.request(StatusRequest(), expect=Status)
+        status = await conn.request(StatusRequest(), expect=Status)
         assert status.uptime_ms == 1234
 
-        stream = session.messages()
+        stream = conn.messages()
         read = CardRead(1, Card.parse("AS"), Orientation.FACE_DOWN, 10)
         device.send(read)
         assert await asyncio.wait_for(anext(stream), 1.0) == read
         assert messages[-1] == read and ident in messages and status in messages  # answers reach on_message too
-        await session.close()
+        await conn.close()
         assert await anext(stream, "ended") == "ended"
-        assert transport.closed == 1
+        assert await hung_up(device) == 1
         s = session.stats
         assert s.messages_received == 3 and s.requests == 2 and s.handshakes == 1 and s.link.data_delivered == 3
 
@@ -68,130 +65,134 @@ def test_handshake_request_and_messages():
 
 def test_incompatible_major_version_is_refused_naming_both():
     async def main():
-        session, device, transport, _, events = await open_session(protocol_major=2)
+        conn, device, line, _, events = connection(protocol_major=2)
         with pytest.raises(IncompatibleProtocol, match=r"device CS-6000 SN42 speaks protocol 2\.0, this host speaks 1\.0"):
-            await session.open()
+            await conn.open()
         assert K.INCOMPATIBLE in kinds(events) and K.CONNECTED not in kinds(events)
-        assert transport.closed == 1
-        with pytest.raises(SessionClosed):
-            await session.send(StatusRequest())
+        assert await hung_up(device) == 1 and line.connections == 1
+        with pytest.raises(LinkDown, match="mem://device: device is closed"):
+            await conn.send(StatusRequest())
 
     run(main())
 
 
 def test_silent_device_times_out_the_handshake():
     async def main():
-        session, device, transport, _, _ = await open_session(answer=False)
+        conn, device, line, _, _ = connection(answer=False)
         with pytest.raises(RequestTimeout, match="no Ident within 0.5s after Hello"):
-            await session.open()
-        assert transport.closed == 1
+            await conn.open()
+        assert await hung_up(device) == 1 and line.connections == 1
 
     run(main())
 
 
 def test_device_reboot_is_detected_and_handshake_redone():
     async def main():
-        session, device, _, _, events = await open_session()
-        await session.open()
+        conn, device, line, _, events = connection()
+        await conn.open()
         device.reboot()
         await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert kinds(events)[2:] == [K.IDENT, K.REBOOTED, K.CONNECTED]
-        assert session.ident.boot_id == device.boot_id and session.stats.reboots == 1
+        assert conn.ident.boot_id == device.boot_id and conn.session.stats.reboots == 1
         assert [type(m) for m in device.received].count(Hello) == 2
-        assert (await session.request(StatusRequest(), expect=Status)).state.name == "IDLE"
-        await session.close()
+        assert (await conn.request(StatusRequest(), expect=Status)).state.name == "IDLE"
+        await conn.close()
 
     run(main())
 
 
 def test_fresh_ident_mid_stream_means_reboot():
     async def main():
-        session, device, _, _, events = await open_session()
-        await session.open()
+        conn, device, line, _, events = connection()
+        await conn.open()
         device.boot_id = 0x2002
         device.send(device.ident())  # unsolicited, with a new boot id
         await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
-        assert K.REBOOTED in kinds(events) and session.ident.boot_id == 0x2002
+        assert K.REBOOTED in kinds(events) and conn.ident.boot_id == 0x2002
         assert [type(m) for m in device.received].count(Hello) == 2
-        await session.close()
+        await conn.close()
 
     run(main())
 
 
 def test_silence_is_stale_and_a_heartbeat_makes_it_fresh():
     async def main():
-        session, device, _, _, events = await open_session()
-        await session.open()
+        conn, device, line, _, events = connection()
+        await conn.open()
         await wait_for(lambda: K.STALE in kinds(events))
         assert any(type(m).__name__ == "Heartbeat" for m in device.received)  # the host kept beating
         device.send(Heartbeat(5))
         await wait_for(lambda: K.FRESH in kinds(events))
         assert kinds(events).count(K.STALE) == 1
-        await session.close()
+        await conn.close()
 
     run(main())
 
 
 def test_link_failure_is_reported_and_recovered_without_reboot():
     async def main():
-        session, device, transport, _, events = await open_session()
-        await session.open()
-        transport.wire_out.cut = device.wire_out.cut = True
+        conn, device, line, _, events = connection()
+        await conn.open()
+        line.cut()
         await wait_for(lambda: K.LINK_FAILED in kinds(events))
-        await wait_for(lambda: session.link.stats.resets_sent >= 3)  # it keeps trying...
+        await wait_for(lambda: conn.session.link.stats.resets_sent >= 3)  # it keeps trying...
         assert kinds(events).count(K.LINK_FAILED) == 1  # ...and says so once per outage
-        transport.wire_out.cut = device.wire_out.cut = False
+        line.cut(False)
         await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert K.REBOOTED not in kinds(events)  # same boot id: the device kept its state
-        assert session.link.state is LinkState.UP
-        await session.request(StatusRequest(), expect=Status)
-        await session.close()
+        assert conn.session.link.state is LinkState.UP and line.connections == 1  # the port stayed open
+        await conn.request(StatusRequest(), expect=Status)
+        await conn.close()
 
     run(main())
 
 
 def test_request_timeout_and_refusal_are_clear():
     async def main():
-        session, device, _, _, _ = await open_session()
-        await session.open()
+        conn, device, line, _, _ = connection()
+        await conn.open()
         with pytest.raises(RequestTimeout, match="no Counters within 0.05s after CountersRequest"):
-            await session.request(CountersRequest(), expect=Counters, timeout=0.05)
+            await conn.request(CountersRequest(), expect=Counters, timeout=0.05)
         with pytest.raises(RequestRefused, match="refused message 0x35: a shuffler has no optical reader"):
-            await session.request(Calibrate(), expect=Ident)
-        assert session.stats.request_timeouts == 1
-        await session.close()
+            await conn.request(Calibrate(), expect=Ident)
+        assert conn.session.stats.request_timeouts == 1
+        await conn.close()
 
     run(main())
 
 
 def test_bad_payload_is_reported_not_fatal():
     async def main():
-        session, device, _, messages, events = await open_session()
-        await session.open()
+        conn, device, line, messages, events = connection()
+        await conn.open()
         device.send(b"\x99\x01\x02")
         await wait_for(lambda: K.BAD_MESSAGE in kinds(events))
         bad = next(e for e in events if e.kind is K.BAD_MESSAGE)
         assert "unknown message type 0x99" in bad.detail and "99 01 02" in bad.detail
-        assert await session.request(StatusRequest(), expect=Status)
-        assert session.stats.bad_messages == 1
-        await session.close()
+        assert await conn.request(StatusRequest(), expect=Status)
+        assert conn.session.stats.bad_messages == 1
+        await conn.close()
 
     run(main())
 
 
-def test_transport_loss_ends_the_session():
+def test_port_loss_ends_the_session_and_the_connection_waits_for_the_device():
     async def main():
-        session, device, transport, _, events = await open_session()
-        await session.open()
-        stream = session.messages()
+        conn, device, line, _, events = connection()
+        await conn.open()
+        session = conn.session
+        stream = conn.messages()
         waiter = asyncio.ensure_future(anext(stream, "ended"))
         await settle()
-        transport.close()  # as a driver does on unplug
-        assert await asyncio.wait_for(waiter, 1.0) == "ended"
-        assert K.DISCONNECTED in kinds(events)
-        with pytest.raises(SessionClosed):
-            await session.request(StatusRequest(), expect=Status)
-        await session.close()
+        line.close()  # unplugged, and nothing answers at mem://device any more
+        await wait_for(lambda: K.DISCONNECTED in kinds(events))
+        assert conn.session is None and not conn.connected
+        with pytest.raises(LinkDown, match=r"mem://device: device is not connected \(reconnecting\)"):
+            await conn.request(StatusRequest(), expect=Status)
+        await wait_for(lambda: session.link.state is LinkState.CLOSED)  # the session is over
+        assert not waiter.done()  # the connection's messages go on across unplugs...
+        await conn.close()
+        assert await asyncio.wait_for(waiter, 1.0) == "ended"  # ...until it is closed
 
     run(main())
 
@@ -216,11 +217,11 @@ def test_link_statistics_are_logged_periodically(monkeypatch):
     patient = SessionConfig(handshake_timeout=10.0, heartbeat_interval=0.02, stale_after=60.0, stats_interval=0.05)
 
     async def main():
-        session, device, _, _, _ = await open_session(patient)
-        await session.open()
+        conn, device, _, _, _ = connection(patient)
+        await conn.open()
         await wait_for(lambda: any(event == "link_stats" for event, _ in logs.lines), timeout=20)
         line = next(kw for event, kw in logs.lines if event == "link_stats")
         assert line["device"] == "mem://device" and line["frames_sent"] > 0 and line["framing_crc_errors"] == 0
-        await session.close()
+        await conn.close()
 
     run(main())

@@ -6,7 +6,9 @@ import asyncio
 import pytest
 
 from simulators.faults import Faults
-from simulators.wire import FaultyWire
+from drivers import make_transport
+from drivers.memory import listen
+from simulators.wire import FaultyWire, memory_wires
 
 DATA = bytes(range(1, 256)) * 40  # 10,200 bytes
 
@@ -98,3 +100,42 @@ def test_bad_switch_values_are_refused_by_name(spec):
 
     with pytest.raises(FaultSpecError, match=spec.split("=")[0]):
         Faults.parse(spec)
+
+
+
+def test_the_fault_switches_impair_a_mem_line_both_ways():
+    """memory_wires puts the FaultyWire into drivers' in-memory loopback (mem://)."""
+    faults = Faults(bit_flip_rate=0.01, seed=7, ftdi_batching_ms=5)
+
+    async def main():
+        from_host, to_host = [], []
+
+        class Device:
+            def bytes_received(self, data):
+                from_host.append(data)
+
+            def connection_lost(self, exc):
+                pass
+
+        class Host(Device):
+            def bytes_received(self, data):
+                to_host.append(data)
+
+        ends = []
+        wire_to_host, wire_to_device = memory_wires(lambda: faults)
+        line = listen("faulty", lambda end: (ends.append(end), end.attach(Device())), to_host=wire_to_host,
+                      to_device=wire_to_device)
+        port = make_transport("mem://faulty")
+        await port.open(Host())
+        port.write(DATA)
+        for _ in range(3):
+            ends[0].write(DATA[:100])  # three writes, gathered into one batch
+        async with asyncio.timeout(5):
+            while not to_host:
+                await asyncio.sleep(0.001)
+        line.close()
+        [got_by_device] = from_host
+        assert len(got_by_device) == len(DATA) and got_by_device != DATA  # bits flipped towards the device
+        assert len(to_host) == 1 and len(to_host[0]) == 300  # one FTDI-style batch towards the host
+
+    asyncio.run(main())

@@ -1,4 +1,4 @@
-"""ManagedDevice, the daemon's way to a device, over the pty and the pyusb path: an unplug is
+"""DeviceConnection, the daemon's way to a device, over the pty and the pyusb path: an unplug is
 reported, the device is reopened and greeted again, and card reads carry on."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from drivers.errors import LinkDown
-from firmware_bridge.managed import ManagedDevice
+from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import CardRead, Message, Status, StatusRequest
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind as K
 from simulators.faults import Faults
@@ -18,7 +18,7 @@ from e2e_rig import make_endpoint, transport_options
 
 
 class Seen:
-    """Messages and events as the managed device delivered them, and a way to wait for one."""
+    """Messages and events as the conn device delivered them, and a way to wait for one."""
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -47,58 +47,58 @@ class Seen:
 
 
 @pytest.mark.timeout(60)
-def test_managed_device_reconnects_after_an_unplug_and_card_reads_resume(link_path):
+def test_a_device_connection_reconnects_after_an_unplug_and_card_reads_resume(link_path):
     device = SimulatedShoe(faults=Faults(disconnect_for=0.3, disconnect_at=2), heartbeat_s=0)
     endpoint, _ = make_endpoint(link_path, device)
     seen = Seen()
 
     async def main():
-        managed = ManagedDevice(endpoint.url, seen.message, seen.event, SessionConfig(stale_after=10.0),
+        conn = DeviceConnection(endpoint.url, seen.message, seen.event, SessionConfig(stale_after=10.0),
                                 **transport_options(endpoint))
-        await managed.start()
+        await conn.start()
         try:
-            ident = await managed.wait_connected(timeout=10)
+            ident = await conn.wait_connected(timeout=10)
             assert ident.serial == device.serial and seen.kinds() == [K.CONNECTED]
             endpoint.call(device.load, full_shoe(1))
             endpoint.call(device.deal, 5)  # the shoe goes off the wire after card 2 for 0.3 s
             await seen.until(lambda: K.DISCONNECTED in seen.kinds())
             with pytest.raises(LinkDown, match="not connected"):
-                await managed.request(StatusRequest(), expect=Status)
+                await conn.request(StatusRequest(), expect=Status)
             await seen.until(lambda: seen.kinds().count(K.CONNECTED) == 2)
             assert seen.kinds() == [K.CONNECTED, K.DISCONNECTED, K.CONNECTED]  # same boot: no REBOOTED
-            assert managed.connected and managed.ident.boot_id == ident.boot_id
+            assert conn.connected and conn.ident.boot_id == ident.boot_id
             endpoint.call(device.deal, 2)
             await seen.until(lambda: seen.reads()[-2:] == [6, 7])  # the shoe kept its place
             assert seen.reads()[:2] == [1, 2]
-            assert (await managed.request(StatusRequest(), expect=Status)).cards_held == 52 - 7
+            assert (await conn.request(StatusRequest(), expect=Status)).cards_held == 52 - 7
         finally:
-            await managed.close()
-        assert not managed.connected
+            await conn.close()
+        assert not conn.connected
 
     with endpoint:
         asyncio.run(main())
 
 
 @pytest.mark.timeout(60)
-def test_managed_device_waits_for_a_device_that_is_not_there_yet(link_path):
+def test_a_device_connection_waits_for_a_device_that_is_not_there_yet(link_path):
     device = SimulatedShoe(heartbeat_s=0)
     endpoint, _ = make_endpoint(link_path, device)
     seen = Seen()
 
     async def main():
         url, options = endpoint.url, transport_options(endpoint)
-        managed = ManagedDevice(url, seen.message, seen.event, **options)
-        await managed.start()
+        conn = DeviceConnection(url, seen.message, seen.event, **options)
+        await conn.start()
         try:
             await asyncio.sleep(0.3)  # a few failed opens: nothing reported, nothing raised
-            assert seen.events == [] and not managed.connected
+            assert seen.events == [] and not conn.connected
             with pytest.raises(LinkDown, match=r"not connected \(reconnecting\)"):
-                await managed.send(StatusRequest())
+                await conn.send(StatusRequest())
             await asyncio.to_thread(endpoint.start)  # the device is plugged in
-            await managed.wait_connected(timeout=10)
-            assert (await managed.request(StatusRequest(), expect=Status)).cards_held == 0
+            await conn.wait_connected(timeout=10)
+            assert (await conn.request(StatusRequest(), expect=Status)).cards_held == 0
         finally:
-            await managed.close()
+            await conn.close()
             await asyncio.to_thread(endpoint.stop)
 
     asyncio.run(main())

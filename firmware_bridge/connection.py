@@ -1,0 +1,250 @@
+"""One device connection: the one owner of a device's port, its session and its retries.
+
+:class:`DeviceConnection` opens the port through :class:`drivers.reconnect.ReconnectingPort`
+(which reopens it after every loss). Every time the port opens it makes a fresh
+:class:`~firmware_bridge.session.DeviceSession`, feeds it what the port reads, gives it the
+port's write, and does what the session asks for: a handshake whenever the link comes up or
+is reset, a link reset after the link FAILED. One :class:`~drivers.reconnect.Backoff` paces
+everything that is retried: opening the port, a handshake the device refused, let time out
+or answered in another protocol major version, and resetting a failed link. One
+:class:`~firmware_bridge.identity.IdentityTracker` outlives the sessions, so a device that
+rebooted or was swapped while unplugged is reported (REBOOTED / REPLACED "while away").
+
+:meth:`start` keeps the device connected from then on (the daemon); :meth:`open` does the same
+but first waits for the handshake and raises what stopped it (the demo, tools, tests). Only
+:meth:`close` stops it. While no session is up, :meth:`send` and :meth:`request` raise
+:class:`drivers.errors.LinkDown` naming the device.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, TypeVar
+
+import structlog
+
+from drivers.aio import call_logged, cancel_and_wait
+from drivers.errors import LinkDown
+from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
+from drivers.urls import DeviceURL
+from firmware_bridge.errors import LinkError, RequestTimeout, SessionClosed
+from firmware_bridge.identity import IdentityTracker
+from firmware_bridge.messages import Ident, Message
+from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
+
+log = structlog.get_logger(__name__)
+M = TypeVar("M", bound=Message)
+
+_END = object()  # closes the messages() iterators
+
+
+class DeviceConnection:
+    """Keeps a handshaken session to ``url`` up until :meth:`close`.
+
+    ``on_message`` gets every message of every session; ``on_event`` gets the sessions'
+    events (connected, ident, rebooted, stale, ...) and DISCONNECTED when the port goes.
+    ``transport_options`` pass to the driver (e.g. ``backend=`` for a pyusb backend).
+    """
+
+    def __init__(self, url: str | DeviceURL, on_message: Callable[[Message], None] | None = None,
+                 on_event: Callable[[SessionEvent], None] | None = None, config: SessionConfig | None = None, *,
+                 backoff: Backoff = Backoff(), sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 **transport_options: Any) -> None:
+        self.config = config or SessionConfig()
+        self._on_message, self._on_event = on_message, on_event
+        self._backoff, self._sleep = backoff, sleep
+        self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
+        self.url = self._port.url
+        self._identity = IdentityTracker()
+        self._session: DeviceSession | None = None
+        self._task: asyncio.Task[None] | None = None  # keeps the current session handshaken
+        self._endings: set[asyncio.Task[None]] = set()  # sessions being closed after a loss
+        self._up = asyncio.Event()
+        self._first: asyncio.Future[Ident] | None = None  # open(): the first handshake, or what stopped it
+        self._queues: set[asyncio.Queue[Any]] = set()
+        self._closed = False
+
+    # ---- public ----------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._up.is_set() and self._session is not None and self._session.connected
+
+    @property
+    def ident(self) -> Ident | None:
+        """The device's latest IDENT (the last one known while it is away)."""
+        return self._identity.ident
+
+    @property
+    def session(self) -> DeviceSession | None:
+        """The session on the port open now (None while the device is away)."""
+        return self._session
+
+    async def start(self) -> None:
+        """Start opening the device in the background; returns at once."""
+        await self._port.start()
+
+    async def open(self) -> Ident:
+        """Open the port and shake hands now; returns the device's IDENT and stays up like
+        :meth:`start`. When that fails the connection is closed and the failure raised: the
+        driver's error (not found, permission ...), IncompatibleProtocol, RequestTimeout (no
+        answer within ``handshake_timeout``, or no handshake within twice that), SessionClosed
+        (:meth:`close` came first)."""
+        first = self._first = asyncio.get_running_loop().create_future()
+        limit = self.config.handshake_timeout * 2  # the link's RESET exchange, then HELLO/IDENT
+        try:
+            await self.start()
+            async with asyncio.timeout(limit):
+                return await first
+        except TimeoutError as exc:
+            await self.close()
+            if isinstance(exc, RequestTimeout):  # the device's own silence after HELLO says what and where
+                raise
+            raise RequestTimeout(f"{self.url}: no handshake within {limit}s") from None
+        except BaseException:
+            await self.close()
+            raise
+        finally:
+            self._first = None
+
+    async def wait_connected(self, timeout: float | None = None) -> Ident:
+        """Wait until a session is up; TimeoutError after ``timeout`` seconds, LinkDown once closed."""
+        async with asyncio.timeout(timeout):
+            while not (self._up.is_set() and self._session is not None):
+                if self._closed:
+                    raise LinkDown(self.url, "closed: no session will come up")
+                await self._up.wait()
+        assert self._session is not None and self._session.ident is not None
+        return self._session.ident
+
+    async def send(self, msg: Message) -> None:
+        """Send ``msg`` and wait for the device's acknowledgement; LinkDown while it is away."""
+        session = self._current()
+        try:
+            await session.send(msg)
+        except SessionClosed as exc:
+            raise LinkDown(self.url, f"device went away before {type(msg).__name__} was acknowledged") from exc
+
+    async def request(self, msg: Message, expect: type[M], timeout: float = 1.0) -> M:
+        """:meth:`DeviceSession.request` on the current session; LinkDown while the device is away."""
+        session = self._current()
+        try:
+            return await session.request(msg, expect, timeout)
+        except SessionClosed as exc:
+            raise LinkDown(self.url, f"device went away before it answered {type(msg).__name__}") from exc
+
+    async def messages(self) -> AsyncIterator[Message]:
+        """Every message the device sends from now on, across unplugs, until :meth:`close`."""
+        if self._closed:  # close() has already ended the iterators: nothing would end this one
+            return
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._queues.add(queue)
+        try:
+            while (item := await queue.get()) is not _END:
+                yield item
+        finally:
+            self._queues.discard(queue)
+
+    async def close(self) -> None:
+        """Stop reopening, close the session and the port; idempotent. No event follows."""
+        if self._closed:
+            return
+        if self._first is not None and not self._first.done():
+            self._first.set_exception(SessionClosed(f"{self.url}: closed while opening"))
+        self._closed = True
+        await self._port.close()  # its transport's connection_lost comes with no event
+        await asyncio.gather(self._detach("closed"), *self._endings)
+        for queue in self._queues:
+            queue.put_nowait(_END)
+        self._up.set()  # wakes wait_connected(): it sees _closed
+
+    # ---- the port: ReconnectingPort's listener and events ----------------------------------
+
+    def bytes_received(self, data: bytes) -> None:
+        if self._session is not None:
+            self._session.bytes_received(data)
+
+    def _port_event(self, event: PortEvent) -> None:
+        if self._closed:
+            return
+        if event.kind is PortEventKind.CONNECTED:
+            self._begin()
+        elif event.kind is PortEventKind.DISCONNECTED:
+            self._emit(SessionEvent(SessionEventKind.DISCONNECTED, self.url, event.reason or "port closed"))
+            ending = asyncio.get_running_loop().create_task(self._detach("the port went away"),
+                                                            name=f"end session {self.url}")
+            self._endings.add(ending)
+            ending.add_done_callback(self._endings.discard)
+        elif event.error is not None and self._first is not None and not self._first.done():
+            self._first.set_exception(event.error)  # open(): the port could not be opened
+
+    # ---- sessions ---------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        """A fresh session on the port just opened, kept handshaken by a task."""
+        session = DeviceSession(self._port.write, self.url, on_message=self._message, on_event=self._emit,
+                                identity=self._identity, config=self.config)
+        self._session = session
+        session.start()
+        self._task = asyncio.get_running_loop().create_task(self._keep_up(session), name=f"session {self.url}")
+
+    async def _keep_up(self, session: DeviceSession) -> None:
+        """Do what ``session`` needs, until it closes: a handshake when the link comes up or is
+        reset, a link reset when it failed; failures back off (the one Backoff)."""
+        failures = 0
+        try:
+            while True:
+                need = await session.wait_need()
+                if need is Need.LINK_RESET:
+                    failures += 1
+                    await self._sleep(self._backoff.delay(failures))
+                    session.reset_link()
+                    continue
+                try:
+                    ident = await session.shake_hands()
+                except LinkError:  # reset or failed meanwhile: wait_need() says what is due
+                    continue
+                except Exception as exc:  # no answer, refused (booting), another protocol major
+                    if self._first is not None and not self._first.done():
+                        self._first.set_exception(exc)
+                        return
+                    failures += 1
+                    delay = self._backoff.delay(failures)
+                    log.warning("handshake_retry", device=self.url, attempt=failures, delay=delay, error=str(exc))
+                    await self._sleep(delay)
+                    continue
+                failures = 0
+                self._up.set()
+                if self._first is not None and not self._first.done():
+                    self._first.set_result(ident)
+        except SessionClosed:
+            return
+
+    def _detach(self, why: str) -> Coroutine[Any, Any, None]:
+        """Forget the current session at once (so a new port never meets it); the returned
+        coroutine stops its task and closes it."""
+        self._up.clear()
+        task, self._task = self._task, None
+        session, self._session = self._session, None
+        return self._finish(task, session, why)
+
+    @staticmethod
+    async def _finish(task: asyncio.Task[None] | None, session: DeviceSession | None, why: str) -> None:
+        await cancel_and_wait(task)
+        if session is not None:
+            await session.close(why)
+
+    def _current(self) -> DeviceSession:
+        if self._session is None or not self._up.is_set():
+            state = "closed" if self._closed else "not connected (reconnecting)"
+            raise LinkDown(self.url, f"device is {state}")
+        return self._session
+
+    def _message(self, msg: Message) -> None:
+        if self._on_message is not None:
+            call_logged(log, "on_message_failed", self._on_message, msg, device=self.url, message=type(msg).__name__)
+        for queue in self._queues:
+            queue.put_nowait(msg)
+
+    def _emit(self, event: SessionEvent) -> None:
+        if self._on_event is not None:  # the owner's bug must not stop the supervision
+            call_logged(log, "on_event_failed", self._on_event, event, device=self.url, kind=event.kind.value)
