@@ -182,14 +182,19 @@ def _explain(message: str, raw: dict[str, Any]) -> tuple[str | None, str]:
     found = re.fullmatch(r"(?s)(.*?)(?: - at `\$((?:\.[^`.]+)*)`)?", message)
     assert found is not None  # the pattern matches any text
     what, where = found[1], [part for part in (found[2] or "").split(".") if part]
-    if unknown := re.fullmatch(r"Object contains unknown field `(.*)`", what):
+    if unknown := re.fullmatch(r"(?s)Object contains unknown field `(.*)`", what):
         allowed = ", ".join(_fields(_type_at(where)))
-        return ".".join([*where, unknown[1]]), f"unknown key (allowed{_in_section(where)}: {allowed})"
+        return ".".join([*where, _key(unknown[1])]), f"unknown key (allowed{_in_section(where)}: {allowed})"
     if missing := re.fullmatch(r"Object missing required field `(.*)`", what):
         key = [*where, missing[1]]
         return ".".join(key), f"missing; expected {_describe(_type_at(key))}"
     value = _value_at(raw, where)
     return ".".join(where) or None, f"{_show(value)} is not allowed; expected {_describe(_type_at(where))}"
+
+
+def _key(name: str) -> str:
+    """A key as TOML writes it: bare, or quoted and escaped (a quoted key may hold a newline)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _show(name)
 
 
 def _type_at(key: list[str]) -> schema.Type:
