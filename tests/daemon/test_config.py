@@ -83,7 +83,7 @@ def test_config_error_is_a_cardd_error(tmp_path):
     assert isinstance(error_of(tmp_path, ""), CarddError)
 
 
-@pytest.mark.parametrize(("text", "key", "message"), [
+UNKNOWN_OR_MISSING = [
     (MINIMAL + "[journal]\nretension_days = 120\n", "journal.retension_days",
      "unknown key (allowed in [journal]: path, retention_days)"),
     (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, firmware, journal, log, roles, table)"),
@@ -92,14 +92,9 @@ def test_config_error_is_a_cardd_error(tmp_path):
     ('[devices]\nshoe = "sim://shoe"\n', "table", "missing; expected a table with the keys rules"),
     ("[table]\nrules = '/r.toml'\n[devices]\nshuffler = 'sim://shuffler'\n", "devices.shoe",
      "missing; expected a string"),
-])
-def test_unknown_and_missing_keys(tmp_path, text, key, message):
-    error = error_of(tmp_path, text)
-    assert error.key == key
-    assert str(error) == f"{tmp_path / 'cardd.toml'}: {key}: {message}"
-
-
-@pytest.mark.parametrize(("text", "key", "message"), [
+    (MINIMAL + "log = \"json\"\n", "table.log", "unknown key (allowed in [table]: rules)"),  # TOML: under [table]
+]
+WRONG_TYPES = [
     (MINIMAL + '[journal]\nretention_days = "ninety"\n', "journal.retention_days",
      '"ninety" is not allowed; expected a whole number from 90 to 36525'),
     (MINIMAL + "[journal]\nretention_days = 90.0\n", "journal.retention_days",
@@ -107,15 +102,9 @@ def test_unknown_and_missing_keys(tmp_path, text, key, message):
     (MINIMAL + "[api]\nsocket = 5\n", "api.socket", "5 is not allowed; expected an absolute path (a string)"),
     (MINIMAL + "[firmware]\npublic_key = true\n", "firmware.public_key",
      "true is not allowed; expected an absolute path (a string)"),
-    (MINIMAL + "log = \"json\"\n", "table.log", "unknown key (allowed in [table]: rules)"),
     ('log = "json"\n' + MINIMAL, "log", '"json" is not allowed; expected a table with the keys format, level'),
-])
-def test_wrong_types(tmp_path, text, key, message):
-    error = error_of(tmp_path, text)
-    assert str(error) == f"{tmp_path / 'cardd.toml'}: {key}: {message}"
-
-
-@pytest.mark.parametrize(("text", "key", "message"), [
+]
+OUT_OF_RANGE = [
     (MINIMAL + "[journal]\nretention_days = 30\n", "journal.retention_days",
      "30 is not allowed; expected a whole number from 90 to 36525"),
     (MINIMAL + '[log]\nformat = "xml"\n', "log.format", '"xml" is not allowed; expected one of "auto", "console", "json"'),
@@ -135,8 +124,11 @@ def test_wrong_types(tmp_path, text, key, message):
     (MINIMAL + '[roles]\ntechnician = "cardd-supervisor"\n', "roles.technician",
      '"cardd-supervisor": already the supervisor group; each role needs its own '
      "(an override must come from a supervisor)"),
-])
-def test_values_out_of_range(tmp_path, text, key, message):
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), UNKNOWN_OR_MISSING + WRONG_TYPES + OUT_OF_RANGE)
+def test_a_mistake_is_one_line_naming_the_key(tmp_path, text, key, message):
     error = error_of(tmp_path, text)
     assert error.key == key
     assert str(error) == f"{tmp_path / 'cardd.toml'}: {key}: {message}"
