@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-SYSTEM_TOOLS := umockdev-run udevadm unshare
+SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test sysdeps venv bench diagrams check-diagrams clean
@@ -20,12 +20,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# umockdev and udev are needed by the udev rule tests; installed only when missing.
+# umockdev and udev are needed by the udev rule tests, systemd (systemd-analyze) by the unit test;
+# installed only when missing.
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd >/dev/null; \
 	fi
 
 demo: $(STAMP)

@@ -1,0 +1,282 @@
+"""The daemon's configuration: one TOML file, declared once here as a typed schema.
+
+``/etc/cardd/cardd.toml`` (or ``cardd --config PATH``); packaging/cardd.toml is a complete,
+commented example that a test loads with this schema. Every section but ``[devices]`` and
+``[table]`` may be left out::
+
+    [devices]
+    shoe = "usb://1209:c4d0?serial=SHOE0001"
+    shuffler = "serial:///dev/cardd/shuffler-A1?baud=115200"   # optional: hand-shuffled table
+
+    [table]
+    rules = "/etc/cardd/rules.toml"
+
+:func:`load_config` returns a frozen :class:`CarddConfig` or raises one :class:`ConfigError`
+whose text is a single line naming the file, the key (``journal.retention_days``) and what is
+allowed. :func:`simulated` is the built-in configuration of ``cardd --simulate`` (no file).
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+import msgspec.inspect as schema
+
+import simulators  # noqa: F401  (registers sim:// so simulated device URLs validate)
+from core.errors import CarddError
+from drivers.errors import BadURL
+from drivers.factory import make_transport
+
+DEFAULT_PATH = Path("/etc/cardd/cardd.toml")
+ROOT = Path(__file__).resolve().parents[1]
+LogFormat = Literal["auto", "console", "json"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+#: the journal keeps at least what regulators ask for (GLI-11 / AGCO: 90 days)
+MIN_RETENTION_DAYS = 90
+#: sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
+MAX_SOCKET_PATH = 107
+_GROUP_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")  # what Debian's groupadd accepts by default
+_MODE = re.compile(r"^0?[0-7]{3}$")
+
+
+class ConfigError(CarddError):
+    """The configuration cannot be used. One line: ``FILE: KEY = VALUE: what is allowed``."""
+
+    def __init__(self, source: str, message: str, key: str | None = None) -> None:
+        super().__init__(f"{source}: {key}: {message}" if key else f"{source}: {message}")
+        self.source, self.key = source, key
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """A TOML table: unknown keys are errors (a typo must not silently fall back to a default).
+    Subclasses repeat ``frozen=True``: mypy does not inherit it through dataclass_transform."""
+
+
+class DevicesConfig(_Section, frozen=True):
+    #: the card-reading shoe's device URL (see drivers/urls.py for the forms)
+    shoe: str
+    #: the shuffler's URL; left out at a hand-shuffled table
+    shuffler: str | None = None
+
+
+class TableConfig(_Section, frozen=True):
+    #: the house rules file (rules/*.toml are examples)
+    rules: Path
+
+
+class JournalConfig(_Section, frozen=True):
+    path: Path = Path("/var/lib/cardd/journal.sqlite3")
+    #: records older than this are pruned, and only once exported; never fewer than 90 days
+    retention_days: Annotated[int, msgspec.Meta(ge=MIN_RETENTION_DAYS, le=36525)] = MIN_RETENTION_DAYS
+
+
+class ApiConfig(_Section, frozen=True):
+    socket: Path = Path("/run/cardd/cardd.sock")
+    #: the socket file's permissions, octal digits; never any for others
+    mode: str = "0660"
+
+    @property
+    def mode_bits(self) -> int:
+        return int(self.mode, 8)
+
+
+class FirmwareConfig(_Section, frozen=True):
+    #: Ed25519 public key (PEM or 32 raw bytes) that firmware images must be signed with;
+    #: without one, firmware updates are refused
+    public_key: Path | None = None
+
+
+class RolesConfig(_Section, frozen=True):
+    """The Unix groups whose members may act in each role (read from the API peer's credentials)."""
+
+    dealer: str = "cardd-dealer"
+    supervisor: str = "cardd-supervisor"
+    technician: str = "cardd-tech"
+
+
+class LogConfig(_Section, frozen=True):
+    #: auto: human-readable on a terminal, JSON lines otherwise (under systemd); --log-format wins
+    format: LogFormat = "auto"
+    level: LogLevel = "info"
+
+
+class CarddConfig(_Section, frozen=True):
+    devices: DevicesConfig
+    table: TableConfig
+    journal: JournalConfig = msgspec.field(default_factory=JournalConfig)
+    api: ApiConfig = msgspec.field(default_factory=ApiConfig)
+    firmware: FirmwareConfig = msgspec.field(default_factory=FirmwareConfig)
+    roles: RolesConfig = msgspec.field(default_factory=RolesConfig)
+    log: LogConfig = msgspec.field(default_factory=LogConfig)
+
+
+def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> CarddConfig:
+    """Read and validate the configuration file; :class:`ConfigError` (one line) if it cannot be used."""
+    source = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(source, "no such file (copy packaging/cardd.toml there, or pass --config PATH)") from None
+    except PermissionError:
+        raise ConfigError(source, f"permission denied: the user running cardd (uid {os.getuid()}) cannot read it "
+                          "(install it root:cardd, mode 0640)") from None
+    except IsADirectoryError:
+        raise ConfigError(source, "is a directory, not a configuration file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(source, f"cannot read it: {exc.strerror or exc}") from None
+    return parse_config(text, source)
+
+
+def parse_config(text: str, source: str = "<config>") -> CarddConfig:
+    """Validate TOML text; ``source`` names it in errors."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, _toml_error(str(exc))) from None
+    try:
+        config = msgspec.convert(raw, CarddConfig, dec_hook=_decode_path)
+    except msgspec.ValidationError as exc:
+        key, message = _explain(str(exc), raw)
+        raise ConfigError(source, message, key) from None
+    _check(config, raw, source)
+    return config
+
+
+def simulated(directory: str | os.PathLike[str] | None = None) -> CarddConfig:
+    """``cardd --simulate``: simulated devices on ptys, the journal and socket under ``directory``
+    (a fresh private temporary directory when None), the repository's first house rules."""
+    base = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="cardd-sim-"))
+    return CarddConfig(
+        devices=DevicesConfig(shoe="sim://shoe", shuffler="sim://shuffler"),
+        table=TableConfig(rules=ROOT / "rules" / "casino-000.toml"),
+        journal=JournalConfig(path=base / "journal.sqlite3"),
+        api=ApiConfig(socket=base / "cardd.sock"),
+    )
+
+
+def _decode_path(kind: type, value: Any) -> Any:
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise TypeError("expected a path (a string)")
+
+
+def _toml_error(message: str) -> str:
+    """tomllib's "Expected ... (at line 3, column 5)" as "line 3, column 5: not valid TOML: expected ..."."""
+    found = re.fullmatch(r"(?s)(.*?) \(at (line \d+, column \d+|end of document)\)", message)
+    what, where = (found[1], found[2]) if found else (message, None)
+    what = f"not valid TOML: {what[:1].lower()}{what[1:]}"
+    return f"{where}: {what}" if where else what
+
+
+# ---- one line out of a msgspec.ValidationError ----------------------------------------------------
+
+def _explain(message: str, raw: dict[str, Any]) -> tuple[str | None, str]:
+    """(dotted key, what is wrong and what is allowed) from msgspec's message."""
+    found = re.fullmatch(r"(?s)(.*?)(?: - at `\$((?:\.[^`.]+)*)`)?", message)
+    assert found is not None  # the pattern matches any text
+    what, where = found[1], [part for part in (found[2] or "").split(".") if part]
+    if unknown := re.fullmatch(r"(?s)Object contains unknown field `(.*)`", what):
+        allowed = ", ".join(_fields(_type_at(where)))
+        return ".".join([*where, _key(unknown[1])]), f"unknown key (allowed{_in_section(where)}: {allowed})"
+    if missing := re.fullmatch(r"Object missing required field `(.*)`", what):
+        key = [*where, missing[1]]
+        return ".".join(key), f"missing; expected {_describe(_type_at(key))}"
+    value = _value_at(raw, where)
+    return ".".join(where) or None, f"{_show(value)} is not allowed; expected {_describe(_type_at(where))}"
+
+
+def _key(name: str) -> str:
+    """A key as TOML writes it: bare, or quoted and escaped (a quoted key may hold a newline)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _show(name)
+
+
+def _type_at(key: list[str]) -> schema.Type:
+    kind: schema.Type = schema.type_info(CarddConfig)
+    for name in key:
+        assert isinstance(kind, schema.StructType)
+        kind = next(field.type for field in kind.fields if field.name == name)
+    return kind
+
+
+def _fields(kind: schema.Type) -> list[str]:
+    assert isinstance(kind, schema.StructType)
+    return sorted(field.name for field in kind.fields)
+
+
+def _in_section(key: list[str]) -> str:
+    return f" in [{'.'.join(key)}]" if key else ""
+
+
+def _describe(kind: schema.Type) -> str:
+    if isinstance(kind, schema.UnionType):  # TOML has no null: an optional key is left out instead
+        return " or ".join(_describe(t) for t in kind.types if not isinstance(t, schema.NoneType))
+    if isinstance(kind, schema.StructType):
+        return f"a table with the keys {', '.join(_fields(kind))}"
+    if isinstance(kind, schema.LiteralType):
+        return f"one of {', '.join(_show(v) for v in kind.values)}"
+    if isinstance(kind, schema.IntType):
+        if kind.ge is not None and kind.le is not None:
+            return f"a whole number from {kind.ge} to {kind.le}"
+        return "a whole number"
+    if isinstance(kind, schema.CustomType) and kind.cls is Path:
+        return "an absolute path (a string)"
+    if isinstance(kind, schema.StrType):
+        return "a string"
+    return type(kind).__name__.removesuffix("Type").lower()
+
+
+def _value_at(raw: Any, key: list[str]) -> Any:
+    for name in key:
+        raw = raw.get(name) if isinstance(raw, dict) else None
+    return raw
+
+
+def _show(value: Any) -> str:
+    """A value as TOML would write it, on one line (strings escaped)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return msgspec.json.encode(value).decode()
+    return "(the default)" if value is None else str(value)
+
+
+# ---- what the schema's types cannot say ------------------------------------------------------------
+
+def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
+    def fail(key: str, what: str) -> ConfigError:
+        return ConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
+
+    for key, url in (("devices.shoe", config.devices.shoe), ("devices.shuffler", config.devices.shuffler)):
+        if url is not None:
+            try:
+                make_transport(url)  # parses the URL and checks its scheme's options; opens nothing
+            except BadURL as exc:
+                raise fail(key, str(exc).removeprefix(f"{exc.device}: ")) from None
+    paths = {"table.rules": config.table.rules, "journal.path": config.journal.path,
+             "api.socket": config.api.socket, "firmware.public_key": config.firmware.public_key}
+    for key, path in paths.items():
+        if path is not None and not path.is_absolute():
+            raise fail(key, "expected an absolute path")
+    if len(os.fsencode(config.api.socket)) > MAX_SOCKET_PATH:
+        raise fail("api.socket", f"too long for a Unix socket (at most {MAX_SOCKET_PATH} bytes)")
+    if not _MODE.match(config.api.mode) or int(config.api.mode, 8) & 0o007:
+        raise fail("api.mode", 'expected octal permissions without any for others, like "0660" or "0600"')
+    roles: dict[str, str] = {}  # group -> the role it was given to first
+    for role, group in msgspec.structs.asdict(config.roles).items():
+        if not _GROUP_NAME.match(group):
+            raise fail(f"roles.{role}", "expected a Unix group name (lower-case letters, digits, _ and -)")
+        if group in roles:
+            raise fail(f"roles.{role}", f"already the {roles[group]} group; each role needs its own "
+                       "(an override must come from a supervisor)")
+        roles[group] = role

@@ -1,0 +1,199 @@
+"""cardd/config.py: the schema, the example file, and one line for every kind of mistake."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cardd.config import (
+    ApiConfig,
+    CarddConfig,
+    ConfigError,
+    DevicesConfig,
+    JournalConfig,
+    LogConfig,
+    RolesConfig,
+    TableConfig,
+    load_config,
+    parse_config,
+    simulated,
+)
+from core.errors import CarddError
+from devices.rules import load_rules
+
+ROOT = Path(__file__).resolve().parents[2]
+MINIMAL = '[devices]\nshoe = "usb://1209:c4d0?serial=SHOE0001"\n\n[table]\nrules = "/etc/cardd/rules.toml"\n'
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cardd.toml"
+    path.write_text(text)
+    return path
+
+
+def error_of(tmp_path: Path, text: str) -> ConfigError:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"{path}: ")
+    return caught.value
+
+
+def test_a_minimal_file_takes_the_defaults(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL))
+    assert config == CarddConfig(
+        devices=DevicesConfig(shoe="usb://1209:c4d0?serial=SHOE0001", shuffler=None),
+        table=TableConfig(rules=Path("/etc/cardd/rules.toml")),
+    )
+    assert config.journal == JournalConfig(path=Path("/var/lib/cardd/journal.sqlite3"), retention_days=90)
+    assert config.api.socket == Path("/run/cardd/cardd.sock")
+    assert config.api.mode_bits == 0o660
+    assert config.firmware.public_key is None
+    assert config.roles == RolesConfig(dealer="cardd-dealer", supervisor="cardd-supervisor", technician="cardd-tech")
+    assert config.log == LogConfig(format="auto", level="info")
+
+
+def test_the_example_file_is_valid_and_sets_every_key():
+    config = load_config(ROOT / "packaging" / "cardd.toml")
+    assert config.devices.shuffler == "serial:///dev/cardd/shuffler-A1?baud=115200&parity=N&stopbits=1&bytesize=8"
+    assert config.firmware.public_key == Path("/etc/cardd/firmware-signing.pub")
+    text = (ROOT / "packaging" / "cardd.toml").read_text()
+    for section in ("devices", "table", "journal", "api", "firmware", "roles", "log"):
+        keys = type(getattr(config, section)).__struct_fields__
+        for key in keys:
+            assert f"\n{key} = " in text, f"packaging/cardd.toml does not show {section}.{key}"
+
+
+def test_simulated_needs_no_file_and_keeps_everything_under_one_directory(tmp_path):
+    config = simulated(tmp_path)
+    assert (config.devices.shoe, config.devices.shuffler) == ("sim://shoe", "sim://shuffler")
+    assert config.journal.path.parent == tmp_path and config.api.socket.parent == tmp_path
+    load_rules(config.table.rules)  # the built-in rules file exists and is valid
+    fresh = simulated()
+    try:
+        assert fresh.journal.path.parent.is_dir() and fresh.journal.path.parent != tmp_path
+        assert fresh.journal.path.parent.stat().st_mode & 0o077 == 0  # private
+    finally:
+        fresh.journal.path.parent.rmdir()
+
+
+def test_config_error_is_a_cardd_error(tmp_path):
+    assert isinstance(error_of(tmp_path, ""), CarddError)
+
+
+UNKNOWN_OR_MISSING = [
+    (MINIMAL + "[journal]\nretension_days = 120\n", "journal.retension_days",
+     "unknown key (allowed in [journal]: path, retention_days)"),
+    (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, firmware, journal, log, roles, table)"),
+    (MINIMAL + '[log]\n"level\\nERROR: forged" = 1\n', 'log."level\\nERROR: forged"',
+     "unknown key (allowed in [log]: format, level)"),
+    ('[devices]\nshoe = "sim://shoe"\n', "table", "missing; expected a table with the keys rules"),
+    ("[table]\nrules = '/r.toml'\n[devices]\nshuffler = 'sim://shuffler'\n", "devices.shoe",
+     "missing; expected a string"),
+    (MINIMAL + "log = \"json\"\n", "table.log", "unknown key (allowed in [table]: rules)"),  # TOML: under [table]
+]
+WRONG_TYPES = [
+    (MINIMAL + '[journal]\nretention_days = "ninety"\n', "journal.retention_days",
+     '"ninety" is not allowed; expected a whole number from 90 to 36525'),
+    (MINIMAL + "[journal]\nretention_days = 90.0\n", "journal.retention_days",
+     "90.0 is not allowed; expected a whole number from 90 to 36525"),
+    (MINIMAL + "[api]\nsocket = 5\n", "api.socket", "5 is not allowed; expected an absolute path (a string)"),
+    (MINIMAL + "[firmware]\npublic_key = true\n", "firmware.public_key",
+     "true is not allowed; expected an absolute path (a string)"),
+    ('log = "json"\n' + MINIMAL, "log", '"json" is not allowed; expected a table with the keys format, level'),
+]
+OUT_OF_RANGE = [
+    (MINIMAL + "[journal]\nretention_days = 30\n", "journal.retention_days",
+     "30 is not allowed; expected a whole number from 90 to 36525"),
+    (MINIMAL + '[log]\nformat = "xml"\n', "log.format", '"xml" is not allowed; expected one of "auto", "console", "json"'),
+    (MINIMAL + '[log]\nlevel = "trace"\n', "log.level",
+     '"trace" is not allowed; expected one of "debug", "error", "info", "warning"'),
+    (MINIMAL + '[journal]\npath = "journal.sqlite3"\n', "journal.path", '"journal.sqlite3": expected an absolute path'),
+    ('[devices]\nshoe = "sim://shoe"\n[table]\nrules = "rules.toml"\n', "table.rules",
+     '"rules.toml": expected an absolute path'),
+    (MINIMAL + '[api]\nsocket = "/run/' + "x" * 120 + '"\n', "api.socket",
+     '"/run/' + "x" * 120 + '": too long for a Unix socket (at most 107 bytes)'),
+    (MINIMAL + '[api]\nmode = "0666"\n', "api.mode",
+     '"0666": expected octal permissions without any for others, like "0660" or "0600"'),
+    (MINIMAL + '[api]\nmode = "rw-rw----"\n', "api.mode",
+     '"rw-rw----": expected octal permissions without any for others, like "0660" or "0600"'),
+    (MINIMAL + '[roles]\ndealer = "Dealers!"\n', "roles.dealer",
+     '"Dealers!": expected a Unix group name (lower-case letters, digits, _ and -)'),
+    (MINIMAL + '[roles]\ntechnician = "cardd-supervisor"\n', "roles.technician",
+     '"cardd-supervisor": already the supervisor group; each role needs its own '
+     "(an override must come from a supervisor)"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), UNKNOWN_OR_MISSING + WRONG_TYPES + OUT_OF_RANGE)
+def test_a_mistake_is_one_line_naming_the_key(tmp_path, text, key, message):
+    error = error_of(tmp_path, text)
+    assert error.key == key
+    assert str(error) == f"{tmp_path / 'cardd.toml'}: {key}: {message}"
+
+
+FORMS = "serial:///dev/PATH[?baud=115200&parity=N&stopbits=1&bytesize=8] | usb://VID:PID[?serial=SN] | sim://shuffler|shoe"
+
+
+@pytest.mark.parametrize(("shoe", "message"), [
+    ("tcp://10.0.0.5:4000", f"unknown scheme 'tcp'; accepted forms: {FORMS}"),
+    ("/dev/ttyACM0", f"not a device URL (no scheme://); accepted forms: {FORMS}"),
+    ("usb://1209?serial=X", f"'1209' is not a hex VID:PID like 1209:c4d0; accepted forms: {FORMS}"),
+    ("serial:///dev/ttyS0?baud=12", f"baud='12' is not a whole number from 50 to 4000000; accepted forms: {FORMS}"),
+    ("sim://shoe?pace_s=soon", "pace_s=soon: expected a number of seconds, 0 or more"),
+    ("sim://croupier", "no simulated device 'croupier'; simulated devices: shuffler, shoe"),
+])
+def test_a_bad_device_url_names_the_key(tmp_path, shoe, message):
+    error = error_of(tmp_path, MINIMAL.replace("usb://1209:c4d0?serial=SHOE0001", shoe))
+    assert str(error) == f'{tmp_path / "cardd.toml"}: devices.shoe: "{shoe}": {message}'
+
+
+def test_a_bad_shuffler_url_names_its_key(tmp_path):
+    error = error_of(tmp_path, MINIMAL.replace("[table]", 'shuffler = "serial://ttyS0"\n[table]'))
+    assert str(error) == (f'{tmp_path / "cardd.toml"}: devices.shuffler: "serial://ttyS0": serial URLs need an '
+                          f"absolute device path after serial://; accepted forms: {FORMS}")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (MINIMAL + "[journal]\nretention_days = \n", "line 7, column 18: not valid TOML: invalid value"),
+    ('[devices]\nshoe = "usb://1209:c4d0\n', "line 2, column 24: not valid TOML: illegal character '\\n'"),
+    (MINIMAL + "[devices]\n", "line 6, column 9: not valid TOML: cannot declare ('devices',) twice"),
+    (MINIMAL + "[api", "end of document: not valid TOML: expected ']' at the end of a table declaration"),
+])
+def test_bad_toml_names_the_line(tmp_path, text, message):
+    assert str(error_of(tmp_path, text)) == f"{tmp_path / 'cardd.toml'}: {message}"
+
+
+def test_a_missing_file(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "nowhere.toml")
+    assert str(caught.value) == (f"{tmp_path / 'nowhere.toml'}: no such file "
+                                 "(copy packaging/cardd.toml there, or pass --config PATH)")
+
+
+def test_an_unreadable_file(tmp_path, mocker):
+    path = write(tmp_path, MINIMAL)
+    path.chmod(0)
+    if os.geteuid() == 0:  # root reads any file: the refusal is the open() syscall's, so fail that
+        mocker.patch.object(Path, "read_bytes", side_effect=PermissionError(13, "Permission denied"))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (f"{path}: permission denied: the user running cardd (uid {os.getuid()}) "
+                                 "cannot read it (install it root:cardd, mode 0640)")
+
+
+def test_a_directory_and_a_binary_file(tmp_path):
+    with pytest.raises(ConfigError, match=rf"^{tmp_path}: is a directory, not a configuration file$"):
+        load_config(tmp_path)
+    path = tmp_path / "cardd.toml"
+    path.write_bytes(b"[devices]\nshoe = \"\xff\"\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: not UTF-8 text \(byte 18\)$"):
+        load_config(path)
+
+
+def test_a_string_is_parsed_with_its_source_named():
+    with pytest.raises(ConfigError, match=r"^--simulate overrides: jornal: unknown key"):
+        parse_config(MINIMAL + "[jornal]\n", "--simulate overrides")
+    assert parse_config(MINIMAL).api == ApiConfig()
