@@ -44,5 +44,5 @@ def test_layers_import_only_downwards(package):
 
 def test_the_checker_sees_a_violation(tmp_path):
     sample = tmp_path / "bad.py"
-    sample.write_text("from devices.table import Table\nimport drivers.errors\n")
+    sample.write_text("from devices.tracker.table import Table\nimport drivers.errors\n")
     assert project_imports(sample) == {"devices", "drivers"}
