@@ -123,7 +123,10 @@ class Round:
 
     def apply(self, op: RoundInput) -> Any:
         """Apply one typed input (:mod:`devices.game.inputs`); returns what its method returns."""
-        return _APPLY[type(op)](self, op)
+        handler = _APPLY.get(type(op))
+        if handler is None:
+            raise RoundError(f"{type(op).__qualname__} is not a round input (see devices.game.inputs)")
+        return handler(self, op)
 
     # ----- events -----
     def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
