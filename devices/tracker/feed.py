@@ -52,7 +52,13 @@ class Feed:
 
     def callbacks(self, device: str) -> tuple[Callable[[Message], None], Callable[[SessionEvent], None]]:
         """``(on_message, on_event)`` for the connection of ``device`` ("shuffler" or "shoe-reader")."""
-        return (lambda msg: self.message(device, msg)), (lambda event: self.connection_event(device, event))
+        def on_message(msg: Message) -> None:
+            self.message(device, msg)
+
+        def on_event(event: SessionEvent) -> None:
+            self.connection_event(device, event)
+
+        return on_message, on_event
 
     def message(self, device: str, msg: Message) -> list[Event]:
         """One message from ``device``; returns the events it caused (none if it was refused)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import types
 import typing
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from typing import Any, Union
 
 from core.cards import Card
@@ -183,7 +183,7 @@ _HINTS: dict[type, dict[str, Any]] = {}
 def to_json(record: Any) -> dict[str, Any]:
     """The record as a plain JSON object: ``{"v", "type", field...}``."""
     name = type(record).__name__
-    if RECORDS.get(name) is not type(record):
+    if RECORDS.get(name) is not type(record) or not is_dataclass(record):
         raise TypeError(f"{type(record).__qualname__} is not an input record (records: {', '.join(RECORDS)})")
     out: dict[str, Any] = {"v": FORMAT_VERSION, "type": name}
     for f in fields(record):

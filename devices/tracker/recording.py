@@ -61,7 +61,8 @@ class _Recorder:
     """Applies records to a live table and keeps the ones it accepted."""
 
     def __init__(self, table: Table) -> None:
-        self.table, self.records = table, []  # type: list[TableInput]
+        self.table = table
+        self.records: list[TableInput] = []
 
     def __call__(self, record: TableInput) -> None:
         self.table.apply(record)  # a refused input raises and is not recorded

@@ -98,9 +98,10 @@ class Table:
         An input the table cannot take raises (TableError, OverrideRefused, RuleViolation, RoundHeld
         ...) after journaling any refusal; events journaled before the refusal still went to the sink.
         """
-        handler = _HANDLERS.get(type(inp))
-        if handler is None:
-            raise TableError(f"{type(inp).__qualname__} is not a table input (see devices.tracker.inputs)")
+        try:
+            handler = _HANDLERS[type(inp)]
+        except KeyError:
+            raise TableError(f"{type(inp).__qualname__} is not a table input (see devices.tracker.inputs)") from None
         caused: list[Event] = []
         self._caused = caused
         try:
