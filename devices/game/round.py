@@ -19,9 +19,10 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role, also=())
     r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
     r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
+    r.apply(record)                             # any of the records of devices.game.inputs, by type
 
-Modules: round_types (Action, Target, errors), round_rules (what the rules allow), round_machine
-(the shared transitions machine).
+Modules: round_types (Action, Target, errors), round_checks (what the rules allow: they read the
+round and never change it), round_machine (the shared transitions machine), inputs (the records).
 
 Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
 (OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).

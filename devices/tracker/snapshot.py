@@ -2,9 +2,10 @@
 
 Saved: the shoe's position and its count of cards out per card, every pile (burn, discard,
 played, pending), open alarms, holds, the procedures waiting for the dealer, and the live
-round as the log of the input records it took (devices.tracker.inputs, JSON). Restoring replays that log into a fresh Round with the
-journal muted (its events were journaled the first time), so the round comes back exactly
-as it was without a second copy of its state here. Nothing still inside the shoe is known
+round as the log of the input records it took (devices.game.inputs, in the JSON form of
+devices.tracker.inputs). Restoring replays that log into a fresh Round with the journal
+muted (its events were journaled the first time), so the round comes back exactly as it was
+without a second copy of its state here. A bad record in the log raises InputDecodeError. Nothing still inside the shoe is known
 to the host, so nothing undealt can be in a snapshot.
 
 After a restore the devices are offline (they reconnect by themselves) and a live round is

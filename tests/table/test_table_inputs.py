@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from devices.game.round import Action, Round, RoundError, Target
 from devices.game.rules import HouseRules
 from devices.overrides import TableError
 from devices.tracker import inputs as i
+from devices.tracker.recording import load, record_random_shoes, replay, save
 from devices.tracker.table import Table
 from firmware_bridge.messages import CardRead, DeviceRole, Ident, ShuffleComplete, encode
 from core.cards import Orientation, shoe_composition
@@ -144,3 +146,23 @@ def test_a_round_applies_its_records_by_type() -> None:
     assert r.box_hands[1][0].cards == [AS]
     with pytest.raises(RoundError, match="OpenRound is not a round input"):
         r.apply(i.OpenRound())  # type: ignore[arg-type]  # a table input, not a round's
+
+
+def test_a_recording_is_saved_and_loaded_as_json_lines(tmp_path) -> None:
+    records, played = record_random_shoes(HouseRules.default(), random.Random(5), shoes=1)
+    path = tmp_path / "shoe.jsonl"
+    save(records, path)
+    assert len(path.read_text().splitlines()) == len(records)
+    loaded = load(path)
+    assert loaded == records
+    table = Table(HouseRules.default(), lambda e: None, clock=lambda: 0.0, stale_after_s=1e9)
+    replay(table, loaded)
+    assert table.shoe.state == "reconciled" and table.played == played.played
+    lines = path.read_text().splitlines()
+    lines[3] = lines[3].replace('"DeviceMessage"', '"Teleport"')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(i.InputDecodeError, match=f"{path}:4: unknown input record type 'Teleport'"):
+        load(path)
+    path.write_text("{not json\n")
+    with pytest.raises(i.InputDecodeError, match=f"{path}:1: not JSON"):
+        load(path)

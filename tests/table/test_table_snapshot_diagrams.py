@@ -13,7 +13,8 @@ from devices.tracker.inputs import Act, DeviceMessage, EnterCard, NoMoreBets, Op
 from devices.events import Reason, Role
 from devices.game.round import Action
 from devices.game.rules import HouseRules
-from devices.tracker.snapshot import restore, snapshot
+from devices.tracker.inputs import InputDecodeError
+from devices.tracker.snapshot import SNAPSHOT_VERSION, SnapshotError, restore, snapshot
 from core.cards import Card, Orientation
 from firmware_bridge.messages import CardRead
 from table_rig import TableRig, connect_devices
@@ -75,6 +76,27 @@ def test_every_machine_is_drawn() -> None:
     for title in ("Shuffler", "Shoe reader", "Shoe life", "Round"):
         assert f"## {title}" in text
     assert "stale --> dealing: back_to_dealing" in text and "last_round --> complete: finish" in text
+
+
+def test_the_round_log_is_input_records_and_a_bad_snapshot_is_refused_by_name() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.table.apply(OpenRound())
+    rig.table.apply(PlaceBet(1, "p1", 1000))
+    rig.table.apply(NoMoreBets("dealer-1"))
+    rig.deal("TC")
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    assert snap["version"] == SNAPSHOT_VERSION == 3
+    assert snap["round"]["log"] == [
+        {"v": 1, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 1000},
+        {"v": 1, "type": "NoMoreBets", "who": "dealer-1"},
+        {"v": 1, "type": "CardDealt", "card": "TC"},
+    ]
+    with pytest.raises(SnapshotError, match="version 2 is not 3"):
+        restore(HouseRules.default(), lambda e: None, {**snap, "version": 2}, clock=rig.clock)
+    bad = json.loads(json.dumps(snap))
+    bad["round"]["log"][0] = {"v": 1, "type": "place_bet", "box": 1, "player": "p1", "amount": 1000}
+    with pytest.raises(InputDecodeError, match="unknown input record type 'place_bet'"):
+        restore(HouseRules.default(), lambda e: None, bad, clock=rig.clock)
 
 
 def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
