@@ -118,6 +118,7 @@ class Demo:
             if target.kind == "dealer":
                 (total, soft), natural = hand_total(round_.dealer_cards), False
             else:
+                assert target.box is not None and target.hand is not None
                 hand = round_.box_hands[target.box][target.hand]
                 total, soft, natural = hand.total, hand.soft, hand.blackjack
             return f"{target} ({'blackjack' if natural else ('soft ' if soft else '') + str(total)})"
@@ -197,8 +198,10 @@ class Demo:
                 self.say(f"  round {round_.round_id} {round_.state}: bets returned")
 
     def _decide(self, round_: Round) -> None:
-        box = round_.current_hand.box
-        hand = round_.box_hands[box][round_.current_hand.hand]
+        turn = round_.current_hand
+        assert turn is not None and turn.box is not None and turn.hand is not None  # called while players act
+        box = turn.box
+        hand = round_.box_hands[box][turn.hand]
         up = card_value(round_.dealer_cards[0])
         for action in _strategy(hand.cards, hand.total, hand.soft, 11 if up == 1 else up):
             try:

@@ -520,6 +520,7 @@ class Round:
             if t.kind == "dealer":
                 self.dealer_cards.append(card)
             else:
+                assert t.box is not None  # checked above: a box target names its box
                 self.box_hands[t.box][0].add(card)
                 self.initial_cards[t.box].append(card)
         self.assignments[:] = [(c, t) for c, t in layout]
