@@ -52,7 +52,7 @@ from devices.game.inputs import (
     ReconstructAndRedeal, ReconstructInitialDeal, Resume, RoundInput, Void,
 )
 from devices.overrides import OverrideRefused, require_supervisor  # refused overrides raise OverrideRefused
-from devices.game.round_machine import LIVE_STATES, MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
+from devices.game.round_machine import MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
 from devices.game.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
 from devices.game.round_checks import Problem, check_action, check_bet, check_insurance, check_pairs_bet
 from devices.game.rules import HouseRules
@@ -109,6 +109,11 @@ class Round:
     @property
     def state(self) -> str:
         return self._phase.state if self._phase is not None else self._final
+
+    @property
+    def live(self) -> bool:
+        """Betting or being dealt: not yet complete or void (then the round gave its phase back)."""
+        return self._phase is not None
 
     def _go(self, trigger: str) -> None:
         """Fire a transition, then journal the new state. The machine has no callbacks, so nothing
@@ -427,7 +432,7 @@ class Round:
         ``by_rule`` names the house rule that voids the round by itself (a face-up misload,
         seed 000 section 7); without it the void is an override and needs a supervisor.
         """
-        if self.state not in LIVE_STATES:
+        if not self.live:
             raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
         if by_rule is None:
             self._supervisor("void", who, role)

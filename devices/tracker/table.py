@@ -34,7 +34,6 @@ from devices.tracker.inputs import (
     CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard, HandShuffled,
     LinkDown, LinkUp, OpenRound, PlacementError, Redeal, ShoeRemainder, ShuffleStarted, TableInput, Tick, VoidShoe,
 )
-from devices.game.round_machine import LIVE_STATES
 from devices.game.rules import HouseRules
 from devices.models.shoe_reader_model import ShoeReaderModel
 from devices.models.shuffler_model import ShufflerModel
@@ -127,7 +126,7 @@ class Table:
 
     @property
     def round_live(self) -> bool:
-        return self.round is not None and self.round.state in LIVE_STATES
+        return self.round is not None and self.round.live
 
     def devices(self) -> list[DeviceModel]:
         """The devices play depends on (no shuffler at a hand-shuffled table)."""
@@ -275,7 +274,7 @@ class Table:
     def _unexpected(self, card: Card, index: int | None) -> None:
         """``index`` None: a card exposed in error that the round ended without needing."""
         r = self.round
-        if r is None or r.state not in LIVE_STATES:
+        if r is None or not r.live:
             self.pending.remove(card)
             self.drawn_in_error.append(card)
             what = f"card #{index} ({card})" if index is not None else f"{card}, exposed in error and not needed,"
@@ -290,7 +289,7 @@ class Table:
     def _give(self, card: Card) -> bool:
         """Hand ``card`` to the live round if one of its hands expects a card now."""
         r = self.round
-        if r is None or r.held is not None or r.state not in LIVE_STATES:
+        if r is None or r.held is not None or not r.live:
             return False
         try:
             target = r.card_dealt(card)  # called directly (the hot path); logged as its record below
