@@ -41,7 +41,7 @@ def test_every_card_is_placed_exactly_once_and_every_shoe_reconciles(casino: str
     events: list = []
     table = Table(rules, events.append, clock=lambda: 0.0, stale_after_s=1e9)
     reads = 0
-    for step in steps:  # the recorded session again, checking after every input
+    for step in steps:  # the recording again, checking after every input
         table.apply(step)
         reads += card_read(step) is not None
         assert table.placed() == +table.shoe.out
@@ -110,7 +110,7 @@ def test_power_loss_anywhere_restores_and_the_shoe_ends_the_same(casino: str, se
        trouble=st.sampled_from(["unreadable", "stale"]))
 def test_an_unreadable_card_or_a_stale_spell_anywhere_changes_no_outcome(casino: str, seed: int, at: float,
                                                                          trouble: str) -> None:
-    """Metamorphic: the same session with trouble handled by the procedures ends exactly the same."""
+    """Metamorphic: the same recording with trouble handled by the procedures ends exactly the same."""
     rules = RULES[casino]
     steps, played = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=4)
     reads = [i for i, s in enumerate(steps) if card_read(s) is not None]
