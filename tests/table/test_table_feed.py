@@ -86,6 +86,27 @@ def test_a_card_from_the_pty_lands_in_the_hand_the_round_deals_it_to() -> None:
     assert any(e.reason is Reason.CARD_ASSIGNED and e.data["target"] == "box 1 hand 1" for e in journal)
 
 
+@pytest.mark.timeout(60)
+def test_a_shoe_that_goes_away_takes_the_reader_offline() -> None:
+    table = Table(HouseRules.default(), lambda e: None)
+    feed = Feed(table)
+
+    async def main(sim: SimulatedTable) -> None:
+        on_message, on_event = feed.callbacks("shoe-reader")
+        session = DeviceSession(SerialTransport(sim.shoe.url), on_message, on_event,
+                                SessionConfig(host_name="feed-test"))
+        try:
+            await session.open()
+            assert table.reader.state == "idle"
+            await asyncio.to_thread(sim.shoe.stop)  # the device and its pty go away
+            await until(lambda: table.reader.state == "offline", "DISCONNECTED -> LinkDown -> reader offline")
+        finally:
+            await session.close()
+
+    with SimulatedTable.over_ptys(shuffle_time_s=0) as sim:
+        asyncio.run(main(sim))
+
+
 def test_connection_events_bring_a_device_up_and_down() -> None:
     table = Table(HouseRules.default(), lambda e: None, clock=FakeClock())
     feed = Feed(table)
