@@ -2,7 +2,8 @@
 
 Records full shoes played with random legal decisions (6 decks, 1-7 boxes a round, each
 shoe reconciled and the next one shuffled, verified and loaded), then replays the recorded
-inputs into a fresh Table with no I/O: the journal is an in-memory list. Prints the figures;
+input records (devices.tracker.inputs), after a round trip through their JSON form, into a
+fresh Table with no I/O: the journal is an in-memory list. Prints the figures;
 the target is >= 50,000 cards/s.
 
     .venv/bin/python benchmarks/deal.py [--shoes 40] [--rules rules/casino-000.toml] [--repeat 7]
@@ -16,15 +17,17 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import structlog  # noqa: E402
 
-from devices.rules import RulesError, load_rules  # noqa: E402
-from devices.table import Table  # noqa: E402
-from devices.table_session import record_random_shoes, replay  # noqa: E402
+from devices.game.rules import RulesError, load_rules  # noqa: E402
+from devices.tracker.table import Table  # noqa: E402
+from devices.tracker.inputs import DeviceMessage, from_json, to_json  # noqa: E402
+from devices.tracker.recording import record_random_shoes, replay  # noqa: E402
 from firmware_bridge.messages import CardRead  # noqa: E402
 
 TARGET = 50_000
@@ -45,11 +48,12 @@ def main() -> int:
         print(f"deal benchmark: {exc}", file=sys.stderr)
         return 2
 
-    steps, recorded = record_random_shoes(rules, random.Random(args.seed), shoes=args.shoes, max_boxes=7)
-    cards = sum(isinstance(payload, CardRead) for _, payload in steps)
+    recorded_inputs, recorded = record_random_shoes(rules, random.Random(args.seed), shoes=args.shoes, max_boxes=7)
+    steps = [from_json(to_json(record)) for record in recorded_inputs]  # what a recording on disk gives back
+    cards = sum(isinstance(s, DeviceMessage) and isinstance(s.message, CardRead) for s in steps)
     rates = []
     for _ in range(args.repeat):
-        journal: list = []
+        journal: list[Any] = []
         table = Table(rules, journal.append, clock=lambda: 0.0, stale_after_s=1e9)
         start = time.perf_counter()
         replay(table, steps)

@@ -2,7 +2,7 @@
 
 A simulated shuffler and a simulated shoe each sit behind a real pseudo-terminal; the host
 opens both with the serial driver, the link and the session, exactly as it would real
-devices, and feeds what they say to the deal tracker.
+devices, and a :class:`devices.tracker.feed.Feed` takes what they say to the deal tracker.
 
 1. A shoe's life: the shuffler shuffles and verifies a 6-deck shoe (a count per card, never
    the order); the dealer moves the stack into the shoe; the tracker follows every card the
@@ -23,15 +23,19 @@ import logging
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 import structlog
 
 from devices.events import Event, Reason, Role, Severity
-from devices.hand import card_value, hand_total
-from devices.round import Action, Round, RuleViolation
-from devices.rules import HouseRules, RulesError, load_rules
-from devices.table import Table
+from devices.game.hand import card_value, hand_total
+from devices.game.round import Action, Round, RuleViolation
+from devices.game.rules import HouseRules, RulesError, load_rules
+from devices.tracker.feed import Feed
+from devices.tracker.inputs import (
+    Act, CloseInsurance, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder, ShuffleStarted, VoidShoe,
+)
+from devices.tracker.table import Table
 from core.cards import Card, Rank
 from firmware_bridge.messages import (
     CardRead,
@@ -57,6 +61,7 @@ class Demo:
         self.rules, self.pace, self.sim, self.out = rules, pace, sim, out or sys.stdout
         self.journal: list[Event] = []
         self.table = Table(rules, self._event)
+        self.feed = Feed(self.table)
         self.connections: dict[str, DeviceConnection] = {}
         self.read_seen = asyncio.Event()
         self.checked = asyncio.Event()
@@ -85,7 +90,7 @@ class Demo:
         elif isinstance(msg, DeckCheckResult):
             self.say(f"  deck check: {'ok' if msg.ok else 'FAILED'} for {msg.decks} decks "
                      f"(missing {len(msg.missing)}, extra {len(msg.extra)}, unrecognised {msg.unrecognised})")
-        self.table.on_shuffler(msg)
+        self.feed.message("shuffler", msg)
         if isinstance(msg, DeckCheckResult):
             self.checked.set()
 
@@ -94,11 +99,10 @@ class Demo:
             self.stub[msg.card] += 1
             self.say(f"  #{msg.index:3d} {msg.card}  stub: back to the shuffler")
         else:
-            before = len(self.journal)
-            self.table.on_shoe(msg)
+            caused = self.feed.message("shoe-reader", msg)
             if isinstance(msg, CardRead):
                 self.reads.append(msg)
-                self.say(f"  #{msg.index:3d} {msg.card}  {self._where(self.journal[before:])}")
+                self.say(f"  #{msg.index:3d} {msg.card}  {self._where(caused)}")
             elif isinstance(msg, CutCardSeen):
                 self.say(f"  -- cut card after card #{msg.index}: this round is the last of the shoe")
         if isinstance(msg, CardRead):
@@ -109,10 +113,12 @@ class Demo:
         reasons = [e.reason for e in events]
         if Reason.CARD_ASSIGNED in reasons:
             round_ = self.table.round
+            assert round_ is not None
             target = round_.assignments[-1][1]
             if target.kind == "dealer":
                 (total, soft), natural = hand_total(round_.dealer_cards), False
             else:
+                assert target.box is not None and target.hand is not None
                 hand = round_.box_hands[target.box][target.hand]
                 total, soft, natural = hand.total, hand.soft, hand.blackjack
             return f"{target} ({'blackjack' if natural else ('soft ' if soft else '') + str(total)})"
@@ -128,15 +134,14 @@ class Demo:
         for name, endpoint, handler in (("shuffler", self.sim.shuffler, self.on_shuffler),
                                         ("shoe-reader", self.sim.shoe, self.on_shoe)):
             connection = DeviceConnection(endpoint.url, handler, self._link_events(name), config)
-            ident = await connection.open()
-            self.table.link_up(name)
-            (self.table.on_shuffler if name == "shuffler" else self.table.on_shoe)(ident)
+            ident = await connection.open()  # CONNECTED: the feed brings the device's model up
             self.say(f"{name}: {ident.model} serial {ident.serial} firmware {ident.firmware_version} "
                      f"on {endpoint.url} (pty {endpoint.tty})")
             self.connections[name] = connection
 
-    def _link_events(self, name: str):
+    def _link_events(self, name: str) -> Callable[[SessionEvent], None]:
         def on_event(event: SessionEvent) -> None:
+            self.feed.connection_event(name, event)
             if event.kind is not SessionEventKind.IDENT:  # the boot id is for the logs
                 self.say(f"  [{name} link] {event.kind}: {event.detail}")
         return on_event
@@ -144,7 +149,7 @@ class Demo:
     async def shuffle(self, timeout: float) -> bool:
         """The dealer loads the shuffler and starts it; True when the tracker verified the shoe."""
         self.checked.clear()
-        self.table.shuffle_started(DEALER)
+        self.table.apply(ShuffleStarted(DEALER))
         await self.connections["shuffler"].send(StartShuffle(self.rules.decks))
         await asyncio.wait_for(self.checked.wait(), timeout)
         return self.table.shoe.state == "verified"
@@ -170,18 +175,20 @@ class Demo:
         played = 0
         while self.table.shoe.state in ("in_play", "last_round") and played != limit:
             played += 1
-            round_ = self.table.open_round()
+            self.table.apply(OpenRound())
+            round_ = self.table.round
+            assert round_ is not None
             boxes = (1, 3, 5) if round_.round_id % 2 else (2, 4, 6, 7)
             bets = {box: self.rules.table.min_per_player * (1 + box % 3) for box in boxes}
             for box, amount in bets.items():
-                self.table.place_bet(box, f"player-{box}", amount)
+                self.table.apply(PlaceBet(box, f"player-{box}", amount))
             self.say(f"round {round_.round_id}: bets " + ", ".join(f"box {b} {_money(a, sign=False)}" for b, a in bets.items()))
-            self.table.no_more_bets(DEALER)
+            self.table.apply(NoMoreBets(DEALER))
             while round_.state not in ("complete", "void"):
                 if round_.expected_next() is not None:
                     await self.draw()
                 elif round_.state == "insurance":
-                    self.table.close_insurance(DEALER)
+                    self.table.apply(CloseInsurance(DEALER))
                 else:
                     self._decide(round_)
             if round_.settlement is not None and round_.state == "complete":
@@ -191,12 +198,14 @@ class Demo:
                 self.say(f"  round {round_.round_id} {round_.state}: bets returned")
 
     def _decide(self, round_: Round) -> None:
-        box = round_.current_hand.box
-        hand = round_.box_hands[box][round_.current_hand.hand]
+        turn = round_.current_hand
+        assert turn is not None and turn.box is not None and turn.hand is not None  # called while players act
+        box = turn.box
+        hand = round_.box_hands[box][turn.hand]
         up = card_value(round_.dealer_cards[0])
         for action in _strategy(hand.cards, hand.total, hand.soft, 11 if up == 1 else up):
             try:
-                self.table.act(box, action, f"player-{box}")
+                self.table.apply(Act(box, action, f"player-{box}"))
                 if action in (Action.DOUBLE, Action.SPLIT, Action.SURRENDER):
                     self.say(f"  box {box} {action.name.lower()}s")
                 return
@@ -211,7 +220,7 @@ class Demo:
         for _ in range(left):
             await self.draw()
         self.counting_stub = False
-        self.table.shoe_remainder(dict(self.stub), DEALER)
+        self.table.apply(ShoeRemainder(dict(self.stub), DEALER))
 
     def summary(self) -> None:
         returned = sum(self.stub.values())
@@ -288,7 +297,7 @@ async def _faults(demo: Demo, shuffle_seconds: float) -> bool:
     await demo.play_rounds(limit=2)
     voided = [e for e in demo.journal if e.reason is Reason.ROUND_VOID]
     demo.say(f"  the face-up card voided {len(voided)} round; play went on with the next round")
-    table.void_shoe(SUPERVISOR, Role.SUPERVISOR)
+    table.apply(VoidShoe(SUPERVISOR, Role.SUPERVISOR))
     demo.say(f"  the supervisor voids the rest of the demo shoe: {table.shoe.state}")
     return refused and len(voided) == 1
 

@@ -45,23 +45,23 @@ def _null_sink(_event: object) -> None:
 
 
 def _shuffler() -> tuple[Machine, str]:
-    from devices.shuffler_model import ShufflerModel
+    from devices.models.shuffler_model import ShufflerModel
     return ShufflerModel(_null_sink).machine, ShufflerModel.__module__
 
 
 def _shoe_reader() -> tuple[Machine, str]:
-    from devices.shoe_reader_model import ShoeReaderModel
+    from devices.models.shoe_reader_model import ShoeReaderModel
     return ShoeReaderModel(_null_sink).machine, ShoeReaderModel.__module__
 
 
 def _shoe() -> tuple[Machine, str]:
-    from devices.rules import HouseRules
-    from devices.shoe import Shoe
+    from devices.game.rules import HouseRules
+    from devices.tracker.shoe import Shoe
     return Shoe(HouseRules.default(), _null_sink).machine, Shoe.__module__
 
 
 def _round() -> tuple[Machine, str]:
-    from devices import round_machine  # the one machine every round runs in
+    from devices.game import round_machine  # the one machine every round runs in
     return round_machine.MACHINE, round_machine.__name__
 
 

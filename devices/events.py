@@ -65,7 +65,7 @@ class Reason(enum.StrEnum):
     CARDS_TO_BOX_WITHOUT_WAGER = "CARDS_TO_BOX_WITHOUT_WAGER"
     OVERRIDE = "OVERRIDE"
     OVERRIDE_REFUSED = "OVERRIDE_REFUSED"
-    # appended later: the deal tracker (devices/table.py) and the shoe (the cut card)
+    # appended later: the deal tracker (devices/tracker/table.py) and the shoe (the cut card)
     DEALING_BLOCKED = "DEALING_BLOCKED"  # a card left a shoe that may not be dealt (refused, unverified, complete)
     ALARM_CLEARED = "ALARM_CLEARED"  # a supervisor cleared an open alarm
     CUT_CARD_MISPLACED = "CUT_CARD_MISPLACED"  # the cut card came out where the cut rules do not put it (shoe)

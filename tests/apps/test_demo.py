@@ -8,7 +8,7 @@ import re
 import pytest
 
 from cardd import demo
-from devices.rules import load_rules
+from devices.game.rules import load_rules
 
 RULES = demo.ROOT / "rules" / "casino-000.toml"
 

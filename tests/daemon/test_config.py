@@ -20,7 +20,7 @@ from cardd.config import (
     simulated,
 )
 from core.errors import CarddError
-from devices.rules import load_rules
+from devices.game.rules import load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = '[devices]\nshoe = "usb://1209:c4d0?serial=SHOE0001"\n\n[table]\nrules = "/etc/cardd/rules.toml"\n'

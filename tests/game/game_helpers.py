@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from devices.events import Event, Reason
-from devices.round import Action, Round
-from devices.rules import HouseRules, load_rules
+from devices.game.round import Action, Round
+from devices.game.rules import HouseRules, load_rules
 from core.cards import Card
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def snapshot(r: Round) -> Any:
     """Everything a refusal must leave untouched."""
     return copy.deepcopy((r.state, r.held, r.wagers, r.pairs_bets, r.insurance, r.even_money_taken,
                           [vars(h) for h in r.hands], r.dealer_cards, r.assignments, r._plan,
-                          r._redeal_queue, r._draw_seen))
+                          r._redeal_queue, r.draw_seen))
 
 
 def new_round(rules: HouseRules, bets: list[tuple[int, str, int]], rec: Recorder | None = None) -> Round:

@@ -6,8 +6,8 @@ import random
 from typing import Callable
 
 from devices.events import Event
-from devices.round import Action, Round, RuleViolation
-from devices.rules import HouseRules
+from devices.game.round import Action, Round, RuleViolation
+from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card
 
 ACTIONS = (Action.HIT, Action.STAND, Action.DOUBLE, Action.SPLIT, Action.SURRENDER)

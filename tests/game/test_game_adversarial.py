@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from devices.events import Reason, Role
-from devices.round import Action, RuleViolation
+from devices.game.round import Action, RuleViolation
 from game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
 
 

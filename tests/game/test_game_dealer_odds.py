@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from devices.dealer_odds import (OUTCOMES, UP_CARDS, dealer_distribution, dealer_table, distribution_from_counts,
+from devices.game.dealer_odds import (OUTCOMES, UP_CARDS, dealer_distribution, dealer_table, distribution_from_counts,
                                  main, markdown_table)
-from devices.hand import hand_total
+from devices.game.hand import hand_total
 from core.cards import Card, Rank, Suit
 from game_helpers import ROOT
 
@@ -84,4 +84,4 @@ def test_docs_print_the_current_table(capsys: pytest.CaptureFixture[str]) -> Non
     printed = capsys.readouterr().out
     assert printed == markdown_table(6, False)
     docs = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
-    assert printed in docs, "docs/rules.md is stale: paste `python -m devices.dealer_odds --markdown`"
+    assert printed in docs, "docs/rules.md is stale: paste `python -m devices.game.dealer_odds --markdown`"

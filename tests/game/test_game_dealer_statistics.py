@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from devices.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
-from devices.hand import card_value, hand_total
-from devices.rules import DealerRules, HouseRules
+from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
+from devices.game.hand import card_value, hand_total
+from devices.game.rules import DealerRules, HouseRules
 from game_sim import play_round
 from game_stats import chi2_sf, chi2_statistic
 

@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 
 from devices.events import Reason, Role, Severity
-from devices.procedures import OverrideRefused
-from devices.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target
-from devices.rules import DealerRules, HouseRules
+from devices.overrides import OverrideRefused
+from devices.game.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target
+from devices.game.rules import DealerRules, HouseRules
 from game_helpers import Recorder, cards, deal, new_round, snapshot
 
 RULES = HouseRules.default()

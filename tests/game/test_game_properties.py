@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devices.round import Action, Round, RoundError, RuleViolation
+from devices.game.round import Action, Round, RoundError, RuleViolation
 from core.cards import Card
 from game_helpers import CASINOS, Recorder, rules_for, snapshot
 from game_sim import LazyShoe, play_round

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from devices.rules import HouseRules, RulesError, load_rules, parse_rules
+from devices.game.rules import HouseRules, RulesError, load_rules, parse_rules
 from game_helpers import CASINOS, RULES_FILES, SHEET, rules_for
 
 

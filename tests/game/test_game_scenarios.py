@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from devices.events import Reason
-from devices.round import RuleViolation
+from devices.game.round import RuleViolation
 from game_helpers import CASINOS, SHEET, Recorder, nets, new_round, rules_for, run, snapshot
 
 A = [(1, "a", 10000)]

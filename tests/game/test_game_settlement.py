@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
-from devices.hand import Hand
-from devices.rules import HouseRules
-from devices.settlement import settle
+from devices.game.hand import Hand
+from devices.game.rules import HouseRules
+from devices.game.settlement import settle
 from game_helpers import cards
 
 RULES = HouseRules.default()

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet
 from devices.events import Event, Reason
-from devices.rules import HouseRules, load_rules
-from devices.table import Table
+from devices.game.rules import HouseRules, load_rules
+from devices.tracker.table import Table
 from core.cards import Card, Orientation, shoe_composition
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded, ShuffleComplete, ShuffleProgress,
@@ -28,9 +29,9 @@ def cards(text: str) -> list[Card]:
 def connect_devices(table: Table, boot: int = 7) -> None:
     """Both links up and each device's IDENT, as the link layer reports a (re)connection."""
     for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
-        table.link_up(name)
+        table.apply(LinkUp(name))
         msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, boot)
-        (table.on_shuffler if role is DeviceRole.SHUFFLER else table.on_shoe)(msg)
+        table.apply(DeviceMessage(name, msg))
 
 
 class FakeClock:
@@ -67,18 +68,18 @@ class TableRig:
 
     def shuffle(self, composition: dict[Card, int], check: DeckCheckResult | None = None) -> None:
         decks = self.rules.decks
-        self.table.on_shuffler(ShuffleProgress(0, 0))
-        self.table.on_shuffler(ShuffleComplete(sum(composition.values()), composition))
-        self.table.on_shuffler(check or DeckCheckResult(True, decks, (), (), 0))
+        self.table.apply(DeviceMessage("shuffler", ShuffleProgress(0, 0)))
+        self.table.apply(DeviceMessage("shuffler", ShuffleComplete(sum(composition.values()), composition)))
+        self.table.apply(DeviceMessage("shuffler", check or DeckCheckResult(True, decks, (), (), 0)))
 
     def shuffle_ok(self) -> None:
         if self.rules.shoe.shuffle == "automatic":
             self.shuffle(shoe_composition(self.rules.decks))
         else:
-            self.table.hand_shuffled("dealer-1")
+            self.table.apply(HandShuffled("dealer-1"))
 
     def load_and_burn(self, burn: str = "") -> None:
-        self.table.on_shoe(ShoeLoaded(0))
+        self.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
         self.index = 0
         n = self.rules.shoe.burn_after_shuffle
         burn_cards = cards(burn) if burn else cards("2C 3C 4C")[:n]
@@ -91,7 +92,7 @@ class TableRig:
         card = Card.parse(card) if isinstance(card, str) else card
         self.index += 1
         orientation = Orientation.FACE_UP if face_up else Orientation.FACE_DOWN
-        self.table.on_shoe(CardRead(self.index, card, orientation, self.index * 10))
+        self.table.apply(DeviceMessage("shoe-reader", CardRead(self.index, card, orientation, self.index * 10)))
 
     def deal(self, text: str) -> None:
         for c in cards(text):
@@ -99,19 +100,19 @@ class TableRig:
 
     def unreadable(self) -> None:
         self.index += 1
-        self.table.on_shoe(UnreadableCard(self.index, self.index * 10))
+        self.table.apply(DeviceMessage("shoe-reader", UnreadableCard(self.index, self.index * 10)))
 
     def heartbeat(self) -> None:
-        self.table.on_shoe(Heartbeat(1))
-        self.table.on_shuffler(Heartbeat(1))
+        self.table.apply(DeviceMessage("shoe-reader", Heartbeat(1)))
+        self.table.apply(DeviceMessage("shuffler", Heartbeat(1)))
 
     # ---- a round --------------------------------------------------------------------------
 
     def bets(self, *boxes: int, amount: int | None = None) -> None:
-        self.table.open_round()
+        self.table.apply(OpenRound())
         for b in boxes:
-            self.table.place_bet(b, f"p{b}", amount or self.rules.table.min_per_player)
-        self.table.no_more_bets("dealer-1")
+            self.table.apply(PlaceBet(b, f"p{b}", amount or self.rules.table.min_per_player))
+        self.table.apply(NoMoreBets("dealer-1"))
 
     # ---- what happened --------------------------------------------------------------------
 

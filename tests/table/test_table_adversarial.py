@@ -7,11 +7,15 @@ from collections import Counter
 
 import pytest
 
+from devices.tracker.inputs import (
+    Act, CardsToBoxWithoutWager, DealerChange, DeviceMessage, DrawnInErrorDecision, HandShuffled, LinkDown, LinkUp,
+    NoMoreBets, OpenRound, PlaceBet, Redeal, Resume, ShoeRemainder, VoidShoe,
+)
 from devices.events import Reason, Role
-from devices.round import Action, RuleViolation
-from devices.procedures import TableError
-from devices.rules import HouseRules
-from devices.table_snapshot import restore, snapshot
+from devices.game.round import Action, RuleViolation
+from devices.overrides import TableError
+from devices.game.rules import HouseRules
+from devices.tracker.snapshot import restore, snapshot
 from core.cards import Card
 from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeEmpty, ShoeLoaded
 from table_rig import RULES_DIR, TableRig, cards
@@ -39,7 +43,7 @@ def test_a_round_voided_by_a_supervisors_redeal_stays_void_after_a_power_loss() 
     rig = TableRig(HouseRules.default())
     rig.bets(1)
     rig.deal("5H 6H 7H 8H")
-    rig.table.redeal("sup-1", Role.SUPERVISOR)
+    rig.table.apply(Redeal("sup-1", Role.SUPERVISOR))
     t = _power_cycle(rig)
     assert t.round.state == "void" and not t.round_live
     assert t.placed() == +t.shoe.out
@@ -49,20 +53,20 @@ def test_a_round_voided_by_a_supervisors_redeal_stays_void_after_a_power_loss() 
 def test_voiding_a_shoe_that_cannot_be_void_is_one_clear_refusal_and_no_override(load: bool) -> None:
     rig = TableRig(HouseRules.default(), load=load)
     if load:
-        rig.table.void_shoe("sup-1", Role.SUPERVISOR)  # void already
+        rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))  # void already
     mark, before = len(rig.events), json.dumps(snapshot(rig.table))
     with pytest.raises(TableError, match=f"the shoe is {rig.table.shoe.state}"):
-        rig.table.void_shoe("sup-1", Role.SUPERVISOR)
+        rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
     assert rig.since(mark) == []  # no OVERRIDE journaled for a void that did not happen
     assert json.dumps(snapshot(rig.table)) == before
 
 
 def test_a_hand_shuffle_cannot_stand_in_for_the_shufflers_count_at_an_automatic_table() -> None:
     rig = TableRig(HouseRules.default())  # shuffle = "automatic"
-    rig.table.void_shoe("sup-1", Role.SUPERVISOR)
+    rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
     before = json.dumps(snapshot(rig.table))
     with pytest.raises(TableError, match='shuffle = "automatic"'):
-        rig.table.hand_shuffled("dealer-1")
+        rig.table.apply(HandShuffled("dealer-1"))
     assert json.dumps(snapshot(rig.table)) == before and rig.table.shoe.state == "void"
 
 
@@ -71,7 +75,7 @@ def test_a_hand_shuffle_declared_mid_shoe_is_one_clear_refusal() -> None:
     assert rig.table.shoe.state == "in_play"
     before = json.dumps(snapshot(rig.table))
     with pytest.raises(TableError, match="the shoe is in_play"):
-        rig.table.hand_shuffled("dealer-1")
+        rig.table.apply(HandShuffled("dealer-1"))
     assert json.dumps(snapshot(rig.table)) == before
 
 
@@ -79,10 +83,10 @@ def test_a_dealer_change_during_the_last_round_journals_that_no_card_burns() -> 
     rig = TableRig.from_file(RULES_DIR / "casino-003.toml")  # burns one card on a dealer change
     rig.bets(1)
     rig.read("5H")
-    rig.table.on_shoe(CutCardSeen(rig.index + 1, 0))  # this round is the last of the shoe
+    rig.table.apply(DeviceMessage("shoe-reader", CutCardSeen(rig.index + 1, 0)))  # this round is the last of the shoe
     rig.deal("6H 7H")
-    rig.table.dealer_change("dealer-2")  # "one card burns after this round" ...
-    rig.table.act(1, Action.STAND, "p1")
+    rig.table.apply(DealerChange("dealer-2"))  # "one card burns after this round" ...
+    rig.table.apply(Act(1, Action.STAND, "p1"))
     rig.deal("TC 5C")
     assert rig.table.shoe.state == "complete"
     changes = rig.find(Reason.DEALER_CHANGE_BURN)
@@ -94,12 +98,12 @@ def test_a_shoe_loaded_from_a_reader_in_fault_or_not_yet_identified_is_taken_wit
     rig = TableRig(HouseRules.default(), load=False)
     rig.shuffle_ok()
     if trouble == "fault":
-        rig.table.on_shoe(Fault(FaultCode.COVER_OPEN, 0, "lid open"))
+        rig.table.apply(DeviceMessage("shoe-reader", Fault(FaultCode.COVER_OPEN, 0, "lid open")))
     else:
-        rig.table.link_down("shoe-reader")
-        rig.table.link_up("shoe-reader")
+        rig.table.apply(LinkDown("shoe-reader"))
+        rig.table.apply(LinkUp("shoe-reader"))
     assert rig.table.reader.state == trouble
-    rig.table.on_shoe(ShoeLoaded(0))  # the device's message: never a crash on the host
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))  # the device's message: never a crash on the host
     assert rig.table.reader.state == trouble and rig.table.shoe.state == "burning"
 
 
@@ -107,11 +111,11 @@ def test_a_supervisor_who_resumes_a_redeal_that_got_another_card_continues_with_
     rig = TableRig(HouseRules.default())
     rig.bets(1)
     rig.deal("TH 9S 5D")
-    rig.table.cards_to_box_without_wager("sup-1", Role.SUPERVISOR)  # TH 9S 5D go back on the shoe
+    rig.table.apply(CardsToBoxWithoutWager("sup-1", Role.SUPERVISOR))  # TH 9S 5D go back on the shoe
     rig.read("9S")  # the dealer put them back in another order: held, one alarm
     assert rig.table.round.held is not None
     mark = len(rig.events)
-    rig.table.resume("sup-1", Role.SUPERVISOR)
+    rig.table.apply(Resume("sup-1", Role.SUPERVISOR))
     assert rig.table.round.held is None  # not held again by the same card at once
     assert Reason.ROUND_HELD not in rig.since(mark)
     decided = [e for e in rig.events[mark:] if e.reason is Reason.CARDS_TO_BOX_WITHOUT_WAGER]
@@ -126,14 +130,14 @@ def test_a_supervisor_who_resumes_a_redeal_that_got_another_card_continues_with_
 @pytest.mark.parametrize("key, count", [("AS", 1), (Card.parse("AS"), -1), (Card.parse("AS"), 1.0), (Card.parse("AS"), True)])
 def test_a_remainder_count_that_is_not_a_card_with_a_count_is_one_clear_error(key, count) -> None:
     rig = TableRig(HouseRules.default())
-    rig.table.on_shoe(ShoeEmpty(rig.index, 0))
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeEmpty(rig.index, 0)))
     assert rig.table.shoe.state == "complete"
     remainder = Counter(rig.table.shoe.counted)
     remainder.subtract(rig.table.shoe.out)
     returned = dict(+remainder)
     returned[key] = count  # e.g. a card given as text: it was ignored and the shoe "reconciled"
     with pytest.raises(ValueError, match=re.escape(f"{key if isinstance(key, Card) else repr(key)}: {count!r}")):
-        rig.table.shoe_remainder(returned, "dealer-1")
+        rig.table.apply(ShoeRemainder(returned, "dealer-1"))
     assert rig.table.shoe.state == "complete"  # nothing decided on a bad count
 
 
@@ -141,19 +145,19 @@ def test_no_bet_is_taken_once_a_card_of_the_round_has_left_the_shoe() -> None:
     # seed 000 3.5: no bet placed or raised after the first card of the round has been dealt; a card
     # out during betting is the next card (box 1's here): a bet placed after seeing it is refused
     rig = TableRig(HouseRules.default())
-    rig.table.open_round()
-    rig.table.place_bet(2, "p2", 1000)
+    rig.table.apply(OpenRound())
+    rig.table.apply(PlaceBet(2, "p2", 1000))
     rig.read("AS")  # out during betting, face down but seen leaving the shoe
     before = json.dumps(snapshot(rig.table), sort_keys=True)
     mark = len(rig.events)
-    for bet in (lambda: rig.table.place_bet(1, "p1", 1000), lambda: rig.table.place_bet(2, "p2", 1000)):
+    for bet in (lambda: rig.table.apply(PlaceBet(1, "p1", 1000)), lambda: rig.table.apply(PlaceBet(2, "p2", 1000))):
         with pytest.raises(RuleViolation) as exc:
             bet()
         assert exc.value.rule == "card_out"
     assert json.dumps(snapshot(rig.table), sort_keys=True) == before
     refused = rig.events[mark:]
     assert [e.reason for e in refused] == [Reason.ACTION_REFUSED] * 2 and [e.who for e in refused] == ["p1", "p2"]
-    rig.table.no_more_bets("dealer-1")
+    rig.table.apply(NoMoreBets("dealer-1"))
     assert rig.table.round.box_hands[2][0].cards == cards("AS")
 
 
@@ -162,12 +166,12 @@ def test_every_card_drawn_in_error_is_named_in_the_journal_from_its_draw_to_its_
     rig.bets(1)
     rig.deal("TH 5D 9S")
     rig.deal("2S 3S")  # exposed in error while box 1 decides
-    rig.table.act(1, Action.STAND, "p1")  # the dealer's 5D takes 2S: 7 ... then 3S: 10, and draws on
+    rig.table.apply(Act(1, Action.STAND, "p1"))  # the dealer's 5D takes 2S: 7 ... then 3S: 10, and draws on
     rig.deal("8C")  # dealer 18: complete
     rig.read("KC")  # after the dealer's finished hand
     drawn = rig.find(Reason.CARD_DRAWN_IN_ERROR)
     assert [e.data["card"] for e in drawn] == ["KC"]
-    rig.table.resolve_drawn_in_error(False, "dealer-1")
+    rig.table.apply(DrawnInErrorDecision(False, "dealer-1"))
     last = rig.find(Reason.CARD_DRAWN_IN_ERROR)[-1]
     assert last.data["card"] == "KC" and "KC" in last.message and last.who == "dealer-1"
 
@@ -175,17 +179,17 @@ def test_every_card_drawn_in_error_is_named_in_the_journal_from_its_draw_to_its_
 def test_the_cut_card_coming_out_during_the_burn_does_not_end_the_burn() -> None:
     rig = TableRig.from_file(RULES_DIR / "casino-003.toml", load=False)  # burns three cards
     rig.shuffle_ok()
-    rig.table.on_shoe(ShoeLoaded(0))
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
     rig.read("2C")
-    rig.table.on_shoe(CutCardSeen(2, 0))  # a bad cut: the cut card right behind the first burn card
+    rig.table.apply(DeviceMessage("shoe-reader", CutCardSeen(2, 0)))  # a bad cut: the cut card right behind the first burn card
     with pytest.raises(TableError, match="burn"):
-        rig.table.open_round()  # two burn cards still to come
+        rig.table.apply(OpenRound())  # two burn cards still to come
     rig.deal("3C 4C")
     assert rig.table.burn_pile == cards("2C 3C 4C") and rig.table.drawn_in_error == []
     assert len(rig.find(Reason.BURN)) == 3 and not rig.find(Reason.CARD_DRAWN_IN_ERROR)
     rig.bets(1)  # the one round the cut card leaves, then the shoe ends
     rig.deal("TH 9S 8D")
-    rig.table.act(1, Action.STAND, "p1")
+    rig.table.apply(Act(1, Action.STAND, "p1"))
     rig.deal("9C")
     assert rig.table.shoe.state == "complete"
     rig.assert_ledger()

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from devices.events import Reason
-from devices.shoe_reader_model import ShoeReaderModel
-from devices.shuffler_model import ShufflerModel
+from devices.models.shoe_reader_model import ShoeReaderModel
+from devices.models.shuffler_model import ShufflerModel
 from core.cards import Card, Orientation
 from firmware_bridge.messages import (
     CardRead, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Heartbeat, Ident, ShoeEmpty, ShoeLoaded,

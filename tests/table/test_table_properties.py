@@ -11,17 +11,26 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from devices.tracker.inputs import DeviceMessage, EnterCard, Resume, Tick
 from devices.events import Reason, Role
-from devices.rules import load_rules
-from devices.table import Table
-from devices.table_session import apply, record_random_shoes
-from devices.table_snapshot import restore, snapshot
+from devices.game.rules import load_rules
+from devices.tracker.table import Table
+from devices.tracker.inputs import from_json, to_json
+from devices.tracker.recording import record_random_shoes
+from devices.tracker.snapshot import restore, snapshot
 from core.cards import Orientation
 from firmware_bridge.messages import CardRead, Heartbeat, UnreadableCard
 from table_rig import RULE_FILES, connect_devices
 
 pytestmark = pytest.mark.timeout(120)
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}
+
+
+def card_read(step: object) -> CardRead | None:
+    """The card read a recorded input carries, if it is one."""
+    if isinstance(step, DeviceMessage) and isinstance(step.message, CardRead):
+        return step.message
+    return None
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -32,9 +41,9 @@ def test_every_card_is_placed_exactly_once_and_every_shoe_reconciles(casino: str
     events: list = []
     table = Table(rules, events.append, clock=lambda: 0.0, stale_after_s=1e9)
     reads = 0
-    for step in steps:  # the recorded session again, checking after every input
-        apply(table, step)
-        reads += isinstance(step[1], CardRead)
+    for step in steps:  # the recording again, checking after every input
+        table.apply(step)
+        reads += card_read(step) is not None
         assert table.placed() == +table.shoe.out
         assert sum(table.shoe.out.values()) == reads
         r = table.round
@@ -53,15 +62,16 @@ def test_every_card_is_placed_exactly_once_and_every_shoe_reconciles(casino: str
 def test_a_face_up_card_anywhere_voids_only_its_round_and_is_placed(seed: int, at: float) -> None:
     rules = RULES["casino-000"]
     steps, _ = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=3)
-    reads = [i for i, s in enumerate(steps) if isinstance(s[1], CardRead)]
+    reads = [i for i, s in enumerate(steps) if card_read(s) is not None]
     k = reads[int(at * (len(reads) - 1))]
-    kind, msg = steps[k]
+    msg = card_read(steps[k])
+    assert msg is not None
     events: list = []
     table = Table(rules, events.append, clock=lambda: 0.0, stale_after_s=1e9)
     for step in steps[:k]:
-        apply(table, step)
+        table.apply(step)
     live = table.round_live
-    apply(table, (kind, CardRead(msg.index, msg.card, Orientation.FACE_UP, msg.device_time_ms)))
+    table.apply(DeviceMessage("shoe-reader", CardRead(msg.index, msg.card, Orientation.FACE_UP, msg.device_time_ms)))
     assert Reason.FACE_UP_CARD in [e.reason for e in events]
     assert msg.card in table.discard
     assert table.placed() == +table.shoe.out
@@ -73,20 +83,22 @@ def test_a_face_up_card_anywhere_voids_only_its_round_and_is_placed(seed: int, a
 @given(casino=st.sampled_from(sorted(RULES)), seed=st.integers(0, 2**32 - 1), at=st.floats(0.0, 1.0))
 def test_power_loss_anywhere_restores_and_the_shoe_ends_the_same(casino: str, seed: int, at: float) -> None:
     rules = RULES[casino]
-    steps, played = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=4)
+    recorded, played = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=4)
+    steps = [from_json(json.loads(json.dumps(to_json(step)))) for step in recorded]  # as a recording on disk
+    assert steps == recorded
     k = 4 + int(at * (len(steps) - 5))  # after the devices connected
     table = Table(rules, lambda e: None, clock=lambda: 0.0, stale_after_s=1e9)
     for step in steps[:k]:
-        apply(table, step)
+        table.apply(step)
     snap = json.loads(json.dumps(snapshot(table)))
     events: list = []
     back = restore(rules, events.append, snap, clock=lambda: 0.0, stale_after_s=1e9)
     connect_devices(back, boot=1)
     if back.round_live:
         assert back.round.held is not None  # a live round waits for a supervisor after a power loss
-        back.resume("sup-1", Role.SUPERVISOR)
+        back.apply(Resume("sup-1", Role.SUPERVISOR))
     for step in steps[k:]:
-        apply(back, step)
+        back.apply(step)
         assert back.placed() == +back.shoe.out
     assert back.shoe.state == "reconciled"
     assert back.rounds_started == played.rounds_started
@@ -98,33 +110,34 @@ def test_power_loss_anywhere_restores_and_the_shoe_ends_the_same(casino: str, se
        trouble=st.sampled_from(["unreadable", "stale"]))
 def test_an_unreadable_card_or_a_stale_spell_anywhere_changes_no_outcome(casino: str, seed: int, at: float,
                                                                          trouble: str) -> None:
-    """Metamorphic: the same session with trouble handled by the procedures ends exactly the same."""
+    """Metamorphic: the same recording with trouble handled by the procedures ends exactly the same."""
     rules = RULES[casino]
     steps, played = record_random_shoes(rules, random.Random(seed), shoes=1, max_boxes=4)
-    reads = [i for i, s in enumerate(steps) if isinstance(s[1], CardRead)]
+    reads = [i for i, s in enumerate(steps) if card_read(s) is not None]
     k = reads[int(at * (len(reads) - 1))]
     now = [0.0]
     events: list = []
     table = Table(rules, events.append, clock=lambda: now[0], stale_after_s=3.0)
     for step in steps[:k]:
-        apply(table, step)
-    msg = steps[k][1]
+        table.apply(step)
+    msg = card_read(steps[k])
+    assert msg is not None
     if trouble == "unreadable":
-        apply(table, ("shoe", UnreadableCard(msg.index, msg.device_time_ms)))
-        table.enter_card(msg.card, "dealer-1")
+        table.apply(DeviceMessage("shoe-reader", UnreadableCard(msg.index, msg.device_time_ms)))
+        table.apply(EnterCard(msg.card, "dealer-1"))
         assert Reason.CARD_ENTERED_BY_DEALER in [e.reason for e in events]
     else:
         now[0] += 10
-        table.tick()
+        table.apply(Tick())
         assert table.reader.state == "stale"
-        table.on_shoe(Heartbeat(1))
-        table.on_shuffler(Heartbeat(1))
+        table.apply(DeviceMessage("shoe-reader", Heartbeat(1)))
+        table.apply(DeviceMessage("shuffler", Heartbeat(1)))
         if table.round_live:
             assert table.round.held is not None
-            table.resume("sup-1", Role.SUPERVISOR)
-        apply(table, steps[k])
+            table.apply(Resume("sup-1", Role.SUPERVISOR))
+        table.apply(steps[k])
     for step in steps[k + 1:]:
-        apply(table, step)
+        table.apply(step)
     assert table.placed() == +table.shoe.out
     assert table.shoe.state == "reconciled"
     assert table.played == played.played and table.burn_pile == played.burn_pile

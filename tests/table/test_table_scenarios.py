@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from devices.tracker.inputs import (
+    Act, CardsToBoxWithoutWager, ClearAlarm, CloseInsurance, DealerChange, DeviceMessage, DrawnInErrorDecision,
+    EnterCard, LinkDown, LinkUp, OpenRound, PlacementError, Redeal, Resume, Tick,
+)
 from devices.events import Reason, Role, Severity
-from devices.procedures import OverrideRefused, TableError
-from devices.round import Action, RoundHeld, RuleViolation
+from devices.overrides import OverrideRefused, TableError
+from devices.game.round import Action, RoundHeld, RuleViolation
 from core.cards import Card
 from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
                                       Status)
@@ -39,8 +43,8 @@ def start_round(rig: TableRig) -> None:
 
 def finish_round(rig: TableRig) -> None:
     """Both boxes stand on 17; the dealer's 5 draws TC (15) then 6S (21): both boxes lose."""
-    rig.table.act(1, Action.STAND, "p1")
-    rig.table.act(2, Action.STAND, "p2")
+    rig.table.apply(Act(1, Action.STAND, "p1"))
+    rig.table.apply(Act(2, Action.STAND, "p2"))
     rig.deal("TC 6S")
     assert rig.table.round.state == "complete"
 
@@ -58,18 +62,18 @@ def test_plain_round_assigns_every_card_and_settles(rig: TableRig) -> None:
 def test_shuffler_malfunction_holds_round_until_supervisor_declares_redeal(rig: TableRig) -> None:
     if not rig.table.uses_shuffler:  # hand-shuffled: the shuffler plays no part, its fault holds nothing
         start_round(rig)
-        rig.table.on_shuffler(Fault(FaultCode.JAM, 17, "stack jam"))
+        rig.table.apply(DeviceMessage("shuffler", Fault(FaultCode.JAM, 17, "stack jam")))
         assert rig.table.round.held is None and Reason.SHUFFLER_MALFUNCTION not in rig.reasons()
         return
     start_round(rig)
     mark = len(rig.events)
-    rig.table.on_shuffler(Fault(FaultCode.JAM, 17, "stack jam"))
+    rig.table.apply(DeviceMessage("shuffler", Fault(FaultCode.JAM, 17, "stack jam")))
     assert in_order(rig.since(mark), Reason.DEVICE_FAULT, Reason.SHUFFLER_MALFUNCTION, Reason.ROUND_HELD)
     with pytest.raises(RoundHeld):
-        rig.table.act(1, Action.STAND, "p1")
+        rig.table.apply(Act(1, Action.STAND, "p1"))
     with pytest.raises(OverrideRefused):
-        rig.table.redeal("dealer-1", DEALER)
-    rig.table.redeal("sup-1", SUP)
+        rig.table.apply(Redeal("dealer-1", DEALER))
+    rig.table.apply(Redeal("sup-1", SUP))
     assert in_order(rig.since(mark), Reason.OVERRIDE, Reason.ROUND_VOID, Reason.REDEAL)
     assert rig.table.round.state == "void"
     assert rig.find(Reason.OVERRIDE)[-1].who == "sup-1"
@@ -79,17 +83,17 @@ def test_shuffler_malfunction_holds_round_until_supervisor_declares_redeal(rig: 
 
 def test_shuffler_malfunction_never_continues_silently(rig: TableRig) -> None:
     start_round(rig)
-    rig.table.on_shuffler(Fault(FaultCode.MOTOR, 0, ""))
+    rig.table.apply(DeviceMessage("shuffler", Fault(FaultCode.MOTOR, 0, "")))
     if not rig.table.uses_shuffler:
         assert rig.table.round.held is None
         return
     with pytest.raises(OverrideRefused):  # the device is still in fault
-        rig.table.resume("sup-1", SUP)
-    rig.table.on_shuffler(FaultCleared(FaultCode.MOTOR))
+        rig.table.apply(Resume("sup-1", SUP))
+    rig.table.apply(DeviceMessage("shuffler", FaultCleared(FaultCode.MOTOR)))
     assert rig.table.round.held is not None  # the fault clearing alone does not resume
     with pytest.raises(OverrideRefused):
-        rig.table.resume("dealer-1", DEALER)
-    rig.table.resume("sup-1", SUP)
+        rig.table.apply(Resume("dealer-1", DEALER))
+    rig.table.apply(Resume("sup-1", SUP))
     assert Reason.ROUND_RESUMED in rig.reasons()
     finish_round(rig)
     rig.assert_ledger()
@@ -106,7 +110,7 @@ def test_face_up_card_is_a_misload_redeal_and_assigned_to_no_hand(rig: TableRig)
     assert all(str(c) != "QD" for c, _ in rig.table.round.assignments)
     assert Reason.OVERRIDE not in rig.since(mark)  # the rule voids it, no one overrides anything
     rig.assert_ledger()
-    rig.table.open_round()  # the re-deal can start
+    rig.table.apply(OpenRound())  # the re-deal can start
 
 
 def test_card_seen_more_often_than_the_shoe_holds_is_foreign(rig: TableRig) -> None:
@@ -114,10 +118,10 @@ def test_card_seen_more_often_than_the_shoe_holds_is_foreign(rig: TableRig) -> N
     rig.bets(1)
     rig.deal("TC 5D 2H")  # box 1: 12, dealer 5
     for _ in range(decks):  # every ace of spades the shoe holds: 12 + decks stays under 21
-        rig.table.act(1, Action.HIT, "p1")
+        rig.table.apply(Act(1, Action.HIT, "p1"))
         rig.read("AS")
     assert Reason.FOREIGN_CARD not in rig.reasons()
-    rig.table.act(1, Action.HIT, "p1")
+    rig.table.apply(Act(1, Action.HIT, "p1"))
     mark = len(rig.events)
     rig.read("AS")  # one more than the shoe holds
     assert in_order(rig.since(mark), Reason.FOREIGN_CARD, Reason.ROUND_HELD)
@@ -126,30 +130,30 @@ def test_card_seen_more_often_than_the_shoe_holds_is_foreign(rig: TableRig) -> N
     assert rig.table.discard[-1] == Card.parse("AS")
     assert rig.table.round.held is not None
     rig.assert_ledger()
-    rig.table.redeal("sup-1", SUP)
+    rig.table.apply(Redeal("sup-1", SUP))
     with pytest.raises(TableError, match="foreign card alarm"):  # no more dealing until a supervisor looked
-        rig.table.open_round()
+        rig.table.apply(OpenRound())
     alarm = next(a.id for a in rig.table.alarms.open.values() if a.reason == "FOREIGN_CARD")
-    rig.table.clear_alarm(alarm, "sup-1", SUP)
-    rig.table.open_round()
+    rig.table.apply(ClearAlarm(alarm, "sup-1", SUP))
+    rig.table.apply(OpenRound())
 
 
 def test_stale_shoe_reader_holds_round_refuses_its_reads_and_needs_device_and_supervisor(rig: TableRig) -> None:
     start_round(rig)
     mark = len(rig.events)
     rig.clock.now += 10
-    rig.table.tick()
+    rig.table.apply(Tick())
     assert in_order(rig.since(mark), Reason.DEVICE_STALE, Reason.ROUND_HELD)
     rig.read("4S")
     assert Reason.READ_FROM_STALE_DEVICE in rig.since(mark)
     assert rig.table.discard[-1] == Card.parse("4S")
     with pytest.raises(OverrideRefused, match="shoe-reader is stale"):
-        rig.table.resume("sup-1", SUP)
+        rig.table.apply(Resume("sup-1", SUP))
     rig.heartbeat()  # the device is back ...
     assert rig.table.round.held is not None  # ... but the round waits for the supervisor
     with pytest.raises(OverrideRefused):
-        rig.table.resume("dealer-1", DEALER)
-    rig.table.resume("sup-1", SUP)
+        rig.table.apply(Resume("dealer-1", DEALER))
+    rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)
     rig.assert_ledger()
 
@@ -157,18 +161,18 @@ def test_stale_shoe_reader_holds_round_refuses_its_reads_and_needs_device_and_su
 def test_unreadable_card_from_a_stale_reader_goes_to_no_hand(rig: TableRig) -> None:
     start_round(rig)
     rig.clock.now += 10
-    rig.table.tick()
+    rig.table.apply(Tick())
     mark = len(rig.events)
     rig.unreadable()
     refused = rig.find(Reason.READ_FROM_STALE_DEVICE)
     assert refused and refused[-1].severity is Severity.ALARM and Reason.UNREADABLE_CARD not in rig.since(mark)
     assert rig.table.round.flags == []  # not the round's card: nothing to flag
-    rig.table.enter_card(Card.parse("4S"), "dealer-1")  # entered only so the count stays right
+    rig.table.apply(EnterCard(Card.parse("4S"), "dealer-1"))  # entered only so the count stays right
     assert rig.table.discard[-1] == Card.parse("4S") and rig.table.pending == []
     assert rig.find(Reason.CARD_ENTERED_BY_DEALER)[-1].data["to_discard"] is True
     rig.assert_ledger()
     rig.heartbeat()
-    rig.table.resume("sup-1", SUP)
+    rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)
     assert all(c != Card.parse("4S") for c, _ in rig.table.round.assignments)
     rig.assert_ledger()
@@ -176,13 +180,13 @@ def test_unreadable_card_from_a_stale_reader_goes_to_no_hand(rig: TableRig) -> N
 
 def test_offline_device_mid_round_holds_until_it_is_back(rig: TableRig) -> None:
     start_round(rig)
-    rig.table.link_down("shoe-reader")
+    rig.table.apply(LinkDown("shoe-reader"))
     assert rig.table.round.held is not None and Reason.DEVICE_OFFLINE in rig.reasons()
-    rig.table.link_up("shoe-reader")
+    rig.table.apply(LinkUp("shoe-reader"))
     with pytest.raises(OverrideRefused, match="connecting"):
-        rig.table.resume("sup-1", SUP)
-    rig.table.on_shoe(Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 8))
-    rig.table.resume("sup-1", SUP)
+        rig.table.apply(Resume("sup-1", SUP))
+    rig.table.apply(DeviceMessage("shoe-reader", Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 8)))
+    rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)
 
 
@@ -192,11 +196,11 @@ def test_card_exposed_in_error_is_used_as_the_next_card(rig: TableRig) -> None:
     rig.read("2S")  # nobody asked for a card: box 1 has not decided yet
     assert Reason.CARD_EXPOSED_IN_ERROR in rig.since(mark)
     assert rig.table.pending == [Card.parse("2S")]
-    rig.table.act(1, Action.HIT, "p1")  # the exposed card is box 1's hit card: 19
+    rig.table.apply(Act(1, Action.HIT, "p1"))  # the exposed card is box 1's hit card: 19
     assert rig.table.round.box_hands[1][0].cards[-1] == Card.parse("2S")
     assert rig.table.pending == []
-    rig.table.act(1, Action.STAND, "p1")
-    rig.table.act(2, Action.STAND, "p2")
+    rig.table.apply(Act(1, Action.STAND, "p1"))
+    rig.table.apply(Act(2, Action.STAND, "p2"))
     rig.deal("TC 6S")
     stake = rig.rules.table.min_per_player
     assert rig.nets() == {"p1": str(-stake), "p2": str(-stake)}  # dealer 21
@@ -207,12 +211,12 @@ def test_cards_exposed_in_error_go_to_the_dealer_next_and_one_not_needed_waits_f
     start_round(rig)
     rig.deal("2S 3S 4S 5S 6S")  # all exposed while box 1 decides
     assert len(rig.find(Reason.CARD_EXPOSED_IN_ERROR)) == 5
-    rig.table.act(1, Action.STAND, "p1")
-    rig.table.act(2, Action.STAND, "p2")  # the dealer's 5D takes 2S 3S 4S 5S: 19, stands
+    rig.table.apply(Act(1, Action.STAND, "p1"))
+    rig.table.apply(Act(2, Action.STAND, "p2"))  # the dealer's 5D takes 2S 3S 4S 5S: 19, stands
     assert [str(c) for c in rig.table.round.dealer_cards] == "5D 2S 3S 4S 5S".split()
     assert rig.table.round.state == "complete" and rig.table.drawn_in_error == [Card.parse("6S")]
     assert "#" not in rig.find(Reason.CARD_DRAWN_IN_ERROR)[-1].message
-    rig.table.resolve_drawn_in_error(True, "dealer-1")
+    rig.table.apply(DrawnInErrorDecision(True, "dealer-1"))
     rig.assert_ledger()
 
 
@@ -224,22 +228,22 @@ def test_card_drawn_in_error_after_dealers_finished_hand(rig: TableRig, exposed:
     rig.read("KC")
     assert rig.find(Reason.CARD_DRAWN_IN_ERROR)
     with pytest.raises(TableError, match="drawn in error"):
-        rig.table.open_round()  # the dealer must say first
-    rig.table.resolve_drawn_in_error(exposed, "dealer-1")
+        rig.table.apply(OpenRound())  # the dealer must say first
+    rig.table.apply(DrawnInErrorDecision(exposed, "dealer-1"))
     if exposed:
         assert rig.table.discard[-1] == Card.parse("KC")
     else:
         assert rig.table.burn_pile[-1] == Card.parse("KC") and len(rig.table.burn_pile) == burn_before + 1
     rig.assert_ledger()
-    rig.table.open_round()
+    rig.table.apply(OpenRound())
 
 
 def test_placement_error_in_initial_deal_is_reconstructed(rig: TableRig) -> None:
     rig.bets(1, 2)
     rig.deal("TH 9S")
     with pytest.raises(OverrideRefused):
-        rig.table.placement_error("dealer-1", DEALER)
-    rig.table.placement_error("sup-1", SUP)
+        rig.table.apply(PlacementError("dealer-1", DEALER))
+    rig.table.apply(PlacementError("sup-1", SUP))
     assert Reason.PLACEMENT_ERROR in rig.reasons()
     rig.deal("5D 7C 8H")
     finish_round(rig)
@@ -249,7 +253,7 @@ def test_placement_error_in_initial_deal_is_reconstructed(rig: TableRig) -> None
 def test_cards_to_box_without_wager_are_reconstructed_and_redealt(rig: TableRig) -> None:
     start_round(rig)
     out_before = rig.table.shoe.cards_out
-    rig.table.cards_to_box_without_wager("sup-1", SUP)
+    rig.table.apply(CardsToBoxWithoutWager("sup-1", SUP))
     assert Reason.CARDS_TO_BOX_WITHOUT_WAGER in rig.reasons()
     assert rig.table.shoe.cards_out == out_before - 5  # back on top of the shoe
     rig.deal("TH 9S 5D 7C 8H")  # read again, in the same order
@@ -263,11 +267,11 @@ def test_a_redeal_takes_back_a_card_exposed_in_error_too(rig: TableRig) -> None:
     start_round(rig)
     rig.read("2S")  # exposed in error: in play, waiting to be the next card
     out_before = rig.table.shoe.cards_out
-    rig.table.cards_to_box_without_wager("sup-1", SUP)
+    rig.table.apply(CardsToBoxWithoutWager("sup-1", SUP))
     assert rig.table.pending == [] and rig.table.shoe.cards_out == out_before - 6
     assert rig.find(Reason.CARDS_TO_BOX_WITHOUT_WAGER)[-1].data["cards"][-1] == "2S"
     rig.deal("TH 9S 5D 7C 8H")  # the same cards again, in the order they left the shoe
-    rig.table.act(1, Action.HIT, "p1")
+    rig.table.apply(Act(1, Action.HIT, "p1"))
     rig.read("2S")
     assert rig.table.round.box_hands[1][0].cards[-1] == Card.parse("2S")
     assert Reason.ROUND_HELD not in rig.reasons()
@@ -281,12 +285,12 @@ def test_a_misload_redeal_discards_a_card_exposed_in_error(rig: TableRig) -> Non
     assert rig.table.round.state == "void" and rig.table.pending == []
     assert rig.table.discard[-1] == Card.parse("2S")  # after the misload and the round's cards
     rig.assert_ledger()
-    rig.table.open_round()
+    rig.table.apply(OpenRound())
 
 
 def test_dealer_change_mid_shoe_burns_one_card(rig: TableRig) -> None:
     start_round(rig)
-    rig.table.dealer_change("dealer-2")  # mid-round: the burn waits for the round's end
+    rig.table.apply(DealerChange("dealer-2"))  # mid-round: the burn waits for the round's end
     finish_round(rig)
     burns_before = len(rig.table.burn_pile)
     if rig.rules.shoe.burn_on_dealer_change == 0:
@@ -306,7 +310,7 @@ def test_unreadable_card_is_entered_by_the_dealer_and_the_round_flagged(rig: Tab
     rig.unreadable()
     rig.deal("5D 7C")  # keep coming while the dealer looks: queued in order
     assert rig.table.round.assignments[-1][0] == Card.parse("TH")
-    rig.table.enter_card(Card.parse("9S"), "dealer-1")
+    rig.table.apply(EnterCard(Card.parse("9S"), "dealer-1"))
     rig.deal("8H")
     assert in_order(rig.reasons(), Reason.UNREADABLE_CARD, Reason.CARD_ENTERED_BY_DEALER)
     assert rig.table.round.flags and rig.table.round.flags[0]["reason"] == "UNREADABLE_CARD"
@@ -318,7 +322,7 @@ def test_unreadable_card_is_entered_by_the_dealer_and_the_round_flagged(rig: Tab
 def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: TableRig) -> None:
     rig.bets(1, 2)
     rig.deal("AH 9S 6D 5C 8H")  # box 1: A5 soft 16, box 2: 17, dealer 6
-    rig.table.act(1, Action.HIT, "p1")
+    rig.table.apply(Act(1, Action.HIT, "p1"))
     rig.read("3C")  # three cards: soft 19
 
     def state() -> tuple:
@@ -327,16 +331,16 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
 
     before = state()
     with pytest.raises(RuleViolation) as double:
-        rig.table.act(1, Action.DOUBLE, "p1")  # a double on three cards
+        rig.table.apply(Act(1, Action.DOUBLE, "p1"))  # a double on three cards
     assert double.value.rule == "double_on_two_cards" and state() == before
     refused = rig.find(Reason.ACTION_REFUSED)[-1]
     assert refused.data["rule"] == double.value.rule
-    rig.table.act(1, Action.HIT, "p1")
+    rig.table.apply(Act(1, Action.HIT, "p1"))
     rig.read("2D")  # soft 21: the hand is over, no drawing on any 21
     assert rig.table.round.current_hand.box == 2
     before = state()
     with pytest.raises(RuleViolation) as hit:
-        rig.table.act(1, Action.HIT, "p1")  # a hit on 21
+        rig.table.apply(Act(1, Action.HIT, "p1"))  # a hit on 21
     assert hit.value.rule == "no_draw_on_21" and state() == before
     assert rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == "no_draw_on_21"
 
@@ -345,9 +349,9 @@ def test_surrender_never_against_an_ace(rig: TableRig) -> None:
     rig.bets(1)
     rig.deal("TH AD 6C")  # dealer shows an ace
     if rig.table.round.state == "insurance":
-        rig.table.close_insurance("dealer-1")
+        rig.table.apply(CloseInsurance("dealer-1"))
     with pytest.raises(RuleViolation) as e:
-        rig.table.act(1, Action.SURRENDER, "p1")
+        rig.table.apply(Act(1, Action.SURRENDER, "p1"))
     rule = "no_surrender_against_ace" if rig.rules.play.surrender else "surrender_not_offered"
     assert e.value.rule == rule and rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == rule
     assert not rig.table.round.hands[0].surrendered
@@ -355,12 +359,12 @@ def test_surrender_never_against_an_ace(rig: TableRig) -> None:
 
 def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
     start_round(rig)
-    rig.table.on_shoe(CutCardSeen(rig.index, 0))
+    rig.table.apply(DeviceMessage("shoe-reader", CutCardSeen(rig.index, 0)))
     assert rig.table.shoe.state == "last_round"
     finish_round(rig)
     assert rig.table.shoe.state == "complete"
     with pytest.raises(TableError, match="complete"):
-        rig.table.open_round()
+        rig.table.apply(OpenRound())
     rig.read("3D")  # nothing may be dealt from a finished shoe
     assert Reason.DEALING_BLOCKED in rig.reasons()
     rig.assert_ledger()
@@ -368,19 +372,19 @@ def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
 
 def test_a_firmware_update_mid_round_holds_it(rig: TableRig) -> None:
     start_round(rig)
-    rig.table.on_shoe(Status(DeviceState.UPDATING, 0, 0, 0))
+    rig.table.apply(DeviceMessage("shoe-reader", Status(DeviceState.UPDATING, 0, 0, 0)))
     assert rig.table.round.held is not None and "updating" in rig.table.round.held
     with pytest.raises(OverrideRefused, match="updating"):
-        rig.table.resume("sup-1", SUP)
-    rig.table.on_shoe(Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.1.0", 1, 0, 8))  # back, new firmware
-    rig.table.resume("sup-1", SUP)
+        rig.table.apply(Resume("sup-1", SUP))
+    rig.table.apply(DeviceMessage("shoe-reader", Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.1.0", 1, 0, 8)))  # back, new firmware
+    rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)
     rig.assert_ledger()
 
 
 def test_device_reboot_mid_round_holds_it(rig: TableRig) -> None:
     start_round(rig)
-    rig.table.on_shoe(Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 99))  # new boot id
+    rig.table.apply(DeviceMessage("shoe-reader", Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 99)))  # new boot id
     assert rig.table.round.held is not None and "rebooted" in rig.table.round.held
-    rig.table.resume("sup-1", SUP)
+    rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)

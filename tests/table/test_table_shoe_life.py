@@ -6,10 +6,13 @@ from collections import Counter
 
 import pytest
 
+from devices.tracker.inputs import (
+    Act, ClearAlarm, DeviceMessage, OpenRound, PlaceBet, ShoeRemainder, ShuffleStarted, VoidShoe,
+)
 from devices.events import Reason, Role, Severity
-from devices.procedures import OverrideRefused, TableError
-from devices.round import Action
-from devices.rules import HouseRules
+from devices.overrides import OverrideRefused, TableError
+from devices.game.round import Action
+from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import CutCardSeen, DeckCheckResult, ShoeEmpty, ShoeLoaded, ShuffleComplete
 from table_rig import RULE_FILES, TableRig, cards
@@ -35,11 +38,11 @@ def test_missing_and_extra_cards_refuse_the_shoe_naming_them(path) -> None:
     assert refused and refused[-1].severity is Severity.ALARM
     assert "missing: AS x1" in refused[-1].message and "extra: 7H x1" in refused[-1].message
     assert rig.table.shoe.state == "refused"
-    rig.table.on_shoe(ShoeLoaded(0))  # loaded anyway: dealing stays blocked
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))  # loaded anyway: dealing stays blocked
     rig.read("KD")
     assert Reason.DEALING_BLOCKED in rig.reasons()
     with pytest.raises(TableError, match="refused"):
-        rig.table.open_round()
+        rig.table.apply(OpenRound())
     assert rig.table.alarms.open  # the alarms wait for a supervisor
 
 
@@ -62,13 +65,13 @@ def test_count_per_card_not_just_total() -> None:
 
 def test_verified_shoe_burns_then_deals() -> None:
     rig = TableRig(HouseRules.default(), load=False)
-    rig.table.shuffle_started("dealer-7")
+    rig.table.apply(ShuffleStarted("dealer-7"))
     rig.shuffle_ok()
     record = rig.find(Reason.SHOE_VERIFIED)[-1].data  # the verification record (NJ, WA)
     assert record["cards"] == 312 and record["decks"] == 6
     assert record["device_serial"] == "shuffler-1" and record["device_model"] == "sim"
     assert record["operator"] == "dealer-7"
-    rig.table.on_shoe(ShoeLoaded(0))
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
     assert rig.table.shoe.state == "burning"
     rig.read("9H")
     assert rig.find(Reason.BURN) and rig.table.shoe.state == "in_play"
@@ -86,7 +89,7 @@ def test_host_never_learns_the_order_of_a_stack() -> None:
 def play_round(rig: TableRig) -> None:
     rig.bets(1)
     rig.deal("TH 5D 7C")
-    rig.table.act(1, Action.STAND, "p1")
+    rig.table.apply(Act(1, Action.STAND, "p1"))
     rig.deal("TC 6S")
 
 
@@ -95,7 +98,7 @@ def test_reconciliation_ok_and_failure_alarm(path) -> None:
     for missing_one in (False, True):
         rig = TableRig.from_file(path)
         play_round(rig)
-        rig.table.on_shoe(CutCardSeen(rig.index, 0))
+        rig.table.apply(DeviceMessage("shoe-reader", CutCardSeen(rig.index, 0)))
         assert rig.table.shoe.state == "last_round"  # between rounds: the next round is the last
         play_round(rig)
         assert rig.table.shoe.state == "complete"
@@ -103,7 +106,8 @@ def test_reconciliation_ok_and_failure_alarm(path) -> None:
         remainder.subtract(rig.table.shoe.out)
         if missing_one:
             remainder[Card.parse("AC")] -= 1
-        ok = rig.table.shoe_remainder(dict(remainder), "dealer-1")
+        caused = rig.table.apply(ShoeRemainder(dict(remainder), "dealer-1"))
+        ok = Reason.RECONCILED in [e.reason for e in caused]
         assert ok is not missing_one
         if missing_one:
             failed = rig.find(Reason.RECONCILIATION_FAILED)[-1]
@@ -117,12 +121,12 @@ def test_next_shuffle_during_play_waits_for_this_shoes_reconciliation() -> None:
     play_round(rig)
     rig.shuffle(shoe_composition(6))  # the other set of cards, shuffled while this shoe plays
     assert rig.table.shoe.state == "in_play" and len(rig.table.shoe.deferred) == 3
-    rig.table.on_shoe(ShoeEmpty(rig.index, 0))
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeEmpty(rig.index, 0)))
     assert rig.table.shoe.state == "complete"
-    rig.table.on_shoe(ShoeLoaded(0))  # the next shoe, before this one is reconciled: waits
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))  # the next shoe, before this one is reconciled: waits
     remainder = Counter(shoe_composition(6))
     remainder.subtract(rig.table.shoe.out)
-    rig.table.shoe_remainder(dict(remainder), "dealer-1")
+    rig.table.apply(ShoeRemainder(dict(remainder), "dealer-1"))
     assert rig.table.shoe.state == "burning"  # verified and loaded from the deferred messages
     assert rig.table.shoe.cards_out == 0
 
@@ -131,8 +135,8 @@ def test_void_shoe_needs_a_supervisor() -> None:
     rig = TableRig(HouseRules.default())
     rig.bets(1)
     with pytest.raises(OverrideRefused):
-        rig.table.void_shoe("dealer-1", Role.DEALER)
-    rig.table.void_shoe("sup-1", Role.SUPERVISOR)
+        rig.table.apply(VoidShoe("dealer-1", Role.DEALER))
+    rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
     assert rig.table.shoe.state == "void" and rig.table.round.state == "void"
     assert rig.find(Reason.SHOE_VOID)[-1].who == "sup-1"
 
@@ -143,8 +147,8 @@ def test_alarm_survives_until_a_supervisor_clears_it() -> None:
     rig.read("QD", face_up=True)
     alarm_id = next(a.id for a in rig.table.alarms.open.values() if a.reason == "FACE_UP_CARD")
     with pytest.raises(OverrideRefused):
-        rig.table.clear_alarm(alarm_id, "dealer-1", Role.DEALER)
-    rig.table.clear_alarm(alarm_id, "sup-1", Role.SUPERVISOR)
+        rig.table.apply(ClearAlarm(alarm_id, "dealer-1", Role.DEALER))
+    rig.table.apply(ClearAlarm(alarm_id, "sup-1", Role.SUPERVISOR))
     assert alarm_id not in rig.table.alarms.open
     assert rig.find(Reason.ALARM_CLEARED)[-1].who == "sup-1"
 
@@ -156,7 +160,7 @@ def test_every_card_code_is_countable() -> None:
 def test_round_inputs_without_a_round_get_one_clear_error() -> None:
     rig = TableRig(HouseRules.default())
     with pytest.raises(TableError, match="no round is open"):
-        rig.table.place_bet(1, "p1", 1000)
+        rig.table.apply(PlaceBet(1, "p1", 1000))
 
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
@@ -168,7 +172,7 @@ def test_the_cut_card_must_come_out_where_the_cut_rules_put_it(path, where: str,
     stack = [c for c, n in shoe_composition(rig.rules.decks).items() for _ in range(n)]
     for card in stack[shoe.cards_out:at]:  # cards counted out by the shoe (no round: only the count matters)
         shoe.card_out(card)
-    rig.table.on_shoe(CutCardSeen(at, 0))
+    rig.table.apply(DeviceMessage("shoe-reader", CutCardSeen(at, 0)))
     assert shoe.state == "last_round"
     found = rig.find(Reason.CUT_CARD_MISPLACED)
     assert bool(found) is misplaced

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from devices import diagrams
+from devices.tracker.inputs import Act, DeviceMessage, EnterCard, NoMoreBets, OpenRound, PlaceBet, Resume, Tick
 from devices.events import Reason, Role
-from devices.round import Action
-from devices.rules import HouseRules
-from devices.table_snapshot import restore, snapshot
+from devices.game.round import Action
+from devices.game.rules import HouseRules
+from devices.tracker.inputs import InputDecodeError
+from devices.tracker.snapshot import SNAPSHOT_VERSION, SnapshotError, restore, snapshot
 from core.cards import Card, Orientation
 from firmware_bridge.messages import CardRead
 from table_rig import TableRig, connect_devices
@@ -26,12 +28,12 @@ def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
     rig.bets(1, 2)
     rig.deal("TH 9S")
     rig.read("QD", face_up=True)  # an alarm and a void round
-    rig.table.open_round()
-    rig.table.place_bet(1, "p1", 1000)
-    rig.table.place_bet(3, "p3", 2000)
-    rig.table.no_more_bets("dealer-1")
+    rig.table.apply(OpenRound())
+    rig.table.apply(PlaceBet(1, "p1", 1000))
+    rig.table.apply(PlaceBet(3, "p3", 2000))
+    rig.table.apply(NoMoreBets("dealer-1"))
     rig.deal("TC 8C 5D 7C 9H")  # box 1: 17, box 3: 17, dealer 5
-    rig.table.act(1, Action.STAND, "p1")
+    rig.table.apply(Act(1, Action.STAND, "p1"))
     snap = json.loads(json.dumps(snapshot(rig.table)))  # plain data, through JSON
     assert "FACE_UP_CARD" in [a["reason"] for a in snap["alarms"]["open"]]
 
@@ -45,10 +47,10 @@ def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
     assert [e.reason for e in events] == [Reason.ROUND_HELD]  # the replay itself journals nothing
     # back on its feet: devices reconnect, a supervisor agrees, the round goes on
     connect_devices(t, boot=9)
-    t.resume("sup-1", Role.SUPERVISOR)
-    t.act(3, Action.STAND, "p3")
+    t.apply(Resume("sup-1", Role.SUPERVISOR))
+    t.apply(Act(3, Action.STAND, "p3"))
     for i, c in enumerate(("TD", "TS")):  # dealer 5 + 10 = 15 draws, + 10 busts
-        t.on_shoe(CardRead(99 + i, Card.parse(c), Orientation.FACE_DOWN, 0))
+        t.apply(DeviceMessage("shoe-reader", CardRead(99 + i, Card.parse(c), Orientation.FACE_DOWN, 0)))
     assert r.state == "complete"
     assert t.placed() == +t.shoe.out
 
@@ -76,6 +78,27 @@ def test_every_machine_is_drawn() -> None:
     assert "stale --> dealing: back_to_dealing" in text and "last_round --> complete: finish" in text
 
 
+def test_the_round_log_is_input_records_and_a_bad_snapshot_is_refused_by_name() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.table.apply(OpenRound())
+    rig.table.apply(PlaceBet(1, "p1", 1000))
+    rig.table.apply(NoMoreBets("dealer-1"))
+    rig.deal("TC")
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    assert snap["version"] == SNAPSHOT_VERSION == 3
+    assert snap["round"]["log"] == [
+        {"v": 1, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 1000},
+        {"v": 1, "type": "NoMoreBets", "who": "dealer-1"},
+        {"v": 1, "type": "CardDealt", "card": "TC"},
+    ]
+    with pytest.raises(SnapshotError, match="version 2 is not 3"):
+        restore(HouseRules.default(), lambda e: None, {**snap, "version": 2}, clock=rig.clock)
+    bad = json.loads(json.dumps(snap))
+    bad["round"]["log"][0] = {"v": 1, "type": "place_bet", "box": 1, "player": "p1", "amount": 1000}
+    with pytest.raises(InputDecodeError, match="unknown input record type 'place_bet'"):
+        restore(HouseRules.default(), lambda e: None, bad, clock=rig.clock)
+
+
 def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
     rig = TableRig(HouseRules.default())
     rig.bets(1)
@@ -86,8 +109,8 @@ def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
     t = restore(HouseRules.default(), lambda e: None, snap, clock=rig.clock)
     assert t.awaiting_entry == rig.index - 1 and [m.card for m in t.queued_reads] == [Card.parse("9D")]
     connect_devices(t, boot=9)
-    t.resume("sup-1", Role.SUPERVISOR)
-    t.enter_card(Card.parse("5S"), "dealer-1")  # the dealer's card, then the queued 9D
+    t.apply(Resume("sup-1", Role.SUPERVISOR))
+    t.apply(EnterCard(Card.parse("5S"), "dealer-1"))  # the dealer's card, then the queued 9D
     assert [str(c) for c in t.round.dealer_cards] == ["5S"]
     assert [str(c) for c in t.round.box_hands[1][0].cards] == ["TC", "9D"]
     assert t.placed() == +t.shoe.out
@@ -98,11 +121,11 @@ def test_snapshot_keeps_an_unreadable_card_from_a_stale_reader_out_of_the_round(
     rig.bets(1)
     rig.deal("TC 5D 9D")  # box 1: 19, dealer 5
     rig.clock.now += 10
-    rig.table.tick()
+    rig.table.apply(Tick())
     rig.unreadable()  # from a stale reader: refused, the dealer enters it for the count only
     snap = json.loads(json.dumps(snapshot(rig.table)))
     t = restore(HouseRules.default(), lambda e: None, snap, clock=rig.clock)
     assert t.entry_to_discard and t.awaiting_entry == rig.index
-    t.enter_card(Card.parse("4S"), "dealer-1")
+    t.apply(EnterCard(Card.parse("4S"), "dealer-1"))
     assert t.discard == [Card.parse("4S")] and t.pending == []
     assert t.placed() == +t.shoe.out

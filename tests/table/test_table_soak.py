@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from devices.events import Reason
-from devices.table_session import record_random_shoes
+from devices.tracker.recording import record_random_shoes
 from table_rig import RULE_FILES
-from devices.rules import load_rules
+from devices.game.rules import load_rules
 
 SHOES = 200 if os.environ.get("CARDD_FULL") == "1" else 20
 ROOT = Path(__file__).resolve().parents[2]

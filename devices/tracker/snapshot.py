@@ -2,9 +2,10 @@
 
 Saved: the shoe's position and its count of cards out per card, every pile (burn, discard,
 played, pending), open alarms, holds, the procedures waiting for the dealer, and the live
-round as the log of inputs it took. Restoring replays that log into a fresh Round with the
-journal muted (its events were journaled the first time), so the round comes back exactly
-as it was without a second copy of its state here. Nothing still inside the shoe is known
+round as the log of the input records it took (devices.game.inputs, in the JSON form of
+devices.tracker.inputs). Restoring replays that log into a fresh Round with the journal
+muted (its events were journaled the first time), so the round comes back exactly as it was
+without a second copy of its state here. A bad record in the log raises InputDecodeError. Nothing still inside the shoe is known
 to the host, so nothing undealt can be in a snapshot.
 
 After a restore the devices are offline (they reconnect by themselves) and a live round is
@@ -12,49 +13,25 @@ held: it resumes only when the devices are back and a supervisor agrees.
 """
 from __future__ import annotations
 
-import enum
 from typing import Any
 
-from devices.events import EventSink, Reason, Role
-from devices.round import Action, Round, Target
-from devices.rules import HouseRules
-from devices.table import Table
 from core.cards import Card
+from devices.events import EventSink, Reason
+from devices.game.round import Round
+from devices.game.rules import HouseRules
+from devices.tracker.inputs import from_json, to_json
+from devices.overrides import TableError
+from devices.tracker.table import Table
 from firmware_bridge.messages import decode, encode
 
-SNAPSHOT_VERSION = 2  # 2: entry_to_discard (an unreadable card from a stale reader)
-_ENUMS: dict[str, type[enum.Enum]] = {"Action": Action, "Role": Role, "Reason": Reason}
+SNAPSHOT_VERSION = 3  # 2: entry_to_discard (an unreadable card from a stale reader); 3: the round log as input records
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 _SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry",
             "entry_to_discard")
 
 
-def _enc(v: Any) -> Any:
-    if isinstance(v, Card):
-        return {"card": str(v)}
-    if isinstance(v, Target):
-        return {"target": [v.kind, v.box, v.hand]}
-    if isinstance(v, enum.Enum):
-        return {"enum": type(v).__name__, "value": v.value}
-    if isinstance(v, (list, tuple)):
-        return {"seq": [_enc(x) for x in v]}
-    if isinstance(v, dict):
-        return {"map": {k: _enc(x) for k, x in v.items()}}
-    return v
-
-
-def _dec(v: Any) -> Any:
-    if not isinstance(v, dict):
-        return v
-    if "card" in v:
-        return Card.parse(v["card"])
-    if "target" in v:
-        return Target(*v["target"])
-    if "enum" in v:
-        return _ENUMS[v["enum"]](v["value"])
-    if "seq" in v:
-        return tuple(_dec(x) for x in v["seq"])
-    return {k: _dec(x) for k, x in v["map"].items()}
+class SnapshotError(TableError, ValueError):
+    """A snapshot this table cannot restore (another version, other house rules, a bad record)."""
 
 
 def snapshot(table: Table) -> dict[str, Any]:
@@ -71,7 +48,7 @@ def snapshot(table: Table) -> dict[str, Any]:
         "queued_reads": [encode(m).hex() for m in table.queued_reads],
         **{name: getattr(table, name) for name in _SCALARS},
         "round": None if r is None else {
-            "id": r.round_id, "log": [[name, _enc(args), _enc(kwargs)] for name, args, kwargs in table.round_log],
+            "id": r.round_id, "log": [to_json(op) for op in table.round_log],
         },
     }
 
@@ -79,9 +56,9 @@ def snapshot(table: Table) -> dict[str, Any]:
 def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], **table_kw: Any) -> Table:
     """A table in the state ``snap`` describes; a live round comes back held."""
     if snap.get("version") != SNAPSHOT_VERSION:
-        raise ValueError(f"table snapshot version {snap.get('version')!r} is not {SNAPSHOT_VERSION}")
+        raise SnapshotError(f"table snapshot version {snap.get('version')!r} is not {SNAPSHOT_VERSION}")
     if snap["rules"] != rules.name:
-        raise ValueError(f"table snapshot was taken under rules {snap['rules']!r}, not {rules.name!r}")
+        raise SnapshotError(f"table snapshot was taken under rules {snap['rules']!r}, not {rules.name!r}")
     table = Table(rules, sink, **table_kw)
     table._replaying = True
     try:
@@ -96,8 +73,8 @@ def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], **table_kw
             setattr(table, name, snap[name])
         if snap["round"] is not None:
             table.round = Round(rules, table._journal, round_id=snap["round"]["id"])
-            for name, args, kwargs in snap["round"]["log"]:
-                table._call(name, *_dec(args), **_dec(kwargs))
+            for op in snap["round"]["log"]:
+                table._to_round(from_json(op))
     finally:
         table._replaying = False
     table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")

@@ -1,4 +1,4 @@
-"""The round's public value types and errors (re-exported by devices.round)."""
+"""The round's public value types and errors (re-exported by devices.game.round)."""
 from __future__ import annotations
 
 import enum

@@ -22,7 +22,7 @@ from transitions import EventData, Machine
 
 from core.errors import CarddError
 from devices.events import Event, EventSink, Reason, Severity
-from devices.rules import HouseRules
+from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress
 

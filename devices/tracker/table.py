@@ -8,37 +8,49 @@ Every card that left the shoe ends in exactly one place: a hand (``played`` or t
 round), ``burn_pile``, ``discard``, ``pending`` or ``drawn_in_error``; :meth:`placed` counts
 them and must always equal the shoe's count of cards out.
 
-Inputs of the dealer and supervisor are methods taking ``who`` (and ``role`` for overrides);
-see docs/deal-tracking.md for every reason code and who may override it. The state
-survives a power loss through :mod:`devices.table_snapshot`.
+Every input is a typed record (:mod:`devices.tracker.inputs`: device messages, links, ticks,
+the dealer's, players' and supervisor's inputs, ``who`` and ``role`` on overrides) applied by
+:meth:`Table.apply`, which returns the events it caused and dispatches by the record's type.
+See docs/deal-tracking.md for every reason code and who may override it. The state survives a
+power loss through :mod:`devices.tracker.snapshot`; the live round is kept as the log of the
+round inputs (:mod:`devices.game.inputs`) it took.
 """
 from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from devices.device_model import DeviceModel
+from devices.models.device_model import DeviceModel
 from devices.events import Event, EventSink, Reason, Role, Severity
-from devices.procedures import AlarmBook, TableError
-from devices.round import Action, CardMismatch, Round, RuleViolation
-from devices.round_machine import LIVE_STATES
-from devices.rules import HouseRules
-from devices.shoe import Shoe
-from devices.shoe_reader_model import ShoeReaderModel
-from devices.shuffler_model import ShufflerModel
-from devices.table_procedures import TableProcedures
-from core.cards import Card, Orientation
+from devices.game.inputs import (
+    Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet, PlacePairsBet,
+    ReconstructAndRedeal, ReconstructInitialDeal, Resume, RoundInput, Void,
+)
+from devices.game.round import CardMismatch, Round, RuleViolation
+from devices.overrides import TableError, refuse_override, refuse_unless_supervisor, require_supervisor
+from devices.tracker.alarms import AlarmBook
+from devices.tracker.inputs import (
+    CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard, HandShuffled,
+    LinkDown, LinkUp, OpenRound, PlacementError, Redeal, ShoeRemainder, ShuffleStarted, TableInput, Tick, VoidShoe,
+)
+from devices.game.rules import HouseRules
+from devices.models.shoe_reader_model import ShoeReaderModel
+from devices.models.shuffler_model import ShufflerModel
+from devices.tracker.shoe import Shoe
+from core.cards import ALL_CARDS, Card, Orientation
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, Message, ShoeEmpty, ShoeLoaded, ShuffleComplete, ShuffleProgress,
     UnreadableCard,
 )
 
+_CARD_DEALT = {card: CardDealt(card) for card in ALL_CARDS}  # one record per card, not one per read
+
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
 
 
-class Table(TableProcedures):
-    """One table: feed it device messages and the dealer's and supervisor's inputs, read its events.
+class Table:
+    """One table: :meth:`apply` each input record to it, read the events it causes.
 
     ``clock`` is monotonic seconds (injected: tests move it); a device silent for longer than
     ``stale_after_s`` becomes stale at the next :meth:`tick`.
@@ -49,6 +61,7 @@ class Table(TableProcedures):
         self.rules = rules
         self._sink = sink
         self._replaying = False
+        self._caused: list[Event] | None = None  # while apply() runs: the events its input caused
         self.alarms = AlarmBook()
         self.uses_shuffler = rules.shoe.shuffle == "automatic"
         self.shuffler = ShufflerModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
@@ -56,7 +69,7 @@ class Table(TableProcedures):
         self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe)
         self.round: Round | None = None
         self.rounds_started = 0
-        self.round_log: list[tuple[str, tuple, dict]] = []  # inputs the live round took, for restore
+        self.round_log: list[RoundInput] = []  # inputs the live round took, for restore
         self.holds: dict[str, str] = {}  # cause -> detail, while the live round is held
         self.shuffle_operator = "not recorded"  # who loaded the shuffler and started the shuffle
         self.burn_pile: list[Card] = []
@@ -78,9 +91,29 @@ class Table(TableProcedures):
 
     # ---- journal ----------------------------------------------------------------------------
 
+    def apply(self, inp: TableInput) -> list[Event]:
+        """Apply one input; returns the events it caused, in order.
+
+        An input the table cannot take raises (TableError, OverrideRefused, RuleViolation, RoundHeld
+        ...) after journaling any refusal; events journaled before the refusal still went to the sink.
+        """
+        try:
+            handler = _HANDLERS[type(inp)]
+        except KeyError:
+            raise TableError(f"{type(inp).__qualname__} is not a table input (see devices.tracker.inputs)") from None
+        caused: list[Event] = []
+        self._caused = caused
+        try:
+            handler(self, inp)
+        finally:
+            self._caused = None
+        return caused
+
     def _journal(self, event: Event) -> None:
         if self._replaying:
             return
+        if self._caused is not None:
+            self._caused.append(event)
         if event.severity is Severity.ALARM:
             self.alarms.raise_from(event)
         self._sink(event)
@@ -93,7 +126,7 @@ class Table(TableProcedures):
 
     @property
     def round_live(self) -> bool:
-        return self.round is not None and self.round.state in LIVE_STATES
+        return self.round is not None and self.round.live
 
     def devices(self) -> list[DeviceModel]:
         """The devices play depends on (no shuffler at a hand-shuffled table)."""
@@ -110,16 +143,24 @@ class Table(TableProcedures):
 
     # ---- devices ----------------------------------------------------------------------------
 
-    def link_up(self, device: str) -> None:
-        self._model(device).link_up()
+    def _link_up(self, inp: LinkUp) -> None:
+        self._model(inp.device).link_up()
 
-    def link_down(self, device: str) -> None:
-        self._model(device).link_down()
+    def _link_down(self, inp: LinkDown) -> None:
+        self._model(inp.device).link_down()
 
-    def tick(self) -> None:
-        """Check heartbeats; the daemon calls this about once a second."""
+    def _tick(self, inp: Tick) -> None:
+        """Check heartbeats; the daemon's feed applies a Tick about once a second."""
         for model in (self.shuffler, self.reader):
             model.check_heartbeat()
+
+    def _device_message(self, inp: DeviceMessage) -> None:
+        if inp.device == "shoe-reader":
+            self._on_shoe(inp.message)
+        elif inp.device == "shuffler":
+            self._on_shuffler(inp.message)
+        else:
+            self._model(inp.device)  # raises: names the devices there are
 
     def _model(self, device: str) -> DeviceModel:
         models = {m.NAME: m for m in (self.shuffler, self.reader)}
@@ -127,7 +168,7 @@ class Table(TableProcedures):
             raise TableError(f"unknown device {device!r}; devices: {', '.join(models)}")
         return models[device]
 
-    def on_shuffler(self, msg: Message) -> None:
+    def _on_shuffler(self, msg: Message) -> None:
         self.shuffler.on_message(msg)
         if isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
             if not self.shuffler.usable:
@@ -140,7 +181,7 @@ class Table(TableProcedures):
                                       "device_firmware": ident.firmware_version, "operator": self.shuffle_operator}
             self.shoe.on_shuffler_message(msg)
 
-    def on_shoe(self, msg: Message) -> None:
+    def _on_shoe(self, msg: Message) -> None:
         self.reader.on_message(msg)
         if isinstance(msg, CardRead):
             self._on_read(msg)
@@ -180,7 +221,7 @@ class Table(TableProcedures):
             return
         self.holds[str(cause)] = detail
         if self.round.held is None:  # type: ignore[union-attr]
-            self._call("hold", cause, detail)
+            self._to_round(Hold(cause, detail))
 
     # ---- card reads -------------------------------------------------------------------------
 
@@ -233,7 +274,7 @@ class Table(TableProcedures):
     def _unexpected(self, card: Card, index: int | None) -> None:
         """``index`` None: a card exposed in error that the round ended without needing."""
         r = self.round
-        if r is None or r.state not in LIVE_STATES:
+        if r is None or not r.live:
             self.pending.remove(card)
             self.drawn_in_error.append(card)
             what = f"card #{index} ({card})" if index is not None else f"{card}, exposed in error and not needed,"
@@ -248,17 +289,17 @@ class Table(TableProcedures):
     def _give(self, card: Card) -> bool:
         """Hand ``card`` to the live round if one of its hands expects a card now."""
         r = self.round
-        if r is None or r.held is not None or r.state not in LIVE_STATES:
+        if r is None or r.held is not None or not r.live:
             return False
         try:
-            target = r.card_dealt(card)
+            target = r.card_dealt(card)  # called directly (the hot path); logged as its record below
         except CardMismatch as exc:
             self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc), Severity.ALARM, card=str(card))
             self._hold(Reason.CARDS_TO_BOX_WITHOUT_WAGER, str(exc))
             return False
         if target is None:
             return False
-        self.round_log.append(("card_dealt", (card,), {}))
+        self.round_log.append(_CARD_DEALT[card])
         return True
 
     def _feed(self) -> None:
@@ -301,7 +342,7 @@ class Table(TableProcedures):
             return
         text = f"card #{msg.index} could not be read: the dealer enters it"
         if self.round_live:
-            self._call("flag", Reason.UNREADABLE_CARD, text)
+            self._to_round(Flag(Reason.UNREADABLE_CARD, text))
         else:
             self._emit(Reason.UNREADABLE_CARD, text, Severity.WARNING, index=msg.index)
 
@@ -311,15 +352,15 @@ class Table(TableProcedures):
 
     # ---- the round's inputs (dealer) ---------------------------------------------------------
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Forward one input to the live round and remember it (the snapshot replays the log)."""
+    def _to_round(self, op: RoundInput) -> Any:
+        """Forward one input to the round and remember it (the snapshot replays the log)."""
         if self.round is None:
-            raise TableError(f"{name}: no round is open (open_round() first)")
-        result = getattr(self.round, name)(*args, **kwargs)
-        self.round_log.append((name, args, kwargs))
+            raise TableError(f"{type(op).__name__}: no round is open (OpenRound first)")
+        result = self.round.apply(op)
+        self.round_log.append(op)
         return result
 
-    def open_round(self) -> Round:
+    def _open_round(self, inp: OpenRound) -> None:
         """Start betting for the next round."""
         problems = self.device_problems()
         if self.round_live:
@@ -340,15 +381,14 @@ class Table(TableProcedures):
         self.round = Round(self.rules, self._journal, round_id=self.rounds_started)
         self.round_log = []
         self.holds.clear()
-        return self.round
 
-    def place_bet(self, box: int, player: str, amount: int) -> None:
-        self._no_bet_after_a_card(player, f"a bet on box {box}")
-        self._call("place_bet", box, player, amount)
+    def _place_bet(self, inp: PlaceBet) -> None:
+        self._no_bet_after_a_card(inp.player, f"a bet on box {inp.box}")
+        self._to_round(inp)
 
-    def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
-        self._no_bet_after_a_card(player, f"a Blackjack Pairs bet on box {box}")
-        self._call("place_pairs_bet", box, player, amount)
+    def _place_pairs_bet(self, inp: PlacePairsBet) -> None:
+        self._no_bet_after_a_card(inp.player, f"a Blackjack Pairs bet on box {inp.box}")
+        self._to_round(inp)
 
     def _no_bet_after_a_card(self, player: str, what: str) -> None:
         """Seed 000 3.5: no bet once a card of the round has left the shoe (one out during betting is
@@ -358,21 +398,161 @@ class Table(TableProcedures):
             self._emit(Reason.ACTION_REFUSED, text, Severity.WARNING, player, rule="card_out")
             raise RuleViolation("card_out", text)
 
-    def no_more_bets(self, who: str) -> None:
-        self._call("no_more_bets", who)
+    def _no_more_bets(self, inp: NoMoreBets) -> None:
+        self._to_round(inp)
         self._feed()
 
-    def insure(self, box: int, player: str, amount: int) -> None:
-        self._call("insure", box, player, amount)
+    def _insure(self, inp: Insure) -> None:
+        self._to_round(inp)
 
-    def even_money(self, box: int, player: str) -> None:
-        self._call("even_money", box, player)
+    def _even_money(self, inp: EvenMoney) -> None:
+        self._to_round(inp)
 
-    def close_insurance(self, who: str) -> None:
-        self._call("close_insurance", who)
+    def _close_insurance(self, inp: CloseInsurance) -> None:
+        self._to_round(inp)
         self._feed()
 
-    def act(self, box: int, action: Action, who: str, amount: int | None = None, declined: Iterable[str] = ()) -> None:
+    def _act(self, inp: Act) -> None:
         """A player decision; one the rules forbid raises RuleViolation and changes nothing."""
-        self._call("act", box, Action(action), who, amount=amount, declined=tuple(declined))
+        self._to_round(inp)
         self._feed()
+
+    # ---- seed procedures (dealer) -------------------------------------------------------------
+
+    def _enter_card(self, inp: EnterCard) -> None:
+        """The dealer names the card the shoe could not read; the round stays flagged."""
+        card, who = inp.card, inp.who
+        if self.awaiting_entry is None:
+            raise TableError("no unreadable card waits to be entered")
+        index, self.awaiting_entry = self.awaiting_entry, None
+        to_discard, self.entry_to_discard = self.entry_to_discard, False
+        self._emit(Reason.CARD_ENTERED_BY_DEALER, f"card #{index} entered by the dealer as {card}"
+                   + (" (from a shoe reader not usable: to the discard)" if to_discard else ""), Severity.WARNING,
+                   who, card=str(card), index=index, to_discard=to_discard)
+        if to_discard:
+            self.shoe.card_out(card)
+            self.discard.append(card)
+        else:
+            self._place(card, Orientation.FACE_DOWN, index)
+        queued, self.queued_reads = self.queued_reads, []
+        for msg in queued:
+            self._on_unreadable(msg) if isinstance(msg, UnreadableCard) else self._on_read(msg)
+
+    def _drawn_in_error_decision(self, inp: DrawnInErrorDecision) -> None:
+        """Seed 002: discarded if the card was exposed, otherwise the next round's burn card."""
+        exposed, who = inp.exposed, inp.who
+        if not self.drawn_in_error:
+            raise TableError("no card drawn in error waits for a decision")
+        card = self.drawn_in_error.pop(0)
+        (self.discard if exposed else self.burn_pile).append(card)
+        where = "discarded (exposed)" if exposed else "kept face down as the next round's burn card"
+        self._emit(Reason.CARD_DRAWN_IN_ERROR, f"card drawn in error ({card}) {where}", Severity.INFO, who,
+                   card=str(card), exposed=exposed)
+
+    def _dealer_change(self, inp: DealerChange) -> None:
+        """A new dealer mid-shoe burns one card (after the live round, if one is being dealt)."""
+        who = inp.who
+        if self.round_live:
+            self.dealer_change_pending = who
+            self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: one card burns after this round",
+                       who=who)
+        else:
+            self._dealer_takes_over(who)
+
+    def _dealer_takes_over(self, who: str) -> None:
+        """The new dealer burns a card if the shoe is in play (not in its last round); otherwise say so."""
+        if not self.shoe.dealer_changed(who):
+            self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: no burn (shoe {self.shoe.state})", who=who)
+
+    def _placement_error(self, inp: PlacementError) -> None:
+        """A card placed on the wrong box in the initial deal: the layout is reconstructed."""
+        layout = None if inp.assignments is None else tuple(inp.assignments)
+        self._to_round(ReconstructInitialDeal(inp.who, inp.role, layout))
+
+    def _cards_to_box_without_wager(self, inp: CardsToBoxWithoutWager) -> None:
+        """All cards in play go back on top of the shoe and are dealt again, in the same order."""
+        dealt = [c for c, _ in self.round.assignments] if self.round_live else []  # type: ignore[union-attr]
+        exposed = tuple(self.pending)  # in play too: back on the shoe after the dealt cards
+        self._to_round(ReconstructAndRedeal(inp.who, inp.role, also=exposed))
+        self.pending = []
+        for card in dealt + list(exposed):
+            self.shoe.card_back(card)  # they will be read again
+        self.holds.clear()
+
+    def _shuffle_started(self, inp: ShuffleStarted) -> None:
+        """The operator who loaded the shuffler and started the shuffle: named on the verification record."""
+        self.shuffle_operator = inp.who
+
+    def _hand_shuffled(self, inp: HandShuffled) -> None:
+        """A hand-shuffled table only: where a shuffler counts each card, no declaration replaces that count."""
+        if self.uses_shuffler:
+            raise TableError(f'hand shuffle refused: this table\'s rules say [shoe] shuffle = "automatic" '
+                             "(the shuffler counts and verifies every shoe)")
+        if not self.shoe.may("hand_shuffle"):
+            raise TableError(f"hand shuffle refused: the shoe is {self.shoe.state} (a new shoe starts once "
+                             "this one is complete and reconciled, or void)")
+        self.shoe.hand_shuffled(inp.who)
+
+    def _shoe_remainder(self, inp: ShoeRemainder) -> None:
+        """Reconcile: the undealt remainder, counted per card when it went back to the shuffler."""
+        self.shoe.reconcile(inp.returned, inp.who)
+
+    # ---- overrides (supervisor) ---------------------------------------------------------------
+
+    def _resume(self, inp: Resume) -> None:
+        """Continue a held round: only when every device is back, and only by a supervisor."""
+        who, role = inp.who, inp.role
+        if not self.round_live or self.round.held is None:  # type: ignore[union-attr]
+            raise TableError("no held round to resume")
+        refuse_unless_supervisor(self._journal, "table", "resume", who, role)
+        problems = self.device_problems()
+        if problems:
+            refuse_override(self._journal, "table", "resume", who, "; ".join(problems), role)
+        self._to_round(inp)
+        self.holds.clear()
+        self._feed()
+
+    def _redeal(self, inp: Redeal) -> None:
+        """Declare a re-deal: the live round is void, its cards go to the discard."""
+        who, role = inp.who, inp.role
+        if not self.round_live:
+            raise TableError("no live round to re-deal")
+        self._void_round(Reason.REDEAL, who, role)
+        self._emit(Reason.REDEAL, f"re-deal declared by {who}", Severity.WARNING, who)
+
+    def _void_round(self, cause: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
+        r = self.round
+        self._to_round(Void(cause, who, role, by_rule))  # logged: a restore must not bring the round back
+        self.discard.extend(c for c, _ in r.assignments)  # type: ignore[union-attr]
+        self.discard.extend(self.pending)
+        self.pending.clear()
+        self.holds.clear()
+        self._between_rounds()
+
+    def _void_shoe(self, inp: VoidShoe) -> None:
+        who, role = inp.who, inp.role
+        if not self.shoe.may("void_shoe"):  # checked first: no override is journaled for a void that cannot happen
+            raise TableError(f"no shoe to void: the shoe is {self.shoe.state}")
+        require_supervisor(self._journal, "table", "void shoe", who, role)
+        if self.round_live:
+            self._void_round(Reason.SHOE_VOID, who, role)
+        self.shoe.void(who)
+
+    def _clear_alarm(self, inp: ClearAlarm) -> None:
+        alarm_id, who, role = inp.alarm_id, inp.who, inp.role
+        alarm = self.alarms.clear(self._journal, alarm_id, who, role)
+        self._emit(Reason.ALARM_CLEARED, f"alarm {alarm_id} ({alarm.reason}) cleared by {who}", who=who,
+                   alarm=alarm_id, alarm_reason=alarm.reason)
+
+
+# Dispatch by the record's type (never by a name that came from outside).
+_HANDLERS: dict[type, Callable[[Table, Any], None]] = {
+    DeviceMessage: Table._device_message, LinkUp: Table._link_up, LinkDown: Table._link_down, Tick: Table._tick,
+    OpenRound: Table._open_round, PlaceBet: Table._place_bet, PlacePairsBet: Table._place_pairs_bet,
+    NoMoreBets: Table._no_more_bets, Insure: Table._insure, EvenMoney: Table._even_money,
+    CloseInsurance: Table._close_insurance, Act: Table._act, EnterCard: Table._enter_card,
+    DrawnInErrorDecision: Table._drawn_in_error_decision, DealerChange: Table._dealer_change,
+    PlacementError: Table._placement_error, CardsToBoxWithoutWager: Table._cards_to_box_without_wager,
+    ShuffleStarted: Table._shuffle_started, HandShuffled: Table._hand_shuffled, ShoeRemainder: Table._shoe_remainder,
+    Resume: Table._resume, Redeal: Table._redeal, VoidShoe: Table._void_shoe, ClearAlarm: Table._clear_alarm,
+}

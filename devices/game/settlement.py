@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
 
-from devices.hand import Hand, hand_total, is_two_card_21
-from devices.rules import HouseRules
+from devices.game.hand import Hand, hand_total, is_two_card_21
+from devices.game.rules import HouseRules
 from core.cards import Card, Rank, Suit
 
 _RED = {Suit.DIAMONDS, Suit.HEARTS}

@@ -19,9 +19,10 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role, also=())
     r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
     r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
+    r.apply(record)                             # any of the records of devices.game.inputs, by type
 
-Modules: round_types (Action, Target, errors), round_rules (what the rules allow), round_machine
-(the shared transitions machine), round_procedures (holds, overrides, reconstructions).
+Modules: round_types (Action, Target, errors), round_checks (what the rules allow: they read the
+round and never change it), round_machine (the shared transitions machine), inputs (the records).
 
 Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
 (OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).
@@ -41,17 +42,21 @@ table holds the round, and a supervisor's resume then gives the order up: cards 
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterable
+from collections import Counter
+from typing import Any, Callable, Iterable
 
-from devices.events import Event, EventSink, Reason, Severity
-from devices.hand import Hand, hand_total
-from devices.procedures import OverrideRefused  # part of this API: refused overrides raise it
-from devices.round_machine import MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
-from devices.round_procedures import RoundProcedures
-from devices.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
-from devices.round_rules import check_action, check_bet, check_insurance, check_pairs_bet
-from devices.rules import HouseRules
-from devices.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
+from devices.events import Event, EventSink, Reason, Role, Severity
+from devices.game.hand import Hand, hand_total
+from devices.game.inputs import (
+    Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet, PlacePairsBet,
+    ReconstructAndRedeal, ReconstructInitialDeal, Resume, RoundInput, Void,
+)
+from devices.overrides import OverrideRefused, require_supervisor  # refused overrides raise OverrideRefused
+from devices.game.round_machine import MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
+from devices.game.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
+from devices.game.round_checks import Problem, check_action, check_bet, check_insurance, check_pairs_bet
+from devices.game.rules import HouseRules
+from devices.game.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
 from core.cards import ALL_CARDS, Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
@@ -70,7 +75,7 @@ def _target(box: int, hand: int) -> Target:
     return t
 
 
-class Round(RoundProcedures):
+class Round:
     """One round at one table. Not thread-safe: drive it from the table's single event loop."""
 
     def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
@@ -95,7 +100,7 @@ class Round(RoundProcedures):
         self._order: list[Hand] = []  # every player hand in playing order
         self._turn = 0  # index in _order of the first hand not complete (hands never reopen)
         self._redeal_queue: list[Card] = []
-        self._draw_seen = False  # a card has reached a player after the initial deal
+        self.draw_seen = False  # a card has reached a player after the initial deal
         self._phase: Phase | None = take_phase()
         self._final = ""
         # a round dropped while live gives its phase back when it is garbage-collected
@@ -104,6 +109,11 @@ class Round(RoundProcedures):
     @property
     def state(self) -> str:
         return self._phase.state if self._phase is not None else self._final
+
+    @property
+    def live(self) -> bool:
+        """Betting or being dealt: not yet complete or void (then the round gave its phase back)."""
+        return self._phase is not None
 
     def _go(self, trigger: str) -> None:
         """Fire a transition, then journal the new state. The machine has no callbacks, so nothing
@@ -116,6 +126,13 @@ class Round(RoundProcedures):
             self._final, self._phase = state, None
             self._release()  # the phase goes back to the pool
         self._emit(Reason.ROUND_STATE, f"now {state}", state=state)
+
+    def apply(self, op: RoundInput) -> Any:
+        """Apply one typed input (:mod:`devices.game.inputs`); returns what its method returns."""
+        handler = _APPLY.get(type(op))
+        if handler is None:
+            raise RoundError(f"{type(op).__qualname__} is not a round input (see devices.game.inputs)")
+        return handler(self, op)
 
     # ----- events -----
     def _emit(self, reason: Reason, message: str, severity: Severity = Severity.INFO,
@@ -169,7 +186,7 @@ class Round(RoundProcedures):
         self.box_hands = {b: [Hand(b, 0, dict(self.wagers[b]))] for b in boxes}
         self._order, self._turn = [h for b in boxes for h in self.box_hands[b]], 0
         self.dealer_cards, self.initial_cards = [], {b: [] for b in boxes}
-        self.insurance, self.even_money_taken, self._draw_seen = {}, set(), False
+        self.insurance, self.even_money_taken, self.draw_seen = {}, set(), False
         self.paid_at_once = []
         self._plan = self._full_plan()
 
@@ -243,11 +260,11 @@ class Round(RoundProcedures):
         if initial:
             self.initial_cards[hand.box].append(card)
             return
-        self._draw_seen = True
+        self.draw_seen = True
         if hand.took_double and len(hand.cards) >= 3:
             hand.stood = True  # a double takes one card
         elif hand.split_aces and len(hand.cards) >= 2:
-            resplit = card.rank is Rank.ACE and self._ace_splits(hand.box) < self.rules.play.max_ace_splits \
+            resplit = card.rank is Rank.ACE and self.ace_splits(hand.box) < self.rules.play.max_ace_splits \
                 and len(self.box_hands[hand.box]) < self.rules.play.hands_per_box
             hand.stood = not resplit  # split aces take one card each, unless they may split again
 
@@ -295,7 +312,7 @@ class Round(RoundProcedures):
             self._emit(Reason.SETTLED, line.describe(), **line.as_data())
         self._go("dealer_stands")
 
-    def _ace_splits(self, box: int) -> int:
+    def ace_splits(self, box: int) -> int:
         """How many times aces were split at this box (n split-ace hands came from n - 1 splits)."""
         return max(0, sum(1 for h in self.box_hands[box] if h.split_aces) - 1)
 
@@ -345,7 +362,7 @@ class Round(RoundProcedures):
         if problem:
             raise self._refuse(*problem, who=who)
         assert hand is not None  # check_action refuses a missing hand
-        getattr(self, f"_do_{action.value}")(hand, amount, declined)
+        _DECISIONS[action](self, hand, amount, declined)
         self._emit(Reason.ACTION, f"{action} at {hand.label()}", who=who, action=str(action),
                    box=box, hand=hand.index, amount=amount, declined=sorted(declined))
         self._advance()
@@ -388,3 +405,154 @@ class Round(RoundProcedures):
         for i, h in enumerate(hands):
             h.index = i
         self._order = [h for b in sorted(self.box_hands) for h in self.box_hands[b]]  # the turn stays put
+
+    # ----- holds, overrides and the seed procedures -----
+    def hold(self, reason: Reason, detail: str) -> None:
+        self.held, self._hold_cause = f"{reason}: {detail}", reason
+        self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
+
+    def _supervisor(self, what: str, who: str, role: Role) -> None:
+        require_supervisor(self._sink, "round", f"round {self.round_id}: {what}", who, role)
+
+    def resume(self, who: str, role: Role) -> None:
+        self._supervisor("resume", who, role)
+        was, self.held = self.held, None
+        if was is not None and self._hold_cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER and self._redeal_queue:
+            # another card came back than the re-deal expected: continuing means taking the cards as they
+            # come (else the same card holds the round again at once, alarm after alarm)
+            expected, self._redeal_queue = self._redeal_queue, []
+            self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"re-deal order given up by {who}: the cards are dealt "
+                       "as they come out of the shoe", Severity.WARNING, who, expected=[str(c) for c in expected])
+        self._hold_cause = None
+        self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
+
+    def void(self, reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
+        """Round void: nothing is settled, every bet goes back. The table places the cards.
+
+        ``by_rule`` names the house rule that voids the round by itself (a face-up misload,
+        seed 000 section 7); without it the void is an override and needs a supervisor.
+        """
+        if not self.live:
+            raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
+        if by_rule is None:
+            self._supervisor("void", who, role)
+        self.held = None
+        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
+                   cause=str(reason), by_rule=by_rule, returned=self._stakes_in_play(),
+                   voided_paid_at_once=[line.describe() for line in self.paid_at_once])
+        self._go("voided")
+
+    def _stakes_in_play(self) -> dict[str, int]:
+        """Every stake a void gives back: "box:player" (with what splits and doubles added),
+        "box:player:pairs" and "box:player:insurance"."""
+        out: dict[str, int] = {}
+        for b, stakes in self.wagers.items():
+            hands = self.box_hands.get(b)
+            for p, s in stakes.items():
+                out[f"{b}:{p}"] = sum(h.stake_of(p) for h in hands) if hands else s
+        out |= {f"{b}:{p}:pairs": a for (b, p), a in self.pairs_bets.items()}
+        out |= {f"{b}:{p}:insurance": a for (b, p), a in self.insurance.items()}
+        return out
+
+    def flag(self, reason: Reason, detail: str, who: str | None = None) -> None:
+        self.flags.append({"reason": str(reason), "detail": detail, "who": who})
+        self._emit(reason, f"flagged: {detail}", Severity.WARNING, who, flagged=True)
+
+    def reconstruct_initial_deal(self, who: str, role: Role,
+                                 assignments: list[tuple[Card, Target]] | None = None) -> None:
+        """A placement error in the initial deal: the layout is put back as the deal order says.
+
+        ``assignments`` (optional) is the layout the supervisor confirms; it must hold exactly the
+        cards dealt so far, each on a box with a wager or the dealer, at most two per box.
+        """
+        if self.state != "initial_deal":
+            raise self._refuse("reconstruct_initial_deal", "reconstruction is only for the initial deal "
+                               f"(the round is {self.state})", who)
+        self._supervisor("reconstruct initial deal", who, role)
+        if assignments is not None:
+            problem = self._rebuild_initial_layout(assignments)
+            if problem:
+                raise self._refuse(*problem, who=who)
+        self._emit(Reason.PLACEMENT_ERROR, "initial deal reconstructed", Severity.WARNING, who,
+                   layout=[(str(c), str(t)) for c, t in self.assignments])
+
+    def reconstruct_and_redeal(self, who: str, role: Role, also: tuple[Card, ...] = ()) -> list[Card]:
+        """Cards dealt to a box without a wager: all cards in play are taken back and re-dealt.
+
+        ``also``: cards in play that no hand took yet (exposed in error), in the order they left
+        the shoe after the dealt ones; they go back too and are dealt again after them.
+        """
+        if "redeal" not in MACHINE.get_triggers(self.state):  # the machine says where a re-deal may start
+            raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
+        self._supervisor("reconstruct and re-deal", who, role)
+        back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)
+        withdrawn = [line.describe() for line in self.paid_at_once]  # won again when the same cards come again
+        self.assignments, self.held = [], None
+        self._start_initial_deal()
+        self._redeal_queue = back
+        self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "
+                   "to be re-dealt in the same order", Severity.WARNING, who, cards=[str(c) for c in back],
+                   withdrawn_paid_at_once=withdrawn)
+        self._go("redeal")
+        return back
+
+    def _rebuild_initial_layout(self, layout: list[tuple[Card, Target]]) -> Problem:
+        """Put the initial-deal cards where the supervisor confirms they belong (same cards, valid places)."""
+        dealt = Counter(c for c, _ in self.assignments)
+        if Counter(c for c, _ in layout) != dealt:
+            return "reconstruct_cards", "the reconstructed layout must hold exactly the cards dealt so far: " \
+                                        + " ".join(str(c) for c in sorted(dealt.elements()))
+        places = Counter((t.kind, t.box) for _, t in layout)
+        for (kind, b), n in places.items():
+            if kind not in ("dealer", "box") or kind == "dealer" and n > 1 or kind == "box" and (
+                    b not in self.box_hands or n > 2):
+                return "reconstruct_places", f"{'dealer' if kind == 'dealer' else f'box {b}'} cannot hold {n} " \
+                                             "card(s) in the initial deal (wagered boxes take two, the dealer one)"
+        remaining = Counter({k: n for k, n in places.items()})
+        plan = []
+        for t in self._full_plan():
+            key = (t.kind, t.box)
+            if remaining[key] > 0:
+                remaining[key] -= 1
+            else:
+                plan.append(t)
+        for hands in self.box_hands.values():
+            hands[0].reset()
+        self.dealer_cards.clear()
+        for b in self.initial_cards:
+            self.initial_cards[b] = []
+        for card, t in layout:
+            if t.kind == "dealer":
+                self.dealer_cards.append(card)
+            else:
+                assert t.box is not None  # checked above: a box target names its box
+                self.box_hands[t.box][0].add(card)
+                self.initial_cards[t.box].append(card)
+        self.assignments[:] = [(c, t) for c, t in layout]
+        self._plan = plan
+        return None
+
+
+_Decision = Callable[[Round, Hand, "int | None", frozenset[str]], None]
+_DECISIONS: dict[Action, _Decision] = {
+    Action.HIT: Round._do_hit, Action.STAND: Round._do_stand, Action.SURRENDER: Round._do_surrender,
+    Action.DOUBLE: Round._do_double, Action.SPLIT: Round._do_split,
+}
+# Dispatch by the record's type: a round input names no method, so nothing outside picks one.
+_APPLY: dict[type, Callable[[Round, Any], Any]] = {
+    PlaceBet: lambda r, op: r.place_bet(op.box, op.player, op.amount),
+    PlacePairsBet: lambda r, op: r.place_pairs_bet(op.box, op.player, op.amount),
+    NoMoreBets: lambda r, op: r.no_more_bets(op.who),
+    Insure: lambda r, op: r.insure(op.box, op.player, op.amount),
+    EvenMoney: lambda r, op: r.even_money(op.box, op.player),
+    CloseInsurance: lambda r, op: r.close_insurance(op.who),
+    Act: lambda r, op: r.act(op.box, op.action, op.who, amount=op.amount, declined=op.declined),
+    Resume: lambda r, op: r.resume(op.who, op.role),
+    CardDealt: lambda r, op: r.card_dealt(op.card),
+    Hold: lambda r, op: r.hold(op.reason, op.detail),
+    Flag: lambda r, op: r.flag(op.reason, op.detail, op.who),
+    Void: lambda r, op: r.void(op.reason, op.who, op.role, by_rule=op.by_rule),
+    ReconstructInitialDeal: lambda r, op: r.reconstruct_initial_deal(
+        op.who, op.role, assignments=None if op.assignments is None else list(op.assignments)),
+    ReconstructAndRedeal: lambda r, op: r.reconstruct_and_redeal(op.who, op.role, also=op.also),
+}

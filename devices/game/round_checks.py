@@ -5,18 +5,27 @@ rule names are stable strings (they appear in ACTION_REFUSED events and RuleViol
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
-from devices.hand import Hand, card_value
-from devices.round_types import Action
-from devices.rules import HouseRules
+from devices.game.hand import Hand, card_value
+from devices.game.round_types import Action, Target
+from devices.game.rules import HouseRules
 from core.cards import Card, Rank
 
-if TYPE_CHECKING:
-    from devices.round import Round
-
 Problem = tuple[str, str] | None
+
+
+class RoundView(Protocol):
+    """What a check reads of a round (a Round is one); checks never write through it."""
+
+    box_hands: dict[int, list[Hand]]
+    dealer_cards: list[Card]
+    draw_seen: bool
+
+    @property
+    def current_hand(self) -> Target | None: ...
+
+    def ace_splits(self, box: int) -> int: ...
 
 
 def check_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, amount: int) -> Problem:
@@ -78,7 +87,7 @@ def is_pair(rules: HouseRules, a: Card, b: Card) -> bool:
     return card_value(a) == card_value(b)
 
 
-def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, action: Action,
+def check_action(rules: HouseRules, rnd: RoundView, hand: Hand | None, box: int, action: Action,
                  amount: int | None, declined: frozenset[str]) -> Problem:
     p = rules.play
     if hand is None:
@@ -115,7 +124,7 @@ def check_action(rules: HouseRules, rnd: "Round", hand: Hand | None, box: int, a
             return "split_pairs_only", f"{hand.label()} is not a pair ({' '.join(map(str, hand.cards))})"
         if len(rnd.box_hands[box]) >= p.hands_per_box:
             return "split_hands_limit", f"box {box} already has {p.hands_per_box} hands (the most allowed)"
-        if hand.cards[0].rank is Rank.ACE and rnd._ace_splits(box) >= p.max_ace_splits:
+        if hand.cards[0].rank is Rank.ACE and rnd.ace_splits(box) >= p.max_ace_splits:
             return "ace_split_limit", f"aces may be split {p.max_ace_splits} time(s) per box"
     return None
 
@@ -136,7 +145,7 @@ def _why_complete(rules: HouseRules, hand: Hand, action: Action) -> tuple[str, s
     return "hand_complete", f"{hand.label()} is complete (total {hand.total})"
 
 
-def _check_surrender(rules: HouseRules, rnd: "Round", hand: Hand, box: int) -> Problem:
+def _check_surrender(rules: HouseRules, rnd: RoundView, hand: Hand, box: int) -> Problem:
     if not rules.play.surrender:
         return "surrender_not_offered", "surrender is not offered at this table"
     if rnd.dealer_cards[0].rank is Rank.ACE:
@@ -145,42 +154,6 @@ def _check_surrender(rules: HouseRules, rnd: "Round", hand: Hand, box: int) -> P
         return "no_surrender_after_split", f"box {box} has split: no surrender"
     if len(hand.cards) != 2 or hand.took_double or hand.awaiting_card or hand.complete:  # a hit is a decision
         return "surrender_first_two_cards", f"{hand.label()}: surrender only on the first two cards"
-    if rules.play.surrender_window == "before_first_draw" and rnd._draw_seen:
+    if rules.play.surrender_window == "before_first_draw" and rnd.draw_seen:
         return "surrender_window", "surrender closed: the third card has already left the shoe"
-    return None
-
-
-def rebuild_initial_layout(rnd: "Round", layout: list[tuple[Card, Any]]) -> Problem:
-    """Put the initial-deal cards where the supervisor confirms they belong (same cards, valid places)."""
-    dealt = Counter(c for c, _ in rnd.assignments)
-    if Counter(c for c, _ in layout) != dealt:
-        return "reconstruct_cards", "the reconstructed layout must hold exactly the cards dealt so far: " \
-                                    + " ".join(str(c) for c in sorted(dealt.elements()))
-    places = Counter((t.kind, t.box) for _, t in layout)
-    for (kind, b), n in places.items():
-        if kind not in ("dealer", "box") or kind == "dealer" and n > 1 or kind == "box" and (
-                b not in rnd.box_hands or n > 2):
-            return "reconstruct_places", f"{'dealer' if kind == 'dealer' else f'box {b}'} cannot hold {n} " \
-                                         "card(s) in the initial deal (wagered boxes take two, the dealer one)"
-    remaining = Counter({k: n for k, n in places.items()})
-    plan = []
-    for t in rnd._full_plan():
-        key = (t.kind, t.box)
-        if remaining[key] > 0:
-            remaining[key] -= 1
-        else:
-            plan.append(t)
-    for hands in rnd.box_hands.values():
-        hands[0].reset()
-    rnd.dealer_cards.clear()
-    for b in rnd.initial_cards:
-        rnd.initial_cards[b] = []
-    for card, t in layout:
-        if t.kind == "dealer":
-            rnd.dealer_cards.append(card)
-        else:
-            rnd.box_hands[t.box][0].add(card)
-            rnd.initial_cards[t.box].append(card)
-    rnd.assignments[:] = [(c, t) for c, t in layout]
-    rnd._plan = plan
     return None

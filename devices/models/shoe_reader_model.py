@@ -5,7 +5,7 @@ used is decided here (:attr:`accepts_reads`); where it goes is the table's job.
 """
 from __future__ import annotations
 
-from devices.device_model import DeviceModel
+from devices.models.device_model import DeviceModel
 from firmware_bridge.messages import CardRead, CutCardSeen, Heartbeat, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
 
 

@@ -5,7 +5,7 @@ drawn without replacement from what is left. Blackjack is the up card plus the d
 card making 21. Probabilities are exact Fractions, memoised on the remaining composition by
 value (ace..ten), so a whole table takes well under a second.
 
-    python -m devices.dealer_odds --markdown [--decks 6] [--h17]
+    python -m devices.game.dealer_odds --markdown [--decks 6] [--h17]
 """
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 
 Working states: shuffling (progress reported) and ready (a shuffled, counted stack waits
 to be loaded into the shoe). Verification of the count and composition is the shoe life's
-job (:mod:`devices.shoe`); this model only tracks what the device is doing.
+job (:mod:`devices.tracker.shoe`); this model only tracks what the device is doing.
 """
 from __future__ import annotations
 
-from devices.device_model import DeviceModel
+from devices.models.device_model import DeviceModel
 from firmware_bridge.messages import DeviceState, Message, ShuffleComplete, ShuffleProgress, Status
 
 

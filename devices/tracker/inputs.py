@@ -1,0 +1,285 @@
+"""Every input the deal tracker takes, as a typed record, and their one JSON form.
+
+A device message, a link going up or down, a tick, and each dealer, player and supervisor input
+is a frozen dataclass; :meth:`devices.tracker.table.Table.apply` applies any of them and returns
+the events it caused. The players' and dealer's round inputs are the round's own records
+(:mod:`devices.game.inputs`, re-exported here). Overrides carry ``who`` and ``role``.
+
+JSON (:func:`to_json` / :func:`from_json`) is one object per record::
+
+    {"v": 1, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 500}
+    {"v": 1, "type": "DeviceMessage", "device": "shoe-reader", "message": "<hex of messages.encode>"}
+
+``type`` comes from the fixed registry :data:`RECORDS` (nothing is looked up by a name beyond
+it); a card is "AS", a target ``[kind, box, hand]``, an enum its value, a firmware message the hex
+of :func:`firmware_bridge.messages.encode`. The round log of the snapshot, recordings and the
+benchmark all use this form. A record that cannot be decoded raises :class:`InputDecodeError`.
+"""
+from __future__ import annotations
+
+import enum
+import types
+import typing
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from typing import Any, Union
+
+from core.cards import Card
+from core.errors import CarddError
+from devices.events import Role
+from devices.game.inputs import (
+    ROUND_INPUTS, Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet,
+    PlacePairsBet, ReconstructAndRedeal, ReconstructInitialDeal, Resume, Void,
+)
+from devices.game.round_types import Target
+from firmware_bridge.messages import Message, decode, encode
+
+__all__ = [
+    "Act", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance", "DealerChange", "DeviceMessage",
+    "DrawnInErrorDecision", "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold",
+    "InputDecodeError", "Insure", "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet",
+    "PlacementError", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
+    "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "from_json",
+    "to_json",
+]
+
+FORMAT_VERSION = 1
+
+
+class InputDecodeError(CarddError, ValueError):
+    """A JSON record that is not a valid input: the text names the record type and the field."""
+
+
+# ---- devices ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class DeviceMessage:
+    """A message a device sent; ``device`` is the model's name: "shuffler" or "shoe-reader"."""
+
+    device: str
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class LinkUp:
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinkDown:
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """About once a second: the device models check their heartbeats."""
+
+
+# ---- the dealer -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OpenRound:
+    """Start betting for the next round."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnterCard:
+    """The dealer names the card the shoe could not read."""
+
+    card: Card
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class DrawnInErrorDecision:
+    """Seed 002: a card drawn after the dealer's finished hand was ``exposed`` (discard) or not (burn)."""
+
+    exposed: bool
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class DealerChange:
+    """A new dealer takes the table: one card burns (after the live round, if one is dealt)."""
+
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleStarted:
+    """Who loaded the shuffler and started it: named on the shoe's verification record."""
+
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class HandShuffled:
+    """A hand-shuffled table's dealer declares the shoe shuffled."""
+
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShoeRemainder:
+    """The undealt remainder, counted per card as it went back to the shuffler."""
+
+    returned: dict[Card, int]
+    who: str
+
+
+# ---- the supervisor ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class PlacementError:
+    """A card placed on the wrong box in the initial deal: the layout is reconstructed."""
+
+    who: str
+    role: Role
+    assignments: tuple[tuple[Card, Target], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CardsToBoxWithoutWager:
+    """Every card in play goes back on the shoe and is dealt again in the same order."""
+
+    who: str
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class Redeal:
+    who: str
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class VoidShoe:
+    who: str
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class ClearAlarm:
+    alarm_id: int
+    who: str
+    role: Role
+
+
+TableInput = (DeviceMessage | LinkUp | LinkDown | Tick | OpenRound | PlaceBet | PlacePairsBet | NoMoreBets | Insure
+              | EvenMoney | CloseInsurance | Act | EnterCard | DrawnInErrorDecision | DealerChange | PlacementError
+              | CardsToBoxWithoutWager | ShuffleStarted | HandShuffled | ShoeRemainder | Resume | Redeal | VoidShoe
+              | ClearAlarm)
+TABLE_INPUTS: tuple[type, ...] = (
+    DeviceMessage, LinkUp, LinkDown, Tick, OpenRound, PlaceBet, PlacePairsBet, NoMoreBets, Insure, EvenMoney,
+    CloseInsurance, Act, EnterCard, DrawnInErrorDecision, DealerChange, PlacementError, CardsToBoxWithoutWager,
+    ShuffleStarted, HandShuffled, ShoeRemainder, Resume, Redeal, VoidShoe, ClearAlarm,
+)
+#: Every record the JSON form knows, by its "type" tag: the table's inputs and the round's.
+RECORDS: dict[str, type] = {cls.__name__: cls for cls in (*TABLE_INPUTS, *ROUND_INPUTS)}
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+# ---- JSON -------------------------------------------------------------------------------------
+
+def to_json(record: Any) -> dict[str, Any]:
+    """The record as a plain JSON object: ``{"v", "type", field...}``."""
+    name = type(record).__name__
+    if RECORDS.get(name) is not type(record) or not is_dataclass(record):
+        raise TypeError(f"{type(record).__qualname__} is not an input record (records: {', '.join(RECORDS)})")
+    out: dict[str, Any] = {"v": FORMAT_VERSION, "type": name}
+    for f in fields(record):
+        out[f.name] = _encode(getattr(record, f.name))
+    return out
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Card):
+        return str(value)
+    if isinstance(value, Target):
+        return [value.kind, value.box, value.hand]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Message):
+        return encode(value).hex()
+    if isinstance(value, (tuple, list)):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(_encode(k)): _encode(v) for k, v in value.items()}
+    return value
+
+
+def from_json(data: Any) -> Any:
+    """The record ``data`` describes; :class:`InputDecodeError` names what is wrong with it."""
+    if not isinstance(data, dict):
+        raise InputDecodeError(f"an input record is a JSON object, not {type(data).__name__}: {data!r:.80}")
+    if data.get("v") != FORMAT_VERSION:
+        raise InputDecodeError(f"input record version {data.get('v')!r} is not {FORMAT_VERSION}: {data!r:.80}")
+    name = data.get("type")
+    cls = RECORDS.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise InputDecodeError(f"unknown input record type {name!r} (known: {', '.join(RECORDS)})")
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    names = {f.name for f in fields(cls)}
+    extra = set(data) - names - {"v", "type"}
+    if extra:
+        raise InputDecodeError(f"{name}: unknown field(s) {', '.join(sorted(extra))}")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            if f.default is not MISSING or f.default_factory is not MISSING:  # has a default: may be left out
+                continue
+            raise InputDecodeError(f"{name}: field {f.name!r} is missing")
+        kwargs[f.name] = _decode(hints[f.name], data[f.name], f"{name}.{f.name}")
+    return cls(**kwargs)
+
+
+def _decode(tp: Any, value: Any, where: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _decode(inner, value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise InputDecodeError(f"{where}: expected a list, got {value!r:.60}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise InputDecodeError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise InputDecodeError(f"{where}: expected an object, got {value!r:.60}")
+        return {_decode(args[0], k, f"{where} key {k!r}"): _decode(args[1], v, f"{where}[{k!r}]")
+                for k, v in value.items()}
+    if tp is bool or tp is str:
+        if not isinstance(value, tp):
+            raise InputDecodeError(f"{where}: expected {tp.__name__}, got {value!r:.60}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputDecodeError(f"{where}: expected a whole number, got {value!r:.60}")
+        return value
+    if tp is Card:
+        try:
+            return Card.parse(value)
+        except (CarddError, ValueError, TypeError, AttributeError) as exc:
+            raise InputDecodeError(f"{where}: not a card: {value!r:.60} ({exc})") from None
+    if tp is Target:
+        if not (isinstance(value, list) and len(value) == 3 and value[0] in ("box", "dealer")):
+            raise InputDecodeError(f"{where}: a target is [\"box\" or \"dealer\", box, hand], got {value!r:.60}")
+        return Target(*value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise InputDecodeError(f"{where}: {value!r:.60} is not a {tp.__name__} "
+                                   f"({', '.join(str(m.value) for m in tp)})") from None
+    if tp is Message:
+        try:
+            return decode(bytes.fromhex(value))
+        except (CarddError, ValueError, TypeError) as exc:
+            raise InputDecodeError(f"{where}: not an encoded firmware message: {exc}") from None
+    raise InputDecodeError(f"{where}: no JSON form for {tp!r}")  # a record field of a type added without one

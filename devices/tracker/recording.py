@@ -1,0 +1,146 @@
+"""Recordings: every input a table took, in order, as input records, replayable with no I/O.
+
+A recording is a list of :mod:`devices.tracker.inputs` records (device messages, links, the
+dealer's and players' inputs); :func:`save`/:func:`load` write and read it as JSON lines, one
+record a line. :func:`record_random_shoes` plays whole shoes the way a simulated table would (a
+shuffled shoe, random boxes and random legal decisions) and returns its records; :func:`replay`
+applies records to a fresh table. The property tests and ``benchmarks/deal.py`` stand on these.
+"""
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable
+
+from devices.events import EventSink
+from devices.game.round import Action, RuleViolation
+from devices.tracker.inputs import (
+    Act, CloseInsurance, DeviceMessage, HandShuffled, InputDecodeError, LinkUp, NoMoreBets, OpenRound, PlaceBet,
+    ShoeRemainder, TableInput, from_json, to_json,
+)
+from devices.game.rules import HouseRules
+from devices.tracker.table import Table
+from core.cards import Orientation, shoe_composition
+from firmware_bridge.messages import (
+    CardRead, CutCardSeen, DeckCheckResult, DeviceRole, Ident, ShoeLoaded, ShuffleComplete,
+)
+
+ACTIONS = tuple(Action)
+
+
+def replay(table: Table, records: Iterable[TableInput]) -> None:
+    apply = table.apply
+    for record in records:
+        apply(record)
+
+
+def save(records: Iterable[TableInput], path: Path) -> None:
+    """One JSON record a line (devices.tracker.inputs.to_json)."""
+    with path.open("w") as out:
+        for record in records:
+            out.write(json.dumps(to_json(record), separators=(",", ":")) + "\n")
+
+
+def load(path: Path) -> list[TableInput]:
+    """The records :func:`save` wrote; a bad line raises InputDecodeError naming the file and line."""
+    records = []
+    with path.open() as lines:
+        for number, line in enumerate(lines, 1):
+            try:
+                records.append(from_json(json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise InputDecodeError(f"{path}:{number}: not JSON: {exc}") from None
+            except InputDecodeError as exc:
+                raise InputDecodeError(f"{path}:{number}: {exc}") from None
+    return records
+
+
+class _Recorder:
+    """Applies records to a live table and keeps the ones it accepted."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.records: list[TableInput] = []
+
+    def __call__(self, record: TableInput) -> None:
+        self.table.apply(record)  # a refused input raises and is not recorded
+        self.records.append(record)
+
+
+def connect(rec: _Recorder) -> None:
+    for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
+        rec(LinkUp(name))
+        rec(DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 1)))
+
+
+def shuffle_and_load(rec: _Recorder, rules: HouseRules) -> None:
+    decks = rules.decks
+    if rules.shoe.shuffle == "automatic":
+        rec(DeviceMessage("shuffler", ShuffleComplete(52 * decks, shoe_composition(decks))))
+        rec(DeviceMessage("shuffler", DeckCheckResult(True, decks, (), (), 0)))
+    else:
+        rec(HandShuffled("dealer-1"))
+    rec(DeviceMessage("shoe-reader", ShoeLoaded(0)))
+
+
+def record_random_shoes(rules: HouseRules, rng: random.Random, shoes: int = 1, sink: EventSink = lambda e: None,
+                        max_boxes: int = 3) -> tuple[list[TableInput], Table]:
+    """Play whole shoes on one table with random legal decisions, each reconciled at its end.
+
+    Returns the records and the table they were played on.
+    """
+    table = Table(rules, sink, clock=lambda: 0.0, stale_after_s=1e9)
+    rec = _Recorder(table)
+    connect(rec)
+    for _ in range(shoes):
+        _play_shoe(table, rec, rules, rng, max_boxes)
+    return rec.records, table
+
+
+def _play_shoe(table: Table, rec: _Recorder, rules: HouseRules, rng: random.Random, max_boxes: int) -> None:
+    shuffle_and_load(rec, rules)
+    stack = [c for c, n in shoe_composition(rules.decks).items() for _ in range(n)]
+    rng.shuffle(stack)  # the simulated device's order; the table only sees cards as they are read
+    cut_at = int(len(stack) * rules.shoe.penetration)
+    index = 0
+
+    def read() -> None:
+        nonlocal index
+        card = stack[index]
+        index += 1
+        rec(DeviceMessage("shoe-reader", CardRead(index, card, Orientation.FACE_DOWN, index)))
+        if index == cut_at:
+            rec(DeviceMessage("shoe-reader", CutCardSeen(index, index)))
+
+    for _ in range(rules.shoe.burn_after_shuffle):
+        read()
+    while table.shoe.state in ("in_play", "last_round"):
+        rec(OpenRound())
+        boxes = sorted(rng.sample(range(1, rules.table.boxes + 1), rng.randint(1, max_boxes)))
+        for b in boxes:
+            rec(PlaceBet(b, f"p{b}", rules.table.min_per_player))
+        rec(NoMoreBets("dealer-1"))
+        _play_round(table, rec, rng, read)
+    remainder = dict(Counter(stack[index:]))  # counted by the shuffler when the cards go back
+    rec(ShoeRemainder(remainder, "dealer-1"))
+
+
+def _play_round(table: Table, rec: _Recorder, rng: random.Random, read: Callable[[], None]) -> None:
+    r = table.round
+    assert r is not None
+    while r.state not in ("complete", "void"):
+        if r.expected_next() is not None:
+            read()
+        elif r.state == "insurance":
+            rec(CloseInsurance("dealer-1"))
+        else:
+            assert r.current_hand is not None and r.current_hand.box is not None
+            box = r.current_hand.box
+            for action in rng.sample(ACTIONS, len(ACTIONS)):  # random order; refused ones change nothing
+                try:
+                    rec(Act(box, action, f"p{box}"))
+                    break
+                except RuleViolation:
+                    continue
