@@ -189,7 +189,9 @@ class _Client:
                     pid=self.caller.pid)
 
     def abort(self) -> None:
+        """Close now, whatever is queued (the daemon stops)."""
         self.closing = True
+        self.writer_task.cancel()
         self.writer.transport.abort()
 
     # -- incoming ------------------------------------------------------------------------------
@@ -228,8 +230,8 @@ class ApiServer:
 
     @property
     def client_count(self) -> int:
-        """Connections open now (those being closed included)."""
-        return len(self._tasks)
+        """Connections open now (those still sending their last bytes included)."""
+        return len(self._clients)
 
     @property
     def watcher_count(self) -> int:
@@ -279,11 +281,12 @@ class ApiServer:
         """Stop listening, close every connection, remove the socket file (if still ours)."""
         if self._server is not None:
             self._server.close()
-        for client in list(self._clients):
+        clients = list(self._clients)
+        for client in clients:
             client.abort()
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *(c.writer_task for c in clients), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -324,17 +327,22 @@ class ApiServer:
                 return
             client = _Client(writer, caller, self.limits)
             self._clients.add(client)
+            # the connection counts until its last bytes are written (or given up)
+            client.writer_task.add_done_callback(lambda _: self._clients.discard(client))
             client.send(encode_line(Version(release=self.release)))
             await self._read_requests(client, reader)
+        except asyncio.CancelledError:
+            # stop() or a dropped watcher; this task is the connection's own, and asyncio's
+            # streams would report a cancelled connection task as an error
+            pass
         except Exception:
             log.exception("API connection failed")
         finally:
+            # nothing awaited here: a cancel must not cut the bookkeeping short
             if client is not None:
                 self._watchers.discard(client)
                 client.close_after()
-                await asyncio.gather(client.writer_task, return_exceptions=True)
-                self._clients.discard(client)
-            if not writer.is_closing():
+            elif not writer.is_closing():
                 writer.close()
             self._tasks.discard(task)
 
