@@ -122,7 +122,12 @@ class _Client:
                 self.drop_lagging()
             else:
                 self.pending.append((seq, line))
-        elif seq > self.last_seq:
+        else:
+            self.deliver(seq, line)
+
+    def deliver(self, seq: int, line: bytes) -> None:
+        """An event to the client unless it had that one already (replay and live overlap)."""
+        if seq > self.last_seq:
             self.last_seq = seq
             self.send(line)
 
@@ -464,9 +469,7 @@ class ApiServer:
             await client.wait_room(chunk)
             events = await self.backend.events_since(after, chunk)
             for event in events:
-                if event.seq > client.last_seq:
-                    client.last_seq = event.seq
-                    client.send(encode_line(event))
+                client.deliver(event.seq, encode_line(event))
             if len(events) < chunk:
                 return
             after = events[-1].seq

@@ -65,8 +65,13 @@ class FakeDaemon:
 
     async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
         self.replay_reads += 1
-        await asyncio.sleep(0)  # a journal read elsewhere: publishes may happen meanwhile
-        return self.journal[seq:seq + limit]
+        # a journal read in another thread: events are journaled and published before it
+        # starts and after it read, so some arrive both ways and some only live
+        await asyncio.sleep(0)
+        found = self.journal[seq:seq + limit]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return found
 
     async def command(self, name: str, args: dict[str, Any], caller: Caller) -> int:
         if args.get("fail"):
