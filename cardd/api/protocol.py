@@ -1,8 +1,8 @@
-"""The local API's messages, declared once: JSON objects, one per line, each tagged by ``class``.
+"""The local API's messages, declared once: JSON objects, one per line, each tagged by `class`.
 
-Every message is a msgspec Struct in a tagged union (``tag_field="class"``), so the same
+Every message is a msgspec Struct in a tagged union (`tag_field="class"`), so the same
 declaration validates what a client sends, encodes what the daemon sends, and generates the
-JSON Schema in docs/api-schema.json (``make api-schema``). docs/api.md describes each class
+JSON Schema in docs/api-schema.json (`make api-schema`). docs/api.md describes each class
 with an example; tests/api/test_api_doc.py parses those examples with these types.
 
 Requests are strict (an unknown field is an error: a typo must not be silently ignored);
@@ -39,7 +39,7 @@ class _Reply(msgspec.Struct, tag_field="class", kw_only=True):
 # --- client -> server -------------------------------------------------------------------------
 
 class Watch(_Request, tag="WATCH"):
-    """Start (or stop) receiving EVENTs. With ``since_seq``, first every journaled event after
+    """Start (or stop) receiving EVENTs. With `since_seq`, first every journaled event after
     it, then live ones, with no gap and none twice."""
     enable: bool = True
     since_seq: Seq | None = None
@@ -102,22 +102,22 @@ class StateReply(_Reply, tag="STATE"):
 
 
 class LogReply(_Reply, tag="LOG"):
-    """The answer to a LOG query, oldest first; ``more`` when the limit cut it short."""
+    """The answer to a LOG query, oldest first; `more` when the limit cut it short."""
     id: RequestId | None
     records: list[Event]
     more: bool = False
 
 
 class Ack(_Reply, tag="ACK"):
-    """A request done: for a COMMAND, ``seq`` is the journal record it made; for WATCH, the
-    last event published so far (None before the first)."""
+    """A request done: for a COMMAND, `seq` is the journal record it made; for WATCH, the
+    last event published so far (null before the first)."""
     id: RequestId | None
     seq: Seq | None
 
 
 class Error(_Reply, tag="ERROR"):
-    """A request refused or failed, or a line that was not a request (then ``id`` is null).
-    ``message`` is one line."""
+    """A request refused or failed, or a line that was not a request (then `id` is null).
+    `message` is one line."""
     id: RequestId | None
     code: str
     message: str
@@ -125,7 +125,7 @@ class Error(_Reply, tag="ERROR"):
 
 class Disconnect(_Reply, tag="DISCONNECT"):
     """The daemon drops this connection (a watcher that fell behind): reconnect and WATCH
-    with ``since_seq`` set to the last event received."""
+    with `since_seq` set to the last event received."""
     code: str
     message: str
 
@@ -137,7 +137,7 @@ SERVER_CLASSES: tuple[type[msgspec.Struct], ...] = (Version, Event, StateReply, 
 
 
 class ErrorCode:
-    """The ``code`` of an ERROR or DISCONNECT (stable strings a client may test)."""
+    """The `code` of an ERROR or DISCONNECT (stable strings a client may test)."""
     BAD_JSON = "bad-json"            # the line is not JSON (or not UTF-8)
     BAD_REQUEST = "bad-request"      # JSON, but not a valid request (class, fields, types)
     TOO_LONG = "too-long"            # a line over the limit; the connection is closed
@@ -151,7 +151,7 @@ class ErrorCode:
 
 
 def class_name(struct_type: type[msgspec.Struct]) -> str:
-    """The ``class`` tag of a message type."""
+    """The `class` tag of a message type."""
     tag = struct_type.__struct_config__.tag
     assert isinstance(tag, str)
     return tag
