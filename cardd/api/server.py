@@ -14,7 +14,7 @@ import os
 import socket
 import stat
 from collections import deque
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,8 +85,10 @@ def request_id(line: bytes) -> str | None:
 class _Client:
     """One connection: who, what it waits to receive, and whether it watches."""
 
-    def __init__(self, writer: asyncio.StreamWriter, caller: Caller, limits: Limits) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, caller: Caller, limits: Limits,
+                 on_closing: Callable[[_Client], None]) -> None:
         self.writer = writer
+        self.on_closing = on_closing
         self.caller = caller
         self.limits = limits
         self.loop = asyncio.get_running_loop()
@@ -100,7 +102,6 @@ class _Client:
         self.last_seq = -1
         self.tokens = float(limits.burst)
         self.token_time = self.loop.time()
-        self.reader_task = asyncio.current_task()
         self.writer_task = self.loop.create_task(self._write_loop())
 
     # -- outgoing ------------------------------------------------------------------------------
@@ -153,6 +154,7 @@ class _Client:
         except (ConnectionError, OSError):
             pass
         finally:
+            self._stop_taking()  # the peer may be gone: nothing more is queued for it
             self._close_transport()
 
     def _close_transport(self) -> None:
@@ -161,25 +163,30 @@ class _Client:
         self.loop.call_later(self.limits.linger, transport.abort)  # ... unless the peer never reads it
 
     # -- closing -------------------------------------------------------------------------------
-    def close_after(self, line: bytes | None = None) -> None:
-        """No more requests or events: send what is queued (and ``line``), then close."""
+    def _stop_taking(self) -> None:
+        """From now on nothing more is queued or read (once; the server forgets the watcher)."""
         if self.closing:
             return
         self.closing = True
         self.pending = None
+        self.room.set()
+        self.on_closing(self)
+
+    def close_after(self, line: bytes | None = None) -> None:
+        """No more requests or events: send what is queued (and `line`), then close."""
+        if self.closing:
+            return
+        self._stop_taking()
         if line is not None:
             self.queue.append(line)
         self.wake.set()
-        self.room.set()
 
     def drop_lagging(self) -> None:
         """The client does not read fast enough: forget its queue, tell it, close."""
         if self.closing:
             return
-        self.closing = True
-        self.pending = None
+        self._stop_taking()
         self.queue.clear()
-        self.room.set()
         self.writer_task.cancel()
         if not self.writer.transport.is_closing():
             # straight into the transport's buffer: written if the peer ever reads again
@@ -187,15 +194,14 @@ class _Client:
                 code=ErrorCode.LAGGING,
                 message=f"more than {self.limits.queue} messages waited for this client: "
                         "reconnect and WATCH with since_seq")))
-        self._close_transport()
-        if self.reader_task is not None and self.reader_task is not asyncio.current_task():
-            self.reader_task.cancel()
+        # the reader ends on its own: after the request it may be doing (never cut short), or
+        # when the transport is lost (flushed, or aborted after the linger)
         log.warning("API client dropped: it fell behind", user=self.caller.user, uid=self.caller.uid,
                     pid=self.caller.pid)
 
     def abort(self) -> None:
         """Close now, whatever is queued (the daemon stops)."""
-        self.closing = True
+        self._stop_taking()
         self.writer_task.cancel()
         self.writer.transport.abort()
 
@@ -283,7 +289,8 @@ class ApiServer:
         os.unlink(self.path)  # left by a daemon that died
 
     async def stop(self) -> None:
-        """Stop listening, close every connection, remove the socket file (if still ours)."""
+        """Stop listening, close every connection (cancelling requests in progress), remove the
+        socket file (if still ours)."""
         if self._server is not None:
             self._server.close()
         clients = list(self._clients)
@@ -330,22 +337,21 @@ class ApiServer:
                 writer.write(encode_line(Error(id=None, code=ErrorCode.REFUSED, message=one_line(str(exc)))))
                 writer.close()
                 return
-            client = _Client(writer, caller, self.limits)
+            client = _Client(writer, caller, self.limits, on_closing=self._watchers.discard)
             self._clients.add(client)
             # the connection counts until its last bytes are written (or given up)
             client.writer_task.add_done_callback(lambda _: self._clients.discard(client))
             client.send(encode_line(Version(release=self.release)))
             await self._read_requests(client, reader)
         except asyncio.CancelledError:
-            # stop() or a dropped watcher; this task is the connection's own, and asyncio's
-            # streams would report a cancelled connection task as an error
+            # stop(); this task is the connection's own, and asyncio's streams would report a
+            # cancelled connection task as an error
             pass
         except Exception:
             log.exception("API connection failed")
         finally:
             # nothing awaited here: a cancel must not cut the bookkeeping short
             if client is not None:
-                self._watchers.discard(client)
                 client.close_after()
             elif not writer.is_closing():
                 writer.close()
