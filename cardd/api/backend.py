@@ -18,8 +18,10 @@ from cardd.api.protocol import Event, LogQuery
 class Backend(Protocol):
     """Implemented by the daemon (and by a fake in tests/api)."""
 
-    #: command name -> the role it needs; a name not in it is ERROR unknown-command
-    command_roles: Mapping[str, Role]
+    @property
+    def command_roles(self) -> Mapping[str, Role]:
+        """Command name -> the role it needs; a name not in it is ERROR unknown-command."""
+        ...
 
     async def state(self, caller: Caller) -> dict[str, Any]:
         """The table now, as a JSON object (never an undealt card)."""

@@ -8,6 +8,7 @@ import random
 import socket
 import tracemalloc
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from api_rig import SOCKET_GID, FakeDaemon, LineClient, run_client, serving, until
 from cardd.api.server import ApiServer, Limits
@@ -31,7 +32,7 @@ class Watcher:
         while True:
             message = await self.client.recv()
             assert message["class"] == "EVENT", message
-            self.seqs.append(int(message["seq"]))  # type: ignore[call-overload]
+            self.seqs.append(int(message["seq"]))
 
     async def stop(self) -> None:
         self.task.cancel()
@@ -96,7 +97,7 @@ def test_a_client_that_never_reads_is_dropped_and_never_slows_the_publisher(sock
 def test_a_client_sending_100_mb_without_a_newline_is_cut_off_and_memory_stays_bounded(sock_dir):
     daemon = FakeDaemon()
 
-    async def scenario() -> tuple[list[dict[str, object]], int]:
+    async def scenario() -> tuple[list[dict[str, Any]], int]:
         async with serving(daemon, sock_dir) as server:
             watcher = await Watcher.start(server)
             tracemalloc.start()
@@ -115,7 +116,7 @@ def test_a_client_sending_100_mb_without_a_newline_is_cut_off_and_memory_stays_b
     assert version["class"] == "VERSION"
     assert replies == [{"class": "ERROR", "id": None, "code": "too-long",
                         "message": "a request line longer than 65536 bytes: closing"}]
-    assert int(unsent["unsent"]) > 0  # type: ignore[call-overload]  # it was stopped, not read to the end
+    assert int(unsent["unsent"]) > 0  # it was stopped, not read to the end
     assert peak < 4 << 20, f"the server held {peak} bytes for one line"
 
 
@@ -141,7 +142,7 @@ def test_a_thousand_connections_opened_and_dropped(sock_dir):
         for batch in range(20):  # at most 50 at once: under the connection cap
             await asyncio.gather(*(visit(server, (batch + i) % 4) for i in range(50)))
 
-    async def scenario() -> dict[str, object]:
+    async def scenario() -> dict[str, Any]:
         async with serving(daemon, sock_dir) as server:
             watcher = await Watcher.start(server)
             await deal_while(daemon, server, watcher, lambda: abuse(server))
@@ -159,10 +160,10 @@ def test_random_bytes_get_errors_never_a_crash(sock_dir):
     daemon = FakeDaemon()
     noise = random.Random(20261123)
 
-    async def spray(server: ApiServer, data: bytes) -> list[dict[str, object]]:
+    async def spray(server: ApiServer, data: bytes) -> list[dict[str, Any]]:
         client = await LineClient.connect(server.path)
         await client.send(data + b'\n{"class": "STATE", "id": "end"}\n')
-        received = []
+        received: list[dict[str, Any]] = []
         try:
             while not received or received[-1].get("id") != "end":
                 received.append(await client.recv())
@@ -171,7 +172,7 @@ def test_random_bytes_get_errors_never_a_crash(sock_dir):
         await client.close()
         return received
 
-    async def scenario() -> list[list[dict[str, object]]]:
+    async def scenario() -> list[list[dict[str, Any]]]:
         async with serving(daemon, sock_dir) as server:
             watcher = await Watcher.start(server)
             sprays = [noise.randbytes(noise.choice([10, 1000, 30_000, 70_000])) for _ in range(40)]

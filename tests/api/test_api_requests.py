@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
     for _ in range(5):
         daemon.journal_event()
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir) as server:
             client = await LineClient.connect(server.path, read_version=False)
             replies = [await client.recv()]
@@ -61,7 +62,7 @@ BAD_LINES = [
 
 @pytest.mark.parametrize("line, request_id, code, message", BAD_LINES, ids=[b[3][:30] for b in BAD_LINES])
 def test_a_bad_request_gets_one_error_line_and_the_connection_stays(sock_dir, line, request_id, code, message):
-    async def scenario() -> tuple[list[dict[str, object]], dict[str, object]]:
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         async with serving(FakeDaemon(), sock_dir) as server:
             client = await LineClient.connect(server.path)
             await client.send(line)
@@ -78,7 +79,7 @@ def test_a_bad_request_gets_one_error_line_and_the_connection_stays(sock_dir, li
 
 
 def test_blank_lines_are_ignored(sock_dir):
-    async def scenario() -> dict[str, object]:
+    async def scenario() -> dict[str, Any]:
         async with serving(FakeDaemon(), sock_dir) as server:
             client = await LineClient.connect(server.path)
             reply = await client.ask(b"\n  \n" + b'{"class": "STATE", "id": "s"}\n')
@@ -89,7 +90,7 @@ def test_blank_lines_are_ignored(sock_dir):
 
 
 def test_a_flood_of_requests_gets_an_error_and_the_connection_closed(sock_dir):
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(FakeDaemon(), sock_dir, Limits(rate=1.0, burst=10)) as server:
             client = await LineClient.connect(server.path)
             await client.send(b'{"class": "STATE"}\n' * 100)
@@ -108,7 +109,7 @@ def test_a_flood_of_requests_gets_an_error_and_the_connection_closed(sock_dir):
 
 
 def test_connections_over_the_cap_are_told_busy_and_closed(sock_dir):
-    async def scenario() -> tuple[list[dict[str, object]], dict[str, object]]:
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         async with serving(FakeDaemon(), sock_dir, Limits(clients=3)) as server:
             kept = [await LineClient.connect(server.path) for _ in range(3)]
             extra = await LineClient.connect(server.path, read_version=False)

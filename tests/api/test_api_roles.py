@@ -5,6 +5,7 @@ import asyncio
 import os
 import pwd
 import socket
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ ROLE_GID = {Role.DEALER: DEALER_GID, Role.SUPERVISOR: SUPERVISOR_GID, Role.TECHN
 COMMANDS = sorted(FakeDaemon.command_roles)
 
 
-def command(name: str) -> dict[str, object]:
+def command(name: str) -> dict[str, Any]:
     return {"class": "COMMAND", "id": f"c-{name}", "name": name, "args": {"box": 1}}
 
 
@@ -27,7 +28,7 @@ def test_every_command_is_accepted_in_its_group_and_refused_outside(sock_dir, ro
     uid = 64300 + list(Role).index(role)
     daemon = FakeDaemon()
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
             return await run_client(sock_dir / "cardd.sock", uid, [SOCKET_GID, ROLE_GID[role]],
                                     [command(name) for name in COMMANDS])
@@ -58,7 +59,7 @@ def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock
     requests = [{"class": "STATE", "id": "s"}, {"class": "LOG", "id": "l"}, {"class": "WATCH", "id": "w"},
                 command("open_betting")]
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
             return await run_client(sock_dir / "cardd.sock", 64310, [SOCKET_GID], requests)
 
@@ -73,7 +74,7 @@ def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock
 
 
 def test_any_role_may_query_and_watch(sock_dir):
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(FakeDaemon(), sock_dir):
             return await run_client(sock_dir / "cardd.sock", 64311, [SOCKET_GID, TECH_GID],
                                     [{"class": "STATE", "id": "s"}, {"class": "WATCH", "id": "w"}])
@@ -86,7 +87,7 @@ def test_any_role_may_query_and_watch(sock_dir):
 def test_several_role_groups_give_several_roles_and_the_primary_group_counts(sock_dir):
     daemon = FakeDaemon()
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
             return await run_client(sock_dir / "cardd.sock", 64312, [DEALER_GID, SOCKET_GID, SUPERVISOR_GID],
                                     [command(name) for name in COMMANDS])
@@ -98,7 +99,7 @@ def test_several_role_groups_give_several_roles_and_the_primary_group_counts(soc
 
 
 def test_a_user_outside_the_socket_group_cannot_connect(sock_dir):
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(FakeDaemon(), sock_dir) as server:
             assert oct(os.stat(server.path).st_mode & 0o777) == "0o660"
             assert os.stat(server.path).st_gid == SOCKET_GID
@@ -111,7 +112,7 @@ def test_root_holds_every_role_and_a_named_user_is_named(sock_dir):
     daemon = FakeDaemon()
     nobody = pwd.getpwnam("nobody")
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir) as server:
             client = await LineClient.connect(server.path)
             root_replies = [await client.ask(command(name)) for name in COMMANDS]
@@ -130,7 +131,7 @@ def test_a_caller_with_more_groups_than_so_peergroups_returns_is_read_from_proc(
     many = [SOCKET_GID, *range(65000, 65299), SUPERVISOR_GID]
     daemon = FakeDaemon()
 
-    async def scenario() -> list[dict[str, object]]:
+    async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
             return await run_client(sock_dir / "cardd.sock", 64314, many, [command("void_shoe")])
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from api_rig import FakeDaemon, LineClient, serving, until
 from cardd.api.server import ApiServer, Limits
@@ -25,14 +26,14 @@ async def read_events(client: LineClient, last_seq: int) -> tuple[list[int], lis
             acks.append(len(seqs))
         else:
             assert message["class"] == "EVENT", message
-            seqs.append(int(message["seq"]))  # type: ignore[call-overload]
+            seqs.append(int(message["seq"]))
     return seqs, acks
 
 
 def test_watch_gets_live_events_in_order_and_unwatch_stops_them(sock_dir):
     daemon = FakeDaemon()
 
-    async def scenario() -> tuple[dict[str, object], list[int], dict[str, object], dict[str, object]]:
+    async def scenario() -> tuple[dict[str, Any], list[int], dict[str, Any], dict[str, Any]]:
         async with serving(daemon, sock_dir) as server:
             server.publish(daemon.journal_event())
             client = await LineClient.connect(server.path)
@@ -102,7 +103,7 @@ def test_since_seq_at_the_end_of_the_journal_replays_nothing(sock_dir):
     for _ in range(3):
         daemon.journal_event()
 
-    async def scenario() -> dict[str, object]:
+    async def scenario() -> dict[str, Any]:
         async with serving(daemon, sock_dir) as server:
             client = await LineClient.connect(server.path)
             ack = await client.ask({"class": "WATCH", "id": "w", "since_seq": 3})
