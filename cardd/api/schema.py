@@ -5,16 +5,14 @@
 """
 from __future__ import annotations
 
-import argparse
-import difflib
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from cardd.api.protocol import PROTOCOL_VERSION, ClientMessage, ServerMessage
+from core.generated import write_or_check
 
 _REF = "#/$defs/{name}"
 
@@ -40,23 +38,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cardd.api.schema", description=(__doc__ or "").splitlines()[0])
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", metavar="PATH", type=Path, help="write the schema to PATH")
-    mode.add_argument("--check", metavar="PATH", type=Path, help="exit 1 when PATH differs from the messages")
-    args = ap.parse_args(argv)
-    text = render()
-    if args.write:
-        args.write.write_text(text, encoding="utf-8")
-        return 0
-    current = args.check.read_text(encoding="utf-8") if args.check.exists() else ""
-    if current == text:
-        return 0
-    diff = "".join(difflib.unified_diff(current.splitlines(True), text.splitlines(True),
-                                        str(args.check), "cardd/api/protocol.py", n=1))
-    sys.stderr.write(f"{args.check} is stale (the API messages changed): run `make api-schema` and commit it.\n"
-                     f"{diff[:4000]}")
-    return 1
+    return write_or_check(argv, prog="python -m cardd.api.schema", description=(__doc__ or "").splitlines()[0],
+                          render=render, source="cardd/api/protocol.py", make_target="api-schema")
 
 
 if __name__ == "__main__":
