@@ -101,8 +101,9 @@ class LineClient:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def connect(cls, path: Path, read_version: bool = True) -> LineClient:
-        reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 22)
+    async def connect(cls, path: Path, read_version: bool = True, buffer: int = 1 << 22) -> LineClient:
+        """``buffer``: about half of what this side reads ahead of recv() (asyncio's limit)."""
+        reader, writer = await asyncio.open_unix_connection(str(path), limit=buffer)
         client = cls(reader, writer)
         if read_version:
             assert (await client.recv())["class"] == "VERSION"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from api_rig import FakeDaemon, LineClient, serving
-from cardd.api.errors import ApiError, SocketInUse
+from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.server import ApiServer, Limits
 
 
@@ -180,3 +180,21 @@ def test_stop_closes_every_connection(sock_dir):
         return len(os.listdir(sock_dir))
 
     assert asyncio.run(scenario()) == 0
+
+
+def test_a_peer_whose_credentials_cannot_be_read_is_refused(sock_dir, mocker):
+    """The kernel failing SO_PEERCRED is a boundary: simulated, the server's answer is real."""
+    mocker.patch("cardd.api.server.identify", side_effect=PeerCredentialsError(
+        "SO_PEERCRED on the API socket failed: Bad file descriptor"))
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with serving(FakeDaemon(), sock_dir) as server:
+            client = await LineClient.connect(server.path, read_version=False)
+            received = [await client.recv()]
+            with pytest.raises(EOFError):
+                await client.recv()
+            await client.close()
+            return received
+
+    assert asyncio.run(scenario()) == [{"class": "ERROR", "id": None, "code": "refused",
+                                        "message": "SO_PEERCRED on the API socket failed: Bad file descriptor"}]

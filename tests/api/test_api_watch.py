@@ -112,3 +112,27 @@ def test_since_seq_at_the_end_of_the_journal_replays_nothing(sock_dir):
             return ack
 
     assert asyncio.run(scenario()) == {"class": "ACK", "id": "w", "seq": None}
+
+
+def test_a_replay_longer_than_the_queue_is_paced_by_the_client_not_dropped(sock_dir):
+    """10,000 journaled events through a 1,024-message queue to a client that does not read
+    until the queue is full: the replay waits for room instead of overflowing it."""
+    daemon = FakeDaemon()
+    for _ in range(10_000):
+        daemon.journal_event()
+    limits = Limits()
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        async with serving(daemon, sock_dir, limits) as server:
+            client = await LineClient.connect(server.path, buffer=1 << 16)  # it stops reading ahead
+            await client.send({"class": "WATCH", "id": "w", "since_seq": 0})
+            # white-box: the replay is now waiting for room in the (full) queue
+            await until(lambda: any(c.closing or len(c.queue) > limits.queue - limits.backlog_chunk
+                                    for c in server._clients))
+            seqs, acks = await read_events(client, 10_000)
+            assert await client.recv() == {"class": "ACK", "id": "w", "seq": None}  # the replay's end
+            await client.close()
+            return seqs, acks
+
+    seqs, acks = asyncio.run(scenario())
+    assert seqs == list(range(1, 10_001)) and acks == []
