@@ -114,6 +114,20 @@ def test_since_seq_at_the_end_of_the_journal_replays_nothing(sock_dir):
     assert asyncio.run(scenario()) == {"class": "ACK", "id": "w", "seq": None}
 
 
+async def until_replay_waits_or_drops(daemon: FakeDaemon, server: ApiServer, limits: Limits) -> None:
+    """Until the replay stands still on a full queue (white-box), or the client was dropped
+    (which the reading after it reports). Standing still: no journal read for 50 loop turns."""
+    await until(lambda: daemon.replay_reads > 0)  # the WATCH is being served
+    while server.watcher_count:
+        if any(len(c.queue) > limits.queue - limits.backlog_chunk for c in server._clients):
+            reads = daemon.replay_reads
+            for _ in range(50):
+                await asyncio.sleep(0)
+            if daemon.replay_reads == reads:
+                return
+        await asyncio.sleep(0.005)
+
+
 def test_a_replay_longer_than_the_queue_is_paced_by_the_client_not_dropped(sock_dir):
     """10,000 journaled events through a 1,024-message queue to a client that does not read
     until the queue is full: the replay waits for room instead of overflowing it."""
@@ -126,9 +140,7 @@ def test_a_replay_longer_than_the_queue_is_paced_by_the_client_not_dropped(sock_
         async with serving(daemon, sock_dir, limits) as server:
             client = await LineClient.connect(server.path, buffer=1 << 16)  # it stops reading ahead
             await client.send({"class": "WATCH", "id": "w", "since_seq": 0})
-            # white-box: the replay is now waiting for room in the (full) queue
-            await until(lambda: any(c.closing or len(c.queue) > limits.queue - limits.backlog_chunk
-                                    for c in server._clients))
+            await until_replay_waits_or_drops(daemon, server, limits)
             seqs, acks = await read_events(client, 10_000)
             assert await client.recv() == {"class": "ACK", "id": "w", "seq": None}  # the replay's end
             await client.close()
