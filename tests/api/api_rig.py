@@ -44,6 +44,7 @@ class FakeDaemon:
         self.accepted: list[tuple[str, dict[str, Any], Caller]] = []
         self.refused: list[tuple[str, Caller, Role]] = []
         self.replay_reads = 0
+        self.queries: list[LogQuery] = []
 
     def journal_event(self, reason: str = "CARD_READ", **data: Any) -> Event:
         event = Event(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind="card",
@@ -55,6 +56,7 @@ class FakeDaemon:
         return {"shoe": {"cards_left": 416 - len(self.journal)}, "round": None, "holds": []}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+        self.queries.append(query)
         if query.reason == "BUG":
             raise RuntimeError("a fault in the daemon")
         found = [e for e in self.journal

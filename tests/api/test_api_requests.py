@@ -10,6 +10,7 @@ import pytest
 
 from api_rig import FakeDaemon, LineClient, serving
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
+from cardd.api.protocol import LogQuery
 from cardd.api.server import ApiServer, Limits
 
 
@@ -25,6 +26,8 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
             replies.append(await client.ask({"class": "STATE", "id": "s1"}))
             replies.append(await client.ask({"class": "LOG", "id": "l1", "from_seq": 2, "to_seq": 4}))
             replies.append(await client.ask({"class": "LOG", "id": "l2", "limit": 2}))
+            await client.ask({"class": "LOG", "id": "l3", "since": 1_700_000_000.5, "until": 1_700_000_100,
+                              "severity": "alarm", "round": 7})
             replies.append(await client.ask({"class": "COMMAND", "id": "c1", "name": "void_shoe", "args": {}}))
             await client.close()
             return replies
@@ -39,6 +42,8 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
                                  "message": "card_read", "data": {}}
     assert [r["seq"] for r in limited["records"]] == [1, 2] and limited["more"] is True
     assert ack == {"class": "ACK", "id": "c1", "seq": 6}
+    assert daemon.queries[2] == LogQuery(id="l3", since=1_700_000_000.5, until=1_700_000_100.0, severity="alarm",
+                                         round=7)  # the filters reach the daemon as typed
 
 
 BAD_LINES = [
