@@ -18,8 +18,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
-import msgspec
 import structlog
 
 from cardd.api.errors import PeerCredentialsError
@@ -44,21 +44,15 @@ class Role(str, enum.Enum):
 ALL_ROLES = frozenset(Role)
 
 
-class RoleGroups(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """The Unix group that gives each role: a group name, or a numeric gid."""
-    dealer: str | int = "cardd-dealer"
-    supervisor: str | int = "cardd-supervisor"
-    technician: str | int = "cardd-tech"
-
-    def by_role(self) -> dict[Role, str | int]:
-        return {Role.DEALER: self.dealer, Role.SUPERVISOR: self.supervisor, Role.TECHNICIAN: self.technician}
+#: the group of each role, a name or a numeric gid (the daemon's configuration, [roles])
+RoleGroups: TypeAlias = Mapping[Role, str | int]
 
 
 def resolve_role_groups(groups: RoleGroups) -> dict[int, Role]:
     """gid -> role. A group name that does not exist gives its role to nobody but root (and a
     warning), so a table computer without the groups still runs for root and the daemon user."""
     roles: dict[int, Role] = {}
-    for role, group in groups.by_role().items():
+    for role, group in groups.items():
         if isinstance(group, int):
             roles[group] = role
             continue

@@ -222,7 +222,7 @@ class ApiServer:
     ``role_groups`` say which groups hold which role; ``admin_uids`` hold every role."""
 
     def __init__(self, backend: Backend, path: str | os.PathLike[str], *, release: str,
-                 role_groups: RoleGroups = RoleGroups(), limits: Limits = Limits(), mode: int = 0o660,
+                 role_groups: RoleGroups, limits: Limits = Limits(), mode: int = 0o660,
                  group: int | None = None, admin_uids: Set[int] | None = None) -> None:
         self.backend = backend
         self.path = Path(path)

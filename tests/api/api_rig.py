@@ -24,7 +24,7 @@ CLIENT_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) els
 #: the socket file's group: every foreign client below is in it unless a test says otherwise
 SOCKET_GID = 64100
 DEALER_GID, SUPERVISOR_GID, TECH_GID = 64201, 64202, 64203
-ROLE_GROUPS = RoleGroups(dealer=DEALER_GID, supervisor=SUPERVISOR_GID, technician=TECH_GID)
+ROLE_GROUPS: RoleGroups = {Role.DEALER: DEALER_GID, Role.SUPERVISOR: SUPERVISOR_GID, Role.TECHNICIAN: TECH_GID}
 
 
 class FakeDaemon:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api_rig import FakeDaemon, LineClient, serving
+from api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.protocol import LogQuery
 from cardd.api.server import ApiServer, Limits
@@ -145,7 +145,7 @@ def test_a_stale_socket_is_replaced_a_live_one_refused_and_stop_removes_ours(soc
 
     async def scenario() -> None:
         async with serving(FakeDaemon(), sock_dir) as server:
-            second = ApiServer(FakeDaemon(), path, release="x")
+            second = ApiServer(FakeDaemon(), path, release="x", role_groups=ROLE_GROUPS)
             with pytest.raises(SocketInUse, match=f"another process listens on {path}"):
                 await second.start()
             client = await LineClient.connect(server.path)
@@ -161,7 +161,7 @@ def test_a_path_that_is_not_a_socket_is_left_alone(sock_dir):
 
     async def scenario() -> None:
         with pytest.raises(ApiError, match="exists and is not a socket"):
-            await ApiServer(FakeDaemon(), path, release="x").start()
+            await ApiServer(FakeDaemon(), path, release="x", role_groups=ROLE_GROUPS).start()
 
     asyncio.run(scenario())
     assert path.read_text() == "not mine"

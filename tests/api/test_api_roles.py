@@ -12,7 +12,7 @@ import pytest
 from api_rig import (DEALER_GID, SOCKET_GID, SUPERVISOR_GID, TECH_GID, FakeDaemon, LineClient, run_client,
                      serving)
 from cardd.api.errors import PeerCredentialsError
-from cardd.api.peer import (ALL_ROLES, Role, RoleGroups, decode_gids, peer_groups, proc_groups,
+from cardd.api.peer import (ALL_ROLES, Role, decode_gids, peer_groups, proc_groups,
                             resolve_role_groups)
 
 ROLE_GID = {Role.DEALER: DEALER_GID, Role.SUPERVISOR: SUPERVISOR_GID, Role.TECHNICIAN: TECH_GID}
@@ -162,5 +162,5 @@ def test_proc_fallback_names_the_file_it_could_not_read(tmp_path):
 
 def test_role_groups_by_name_or_gid_and_a_missing_group_gives_the_role_to_nobody():
     root_group = pwd.getpwuid(0).pw_gid
-    resolved = resolve_role_groups(RoleGroups(dealer="root", supervisor=64202, technician="no-such-group-here"))
+    resolved = resolve_role_groups({Role.DEALER: "root", Role.SUPERVISOR: 64202, Role.TECHNICIAN: "no-such-group-here"})
     assert resolved == {root_group: Role.DEALER, 64202: Role.SUPERVISOR}
