@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test sysdeps venv bench diagrams check-diagrams clean
+.PHONY: demo test sysdeps venv bench diagrams check-diagrams api-schema check-api-schema clean
 
 $(STAMP): pyproject.toml
 	@# Debian ships venv without ensurepip unless python3-venv is installed
@@ -32,7 +32,7 @@ sysdeps:
 demo: $(STAMP)
 	$(PY) -m cardd.demo
 
-test: sysdeps $(STAMP) check-diagrams
+test: sysdeps $(STAMP) check-diagrams check-api-schema
 	$(PY) -m pytest -q
 
 diagrams: $(STAMP)
@@ -40,6 +40,13 @@ diagrams: $(STAMP)
 
 check-diagrams: $(STAMP)
 	$(PY) -m devices.diagrams --check docs/state-machines.md
+
+# The local API's JSON Schema, generated from its messages (cardd/api/protocol.py).
+api-schema: $(STAMP)
+	$(PY) -m cardd.api.schema --write docs/api-schema.json
+
+check-api-schema: $(STAMP)
+	$(PY) -m cardd.api.schema --check docs/api-schema.json
 
 bench: $(STAMP)
 	$(PY) benchmarks/link.py

@@ -1,0 +1,25 @@
+"""Errors of the local API; each is a CarddError whose text names what and where."""
+from __future__ import annotations
+
+from core.errors import CarddError
+
+
+class ApiError(CarddError):
+    """The API socket could not be set up or used."""
+
+
+class SocketInUse(ApiError):
+    """Another process (a running daemon) listens on the socket path."""
+
+
+class PeerCredentialsError(ApiError):
+    """The kernel did not tell who the peer is; the connection is refused."""
+
+
+class CommandFailed(CarddError):
+    """Raised by a backend: the command was understood but cannot be done now. ``code`` goes
+    into the ERROR reply (default ``failed``); the message must be one line for the client."""
+
+    def __init__(self, message: str, code: str = "failed") -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,167 @@
+"""The local API's messages, declared once: JSON objects, one per line, each tagged by `class`.
+
+Every message is a msgspec Struct in a tagged union (`tag_field="class"`), so the same
+declaration validates what a client sends, encodes what the daemon sends, and generates the
+JSON Schema in docs/api-schema.json (`make api-schema`). docs/api.md describes each class
+with an example; tests/api/test_api_doc.py parses those examples with these types.
+
+Requests are strict (an unknown field is an error: a typo must not be silently ignored);
+clients should ignore fields they do not know in the daemon's messages, which a later 1.x
+may add.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+import msgspec
+
+#: major.minor of this protocol; a client refuses a VERSION whose major differs from its own
+PROTOCOL_VERSION = "1.0"
+
+#: the most records one LOG query returns (larger queries page with from_seq)
+LOG_LIMIT_MAX = 10_000
+
+Seq = Annotated[int, msgspec.Meta(ge=0, description="journal sequence number")]
+#: chosen by the client, echoed in the one reply to that request
+RequestId = Annotated[str, msgspec.Meta(max_length=128, description="chosen by the client, echoed in the reply")]
+#: Unix time in seconds (UTC), fractions allowed
+UnixTime = Annotated[float, msgspec.Meta(ge=0, description="Unix time, seconds (UTC)")]
+
+
+class _Request(msgspec.Struct, tag_field="class", forbid_unknown_fields=True, kw_only=True):
+    """What a client sends: unknown fields are refused."""
+
+
+class _Reply(msgspec.Struct, tag_field="class", kw_only=True):
+    """What the daemon sends."""
+
+
+# --- client -> server -------------------------------------------------------------------------
+
+class Watch(_Request, tag="WATCH"):
+    """Start (or stop) receiving EVENTs. With `since_seq`, first every journaled event after
+    it, then live ones, with no gap and none twice."""
+    enable: bool = True
+    since_seq: Seq | None = None
+    id: RequestId | None = None
+
+
+class StateQuery(_Request, tag="STATE"):
+    """Ask for the table's state now (devices, shoe, round, hands, holds, alarms)."""
+    id: RequestId | None = None
+
+
+class LogQuery(_Request, tag="LOG"):
+    """Ask the journal for records; every filter given must match (all are optional)."""
+    id: RequestId | None = None
+    since: UnixTime | None = None
+    until: UnixTime | None = None
+    from_seq: Seq | None = None
+    to_seq: Seq | None = None
+    reason: str | None = None
+    severity: str | None = None
+    round: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=LOG_LIMIT_MAX)] = 1000
+
+
+class Command(_Request, tag="COMMAND"):
+    """Ask the daemon to do something; the command names and their roles are the daemon's."""
+    id: RequestId
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    args: dict[str, Any] = {}
+
+
+ClientMessage = Union[Watch, StateQuery, LogQuery, Command]
+
+
+# --- server -> client -------------------------------------------------------------------------
+
+class Version(_Reply, tag="VERSION"):
+    """The first line on every connection."""
+    release: str
+    protocol: str = PROTOCOL_VERSION
+
+
+class Event(_Reply, tag="EVENT"):
+    """One journaled event, as a watcher sees it and as LOG returns it."""
+    seq: Seq
+    time: UnixTime
+    kind: str
+    source: str
+    reason: str
+    severity: str
+    who: str | None = None
+    message: str = ""
+    data: dict[str, Any] = {}
+
+
+class StateReply(_Reply, tag="STATE"):
+    """The answer to a STATE query."""
+    id: RequestId | None
+    state: dict[str, Any]
+
+
+class LogReply(_Reply, tag="LOG"):
+    """The answer to a LOG query, oldest first; `more` when the limit cut it short."""
+    id: RequestId | None
+    records: list[Event]
+    more: bool = False
+
+
+class Ack(_Reply, tag="ACK"):
+    """A request done: for a COMMAND, `seq` is the journal record it made; for WATCH, the
+    last event published so far (null before the first)."""
+    id: RequestId | None
+    seq: Seq | None
+
+
+class Error(_Reply, tag="ERROR"):
+    """A request refused or failed, or a line that was not a request (then `id` is null).
+    `message` is one line."""
+    id: RequestId | None
+    code: str
+    message: str
+
+
+class Disconnect(_Reply, tag="DISCONNECT"):
+    """The daemon drops this connection (a watcher that fell behind): reconnect and WATCH
+    with `since_seq` set to the last event received."""
+    code: str
+    message: str
+
+
+ServerMessage = Union[Version, Event, StateReply, LogReply, Ack, Error, Disconnect]
+
+CLIENT_CLASSES: tuple[type[msgspec.Struct], ...] = (Watch, StateQuery, LogQuery, Command)
+SERVER_CLASSES: tuple[type[msgspec.Struct], ...] = (Version, Event, StateReply, LogReply, Ack, Error, Disconnect)
+
+
+class ErrorCode:
+    """The `code` of an ERROR or DISCONNECT (stable strings a client may test)."""
+    BAD_JSON = "bad-json"            # the line is not JSON (or not UTF-8)
+    BAD_REQUEST = "bad-request"      # JSON, but not a valid request (class, fields, types)
+    TOO_LONG = "too-long"            # a line over the limit; the connection is closed
+    FLOOD = "flood"                  # requests faster than the rate limit; closed
+    BUSY = "busy"                    # too many connections; closed
+    REFUSED = "refused"              # the caller lacks the role the request needs
+    UNKNOWN_COMMAND = "unknown-command"
+    FAILED = "failed"                # the daemon could not do the command (the message says why)
+    INTERNAL = "internal"            # a fault in the daemon; logged there
+    LAGGING = "lagging"              # DISCONNECT: the client did not read fast enough
+
+
+def class_name(struct_type: type[msgspec.Struct]) -> str:
+    """The `class` tag of a message type."""
+    tag = struct_type.__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+request_decoder = msgspec.json.Decoder(ClientMessage)
+reply_decoder = msgspec.json.Decoder(ServerMessage)
+_encoder = msgspec.json.Encoder()
+
+
+def encode_line(message: msgspec.Struct) -> bytes:
+    """One message as one JSON line (the framing of the whole API)."""
+    return _encoder.encode(message) + b"\n"

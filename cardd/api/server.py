@@ -1,0 +1,485 @@
+"""The local API server: a Unix socket speaking JSON lines (docs/api.md).
+
+One asyncio loop, the daemon's. The card path calls :meth:`ApiServer.publish` synchronously:
+it encodes the event once and appends the line to each watcher's bounded queue, never
+waiting on any client. Each connection has a reader (requests, one reply each, in order)
+and a writer (the queue to the socket). A watcher whose queue is full is told DISCONNECT and
+dropped; it reconnects with WATCH since_seq and misses nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+import stat
+from collections import deque
+from collections.abc import Callable, Set
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from cardd.api.backend import Backend
+from cardd.api.errors import ApiError, CommandFailed, PeerCredentialsError, SocketInUse
+from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups
+from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
+                                StateReply, Version, Watch, encode_line, request_decoder)
+from core.errors import CarddError
+
+log = structlog.get_logger(__name__)
+
+#: the longest text an ERROR message carries
+MESSAGE_MAX = 300
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may cost the daemon."""
+    max_line: int = 64 * 1024      # bytes in one request line, newline included
+    queue: int = 1024              # messages waiting for one client before it is dropped
+    clients: int = 64              # connections at once; one more gets ERROR busy
+    rate: float = 50.0             # requests per second, sustained, per connection
+    burst: int = 200               # requests at once before the rate applies
+    backlog_chunk: int = 256       # events read from the journal at a time for WATCH since_seq
+    linger: float = 5.0            # seconds a closed connection's last bytes may wait for the peer
+
+    def __post_init__(self) -> None:
+        if min(self.max_line, self.queue, self.clients, self.burst, self.backlog_chunk) < 1 or self.rate <= 0:
+            raise ApiError(f"API limits must be positive: {self}")
+        if self.backlog_chunk * 2 > self.queue:
+            raise ApiError(f"API limits: backlog_chunk ({self.backlog_chunk}) must be at most half of queue ({self.queue})")
+
+
+def one_line(text: str) -> str:
+    """Any text as one short line (an ERROR message)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MESSAGE_MAX else flat[:MESSAGE_MAX - 3] + "..."
+
+
+def explain_invalid(exc: msgspec.DecodeError) -> tuple[str, str]:
+    """(code, message) for a line msgspec refused, in words rather than msgspec's notation."""
+    text = str(exc).replace("`", "")
+    if not isinstance(exc, msgspec.ValidationError):
+        return ErrorCode.BAD_JSON, one_line(f"not a JSON line: {text.removeprefix('JSON is malformed: ')}")
+    what, _, where = text.partition(" - at $")
+    where = where.lstrip(".")
+    if where == "class" and what.startswith("Invalid value"):
+        return ErrorCode.BAD_REQUEST, one_line(f"unknown class {what.removeprefix('Invalid value ')} "
+                                               "(a request is WATCH, STATE, LOG or COMMAND)")
+    return ErrorCode.BAD_REQUEST, one_line(f"{what} at {where}" if where else what)
+
+
+def request_id(line: bytes) -> str | None:
+    """The ``id`` of a line that is not a valid request, when it has a usable one."""
+    try:
+        raw = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+    found = raw.get("id") if isinstance(raw, dict) else None
+    return found if isinstance(found, str) and len(found) <= 128 else None
+
+
+class _Client:
+    """One connection: who, what it waits to receive, and whether it watches."""
+
+    def __init__(self, writer: asyncio.StreamWriter, caller: Caller, limits: Limits,
+                 on_closing: Callable[[_Client], None]) -> None:
+        self.writer = writer
+        self.on_closing = on_closing
+        self.caller = caller
+        self.limits = limits
+        self.loop = asyncio.get_running_loop()
+        self.queue: deque[bytes] = deque()
+        self.wake = asyncio.Event()
+        self.room = asyncio.Event()
+        self.closing = False
+        self.watching = False
+        #: while a WATCH since_seq replays the journal, live events wait here as (seq, line)
+        self.pending: list[tuple[int, bytes]] | None = None
+        self.last_seq = -1
+        self.tokens = float(limits.burst)
+        self.token_time = self.loop.time()
+        self.writer_task = self.loop.create_task(self._write_loop())
+
+    # -- outgoing ------------------------------------------------------------------------------
+    def send(self, line: bytes) -> bool:
+        """Queue a line without waiting; False (and the client dropped) when the queue is full."""
+        if self.closing:
+            return False
+        if len(self.queue) >= self.limits.queue:
+            self.drop_lagging()
+            return False
+        self.queue.append(line)
+        self.wake.set()
+        return True
+
+    def offer_event(self, seq: int, line: bytes) -> None:
+        """A published event: queued once, in sequence order, never twice."""
+        if self.pending is not None:
+            if len(self.pending) >= self.limits.queue:
+                self.drop_lagging()
+            else:
+                self.pending.append((seq, line))
+        else:
+            self.deliver(seq, line)
+
+    def deliver(self, seq: int, line: bytes) -> None:
+        """An event to the client unless it had that one already (replay and live overlap)."""
+        if seq > self.last_seq:
+            self.last_seq = seq
+            self.send(line)
+
+    async def wait_room(self, lines: int) -> None:
+        """Until ``lines`` more fit in the queue (flow control for a journal replay)."""
+        while len(self.queue) + lines > self.limits.queue and not self.closing:
+            self.room.clear()
+            await self.room.wait()
+
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                await self.wake.wait()
+                self.wake.clear()
+                if self.queue:
+                    data = b"".join(self.queue)
+                    self.queue.clear()
+                    self.room.set()
+                    self.writer.write(data)
+                    await self.writer.drain()
+                if self.closing and not self.queue:
+                    break
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self._stop_taking()  # the peer may be gone: nothing more is queued for it
+            self._close_transport()
+
+    def _close_transport(self) -> None:
+        transport = self.writer.transport
+        transport.close()  # sends what is buffered, then closes
+        self.loop.call_later(self.limits.linger, transport.abort)  # ... unless the peer never reads it
+
+    # -- closing -------------------------------------------------------------------------------
+    def _stop_taking(self) -> None:
+        """From now on nothing more is queued or read (once; the server forgets the watcher)."""
+        if self.closing:
+            return
+        self.closing = True
+        self.pending = None
+        self.room.set()
+        self.on_closing(self)
+
+    def close_after(self, line: bytes | None = None) -> None:
+        """No more requests or events: send what is queued (and `line`), then close."""
+        if self.closing:
+            return
+        self._stop_taking()
+        if line is not None:
+            self.queue.append(line)
+        self.wake.set()
+
+    def drop_lagging(self) -> None:
+        """The client does not read fast enough: forget its queue, tell it, close."""
+        if self.closing:
+            return
+        self._stop_taking()
+        self.queue.clear()
+        self.writer_task.cancel()
+        if not self.writer.transport.is_closing():
+            # straight into the transport's buffer: written if the peer ever reads again
+            self.writer.transport.write(encode_line(Disconnect(
+                code=ErrorCode.LAGGING,
+                message=f"more than {self.limits.queue} messages waited for this client: "
+                        "reconnect and WATCH with since_seq")))
+        # the reader ends on its own: after the request it may be doing (never cut short), or
+        # when the transport is lost (flushed, or aborted after the linger)
+        log.warning("API client dropped: it fell behind", user=self.caller.user, uid=self.caller.uid,
+                    pid=self.caller.pid)
+
+    def abort(self) -> None:
+        """Close now, whatever is queued (the daemon stops)."""
+        self._stop_taking()
+        self.writer_task.cancel()
+        self.writer.transport.abort()
+
+    # -- incoming ------------------------------------------------------------------------------
+    def take_token(self) -> bool:
+        """The rate limit: a token bucket of ``burst`` refilled at ``rate`` per second."""
+        now = self.loop.time()
+        self.tokens = min(float(self.limits.burst), self.tokens + (now - self.token_time) * self.limits.rate)
+        self.token_time = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
+class ApiServer:
+    """The API on a Unix socket. ``mode`` and ``group`` are set on the socket file;
+    ``role_groups`` say which groups hold which role; ``admin_uids`` hold every role."""
+
+    def __init__(self, backend: Backend, path: str | os.PathLike[str], *, release: str,
+                 role_groups: RoleGroups, limits: Limits = Limits(), mode: int = 0o660,
+                 group: int | None = None, admin_uids: Set[int] | None = None) -> None:
+        self.backend = backend
+        self.path = Path(path)
+        self.release = release
+        self.limits = limits
+        self.mode = mode
+        self.group = group
+        self.role_gids = resolve_role_groups(role_groups)
+        self.admin_uids = frozenset(default_admin_uids() if admin_uids is None else admin_uids)
+        self._server: asyncio.Server | None = None
+        self._socket_ino: int | None = None
+        self._clients: set[_Client] = set()
+        self._watchers: set[_Client] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._last_seq: int | None = None
+
+    @property
+    def client_count(self) -> int:
+        """Connections open now (those still sending their last bytes included)."""
+        return len(self._clients)
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._watchers)
+
+    # -- life ----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Listen. A stale socket file is removed; a live one (another daemon) is SocketInUse."""
+        sock = self._bind()
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=self.limits.max_line)
+        log.info("API listening", path=str(self.path))
+
+    def _bind(self) -> socket.socket:
+        self._clear_stale()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(self.path))
+            # nobody can connect before listen(), so the umask's mode in between is harmless
+            os.chmod(self.path, self.mode)
+            if self.group is not None:
+                os.chown(self.path, -1, self.group)
+            self._socket_ino = os.stat(self.path).st_ino
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise ApiError(f"cannot listen on the API socket {self.path}: {exc.strerror}") from exc
+        return sock
+
+    def _clear_stale(self) -> None:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ApiError(f"{self.path} exists and is not a socket: remove it or configure another socket path")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)
+            err = probe.connect_ex(str(self.path))
+        if err in (0, errno.EAGAIN):
+            raise SocketInUse(f"another process listens on {self.path} (is cardd already running?)")
+        if err != errno.ECONNREFUSED:
+            raise ApiError(f"cannot tell whether {self.path} is in use: {os.strerror(err)}")
+        os.unlink(self.path)  # left by a daemon that died
+
+    async def stop(self) -> None:
+        """Stop listening, close every connection (cancelling requests in progress), remove the
+        socket file (if still ours)."""
+        if self._server is not None:
+            self._server.close()
+        clients = list(self._clients)
+        for client in clients:
+            client.abort()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *(c.writer_task for c in clients), return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        try:
+            if self._socket_ino is not None and os.stat(self.path).st_ino == self._socket_ino:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self._socket_ino = None
+
+    # -- events --------------------------------------------------------------------------------
+    def publish(self, event: Event) -> None:
+        """Send a journaled event to every watcher. Call it on the loop, after the event is
+        durable in the journal and in sequence order; it never waits."""
+        line = encode_line(event)
+        self._last_seq = event.seq
+        for client in tuple(self._watchers):
+            client.offer_event(event.seq, line)
+
+    # -- connections ---------------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        client: _Client | None = None
+        try:
+            if len(self._clients) >= self.limits.clients:
+                writer.write(encode_line(Error(id=None, code=ErrorCode.BUSY,
+                                               message=f"the daemon serves {self.limits.clients} connections already")))
+                writer.close()
+                return
+            try:
+                caller = identify(writer.get_extra_info("socket"), self.role_gids, self.admin_uids)
+            except PeerCredentialsError as exc:
+                log.warning("API connection refused", error=str(exc))
+                writer.write(encode_line(Error(id=None, code=ErrorCode.REFUSED, message=one_line(str(exc)))))
+                writer.close()
+                return
+            client = _Client(writer, caller, self.limits, on_closing=self._watchers.discard)
+            self._clients.add(client)
+            # the connection counts until its last bytes are written (or given up)
+            client.writer_task.add_done_callback(lambda _: self._clients.discard(client))
+            client.send(encode_line(Version(release=self.release)))
+            await self._read_requests(client, reader)
+        except asyncio.CancelledError:
+            # stop(); this task is the connection's own, and asyncio's streams would report a
+            # cancelled connection task as an error
+            pass
+        except Exception:
+            log.exception("API connection failed")
+        finally:
+            # nothing awaited here: a cancel must not cut the bookkeeping short
+            if client is not None:
+                client.close_after()
+            elif not writer.is_closing():
+                writer.close()
+            self._tasks.discard(task)
+
+    async def _read_requests(self, client: _Client, reader: asyncio.StreamReader) -> None:
+        while not client.closing:
+            try:
+                line = await reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError:
+                return  # end of input (an unfinished last line is dropped)
+            except asyncio.LimitOverrunError:
+                client.close_after(encode_line(Error(
+                    id=None, code=ErrorCode.TOO_LONG,
+                    message=f"a request line longer than {self.limits.max_line} bytes: closing")))
+                return
+            except (ConnectionError, OSError):
+                return
+            if not client.take_token():
+                client.close_after(encode_line(Error(
+                    id=None, code=ErrorCode.FLOOD,
+                    message=f"more than {self.limits.rate:g} requests per second: closing")))
+                return
+            if line.strip():
+                await self._answer(client, line)
+
+    async def _answer(self, client: _Client, line: bytes) -> None:
+        """Exactly one reply to one line."""
+        try:
+            request = request_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            code, message = explain_invalid(exc)
+            client.send(encode_line(Error(id=request_id(line), code=code, message=message)))
+            return
+        try:
+            reply: msgspec.Struct | None = await self._dispatch(client, request)
+        except CommandFailed as exc:
+            reply = Error(id=request.id, code=exc.code, message=one_line(str(exc)))
+        except CarddError as exc:
+            reply = Error(id=request.id, code=ErrorCode.FAILED, message=one_line(str(exc)))
+        except Exception:
+            log.exception("API request failed", request=type(request).__name__, user=client.caller.user)
+            reply = Error(id=request.id, code=ErrorCode.INTERNAL, message="the daemon failed on this request (see its log)")
+        if reply is None:
+            return  # sent already
+        try:
+            client.send(encode_line(reply))
+        except (msgspec.EncodeError, TypeError, ValueError):
+            log.exception("API reply not encodable", reply=type(reply).__name__)
+            client.send(encode_line(Error(id=request.id, code=ErrorCode.INTERNAL,
+                                          message="the daemon's reply could not be encoded (see its log)")))
+
+    async def _dispatch(self, client: _Client, request: Watch | StateQuery | LogQuery | Command) -> msgspec.Struct | None:
+        caller = client.caller
+        if isinstance(request, Command):
+            return await self._command(caller, request)
+        if not caller.roles:
+            return Error(id=request.id, code=ErrorCode.REFUSED,
+                         message=f"{_tag(request)} needs one of the roles dealer, supervisor, technician; "
+                                 f"{caller.describe()} holds none")
+        if isinstance(request, StateQuery):
+            return StateReply(id=request.id, state=await self.backend.state(caller))
+        if isinstance(request, LogQuery):
+            records, more = await self.backend.log(request, caller)
+            return LogReply(id=request.id, records=list(records), more=more)
+        return await self._watch(client, request)
+
+    async def _command(self, caller: Caller, request: Command) -> msgspec.Struct:
+        needs = self.backend.command_roles.get(request.name)
+        if needs is None:
+            known = ", ".join(sorted(self.backend.command_roles))
+            return Error(id=request.id, code=ErrorCode.UNKNOWN_COMMAND,
+                         message=one_line(f"unknown command {request.name!r} (known: {known})"))
+        if needs not in caller.roles:
+            log.info("API command refused", command=request.name, needs=needs.value, user=caller.user, uid=caller.uid)
+            await self.backend.command_refused(request.name, request.args, caller, needs)
+            held = ", ".join(sorted(r.value for r in caller.roles)) or "no role"
+            return Error(id=request.id, code=ErrorCode.REFUSED,
+                         message=f"command {request.name!r} needs the {needs.value} role; "
+                                 f"{caller.describe()} holds {held}")
+        seq = await self.backend.command(request.name, request.args, caller)
+        return Ack(id=request.id, seq=seq)
+
+    async def _watch(self, client: _Client, request: Watch) -> msgspec.Struct | None:
+        if not request.enable:
+            client.watching = False
+            client.pending = None
+            self._watchers.discard(client)
+            return Ack(id=request.id, seq=self._last_seq)
+        if client.watching:
+            return Error(id=request.id, code=ErrorCode.BAD_REQUEST,
+                         message="already watching: send WATCH with enable false first")
+        client.watching = True
+        self._watchers.add(client)
+        if request.since_seq is None:
+            client.last_seq = -1
+            return Ack(id=request.id, seq=self._last_seq)
+        # Replay: live events wait in client.pending meanwhile; every event the journal had when
+        # a read began is in the replay, every one published after WATCH is in pending, and
+        # sequence numbers drop the overlap. The ACK marks the end of the replay.
+        client.pending = []
+        client.last_seq = request.since_seq
+        try:
+            await self._replay(client, request.since_seq)
+        except BaseException:
+            client.watching = False
+            client.pending = None
+            self._watchers.discard(client)
+            raise
+        pending, client.pending = client.pending or [], None
+        if not client.closing:
+            client.send(encode_line(Ack(id=request.id, seq=self._last_seq)))
+        for seq, line in pending:
+            client.offer_event(seq, line)
+        return None
+
+    async def _replay(self, client: _Client, since_seq: int) -> None:
+        chunk = self.limits.backlog_chunk
+        after = since_seq
+        while not client.closing:
+            await client.wait_room(chunk)
+            events = await self.backend.events_since(after, chunk)
+            for event in events:
+                client.deliver(event.seq, encode_line(event))
+            if len(events) < chunk:
+                return
+            after = events[-1].seq
+
+
+def _tag(request: Any) -> str:
+    return str(type(request).__struct_config__.tag)

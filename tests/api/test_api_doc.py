@@ -1,0 +1,75 @@
+"""docs/api.md shows every message class with examples that the protocol's own types accept,
+and docs/api-schema.json is what the types generate."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cardd.api import schema
+from cardd.api.protocol import (CLIENT_CLASSES, PROTOCOL_VERSION, SERVER_CLASSES, class_name, encode_line,
+                                reply_decoder,
+                                request_decoder)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+API_MD = DOCS / "api.md"
+FENCE = re.compile(r"^```json\n(.*?)^```", re.S | re.M)
+
+
+def section(title: str) -> str:
+    text = API_MD.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def examples(title: str) -> list[str]:
+    return [block.strip() for block in FENCE.findall(section(title))]
+
+
+@pytest.mark.parametrize("title, decoder, classes", [
+    ("Client to server", request_decoder, CLIENT_CLASSES),
+    ("Server to client", reply_decoder, SERVER_CLASSES),
+], ids=["client", "server"])
+def test_every_example_parses_and_every_class_has_one(title, decoder, classes):
+    shown = set()
+    for example in examples(title):
+        message = decoder.decode(example)  # a wrong example fails here with msgspec's reason
+        shown.add(type(message))
+        # nothing in the example that the type would drop (the daemon's messages allow unknown fields)
+        assert json.loads(example).items() <= json.loads(encode_line(message)).items(), example
+    assert shown == set(classes), f"no example of {sorted(class_name(c) for c in set(classes) - shown)}"
+
+
+def test_the_doc_names_the_protocol_version():
+    assert API_MD.read_text(encoding="utf-8").startswith(f"# The cardd local API — protocol {PROTOCOL_VERSION}\n")
+
+
+def test_every_json_block_in_the_doc_is_in_a_message_section():
+    total = len(FENCE.findall(API_MD.read_text(encoding="utf-8")))
+    assert total == len(examples("Client to server")) + len(examples("Server to client"))
+
+
+def test_the_schema_file_is_fresh():
+    assert (DOCS / "api-schema.json").read_text(encoding="utf-8") == schema.render(), \
+        "docs/api-schema.json is stale: run `make api-schema` and commit it"
+
+
+def test_the_schema_check_fails_on_a_stale_file(tmp_path, capsys):
+    stale = tmp_path / "api-schema.json"
+    stale.write_text(schema.render().replace('"ACK"', '"OK"'))
+    assert schema.main(["--check", str(stale)]) == 1
+    assert "is stale" in capsys.readouterr().err
+    assert schema.main(["--write", str(stale)]) == 0
+    assert schema.main(["--check", str(stale)]) == 0
+
+
+def test_the_schema_covers_both_directions_and_every_class():
+    generated = json.loads(schema.render())
+    defs = generated["$defs"]
+    for name, classes in (("ClientMessage", CLIENT_CLASSES), ("ServerMessage", SERVER_CLASSES)):
+        mapping = defs[name]["discriminator"]["mapping"]
+        assert set(mapping) == {class_name(c) for c in classes}
+    assert defs["Watch"]["additionalProperties"] is False  # requests are strict

@@ -1,0 +1,205 @@
+"""Requests and replies: one reply each, carrying the client's id; bad lines answered, not fatal."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from typing import Any
+
+import pytest
+
+from api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
+from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
+from cardd.api.protocol import LogQuery
+from cardd.api.server import ApiServer, Limits
+
+
+def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
+    daemon = FakeDaemon()
+    for _ in range(5):
+        daemon.journal_event()
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with serving(daemon, sock_dir) as server:
+            client = await LineClient.connect(server.path, read_version=False)
+            replies = [await client.recv()]
+            replies.append(await client.ask({"class": "STATE", "id": "s1"}))
+            replies.append(await client.ask({"class": "LOG", "id": "l1", "from_seq": 2, "to_seq": 4}))
+            replies.append(await client.ask({"class": "LOG", "id": "l2", "limit": 2}))
+            await client.ask({"class": "LOG", "id": "l3", "since": 1_700_000_000.5, "until": 1_700_000_100,
+                              "severity": "alarm", "round": 7})
+            replies.append(await client.ask({"class": "COMMAND", "id": "c1", "name": "void_shoe", "args": {}}))
+            await client.close()
+            return replies
+
+    version, state, log, limited, ack = asyncio.run(scenario())
+    assert version == {"class": "VERSION", "release": "cardd-test", "protocol": "1.0"}
+    assert state["class"] == "STATE" and state["id"] == "s1" and state["state"]["shoe"] == {"cards_left": 411}
+    assert log["class"] == "LOG" and log["id"] == "l1" and log["more"] is False
+    assert [r["seq"] for r in log["records"]] == [2, 3, 4]
+    assert log["records"][0] == {"class": "EVENT", "seq": 2, "time": 1_700_000_001.0, "kind": "card",
+                                 "source": "shoe-1", "reason": "CARD_READ", "severity": "info", "who": None,
+                                 "message": "card_read", "data": {}}
+    assert [r["seq"] for r in limited["records"]] == [1, 2] and limited["more"] is True
+    assert ack == {"class": "ACK", "id": "c1", "seq": 6}
+    assert daemon.queries[2] == LogQuery(id="l3", since=1_700_000_000.5, until=1_700_000_100.0, severity="alarm",
+                                         round=7)  # the filters reach the daemon as typed
+
+
+BAD_LINES = [
+    (b"{nope\n", None, "bad-json", "not a JSON line: object keys must be strings (byte 1)"),
+    (b"\xff\xfe\n", None, "bad-json", "not a JSON line"),
+    (b'{"class": "HELLO", "id": "h"}\n', "h", "bad-request",
+     "unknown class 'HELLO' (a request is WATCH, STATE, LOG or COMMAND)"),
+    (b'{"id": "x"}\n', "x", "bad-request", "Object missing required field class"),
+    (b'[1, 2]\n', None, "bad-request", "Expected object, got array"),
+    (b'{"class": "LOG", "id": "l", "limit": 0}\n', "l", "bad-request", "Expected int >= 1 at limit"),
+    (b'{"class": "LOG", "id": "l", "colour": "red"}\n', "l", "bad-request", "Object contains unknown field colour"),
+    (b'{"class": "WATCH", "since_seq": "3"}\n', None, "bad-request", "Expected int | null, got str at since_seq"),
+    (b'{"class": "COMMAND", "name": "void_shoe"}\n', None, "bad-request", "Object missing required field id"),
+    (b'{"class": "COMMAND", "id": "q", "name": "fly"}\n', "q", "unknown-command", "unknown command 'fly' (known: "),
+    (b'{"class": "COMMAND", "id": "q", "name": "void_shoe", "args": {"fail": 1}}\n', "q", "held",
+     "cannot void_shoe now: the round is held"),
+    (b'{"class": "LOG", "id": "bug", "reason": "BUG"}\n', "bug", "internal", "the daemon failed on this request"),
+    (b'{"class": "WATCH", "id": "w"}\n{"class": "WATCH", "id": "w2"}\n', "w2", "bad-request", "already watching"),
+]
+
+
+@pytest.mark.parametrize("line, request_id, code, message", BAD_LINES, ids=[b[3][:30] for b in BAD_LINES])
+def test_a_bad_request_gets_one_error_line_and_the_connection_stays(sock_dir, line, request_id, code, message):
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        async with serving(FakeDaemon(), sock_dir) as server:
+            client = await LineClient.connect(server.path)
+            await client.send(line)
+            replies = [await client.recv() for _ in range(line.count(b"\n"))]
+            after = await client.ask({"class": "STATE", "id": "after"})
+            await client.close()
+            return replies, after
+
+    replies, after = asyncio.run(scenario())
+    error = replies[-1]
+    assert error["class"] == "ERROR" and error["id"] == request_id and error["code"] == code, error
+    assert str(error["message"]).startswith(message) and "\n" not in str(error["message"]), error
+    assert after["class"] == "STATE" and after["id"] == "after"
+
+
+def test_blank_lines_are_ignored(sock_dir):
+    async def scenario() -> dict[str, Any]:
+        async with serving(FakeDaemon(), sock_dir) as server:
+            client = await LineClient.connect(server.path)
+            reply = await client.ask(b"\n  \n" + b'{"class": "STATE", "id": "s"}\n')
+            await client.close()
+            return reply
+
+    assert asyncio.run(scenario())["id"] == "s"
+
+
+def test_a_flood_of_requests_gets_an_error_and_the_connection_closed(sock_dir):
+    async def scenario() -> list[dict[str, Any]]:
+        async with serving(FakeDaemon(), sock_dir, Limits(rate=1.0, burst=10)) as server:
+            client = await LineClient.connect(server.path)
+            await client.send(b'{"class": "STATE"}\n' * 100)
+            received = []
+            try:
+                while True:
+                    received.append(await client.recv())
+            except EOFError:
+                pass
+            await client.close()
+            return received
+
+    received = asyncio.run(scenario())
+    assert 10 <= len(received) - 1 < 100 and {r["class"] for r in received[:-1]} == {"STATE"}
+    assert received[-1]["class"] == "ERROR" and received[-1]["code"] == "flood"
+
+
+def test_connections_over_the_cap_are_told_busy_and_closed(sock_dir):
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        async with serving(FakeDaemon(), sock_dir, Limits(clients=3)) as server:
+            kept = [await LineClient.connect(server.path) for _ in range(3)]
+            extra = await LineClient.connect(server.path, read_version=False)
+            refused = [await extra.recv()]
+            with pytest.raises(EOFError):
+                refused.append(await extra.recv())
+            await extra.close()
+            await kept[0].close()
+            while server.client_count > 2:
+                await asyncio.sleep(0.005)
+            again = await LineClient.connect(server.path)
+            state = await again.ask({"class": "STATE"})
+            for client in kept[1:] + [again]:
+                await client.close()
+            return refused, state
+
+    refused, state = asyncio.run(scenario())
+    assert refused == [{"class": "ERROR", "id": None, "code": "busy",
+                        "message": "the daemon serves 3 connections already"}]
+    assert state["class"] == "STATE"
+
+
+def test_a_stale_socket_is_replaced_a_live_one_refused_and_stop_removes_ours(sock_dir):
+    path = sock_dir / "cardd.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()  # the file of a daemon that died
+
+    async def scenario() -> None:
+        async with serving(FakeDaemon(), sock_dir) as server:
+            second = ApiServer(FakeDaemon(), path, release="x", role_groups=ROLE_GROUPS)
+            with pytest.raises(SocketInUse, match=f"another process listens on {path}"):
+                await second.start()
+            client = await LineClient.connect(server.path)
+            await client.close()
+        assert not path.exists()
+
+    asyncio.run(scenario())
+
+
+def test_a_path_that_is_not_a_socket_is_left_alone(sock_dir):
+    path = sock_dir / "cardd.sock"
+    path.write_text("not mine")
+
+    async def scenario() -> None:
+        with pytest.raises(ApiError, match="exists and is not a socket"):
+            await ApiServer(FakeDaemon(), path, release="x", role_groups=ROLE_GROUPS).start()
+
+    asyncio.run(scenario())
+    assert path.read_text() == "not mine"
+
+
+def test_limits_that_cannot_work_are_refused():
+    with pytest.raises(ApiError, match="backlog_chunk"):
+        Limits(queue=100, backlog_chunk=60)
+    with pytest.raises(ApiError, match="must be positive"):
+        Limits(rate=0)
+
+
+def test_stop_closes_every_connection(sock_dir):
+    async def scenario() -> int:
+        async with serving(FakeDaemon(), sock_dir) as server:
+            clients = [await LineClient.connect(server.path) for _ in range(5)]
+        for client in clients:
+            with pytest.raises((EOFError, ConnectionError)):
+                await client.recv()
+            await client.close()
+        return len(os.listdir(sock_dir))
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_a_peer_whose_credentials_cannot_be_read_is_refused(sock_dir, mocker):
+    """The kernel failing SO_PEERCRED is a boundary: simulated, the server's answer is real."""
+    mocker.patch("cardd.api.server.identify", side_effect=PeerCredentialsError(
+        "SO_PEERCRED on the API socket failed: Bad file descriptor"))
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with serving(FakeDaemon(), sock_dir) as server:
+            client = await LineClient.connect(server.path, read_version=False)
+            received = [await client.recv()]
+            with pytest.raises(EOFError):
+                await client.recv()
+            await client.close()
+            return received
+
+    assert asyncio.run(scenario()) == [{"class": "ERROR", "id": None, "code": "refused",
+                                        "message": "SO_PEERCRED on the API socket failed: Bad file descriptor"}]

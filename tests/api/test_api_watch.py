@@ -1,0 +1,150 @@
+"""WATCH: live events, and a replay from a sequence number with no gap and nothing twice."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from api_rig import FakeDaemon, LineClient, serving, until
+from cardd.api.server import ApiServer, Limits
+
+
+async def journal_and_publish(daemon: FakeDaemon, server: ApiServer, count: int) -> None:
+    """The daemon's order: journal, then (a loop turn later) publish, one event at a time."""
+    for _ in range(count):
+        event = daemon.journal_event()
+        await asyncio.sleep(0)
+        server.publish(event)
+
+
+async def read_events(client: LineClient, last_seq: int) -> tuple[list[int], list[int]]:
+    """(event seqs, index in that list where the ACK came) until event ``last_seq`` arrived."""
+    seqs: list[int] = []
+    acks: list[int] = []
+    while not seqs or seqs[-1] < last_seq:
+        message = await client.recv()
+        if message["class"] == "ACK":
+            acks.append(len(seqs))
+        else:
+            assert message["class"] == "EVENT", message
+            seqs.append(int(message["seq"]))
+    return seqs, acks
+
+
+def test_watch_gets_live_events_in_order_and_unwatch_stops_them(sock_dir):
+    daemon = FakeDaemon()
+
+    async def scenario() -> tuple[dict[str, Any], list[int], dict[str, Any], dict[str, Any]]:
+        async with serving(daemon, sock_dir) as server:
+            server.publish(daemon.journal_event())
+            client = await LineClient.connect(server.path)
+            ack = await client.ask({"class": "WATCH", "id": "w"})
+            await journal_and_publish(daemon, server, 50)
+            seqs, _ = await read_events(client, 51)
+            unwatch = await client.ask({"class": "WATCH", "id": "u", "enable": False})
+            await journal_and_publish(daemon, server, 5)
+            state = await client.ask({"class": "STATE", "id": "s"})  # the next line: no EVENT between
+            await client.close()
+            return ack, seqs, unwatch, state
+
+    ack, seqs, unwatch, state = asyncio.run(scenario())
+    assert ack == {"class": "ACK", "id": "w", "seq": 1}
+    assert seqs == list(range(2, 52))
+    assert unwatch == {"class": "ACK", "id": "u", "seq": 51}
+    assert state["class"] == "STATE"
+
+
+def test_watch_since_seq_replays_the_journal_then_goes_live_with_no_gap_and_no_duplicate(sock_dir):
+    """Events are journaled and published while the replay reads the journal in small chunks:
+    some are in both the replay and the live stream, and each arrives once, in order."""
+    daemon = FakeDaemon()
+    for _ in range(1000):
+        daemon.journal_event()
+
+    async def scenario() -> tuple[list[int], list[int], int]:
+        async with serving(daemon, sock_dir, Limits(backlog_chunk=16)) as server:
+            client = await LineClient.connect(server.path)
+            await client.send({"class": "WATCH", "id": "w", "since_seq": 200})
+            publisher = asyncio.create_task(journal_and_publish(daemon, server, 2000))
+            seqs, acks = await read_events(client, 3000)
+            await publisher
+            await client.close()
+            return seqs, acks, daemon.replay_reads
+
+    seqs, acks, reads = asyncio.run(scenario())
+    assert seqs == list(range(201, 3001))
+    assert len(acks) == 1 and 800 <= acks[0] < 2800  # the replay ends after the journal's first 1000
+    assert reads > 800 // 16
+
+
+def test_a_client_that_reconnects_from_its_last_seq_misses_nothing_and_gets_nothing_twice(sock_dir):
+    daemon = FakeDaemon()
+
+    async def scenario() -> list[int]:
+        async with serving(daemon, sock_dir) as server:
+            first = await LineClient.connect(server.path)
+            await first.ask({"class": "WATCH", "id": "w"})
+            await journal_and_publish(daemon, server, 30)
+            got, _ = await read_events(first, 30)
+            await first.close()
+            await journal_and_publish(daemon, server, 40)  # while it is away
+            again = await LineClient.connect(server.path)
+            await again.send({"class": "WATCH", "id": "w", "since_seq": got[-1]})
+            publisher = asyncio.create_task(journal_and_publish(daemon, server, 30))
+            rest, _ = await read_events(again, 100)
+            await publisher
+            await again.close()
+            return got + rest
+
+    assert asyncio.run(scenario()) == list(range(1, 101))
+
+
+def test_since_seq_at_the_end_of_the_journal_replays_nothing(sock_dir):
+    daemon = FakeDaemon()
+    for _ in range(3):
+        daemon.journal_event()
+
+    async def scenario() -> dict[str, Any]:
+        async with serving(daemon, sock_dir) as server:
+            client = await LineClient.connect(server.path)
+            ack = await client.ask({"class": "WATCH", "id": "w", "since_seq": 3})
+            await client.close()
+            await until(lambda: server.client_count == 0)
+            return ack
+
+    assert asyncio.run(scenario()) == {"class": "ACK", "id": "w", "seq": None}
+
+
+async def until_replay_waits_or_drops(daemon: FakeDaemon, server: ApiServer, limits: Limits) -> None:
+    """Until the replay stands still on a full queue (white-box), or the client was dropped
+    (which the reading after it reports). Standing still: no journal read for 50 loop turns."""
+    await until(lambda: daemon.replay_reads > 0)  # the WATCH is being served
+    while server.watcher_count:
+        if any(len(c.queue) > limits.queue - limits.backlog_chunk for c in server._clients):
+            reads = daemon.replay_reads
+            for _ in range(50):
+                await asyncio.sleep(0)
+            if daemon.replay_reads == reads:
+                return
+        await asyncio.sleep(0.005)
+
+
+def test_a_replay_longer_than_the_queue_is_paced_by_the_client_not_dropped(sock_dir):
+    """10,000 journaled events through a 1,024-message queue to a client that does not read
+    until the queue is full: the replay waits for room instead of overflowing it."""
+    daemon = FakeDaemon()
+    for _ in range(10_000):
+        daemon.journal_event()
+    limits = Limits()
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        async with serving(daemon, sock_dir, limits) as server:
+            client = await LineClient.connect(server.path, buffer=1 << 16)  # it stops reading ahead
+            await client.send({"class": "WATCH", "id": "w", "since_seq": 0})
+            await until_replay_waits_or_drops(daemon, server, limits)
+            seqs, acks = await read_events(client, 10_000)
+            assert await client.recv() == {"class": "ACK", "id": "w", "seq": None}  # the replay's end
+            await client.close()
+            return seqs, acks
+
+    seqs, acks = asyncio.run(scenario())
+    assert seqs == list(range(1, 10_001)) and acks == []
