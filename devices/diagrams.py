@@ -8,14 +8,13 @@ the same code, or the round's shared one), so a diagram cannot drift from the be
 """
 from __future__ import annotations
 
-import argparse
-import difflib
 import sys
 from collections import defaultdict
-from pathlib import Path
 from typing import Callable
 
 from transitions import Machine
+
+from core.generated import write_or_check
 
 HEADER = """# State machines
 
@@ -84,23 +83,8 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m devices.diagrams", description=__doc__.splitlines()[0])
-    mode = ap.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", metavar="PATH", type=Path, help="write the diagrams to PATH")
-    mode.add_argument("--check", metavar="PATH", type=Path, help="exit 1 when PATH differs from the live machines")
-    args = ap.parse_args(argv)
-    text = render()
-    if args.write:
-        args.write.write_text(text, encoding="utf-8")
-        return 0
-    current = args.check.read_text(encoding="utf-8") if args.check.exists() else ""
-    if current == text:
-        return 0
-    diff = "".join(difflib.unified_diff(current.splitlines(True), text.splitlines(True),
-                                        str(args.check), "live machines", n=1))
-    sys.stderr.write(f"{args.check} is stale (the state machines changed): run `make diagrams` and commit it.\n"
-                     f"{diff[:4000]}")
-    return 1
+    return write_or_check(argv, prog="python -m devices.diagrams", description=(__doc__ or "").splitlines()[0],
+                          render=render, source="the live state machines", make_target="diagrams")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ uid (a process with it can already ptrace the daemon).
 """
 from __future__ import annotations
 
-import enum
 import errno
 import grp
 import os
@@ -23,6 +22,7 @@ from typing import TypeAlias
 import structlog
 
 from cardd.api.errors import PeerCredentialsError
+from devices.events import Role  # the tracker's roles: one list of who may do what
 
 log = structlog.get_logger(__name__)
 
@@ -34,11 +34,6 @@ _GID = struct.Struct("=I")  # gid_t is a 32-bit unsigned int on Linux
 _UCRED = struct.Struct("=iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
 
 
-class Role(str, enum.Enum):
-    """What a caller may do; each command needs one of these (the daemon's table says which)."""
-    DEALER = "dealer"
-    SUPERVISOR = "supervisor"
-    TECHNICIAN = "technician"
 
 
 ALL_ROLES = frozenset(Role)
