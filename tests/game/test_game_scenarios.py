@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from devices.events import Reason
+from devices.game.inputs import CoPlayerChoice
 from devices.game.round import RuleViolation
 from game_helpers import CASINOS, SHEET, Recorder, nets, new_round, rules_for, run, snapshot
 
@@ -17,6 +18,14 @@ AB = [(1, "a", 10000), (2, "b", 10000)]
 A2 = [(1, "a", 10000), (2, "a", 10000)]  # one player on two boxes
 ABC1 = [(1, "a", 10000), (1, "b", 10000), (1, "c", 10000)]
 GO = ("no_more_bets",)
+
+
+def JOINS(player: str) -> CoPlayerChoice:
+    return CoPlayerChoice(player, True)
+
+
+def DECLINES(player: str, stays_on: int | None = None) -> CoPlayerChoice:
+    return CoPlayerChoice(player, False, stays_on=stays_on)
 
 
 def refused(rule: str) -> dict[str, Any]:
@@ -126,14 +135,19 @@ SCENARIOS = [
     Scenario("no_surrender_after_split", A, [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("act", 1, "surrender")],
              sheet("surrender", refused("no_surrender_after_split"), refused("surrender_not_offered"))),
     Scenario("co_players_ride_a_double_one_declines", ABC1,
-             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"declined": ["c"]}), ("deal", "9D"), ("deal", "TD 2C")],
+             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"player": "a", "co_players": (JOINS("b"), DECLINES("c"))}),
+              ("deal", "9D"), ("deal", "TD 2C")],
              {"nets": {"a": 20000, "b": 20000, "c": 10000}}),
     Scenario("co_player_declines_a_split_stays_on_first_hand", ABC1,
-             [GO, ("deal", "8S 6H 8C"), ("act", 1, "split", {"declined": ["b"]}), ("deal", "TD"), ("act", 1, "stand"),
-              ("deal", "9C"), ("act", 1, "stand"), ("deal", "TH TC")],
+             [GO, ("deal", "8S 6H 8C"),
+              ("act", 1, "split", {"player": "a", "co_players": (DECLINES("b", 1), JOINS("c"))}), ("deal", "TD"),
+              ("act", 1, "stand", {"player": "a"}), ("deal", "9C"), ("act", 1, "stand", {"player": "a"}),
+              ("deal", "TH TC")],
              {"nets": {"a": 20000, "b": 10000, "c": 20000}}),
-    Scenario("owner_cannot_decline", ABC1, [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"declined": ["a"]})],
-             refused("declined_players")),
+    Scenario("owner_cannot_answer_as_a_co_player", ABC1,
+             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"player": "a", "co_players": (
+                 DECLINES("a"), JOINS("b"), JOINS("c"))})],
+             refused("co_player_choice")),
     Scenario("fourth_player_on_a_box_refused", ABC1, [("bet", 1, "d", 10000)], refused("players_per_box")),
     Scenario("bet_below_table_minimum_refused", [], [("bet", 1, "a", 100)], refused("table_minimum")),
     Scenario("box_over_maximum_refused", A, [("bet", 1, "b", 300000)], refused("box_maximum")),
