@@ -150,7 +150,9 @@ class ReconstructAndRedeal:
     also: tuple[Card, ...] = ()
 
 
-RoundInput = (PlaceBet | ReduceBet | PlacePairsBet | NoMoreBets | Insure | EvenMoney | CloseInsurance | Act | Resume | CardDealt
-              | Hold | Flag | Void | ReconstructInitialDeal | ReconstructAndRedeal)
-ROUND_INPUTS: tuple[type, ...] = (PlaceBet, ReduceBet, PlacePairsBet, NoMoreBets, Insure, EvenMoney, CloseInsurance, Act, Resume,
-                                  CardDealt, Hold, Flag, Void, ReconstructInitialDeal, ReconstructAndRedeal)
+RoundInput = (PlaceBet | ReduceBet | PlacePairsBet | NoMoreBets | Insure | EvenMoney | CloseInsurance | Act | Resume
+              | CardDealt | Hold | Flag | Void | ReconstructInitialDeal | ReconstructAndRedeal)
+ROUND_INPUTS: tuple[type, ...] = (
+    PlaceBet, ReduceBet, PlacePairsBet, NoMoreBets, Insure, EvenMoney, CloseInsurance, Act, Resume, CardDealt, Hold, Flag,
+    Void, ReconstructInitialDeal, ReconstructAndRedeal,
+)

@@ -156,29 +156,29 @@ def test_seat_inputs_must_fit_who_is_seated_and_survive_a_power_loss() -> None:
     assert t.seated == ["a"] and t.asking_for_box == []
 
 
+def _one_box_round(rig: TableRig, amount: int, first_three: str, dealer_draws: str) -> None:
+    """Player a alone on box 1 (first three cards: box, dealer, box), stands; the dealer draws."""
+    t = rig.table
+    t.apply(OpenRound())
+    t.apply(PlaceBet(1, "a", amount))
+    t.apply(NoMoreBets(D))
+    rig.deal(first_three)
+    stand(rig, 1, "a")
+    rig.deal(dealer_draws)
+
+
 def test_s19_003_a_dealer_change_mid_shoe_burns_one_card() -> None:
     # "Should the dealer change during the middle of the shoe, then this dealer will burn one card"
     rig = TableRig(load_rules(RULES / "casino-003.toml"), load=False)
     rig.shuffle_ok()  # by hand: the dealer declares it
     rig.load_and_burn("7D 8D 9D")
-    t = rig.table
-    t.apply(OpenRound())
-    t.apply(PlaceBet(1, "a", 2500))
-    t.apply(NoMoreBets(D))
-    rig.deal("TS 7C QS")
-    stand(rig, 1, "a")
-    rig.deal("TD")  # dealer 17
+    _one_box_round(rig, 2500, "TS 7C QS", "TD")  # 20 against 17
     assert rig.nets() == {"a": "2500"}
-    t.apply(DealerChange("dealer-2"))
+    rig.table.apply(DealerChange("dealer-2"))
     rig.read("4S")  # burnt by the new dealer
-    t.apply(OpenRound())
-    t.apply(PlaceBet(1, "a", 2500))
-    t.apply(NoMoreBets(D))
-    rig.deal("9H 6C 9S")
-    stand(rig, 1, "a")
-    rig.deal("TH 5S")  # dealer 21
+    _one_box_round(rig, 2500, "9H 6C 9S", "TH 5S")  # 18 against 21
     assert rig.nets() == {"a": "-2500"}
-    assert t.burn_pile == [Card.parse(c) for c in "7D 8D 9D 4S".split()]
+    assert rig.table.burn_pile == [Card.parse(c) for c in "7D 8D 9D 4S".split()]
     rig.assert_ledger()
 
 
@@ -187,22 +187,11 @@ def test_s20_a_dealer_change_burns_nothing_where_the_sheet_does_not_say_so(casin
     rig = TableRig(load_rules(RULES / f"{casino}.toml"), load=False)
     rig.shuffle_ok()
     rig.load_and_burn("7D")  # these sheets burn one after the shuffle (000 4.8; the others: the site's one)
-    t = rig.table
-    t.apply(OpenRound())
-    t.apply(PlaceBet(1, "a", 1000))
-    t.apply(NoMoreBets(D))
-    rig.deal("TS 7C QS")
-    stand(rig, 1, "a")
-    rig.deal("TD")
+    _one_box_round(rig, 1000, "TS 7C QS", "TD")  # 20 against 17
     assert rig.nets() == {"a": "1000"}
-    t.apply(DealerChange("dealer-2"))
+    rig.table.apply(DealerChange("dealer-2"))
     assert "no burn" in rig.find(Reason.DEALER_CHANGE_BURN)[-1].message
-    t.apply(OpenRound())
-    t.apply(PlaceBet(1, "a", 1000))
-    t.apply(NoMoreBets(D))
-    rig.deal("9H 6C 9S")  # the next card out goes to box 1
-    stand(rig, 1, "a")
-    rig.deal("TH 5S")  # dealer 21
+    _one_box_round(rig, 1000, "9H 6C 9S", "TH 5S")  # the next card out goes to box 1: 18 against 21
     assert rig.nets() == {"a": "-1000"}
-    assert t.burn_pile == [Card.parse("7D")]
+    assert rig.table.burn_pile == [Card.parse("7D")]
     rig.assert_ledger()
