@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from .records import FIELDS_IN_BODY, SEPARATOR
-from .schema import SQL_BODY
+from .schema import BODY_FORMAT, SQL_BODY
 
 BATCH = 8192
 _SEPARATORS = FIELDS_IN_BODY - 1
@@ -35,7 +35,7 @@ def walk(conn: sqlite3.Connection, after_seq: int, after_hash: bytes) -> WalkRes
     """Check every record after ``after_seq`` in order: consecutive seqs, each prev the hash
     before it, each hash SHA-256(prev || body). Stops at the first break."""
     cursor = conn.execute(f"SELECT seq, prev, hash, {SQL_BODY} FROM records WHERE seq > ? ORDER BY seq",
-                          (after_seq,))
+                          (BODY_FORMAT, after_seq))
     sha256 = hashlib.sha256
     expected, last = after_seq + 1, after_hash
     checked = 0

@@ -27,7 +27,7 @@ from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
                       Record, body_bytes, canonical_json, iso_ns, record_hash, round_of, to_ns)
-from .schema import APPLICATION_ID, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
+from .schema import APPLICATION_ID, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES
 
 QUICK_CHECK_RECORDS = 1000  # records re-hashed on every open, back from the head
 KEEP_SNAPSHOTS = 3
@@ -237,7 +237,9 @@ class Journal:
         if reason is not None:
             where.append("reason = ?")
             args.append(reason)
-            index = index or ("records_reason" if reason else None)
+            if reason:
+                where.append("reason <> ''")  # lets SQLite use the partial index
+                index = index or "records_reason"
         if min_severity is not None:
             if min_severity not in SEVERITIES:
                 raise JournalError(f"severity {min_severity!r}: one of {', '.join(SEVERITIES)}")
@@ -372,6 +374,9 @@ class Journal:
             if version != SCHEMA_VERSION:
                 raise JournalError(f"journal {self.path} has schema version {version}; this cardd reads "
                                    f"version {SCHEMA_VERSION}")
+            missing = _missing_guards(conn)
+            if missing:
+                raise JournalCorrupt(self.path, None, missing)
             conn.execute("BEGIN")
             try:
                 self._head = _quick_check(self.path, conn, quick_check_records)
@@ -485,7 +490,18 @@ def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[in
     return head_seq, head_hash
 
 
+def _missing_guards(conn: sqlite3.Connection) -> str | None:
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    missing = TRIGGER_NAMES - present
+    if not missing:
+        return None
+    return f"the append-only guards {', '.join(sorted(missing))} are missing (the file was edited outside cardd)"
+
+
 def _full_check(conn: sqlite3.Connection) -> VerifyResult:
+    missing = _missing_guards(conn)
+    if missing:
+        return VerifyResult(False, 0, None, missing)
     head_seq, head_hash = conn.execute("SELECT seq, hash FROM head").fetchone()
     anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
     result = walk(conn, anchor_seq, anchor_hash)

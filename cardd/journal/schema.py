@@ -7,6 +7,8 @@ next sequence number and the previous record's hash.
 """
 from __future__ import annotations
 
+import re
+
 APPLICATION_ID = 0x43415244  # "CARD": PRAGMA application_id marks the file as a cardd journal
 SCHEMA_VERSION = 1
 MIN_RETENTION_DAYS = 90
@@ -14,7 +16,7 @@ _DAY_NS = 86_400 * 1_000_000_000
 # the machine's clock in UTC nanoseconds, as SQLite can compute it
 _SQL_NOW_NS = "CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)"
 
-SCHEMA = f"""
+TABLES = f"""
 CREATE TABLE records (
     seq      INTEGER PRIMARY KEY,
     ts       INTEGER NOT NULL,
@@ -45,6 +47,14 @@ CREATE TABLE exports (
 -- the caller's state, valid after record seq; only the latest few are kept
 CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, sha256 BLOB NOT NULL, data TEXT NOT NULL);
 
+INSERT INTO head VALUES (1, 0, zeroblob(32));
+INSERT INTO anchor VALUES (1, 0, zeroblob(32));
+PRAGMA application_id = {APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+
+# the guards: checked present on every open
+TRIGGERS = f"""
 CREATE TRIGGER records_no_update BEFORE UPDATE ON records
 BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
 CREATE TRIGGER records_delete_only_pruned BEFORE DELETE ON records
@@ -74,15 +84,13 @@ CREATE TRIGGER exports_no_update BEFORE UPDATE ON exports
 BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 CREATE TRIGGER exports_no_delete BEFORE DELETE ON exports
 BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
-
-INSERT INTO head VALUES (1, 0, zeroblob(32));
-INSERT INTO anchor VALUES (1, 0, zeroblob(32));
-PRAGMA application_id = {APPLICATION_ID};
-PRAGMA user_version = {SCHEMA_VERSION};
 """
+TRIGGER_NAMES = frozenset(re.findall(r"CREATE TRIGGER (\w+)", TRIGGERS))
+SCHEMA = TABLES + TRIGGERS
 
-# the body of a record as SQLite builds it (records.body_bytes in SQL): verify reads it ready-made
-SQL_BODY = ("CAST(seq || char(31) || ts || char(31) || kind || char(31) || source || char(31) || reason"
-            " || char(31) || severity || char(31) || who || char(31) || ifnull(round, '') || char(31) || data"
-            " AS BLOB)")
+
+# the body of a record as SQLite builds it (records.body_bytes in SQL), so verify reads it
+# ready-made: one printf per row is faster than eight concatenations. Bind BODY_FORMAT to the ?.
+SQL_BODY = "CAST(printf(?, seq, ts, kind, source, reason, severity, who, ifnull(round, ''), data) AS BLOB)"
+BODY_FORMAT = "\x1f".join(["%d", "%d"] + ["%s"] * 7)
 RECORD_COLUMNS = "seq, ts, kind, source, reason, severity, who, round, data, prev, hash"
