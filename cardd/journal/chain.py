@@ -9,12 +9,9 @@ import hashlib
 import sqlite3
 from dataclasses import dataclass
 
-from .records import FIELDS_IN_BODY, SEPARATOR
 from .schema import BODY_FORMAT, SQL_BODY
 
 BATCH = 8192
-_SEPARATORS = FIELDS_IN_BODY - 1
-_SEP = SEPARATOR.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,27 +28,29 @@ class WalkResult:
     broken: ChainBreak | None
 
 
-def walk(conn: sqlite3.Connection, after_seq: int, after_hash: bytes) -> WalkResult:
+def walk(conn: sqlite3.Connection, after_seq: int, after_hash: bytes, batch_size: int = BATCH) -> WalkResult:
     """Check every record after ``after_seq`` in order: consecutive seqs, each prev the hash
-    before it, each hash SHA-256(prev || body). Stops at the first break."""
-    cursor = conn.execute(f"SELECT seq, prev, hash, {SQL_BODY} FROM records WHERE seq > ? ORDER BY seq",
-                          (BODY_FORMAT, after_seq))
+    before it, each hash SHA-256(prev || body). Stops at the first break; a damaged page is
+    the break at the first record that cannot be read."""
     sha256 = hashlib.sha256
     expected, last = after_seq + 1, after_hash
     checked = 0
+    cursor = conn.cursor()
     try:
-        while batch := cursor.fetchmany(BATCH):
+        cursor.execute(f"SELECT seq, prev, hash, {SQL_BODY} FROM records WHERE seq > ? ORDER BY seq",
+                       (BODY_FORMAT, after_seq))
+        while batch := cursor.fetchmany(batch_size):
             for seq, prev, digest, body in batch:
                 if seq != expected or prev != last or sha256(prev + body).digest() != digest:
                     return WalkResult(checked, expected - 1, last, _diagnose(seq, expected, prev, last, body, digest))
-                if body.count(_SEP) != _SEPARATORS:
-                    return WalkResult(checked, expected - 1, last,
-                                      ChainBreak(seq, "a field holds the separator 0x1F (fields shifted)"))
                 expected += 1
                 last = digest
             checked += len(batch)
     except sqlite3.DatabaseError as exc:
-        checked = expected - 1 - after_seq
+        if batch_size > 1:  # the damage is somewhere in this batch: walk it again one row at a time
+            cursor.close()
+            again = walk(conn, expected - 1, last, batch_size=1)
+            return WalkResult(checked + again.checked, again.last_seq, again.last_hash, again.broken)
         return WalkResult(checked, expected - 1, last, ChainBreak(expected, f"damaged SQLite file ({exc})"))
     finally:
         cursor.close()

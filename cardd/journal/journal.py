@@ -377,13 +377,24 @@ class Journal:
             missing = _missing_guards(conn)
             if missing:
                 raise JournalCorrupt(self.path, None, missing)
+        except sqlite3.Error as exc:
+            raise _as_journal_error(self.path, exc) from None
+        try:
             conn.execute("BEGIN")
             try:
                 self._head = _quick_check(self.path, conn, quick_check_records)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise _as_journal_error(self.path, exc) from None
+            error = _as_journal_error(self.path, exc)
+            if isinstance(error, JournalCorrupt):  # a damaged page: walk the chain to name the first bad seq
+                error = JournalCorrupt(self.path, _first_unreadable_seq(conn), error.problem)
+            raise error from None
+
+    @property
+    def head_hash(self) -> bytes:
+        """The hash of the last record (32 zero bytes in a new journal)."""
+        return self._head[1]
 
 
 # ---- module helpers: opening --------------------------------------------------------------
@@ -460,6 +471,17 @@ def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
     return JournalError(f"journal {path}: {exc}")
 
 
+def _first_unreadable_seq(conn: sqlite3.Connection) -> int | None:
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
+        result = walk(conn, anchor_seq, anchor_hash)
+    except sqlite3.Error:
+        return None
+    return None if result.broken is None else result.broken.seq
+
+
 def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[int, bytes]:
     """The checks an open can afford on a 90-day journal; returns the head (seq, hash)."""
     head_seq, head_hash = conn.execute("SELECT seq, hash FROM head").fetchone()
@@ -520,7 +542,7 @@ def _anchor_problem(conn: sqlite3.Connection, anchor_seq: int, anchor_hash: byte
     """The anchor must be what the latest prune record says (it is after the anchor, so kept)."""
     if anchor_seq == 0:
         return None, None if anchor_hash == GENESIS_HASH else "the anchor of an unpruned journal is not zero"
-    row = conn.execute("SELECT seq, data FROM records INDEXED BY records_reason WHERE reason = ? AND kind = ? "
+    row = conn.execute("SELECT seq, data FROM records INDEXED BY records_reason WHERE reason = ? AND reason <> '' AND kind = ? "
                        "ORDER BY seq DESC LIMIT 1", (REASON_PRUNED, KIND_PRUNE)).fetchone()
     if row is None:
         return anchor_seq + 1, "records before this seq were removed without a prune record"

@@ -8,8 +8,8 @@ encoding of nine fields joined by the unit separator 0x1F::
 
 integers in decimal, ``round`` empty when absent, ``data`` the stored canonical JSON text.
 No field may contain a control character (JSON escapes them in ``data``), so a body has
-exactly eight separators and the field boundaries cannot be shifted. docs/journal.md has
-the auditor's version.
+exactly eight separators and its bytes fix every field: an edit that keeps the hash keeps
+each field. docs/journal.md has the auditor's version.
 """
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from devices.events import Event, Severity
 from .errors import JournalEntryError
 
 SEPARATOR = "\x1f"
-FIELDS_IN_BODY = 9
 GENESIS_HASH = bytes(32)  # the "previous hash" of the first record ever written
 SEVERITIES = tuple(s.value for s in Severity)  # ordered: info < warning < alarm
 

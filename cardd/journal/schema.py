@@ -64,6 +64,10 @@ CREATE TRIGGER records_append_in_order BEFORE INSERT ON records
 WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM records), (SELECT seq FROM anchor)) + 1
   OR NEW.prev IS NOT coalesce((SELECT hash FROM records WHERE seq = NEW.seq - 1), (SELECT hash FROM anchor))
 BEGIN SELECT RAISE(ABORT, 'a journal record must carry the next seq and the previous record''s hash'); END;
+-- the hash encoding joins fields with 0x1F: no field may hold one, so the bytes fix the fields
+CREATE TRIGGER records_no_separator BEFORE INSERT ON records
+WHEN instr(NEW.kind || NEW.source || NEW.reason || NEW.severity || NEW.who || ifnull(NEW.round, ''), char(31)) > 0
+BEGIN SELECT RAISE(ABORT, 'a journal record field may not contain the separator 0x1F'); END;
 
 CREATE TRIGGER head_forward BEFORE UPDATE ON head
 WHEN NEW.seq < OLD.seq OR NEW.hash IS NOT (SELECT hash FROM records WHERE seq = NEW.seq)

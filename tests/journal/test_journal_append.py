@@ -130,6 +130,8 @@ def test_one_writer_at_a_time_and_readers_may_not_write(tmp_path, journal):
      "FROM records WHERE seq = 3", "the next seq and the previous record's hash"),
     ("INSERT INTO records SELECT seq + 1, ts, kind, source, reason, severity, who, round, data, prev, hash "
      "FROM records WHERE seq = 3", "the next seq and the previous record's hash"),
+    ("INSERT INTO records SELECT seq + 1, ts, kind || char(31), source, reason, severity, who, round, data, hash, "
+     "hash FROM records WHERE seq = 3", "may not contain the separator"),
     ("UPDATE head SET seq = 1", "only moves forward"),
     ("DELETE FROM head", "never deleted"),
     ("UPDATE anchor SET seq = 2, hash = (SELECT hash FROM records WHERE seq = 2)", "exported record older than"),
