@@ -131,6 +131,11 @@ class Journal:
         """The sequence number of the last record (0 in a new journal)."""
         return self._head[0]
 
+    @property
+    def head_hash(self) -> bytes:
+        """The hash of the last record (32 zero bytes in a new journal)."""
+        return self._head[1]
+
     # ---- writing ---------------------------------------------------------------------------
 
     def append(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None = None) -> list[int]:
@@ -390,11 +395,6 @@ class Journal:
             if isinstance(error, JournalCorrupt):  # a damaged page: walk the chain to name the first bad seq
                 error = JournalCorrupt(self.path, _first_unreadable_seq(conn), error.problem)
             raise error from None
-
-    @property
-    def head_hash(self) -> bytes:
-        """The hash of the last record (32 zero bytes in a new journal)."""
-        return self._head[1]
 
 
 # ---- module helpers: opening --------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import pytest
 
@@ -146,3 +147,19 @@ def test_the_sql_guards_refuse_edits_behind_the_journals_back(tmp_path, journal,
     finally:
         conn.close()
     assert journal.verify().ok
+
+
+def test_appends_from_several_threads_interleave_whole_and_the_chain_holds(journal):
+    def writer(n: int) -> None:
+        for i in range(50):
+            journal.append([card(n, i), card(n, i + 1000)])
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    records = journal.entries_after(0)
+    assert len(records) == 400 and journal.verify().ok
+    pairs = list(zip(records[::2], records[1::2]))  # each append's two records stay together
+    assert all(a.round == b.round and b.data["index"] == a.data["index"] + 1000 for a, b in pairs)
