@@ -142,12 +142,7 @@ def power_cuts(tmp_path: Path, cuts: int) -> None:
     assert damaged >= cuts // 4, f"only {damaged} of {cuts} cuts found unsynced WAL bytes to damage"
 
 
-@pytest.mark.timeout(300)
-def test_power_cuts_and_kills_lose_no_confirmed_record(tmp_path):
-    power_cuts(tmp_path, 20)
-
-
 @pytest.mark.soak
 @pytest.mark.timeout(3600 if FULL else 300)
-def test_soak_power_cuts(tmp_path):
+def test_power_cuts_and_kills_lose_no_confirmed_record(tmp_path):
     power_cuts(tmp_path, CUTS)
