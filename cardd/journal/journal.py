@@ -181,7 +181,8 @@ class Journal:
                         _write_snapshot(conn, seq, snapshot_json)
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # a failed COMMIT may already have rolled back
+                        conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
                 raise JournalWriteError(f"journal {self.path}: append of {len(rows)} record(s) failed, nothing "

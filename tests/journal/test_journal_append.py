@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, JournalEntryError, JournalError,
-                           JournalNotFound)
+                           JournalNotFound, JournalWriteError)
 from devices.events import Event, Reason, Severity
 from journal_helpers import T0, FakeClock, card, fill
 
@@ -163,3 +163,16 @@ def test_appends_from_several_threads_interleave_whole_and_the_chain_holds(journ
     assert len(records) == 400 and journal.verify().ok
     pairs = list(zip(records[::2], records[1::2]))  # each append's two records stay together
     assert all(a.round == b.round and b.data["index"] == a.data["index"] + 1000 for a, b in pairs)
+
+
+def test_a_full_disk_fails_the_whole_append_and_the_journal_goes_on_after(journal):
+    """SQLite's page limit stands in for a full disk: the same error path ("database or disk is full")."""
+    fill(journal, rounds=2, per_round=3)
+    pages = journal._conn.execute("PRAGMA page_count").fetchone()[0]
+    journal._conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(JournalWriteError, match="append of 400 record.s. failed, nothing written: database or disk is full"):
+        journal.append([card(3, i, pad="x" * 500) for i in range(400)], snapshot={"round": 3})
+    assert journal.last_seq == 6 and journal.latest_snapshot() == (6, {"round": 2, "seq": [3]})
+    journal._conn.execute("PRAGMA max_page_count = 1073741823")
+    assert journal.append([card(3, 0)]) == [7]
+    assert journal.verify().ok

@@ -79,9 +79,10 @@ def test_a_deletion_anywhere_is_found_at_open_by_the_count(path):
 def test_a_file_that_is_not_sqlite(tmp_path):
     path = tmp_path / "j.db"
     path.write_text("this is a shopping list, not a journal\n" * 20)
-    error = open_error(path)
+    error = open_error(path, create=True)  # create never starts a new chain over a damaged file
     assert error.seq is None and "not an SQLite database" in error.problem
     assert "first bad seq unknown" in str(error)
+    assert path.read_text().startswith("this is a shopping list")
 
 
 def test_an_sqlite_file_that_is_not_a_journal(tmp_path):
