@@ -302,7 +302,7 @@ class Journal:
         """Write the records from the first at or after ``since`` to the last before ``until``
         (every seq in between, so an export is one contiguous stretch of the chain) to a new file,
         then note the export in the chain: an "export" record with the range, the file name and
-        the file's SHA-256. Records are readable by prune only once exported."""
+        the file's SHA-256. Only exported records may be pruned."""
         target = Path(path).absolute()
         reader = _connect(self.path, readonly=True)
         try:
