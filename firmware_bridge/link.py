@@ -86,6 +86,9 @@ class Link:
         self._probing = False  # the armed timer is a tail loss probe, not the timeout
         self._my_nonce: bytes | None = None
         self._peer_nonce: bytes | None = None
+        # the peer sent DATA/ACK/NAK since we accepted its nonce: it had our RESET_ACK, so a
+        # RESET with that nonce again is a new reset (a reboot of firmware that reuses its nonce)
+        self._peer_spoke = False
 
     # ---- public ----------------------------------------------------------------------
 
@@ -102,12 +105,15 @@ class Link:
         """Open the link: send RESET and wait for RESET_ACK."""
         self.reset("start")
 
-    def reset(self, why: str = "requested") -> None:
-        """Start a fresh link: everything unacknowledged fails with LinkReset, seqs restart at 0."""
+    def reset(self, why: str = "requested", *, nonce: bytes | None = None) -> None:
+        """Start a fresh link: everything unacknowledged fails with LinkReset, seqs restart at 0.
+        ``nonce``: the RESET's nonce instead of a random one (simulated firmware with a bad RNG)."""
         if self._state is LinkState.CLOSED:
             raise LinkFailed(f"{self.name}: link is closed")
         self._restart_sequences(LinkReset(f"{self.name}: link reset ({why}) before the frame was acknowledged"))
-        self._my_nonce = os.urandom(NONCE_LEN)
+        if nonce is not None and len(nonce) != NONCE_LEN:
+            raise ValueError(f"{self.name}: a RESET nonce is {NONCE_LEN} bytes, got {len(nonce)}")
+        self._my_nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         self._state = LinkState.RESETTING
         self._stats.resets_sent += 1
         log.info("link_reset", link=self.name, why=why, nonce=self._my_nonce.hex())
@@ -162,9 +168,11 @@ class Link:
         elif self._state is not LinkState.UP:
             return  # DATA/ACK/NAK of a link not (or no longer) established: the peer will resend
         elif kind is FrameKind.DATA:
+            self._peer_spoke = True
             self._acked(frame.ack)
             self._data(frame)
         else:
+            self._peer_spoke = True
             self._acked(frame.ack)
             if kind is FrameKind.NAK:
                 self._stats.naks_received += 1
@@ -172,8 +180,9 @@ class Link:
                     self._retransmit()
 
     def _peer_reset(self, nonce: bytes) -> None:
-        if nonce != self._peer_nonce:
+        if nonce != self._peer_nonce or self._peer_spoke:
             self._peer_nonce = nonce
+            self._peer_spoke = False
             self._stats.peer_resets += 1
             self._restart_sequences(LinkReset(f"{self.name}: peer reset the link before acknowledging"))
             self._my_nonce = None

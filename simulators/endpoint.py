@@ -31,6 +31,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 START_TIMEOUT = 5.0
+#: the RESET nonce of a device with the same_nonce fault, at every boot
+SAME_NONCE = b"\x00\x00\x00\x01"
 
 
 class Endpoint(abc.ABC):
@@ -181,7 +183,8 @@ class Endpoint(abc.ABC):
     def _rebooted(self) -> None:
         self._new_link()
         assert self.link is not None
-        self.link.reset("device reboot")
+        nonce = SAME_NONCE if self.device.faults.same_nonce else None
+        self.link.reset("device reboot", nonce=nonce)
 
     async def _disconnect(self, seconds: float) -> None:
         log.info("sim_disconnect", device=self.device.serial, seconds=seconds)

@@ -142,3 +142,24 @@ def test_unsigned_firmware_never_leaves_the_host_and_forged_images_are_refused_b
 
     forged_public = forger.public_key()
     e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)
+
+
+@pytest.mark.timeout(60)
+def test_a_device_that_reuses_its_reset_nonce_at_every_boot_loses_no_card(e2e):
+    """Issue 7 #4: the second boot's RESET carries the first boot's nonce. It is a new reset (the
+    device had sent DATA since that nonce was accepted), not a repeat of a lost RESET_ACK."""
+    stack = stack_of(30)
+
+    async def body(endpoint, host):
+        endpoint.call(endpoint.device.load, stack)
+        for boot in (1, 2, 3):
+            endpoint.call(endpoint.device.deal, 10)
+            await host.until(lambda: len(host.of(CardRead)) >= 10 * boot)
+            if boot < 3:
+                endpoint.call(endpoint.device.reboot)
+                await host.until(lambda: host.kinds().count(SessionEventKind.REBOOTED) == boot)
+        assert_exactly_once_in_order(host.of(CardRead), stack)
+        assert host.session.stats.link.peer_resets == 2
+        assert SessionEventKind.LINK_FAILED not in host.kinds()  # no reboot was taken for a lost RESET_ACK
+
+    e2e(SimulatedShoe(faults=Faults(same_nonce=True), heartbeat_s=0), body)
