@@ -242,11 +242,12 @@ class Link:
 
     def _rtt_sample(self, rtt: float) -> None:
         s = self._stats
-        if s.rtt_srtt is None:
+        srtt, var = s.rtt_srtt, s.rtt_var
+        if srtt is None or var is None:
             s.rtt_srtt, s.rtt_var = rtt, rtt / 2
         else:  # Jacobson/Karels, RFC 6298 gains
-            s.rtt_var = 0.75 * s.rtt_var + 0.25 * abs(s.rtt_srtt - rtt)
-            s.rtt_srtt = 0.875 * s.rtt_srtt + 0.125 * rtt
+            s.rtt_var = 0.75 * var + 0.25 * abs(srtt - rtt)
+            s.rtt_srtt = 0.875 * srtt + 0.125 * rtt
         s.rtt_last = rtt
         s.rtt_min = rtt if s.rtt_min is None else min(s.rtt_min, rtt)
         s.rtt_max = rtt if s.rtt_max is None else max(s.rtt_max, rtt)
@@ -259,6 +260,7 @@ class Link:
 
     def _computed_rto(self) -> float:
         s, cfg = self._stats, self.config
+        assert s.rtt_srtt is not None and s.rtt_var is not None, "computed only after an RTT sample"
         return min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
 
     def _frame_error(self, exc: FrameError) -> None:
@@ -317,6 +319,7 @@ class Link:
             return
         self._stats.rto = min(self.config.max_rto, self._stats.rto * 2)  # back off until a fresh sample
         if self._state is LinkState.RESETTING:
+            assert self._my_nonce is not None, "a link resetting has its nonce"
             self._stats.resets_sent += 1
             self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
             self._arm_timer()
@@ -370,11 +373,11 @@ class Link:
         (at least a quarter of min_rto), if that comes sooner than the timeout."""
         delay = self._stats.rto
         srtt = self._stats.rtt_srtt
-        self._probing = probe and self._state is LinkState.UP and srtt is not None
-        if self._probing:
-            delay = max(2 * srtt, self.config.min_rto / 4)
-            self._probing = delay < self._stats.rto
-            delay = min(delay, self._stats.rto)
+        self._probing = False
+        if probe and self._state is LinkState.UP and srtt is not None:
+            probe_delay = max(2 * srtt, self.config.min_rto / 4)
+            self._probing = probe_delay < delay
+            delay = min(probe_delay, delay)
         self._timer = self._loop.call_later(delay, self._timeout)
 
     def _cancel_timer(self) -> None:

@@ -144,6 +144,7 @@ class Endpoint(abc.ABC):
         if self.link is not None:
             self.link.close()
         self._unacked.clear()
+        assert self.wire is not None, "the wire is made before the first link"
         self.link = Link(self.wire.to_host, self._payload, self._link_event, self.link_config,
                          name=f"sim-{self.device.serial}")
 
