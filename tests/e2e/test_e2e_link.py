@@ -116,8 +116,8 @@ def test_signed_firmware_update_reboots_the_device_into_the_new_version(e2e):
     signed = sign_image(SimulatedShoe.MODEL, "1.4.0", bytes(range(256)) * 20, private)
 
     async def body(endpoint, host):
-        result = await update_firmware(host.session, signed, public)
-        assert result.ok
+        update = await update_firmware(host.session, signed, public)
+        assert update.result.ok
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds()
                          and host.session.ident.firmware_version == "1.4.0")
         assert endpoint.state()["firmware_version"] == "1.4.0"

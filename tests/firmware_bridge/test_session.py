@@ -69,7 +69,7 @@ def test_handshake_request_and_messages():
 def test_incompatible_major_version_is_refused_naming_both():
     async def main():
         session, device, transport, _, events = await open_session(protocol_major=2)
-        with pytest.raises(IncompatibleProtocol, match=r"device CS-6000 SN42 speaks protocol 2\.0, this host speaks 1\.0"):
+        with pytest.raises(IncompatibleProtocol, match=r"device CS-6000 SN42 speaks protocol 2\.0, this host speaks 1\.1"):
             await session.open()
         assert K.INCOMPATIBLE in kinds(events) and K.CONNECTED not in kinds(events)
         assert transport.closed == 1
