@@ -1,0 +1,23 @@
+"""The journal: cardd's durable, hash-chained record and its source of truth after a crash.
+
+    journal = Journal.open("/var/lib/cardd/journal.db", create=True)
+    seqs = journal.append([Entry.from_event(event)], snapshot=table_state)
+    restored = journal.latest_snapshot()          # (seq, state) or None
+    replay = journal.entries_after(restored[0])   # records written after that snapshot
+
+docs/journal.md describes the file, the hash chain (with an auditor's script), retention
+and the guarantees after a crash or a power cut.
+"""
+from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalEntryError, JournalError,
+                     JournalExportError, JournalNotFound, JournalWriteError)
+from .journal import QUICK_CHECK_RECORDS, ExportResult, Journal, PruneResult, VerifyResult
+from .records import (KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START, SEVERITIES, Entry,
+                      Record)
+from .schema import MIN_RETENTION_DAYS
+
+__all__ = [
+    "Entry", "ExportResult", "Journal", "JournalBusy", "JournalConfigError", "JournalCorrupt", "JournalEntryError",
+    "JournalError", "JournalExportError", "JournalNotFound", "JournalWriteError", "KIND_COMMAND", "KIND_EVENT",
+    "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START", "MIN_RETENTION_DAYS", "PruneResult",
+    "QUICK_CHECK_RECORDS", "Record", "SEVERITIES", "VerifyResult",
+]

@@ -1,0 +1,613 @@
+"""The journal: a hash-chained, append-only SQLite record that is the source of truth after a crash.
+
+One process writes (a lock file beside the journal keeps a second writer out); readers may
+open it read-only. Every public method is safe to call from several threads. See
+docs/journal.md for the file format, the hash encoding and the retention rules.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Callable, Iterator, Mapping, Sequence
+from urllib.request import pathname2url
+
+from .chain import BATCH, walk
+from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalError, JournalExportError,
+                     JournalNotFound, JournalWriteError)
+from .export import write_export
+from .files import fsync_dir
+from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
+                      Record, body_bytes, canonical_json, iso_ns, record_hash, round_of, to_ns)
+from .schema import APPLICATION_ID, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES
+
+QUICK_CHECK_RECORDS = 1000  # records re-hashed on every open, back from the head
+KEEP_SNAPSHOTS = 3
+_DAY_NS = 86_400 * 1_000_000_000
+_MMAP_BYTES = 1 << 30  # verify reads through a memory map: about 20 % faster on a big journal
+# SQLite result codes that mean the file itself is damaged or is not a database
+_DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_FORMAT"}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    ok: bool
+    checked: int  # records re-hashed
+    first_bad_seq: int | None
+    problem: str | None
+
+    def raise_if_bad(self, path: Path) -> None:
+        if not self.ok:
+            raise JournalCorrupt(path, self.first_bad_seq, self.problem or "chain broken")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    path: Path
+    fmt: str
+    first_seq: int
+    last_seq: int
+    count: int
+    sha256: str  # hex, of the whole file
+    record_seq: int  # the "export" record that notes it in the chain
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    pruned: int
+    through_seq: int  # the new anchor: records up to it are gone
+    record_seq: int | None  # the "prune" record, None when nothing was pruned
+
+
+class Journal:
+    """Open with :meth:`Journal.open`; close (or use as a context manager) when done."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, lock_fd: int | None, *, retention_days: int,
+                 clock: Callable[[], int]) -> None:
+        self.path, self._conn, self._lock_fd = path, conn, lock_fd
+        self.retention_days, self._clock = retention_days, clock
+        self._lock = threading.Lock()
+        self._head: tuple[int, bytes] = (0, GENESIS_HASH)
+
+    # ---- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str, *, create: bool = False, readonly: bool = False,
+             retention_days: int = MIN_RETENTION_DAYS, clock: Callable[[], int] = time.time_ns,
+             quick_check_records: int = QUICK_CHECK_RECORDS) -> "Journal":
+        """Open the journal at ``path`` and check it: the stored head, the last
+        ``quick_check_records`` records of the chain, the record count, the anchor, the latest
+        snapshot. ``create`` makes a new journal only where no file exists. Raises
+        :class:`JournalCorrupt` for any damage, never a raw sqlite3 error."""
+        path = Path(path).absolute()
+        if retention_days < MIN_RETENTION_DAYS:
+            raise JournalConfigError(f"journal {path}: retention {retention_days} days is under the legal minimum "
+                                     f"of {MIN_RETENTION_DAYS} days")
+        if not path.exists():
+            if not create or readonly:
+                raise JournalNotFound(f"journal {path} does not exist")
+            _create(path)
+        elif path.is_dir():
+            raise JournalCorrupt(path, None, "a directory, not a journal file")
+        lock_fd = None if readonly else _take_writer_lock(path)
+        try:
+            conn = _connect(path, readonly)
+            journal = cls(path, conn, lock_fd, retention_days=retention_days, clock=clock)
+        except BaseException:
+            _release(lock_fd)
+            raise
+        try:
+            journal._check_on_open(quick_check_records)
+            if not readonly:
+                fsync_dir(path.parent)  # the WAL file now exists: make its directory entry durable
+        except BaseException:
+            journal.close()
+            raise
+        return journal
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            _release(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last record (0 in a new journal)."""
+        return self._head[0]
+
+    @property
+    def head_hash(self) -> bytes:
+        """The hash of the last record (32 zero bytes in a new journal)."""
+        return self._head[1]
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def append(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None = None) -> list[int]:
+        """Write ``entries`` in one transaction (group commit) and return their sequence numbers.
+        ``snapshot``, the caller's state after these entries, is written in the same transaction,
+        valid after the last of them. When this returns, everything is on disk (synchronous=FULL)."""
+        for entry in entries:
+            entry.check()
+        return self._append(entries, snapshot)
+
+    def _append(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None,
+                before_insert: Callable[[sqlite3.Connection, int], None] | None = None) -> list[int]:
+        """The one write path. ``before_insert(conn, next_seq)`` runs first in the same
+        transaction (export and prune bookkeeping)."""
+        snapshot_json = None if snapshot is None else canonical_json(dict(snapshot), "the snapshot")
+        datas = [canonical_json(dict(e.data), f"entry {i} ({e.kind} {e.reason}) data") for i, e in enumerate(entries)]
+        with self._lock:
+            self._require_writer()
+            now = self._clock()
+            seq, prev = self._head
+            rows = []
+            for entry, data_json in zip(entries, datas):
+                seq += 1
+                ts = now if entry.ts_ns is None else entry.ts_ns
+                round_id = round_of(entry.data)
+                digest = record_hash(prev, body_bytes(seq, ts, entry.kind, entry.source, entry.reason,
+                                                      entry.severity, entry.who, round_id, data_json))
+                rows.append((seq, ts, entry.kind, entry.source, entry.reason, entry.severity, entry.who, round_id,
+                             data_json, prev, digest))
+                prev = digest
+            if not rows and snapshot_json is None:
+                return []
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if before_insert is not None:
+                        before_insert(conn, self._head[0] + 1)
+                    conn.executemany(f"INSERT INTO records ({RECORD_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+                    if rows:
+                        conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
+                    if snapshot_json is not None:
+                        _write_snapshot(conn, seq, snapshot_json)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:  # a failed COMMIT may already have rolled back
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise JournalWriteError(f"journal {self.path}: append of {len(rows)} record(s) failed, nothing "
+                                        f"written: {exc}") from None
+            self._head = (seq, prev)
+        return [row[0] for row in rows]
+
+    # ---- restoring -------------------------------------------------------------------------
+
+    def latest_snapshot(self) -> tuple[int, dict[str, Any]] | None:
+        """The last snapshot written and the seq it is valid after, or None if there is none."""
+        with self._lock:
+            row = self._guarded(lambda c: c.execute(
+                "SELECT seq, sha256, data FROM snapshots ORDER BY seq DESC LIMIT 1").fetchone())
+        if row is None:
+            return None
+        seq, digest, text = row
+        if hashlib.sha256(text.encode()).digest() != digest:
+            raise JournalCorrupt(self.path, seq, "the snapshot after this seq is damaged (its SHA-256 does not match)")
+        snapshot: dict[str, Any] = json.loads(text)
+        return seq, snapshot
+
+    def entries_after(self, seq: int) -> list[Record]:
+        """Every record after ``seq`` in order: what a restart replays on top of a snapshot."""
+        with self._lock:
+            anchor = self._guarded(lambda c: c.execute("SELECT seq FROM anchor").fetchone()[0])
+            if seq < anchor:
+                raise JournalError(f"journal {self.path}: records up to seq {anchor} were pruned; "
+                                   f"cannot replay from seq {seq}")
+            return self._guarded(lambda c: _records(c.execute(
+                f"SELECT {RECORD_COLUMNS} FROM records WHERE seq > ? ORDER BY seq", (seq,))))
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def query(self, *, seq_from: int | None = None, seq_to: int | None = None,
+              since: datetime | int | None = None, until: datetime | int | None = None,
+              kind: str | None = None, reason: str | None = None, source: str | None = None,
+              min_severity: str | None = None, round_id: int | str | None = None,
+              limit: int | None = 1000, newest_first: bool = False) -> list[Record]:
+        """Records matching every given filter, in seq order (or newest first). Ranges are
+        inclusive for seq, [since, until) for time (aware datetimes or UTC nanoseconds).
+        ``round_id`` matches the round the record's data names (str or int)."""
+        where: list[str] = []
+        args: list[str | int] = []
+        index = None  # the index that makes the query fast; SQLite may otherwise walk seq order
+        if round_id is not None:
+            where.append("round = ?")
+            args.append(str(round_id))
+            index = "records_round"
+        if since is not None:
+            where.append("ts >= ?")
+            args.append(to_ns(since))
+            index = index or "records_ts"
+        if until is not None:
+            where.append("ts < ?")
+            args.append(to_ns(until))
+            index = index or "records_ts"
+        if reason is not None:
+            where.append("reason = ?")
+            args.append(reason)
+            if reason:
+                where.append("reason <> ''")  # lets SQLite use the partial index
+                index = index or "records_reason"
+        if min_severity is not None:
+            if min_severity not in SEVERITIES:
+                raise JournalError(f"severity {min_severity!r}: one of {', '.join(SEVERITIES)}")
+            wanted = SEVERITIES[SEVERITIES.index(min_severity):]
+            where.append(f"severity IN ({','.join('?' * len(wanted))})")
+            args.extend(wanted)
+            if min_severity != SEVERITIES[0]:
+                where.append("severity <> 'info'")  # lets SQLite use the partial index
+                index = index or "records_severity"
+        if seq_from is not None:
+            where.append("seq >= ?")
+            args.append(seq_from)
+        if seq_to is not None:
+            where.append("seq <= ?")
+            args.append(seq_to)
+        if seq_from is not None or seq_to is not None:
+            index = None  # a seq range is the primary key's own range
+        for column, value in (("kind", kind), ("source", source)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = f"SELECT {RECORD_COLUMNS} FROM records"
+        if index is not None:
+            sql += f" INDEXED BY {index}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq DESC" if newest_first else " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._lock:
+            return self._guarded(lambda c: _records(c.execute(sql, args)))
+
+    # ---- verifying -------------------------------------------------------------------------
+
+    def verify(self) -> VerifyResult:
+        """Walk the whole chain from the anchor: every seq, previous hash and hash, then the head,
+        the anchor's prune record and the latest snapshot. Reads through its own connection, so
+        appends go on meanwhile; checks the state as of its start."""
+        conn = _connect(self.path, readonly=True)
+        try:
+            conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+            conn.execute("BEGIN")  # one read snapshot: the head and the records agree
+            return _full_check(conn)
+        except sqlite3.Error as exc:
+            return VerifyResult(False, 0, None, f"damaged SQLite file ({exc})")
+        finally:
+            conn.close()
+
+    # ---- retention -------------------------------------------------------------------------
+
+    def export(self, path: Path | str, fmt: str = "jsonl", *, since: datetime | int | None = None,
+               until: datetime | int | None = None, who: str = "") -> ExportResult:
+        """Write the records from the first at or after ``since`` to the last before ``until``
+        (every seq in between, so an export is one contiguous stretch of the chain) to a new file,
+        then note the export in the chain: an "export" record with the range, the file name and
+        the file's SHA-256. Only exported records may be pruned."""
+        target = Path(path).absolute()
+        reader = _connect(self.path, readonly=True)
+        try:
+            reader.execute("BEGIN")
+            first, last = _seq_range(reader, None if since is None else to_ns(since),
+                                     None if until is None else to_ns(until))
+            if first is None or last is None or first > last:
+                raise JournalExportError(f"journal {self.path}: no records to export in that range")
+            count, digest = write_export(target, fmt, _batches(reader, first, last))
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(self.path, None, f"damaged SQLite file while exporting ({exc})") from None
+        finally:
+            reader.close()
+        data = {"file": str(target), "format": fmt, "sha256": digest, "first_seq": first, "last_seq": last,
+                "count": count}
+        note = Entry(kind=KIND_EXPORT, reason=REASON_EXPORTED, source="journal", who=who, data=data)
+        note.check(journal_internal=True)
+
+        def remember(conn: sqlite3.Connection, record_seq: int) -> None:
+            conn.execute("INSERT INTO exports VALUES (?, ?, ?, ?, ?)", (record_seq, first, last, str(target), digest))
+
+        (record_seq,) = self._append([note], None, before_insert=remember)
+        return ExportResult(target, fmt, first, last, count, digest, record_seq)
+
+    def prune(self, now: datetime | int | None = None, *, who: str = "") -> PruneResult:
+        """Delete the records older than the retention horizon that were exported, oldest first
+        and without a gap, never past the latest snapshot. The anchor keeps the last pruned
+        record's seq and hash so the chain still verifies, and a "prune" record notes it."""
+        now_ns = self._clock() if now is None else to_ns(now)
+        cutoff = now_ns - self.retention_days * _DAY_NS
+        with self._lock:
+            anchor_seq = self._guarded(lambda c: c.execute("SELECT seq FROM anchor").fetchone()[0])
+            through = self._guarded(lambda c: _prunable_through(c, anchor_seq, cutoff))
+        if through <= anchor_seq:
+            return PruneResult(0, anchor_seq, None)
+        pruned = through - anchor_seq
+        with self._lock:
+            anchor_hash = self._guarded(lambda c: c.execute("SELECT hash FROM records WHERE seq = ?",
+                                                            (through,)).fetchone()[0])
+        note = Entry(kind=KIND_PRUNE, reason=REASON_PRUNED, source="journal", who=who,
+                     data={"through_seq": through, "anchor_hash": anchor_hash.hex(), "count": pruned,
+                           "horizon_days": self.retention_days, "cutoff": iso_ns(cutoff)})
+        note.check(journal_internal=True)
+
+        def cut(conn: sqlite3.Connection, record_seq: int) -> None:
+            """The anchor first (its trigger checks export and age), then the records up to it."""
+            conn.execute("UPDATE anchor SET seq = ?, hash = ? WHERE id = 1", (through, anchor_hash))
+            conn.execute("DELETE FROM records WHERE seq <= ?", (through,))
+            conn.execute("DELETE FROM snapshots WHERE seq < ?", (through,))
+
+        (record_seq,) = self._append([note], None, before_insert=cut)
+        return PruneResult(pruned, through, record_seq)
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _require_writer(self) -> None:
+        if self._lock_fd is None:
+            raise JournalError(f"journal {self.path} is open read-only")
+
+    def _guarded(self, read: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run a read on the main connection; damage reads as JournalCorrupt, never sqlite3."""
+        try:
+            return read(self._conn)
+        except sqlite3.Error as exc:
+            raise _as_journal_error(self.path, exc) from None
+
+    def _check_on_open(self, quick_check_records: int) -> None:
+        conn = self._conn
+        try:
+            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if application_id != APPLICATION_ID:
+                raise JournalCorrupt(self.path, None, f"an SQLite file but not a cardd journal "
+                                     f"(application_id {application_id:#x})")
+            if version != SCHEMA_VERSION:
+                raise JournalError(f"journal {self.path} has schema version {version}; this cardd reads "
+                                   f"version {SCHEMA_VERSION}")
+            missing = _missing_guards(conn)
+            if missing:
+                raise JournalCorrupt(self.path, None, missing)
+        except sqlite3.Error as exc:
+            raise _as_journal_error(self.path, exc) from None
+        try:
+            conn.execute("BEGIN")
+            try:
+                self._head = _quick_check(self.path, conn, quick_check_records)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            error = _as_journal_error(self.path, exc)
+            if isinstance(error, JournalCorrupt):  # a damaged page: walk the chain to name the first bad seq
+                error = JournalCorrupt(self.path, _first_unreadable_seq(conn), error.problem)
+            raise error from None
+
+
+# ---- module helpers: opening --------------------------------------------------------------
+
+def _create(path: Path) -> None:
+    """Build the empty journal beside ``path`` and rename it into place, so a file at ``path``
+    is always a whole journal (a crash mid-creation leaves only the temporary file)."""
+    building = path.with_name(path.name + ".creating")
+    for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
+        leftover.unlink(missing_ok=True)
+    try:
+        conn = sqlite3.connect(building, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")
+        finally:
+            conn.close()  # the last connection checkpoints the WAL into the file and removes it
+        with open(building, "rb+") as built:
+            os.fsync(built.fileno())
+        os.rename(building, path)
+        fsync_dir(path.parent)
+    except (OSError, sqlite3.Error) as exc:
+        building.unlink(missing_ok=True)
+        raise JournalWriteError(f"journal {path} cannot be created: {exc}") from None
+
+
+def _take_writer_lock(path: Path) -> int:
+    lock_path = path.with_name(path.name + "-lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o640)
+    except OSError as exc:
+        raise JournalError(f"journal {path}: lock file {lock_path} cannot be opened: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise JournalBusy(f"journal {path} is open for writing elsewhere (lock {lock_path})") from None
+    return fd
+
+
+def _release(lock_fd: int | None) -> None:
+    if lock_fd is not None:
+        os.close(lock_fd)  # closing the descriptor drops the flock
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    mode = "ro" if readonly else "rw"
+    try:
+        conn = sqlite3.connect(f"file:{pathname2url(str(path))}?mode={mode}", uri=True, isolation_level=None,
+                               check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise _as_journal_error(path, exc) from None
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        if not readonly:
+            mode_now = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode_now != "wal":
+                raise JournalError(f"journal {path}: SQLite refused WAL mode (journal_mode {mode_now})")
+        conn.execute("PRAGMA synchronous = FULL")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise _as_journal_error(path, exc) from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
+    name = getattr(exc, "sqlite_errorname", "")
+    if any(name.startswith(code) for code in _DAMAGE_CODES):
+        return JournalCorrupt(path, None, f"damaged or not an SQLite database ({exc})")
+    return JournalError(f"journal {path}: {exc}")
+
+
+def _first_unreadable_seq(conn: sqlite3.Connection) -> int | None:
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
+        result = walk(conn, anchor_seq, anchor_hash)
+    except sqlite3.Error:
+        return None
+    return None if result.broken is None else result.broken.seq
+
+
+def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[int, bytes]:
+    """The checks an open can afford on a 90-day journal; returns the head (seq, hash)."""
+    head_seq, head_hash = conn.execute("SELECT seq, hash FROM head").fetchone()
+    anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
+    low, high, count = conn.execute("SELECT min(seq), max(seq), count(*) FROM records").fetchone()
+    if high != (head_seq if head_seq > anchor_seq else None):
+        last = high if high is not None else anchor_seq
+        raise JournalCorrupt(path, min(last, head_seq) + 1,
+                             f"the stored head is seq {head_seq} but the last record is seq {last} (records lost "
+                             "at the end, or a stale head)")
+    if high is not None and (low != anchor_seq + 1 or count != head_seq - anchor_seq):
+        # a gap somewhere: the full walk names the first missing seq
+        conn.execute("PRAGMA mmap_size = 0")
+        full = _full_check(conn)
+        raise JournalCorrupt(path, full.first_bad_seq, full.problem or
+                             f"{count} records stored for seqs {anchor_seq + 1}..{head_seq}")
+    start = max(anchor_seq, head_seq - records)
+    start_hash = anchor_hash if start == anchor_seq else \
+        conn.execute("SELECT hash FROM records WHERE seq = ?", (start,)).fetchone()[0]
+    result = walk(conn, start, start_hash)
+    if result.broken is not None:
+        raise JournalCorrupt(path, result.broken.seq, result.broken.problem)
+    if (result.last_seq, result.last_hash) != (head_seq, head_hash):
+        raise JournalCorrupt(path, result.last_seq + 1, "the chain does not end at the stored head")
+    for problem_seq, problem in (_anchor_problem(conn, anchor_seq, anchor_hash), _snapshot_problem(conn, head_seq)):
+        if problem is not None:
+            raise JournalCorrupt(path, problem_seq, problem)
+    return head_seq, head_hash
+
+
+def _missing_guards(conn: sqlite3.Connection) -> str | None:
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    missing = TRIGGER_NAMES - present
+    if not missing:
+        return None
+    return f"the append-only guards {', '.join(sorted(missing))} are missing (the file was edited outside cardd)"
+
+
+def _full_check(conn: sqlite3.Connection) -> VerifyResult:
+    missing = _missing_guards(conn)
+    if missing:
+        return VerifyResult(False, 0, None, missing)
+    head_seq, head_hash = conn.execute("SELECT seq, hash FROM head").fetchone()
+    anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
+    result = walk(conn, anchor_seq, anchor_hash)
+    if result.broken is not None:
+        return VerifyResult(False, result.checked, result.broken.seq, result.broken.problem)
+    if (result.last_seq, result.last_hash) != (head_seq, head_hash):
+        return VerifyResult(False, result.checked, min(result.last_seq, head_seq) + 1,
+                            f"the chain ends at seq {result.last_seq} but the stored head is seq {head_seq}")
+    for problem_seq, problem in (_anchor_problem(conn, anchor_seq, anchor_hash), _snapshot_problem(conn, head_seq)):
+        if problem is not None:
+            return VerifyResult(False, result.checked, problem_seq, problem)
+    return VerifyResult(True, result.checked, None, None)
+
+
+def _anchor_problem(conn: sqlite3.Connection, anchor_seq: int, anchor_hash: bytes) -> tuple[int | None, str | None]:
+    """The anchor must be what the latest prune record says (it is after the anchor, so kept)."""
+    if anchor_seq == 0:
+        return None, None if anchor_hash == GENESIS_HASH else "the anchor of an unpruned journal is not zero"
+    row = conn.execute("SELECT seq, data FROM records INDEXED BY records_reason WHERE reason = ? AND reason <> '' AND kind = ? "
+                       "ORDER BY seq DESC LIMIT 1", (REASON_PRUNED, KIND_PRUNE)).fetchone()
+    if row is None:
+        return anchor_seq + 1, "records before this seq were removed without a prune record"
+    noted = json.loads(row[1])
+    if noted.get("through_seq") != anchor_seq or noted.get("anchor_hash") != anchor_hash.hex():
+        return row[0], f"the anchor (seq {anchor_seq}) is not the one this prune record notes"
+    return None, None
+
+
+def _snapshot_problem(conn: sqlite3.Connection, head_seq: int) -> tuple[int | None, str | None]:
+    row = conn.execute("SELECT seq, sha256, data FROM snapshots ORDER BY seq DESC LIMIT 1").fetchone()
+    if row is None:
+        return None, None
+    seq, digest, text = row
+    if seq > head_seq:
+        return seq, f"a snapshot claims seq {seq}, after the head (seq {head_seq})"
+    if hashlib.sha256(text.encode()).digest() != digest:
+        return seq, "the snapshot after this seq is damaged (its SHA-256 does not match)"
+    return None, None
+
+
+# ---- module helpers: reading and writing --------------------------------------------------
+
+def _records(cursor: sqlite3.Cursor) -> list[Record]:
+    return [Record(*row) for row in cursor.fetchall()]
+
+
+def _batches(conn: sqlite3.Connection, first: int, last: int) -> Iterator[list[Record]]:
+    cursor = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                          (first, last))
+    while rows := cursor.fetchmany(BATCH):
+        yield [Record(*row) for row in rows]
+
+
+def _seq_range(conn: sqlite3.Connection, since: int | None, until: int | None) -> tuple[int | None, int | None]:
+    first = conn.execute("SELECT min(seq) FROM records" + ("" if since is None else " WHERE ts >= ?"),
+                         () if since is None else (since,)).fetchone()[0]
+    last = conn.execute("SELECT max(seq) FROM records" + ("" if until is None else " WHERE ts < ?"),
+                        () if until is None else (until,)).fetchone()[0]
+    return first, last
+
+
+def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int) -> int:
+    """The last seq prune may delete: exported without a gap from the anchor, older than the
+    cutoff from the anchor on, and not past the latest snapshot."""
+    covered = anchor_seq
+    for first, last in conn.execute("SELECT first_seq, last_seq FROM exports WHERE last_seq > ? ORDER BY first_seq",
+                                    (anchor_seq,)):
+        if first > covered + 1:
+            break
+        covered = max(covered, last)
+    if covered == anchor_seq:
+        return anchor_seq
+    young = conn.execute("SELECT min(seq) FROM records WHERE seq > ? AND seq <= ? AND ts >= ?",
+                         (anchor_seq, covered, cutoff)).fetchone()[0]
+    through = covered if young is None else young - 1
+    snapshot = conn.execute("SELECT max(seq) FROM snapshots").fetchone()[0]
+    if snapshot is not None:
+        through = min(through, snapshot)
+    return through
+
+
+def _write_snapshot(conn: sqlite3.Connection, seq: int, text: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?)", (seq, hashlib.sha256(text.encode()).digest(), text))
+    conn.execute("DELETE FROM snapshots WHERE seq < (SELECT seq FROM snapshots ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                 (KEEP_SNAPSHOTS - 1,))
+

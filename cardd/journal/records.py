@@ -1,0 +1,164 @@
+"""What one journal record is, and the canonical bytes its hash is taken over.
+
+The hash of record n is ``SHA-256(prev || body)``: ``prev`` is the 32-byte hash of record n-1
+(32 zero bytes for the first record, the anchor's hash after a prune), ``body`` is the UTF-8
+encoding of nine fields joined by the unit separator 0x1F::
+
+    seq, ts_ns, kind, source, reason, severity, who, round, data
+
+integers in decimal, ``round`` empty when absent, ``data`` the stored canonical JSON text.
+No field may contain a control character (JSON escapes them in ``data``), so a body has
+exactly eight separators and its bytes fix every field: an edit that keeps the hash keeps
+each field. docs/journal.md has the auditor's version.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from devices.events import Event, Severity
+
+from .errors import JournalEntryError
+
+SEPARATOR = "\x1f"
+GENESIS_HASH = bytes(32)  # the "previous hash" of the first record ever written
+SEVERITIES = tuple(s.value for s in Severity)  # ordered: info < warning < alarm
+
+# kinds the daemon writes; any lower-case identifier is accepted, except the journal's own
+KIND_START = "start"
+KIND_EVENT = "event"
+KIND_INPUT = "input"
+KIND_COMMAND = "command"
+KIND_EXPORT = "export"  # written only by Journal.export
+KIND_PRUNE = "prune"  # written only by Journal.prune
+RESERVED_KINDS = frozenset({KIND_EXPORT, KIND_PRUNE})
+REASON_EXPORTED = "JOURNAL_EXPORTED"
+REASON_PRUNED = "JOURNAL_PRUNED"
+
+_KIND = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_TEXT = 256
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def canonical_json(value: Any, what: str) -> str:
+    """The one text a JSON value is stored as: sorted keys, no spaces, UTF-8, no NaN."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise JournalEntryError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+def round_of(data: Mapping[str, Any]) -> str | None:
+    """The indexed round id: data["round"] when it is an int or a str, else none."""
+    value = data.get("round")
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    return str(value)
+
+
+def body_bytes(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
+               round_id: str | None, data_json: str) -> bytes:
+    return SEPARATOR.join((str(seq), str(ts_ns), kind, source, reason, severity, who, round_id or "",
+                           data_json)).encode()
+
+
+def record_hash(prev: bytes, body: bytes) -> bytes:
+    return hashlib.sha256(prev + body).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What a caller asks to journal. ``ts_ns`` (UTC nanoseconds) defaults to the append time."""
+
+    kind: str
+    reason: str = ""
+    source: str = ""
+    severity: str = Severity.INFO.value
+    who: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+    ts_ns: int | None = None
+
+    @classmethod
+    def from_event(cls, event: Event, *, kind: str = KIND_EVENT, who: str = "", ts_ns: int | None = None) -> "Entry":
+        """A device-model or tracker event as a journal entry; its message goes into data."""
+        return cls(kind=kind, reason=event.reason.value, source=event.source, severity=event.severity.value,
+                   who=who, data={**event.data, "message": event.message}, ts_ns=ts_ns)
+
+    def check(self, *, journal_internal: bool = False) -> None:
+        """Refuse what could not be stored or would make the encoding ambiguous."""
+        if not _KIND.fullmatch(self.kind):
+            raise JournalEntryError(f"entry kind {self.kind!r}: lower-case letters, digits, '_', '.', '-' "
+                                    "(a letter first, at most 32)")
+        if self.kind in RESERVED_KINDS and not journal_internal:
+            raise JournalEntryError(f"entry kind {self.kind!r} is written only by the journal itself")
+        if self.severity not in SEVERITIES:
+            raise JournalEntryError(f"entry severity {self.severity!r}: one of {', '.join(SEVERITIES)}")
+        for name in ("reason", "source", "who"):
+            text = getattr(self, name)
+            if not isinstance(text, str) or len(text) > MAX_TEXT or _CONTROL.search(text):
+                raise JournalEntryError(f"entry {name} {text!r}: text of at most {MAX_TEXT} characters "
+                                        "without control characters")
+        if not isinstance(self.data, Mapping):
+            raise JournalEntryError(f"entry data must be a JSON object (a mapping), not {type(self.data).__name__}")
+        if self.ts_ns is not None and (isinstance(self.ts_ns, bool) or not isinstance(self.ts_ns, int)
+                                       or self.ts_ns < 0):
+            raise JournalEntryError(f"entry ts_ns {self.ts_ns!r}: nanoseconds since 1970 UTC, an int >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored record, as read back."""
+
+    seq: int
+    ts_ns: int
+    kind: str
+    source: str
+    reason: str
+    severity: str
+    who: str
+    round: str | None
+    data_json: str
+    prev: bytes
+    hash: bytes
+
+    @property
+    def data(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.data_json)
+        return loaded
+
+    @property
+    def time(self) -> datetime:
+        """The wall-clock time, UTC, to the microsecond (``ts_ns`` keeps the nanoseconds)."""
+        return EPOCH + timedelta(microseconds=self.ts_ns // 1000)
+
+    @property
+    def time_iso(self) -> str:
+        """ISO-8601 UTC with nanoseconds: 2026-11-23T10:31:02.123456789Z."""
+        return iso_ns(self.ts_ns)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The record as exported (JSON lines) and as the API shows it."""
+        return {"seq": self.seq, "time": self.time_iso, "ts_ns": self.ts_ns, "kind": self.kind,
+                "source": self.source, "reason": self.reason, "severity": self.severity, "who": self.who,
+                "round": self.round, "data": self.data, "prev": self.prev.hex(), "hash": self.hash.hex()}
+
+
+def iso_ns(ts_ns: int) -> str:
+    seconds, nanos = divmod(ts_ns, 1_000_000_000)
+    whole = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{nanos:09d}Z"
+
+
+def to_ns(moment: datetime | int) -> int:
+    """A time given as an aware datetime or as UTC nanoseconds, in nanoseconds."""
+    if isinstance(moment, int):
+        return moment
+    if moment.tzinfo is None:
+        raise JournalEntryError(f"time {moment.isoformat()} has no time zone: give an aware datetime (UTC)")
+    delta = moment - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000

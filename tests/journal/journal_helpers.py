@@ -1,0 +1,52 @@
+"""Shared helpers for the journal tests: filling a journal and tampering with it behind its back."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from cardd.journal import Entry, Journal
+from cardd.journal.schema import TRIGGERS
+
+DAY_NS = 86_400 * 1_000_000_000
+# 2020-01-01T00:00:00Z: old enough that the SQL guard (the machine's clock minus 90 days) allows pruning
+T0 = 1_577_836_800 * 1_000_000_000
+
+
+class FakeClock:
+    """A wall clock the test moves: UTC nanoseconds."""
+
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def card(round_id: int, index: int, **extra: object) -> Entry:
+    return Entry("event", "CARD_ASSIGNED", "shoe", data={"round": round_id, "index": index, **extra})
+
+
+def fill(journal: Journal, rounds: int, per_round: int = 10, clock: FakeClock | None = None,
+         step_ns: int = 1_000_000_000) -> list[int]:
+    """Rounds of card events, one group commit (with a snapshot) per round."""
+    seqs: list[int] = []
+    for r in range(1, rounds + 1):
+        seqs += journal.append([card(r, i) for i in range(per_round)], snapshot={"round": r, "seq": seqs[-1:]})
+        if clock is not None:
+            clock.now += step_ns
+    return seqs
+
+
+def tamper(path: Path, *sql: str) -> None:
+    """Change the file the way an editor would: drop the guards, run the SQL, put the guards back."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        names = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+        for name in names:
+            conn.execute(f"DROP TRIGGER {name}")
+        for statement in sql:
+            conn.execute(statement)
+        conn.executescript(TRIGGERS)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()

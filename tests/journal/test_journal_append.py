@@ -1,0 +1,178 @@
+"""Writing and restoring: group commit, the snapshot in the same transaction, the guards."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, JournalEntryError, JournalError,
+                           JournalNotFound, JournalWriteError)
+from devices.events import Event, Reason, Severity
+from journal_helpers import T0, FakeClock, card, fill
+
+
+@pytest.fixture
+def journal(tmp_path):
+    j = Journal.open(tmp_path / "j.db", create=True, clock=FakeClock())
+    yield j
+    j.close()
+
+
+def test_group_commit_returns_consecutive_seqs_and_stamps_the_append_time(journal):
+    assert journal.append([card(1, i) for i in range(3)]) == [1, 2, 3]
+    assert journal.append([card(1, 3)]) == [4]
+    records = journal.entries_after(0)
+    assert [r.seq for r in records] == [1, 2, 3, 4]
+    assert {r.ts_ns for r in records} == {T0}
+    assert records[0].data == {"round": 1, "index": 0} and records[0].round == "1"
+    assert records[1].prev == records[0].hash and journal.last_seq == 4
+
+
+def test_an_entry_may_carry_its_own_time_and_data_is_stored_as_canonical_json(journal):
+    journal.append([Entry("input", "ACTION", "console", who="dealer:ann", data={"b": 1, "a": "é"}, ts_ns=5)])
+    (record,) = journal.entries_after(0)
+    assert record.ts_ns == 5 and record.data_json == '{"a":"é","b":1}'
+    assert record.time_iso == "1970-01-01T00:00:00.000000005Z"
+
+
+def test_the_snapshot_is_valid_after_the_last_entry_of_its_append_and_only_the_latest_few_are_kept(tmp_path, journal):
+    assert journal.latest_snapshot() is None
+    for r in range(1, 6):
+        journal.append([card(r, 0), card(r, 1)], snapshot={"round": r})
+    assert journal.latest_snapshot() == (10, {"round": 5})
+    assert [r.seq for r in journal.entries_after(10)] == []
+    journal.append([card(6, 0)])
+    assert [r.seq for r in journal.entries_after(10)] == [11]
+    kept = sqlite3.connect(tmp_path / "j.db").execute("SELECT seq FROM snapshots ORDER BY seq").fetchall()
+    assert kept == [(6,), (8,), (10,)]
+
+
+def test_a_snapshot_alone_is_valid_after_the_current_head(journal):
+    journal.append([card(1, 0)])
+    assert journal.append([], snapshot={"idle": True}) == []
+    assert journal.latest_snapshot() == (1, {"idle": True})
+    assert journal.append([]) == []
+
+
+def test_a_restart_restores_from_the_snapshot_and_the_records_after_it(tmp_path):
+    path = tmp_path / "j.db"
+    with Journal.open(path, create=True) as j:
+        fill(j, rounds=4, per_round=5)
+        j.append([card(5, 0), card(5, 1)])
+    with Journal.open(path) as j:
+        assert j.last_seq == 22
+        seq, state = j.latest_snapshot() or (None, None)
+        assert seq == 20 and state == {"round": 4, "seq": [15]}
+        assert [(r.seq, r.data["index"]) for r in j.entries_after(seq)] == [(21, 0), (22, 1)]
+        assert j.append([card(5, 2)]) == [23]
+
+
+def test_entry_from_event_keeps_reason_source_severity_and_message(journal):
+    event = Event(Reason.FACE_UP_CARD, "shoe", "card 7 came out face up", Severity.ALARM, {"round": 3, "card": "7H"})
+    journal.append([Entry.from_event(event, who="system")])
+    (r,) = journal.entries_after(0)
+    assert (r.kind, r.reason, r.source, r.severity, r.who, r.round) == ("event", "FACE_UP_CARD", "shoe", "alarm",
+                                                                         "system", "3")
+    assert r.data == {"round": 3, "card": "7H", "message": "card 7 came out face up"}
+
+
+@pytest.mark.parametrize("entry, complaint", [
+    (Entry("Event"), "kind 'Event'"),
+    (Entry("export"), "written only by the journal"),
+    (Entry("prune"), "written only by the journal"),
+    (Entry("event", severity="fatal"), "severity 'fatal'"),
+    (Entry("event", reason="A\x1fB"), "entry reason"),
+    (Entry("event", who="x\n"), "entry who"),
+    (Entry("event", source="s" * 300), "entry source"),
+    (Entry("event", data={"x": object()}), "not JSON-serialisable"),
+    (Entry("event", data={"x": float("nan")}), "not JSON-serialisable"),
+    (Entry("event", ts_ns=-1), "ts_ns -1"),
+])
+def test_a_bad_entry_is_refused_with_what_is_wrong_and_nothing_is_written(journal, entry, complaint):
+    with pytest.raises(JournalEntryError, match=complaint):
+        journal.append([card(1, 0), entry])
+    assert journal.last_seq == 0 and journal.entries_after(0) == []
+
+
+def test_a_snapshot_that_is_not_json_is_refused_and_nothing_is_written(journal):
+    with pytest.raises(JournalEntryError, match="the snapshot is not JSON-serialisable"):
+        journal.append([card(1, 0)], snapshot={"x": {1, 2}})
+    assert journal.last_seq == 0
+
+
+def test_open_creates_only_where_no_file_is_and_refuses_a_short_horizon(tmp_path):
+    with pytest.raises(JournalNotFound, match="does not exist"):
+        Journal.open(tmp_path / "absent.db")
+    with pytest.raises(JournalConfigError, match="89 days is under the legal minimum of 90"):
+        Journal.open(tmp_path / "j.db", create=True, retention_days=89)
+    assert not (tmp_path / "j.db").exists()
+    with Journal.open(tmp_path / "j.db", create=True) as j:
+        j.append([card(1, 0)])
+    with Journal.open(tmp_path / "j.db", create=True) as j:  # an existing journal is opened, never replaced
+        assert j.last_seq == 1
+    assert not list(tmp_path.glob("*.creating*"))
+
+
+def test_one_writer_at_a_time_and_readers_may_not_write(tmp_path, journal):
+    with pytest.raises(JournalBusy, match="open for writing elsewhere"):
+        Journal.open(tmp_path / "j.db")
+    journal.append([card(1, 0)])
+    with Journal.open(tmp_path / "j.db", readonly=True) as reader:
+        assert [r.seq for r in reader.query()] == [1]
+        with pytest.raises(JournalError, match="open read-only"):
+            reader.append([card(1, 1)])
+
+
+@pytest.mark.parametrize("statement, guard", [
+    ("UPDATE records SET data = '{}' WHERE seq = 2", "append-only"),
+    ("DELETE FROM records WHERE seq = 3", "deleted only by prune"),
+    ("INSERT INTO records SELECT seq + 10, ts, kind, source, reason, severity, who, round, data, prev, hash "
+     "FROM records WHERE seq = 3", "the next seq and the previous record's hash"),
+    ("INSERT INTO records SELECT seq + 1, ts, kind, source, reason, severity, who, round, data, prev, hash "
+     "FROM records WHERE seq = 3", "the next seq and the previous record's hash"),
+    ("INSERT INTO records SELECT seq + 1, ts, kind || char(31), source, reason, severity, who, round, data, hash, "
+     "hash FROM records WHERE seq = 3", "may not contain the separator"),
+    ("UPDATE head SET seq = 1", "only moves forward"),
+    ("DELETE FROM head", "never deleted"),
+    ("UPDATE anchor SET seq = 2, hash = (SELECT hash FROM records WHERE seq = 2)", "exported record older than"),
+    ("DELETE FROM anchor", "never deleted"),
+])
+def test_the_sql_guards_refuse_edits_behind_the_journals_back(tmp_path, journal, statement, guard):
+    fill(journal, rounds=1, per_round=3)
+    conn = sqlite3.connect(tmp_path / "j.db")
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match=guard):
+            conn.execute(statement)
+    finally:
+        conn.close()
+    assert journal.verify().ok
+
+
+def test_appends_from_several_threads_interleave_whole_and_the_chain_holds(journal):
+    def writer(n: int) -> None:
+        for i in range(50):
+            journal.append([card(n, i), card(n, i + 1000)])
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    records = journal.entries_after(0)
+    assert len(records) == 400 and journal.verify().ok
+    pairs = list(zip(records[::2], records[1::2]))  # each append's two records stay together
+    assert all(a.round == b.round and b.data["index"] == a.data["index"] + 1000 for a, b in pairs)
+
+
+def test_a_full_disk_fails_the_whole_append_and_the_journal_goes_on_after(journal):
+    """SQLite's page limit stands in for a full disk: the same error path ("database or disk is full")."""
+    fill(journal, rounds=2, per_round=3)
+    pages = journal._conn.execute("PRAGMA page_count").fetchone()[0]
+    journal._conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(JournalWriteError, match="append of 400 record.s. failed, nothing written: database or disk is full"):
+        journal.append([card(3, i, pad="x" * 500) for i in range(400)], snapshot={"round": 3})
+    assert journal.last_seq == 6 and journal.latest_snapshot() == (6, {"round": 2, "seq": [3]})
+    journal._conn.execute("PRAGMA max_page_count = 1073741823")
+    assert journal.append([card(3, 0)]) == [7]
+    assert journal.verify().ok

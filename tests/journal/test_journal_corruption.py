@@ -1,0 +1,125 @@
+"""Every kind of damage is one JournalCorrupt naming the file and the first bad seq, at open
+(for damage the quick check reaches) and from verify() (anywhere in the chain)."""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from cardd.journal import Journal, JournalCorrupt
+from journal_helpers import fill, tamper
+
+RECORDS = 200  # 20 rounds of 10
+
+
+@pytest.fixture
+def path(tmp_path):
+    p = tmp_path / "j.db"
+    with Journal.open(p, create=True) as j:
+        fill(j, rounds=RECORDS // 10, per_round=10)
+    return p
+
+
+def open_error(path, **kw) -> JournalCorrupt:
+    with pytest.raises(JournalCorrupt) as caught:
+        Journal.open(path, **kw).close()
+    error = caught.value
+    assert str(path) in str(error) and "\n" not in str(error)
+    return error
+
+
+SWAP = [  # records 150 and 151 change places (each keeps its seq)
+    "CREATE TEMP TABLE a AS SELECT * FROM records WHERE seq = 150",
+    "CREATE TEMP TABLE b AS SELECT * FROM records WHERE seq = 151",
+    "DELETE FROM records WHERE seq IN (150, 151)",
+    "INSERT INTO records SELECT 150, ts, kind, source, reason, severity, who, round, data, prev, hash FROM b",
+    "INSERT INTO records SELECT 151, ts, kind, source, reason, severity, who, round, data, prev, hash FROM a",
+]
+
+
+@pytest.mark.parametrize("sql, seq, problem", [
+    (["UPDATE records SET data = '{\"index\":9,\"round\":99}' WHERE seq = 150"], 150, "does not match its content"),
+    (["UPDATE records SET round = '77' WHERE seq = 150"], 150, "does not match its content"),
+    (["DELETE FROM records WHERE seq = 150"], 150, "150 missing"),
+    (SWAP, 150, "previous-hash does not match"),
+    (["DELETE FROM records WHERE seq = 200"], 200, "stored head is seq 200 but the last record is seq 199"),
+    (["UPDATE snapshots SET data = '{\"round\":1}' WHERE seq = 200"], 200, "snapshot after this seq is damaged"),
+    (["UPDATE anchor SET seq = 10, hash = (SELECT hash FROM records WHERE seq = 10)"], 11,
+     "removed without a prune record"),
+])
+def test_damage_near_the_head_is_refused_at_open(path, sql, seq, problem):
+    tamper(path, *sql)
+    error = open_error(path)
+    assert error.seq == seq and problem in error.problem
+    assert f"at seq {seq}" in str(error)
+
+
+@pytest.mark.parametrize("sql, seq, problem", [
+    (["UPDATE records SET data = '{}' WHERE seq = 5"], 5, "does not match its content"),
+    (["UPDATE records SET ts = ts + 1 WHERE seq = 5"], 5, "does not match its content"),
+    ([s.replace("150", "5").replace("151", "6") for s in SWAP], 5, "previous-hash does not match"),
+])
+def test_damage_beyond_the_quick_check_is_found_by_verify(path, sql, seq, problem):
+    tamper(path, *sql)
+    with Journal.open(path, quick_check_records=10) as j:  # the last 10 records are fine
+        result = j.verify()
+    assert not result.ok and result.first_bad_seq == seq and problem in (result.problem or "")
+    with pytest.raises(JournalCorrupt, match=f"is corrupt at seq {seq}: "):
+        result.raise_if_bad(path)
+    assert open_error(path).seq == seq  # the default check on open reaches back 1,000 records
+
+
+def test_a_deletion_anywhere_is_found_at_open_by_the_count(path):
+    tamper(path, "DELETE FROM records WHERE seq = 3")
+    error = open_error(path, quick_check_records=10)
+    assert error.seq == 3 and "3 missing" in error.problem
+
+
+def test_a_file_that_is_not_sqlite(tmp_path):
+    path = tmp_path / "j.db"
+    path.write_text("this is a shopping list, not a journal\n" * 20)
+    error = open_error(path, create=True)  # create never starts a new chain over a damaged file
+    assert error.seq is None and "not an SQLite database" in error.problem
+    assert "first bad seq unknown" in str(error)
+    assert path.read_text().startswith("this is a shopping list")
+
+
+def test_an_sqlite_file_that_is_not_a_journal(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    assert "not a cardd journal" in open_error(path).problem
+
+
+def test_a_truncated_main_file(path):
+    os.truncate(path, os.path.getsize(path) // 2)
+    error = open_error(path)
+    assert "malformed" in error.problem and error.seq is None  # SQLite reads nothing at all: no seq to name
+
+
+def test_a_damaged_page_names_the_first_record_that_cannot_be_read(path):
+    conn = sqlite3.connect(path)
+    (hash_100,) = conn.execute("SELECT hash FROM records WHERE seq = 100").fetchone()
+    conn.close()
+    content = path.read_bytes()
+    page = content.index(hash_100) // 4096 * 4096  # the leaf page that holds record 100
+    with open(path, "r+b") as f:
+        f.seek(page)
+        f.write(b"\xa5" * 4096)
+    with Journal.open(path, quick_check_records=10) as j:
+        result = j.verify()
+    assert not result.ok and result.first_bad_seq is not None and 80 <= result.first_bad_seq <= 100
+    assert "damaged SQLite file" in (result.problem or "")
+    error = open_error(path)
+    assert error.seq == result.first_bad_seq and "damaged" in error.problem
+
+
+def test_removed_guards_are_refused(path):
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER records_no_update")
+    conn.close()
+    error = open_error(path)
+    assert "records_no_update" in error.problem and error.seq is None
