@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
+from tests.api.api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.protocol import LogQuery
 from cardd.api.server import ApiServer, Limits

@@ -4,7 +4,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api_rig import FakeDaemon, LineClient, serving, until
+from tests.api.api_rig import FakeDaemon, LineClient, serving
+from tests.support.poll import until
 from cardd.api.server import ApiServer, Limits
 
 

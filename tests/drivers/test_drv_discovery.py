@@ -11,7 +11,7 @@ import usb.core
 
 from drivers.discovery import discover
 from drivers.known_devices import KNOWN_DEVICES, by_role, lookup
-from drv_helpers import EchoSide
+from tests.drivers.drv_helpers import EchoSide
 from simulators.usb_backend import SimUsbBackend
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,9 @@ from structlog.testing import capture_logs
 
 from drivers import LinkDown
 from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
-from drv_helpers import Recorder, run
+from tests.support.aio import run
+from tests.support.poll import until
+from tests.support.recorders import ListenerRecorder
 
 pytestmark = pytest.mark.timeout(20)
 CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25  # unplug/replug cycles of the soak
@@ -24,7 +26,7 @@ class Harness:
 
     def __init__(self, url, on_event=None, **options):
         self.events, self.sleeps = [], []
-        self.rec = Recorder()
+        self.rec = ListenerRecorder()
         self.hook = on_event or (lambda event: None)
         self.port = ReconnectingPort(url, self.rec, self._event, sleep=self._sleep, **options)
         self._changed = asyncio.Event()
@@ -42,10 +44,7 @@ class Harness:
         return [e.kind for e in self.events]
 
     async def until(self, condition):
-        async with asyncio.timeout(5):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
+        await until(condition, timeout=5, changed=self._changed)
 
     async def until_connected(self, times=1):
         await self.until(lambda: self.kinds().count(CONNECTED) >= times)

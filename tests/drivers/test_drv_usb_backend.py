@@ -5,7 +5,7 @@ import pytest
 import usb.core
 import usb.util
 
-from drv_helpers import EchoSide
+from tests.drivers.drv_helpers import EchoSide
 from simulators.usb_backend import EP_IN, EP_OUT, SimUsbBackend
 
 pytestmark = pytest.mark.timeout(20)

@@ -16,6 +16,8 @@ from simulators.pty_endpoint import PtyEndpoint
 from simulators.usb_backend import SimUsbBackend
 from simulators.usb_endpoint import UsbEndpoint
 
+from tests.support.poll import until
+
 FULL = os.environ.get("CARDD_FULL") == "1"
 PATHS = ["pty", "usb"]
 
@@ -41,11 +43,7 @@ class Host:
         return [e.kind for e in self.events]
 
     async def until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        async def wait() -> None:
-            while not predicate():
-                self.changed.clear()
-                await self.changed.wait()
-        await asyncio.wait_for(wait(), timeout)
+        await until(predicate, timeout=timeout, changed=self.changed)
 
 
 def make_endpoint(path: str, device: SimulatedDevice, **kwargs: Any) -> tuple[Endpoint, Callable[[], dict[str, Any]]]:

@@ -14,7 +14,8 @@ from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
 
-from e2e_rig import make_endpoint, transport_options
+from tests.e2e.e2e_rig import make_endpoint, transport_options
+from tests.support.poll import until
 
 
 class Seen:
@@ -40,10 +41,7 @@ class Seen:
         return [m.index for m in self.messages if isinstance(m, CardRead)]
 
     async def until(self, predicate, timeout: float = 20.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                self.changed.clear()
-                await self.changed.wait()
+        await until(predicate, timeout=timeout, changed=self.changed)
 
 
 @pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
 
-from e2e_rig import PATHS, make_endpoint, open_host
+from tests.e2e.e2e_rig import PATHS, make_endpoint, open_host
 
 
 def test_sim_url_opens_an_in_process_simulator_through_the_serial_driver():

@@ -16,7 +16,7 @@ from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
-from e2e_rig import FULL
+from tests.e2e.e2e_rig import FULL
 
 CORRUPTED_READS = 50_000 if FULL else 10_000
 

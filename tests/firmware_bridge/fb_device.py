@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from fb_wire import Wire
-
 from drivers.memory import MemoryTransport, listen
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
@@ -31,6 +29,8 @@ from firmware_bridge.messages import (
 )
 from firmware_bridge.session import SessionConfig
 from simulators.firmware_rx import FirmwareReceiver
+
+from tests.firmware_bridge.fb_wire import Wire
 
 FAST = LinkConfig(initial_rto=0.02, min_rto=0.002, max_rto=0.05, max_retries=4)
 

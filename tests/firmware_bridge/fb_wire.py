@@ -92,26 +92,3 @@ def make_pair(a_to_b: Wire | None = None, b_to_a: Wire | None = None, config: Li
     a_to_b.receiver = b.link.bytes_received
     b_to_a.receiver = a.link.bytes_received
     return a, b
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Let the loop run until ``cond()`` holds (fails the test after ``timeout``)."""
-    async with asyncio.timeout(timeout):
-        while not cond():
-            await asyncio.sleep(0.001)
-
-
-def run(coro):
-    """Run a test coroutine on a fresh loop; fail on a task left running or an error in a callback."""
-    errors: list[dict] = []
-
-    async def main():
-        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx))
-        result = await coro
-        leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        assert not leftover, f"tasks left running: {leftover}"
-        return result
-
-    result = asyncio.run(main())
-    assert not errors, f"errors in loop callbacks: {errors}"
-    return result

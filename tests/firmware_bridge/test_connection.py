@@ -4,8 +4,9 @@ answers, a lost port reopened and greeted again, LinkDown while away, a broken e
 from __future__ import annotations
 
 import pytest
-from fb_device import FAST_RETRY, MANAGED_QUICK as QUICK, DeviceLine, kinds
-from fb_wire import run, wait_for
+from tests.firmware_bridge.fb_device import FAST_RETRY, MANAGED_QUICK as QUICK, DeviceLine, kinds
+from tests.support.aio import run
+from tests.support.poll import until
 
 from drivers import LinkDown
 from firmware_bridge.connection import DeviceConnection
@@ -20,7 +21,7 @@ def test_handshake_is_retried_until_the_device_answers():
         line, events = DeviceLine("shoe", answer=False), []
         conn = DeviceConnection("mem://shoe", None, events.append, QUICK, backoff=FAST_RETRY)
         await conn.start()
-        await wait_for(lambda: len(line.device.received) >= 3)  # HELLO, HELLO, ...
+        await until(lambda: len(line.device.received) >= 3)  # HELLO, HELLO, ...
         assert not conn.connected and K.CONNECTED not in kinds(events)
         with pytest.raises(LinkDown, match=r"mem://shoe: device is not connected \(reconnecting\)"):
             await conn.request(StatusRequest(), expect=Status)
@@ -45,7 +46,7 @@ def test_a_lost_port_is_reported_reopened_and_greeted_again():
         await conn.start()
         first = await conn.wait_connected(timeout=5)
         line.unplug()
-        await wait_for(lambda: kinds_seen.count(K.CONNECTED) == 2)
+        await until(lambda: kinds_seen.count(K.CONNECTED) == 2)
         assert [k for k in kinds_seen if k in (K.CONNECTED, K.DISCONNECTED, K.REBOOTED)] == [
             K.CONNECTED, K.DISCONNECTED, K.CONNECTED]
         assert line.connections == 2 and conn.ident.boot_id == first.boot_id
@@ -53,7 +54,7 @@ def test_a_lost_port_is_reported_reopened_and_greeted_again():
 
         line.device.boot_id += 1  # the device rebooted while it was away
         line.unplug()
-        await wait_for(lambda: kinds_seen.count(K.CONNECTED) == 3)
+        await until(lambda: kinds_seen.count(K.CONNECTED) == 3)
         assert K.REBOOTED in kinds_seen and conn.ident.boot_id == line.device.boot_id
         await conn.close()
         assert not conn.connected

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from fb_device import FAST, connection
-from fb_wire import run
+from tests.firmware_bridge.fb_device import FAST, connection
+from tests.support.aio import run
 
 from firmware_bridge.errors import FirmwareSignatureError, FirmwareTargetMismatch, FirmwareTransferError
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware

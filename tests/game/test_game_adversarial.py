@@ -5,7 +5,7 @@ import pytest
 
 from devices.events import Reason, Role
 from devices.game.round import Action, RuleViolation
-from game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
+from tests.game.game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
 
 
 @pytest.mark.parametrize("casino", ["casino-000", "casino-004"])  # both surrender windows

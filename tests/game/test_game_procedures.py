@@ -9,7 +9,7 @@ from devices.events import Reason, Role, Severity
 from devices.overrides import OverrideRefused
 from devices.game.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target
 from devices.game.rules import DealerRules, HouseRules
-from game_helpers import Recorder, cards, deal, new_round, snapshot
+from tests.game.game_helpers import Recorder, cards, deal, new_round, snapshot
 
 RULES = HouseRules.default()
 AB = [(1, "a", 10000), (2, "b", 10000)]

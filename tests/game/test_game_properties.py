@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from devices.game.round import Action, Round, RoundError, RuleViolation
 from core.cards import Card
-from game_helpers import CASINOS, Recorder, rules_for, snapshot
-from game_sim import LazyShoe, play_round
+from tests.game.game_helpers import CASINOS, Recorder, rules_for, snapshot
+from tests.game.game_sim import LazyShoe, play_round
 
 RULES = {c: rules_for(c) for c in CASINOS}
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

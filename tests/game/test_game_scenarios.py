@@ -10,7 +10,7 @@ import pytest
 
 from devices.events import Reason
 from devices.game.round import RuleViolation
-from game_helpers import CASINOS, SHEET, Recorder, nets, new_round, rules_for, run, snapshot
+from tests.game.game_helpers import CASINOS, SHEET, Recorder, nets, new_round, rules_for, run, snapshot
 
 A = [(1, "a", 10000)]
 AB = [(1, "a", 10000), (2, "b", 10000)]

@@ -10,6 +10,8 @@ from drivers import make_transport
 from drivers.memory import listen
 from simulators.wire import FaultyWire, memory_wires
 
+from tests.support.poll import until
+
 DATA = bytes(range(1, 256)) * 40  # 10,200 bytes
 
 
@@ -67,8 +69,7 @@ def test_byte_at_a_time_writes_each_byte_alone():
     async def body(wire, writes):
         wire.to_host(b"\x00abc\x00")
         wire.to_host(b"de")
-        while len(writes) < 7:
-            await asyncio.sleep(0)
+        await until(lambda: len(writes) >= 7)
         assert writes == [b"\x00", b"a", b"b", b"c", b"\x00", b"d", b"e"]
     run_wire(Faults(byte_at_a_time=True), body)
 
@@ -130,9 +131,7 @@ def test_the_fault_switches_impair_a_mem_line_both_ways():
         port.write(DATA)
         for _ in range(3):
             ends[0].write(DATA[:100])  # three writes, gathered into one batch
-        async with asyncio.timeout(5):
-            while not to_host:
-                await asyncio.sleep(0.001)
+        await until(lambda: bool(to_host), timeout=5)
         line.close()
         [got_by_device] = from_host
         assert len(got_by_device) == len(DATA) and got_by_device != DATA  # bits flipped towards the device

@@ -18,6 +18,8 @@ from firmware_bridge.messages import (
     UnreadableCard,
 )
 
+from tests.support.recorders import FakeClock
+
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 RULE_FILES = sorted(RULES_DIR.glob("casino-*.toml"))
 
@@ -32,16 +34,6 @@ def connect_devices(table: Table, boot: int = 7) -> None:
         table.apply(LinkUp(name))
         msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, boot)
         table.apply(DeviceMessage(name, msg))
-
-
-class FakeClock:
-    """The injectable monotonic clock: tests move time, nothing sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class TableRig:

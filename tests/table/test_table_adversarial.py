@@ -18,7 +18,7 @@ from devices.game.rules import HouseRules
 from devices.tracker.snapshot import restore, snapshot
 from core.cards import Card
 from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeEmpty, ShoeLoaded
-from table_rig import RULES_DIR, TableRig, cards
+from tests.table.table_rig import RULES_DIR, TableRig, cards
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,7 +20,7 @@ from devices.tracker.recording import record_random_shoes
 from devices.tracker.snapshot import restore, snapshot
 from core.cards import Orientation
 from firmware_bridge.messages import CardRead, Heartbeat, UnreadableCard
-from table_rig import RULE_FILES, connect_devices
+from tests.table.table_rig import RULE_FILES, connect_devices
 
 pytestmark = pytest.mark.timeout(120)
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}

@@ -19,7 +19,7 @@ from devices.game.round import Action, RoundHeld, RuleViolation
 from core.cards import Card
 from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
                                       Status)
-from table_rig import RULE_FILES, TableRig, cards
+from tests.table.table_rig import RULE_FILES, TableRig, cards
 
 pytestmark = pytest.mark.timeout(30)
 SUP, DEALER = Role.SUPERVISOR, Role.DEALER

@@ -15,7 +15,7 @@ from devices.game.round import Action
 from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import CutCardSeen, DeckCheckResult, ShoeEmpty, ShoeLoaded, ShuffleComplete
-from table_rig import RULE_FILES, TableRig, cards
+from tests.table.table_rig import RULE_FILES, TableRig, cards
 
 pytestmark = pytest.mark.timeout(30)
 AUTOMATIC = [p for p in RULE_FILES if TableRig.from_file(p, load=False).table.uses_shuffler]

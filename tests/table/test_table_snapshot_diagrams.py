@@ -17,7 +17,7 @@ from devices.tracker.inputs import InputDecodeError
 from devices.tracker.snapshot import SNAPSHOT_VERSION, SnapshotError, restore, snapshot
 from core.cards import Card, Orientation
 from firmware_bridge.messages import CardRead
-from table_rig import TableRig, connect_devices
+from tests.table.table_rig import TableRig, connect_devices
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]

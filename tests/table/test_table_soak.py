@@ -13,7 +13,7 @@ import pytest
 
 from devices.events import Reason
 from devices.tracker.recording import record_random_shoes
-from table_rig import RULE_FILES
+from tests.table.table_rig import RULE_FILES
 from devices.game.rules import load_rules
 
 SHOES = 200 if os.environ.get("CARDD_FULL") == "1" else 20

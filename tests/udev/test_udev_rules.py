@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from udev_sandbox import TEST_GID, UdevSandbox, properties
+from tests.udev.udev_sandbox import TEST_GID, UdevSandbox, properties
 
 from drivers.known_devices import KNOWN_DEVICES, udev_rules
 
