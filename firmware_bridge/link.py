@@ -231,7 +231,7 @@ class Link:
 
     def _rtt_sample(self, rtt: float) -> None:
         s = self._stats
-        if s.rtt_srtt is None:
+        if s.rtt_srtt is None or s.rtt_var is None:  # the first sample sets both
             s.rtt_srtt, s.rtt_var = rtt, rtt / 2
         else:  # Jacobson/Karels, RFC 6298 gains
             s.rtt_var = 0.75 * s.rtt_var + 0.25 * abs(s.rtt_srtt - rtt)
@@ -248,6 +248,8 @@ class Link:
 
     def _computed_rto(self) -> float:
         s, cfg = self._stats, self.config
+        if s.rtt_srtt is None or s.rtt_var is None:  # no sample yet
+            return cfg.initial_rto
         return min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
 
     def _frame_error(self, exc: FrameError) -> None:
@@ -306,6 +308,7 @@ class Link:
             return
         self._stats.rto = min(self.config.max_rto, self._stats.rto * 2)  # back off until a fresh sample
         if self._state is LinkState.RESETTING:
+            assert self._my_nonce is not None  # set by every reset, cleared only when it completes
             self._stats.resets_sent += 1
             self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
             self._arm_timer()
@@ -359,8 +362,8 @@ class Link:
         (at least a quarter of min_rto), if that comes sooner than the timeout."""
         delay = self._stats.rto
         srtt = self._stats.rtt_srtt
-        self._probing = probe and self._state is LinkState.UP and srtt is not None
-        if self._probing:
+        self._probing = False
+        if probe and self._state is LinkState.UP and srtt is not None:
             delay = max(2 * srtt, self.config.min_rto / 4)
             self._probing = delay < self._stats.rto
             delay = min(delay, self._stats.rto)

@@ -68,15 +68,15 @@ class FirmwareReceiver:
         return FirmwareResult(FirmwareStage.CHUNK, True, len(self._data), "ok")
 
     def _on_commit(self, model: str) -> tuple[FirmwareResult, str | None]:
-        begin, data = self._begin, bytes(self._data)
-        assert begin is not None
+        begin, data, key = self._begin, bytes(self._data), self.public_key
+        assert begin is not None and key is not None  # a commit follows an accepted begin, which needs a key
         self._begin, self._data = None, bytearray()
         if len(data) != begin.total_size:
             return FirmwareResult(FirmwareStage.COMMIT, False, len(data),
                                   f"received {len(data)} of {begin.total_size} bytes"), None
         try:
             version = verify_on_device(begin.header, data, begin.sha256, begin.signature,
-                                       self.public_key, model=model)
+                                       key, model=model)
         except Exception as exc:  # any refusal is reported to the host, never a crash
             return FirmwareResult(FirmwareStage.COMMIT, False, len(data), f"refused: {exc}"), None
         return FirmwareResult(FirmwareStage.COMMIT, True, len(data), f"installing {version}, rebooting"), version

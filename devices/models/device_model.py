@@ -14,7 +14,7 @@ brings a stale device back; a card read from a stale device is not accepted.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import structlog
 from transitions import EventData, Machine
@@ -49,6 +49,15 @@ class DeviceModel:
     ROUTINE_STATES: ClassVar[frozenset[str]] = frozenset({"idle"})
 
     state: str  # set by the Machine
+
+    if TYPE_CHECKING:  # the Machine binds one method per trigger to the model; declared for the type checker
+        def trigger(self, name: str) -> bool: ...
+        def connect(self) -> bool: ...
+        def identify(self) -> bool: ...
+        def disconnect(self) -> bool: ...
+        def lose_heartbeat(self) -> bool: ...
+        def fail(self) -> bool: ...
+        def begin_update(self) -> bool: ...
 
     def __init__(
         self,
@@ -196,7 +205,8 @@ class DeviceModel:
         self.trigger("back_to_fault" if faulted else f"back_to_{self.resume_state}")
 
     def _after_change(self, event: EventData) -> None:
-        src, dst = event.transition.source, event.transition.dest
+        assert event.transition is not None  # after_state_change runs inside a transition
+        src, dst = event.transition.source, self.state  # the state is the transition's dest by now
         reason, severity = Reason.DEVICE_STATE, Severity.INFO
         if dst == "stale":
             reason, severity = Reason.DEVICE_STALE, Severity.WARNING
