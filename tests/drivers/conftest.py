@@ -6,6 +6,7 @@ import usb.libloader
 
 from drivers.known_devices import by_role
 from simulators.usb_backend import SimUsbBackend
+
 from tests.drivers.drv_helpers import EchoSide, PtyDevice
 
 

@@ -5,6 +5,8 @@ import asyncio
 import os
 import tty
 
+from simulators.usb_backend import SimUsbDevice
+
 from tests.support.recorders import ListenerRecorder
 
 
@@ -64,7 +66,7 @@ class EchoSide:
     back upper-cased (so a test can tell the two directions apart)."""
 
     def __init__(self) -> None:
-        self.device = None  # the SimUsbDevice, set after add_device
+        self.device: SimUsbDevice | None = None  # set after add_device
         self.received = bytearray()
 
     def host_wrote(self, data: bytes) -> None:

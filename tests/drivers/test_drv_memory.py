@@ -6,7 +6,7 @@ import pytest
 
 from drivers import BadURL, DeviceNotFound, LinkDown, LinkLost, make_transport, parse_url
 from drivers.memory import MemoryTransport, listen, memory_pair
-from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
+from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 
 from tests.support.poll import until
 from tests.support.recorders import ListenerRecorder
@@ -115,7 +115,8 @@ def test_a_wire_the_caller_injects_carries_each_direction():
 
 def test_a_reconnecting_port_reopens_a_mem_line_after_an_unplug():
     async def main():
-        side, events = Side(), []
+        side = Side()
+        events: list[PortEvent] = []
         line = listen("again", side.accept)
         port = ReconnectingPort("mem://again", ListenerRecorder(), events.append, backoff=Backoff(initial=0.001, cap=0.002))
         await port.start()

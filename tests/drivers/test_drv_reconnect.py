@@ -12,6 +12,8 @@ from structlog.testing import capture_logs
 
 from drivers import LinkDown
 from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
+from drivers.transport import Transport
+
 from tests.support.aio import run
 from tests.support.poll import until
 from tests.support.recorders import ListenerRecorder
@@ -126,7 +128,7 @@ def test_a_device_absent_at_start_is_retried_with_capped_backoff(tmp_path, pty_d
 
 def test_permission_denied_just_after_hotplug_is_retried(pty_device, mocker):
     real_open = os.open
-    refusals = []
+    refusals: list[str] = []
 
     def open_before_udev_applies_the_group(path, flags, *args):
         if len(refusals) < 2:
@@ -246,7 +248,7 @@ def test_many_unplug_cycles_leave_nothing_behind(pty_device, usb_shoe):
     assert serial_port.kinds().count(DISCONNECTED) == usb_port.kinds().count(DISCONNECTED) == CYCLES
 
 
-class Flapping:
+class Flapping(Transport):
     """A device that opens fine and is gone at once, every time (a loose connector, a device
     crashing on enumeration): each open succeeds, each link dies on the next loop turn."""
 

@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from drivers import (DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied,
                      open_transport)
 from drivers.serial_port import SerialTransport
+
 from tests.drivers.drv_helpers import FirstChunkFails
 from tests.support.aio import run
 from tests.support.recorders import ListenerRecorder
@@ -77,6 +78,7 @@ def test_url_settings_reach_the_line(pty_device):
         transport = await open_transport(url(pty_device, "?baud=9600&parity=E&stopbits=2&bytesize=7"),
                                          ListenerRecorder())
         attrs = termios.tcgetattr(pty_device.slave)  # the same line, seen from our side
+        assert isinstance(transport, SerialTransport)
         settings = transport.line_settings()
         transport.close()
         return attrs, settings
@@ -232,6 +234,7 @@ def test_a_device_that_stops_reading_cannot_grow_the_backlog_without_bound(pty_d
 
     async def main():
         transport = await open_transport(url(pty_device), ListenerRecorder())
+        assert isinstance(transport, SerialTransport)
         for chunk in chunks:
             transport.write(chunk)
         assert transport.backlog == MAX_BACKLOG and transport.bytes_dropped > 0

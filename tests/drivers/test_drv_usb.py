@@ -12,6 +12,7 @@ from drivers import (DeviceBusy, DeviceNotFound, DriverError, LinkDown, LinkLost
                      UsbUnavailable, open_transport)
 from drivers.known_devices import by_role
 from drivers.usb_bulk import UsbBulkTransport
+
 from tests.drivers.drv_helpers import EchoSide, FirstChunkFails
 from tests.support.aio import run
 from tests.support.recorders import ListenerRecorder

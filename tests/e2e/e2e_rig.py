@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.messages import Message
+from firmware_bridge.messages import Ident, Message
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint
@@ -31,6 +31,13 @@ class Host:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     by_type: dict[type, list[Message]] = field(default_factory=dict)
 
+    @property
+    def ident(self) -> Ident:
+        """The device's IDENT (the connection has one once open_host returned)."""
+        ident = self.conn.ident
+        assert ident is not None, "the host is not connected"
+        return ident
+
     def seen(self, msg: Message) -> None:
         self.by_type.setdefault(type(msg), []).append(msg)
         self.changed.set()
@@ -42,7 +49,7 @@ class Host:
     def kinds(self) -> list[SessionEventKind]:
         return [e.kind for e in self.events]
 
-    async def until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def until(self, predicate: Callable[[], object], timeout: float = 10.0) -> None:
         await until(predicate, timeout=timeout, changed=self.changed)
 
 

@@ -64,7 +64,7 @@ def test_a_device_connection_reconnects_after_an_unplug_and_card_reads_resume(li
                 await conn.request(StatusRequest(), expect=Status)
             await seen.until(lambda: seen.kinds().count(K.CONNECTED) == 2)
             assert seen.kinds() == [K.CONNECTED, K.DISCONNECTED, K.CONNECTED]  # same boot: no REBOOTED
-            assert conn.connected and conn.ident.boot_id == ident.boot_id
+            assert conn.connected and conn.ident is not None and conn.ident.boot_id == ident.boot_id
             endpoint.call(device.deal, 2)
             await seen.until(lambda: seen.reads()[-2:] == [6, 7])  # the shoe kept its place
             assert seen.reads()[:2] == [1, 2]

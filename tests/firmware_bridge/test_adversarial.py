@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.firmware_bridge.fb_device import FAST, FAST_RETRY, MANAGED_QUICK, QUICK, DeviceLine, connection, kinds
-from tests.support.aio import run
-from tests.support.poll import until
 
 from drivers import LinkDown, register_scheme, unregister_scheme
 from drivers.memory import MemoryTransport
@@ -15,7 +12,11 @@ from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import LinkReset, SessionClosed
 from firmware_bridge.link import Link
 from firmware_bridge.messages import Hello, Refused, Status, StatusRequest
-from firmware_bridge.session import SessionConfig, SessionEventKind as K
+from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind as K
+
+from tests.firmware_bridge.fb_device import FAST, FAST_RETRY, MANAGED_QUICK, QUICK, DeviceLine, connection, kinds
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -68,7 +69,7 @@ def test_the_same_device_rebooting_is_not_replaced():
 
 def test_another_device_plugged_in_while_away_is_reported_as_replaced():
     async def main():
-        line, events = DeviceLine("shuffler"), []
+        line, events = DeviceLine("shuffler"), list[SessionEvent]()
         conn = DeviceConnection("mem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
         await conn.start()
         await conn.wait_connected(timeout=5)
@@ -77,7 +78,7 @@ def test_another_device_plugged_in_while_away_is_reported_as_replaced():
         await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         replaced = [e for e in events if e.kind is K.REPLACED]
         assert len(replaced) == 1 and "SN42" in replaced[0].detail and "SN77" in replaced[0].detail
-        assert "while away" in replaced[0].detail and replaced[0].ident.serial == "SN77"
+        assert "while away" in replaced[0].detail and replaced[0].ident is not None and replaced[0].ident.serial == "SN77"
         await conn.close()
 
     run(main())
@@ -153,7 +154,7 @@ def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_
 
 def test_a_managed_device_that_turns_incompatible_on_a_reboot_is_greeted_again_not_abandoned():
     async def main():
-        line, events = DeviceLine("shuffler"), []
+        line, events = DeviceLine("shuffler"), list[SessionEvent]()
         conn = DeviceConnection("mem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
         await conn.start()
         await conn.wait_connected(timeout=5)

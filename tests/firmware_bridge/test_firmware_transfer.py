@@ -4,13 +4,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from tests.firmware_bridge.fb_device import FAST, connection
-from tests.support.aio import run
 
 from firmware_bridge.errors import FirmwareSignatureError, FirmwareTargetMismatch, FirmwareTransferError
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware
 from firmware_bridge.messages import FirmwareAbort, FirmwareBegin, FirmwareChunk, FirmwareCommit, FirmwareStage
 from firmware_bridge.session import SessionConfig
+
+from tests.firmware_bridge.fb_device import FAST, connection
+from tests.support.aio import run
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -18,7 +18,7 @@ def test_the_first_ident_is_first_then_the_same_boot_is_the_same_unit():
     first = tracker.observe(SHOE)
     assert first.verdict is Verdict.FIRST and first.replaced is None and first.rebooted is None
     again = tracker.observe(replace(SHOE, firmware_version="1.1.0"))  # a new firmware, same boot: same unit
-    assert again.verdict is Verdict.SAME and again.previous == SHOE and tracker.ident.firmware_version == "1.1.0"
+    assert again.verdict is Verdict.SAME and again.previous == SHOE and tracker.ident is not None and tracker.ident.firmware_version == "1.1.0"
 
 
 def test_a_new_boot_id_is_a_reboot_naming_both_ids():

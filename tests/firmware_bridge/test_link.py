@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
-from tests.firmware_bridge.fb_wire import Wire, make_pair
-from tests.support.aio import run
-from tests.support.poll import until
 
 from firmware_bridge.errors import LinkFailed, LinkReset
 from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameKind, decode_frame, encode_frame
 from firmware_bridge.link import LinkConfig, LinkEvent, LinkState
+
+from tests.firmware_bridge.fb_wire import Wire, make_pair
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -66,8 +68,8 @@ def test_clean_wire_both_directions_in_order():
 @pytest.mark.parametrize("seed", range(6))
 def test_impaired_wire_delivers_everything_exactly_once_in_order(seed):
     async def main():
-        impair = dict(drop=0.05, corrupt=0.05, duplicate=0.05, reorder=0.03)
-        a, b = await up_pair(Wire(seed=seed, **impair), Wire(seed=seed + 100, **impair))
+        impaired = partial(Wire, drop=0.05, corrupt=0.05, duplicate=0.05, reorder=0.03)
+        a, b = await up_pair(impaired(seed=seed), impaired(seed=seed + 100))
         to_b, to_a = payloads("ab", 300), payloads("ba", 300)
         futs = [a.link.send(p) for p in to_b] + [b.link.send(p) for p in to_a]
         await asyncio.gather(*futs)

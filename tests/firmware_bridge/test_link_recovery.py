@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.support.aio import run
-from tests.support.poll import until
 
 from firmware_bridge.framing import Frame, FrameKind, decode_frame, encode_frame
 from firmware_bridge.link import Link, LinkConfig, LinkState
+
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -99,7 +99,8 @@ def test_decode_errors_say_what_and_show_bytes(payload, words):
 
 def test_deck_check_names_cards():
     msg = DeckCheckResult(ok=False, decks=6, missing=((Card.parse("AS"), 1),), extra=((Card.parse("7H"), 2),), unrecognised=1)
-    assert decode(encode(msg)).missing == ((Card.parse("AS"), 1),)
+    back = decode(encode(msg))
+    assert isinstance(back, DeckCheckResult) and back.missing == ((Card.parse("AS"), 1),)
 
 
 def test_card_parse_refuses_nonsense():

@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.firmware_bridge.fb_device import QUICK, connection, kinds, settle
-from tests.support.aio import run
-from tests.support.poll import until
 
 from drivers import LinkDown
 
@@ -27,6 +24,10 @@ from firmware_bridge.messages import (
 )
 from firmware_bridge import session as session_module
 from firmware_bridge.session import SessionConfig, SessionEventKind as K
+
+from tests.firmware_bridge.fb_device import QUICK, connection, kinds, settle
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from devices.events import Event, Reason
 from devices.game.round import Action, Round
 from devices.game.rules import HouseRules, load_rules
+from devices.game.settlement import Money, Settlement
 from core.cards import Card
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +106,12 @@ def run(r: Round, script: list[tuple[Any, ...]]) -> None:
             raise AssertionError(f"unknown step {step}")
 
 
-def nets(r: Round) -> dict[str, Fraction]:
-    assert r.state == "complete" and r.settlement is not None
-    return r.settlement.per_player()
+def settlement_of(r: Round) -> Settlement:
+    """The round's settlement; fails the test when the round has none."""
+    assert r.settlement is not None, f"round {r.round_id} not settled: {r.state}"
+    return r.settlement
+
+
+def nets(r: Round) -> dict[str, Money]:
+    assert r.state == "complete"
+    return settlement_of(r).per_player()

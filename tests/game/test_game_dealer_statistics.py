@@ -15,6 +15,7 @@ import pytest
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.hand import card_value, hand_total
 from devices.game.rules import DealerRules, HouseRules
+
 from tests.game.game_sim import play_round
 from tests.game.game_stats import chi2_sf, chi2_statistic
 

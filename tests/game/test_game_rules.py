@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from devices.game.rules import HouseRules, RulesError, load_rules, parse_rules
+
 from tests.game.game_helpers import CASINOS, RULES_FILES, SHEET, rules_for
 
 

@@ -7,6 +7,7 @@ from fractions import Fraction
 from devices.game.hand import Hand
 from devices.game.rules import HouseRules
 from devices.game.settlement import settle
+
 from tests.game.game_helpers import cards
 
 RULES = HouseRules.default()

@@ -32,7 +32,7 @@ def naive_shuffle(items, rng):
 
 
 def position_chi2(shuffle, n_cards: int, shuffles: int) -> float:
-    counts = Counter()
+    counts: Counter[tuple[int, int]] = Counter()
     for _ in range(shuffles):
         for pos, card in enumerate(shuffle(range(n_cards))):
             counts[card, pos] += 1

@@ -7,7 +7,7 @@ import pytest
 
 from simulators.faults import Faults
 from drivers import make_transport
-from drivers.memory import listen
+from drivers.memory import MemoryTransport, listen
 from simulators.wire import FaultyWire, memory_wires
 
 from tests.support.poll import until
@@ -122,10 +122,14 @@ def test_the_fault_switches_impair_a_mem_line_both_ways():
             def bytes_received(self, data):
                 to_host.append(data)
 
-        ends = []
+        ends: list[MemoryTransport] = []
+
+        def accept(end: MemoryTransport) -> None:
+            ends.append(end)
+            end.attach(Device())
+
         wire_to_host, wire_to_device = memory_wires(lambda: faults)
-        line = listen("faulty", lambda end: (ends.append(end), end.attach(Device())), to_host=wire_to_host,
-                      to_device=wire_to_device)
+        line = listen("faulty", accept, to_host=wire_to_host, to_device=wire_to_device)
         port = make_transport("mem://faulty")
         await port.open(Host())
         port.write(DATA)

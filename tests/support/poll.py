@@ -5,7 +5,7 @@ import asyncio
 from typing import Callable
 
 
-async def until(condition: Callable[[], bool], *, timeout: float = 10.0, what: str = "",
+async def until(condition: Callable[[], object], *, timeout: float = 10.0, what: str = "",
                 changed: asyncio.Event | None = None) -> None:
     """Let the loop run until ``condition()`` holds; fail the test, naming ``what``, after ``timeout``.
 

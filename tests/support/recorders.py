@@ -37,7 +37,7 @@ class ListenerRecorder:
         self.lost.append(exc)
         self.changed.set()
 
-    async def until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async def until(self, condition: Callable[[], object], timeout: float = 5.0) -> None:
         await until(condition, timeout=timeout, changed=self.changed)
 
     async def wait_bytes(self, count: int) -> bytes:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet
 from devices.events import Event, Reason
+from devices.game.round import Round
 from devices.game.rules import HouseRules, load_rules
 from devices.tracker.table import Table
 from core.cards import Card, Orientation, shoe_composition
@@ -26,6 +27,12 @@ RULE_FILES = sorted(RULES_DIR.glob("casino-*.toml"))
 
 def cards(text: str) -> list[Card]:
     return [Card.parse(t) for t in text.split()]
+
+
+def round_of(table: Table) -> Round:
+    """The table's current round; fails the test when none was opened."""
+    assert table.round is not None, "no round opened at this table"
+    return table.round
 
 
 def connect_devices(table: Table, boot: int = 7) -> None:
@@ -47,6 +54,10 @@ class TableRig:
         if load:
             self.shuffle_ok()
             self.load_and_burn()
+
+    @property
+    def round(self) -> Round:
+        return round_of(self.table)
 
     def _journal(self, event: Event) -> None:
         json.dumps(event.data)  # the daemon journals every event as JSON: each must be plain data
@@ -118,8 +129,8 @@ class TableRig:
         return [e for e in self.events if e.reason is reason]
 
     def nets(self) -> dict[str, str]:
-        s = self.table.round.settlement
-        assert s is not None, f"round not settled: {self.table.round.state}"
+        s = self.round.settlement
+        assert s is not None, f"round not settled: {self.round.state}"
         return {p: str(v) for p, v in s.per_player().items()}
 
     def assert_ledger(self) -> None:

@@ -12,6 +12,7 @@ from firmware_bridge.messages import (
     ShuffleComplete, ShuffleProgress, Status,
 )
 from core.cards import shoe_composition
+
 from tests.support.recorders import FakeClock
 
 pytestmark = pytest.mark.timeout(30)

@@ -20,6 +20,7 @@ from firmware_bridge.messages import DeviceRole, Heartbeat, Ident, StartShuffle
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 from simulators.rig import SimulatedTable
+
 from tests.support.poll import until
 from tests.support.recorders import FakeClock
 

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tests.udev.udev_sandbox import TEST_GID, UdevSandbox, properties
 
 ROOT = Path(__file__).resolve().parents[2]
