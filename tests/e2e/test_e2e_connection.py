@@ -85,10 +85,16 @@ def test_a_device_connection_waits_for_a_device_that_is_not_there_yet(link_path)
 
     async def main():
         url, options = endpoint.url, transport_options(endpoint)
-        conn = DeviceConnection(url, seen.message, seen.event, **options)
+        retries: list[float] = []
+
+        async def sleep(delay: float) -> None:  # the real backoff, counted: each one follows a failed open
+            retries.append(delay)
+            await asyncio.sleep(delay)
+
+        conn = DeviceConnection(url, seen.message, seen.event, sleep=sleep, **options)
         await conn.start()
         try:
-            await asyncio.sleep(0.3)  # a few failed opens: nothing reported, nothing raised
+            await until(lambda: len(retries) >= 3, what="three failed opens")  # nothing reported, nothing raised
             assert seen.events == [] and not conn.connected
             with pytest.raises(LinkDown, match=r"not connected \(reconnecting\)"):
                 await conn.send(StatusRequest())

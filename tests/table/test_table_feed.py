@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from devices.events import Event, Reason
 from devices.game.rules import HouseRules
 from devices.tracker.feed import Feed
-from devices.tracker.inputs import DeviceMessage, NoMoreBets, OpenRound, PlaceBet, ShuffleStarted
+from devices.tracker.inputs import DeviceMessage, NoMoreBets, OpenRound, PlaceBet, ShuffleStarted, TableInput, Tick
 from devices.tracker.table import Table
 from firmware_bridge.messages import DeviceRole, Heartbeat, Ident, StartShuffle
 from firmware_bridge.connection import DeviceConnection
@@ -137,14 +137,15 @@ def test_nothing_the_tracker_raises_reaches_the_connection() -> None:
 def test_run_ticks_makes_a_silent_device_stale() -> None:
     clock = FakeClock()
     table = Table(HouseRules.default(), lambda e: None, clock=clock, stale_after_s=3.0)
-    feed = Feed(table)
+    applied: list[TableInput] = []
+    feed = Feed(table, on_applied=lambda inp, caused: applied.append(inp))
     feed.connection_event("shuffler", SessionEvent(SessionEventKind.CONNECTED, "x", "",
                                                    ident(DeviceRole.SHUFFLER, "shuffler")))
 
     async def main() -> None:
         ticks = asyncio.create_task(feed.run_ticks(interval=0.001))
         try:
-            await asyncio.sleep(0.01)
+            await until(lambda: sum(isinstance(i, Tick) for i in applied) >= 3, what="three ticks applied")
             assert table.shuffler.state == "idle"  # ticking, but not silent for long yet
             clock.now += 3.5
             await until(lambda: table.shuffler.state == "stale", what="the shuffler stale after 3.5 s of silence")
