@@ -12,9 +12,10 @@ from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import LinkReset, SessionClosed
 from firmware_bridge.link import Link
 from firmware_bridge.messages import Hello, Refused, Status, StatusRequest
-from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind as K
+from firmware_bridge.session import SessionConfig, SessionEventKind as K
 
-from tests.firmware_bridge.fb_device import FAST, FAST_RETRY, MANAGED_QUICK, QUICK, DeviceLine, connection, kinds
+from tests.firmware_bridge.fb_device import (FAST, FAST_RETRY, MANAGED_QUICK, QUICK, DeviceLine, connection,
+                                             ident_of, kinds, session_of)
 from tests.support.aio import run
 from tests.support.poll import until
 
@@ -36,7 +37,7 @@ def test_another_device_after_a_reset_is_reported_as_replaced():
         replaced = [e for e in events if e.kind is K.REPLACED]
         assert len(replaced) == 1 and "SN42" in replaced[0].detail and "SN99" in replaced[0].detail
         assert kinds(events)[2:] == [K.IDENT, K.REPLACED, K.REBOOTED, K.CONNECTED]
-        assert conn.ident.serial == "SN99"
+        assert ident_of(conn).serial == "SN99"
         await conn.close()
 
     run(main())
@@ -50,7 +51,7 @@ def test_an_unsolicited_ident_of_another_model_is_reported_even_with_the_same_bo
         await until(lambda: K.REPLACED in kinds(events))
         replaced = next(e for e in events if e.kind is K.REPLACED)
         assert "CS-6000 SN42" in replaced.detail and "CS-7000 SN42" in replaced.detail
-        assert conn.ident.model == "CS-7000"  # what the host believes follows what answers
+        assert ident_of(conn).model == "CS-7000"  # what the host believes follows what answers
         await conn.close()
 
     run(main())
@@ -69,8 +70,7 @@ def test_the_same_device_rebooting_is_not_replaced():
 
 def test_another_device_plugged_in_while_away_is_reported_as_replaced():
     async def main():
-        line, events = DeviceLine("shuffler"), list[SessionEvent]()
-        conn = DeviceConnection("mem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
+        conn, _, line, _, events = connection(MANAGED_QUICK, name="shuffler")
         await conn.start()
         await conn.wait_connected(timeout=5)
         line.device.serial, line.device.boot_id = "SN77", 0x7777  # unplugged, another unit plugged in
@@ -141,12 +141,12 @@ def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_
         device.reboot()
         await until(lambda: [type(m) for m in device.received].count(Hello) == 2)  # the re-handshake HELLO
         device.send(Refused(Hello.TYPE, "booting, try again"))
-        await until(lambda: conn.session.stats.messages_received == 2)  # the IDENT, then the refusal
+        await until(lambda: session_of(conn).stats.messages_received == 2)  # the IDENT, then the refusal
         await asyncio.sleep(0)  # let the handshake task see it
         assert not conn.connected  # no IDENT from this boot yet
         device.answer = True
         await until(lambda: kinds(events).count(K.CONNECTED) == 2)
-        assert conn.connected and conn.ident.boot_id == device.boot_id
+        assert conn.connected and ident_of(conn).boot_id == device.boot_id
         await conn.close()
 
     run(main())
@@ -154,8 +154,7 @@ def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_
 
 def test_a_managed_device_that_turns_incompatible_on_a_reboot_is_greeted_again_not_abandoned():
     async def main():
-        line, events = DeviceLine("shuffler"), list[SessionEvent]()
-        conn = DeviceConnection("mem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
+        conn, _, line, _, events = connection(MANAGED_QUICK, name="shuffler")
         await conn.start()
         await conn.wait_connected(timeout=5)
         line.device.protocol_major = 2  # an update to firmware of another protocol generation

@@ -8,9 +8,9 @@ import pytest
 from drivers import LinkDown
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import Status, StatusRequest
-from firmware_bridge.session import SessionEvent, SessionEventKind as K
+from firmware_bridge.session import SessionEventKind as K
 
-from tests.firmware_bridge.fb_device import FAST_RETRY, MANAGED_QUICK as QUICK, DeviceLine, kinds
+from tests.firmware_bridge.fb_device import FAST_RETRY, MANAGED_QUICK as QUICK, DeviceLine, connection, ident_of, kinds
 from tests.support.aio import run
 from tests.support.poll import until
 
@@ -19,8 +19,7 @@ pytestmark = pytest.mark.timeout(30)
 
 def test_handshake_is_retried_until_the_device_answers():
     async def main():
-        line, events = DeviceLine("shoe", answer=False), list[SessionEvent]()
-        conn = DeviceConnection("mem://shoe", None, events.append, QUICK, backoff=FAST_RETRY)
+        conn, _, line, _, events = connection(QUICK, name="shoe", answer=False)
         await conn.start()
         await until(lambda: len(line.device.received) >= 3)  # HELLO, HELLO, ...
         assert not conn.connected and K.CONNECTED not in kinds(events)
@@ -50,13 +49,13 @@ def test_a_lost_port_is_reported_reopened_and_greeted_again():
         await until(lambda: kinds_seen.count(K.CONNECTED) == 2)
         assert [k for k in kinds_seen if k in (K.CONNECTED, K.DISCONNECTED, K.REBOOTED)] == [
             K.CONNECTED, K.DISCONNECTED, K.CONNECTED]
-        assert line.connections == 2 and conn.ident is not None and conn.ident.boot_id == first.boot_id
+        assert line.connections == 2 and ident_of(conn).boot_id == first.boot_id
         await conn.request(StatusRequest(), expect=Status)
 
         line.device.boot_id += 1  # the device rebooted while it was away
         line.unplug()
         await until(lambda: kinds_seen.count(K.CONNECTED) == 3)
-        assert K.REBOOTED in kinds_seen and conn.ident is not None and conn.ident.boot_id == line.device.boot_id
+        assert K.REBOOTED in kinds_seen and ident_of(conn).boot_id == line.device.boot_id
         await conn.close()
         assert not conn.connected
         with pytest.raises(LinkDown):

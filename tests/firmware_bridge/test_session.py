@@ -25,7 +25,7 @@ from firmware_bridge.messages import (
 from firmware_bridge import session as session_module
 from firmware_bridge.session import SessionConfig, SessionEventKind as K
 
-from tests.firmware_bridge.fb_device import QUICK, connection, kinds, settle
+from tests.firmware_bridge.fb_device import QUICK, connection, ident_of, kinds, session_of, settle
 from tests.support.aio import run
 from tests.support.poll import until
 
@@ -43,7 +43,7 @@ def test_handshake_request_and_messages():
     async def main():
         conn, device, line, messages, events = connection()
         ident = await conn.open()
-        session = conn.session
+        session = session_of(conn)
         assert ident == device.ident() and conn.ident == ident and session.ident == ident and conn.connected
         assert kinds(events) == [K.IDENT, K.CONNECTED]
         assert isinstance(device.received[0], Hello) and device.received[0].protocol_major == 1
@@ -60,7 +60,7 @@ def test_handshake_request_and_messages():
         assert await anext(stream, "ended") == "ended"
         assert await hung_up(device) == 1
         s = session.stats
-        assert s.messages_received == 3 and s.requests == 2 and s.handshakes == 1 and s.link.data_delivered == 3
+        assert s.messages_received == 3 and s.requests == 2 and s.handshakes == 1 and s.link is not None and s.link.data_delivered == 3
 
     run(main())
 
@@ -95,7 +95,7 @@ def test_device_reboot_is_detected_and_handshake_redone():
         device.reboot()
         await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert kinds(events)[2:] == [K.IDENT, K.REBOOTED, K.CONNECTED]
-        assert conn.ident.boot_id == device.boot_id and conn.session.stats.reboots == 1
+        assert ident_of(conn).boot_id == device.boot_id and session_of(conn).stats.reboots == 1
         assert [type(m) for m in device.received].count(Hello) == 2
         assert (await conn.request(StatusRequest(), expect=Status)).state.name == "IDLE"
         await conn.close()
@@ -110,7 +110,7 @@ def test_fresh_ident_mid_stream_means_reboot():
         device.boot_id = 0x2002
         device.send(device.ident())  # unsolicited, with a new boot id
         await until(lambda: kinds(events).count(K.CONNECTED) == 2)
-        assert K.REBOOTED in kinds(events) and conn.ident.boot_id == 0x2002
+        assert K.REBOOTED in kinds(events) and ident_of(conn).boot_id == 0x2002
         assert [type(m) for m in device.received].count(Hello) == 2
         await conn.close()
 
@@ -137,12 +137,12 @@ def test_link_failure_is_reported_and_recovered_without_reboot():
         await conn.open()
         line.cut()
         await until(lambda: K.LINK_FAILED in kinds(events))
-        await until(lambda: conn.session.link.stats.resets_sent >= 3)  # it keeps trying...
+        await until(lambda: session_of(conn).link.stats.resets_sent >= 3)  # it keeps trying...
         assert kinds(events).count(K.LINK_FAILED) == 1  # ...and says so once per outage
         line.cut(False)
         await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert K.REBOOTED not in kinds(events)  # same boot id: the device kept its state
-        assert conn.session.link.state is LinkState.UP and line.connections == 1  # the port stayed open
+        assert session_of(conn).link.state is LinkState.UP and line.connections == 1  # the port stayed open
         await conn.request(StatusRequest(), expect=Status)
         await conn.close()
 
@@ -157,7 +157,7 @@ def test_request_timeout_and_refusal_are_clear():
             await conn.request(CountersRequest(), expect=Counters, timeout=0.05)
         with pytest.raises(RequestRefused, match="refused message 0x35: a shuffler has no optical reader"):
             await conn.request(Calibrate(), expect=Ident)
-        assert conn.session.stats.request_timeouts == 1
+        assert session_of(conn).stats.request_timeouts == 1
         await conn.close()
 
     run(main())
@@ -172,7 +172,7 @@ def test_bad_payload_is_reported_not_fatal():
         bad = next(e for e in events if e.kind is K.BAD_MESSAGE)
         assert "unknown message type 0x99" in bad.detail and "99 01 02" in bad.detail
         assert await conn.request(StatusRequest(), expect=Status)
-        assert conn.session.stats.bad_messages == 1
+        assert session_of(conn).stats.bad_messages == 1
         await conn.close()
 
     run(main())
@@ -182,7 +182,7 @@ def test_port_loss_ends_the_session_and_the_connection_waits_for_the_device():
     async def main():
         conn, device, line, _, events = connection()
         await conn.open()
-        session = conn.session
+        session = session_of(conn)
         stream = conn.messages()
         waiter = asyncio.ensure_future(anext(stream, "ended"))
         await settle()
