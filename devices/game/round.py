@@ -82,7 +82,7 @@ def _target(box: int, hand: int) -> Target:
 class Round:
     """One round at one table. Not thread-safe: drive it from the table's single event loop."""
 
-    def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
+    def __init__(self, rules: HouseRules, sink: EventSink, round_id: int = 1) -> None:
         self.rules, self._sink, self.round_id = rules, sink, round_id
         self._prefix = f"round {round_id}: "
         self.wagers: dict[int, dict[str, int]] = {}  # box -> player -> stake, in betting order

@@ -142,7 +142,7 @@ class Table:
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
-        live = [c for c, _ in self.round.assignments] if self.round_live else []
+        live = [c for c, _ in self.round.assignments] if self.round is not None and self.round.live else []
         return Counter(self.burn_pile + self.discard + self.played + live + self.pending + self.drawn_in_error)
 
     # ---- devices ----------------------------------------------------------------------------

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from devices.events import Event, Reason
 from devices.game.round import Action, Round
 from devices.game.rules import HouseRules, load_rules
+from devices.game.settlement import Money, Settlement
 from core.cards import Card
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ CASINOS = [p.stem for p in RULES_FILES]
 
 # What each seed sheet implies, written out by hand from ../shared/seeds/ (not read from the
 # TOML files): the tests check the files and the round against these.
-SHEET = {
+SHEET: dict[str, dict[str, Any]] = {  # values of several types: one per rule
     "casino-000": dict(surrender=True, own_card_window=False, hands=4, ace_splits=2, das=True,
                        double_for_less=True, burn=1, side_777=False, pairs=False, split_rank_only=True,
                        insurance_all_bets=False, burn_on_change=0, surrender_against_ace=False,
@@ -123,6 +123,12 @@ def run(r: Round, script: list[tuple[Any, ...]]) -> None:
             raise AssertionError(f"unknown step {step}")
 
 
-def nets(r: Round) -> dict[str, Fraction]:
-    assert r.state == "complete" and r.settlement is not None
-    return r.settlement.per_player()
+def settlement_of(r: Round) -> Settlement:
+    """The round's settlement; fails the test when the round has none."""
+    assert r.settlement is not None, f"round {r.round_id} not settled: {r.state}"
+    return r.settlement
+
+
+def nets(r: Round) -> dict[str, Money]:
+    assert r.state == "complete"
+    return settlement_of(r).per_player()

@@ -106,7 +106,7 @@ def _insurance(r: Round, rng: random.Random) -> None:
 
 def _decide(r: Round, rng: random.Random) -> None:
     t = r.current_hand
-    assert t is not None, f"round stuck in {r.state}"
+    assert t is not None and t.box is not None, f"round stuck in {r.state}"
     choices = list(ACTIONS)
     rng.shuffle(choices)
     hands = r.box_hands[t.box]

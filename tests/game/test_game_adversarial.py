@@ -6,7 +6,8 @@ import pytest
 from devices.events import Reason, Role
 from devices.game.inputs import CoPlayerChoice
 from devices.game.round import Action, RuleViolation
-from game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
+
+from tests.game.game_helpers import Recorder, deal, nets, new_round, rules_for, run, settlement_of, snapshot
 
 
 @pytest.mark.parametrize("casino", ["casino-000", "casino-004"])  # both surrender windows
@@ -33,7 +34,7 @@ def test_a_second_blackjack_pairs_bet_adds_to_the_first_and_is_settled_whole() -
     deal(r, "8H 6C 9S")  # box 1: 8 9, no pair
     r.act(1, Action.STAND, "a")
     deal(r, "TC 5D")  # dealer 6 10 5
-    pairs = [ln for ln in r.settlement.lines if ln.kind == "pairs"]
+    pairs = [ln for ln in settlement_of(r).lines if ln.kind == "pairs"]
     assert [(ln.stake, ln.net) for ln in pairs] == [(2 * bp.min, -2 * bp.min)]
 
 

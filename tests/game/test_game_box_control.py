@@ -12,7 +12,7 @@ import pytest
 from devices.events import Reason
 from devices.game.inputs import CoPlayerChoice
 from devices.game.round import Action, Round, RuleViolation
-from game_helpers import Recorder, deal, nets, new_round, rules_for, snapshot
+from tests.game.game_helpers import Recorder, deal, nets, new_round, rules_for, snapshot
 
 HIT, STAND, DOUBLE, SPLIT, SURRENDER = Action.HIT, Action.STAND, Action.DOUBLE, Action.SPLIT, Action.SURRENDER
 

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from devices.game.round import Action, Round, RoundError, RuleViolation
 from core.cards import Card
-from game_helpers import CASINOS, Recorder, rules_for, snapshot
-from game_sim import LazyShoe, play_round
+
+from tests.game.game_helpers import CASINOS, Recorder, rules_for, snapshot
+from tests.game.game_sim import LazyShoe, play_round
 
 RULES = {c: rules_for(c) for c in CASINOS}
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,7 +29,9 @@ def test_every_card_is_assigned_exactly_once_and_the_dealer_waits(seed: int, cas
 
     def on_card(r: Round, card: Card) -> None:
         drawn.append(card)
-        if r.expected_next().kind == "dealer" and r.state != "initial_deal":
+        expected = r.expected_next()
+        assert expected is not None, f"a card while the round expects none ({r.state})"
+        if expected.kind == "dealer" and r.state != "initial_deal":
             open_hands = [h.label() for h in r.hands if not h.complete]
             if open_hands:
                 dealer_draws_while_open.extend(open_hands)

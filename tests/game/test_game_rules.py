@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from devices.game.rules import HouseRules, RulesError, load_rules, parse_rules
-from game_helpers import CASINOS, RULES_FILES, SHEET, rules_for
+
+from tests.game.game_helpers import CASINOS, RULES_FILES, SHEET, rules_for
 
 
 def test_there_is_one_rules_file_per_seed_casino() -> None:

@@ -11,7 +11,10 @@ import pytest
 from devices.events import Reason
 from devices.game.inputs import CoPlayerChoice
 from devices.game.round import RuleViolation
-from game_helpers import CASINOS, SHEET, ace_splits_allowed, Recorder, nets, new_round, rules_for, run, snapshot
+
+from tests.game.game_helpers import (
+    CASINOS, SHEET, Recorder, ace_splits_allowed, nets, new_round, rules_for, run, settlement_of, snapshot,
+)
 
 A = [(1, "a", 10000)]
 AB = [(1, "a", 10000), (2, "b", 10000)]
@@ -251,11 +254,11 @@ def test_scenario(sc: Scenario, casino: str) -> None:
             return
     assert "refused" not in expect, f"expected a refusal by {expect['refused']}"
     assert r.state == "complete"
-    got = r.settlement.per_player()
+    got = settlement_of(r).per_player()
     assert got == expect["nets"]
-    assert r.settlement.house == -sum(got.values())
+    assert settlement_of(r).house == -sum(got.values())
     for player, outcomes in expect.get("outcomes", {}).items():
-        main = [ln.outcome for ln in r.settlement.lines if ln.player == player and ln.kind in
+        main = [ln.outcome for ln in settlement_of(r).lines if ln.player == player and ln.kind in
                 ("main", "surrender", "even_money", "insurance")]
         assert main == outcomes
     if "dealer" in expect:
@@ -271,7 +274,7 @@ def test_seed_001_bonuses_are_journaled_the_moment_they_are_won() -> None:
     assert r.state == "players" and [e.data["kind"] for e in paid] == ["bonus_77"] and paid[0].data["paid_at_once"]
     assert paid[0].data["net"] == "5000"
     run(r, [("act", 1, "hit"), ("deal", "7S"), ("deal", "TD")])  # suited 777, dealer 19
-    lines = r.settlement.lines
+    lines = settlement_of(r).lines
     assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in lines]  # each line journaled once
     assert [ln.kind for ln in lines] == ["bonus_77", "main", "bonus_777"]
 
@@ -294,7 +297,7 @@ def test_a_blackjack_that_cannot_be_matched_is_paid_at_once(casino: str, up: str
     run(r, [("act", 2, "stand")])
     while r.state == "dealer":
         run(r, [("deal", "TD")])
-    assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in r.settlement.lines]
+    assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in settlement_of(r).lines]
     assert nets(r)["a"] == (0 if up == "AH" else 15000)  # paid once, at once or at the end; AH TD: both blackjack
 
 
@@ -305,4 +308,4 @@ def test_even_money_is_journaled_when_taken(casino: str) -> None:
     run(r, [GO, ("deal", "AS AH KC"), ("even", 1, "a")])
     assert [(e.data["kind"], e.data["net"]) for e in rec.of(Reason.SETTLED)] == [("even_money", "10000")]
     run(r, [("close",), ("deal", "KD")])  # the dealer makes blackjack: even money stands
-    assert len(rec.of(Reason.SETTLED)) == len(r.settlement.lines) == 1 and nets(r) == {"a": 10000}
+    assert len(rec.of(Reason.SETTLED)) == len(settlement_of(r).lines) == 1 and nets(r) == {"a": 10000}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, TakeSeat
 from devices.events import Event, Reason
+from devices.game.round import Round
 from devices.game.rules import HouseRules, load_rules
 from devices.tracker.table import Table
 from core.cards import Card, Orientation, shoe_composition
@@ -17,6 +18,8 @@ from firmware_bridge.messages import (
     CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded, ShuffleComplete, ShuffleProgress,
     UnreadableCard,
 )
+
+from tests.support.recorders import FakeClock
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 RULE_FILES = sorted(RULES_DIR.glob("casino-*.toml"))
@@ -26,22 +29,18 @@ def cards(text: str) -> list[Card]:
     return [Card.parse(t) for t in text.split()]
 
 
+def round_of(table: Table) -> Round:
+    """The table's current round; fails the test when none was opened."""
+    assert table.round is not None, "no round opened at this table"
+    return table.round
+
+
 def connect_devices(table: Table, boot: int = 7) -> None:
     """Both links up and each device's IDENT, as the link layer reports a (re)connection."""
     for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
         table.apply(LinkUp(name))
         msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, boot)
         table.apply(DeviceMessage(name, msg))
-
-
-class FakeClock:
-    """The injectable monotonic clock: tests move time, nothing sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class TableRig:
@@ -57,6 +56,10 @@ class TableRig:
         if load:
             self.shuffle_ok()
             self.load_and_burn()
+
+    @property
+    def round(self) -> Round:
+        return round_of(self.table)
 
     def _journal(self, event: Event) -> None:
         json.dumps(event.data)  # the daemon journals every event as JSON: each must be plain data
@@ -128,8 +131,8 @@ class TableRig:
         return [e for e in self.events if e.reason is reason]
 
     def nets(self) -> dict[str, str]:
-        s = self.table.round.settlement
-        assert s is not None, f"round not settled: {self.table.round.state}"
+        s = self.round.settlement
+        assert s is not None, f"round not settled: {self.round.state}"
         return {p: str(v) for p, v in s.per_player().items()}
 
     def assert_ledger(self) -> None:

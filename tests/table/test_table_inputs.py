@@ -142,7 +142,7 @@ def test_apply_takes_every_table_input_and_nothing_else() -> None:
         except CarddError as exc:  # refused by the table in this state, but taken as an input
             assert "is not a table input" not in str(exc), cls
     table = Table(HouseRules.default(), lambda e: None, clock=lambda: 0.0)
-    for not_an_input in (i.CardDealt(AS), i.Hold(Reason.DEVICE_STALE, "x"), "OpenRound", CardRead(1, AS, 0, 0)):
+    for not_an_input in (i.CardDealt(AS), i.Hold(Reason.DEVICE_STALE, "x"), "OpenRound", CardRead(1, AS, Orientation.FACE_DOWN, 0)):
         with pytest.raises(TableError, match="is not a table input"):
             table.apply(not_an_input)  # type: ignore[arg-type]
 

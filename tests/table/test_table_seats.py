@@ -15,7 +15,7 @@ from devices.tracker.inputs import (
 )
 from devices.game.rules import load_rules
 from devices.tracker.snapshot import restore, snapshot
-from table_rig import TableRig
+from tests.table.table_rig import TableRig
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 D = "dealer-1"
