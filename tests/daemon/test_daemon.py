@@ -26,7 +26,7 @@ def directory() -> Iterator[Path]:
     remove(path)
 
 
-def shuffle_and_load(client: Client, load: Callable[[], None], deal: Callable[[int], None]) -> dict[str, Any]:
+def shuffle_and_load(client: Client, load: Callable[[], object], deal: Callable[[int], object]) -> dict[str, Any]:
     """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card."""
     client.ok("start_shuffle")
     client.wait_state(lambda s: s["shoe"]["state"] == "verified")
@@ -37,7 +37,7 @@ def shuffle_and_load(client: Client, load: Callable[[], None], deal: Callable[[i
     return client.wait_state(lambda s: s["shoe"]["state"] == "in_play")
 
 
-def deal_one(client: Client, deal: Callable[[int], None]) -> dict[str, Any]:
+def deal_one(client: Client, deal: Callable[[int], object]) -> dict[str, Any]:
     before = client.state()["shoe"]["cards_out"]
     deal(1)
     return client.wait_state(lambda s: s["shoe"]["cards_out"] == before + 1)
@@ -50,7 +50,7 @@ def open_and_bet(client: Client) -> None:
     client.ok("no_more_bets")
 
 
-def play_out(client: Client, deal: Callable[[int], None], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def play_out(client: Client, deal: Callable[[int], object], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Deal and decide until the round is over; ``check`` sees the STATE after every step."""
     for _ in range(60):
         state = client.state()
@@ -67,8 +67,8 @@ def play_out(client: Client, deal: Callable[[int], None], check: Callable[[dict[
     raise AssertionError(f"the round never finished: {state}")
 
 
-def sim_deal(client: Client) -> Callable[[int], None]:
-    return lambda n: client.ok("sim_deal", cards=n) and None
+def sim_deal(client: Client) -> Callable[[int], object]:
+    return lambda n: client.ok("sim_deal", cards=n)
 
 
 def test_version_banner_and_state_shape(directory):
@@ -92,7 +92,7 @@ def test_a_whole_round_through_commands_with_the_simulated_shoe(directory):
         client = daemon.client()
         assert client.request({"class": "WATCH"})["class"] == "ACK"
         deal = sim_deal(client)
-        shuffle_and_load(client, lambda: client.ok("sim_load_shoe") and None, deal)
+        shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), deal)
         open_and_bet(client)
         state = play_out(client, deal, lambda s: None)
         r = state["round"]
@@ -160,7 +160,7 @@ def test_restart_after_sigkill_holds_the_live_round_and_watch_resumes_from_its_s
     with simulate(directory) as daemon:
         client = daemon.client()
         deal = sim_deal(client)
-        shuffle_and_load(client, lambda: client.ok("sim_load_shoe") and None, deal)
+        shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), deal)
         open_and_bet(client)
         deal_one(client, deal)
         deal_one(client, deal)
