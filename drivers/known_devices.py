@@ -65,11 +65,15 @@ def _rule(device: KnownDevice) -> str:
             f'SUBSYSTEM=="usb", ENV{{DEVTYPE}}=="usb_device", '
             f'ATTR{{idVendor}}=="{device.vid:04x}", ATTR{{idProduct}}=="{device.pid:04x}"'
         )
-    actions = (
+    access = (
         f'ENV{{CARDD_ROLE}}="{device.role}", ENV{{ID_MM_DEVICE_IGNORE}}="1", '
-        f'SYMLINK+="cardd/{device.role}-$attr{{serial}}", MODE="{UDEV_MODE}", GROUP="{UDEV_GROUP}"'
+        f'MODE="{UDEV_MODE}", GROUP="{UDEV_GROUP}", IMPORT{{builtin}}="usb_id"'
     )
-    return f"# {device.description} ({device.vid_pid}, {device.link})\n{match}, {actions}\n"
+    # The link name comes from ID_SERIAL_SHORT, never the raw serial (a device could name
+    # itself "x/y" or "a ../../b"): usb_id keeps only [A-Za-z0-9#+-.:=@_] ("_" for the rest)
+    # and drops a non-ASCII serial; a device without one gets no link rather than "shoe-".
+    link = f'ENV{{ID_SERIAL_SHORT}}=="?*", SYMLINK+="cardd/{device.role}-$env{{ID_SERIAL_SHORT}}"'
+    return f"# {device.description} ({device.vid_pid}, {device.link})\n{match}, {access}\n{match}, {link}\n"
 
 
 def udev_rules() -> str:

@@ -6,7 +6,7 @@ up as it arrives, so byte-at-a-time delivery and an FTDI adapter's 16 ms batches
 same to the framing layer. EIO or a zero-length read on a readable fd is an unplug:
 ``connection_lost`` is called exactly once and the fd leaves the loop; a failed write reports
 it on the next loop turn, never from inside ``write()``. What the kernel has not taken yet
-is held up to MAX_BACKLOG bytes; beyond that the oldest are dropped (counted in
+is held up to ``drivers.transport.MAX_BACKLOG`` bytes; beyond that the oldest are dropped (counted in
 ``bytes_dropped``), so a device that stops reading cannot grow the host's memory.
 """
 from __future__ import annotations
@@ -20,16 +20,12 @@ import structlog
 
 from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
                             LinkLost, PermissionDenied)
-from drivers.transport import Transport, TransportListener, deliver
+from drivers.transport import Transport, TransportListener, WriteBacklog, deliver
 from drivers.urls import DeviceURL, parse_url
 
 log = structlog.get_logger(__name__)
 
 READ_CHUNK = 4096
-#: bytes written but not yet taken by the kernel, at most: a device that stops reading must not
-#: grow the host's memory forever (the link resends RESET every second while it waits). The
-#: oldest bytes go first: they are stale, and the link on top resends whatever still matters.
-MAX_BACKLOG = 1 << 20
 _PARITY = {"N": serial.PARITY_NONE, "E": serial.PARITY_EVEN, "O": serial.PARITY_ODD,
            "M": serial.PARITY_MARK, "S": serial.PARITY_SPACE}
 _BUSY = {errno.EWOULDBLOCK, errno.EAGAIN, errno.EBUSY}
@@ -60,9 +56,7 @@ class SerialTransport(Transport):
         self._fd = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: TransportListener | None = None
-        self._out = bytearray()  # what the kernel buffer did not take yet
-        self.bytes_dropped = 0  # oldest backlog discarded beyond MAX_BACKLOG (the device was not reading)
-        self._dropping = False  # logged once per stall, not once per write
+        self._out = WriteBacklog(self.path, "serial_backlog_dropped")  # what the kernel did not take yet
 
     @property
     def is_open(self) -> bool:
@@ -72,6 +66,11 @@ class SerialTransport(Transport):
     def backlog(self) -> int:
         """Bytes accepted by write() that the kernel has not taken yet (at most MAX_BACKLOG)."""
         return len(self._out)
+
+    @property
+    def bytes_dropped(self) -> int:
+        """Oldest backlog discarded beyond MAX_BACKLOG (the device was not reading)."""
+        return self._out.dropped
 
     def line_settings(self) -> dict[str, object]:
         """What pyserial applied to the open port (baudrate, parity, stopbits, bytesize, ...)."""
@@ -115,15 +114,7 @@ class SerialTransport(Transport):
         if self._port is None:
             raise LinkDown(self.path, "write on a closed serial port")
         waiting = bool(self._out)  # if so, the writer callback is armed: queue behind it
-        self._out += data
-        if len(self._out) > MAX_BACKLOG:
-            excess = len(self._out) - MAX_BACKLOG
-            del self._out[:excess]
-            self.bytes_dropped += excess
-            if not self._dropping:
-                self._dropping = True
-                log.warning("serial_backlog_dropped", device=self.path, limit=MAX_BACKLOG,
-                            reason="the device is not reading; oldest bytes discarded")
+        self._out.add(data)
         if not waiting:
             self._flush()
             if self._out and self._port is not None:
@@ -133,8 +124,7 @@ class SerialTransport(Transport):
     def _flush(self) -> None:
         try:
             while self._out:
-                written = os.write(self._fd, self._out)
-                del self._out[:written]
+                self._out.consume(os.write(self._fd, self._out.data))
         except (BlockingIOError, InterruptedError):
             pass  # kernel buffer full: the writer callback sends the rest
         except OSError as exc:
@@ -147,7 +137,6 @@ class SerialTransport(Transport):
     def _on_writable(self) -> None:
         self._flush()
         if not self._out and self._port is not None:
-            self._dropping = False
             assert self._loop is not None
             self._loop.remove_writer(self._fd)
 

@@ -20,6 +20,53 @@ from drivers.aio import call_logged
 log = structlog.get_logger(__name__)
 
 
+#: bytes written but not yet taken by the device, at most: a device that stops reading must not
+#: grow the host's memory forever (the link resends RESET every second while it waits). The
+#: oldest bytes go first: they are stale, and the link on top resends whatever still matters.
+MAX_BACKLOG = 1 << 20
+
+
+class WriteBacklog:
+    """What a transport's write() accepted and the device has not taken yet, at most ``limit``
+    bytes: beyond that the oldest are dropped, counted in ``dropped`` and logged once per stall
+    (``event``), not once per write. Not thread-safe: a driver with a writer thread locks it."""
+
+    def __init__(self, device: str, event: str, limit: int = MAX_BACKLOG) -> None:
+        self.data = bytearray()
+        self.dropped = 0
+        self._device, self._event, self._limit = device, event, limit
+        self._dropping = False
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def add(self, data: bytes) -> None:
+        self.data += data
+        excess = len(self.data) - self._limit
+        if excess > 0:
+            del self.data[:excess]
+            self.dropped += excess
+            if not self._dropping:
+                self._dropping = True
+                log.warning(self._event, device=self._device, limit=self._limit,
+                            reason="the device is not reading; oldest bytes discarded")
+
+    def consume(self, n: int) -> None:
+        """The device took the first ``n`` bytes."""
+        del self.data[:n]
+        if not self.data:
+            self._dropping = False  # drained: the next stall is logged again
+
+    def take(self, n: int) -> bytes:
+        """Remove and return up to ``n`` bytes from the front (for a writer thread)."""
+        chunk = bytes(self.data[:n])
+        self.consume(len(chunk))
+        return chunk
+
+    def clear(self) -> None:
+        self.data.clear()
+
+
 class TransportListener(Protocol):
     def bytes_received(self, data: bytes) -> None: ...
 

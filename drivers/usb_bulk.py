@@ -3,17 +3,23 @@
 Open: find by VID:PID (and serial number), detach an active kernel driver, set the
 configuration, claim interface 0, find its bulk IN and OUT endpoints. The reader thread
 loops on bulk reads with a short timeout (so it sees a stop request) and hands each chunk
-to the loop with ``call_soon_threadsafe``; writes are queued to a writer thread so a slow
-device never blocks the loop. A USB error (ENODEV, EIO, EPIPE, ...) on either thread
-becomes ``connection_lost`` exactly once; both threads then end and ``close()`` joins them.
-``backend`` selects the pyusb backend (tests and simulators pass SimUsbBackend).
+to the loop with ``call_soon_threadsafe``; writes go to a bounded backlog (the same
+:class:`drivers.transport.WriteBacklog` as serial: at most MAX_BACKLOG bytes, the oldest
+dropped and counted in ``bytes_dropped``) that a writer thread empties in WRITE_CHUNK pieces,
+so a slow device never blocks the loop nor grows the host's memory. A bulk write that times
+out (the device NAKs) is retried, as a serial port waits for a device that does not read.
+A USB error (ENODEV, EIO, EPIPE, ...) on either thread becomes ``connection_lost`` exactly
+once. ``close()`` lets the writer send what is queued for at most CLOSE_WAIT_S, however slow
+the device, then drops the rest: a thread still inside a transfer ends by itself within one
+write timeout and releases the device then. ``backend`` selects the pyusb backend (tests and simulators
+pass SimUsbBackend).
 """
 from __future__ import annotations
 
 import asyncio
 import errno
-import queue
 import threading
+import time
 from typing import Any
 
 import structlog
@@ -22,15 +28,17 @@ import usb.util
 
 from drivers.errors import (LIBUSB_HINT, PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError,
                             LinkDown, LinkLost, PermissionDenied, UsbUnavailable)
-from drivers.transport import Transport, TransportListener, deliver
+from drivers.transport import Transport, TransportListener, WriteBacklog, deliver
 from drivers.urls import DeviceURL, parse_url
 
 log = structlog.get_logger(__name__)
 
 READ_SIZE = 512  # a few packets per transfer; a short packet ends the transfer early
 READ_TIMEOUT_MS = 50  # how soon the reader notices close(); not a data timeout
-WRITE_TIMEOUT_MS = 1000
-_STOP = None  # writer-queue sentinel
+WRITE_TIMEOUT_MS = 100  # one bulk write at most; a timeout is retried, so it only bounds close()
+WRITE_CHUNK = 4096  # bytes the writer thread takes from the backlog per bulk write
+#: the longest close() waits for the threads (one read or write timeout, with room to spare)
+CLOSE_WAIT_S = 0.5
 
 
 def _usb_open_error(name: str, exc: usb.core.USBError) -> DriverError:
@@ -67,14 +75,31 @@ class UsbBulkTransport(Transport):
         self._ep_in = self._ep_out = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: TransportListener | None = None
-        self._stop = threading.Event()
-        self._writes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._stop = threading.Event()  # closing or lost: the reader ends, the writer empties the backlog
+        self._abandon = threading.Event()  # close() stopped waiting: the writer drops what is left
+        self._pending = threading.Condition()  # guards _backlog, _running, _released
+        self._backlog = WriteBacklog(self.url, "usb_backlog_dropped")
         self._threads: list[threading.Thread] = []
+        self._running = 0  # threads not yet ended
+        self._released = False
         self._lost = False
+        self.write_timeouts = 0  # bulk writes the device did not take in time (retried)
 
     @property
     def is_open(self) -> bool:
         return self._dev is not None and not self._lost
+
+    @property
+    def backlog(self) -> int:
+        """Bytes accepted by write() that the writer thread has not taken yet (at most MAX_BACKLOG)."""
+        with self._pending:
+            return len(self._backlog)
+
+    @property
+    def bytes_dropped(self) -> int:
+        """Oldest backlog discarded beyond MAX_BACKLOG (the device was not reading)."""
+        with self._pending:
+            return self._backlog.dropped
 
     def _find(self) -> usb.core.Device:
         wanted = self._url.serial_number
@@ -127,6 +152,7 @@ class UsbBulkTransport(Transport):
         self._dev, self._ep_in, self._ep_out = dev, ep_in.bEndpointAddress, ep_out.bEndpointAddress
         self._loop, self._listener = asyncio.get_running_loop(), listener
         self._stop.clear()
+        self._running = 2
         self._threads = [
             threading.Thread(target=self._read_loop, name=f"usb-read {self.url}", daemon=True),
             threading.Thread(target=self._write_loop, name=f"usb-write {self.url}", daemon=True),
@@ -137,28 +163,50 @@ class UsbBulkTransport(Transport):
 
     # --- threads -----------------------------------------------------------------------
     def _read_loop(self) -> None:
-        assert self._dev is not None
+        dev = self._dev
+        assert dev is not None
         try:
             while not self._stop.is_set():
                 try:
-                    data = self._dev.read(self._ep_in, READ_SIZE, READ_TIMEOUT_MS)
+                    data = dev.read(self._ep_in, READ_SIZE, READ_TIMEOUT_MS)
                 except usb.core.USBTimeoutError:
                     continue
                 if data:
                     self._to_loop(self._deliver, bytes(data))
         except Exception as exc:  # noqa: BLE001 - any failure ends the link, never the thread silently
             self._fail(exc, "read")
+        finally:
+            self._thread_ended()
 
     def _write_loop(self) -> None:
-        assert self._dev is not None
+        dev = self._dev
+        assert dev is not None
         try:
-            while (data := self._writes.get()) is not _STOP:
-                view = memoryview(data)
-                while view:
-                    sent = self._dev.write(self._ep_out, view, WRITE_TIMEOUT_MS)
-                    view = view[sent:]
+            while True:
+                with self._pending:
+                    while not self._backlog and not self._stop.is_set():
+                        self._pending.wait()
+                    if not self._backlog or self._abandon.is_set():
+                        return  # closing, and nothing (more) will be sent
+                    chunk = self._backlog.take(WRITE_CHUNK)
+                view = memoryview(chunk)
+                while view and not self._abandon.is_set():
+                    try:
+                        view = view[dev.write(self._ep_out, view, WRITE_TIMEOUT_MS):]
+                    except usb.core.USBTimeoutError:
+                        # pyusb does not say how much went out: resend it all (the framing
+                        # above drops a repeated partial frame), as long as the link is open
+                        self.write_timeouts += 1
         except Exception as exc:  # noqa: BLE001
             self._fail(exc, "write")
+        finally:
+            self._thread_ended()
+
+    def _thread_ended(self) -> None:
+        with self._pending:
+            self._running -= 1
+        if self._stop.is_set():
+            self._release()  # close() may have stopped waiting for this thread
 
     def _fail(self, exc: Exception, where: str) -> None:
         if self._stop.is_set():
@@ -184,7 +232,9 @@ class UsbBulkTransport(Transport):
     def write(self, data: bytes) -> None:
         if not self.is_open:
             raise LinkDown(self.url, "write on a closed USB link")
-        self._writes.put(bytes(data))
+        with self._pending:
+            self._backlog.add(data)
+            self._pending.notify()
 
     def close(self) -> None:
         self._lose(None)
@@ -194,21 +244,36 @@ class UsbBulkTransport(Transport):
         if self._lost or self._dev is None:
             return
         self._lost = True
-        self._stop.set()
-        self._writes.put(_STOP)
+        with self._pending:
+            self._stop.set()
+            self._pending.notify_all()
+        deadline = time.monotonic() + CLOSE_WAIT_S
         for thread in self._threads:
             if thread is not threading.current_thread():
-                thread.join()
-        try:
-            usb.util.release_interface(self._dev, 0)
-        except usb.core.USBError:
-            pass  # unplugged: nothing left to release
-        usb.util.dispose_resources(self._dev)
+                thread.join(max(0.0, deadline - time.monotonic()))
+        with self._pending:
+            self._abandon.set()  # a device too slow to take it within CLOSE_WAIT_S: drop the rest
+            self._backlog.clear()
+        self._release()
         if exc is not None:
             log.warning("usb_lost", device=self.url, reason=str(exc))
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.connection_lost(exc)
+
+
+    def _release(self) -> None:
+        """Release the interface and the device once both threads have ended: by close(), or
+        by the last thread if close() stopped waiting (never under a transfer in progress)."""
+        with self._pending:
+            if self._released or self._running > 0 or self._dev is None:
+                return
+            self._released = True
+        try:
+            usb.util.release_interface(self._dev, 0)
+        except usb.core.USBError:
+            pass  # unplugged: nothing left to release
+        usb.util.dispose_resources(self._dev)
 
 
 def _is_bulk(endpoint: Any, direction: int) -> bool:

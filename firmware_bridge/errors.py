@@ -81,6 +81,15 @@ class FirmwareTargetMismatch(FirmwareError):
     """The image is built for another device model."""
 
 
+class FirmwareArgumentError(FirmwareError, ValueError):
+    """An argument of a firmware update that cannot be used (chunk size, timeout, technician)."""
+
+
+class FirmwareDowngradeRefused(FirmwareError):
+    """The image's version is lower than the device's (or cannot be compared with it), and no
+    technician allowed a downgrade."""
+
+
 class FirmwareTransferError(FirmwareError):
     """The device refused a step of the transfer, or a chunk arrived damaged."""
 

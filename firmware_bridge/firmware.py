@@ -14,11 +14,14 @@ received, before it installs (:func:`verify_on_device`, which the simulators cal
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import math
+import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import structlog
 from cryptography.exceptions import InvalidSignature
@@ -27,17 +30,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from drivers.errors import LinkDown
 from firmware_bridge.errors import (
+    FirmwareArgumentError,
+    FirmwareDowngradeRefused,
     FirmwareError,
     FirmwareFormatError,
     FirmwareSignatureError,
     FirmwareTargetMismatch,
     FirmwareTransferError,
     LinkError,
+    RequestRefused,
     SessionError,
     hex_preview,
 )
+from firmware_bridge.framing import MAX_PAYLOAD
 from firmware_bridge.messages import (
     FirmwareAbort,
+    FirmwareAllowDowngrade,
     FirmwareBegin,
     FirmwareChunk,
     FirmwareCommit,
@@ -45,6 +53,7 @@ from firmware_bridge.messages import (
     FirmwareStage,
     Ident,
     Message,
+    encode,
 )
 
 log = structlog.get_logger(__name__)
@@ -53,6 +62,8 @@ MAGIC = b"CDFW"
 FORMAT_VERSION = 1
 SIGNATURE_LEN = 64
 DEFAULT_CHUNK = 512
+#: the largest chunk a FirmwareChunk message carries within one frame's payload
+MAX_CHUNK = MAX_PAYLOAD - len(encode(FirmwareChunk(0, 0, b"")))
 MAX_IMAGE_SIZE = 64 * 1024 * 1024
 _SIZE = struct.Struct(">I")
 
@@ -183,6 +194,33 @@ def verify_image(signed: SignedImage, public_key: Ed25519PublicKey) -> FirmwareH
     return verify_signature(signed.header_bytes, signed.image, signed.signature, public_key)
 
 
+# ---- versions -------------------------------------------------------------------------
+
+_VERSION = re.compile(r"\d{1,9}(\.\d{1,9})*")
+
+
+def _version_key(version: str) -> tuple[int, ...] | None:
+    """``"1.10.0"`` -> (1, 10); None for a version that is not dotted numbers."""
+    if not _VERSION.fullmatch(version):
+        return None
+    parts = [int(p) for p in version.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()  # 1.0 and 1.0.0 are the same version
+    return tuple(parts)
+
+
+def downgrade_reason(running: str, new: str) -> str | None:
+    """Why installing ``new`` over ``running`` counts as a downgrade, or None if it does not.
+    Versions are dotted numbers compared part by part; a version that is not cannot be shown
+    to be newer, so it counts as one (host and device apply the same rule)."""
+    running_key, new_key = _version_key(running), _version_key(new)
+    if running_key is None or new_key is None:
+        return f"versions {running!r} (running) and {new!r} cannot be compared: dotted numbers expected"
+    if new_key < running_key:
+        return f"version {new} is lower than the running {running}"
+    return None
+
+
 # ---- device side ----------------------------------------------------------------------
 
 
@@ -226,6 +264,44 @@ class Requester(Protocol):
     async def request(self, msg: Message, expect: type[Message], timeout: float = ...) -> Message: ...
 
 
+@dataclass(frozen=True, slots=True)
+class FirmwareUpdate:
+    """What :func:`update_firmware` did, for the journal: the device's COMMIT result, the
+    versions, and the technician who allowed a downgrade (None when it was none)."""
+
+    result: FirmwareResult
+    model: str
+    from_version: str | None
+    to_version: str
+    downgrade_allowed_by: str | None
+
+
+def check_update_arguments(chunk_size: Any, timeout: Any, allow_downgrade_by: Any) -> None:
+    """FirmwareArgumentError naming the first argument :func:`update_firmware` cannot use."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not 1 <= chunk_size <= MAX_CHUNK:
+        raise FirmwareArgumentError(f"chunk_size {chunk_size!r}: expected a whole number of bytes from 1 to "
+                                    f"{MAX_CHUNK} (what one frame carries)")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise FirmwareArgumentError(f"timeout {timeout!r}: expected a number of seconds above 0")
+    if allow_downgrade_by is not None and (
+        not isinstance(allow_downgrade_by, str) or not allow_downgrade_by.strip()
+        or not allow_downgrade_by.isprintable() or len(allow_downgrade_by.encode("utf-8")) > 255
+    ):
+        raise FirmwareArgumentError(f"allow_downgrade_by {allow_downgrade_by!r}: expected the technician's "
+                                    f"name, 1 to 255 UTF-8 bytes of printable text on one line")
+
+
+#: aborts sent on behalf of a cancelled transfer, kept until done (asyncio holds tasks weakly)
+_ABORTS: set[asyncio.Task] = set()
+
+
+async def _abort(session: Requester, reason: str, timeout: float) -> None:
+    try:
+        await session.request(FirmwareAbort(_fit_text(reason)), expect=FirmwareResult, timeout=timeout)
+    except (SessionError, LinkError, LinkDown):
+        pass  # the device is gone; it keeps its running firmware without a COMMIT
+
+
 async def update_firmware(
     session: Requester,
     signed: SignedImage,
@@ -234,27 +310,52 @@ async def update_firmware(
     chunk_size: int = DEFAULT_CHUNK,
     timeout: float = 5.0,
     progress: Callable[[int, int], None] | None = None,
-) -> FirmwareResult:
-    """Verify ``signed`` and transfer it; returns the device's COMMIT result.
+    allow_downgrade_by: str | None = None,
+) -> FirmwareUpdate:
+    """Verify ``signed`` and transfer it; returns what was done, with the device's COMMIT result.
 
-    Raises FirmwareSignatureError / FirmwareTargetMismatch before anything is sent, and
-    FirmwareTransferError (after sending ABORT) when the device refuses a step.
+    Before anything is sent it raises FirmwareArgumentError (a bad argument),
+    FirmwareSignatureError, FirmwareTargetMismatch, or FirmwareDowngradeRefused: an image whose
+    version is lower than the device's (or not comparable) goes only with
+    ``allow_downgrade_by`` naming the technician who allowed it; the device is told so
+    (FirmwareAllowDowngrade) and refuses a downgrade without it. Once FirmwareBegin is sent,
+    any failure sends FirmwareAbort first: a refused step raises FirmwareTransferError, the
+    caller's own exception (from ``progress``, a cancellation) propagates unchanged.
     """
+    check_update_arguments(chunk_size, timeout, allow_downgrade_by)
     header = verify_image(signed, public_key)
     ident = session.ident
     if ident is not None and ident.model != header.model:
         raise FirmwareTargetMismatch(
             f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})"
         )
+    running = ident.firmware_version if ident is not None else None
+    downgrade = ("the device has not identified, so its running version is unknown" if running is None
+                 else downgrade_reason(running, header.version))
+    if downgrade is not None and allow_downgrade_by is None:
+        device = f"{ident.model} {ident.serial}" if ident is not None else "the device"
+        raise FirmwareDowngradeRefused(f"{header.model} {header.version} for {device} refused: {downgrade} "
+                                       f"(a technician may allow it: allow_downgrade_by=name)")
+    allowed_by = allow_downgrade_by if downgrade is not None else None
 
     async def step(msg: Message, stage: FirmwareStage) -> FirmwareResult:
         result = await session.request(msg, expect=FirmwareResult, timeout=timeout)
+        assert isinstance(result, FirmwareResult)
         if result.stage is not stage or not result.ok:
             raise FirmwareTransferError(f"device refused {stage.name} at offset {result.offset}: {result.detail}")
         return result
 
-    log.info("firmware_update_start", model=header.model, version=header.version, size=header.size)
+    log.info("firmware_update_start", model=header.model, version=header.version, size=header.size,
+             running=running)
+    if allowed_by is not None:
+        log.warning("firmware_downgrade_allowed", model=header.model, running=running, version=header.version,
+                    by=allowed_by, why=downgrade)
     try:
+        if allowed_by is not None:
+            try:
+                await step(FirmwareAllowDowngrade(allowed_by), FirmwareStage.ALLOW_DOWNGRADE)
+            except RequestRefused:
+                pass  # a protocol 1.0 device does not know the message: it checks no version either
         await step(FirmwareBegin(header.size, chunk_size, signed.sha256, signed.signature, signed.header_bytes),
                    FirmwareStage.BEGIN)
         for offset in range(0, header.size, chunk_size):
@@ -262,12 +363,15 @@ async def update_firmware(
             await step(FirmwareChunk(offset, zlib.crc32(data), data), FirmwareStage.CHUNK)
             if progress is not None:
                 progress(offset + len(data), header.size)
-        return await step(FirmwareCommit(), FirmwareStage.COMMIT)
-    except (FirmwareTransferError, SessionError, LinkError, LinkDown) as exc:  # LinkDown: a connection whose device went away
-        try:
-            await session.request(FirmwareAbort(_fit_text(str(exc))), expect=FirmwareResult, timeout=timeout)
-        except (SessionError, LinkError, LinkDown):
-            pass  # the device is gone; it keeps its running firmware without a COMMIT
-        if isinstance(exc, FirmwareTransferError):
-            raise
-        raise FirmwareTransferError(f"transfer of {header.model} {header.version} stopped: {exc}") from exc
+        result = await step(FirmwareCommit(), FirmwareStage.COMMIT)
+    except asyncio.CancelledError:
+        task = asyncio.ensure_future(_abort(session, "transfer cancelled by the host", timeout))
+        _ABORTS.add(task)
+        task.add_done_callback(_ABORTS.discard)
+        raise
+    except Exception as exc:
+        await _abort(session, str(exc) or type(exc).__name__, timeout)
+        if isinstance(exc, (SessionError, LinkError, LinkDown)):  # LinkDown: a connection whose device went away
+            raise FirmwareTransferError(f"transfer of {header.model} {header.version} stopped: {exc}") from exc
+        raise
+    return FirmwareUpdate(result, header.model, running, header.version, allowed_by)

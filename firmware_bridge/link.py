@@ -87,6 +87,9 @@ class Link:
         self._probing = False  # the armed timer is a tail loss probe, not the timeout
         self._my_nonce: bytes | None = None
         self._peer_nonce: bytes | None = None
+        # the peer sent DATA/ACK/NAK since we accepted its nonce: it had our RESET_ACK, so a
+        # RESET with that nonce again is a new reset (a reboot of firmware that reuses its nonce)
+        self._peer_spoke = False
 
     # ---- public ----------------------------------------------------------------------
 
@@ -103,12 +106,15 @@ class Link:
         """Open the link: send RESET and wait for RESET_ACK."""
         self.reset("start")
 
-    def reset(self, why: str = "requested") -> None:
-        """Start a fresh link: everything unacknowledged fails with LinkReset, seqs restart at 0."""
+    def reset(self, why: str = "requested", *, nonce: bytes | None = None) -> None:
+        """Start a fresh link: everything unacknowledged fails with LinkReset, seqs restart at 0.
+        ``nonce``: the RESET's nonce instead of a random one (simulated firmware with a bad RNG)."""
         if self._state is LinkState.CLOSED:
             raise LinkFailed(f"{self.name}: link is closed")
         self._restart_sequences(LinkReset(f"{self.name}: link reset ({why}) before the frame was acknowledged"))
-        self._my_nonce = os.urandom(NONCE_LEN)
+        if nonce is not None and len(nonce) != NONCE_LEN:
+            raise ValueError(f"{self.name}: a RESET nonce is {NONCE_LEN} bytes, got {len(nonce)}")
+        self._my_nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         self._state = LinkState.RESETTING
         self._stats.resets_sent += 1
         log.info("link_reset", link=self.name, why=why, nonce=self._my_nonce.hex())
@@ -163,9 +169,11 @@ class Link:
         elif self._state is not LinkState.UP:
             return  # DATA/ACK/NAK of a link not (or no longer) established: the peer will resend
         elif kind is FrameKind.DATA:
+            self._peer_spoke = True
             self._acked(frame.ack)
             self._data(frame)
         else:
+            self._peer_spoke = True
             self._acked(frame.ack)
             if kind is FrameKind.NAK:
                 self._stats.naks_received += 1
@@ -173,8 +181,9 @@ class Link:
                     self._retransmit()
 
     def _peer_reset(self, nonce: bytes) -> None:
-        if nonce != self._peer_nonce:
+        if nonce != self._peer_nonce or self._peer_spoke:
             self._peer_nonce = nonce
+            self._peer_spoke = False
             self._stats.peer_resets += 1
             self._restart_sequences(LinkReset(f"{self.name}: peer reset the link before acknowledging"))
             self._my_nonce = None
@@ -231,11 +240,12 @@ class Link:
 
     def _rtt_sample(self, rtt: float) -> None:
         s = self._stats
-        if s.rtt_srtt is None:
+        srtt, var = s.rtt_srtt, s.rtt_var
+        if srtt is None or var is None:
             s.rtt_srtt, s.rtt_var = rtt, rtt / 2
         else:  # Jacobson/Karels, RFC 6298 gains
-            s.rtt_var = 0.75 * s.rtt_var + 0.25 * abs(s.rtt_srtt - rtt)
-            s.rtt_srtt = 0.875 * s.rtt_srtt + 0.125 * rtt
+            s.rtt_var = 0.75 * var + 0.25 * abs(srtt - rtt)
+            s.rtt_srtt = 0.875 * srtt + 0.125 * rtt
         s.rtt_last = rtt
         s.rtt_min = rtt if s.rtt_min is None else min(s.rtt_min, rtt)
         s.rtt_max = rtt if s.rtt_max is None else max(s.rtt_max, rtt)
@@ -248,6 +258,7 @@ class Link:
 
     def _computed_rto(self) -> float:
         s, cfg = self._stats, self.config
+        assert s.rtt_srtt is not None and s.rtt_var is not None, "computed only after an RTT sample"
         return min(cfg.max_rto, max(cfg.min_rto, s.rtt_srtt + 4 * s.rtt_var))
 
     def _frame_error(self, exc: FrameError) -> None:
@@ -306,6 +317,7 @@ class Link:
             return
         self._stats.rto = min(self.config.max_rto, self._stats.rto * 2)  # back off until a fresh sample
         if self._state is LinkState.RESETTING:
+            assert self._my_nonce is not None, "a link resetting has its nonce"
             self._stats.resets_sent += 1
             self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
             self._arm_timer()
@@ -359,11 +371,11 @@ class Link:
         (at least a quarter of min_rto), if that comes sooner than the timeout."""
         delay = self._stats.rto
         srtt = self._stats.rtt_srtt
-        self._probing = probe and self._state is LinkState.UP and srtt is not None
-        if self._probing:
-            delay = max(2 * srtt, self.config.min_rto / 4)
-            self._probing = delay < self._stats.rto
-            delay = min(delay, self._stats.rto)
+        self._probing = False
+        if probe and self._state is LinkState.UP and srtt is not None:
+            probe_delay = max(2 * srtt, self.config.min_rto / 4)
+            self._probing = probe_delay < delay
+            delay = min(probe_delay, delay)
         self._timer = self._loop.call_later(delay, self._timeout)
 
     def _cancel_timer(self) -> None:

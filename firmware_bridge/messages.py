@@ -36,7 +36,7 @@ from firmware_bridge.wire_types import (
 
 #: Protocol version this host speaks. A peer with another major version is refused.
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1  # 1.1: FirmwareAllowDowngrade
 
 
 class MessageDecodeError(ProtocolError, ValueError):
@@ -85,6 +85,7 @@ class FirmwareStage(enum.IntEnum):
     CHUNK = 2
     COMMIT = 3
     ABORT = 4
+    ALLOW_DOWNGRADE = 5
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ def _message(code: int) -> typing.Callable[[_C], _C]:
     """
 
     def register(cls: _C) -> _C:
-        cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+        cls = typing.cast(_C, dataclasses.dataclass(frozen=True, slots=True)(cls))
         if code in _REGISTRY:
             raise RuntimeError(f"type code 0x{code:02x} used twice: {_REGISTRY[code].__name__}, {cls.__name__}")
         hints = typing.get_type_hints(cls, include_extras=True)
@@ -362,6 +363,14 @@ class FirmwareResult(Message):
     ok: Annotated[bool, Bool()]
     offset: Annotated[int, U32]
     detail: Annotated[str, Text()]
+
+
+@_message(0x55)
+class FirmwareAllowDowngrade(Message):
+    """H->D: the next transfer may install a lower version than the running one, as the
+    technician named here decided; good for that one FirmwareBegin (new in protocol 1.1)."""
+
+    technician: Annotated[str, Text()]
 
 
 # ---- codec ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from core.cards import ALL_CARDS, Card, CardCodeError
 from core.errors import CarddError
+from core.text import printable
 
 
 class BodyError(CarddError, ValueError):
@@ -94,7 +95,11 @@ class Blob(FieldCodec):
 
 
 class Text(FieldCodec):
-    """UTF-8 text with a one-byte length: names, versions, details (at most 255 bytes)."""
+    """UTF-8 text with a one-byte length: names, versions, details (at most 255 bytes).
+
+    Decoded text is passed through :func:`core.text.printable`: this is where every string a
+    device sends enters the host, so it is escaped here once and every consumer sees it safe.
+    Decoding is therefore not the inverse of encoding for text with control characters."""
 
     _blob = Blob(U8)
 
@@ -107,7 +112,7 @@ class Text(FieldCodec):
     def unpack(self, buf: bytes, offset: int) -> tuple[str, int]:
         raw, end = self._blob.unpack(buf, offset)
         try:
-            return raw.decode("utf-8"), end
+            return printable(raw.decode("utf-8")), end
         except UnicodeDecodeError as exc:
             raise BodyError(f"text at byte {offset} is not UTF-8: {exc.reason}") from None
 

@@ -225,7 +225,7 @@ class SimulatedDevice:
     # ---- firmware and reboot -------------------------------------------------------
 
     def _firmware(self, msg: Message) -> list[Message]:
-        result, new_version = self.firmware_rx.handle(msg, model=self.MODEL)
+        result, new_version = self.firmware_rx.handle(msg, model=self.MODEL, running_version=self.firmware_version)
         if new_version is not None:
             self.spawn(self._install(new_version))
         return [result]

@@ -31,6 +31,8 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 START_TIMEOUT = 5.0
+#: the RESET nonce of a device with the same_nonce fault, at every boot
+SAME_NONCE = b"\x00\x00\x00\x01"
 
 
 class Endpoint(abc.ABC):
@@ -142,6 +144,7 @@ class Endpoint(abc.ABC):
         if self.link is not None:
             self.link.close()
         self._unacked.clear()
+        assert self.wire is not None, "the wire is made before the first link"
         self.link = Link(self.wire.to_host, self._payload, self._link_event, self.link_config,
                          name=f"sim-{self.device.serial}")
 
@@ -181,7 +184,8 @@ class Endpoint(abc.ABC):
     def _rebooted(self) -> None:
         self._new_link()
         assert self.link is not None
-        self.link.reset("device reboot")
+        nonce = SAME_NONCE if self.device.faults.same_nonce else None
+        self.link.reset("device reboot", nonce=nonce)
 
     async def _disconnect(self, seconds: float) -> None:
         log.info("sim_disconnect", device=self.device.serial, seconds=seconds)

@@ -60,6 +60,9 @@ class Faults:
     unreadable_at: int | None = None
     #: the device reboots right after the card/step with this index has been acknowledged
     reboot_at: int | None = None
+    #: the device's link sends the same RESET nonce at every boot (firmware whose RNG is not
+    #: seeded at power-on), so the host cannot tell a reboot from a repeated RESET by the nonce
+    same_nonce: bool = False
     # -- wire faults (both directions unless said otherwise) ------------------------------
     #: probability that a byte gets one random bit flipped
     bit_flip_rate: float = 0.0

@@ -11,7 +11,7 @@ import secrets
 from collections import Counter
 from typing import Iterable, MutableSequence, Sequence, TypeVar
 
-from core.cards import Card, shoe_composition
+from core.cards import ALL_CARDS, Card, shoe_composition
 
 from simulators.faults import Faults
 
@@ -56,8 +56,11 @@ def misload(stack: Sequence[StackCard], faults: Faults, rng: random.Random) -> l
 
 
 def composition(stack: Sequence[StackCard]) -> dict[Card, int]:
-    """How many of each identified card the stack holds (foreign cards are not counted)."""
-    return dict(Counter(card for card in stack if card is not None))
+    """How many of each identified card the stack holds (foreign cards are not counted), in
+    the canonical card order: a dict keeps insertion order, so counting in stack order would
+    hand the stack's order to whoever iterates it."""
+    counts = Counter(card for card in stack if card is not None)
+    return {card: counts[card] for card in ALL_CARDS if counts[card]}
 
 
 def deck_check(stack: Sequence[StackCard], decks: int) -> tuple[tuple[tuple[Card, int], ...], tuple[tuple[Card, int], ...], int]:

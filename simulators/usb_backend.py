@@ -15,6 +15,7 @@ Binding a device side (e.g. the simulated shoe)::
     dev = backend.add_device(Side(), vid=0x1209, pid=0xC4D0, serial="SHOE0001")
     dev.send_to_host(b"...")             # thread-safe: queue bytes for the host's bulk IN read
     dev.unplug(); dev.replug()           # pending reads fail with ENODEV; replug = fresh device
+    dev.out_packet_delay_s = 0.05        # a slow OUT endpoint: each 64-byte packet takes 50 ms
 
 Each device has one configuration (value 1) with one vendor-class interface (0) holding
 bulk IN 0x81 and bulk OUT 0x01, 64-byte packets (full speed).
@@ -81,6 +82,10 @@ class SimUsbDevice:
         self.generation = 0
         self.configuration = 0
         self._to_host = bytearray()
+        #: a slow OUT endpoint (a device that NAKs most OUT tokens): each packet of a bulk
+        #: write takes this long; a write that does not fit its timeout ends in ETIMEDOUT
+        #: after the packets that fit went through, as libusb reports it
+        self.out_packet_delay_s = 0.0
         self._claimed_by: _Handle | None = None
         self._cond = threading.Condition()
 
@@ -154,13 +159,30 @@ class SimUsbDevice:
                     raise _timeout()
                 self._cond.wait(remaining)
 
-    def _write(self, handle: _Handle, data: array.array) -> int:
+    def _write(self, handle: _Handle, data: array.array, timeout_ms: int) -> int:
         with self._cond:
             self._check(handle)
             if 0 not in handle.claimed and self._claimed_by is not handle:
                 raise _error(-6)
-        self.side.host_wrote(data.tobytes())  # outside the lock: the side may send_to_host
-        return len(data)
+            taken = self._slow_out(handle, len(data), timeout_ms)
+        if taken:
+            self.side.host_wrote(data[:taken].tobytes())  # outside the lock: the side may send_to_host
+        if taken < len(data):
+            raise _timeout()
+        return taken
+
+    def _slow_out(self, handle: _Handle, size: int, timeout_ms: int) -> int:
+        """How many of ``size`` bytes the OUT endpoint takes within the timeout (call locked)."""
+        delay = self.out_packet_delay_s
+        if delay <= 0:
+            return size
+        packets = -(-size // MAX_PACKET)
+        budget = packets * delay if timeout_ms == 0 else min(packets * delay, timeout_ms / 1000)
+        deadline = time.monotonic() + budget
+        while (remaining := deadline - time.monotonic()) > 0:
+            self._cond.wait(remaining)  # woken early by an unplug
+            self._check(handle)
+        return min(size, int(budget / delay) * MAX_PACKET)
 
     def _string(self, index: int, langid: int) -> bytes:
         if index == 0:
@@ -274,7 +296,7 @@ class SimUsbBackend(usb.backend.IBackend):
                    timeout: int) -> int:
         if ep != EP_OUT:
             raise _error(-2)
-        return dev_handle.device._write(dev_handle, data)
+        return dev_handle.device._write(dev_handle, data, timeout)
 
     def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array,
                   timeout: int) -> int:

@@ -225,7 +225,7 @@ def test_a_listener_that_raises_is_logged_and_later_bytes_still_arrive(pty_devic
 def test_a_device_that_stops_reading_cannot_grow_the_backlog_without_bound(pty_device):
     """The peer never reads: every write stays queued. The backlog stops at MAX_BACKLOG, the
     oldest bytes go, and what the device reads once it drains is the newest data, in order."""
-    from drivers.serial_port import MAX_BACKLOG
+    from drivers.transport import MAX_BACKLOG
     chunks = [os.urandom(4096) for _ in range(3 * MAX_BACKLOG // 4096)]
 
     async def main():

@@ -183,3 +183,31 @@ def test_a_listener_that_raises_is_logged_and_the_reader_thread_goes_on(usb_shoe
     assert rec.data == b"firstsecond" and rec.lost == [None]
     assert alive == [True, True]
     assert [e["device"] for e in logs if e["event"] == "listener_failed"] == [SHOE_URL]
+
+
+def test_a_slow_out_endpoint_bounds_the_backlog_and_close_does_not_wait_for_it(usb_shoe):
+    """Issue 7 #10: the device takes 64 bytes per 50 ms. What it has not taken stays within
+    MAX_BACKLOG (the oldest dropped and counted, as on serial), and close() returns without
+    draining it; the writer thread ends by itself within one write timeout."""
+    from drivers.transport import MAX_BACKLOG
+    from drivers.usb_bulk import CLOSE_WAIT_S, WRITE_CHUNK
+    backend, device, side = usb_shoe
+    device.out_packet_delay_s = 0.05
+    chunks = [os.urandom(4096) for _ in range(3 * MAX_BACKLOG // 4096)]
+
+    async def main():
+        transport = await open_transport(SHOE_URL, Recorder(), backend=backend)
+        for chunk in chunks:
+            transport.write(chunk)
+        assert transport.backlog <= MAX_BACKLOG
+        assert transport.bytes_dropped >= len(chunks) * 4096 - MAX_BACKLOG - WRITE_CHUNK
+        started = asyncio.get_running_loop().time()
+        transport.close()
+        return asyncio.get_running_loop().time() - started
+
+    blocked = run(main())
+    assert blocked <= CLOSE_WAIT_S + 0.5  # the bound is the point: the old close drained 3 MiB at 1.3 kB/s
+    for thread in usb_threads():
+        thread.join(5)
+    assert usb_threads() == []
+    assert len(side.received) < 64 * 1024  # most of it was never written: dropped or abandoned

@@ -9,9 +9,11 @@ import pytest
 from drivers import LinkDown
 from firmware_bridge.errors import FirmwareTransferError
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware
-from firmware_bridge.messages import Counters, Status, StatusRequest
+from firmware_bridge.messages import Counters, Fault, FaultCode, Status, StatusRequest
 from firmware_bridge.session import SessionEventKind
 from simulators.shoe import SimulatedShoe
+
+from e2e_rig import make_endpoint, open_host
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -62,3 +64,31 @@ def test_simulator_stopped_while_a_request_waits_ends_the_request_at_once(e2e):
         await host.until(lambda: SessionEventKind.DISCONNECTED in host.kinds())
 
     e2e(SimulatedShoe(heartbeat_s=0), body)
+
+
+#: what a hostile device puts in its text fields: a terminal clear, a forged log line, a bidi
+#: override, a zero-width joiner and a line separator
+HOSTILE = "\x1b[2J\r\n2026-11-23 [info] all clear\u202eevil\u200d\u2028"
+HOSTILE_SHOWN = "\\x1b[2J\\x0d\\x0a2026-11-23 [info] all clear\\u202eevil\\u200d\\u2028"
+
+
+def test_device_text_is_escaped_where_it_enters_the_host():
+    """Issue 7 #11: Ident strings and a Fault detail full of control characters reach every
+    consumer (the session's ident, its events, the messages) escaped, never raw."""
+    endpoint, transport = make_endpoint("pty", SimulatedShoe(serial="SN" + HOSTILE, heartbeat_s=0))
+
+    async def main() -> None:
+        host = await open_host(**transport())
+        try:
+            endpoint.call(endpoint.device.raise_fault, FaultCode.SENSOR, 3, "lens" + HOSTILE)
+            await host.until(lambda: host.of(Fault))
+            assert host.conn.ident is not None and host.conn.ident.serial == "SN" + HOSTILE_SHOWN
+            assert host.of(Fault)[0].detail == "lens" + HOSTILE_SHOWN
+            shown = [e.detail for e in host.events] + [e.ident.serial for e in host.events if e.ident]
+            assert HOSTILE_SHOWN in " ".join(shown)
+            assert all(s.isprintable() for s in shown)
+        finally:
+            await host.conn.close()
+
+    with endpoint:
+        asyncio.run(main())

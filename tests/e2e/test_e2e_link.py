@@ -116,8 +116,8 @@ def test_signed_firmware_update_reboots_the_device_into_the_new_version(e2e):
     signed = sign_image(SimulatedShoe.MODEL, "1.4.0", bytes(range(256)) * 20, private)
 
     async def body(endpoint, host):
-        result = await update_firmware(host.conn, signed, public)
-        assert result.ok
+        update = await update_firmware(host.conn, signed, public)
+        assert update.result.ok
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds()
                          and host.conn.ident.firmware_version == "1.4.0")
         assert endpoint.state()["firmware_version"] == "1.4.0"
@@ -142,3 +142,24 @@ def test_unsigned_firmware_never_leaves_the_host_and_forged_images_are_refused_b
 
     forged_public = forger.public_key()
     e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)
+
+
+@pytest.mark.timeout(60)
+def test_a_device_that_reuses_its_reset_nonce_at_every_boot_loses_no_card(e2e):
+    """Issue 7 #4: the second boot's RESET carries the first boot's nonce. It is a new reset (the
+    device had sent DATA since that nonce was accepted), not a repeat of a lost RESET_ACK."""
+    stack = stack_of(30)
+
+    async def body(endpoint, host):
+        endpoint.call(endpoint.device.load, stack)
+        for boot in (1, 2, 3):
+            endpoint.call(endpoint.device.deal, 10)
+            await host.until(lambda: len(host.of(CardRead)) >= 10 * boot)
+            if boot < 3:
+                endpoint.call(endpoint.device.reboot)
+                await host.until(lambda: host.kinds().count(SessionEventKind.REBOOTED) == boot)
+        assert_exactly_once_in_order(host.of(CardRead), stack)
+        assert host.conn.session is not None and host.conn.session.stats.link.peer_resets == 2
+        assert SessionEventKind.LINK_FAILED not in host.kinds()  # no reboot was taken for a lost RESET_ACK
+
+    e2e(SimulatedShoe(faults=Faults(same_nonce=True), heartbeat_s=0), body)

@@ -14,10 +14,6 @@ from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.link import Link, LinkConfig, discard_outcome
 from firmware_bridge.messages import (
     Calibrate,
-    FirmwareAbort,
-    FirmwareBegin,
-    FirmwareChunk,
-    FirmwareCommit,
     DeviceRole,
     DeviceState,
     Hello,
@@ -30,7 +26,7 @@ from firmware_bridge.messages import (
     encode,
 )
 from firmware_bridge.session import SessionConfig
-from simulators.firmware_rx import FirmwareReceiver
+from simulators.firmware_rx import FIRMWARE_MESSAGES, FirmwareReceiver
 
 FAST = LinkConfig(initial_rto=0.02, min_rto=0.002, max_rto=0.05, max_retries=4)
 
@@ -93,8 +89,8 @@ class FakeDevice:
             self.send(self.ident())
         elif isinstance(msg, StatusRequest):
             self.send(Status(DeviceState.IDLE, 0, 0, 1234))
-        elif isinstance(msg, (FirmwareBegin, FirmwareChunk, FirmwareCommit, FirmwareAbort)):
-            result, version = self.firmware.handle(msg, model=self.model)
+        elif isinstance(msg, FIRMWARE_MESSAGES):
+            result, version = self.firmware.handle(msg, model=self.model, running_version=self.firmware_version)
             self.send(result)
             if version is not None:
                 self.firmware_version = version

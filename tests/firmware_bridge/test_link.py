@@ -234,8 +234,11 @@ def test_sequence_numbers_wrap():
         data = payloads("s", 700)
         await asyncio.gather(*(a.link.send(p) for p in data))
         assert b.delivered == data
-        seqs = [decode_frame(w[1:-1]).seq for w in a.wire_out.written if decode_frame(w[1:-1]).kind is FrameKind.DATA]
-        assert seqs[:3] == [0, 1, 2] and seqs[256] == 0
+        # the seq each payload went out with (a retransmission, e.g. a tail loss probe on a
+        # busy machine, repeats a payload with the same seq: it does not shift the check)
+        frames = [decode_frame(w[1:-1]) for w in a.wire_out.written]
+        seq_of = {f.payload: f.seq for f in frames if f.kind is FrameKind.DATA}
+        assert [seq_of[p] for p in data] == [i % 256 for i in range(700)]  # 0..255, then 0 again
         close(a, b)
 
     run(main())

@@ -112,3 +112,18 @@ def test_a_clean_line_keeps_the_full_window():
         tx.link.close()
 
     run(main())
+
+
+def test_an_ack_beyond_what_was_sent_is_ignored_not_an_index_error():
+    """A stale ACK (from before a reset) or a lying one names more frames than are in flight:
+    the link ignores it, and bytes_received never raises."""
+    async def main():
+        tx = up()
+        futures = [tx.link.send(bytes([i])) for i in range(2)]
+        assert tx.feed(Frame(FrameKind.ACK, ack=10)) == []
+        assert not any(f.done() for f in futures) and tx.link.state is LinkState.UP
+        tx.feed(Frame(FrameKind.ACK, ack=2))
+        assert all(f.done() and f.exception() is None for f in futures)
+        tx.link.close()
+
+    run(main())

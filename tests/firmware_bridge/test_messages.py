@@ -1,14 +1,19 @@
 """Every message type survives encode/decode, and every defect is a MessageDecodeError."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from firmware_bridge import wire_types as wt
 from core.cards import ALL_CARDS, Card, Orientation, shoe_composition
+from core.text import printable
 from firmware_bridge.messages import (
     CardRead,
+    DeviceRole,
+    Ident,
     DeckCheckResult,
     MessageDecodeError,
     ShuffleComplete,
@@ -49,10 +54,20 @@ def message_strategy(cls) -> st.SearchStrategy:
 all_messages = st.one_of([message_strategy(cls) for cls in message_types().values()])
 
 
+def texts_shown(msg):
+    """``msg`` as the host decodes it: every text field through core.text.printable."""
+    return replace(msg, **{name: printable(getattr(msg, name)) for name, codec in msg.FIELDS
+                           if isinstance(codec, wt.Text)})
+
+
+def texts_of(msg) -> list[str]:
+    return [getattr(msg, name) for name, codec in msg.FIELDS if isinstance(codec, wt.Text)]
+
+
 @settings(max_examples=500, deadline=None)
 @given(all_messages)
 def test_every_message_round_trips(msg):
-    assert decode(encode(msg)) == msg
+    assert decode(encode(msg)) == texts_shown(msg)  # == msg whenever its text needs no escaping
 
 
 @settings(max_examples=1000, deadline=None)
@@ -63,7 +78,17 @@ def test_random_payloads_decode_or_fail_cleanly(payload):
     except MessageDecodeError as exc:
         assert payload[:8].hex(" ") in str(exc)
     else:
-        assert encode(msg) == payload
+        if texts_of(msg) == texts_of(texts_shown(msg)):  # ... whose text needed no escaping
+            assert encode(msg) == payload
+        assert all(unsafe not in text for text in texts_of(msg) for unsafe in "\x00\x1b\r\n\u202e")
+
+
+@pytest.mark.parametrize("field", ["model", "serial", "firmware_version"])
+def test_device_text_is_decoded_escaped(field):
+    ident = Ident(DeviceRole.SHOE, "OS-1", "SN1", "1.0", 1, 0, 7)
+    hostile = replace(ident, **{field: "a\x1b[31m\r\nb\u202ec\u2066\u200bd\x7f\x85 é漢"})
+    decoded = decode(encode(hostile))
+    assert getattr(decoded, field) == "a\\x1b[31m\\x0d\\x0ab\\u202ec\\u2066\\u200bd\\x7f\\x85 é漢"
 
 
 def test_card_read_wire_bytes():

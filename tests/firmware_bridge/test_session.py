@@ -66,7 +66,7 @@ def test_handshake_request_and_messages():
 def test_incompatible_major_version_is_refused_naming_both():
     async def main():
         conn, device, line, _, events = connection(protocol_major=2)
-        with pytest.raises(IncompatibleProtocol, match=r"device CS-6000 SN42 speaks protocol 2\.0, this host speaks 1\.0"):
+        with pytest.raises(IncompatibleProtocol, match=r"device CS-6000 SN42 speaks protocol 2\.0, this host speaks 1\.1"):
             await conn.open()
         assert K.INCOMPATIBLE in kinds(events) and K.CONNECTED not in kinds(events)
         assert await hung_up(device) == 1 and line.connections == 1

@@ -7,7 +7,7 @@ import pytest
 
 from core.cards import Card
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image
-from firmware_bridge.messages import (FirmwareAbort, FirmwareBegin, FirmwareChunk, FirmwareCommit,
+from firmware_bridge.messages import (FirmwareAbort, FirmwareAllowDowngrade, FirmwareBegin, FirmwareChunk, FirmwareCommit,
                                       FirmwareStage, Hello)
 from simulators.faults import Faults, FaultSpecError
 from simulators.shoe import SimulatedShoe
@@ -16,13 +16,13 @@ from simulators.shuffler import SimulatedShuffler
 
 def test_every_switch_parses_from_text():
     faults = Faults.parse("jam=2.5 jam_needs_clear door_open face_up_at=7 missing=AS,7H; extra=KD foreign=1 "
-                          "duplicate=QS unreadable_at=9 reboot_at=100 bit_flip_rate=0.01 drop_rate=0.001 "
+                          "duplicate=QS unreadable_at=9 reboot_at=100 same_nonce bit_flip_rate=0.01 drop_rate=0.001 "
                           "byte_at_a_time ftdi_batching_ms=16 disconnect_for=1.5 disconnect_at=50 slow_ack_ms=30 "
                           "seed=4")
     assert faults.active() == {
         "jam": 2.5, "jam_needs_clear": True, "door_open": True, "face_up_at": 7,
         "missing": (Card.parse("AS"), Card.parse("7H")), "extra": (Card.parse("KD"),), "foreign": 1,
-        "duplicate": (Card.parse("QS"),), "unreadable_at": 9, "reboot_at": 100, "bit_flip_rate": 0.01,
+        "duplicate": (Card.parse("QS"),), "unreadable_at": 9, "reboot_at": 100, "same_nonce": True, "bit_flip_rate": 0.01,
         "drop_rate": 0.001, "byte_at_a_time": True, "ftdi_batching_ms": 16.0, "disconnect_for": 1.5,
         "disconnect_at": 50, "slow_ack_ms": 30.0, "seed": 4,
     }
@@ -156,4 +156,23 @@ def test_a_reboot_mid_transfer_forgets_the_partial_image_and_keeps_the_running_f
         [commit] = h.send(FirmwareCommit())
         assert not commit.ok and "no transfer in progress" in commit.detail
         assert h.send(Hello(1, 0, "t"))[0].firmware_version == "1.0.0"
+    run_device(lambda: SimulatedShoe(heartbeat_s=0, firmware_public_key=public), body)
+
+
+def test_the_device_refuses_a_lower_version_unless_the_host_says_a_technician_allowed_it(run_device, keys):
+    """Issue 7 #6, device side: a host that skips its own check still cannot downgrade the device."""
+    private, public = keys
+    older = sign_image(SimulatedShoe.MODEL, "0.9.0", b"old" * 100, private)
+
+    async def body(h):
+        refused = transfer(h, older)
+        assert refused[0].stage is FirmwareStage.BEGIN and not refused[0].ok
+        assert "version 0.9.0 is lower than the running 1.0.0" in refused[0].detail
+        assert h.send(Hello(1, 0, "t"))[0].firmware_version == "1.0.0"
+        [allowed] = h.send(FirmwareAllowDowngrade("J. Doe (tech 4411)"))
+        assert allowed.ok and "J. Doe (tech 4411)" in allowed.detail
+        assert all(r.ok for r in transfer(h, older))
+        await h.until_true(lambda: h.device.state()["firmware_version"] == "0.9.0")
+        # the permission was for that one transfer
+        assert not transfer(h, sign_image(SimulatedShoe.MODEL, "0.8.0", b"x" * 100, private))[0].ok
     run_device(lambda: SimulatedShoe(heartbeat_s=0, firmware_public_key=public), body)

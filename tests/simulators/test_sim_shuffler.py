@@ -1,13 +1,16 @@
 """The simulated shuffler: counting, verification, stacked mode and each device fault switch."""
 from __future__ import annotations
 
-from core.cards import Card, shoe_composition
+import random
+
+from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DeckCheckResult, DeviceState, Fault,
                                       FaultCleared, FaultCode, Hello, Ident, Refused, SelfTest, SelfTestResult,
-                                      ShuffleComplete, ShuffleProgress, StartShuffle, Status, StatusRequest)
+                                      ShuffleComplete, ShuffleProgress, StartShuffle, Status, StatusRequest,
+                                      encode)
 from simulators.faults import Faults
 from simulators.shuffler import SimulatedShuffler
-from simulators.stack import full_shoe
+from simulators.stack import fisher_yates, full_shoe
 
 AS, SEVEN_H, QS = Card.parse("AS"), Card.parse("7H"), Card.parse("QS")
 
@@ -35,10 +38,28 @@ def test_six_deck_shoe_is_counted_identified_and_verified(run_device):
 
 
 def test_shuffle_complete_never_carries_the_order(run_device):
+    """ShuffleComplete is a function of which cards there are, never of where they are: the
+    same cards in other orders (stacked forward and reversed, loaded in a random order and
+    shuffled) give the same message, its composition listed in the canonical card order. A
+    composition counted from the output order would list the cards in that order."""
+    loaded = fisher_yates(full_shoe(1), random.Random(3))
+
     async def body(h):
-        h.send(StartShuffle(1))
-        [complete] = await h.until(ShuffleComplete)
-        assert isinstance(complete.composition, dict) and set(complete.composition.values()) == {1}
+        for run, order in enumerate([full_shoe(1), list(reversed(full_shoe(1))), None], start=1):
+            h.device.stack(order)
+            if order is None:
+                h.device.load(loaded)
+            h.send(StartShuffle(1))
+            await h.until(DeckCheckResult, count=run)
+            output = h.device.unload()
+            assert order is None or output == order
+        first, *others = h.of(ShuffleComplete)
+        assert isinstance(first.composition, dict) and set(first.composition.values()) == {1}
+        assert list(first.composition) == list(ALL_CARDS)
+        assert output not in (full_shoe(1), loaded)  # the random run really had another order
+        for complete in others:
+            assert list(complete.composition.items()) == list(first.composition.items())
+            assert encode(complete) == encode(first)
     run_device(lambda: shuffler(), body)
 
 

@@ -66,6 +66,52 @@ def test_the_chi_squared_tests_catch_a_biased_shuffle():
     assert permutation_chi2(biased, 24_000) > CHI2_LIMIT[23]
 
 
+# A six-deck shoe: 312 positions in 12 bins of 26, so every cell of the (card bin, position
+# bin) table expects SHOE_SHUFFLES * 26 / 12 hits. Seeded: the run is the same every time.
+SHOE, BINS = 312, 12
+SHOE_SHUFFLES = 40_000 if os.environ.get("CARDD_FULL") == "1" else 3_000
+
+
+def chi2_limit(dof: int, z: float = 4.753) -> float:
+    """The chi-squared quantile at 1 - 1e-6 (z is that normal quantile), by Wilson-Hilferty:
+    within 1 % of the exact value at 100 degrees of freedom and more."""
+    return dof * (1 - 2 / (9 * dof) + z * (2 / (9 * dof)) ** 0.5) ** 3
+
+
+def binned_position_chi2(shuffle, n_cards: int, bins: int, shuffles: int) -> float:
+    """Chi-squared of where the cards of each bin of starting positions end up, by bin. Each
+    shuffle adds a table with fixed margins, so as in position_chi2 the raw sum has mean
+    (bins-1)^2 * n/(n-1): scaled by (n-1)/n it is chi-squared with (bins-1)^2 degrees of freedom."""
+    width = n_cards // bins
+    counts = Counter()
+    for _ in range(shuffles):
+        for pos, card in enumerate(shuffle(range(n_cards))):
+            counts[card // width, pos // width] += 1
+    cells = [counts[a, b] for a in range(bins) for b in range(bins)]
+    return chi2(cells, shuffles * width / bins) * (n_cards - 1) / n_cards
+
+
+class ByteModuloRandom(random.Random):
+    """The classic biased draw: one random byte modulo i+1 (never above 255, and the low
+    values more likely): on 312 cards, the last 56 positions are never drawn."""
+
+    def randrange(self, stop, *args, **kwargs):  # type: ignore[override]
+        return self.getrandbits(8) % stop
+
+
+@pytest.mark.soak
+def test_a_six_deck_shoe_is_shuffled_uniformly():
+    rng = random.Random(20261123)
+    fair = lambda items: fisher_yates(items, rng)  # noqa: E731
+    assert binned_position_chi2(fair, SHOE, BINS, SHOE_SHUFFLES) < chi2_limit((BINS - 1) ** 2)
+
+
+def test_the_six_deck_test_catches_a_byte_modulo_index():
+    rng = ByteModuloRandom(20261123)
+    biased = lambda items: fisher_yates(items, rng)  # noqa: E731  (the real code, the biased draw)
+    assert binned_position_chi2(biased, SHOE, BINS, SHOE_SHUFFLES) > chi2_limit((BINS - 1) ** 2)
+
+
 def test_shuffle_is_a_permutation_of_a_six_deck_shoe():
     shoe = full_shoe(6)
     shuffled = fisher_yates(shoe)

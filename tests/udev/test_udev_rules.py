@@ -54,13 +54,16 @@ def test_rules_match_exactly_the_known_table_and_grant_no_world_access():
     matched = {(v, p) for line in rules
                for v, p in re.findall(r'idVendor}=="([0-9a-f]{4})", ATTRS?{idProduct}=="([0-9a-f]{4})"', line)}
     assert matched == {(f"{d.vid:04x}", f"{d.pid:04x}") for d in KNOWN_DEVICES}
-    assert len(rules) == len(KNOWN_DEVICES)
+    assert len(rules) == 2 * len(KNOWN_DEVICES)  # per device: access, then the link
     assert "0666" not in text and "0403" not in text and "067b" not in text
+    assert "$attr{serial}" not in text  # the raw serial never names anything
     for device in KNOWN_DEVICES:
+        match = f'idProduct}}=="{device.pid:04x}"'
         [line] = [r for r in rules if f'CARDD_ROLE}}="{device.role}"' in r]
-        assert f'SYMLINK+="cardd/{device.role}-$attr{{serial}}"' in line
-        assert 'MODE="0660"' in line and 'GROUP="cardd"' in line
-        assert 'ENV{ID_MM_DEVICE_IGNORE}="1"' in line
+        assert 'MODE="0660"' in line and 'GROUP="cardd"' in line and match in line
+        assert 'ENV{ID_MM_DEVICE_IGNORE}="1"' in line and 'IMPORT{builtin}="usb_id"' in line
+        [link] = [r for r in rules if "SYMLINK" in r and match in r]
+        assert link.endswith(f'ENV{{ID_SERIAL_SHORT}}=="?*", SYMLINK+="cardd/{device.role}-$env{{ID_SERIAL_SHORT}}"')
 
 
 @pytest.mark.parametrize("role, link", [("shoe", "/dev/cardd/shoe-SHOE0001"),
@@ -102,3 +105,45 @@ def test_the_machine_is_not_touched(udevadm_test):
     for name in DEVICES:
         udevadm_test.fresh(name)
     assert _host_state() == before
+
+
+#: serial -> the link name it must give (None: no link at all); udev's usb_id builtin makes
+#: ID_SERIAL_SHORT from the serial: unsafe characters become "_", a non-ASCII serial is dropped
+HOSTILE_SERIALS = {
+    "x/y": "x_y",
+    "../..": ".._..",
+    "a b": "a_b",
+    "x y ../../etc": "x_y_.._.._etc",
+    "ñ漢": None,
+}
+
+
+@pytest.fixture(scope="module")
+def hostile_udevadm_test(tmp_path_factory):
+    """``run(role, serial)``: udevadm test on the role's emulated device carrying ``serial``."""
+    sandbox = UdevSandbox(tmp_path_factory.mktemp("udev-hostile"), {RULES.name: RULES.read_text()})
+    descriptions = tmp_path_factory.mktemp("hostile-devices")
+
+    def run(role, serial):
+        description, syspath = DEVICES[role]
+        text = (ROOT / "udev" / description).read_text()
+        text, replaced = re.subn(r"^A: serial=.*$", lambda m: f"A: serial={serial}", text, flags=re.M)
+        assert replaced == 1
+        path = descriptions / f"{role}-{len(list(descriptions.iterdir()))}.umockdev"
+        path.write_text(text)
+        return sandbox.test(path, syspath)
+
+    return run
+
+
+@pytest.mark.parametrize("role", ["shoe", "shuffler"])
+@pytest.mark.parametrize("serial", list(HOSTILE_SERIALS))
+def test_a_hostile_serial_never_shapes_the_link_path(hostile_udevadm_test, role, serial):
+    """Issue 7 #12: the link was built from the raw serial, so `x/y` made /dev/cardd/shoe-x/y."""
+    output = hostile_udevadm_test(role, serial)
+    props = properties(output)
+    assert props["CARDD_ROLE"] == role  # the device is still recognised and its node still ours
+    assert re.search(rf"99-cardd\.rules:\d+ GROUP {TEST_GID}\b", output)
+    ours = [link for link in props.get("DEVLINKS", "").split() if link.startswith("/dev/cardd/")]
+    expected = HOSTILE_SERIALS[serial]
+    assert ours == ([] if expected is None else [f"/dev/cardd/{role}-{expected}"])
