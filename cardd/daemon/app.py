@@ -190,7 +190,7 @@ class Daemon:
             service.apply(ShuffleStarted(caller.user), caller.user)
 
         return await run_device_command(name, args, self.devices, service.rules.decks,
-                                        self.config.firmware.public_key, shuffle_started)
+                                        self.config.firmware.public_key, shuffle_started, caller.user)
 
     async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         assert self.simulation is not None

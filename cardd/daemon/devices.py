@@ -81,6 +81,8 @@ class ClearFaultArgs(_Args, frozen=True):
 class FirmwareArgs(_Args, frozen=True):
     device: str
     image: str  # a path on the table computer, readable by the daemon
+    #: an older version goes only when the technician says so (journaled as who allowed it)
+    allow_downgrade: bool = False
 
 
 def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
@@ -91,8 +93,9 @@ def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
 
 
 async def run_device_command(name: str, args: dict[str, Any], devices: Devices, decks: int,
-                             public_key: Path | None, shuffle_started: Callable[[], None]) -> dict[str, Any]:
-    """Do technician command ``name``; returns what the device said (for the journal record)."""
+                             public_key: Path | None, shuffle_started: Callable[[], None],
+                             who: str) -> dict[str, Any]:
+    """Do technician command ``name`` for ``who``; returns what the device said (for the journal record)."""
     try:
         if name == "selftest":
             conn = devices.connected(parse_args(name, args, DeviceArgs).device)
@@ -119,7 +122,7 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
             await conn.send(StartShuffle(decks))
             return {"decks": decks}
         if name == "firmware_update":
-            return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key)
+            return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key, who)
     except CommandFailed:
         raise
     except CarddError as exc:  # the device refused, timed out or went away: one line, named
@@ -127,7 +130,7 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
     raise CommandFailed(f"{name} is not a device command", code="unknown-command")
 
 
-async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | None) -> dict[str, Any]:
+async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | None, who: str) -> dict[str, Any]:
     if public_key is None:
         raise CommandFailed("firmware_update: no [firmware] public_key is configured: firmware updates are refused")
     conn = devices.connected(args.device)
@@ -141,7 +144,8 @@ async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | Non
         signed = SignedImage.from_bytes(path.read_bytes())
     except OSError as exc:
         raise CommandFailed(f"firmware_update: {exc.filename}: {exc.strerror}") from None
-    result = await update_firmware(conn, signed, key)  # type: ignore[arg-type]
-    return {"model": signed.header.model, "version": signed.header.version, "ok": result.ok,
-            "detail": result.detail}
+    done = await update_firmware(conn, signed, key,  # type: ignore[arg-type]
+                                 allow_downgrade_by=who if args.allow_downgrade else None)
+    return {"model": done.model, "from_version": done.from_version, "to_version": done.to_version,
+            "downgrade_allowed_by": done.downgrade_allowed_by, "ok": done.result.ok, "detail": done.result.detail}
 

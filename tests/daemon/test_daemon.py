@@ -242,3 +242,42 @@ def test_a_second_daemon_on_the_same_socket_refuses_in_one_line(directory):
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert "already running" in result.stderr
         assert daemon.stop()[0] == 0
+
+
+def test_technician_commands_reach_the_devices_and_are_journaled(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        seq = client.ok("selftest", device="shoe")
+        record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
+        assert record["kind"] == "command" and record["who"] == "root"
+        assert record["data"]["result"]["passed"] is True
+        seq = client.ok("counters", device="shuffler")
+        record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
+        assert set(record["data"]["result"]) == {"shuffles", "cards", "jams", "faults"}
+        reply = client.command("selftest", device="toaster")
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "toaster" in reply["message"]
+        reply = client.command("clear_fault", device="shoe", code="gremlins")
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "gremlins" in reply["message"]
+        reply = client.command("firmware_update", device="shoe", image="/tmp/image.bin")
+        assert reply["class"] == "ERROR" and "public_key" in reply["message"]
+        reply = client.command("selftest")
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "device" in reply["message"]
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
+def test_a_missing_device_is_offline_never_fatal_and_a_command_for_it_names_it(directory):
+    config = write_config(directory, f"serial://{directory}/no-shoe", f"serial://{directory}/no-shuffler")
+    daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+    try:
+        client = daemon.client()
+        state = client.state()
+        assert {d["link"] for d in state["devices"].values()} == {"down"}
+        reply = client.command("start_shuffle")
+        assert reply["class"] == "ERROR" and reply["code"] == "device-offline"
+        assert "shuffler" in reply["message"] and "no-shuffler" in reply["message"]
+        client.close()
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
