@@ -97,10 +97,11 @@ class Client:
 class Daemon:
     """``cardd`` running in a subprocess until :meth:`stop` or :meth:`kill`."""
 
-    def __init__(self, args: list[str], socket_path: Path) -> None:
+    def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None) -> None:
         self.socket_path = socket_path
         self.proc = subprocess.Popen([str(CARDD), "--log-format", "json", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=None if env is None else {**os.environ, **env})
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.proc.poll() is not None:

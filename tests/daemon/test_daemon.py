@@ -4,6 +4,7 @@ since_seq across a restart, and start-up refusals in one line."""
 from __future__ import annotations
 
 import re
+import socket
 import sqlite3
 from collections import Counter
 from collections.abc import Callable
@@ -281,3 +282,22 @@ def test_a_missing_device_is_offline_never_fatal_and_a_command_for_it_names_it(d
     finally:
         code, err = daemon.stop()
     assert code == 0, err
+
+
+def test_systemd_hears_ready_status_and_stopping(directory):
+    notify = directory / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify))
+        listener.settimeout(20)
+        daemon = Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock",
+                        env={"NOTIFY_SOCKET": str(notify)})
+        try:
+            first = listener.recv(4096).decode().splitlines()
+            assert first[0] == "READY=1" and first[1].startswith("STATUS=shoe idle")
+            assert (directory / "cardd.sock").exists()  # READY only once the API listens
+        finally:
+            code, _ = daemon.stop()
+        said = []
+        while not any(line == "STOPPING=1" for line in said):
+            said += listener.recv(4096).decode().splitlines()
+    assert code == 0
