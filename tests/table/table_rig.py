@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet
+from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, TakeSeat
 from devices.events import Event, Reason
 from devices.game.rules import HouseRules, load_rules
 from devices.tracker.table import Table
@@ -45,13 +45,15 @@ class FakeClock:
 
 
 class TableRig:
-    def __init__(self, rules: HouseRules, *, load: bool = True) -> None:
+    def __init__(self, rules: HouseRules, *, load: bool = True, seat_second_player: bool = True) -> None:
         self.rules = rules
         self.events: list[Event] = []
         self.clock = FakeClock()
         self.table = Table(rules, self._journal, clock=self.clock, stale_after_s=3.0)
         self.index = 0
         connect_devices(self.table)
+        if seat_second_player and rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; the rig's
+            self.table.apply(TakeSeat("p-seated", "dealer-1"))  # one-box rounds have a second player seated
         if load:
             self.shuffle_ok()
             self.load_and_burn()

@@ -345,11 +345,15 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
     assert rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == "no_draw_on_21"
 
 
-def test_surrender_never_against_an_ace(rig: TableRig) -> None:
+def test_surrender_against_an_ace_only_where_the_sheet_allows_it(rig: TableRig) -> None:
     rig.bets(1)
     rig.deal("TH AD 6C")  # dealer shows an ace
     if rig.table.round.state == "insurance":
         rig.table.apply(CloseInsurance("dealer-1"))
+    if rig.rules.play.surrender_against_ace:  # seed 004: its surrender names no exception for the ace
+        rig.table.apply(Act(1, Action.SURRENDER, "p1"))
+        assert rig.table.round.hands[0].surrendered
+        return
     with pytest.raises(RuleViolation) as e:
         rig.table.apply(Act(1, Action.SURRENDER, "p1"))
     rule = "no_surrender_against_ace" if rig.rules.play.surrender else "surrender_not_offered"
