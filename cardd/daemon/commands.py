@@ -40,6 +40,7 @@ TABLE_COMMANDS: tuple[CommandSpec, ...] = (
     # dealer console
     _table("open_round", Role.DEALER, inputs.OpenRound),
     _table("place_bet", Role.DEALER, inputs.PlaceBet),
+    _table("reduce_bet", Role.DEALER, inputs.ReduceBet),
     _table("pairs_bet", Role.DEALER, inputs.PlacePairsBet),
     _table("no_more_bets", Role.DEALER, inputs.NoMoreBets),
     _table("insure", Role.DEALER, inputs.Insure),
@@ -48,6 +49,9 @@ TABLE_COMMANDS: tuple[CommandSpec, ...] = (
     _table("act", Role.DEALER, inputs.Act),
     _table("enter_card", Role.DEALER, inputs.EnterCard),
     _table("dealer_change", Role.DEALER, inputs.DealerChange),
+    _table("take_seat", Role.DEALER, inputs.TakeSeat),
+    _table("leave_seat", Role.DEALER, inputs.LeaveSeat),
+    _table("ask_for_box", Role.DEALER, inputs.AskForBox),
     _table("drawn_in_error", Role.DEALER, inputs.DrawnInErrorDecision),
     _table("shuffle_started", Role.DEALER, inputs.ShuffleStarted),
     _table("hand_shuffled", Role.DEALER, inputs.HandShuffled),

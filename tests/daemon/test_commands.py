@@ -21,6 +21,9 @@ def test_every_table_command_is_an_input_record_and_every_override_needs_a_super
         assert spec.record is not None and spec.record in inputs.TABLE_INPUTS, spec
         if "role" in {f.name for f in dataclasses.fields(spec.record)}:
             assert spec.role is Role.SUPERVISOR, spec
+    # every input a person gives has its command; the devices' and the clock's have none
+    by_devices = {inputs.DeviceMessage, inputs.LinkUp, inputs.LinkDown, inputs.Tick}
+    assert {spec.record for spec in TABLE_COMMANDS} == set(inputs.TABLE_INPUTS) - by_devices
     assert "sim_deal" not in command_table(simulated=False) and "sim_deal" in command_table(simulated=True)
     assert {s.role for s in command_table(False).values() if s.kind == "device"} == {Role.TECHNICIAN}
 
