@@ -166,7 +166,7 @@ class Bench:
         self.emitted.clear()
 
     def deal(self, n: int) -> None:
-        self.sim.shoe.call(self.sim.shoe.device.deal, n)  # type: ignore[attr-defined]
+        self.sim.shoe.call(self.sim.shoe.device.deal, n)
 
     def rss_mb(self) -> float:
         assert self.proc is not None

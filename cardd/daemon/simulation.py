@@ -58,6 +58,6 @@ class Simulation:
             if not 1 <= parsed.cards <= MAX_DEAL:
                 raise CommandFailed(f"sim_deal: cards {parsed.cards}: from 1 to {MAX_DEAL}", code="bad-args")
             shoe = self.table.shoe
-            await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)  # type: ignore[attr-defined]
+            await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)
             return {"cards": parsed.cards}
         raise CommandFailed(f"{name} is not a simulation command", code="unknown-command")

@@ -157,3 +157,29 @@ def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dic
 
 def remove(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
+
+
+# ---- steps of a table, driven through the API (shared by the daemon, crash and role tests) ----
+
+def shuffle_and_load(client: Client, load: Callable[[], object], deal: Callable[[int], object]) -> dict[str, Any]:
+    """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card."""
+    client.ok("start_shuffle")
+    client.wait_state(lambda s: s["shoe"]["state"] == "verified")
+    load()
+    state = client.wait_state(lambda s: s["shoe"]["state"] == "burning")
+    for _ in range(state["shoe"]["burn_remaining"]):
+        deal_one(client, deal)
+    return client.wait_state(lambda s: s["shoe"]["state"] == "in_play")
+
+
+def deal_one(client: Client, deal: Callable[[int], object]) -> dict[str, Any]:
+    before = client.state()["shoe"]["cards_out"]
+    deal(1)
+    return client.wait_state(lambda s: s["shoe"]["cards_out"] == before + 1)
+
+
+def open_and_bet(client: Client) -> None:
+    client.ok("open_round")
+    client.ok("place_bet", box=1, player="p1", amount=1000)
+    client.ok("place_bet", box=3, player="p3", amount=2000)
+    client.ok("no_more_bets")

@@ -14,7 +14,9 @@ from typing import Any, Iterator
 import pytest
 
 from cardd.journal import Journal
-from daemon_rig import Client, Daemon, remove, run_cardd, simulate, state_dir, write_config
+from tests.daemon.daemon_rig import (
+    Client, Daemon, deal_one, open_and_bet, remove, run_cardd, shuffle_and_load, simulate, state_dir, write_config,
+)
 from simulators.rig import SimulatedTable
 
 CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
@@ -25,30 +27,6 @@ def directory() -> Iterator[Path]:
     path = state_dir()
     yield path
     remove(path)
-
-
-def shuffle_and_load(client: Client, load: Callable[[], object], deal: Callable[[int], object]) -> dict[str, Any]:
-    """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card."""
-    client.ok("start_shuffle")
-    client.wait_state(lambda s: s["shoe"]["state"] == "verified")
-    load()
-    state = client.wait_state(lambda s: s["shoe"]["state"] == "burning")
-    for _ in range(state["shoe"]["burn_remaining"]):
-        deal_one(client, deal)
-    return client.wait_state(lambda s: s["shoe"]["state"] == "in_play")
-
-
-def deal_one(client: Client, deal: Callable[[int], object]) -> dict[str, Any]:
-    before = client.state()["shoe"]["cards_out"]
-    deal(1)
-    return client.wait_state(lambda s: s["shoe"]["cards_out"] == before + 1)
-
-
-def open_and_bet(client: Client) -> None:
-    client.ok("open_round")
-    client.ok("place_bet", box=1, player="p1", amount=1000)
-    client.ok("place_bet", box=3, player="p3", amount=2000)
-    client.ok("no_more_bets")
 
 
 def play_out(client: Client, deal: Callable[[int], object], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -119,16 +97,16 @@ def test_a_whole_round_through_commands_with_the_simulated_shoe(directory):
 def test_state_never_shows_an_undealt_card(directory):
     """The test owns the simulated devices (so it knows the stack) and configures cardd with their ptys."""
     with SimulatedTable.over_ptys() as sim:
-        config = write_config(directory, sim.shoe.url, sim.shuffler.url)  # type: ignore[attr-defined]
+        config = write_config(directory, sim.shoe.url, sim.shuffler.url)
         daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
         try:
             client = daemon.client()
 
             def deal(n: int) -> None:
-                sim.shoe.call(sim.shoe.device.deal, n)  # type: ignore[attr-defined]
+                sim.shoe.call(sim.shoe.device.deal, n)
 
             def check(state: dict[str, Any]) -> None:
-                remaining = sim.shoe.call(lambda: list(sim.shoe.device._stack))  # type: ignore[attr-defined]
+                remaining = sim.shoe.call(lambda: list(sim.shoe.device._stack))
                 loaded = loaded_stack[0]
                 dealt = Counter(str(c) for c in loaded[:len(loaded) - len(remaining)])
                 shown = Counter(CARD.findall(json_text(state)))
@@ -139,7 +117,7 @@ def test_state_never_shows_an_undealt_card(directory):
 
             def load() -> None:
                 sim.hand_off()
-                stack = sim.shoe.call(lambda: list(sim.shoe.device._stack))  # type: ignore[attr-defined]
+                stack = sim.shoe.call(lambda: list(sim.shoe.device._stack))
                 loaded_stack.append(list(reversed(stack)))  # the shoe pops from the end
 
             shuffle_and_load(client, load, deal)
@@ -297,7 +275,7 @@ def test_systemd_hears_ready_status_and_stopping(directory):
             assert (directory / "cardd.sock").exists()  # READY only once the API listens
         finally:
             code, _ = daemon.stop()
-        said = []
+        said: list[str] = []
         while not any(line == "STOPPING=1" for line in said):
             said += listener.recv(4096).decode().splitlines()
     assert code == 0

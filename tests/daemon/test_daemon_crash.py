@@ -15,10 +15,10 @@ import time
 import pytest
 
 from cardd.journal import KIND_INPUT, Journal
-from daemon_rig import Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
 from firmware_bridge.messages import CardRead, decode
 from simulators.rig import SimulatedTable
-from test_daemon import open_and_bet, shuffle_and_load
+from tests.daemon.daemon_rig import open_and_bet, shuffle_and_load
 
 KILLS = 100 if os.environ.get("CARDD_FULL") else 20
 
@@ -40,11 +40,11 @@ def test_sigkill_at_random_points_while_the_shoe_deals(capsys):
     directory = state_dir()
     try:
         with SimulatedTable.over_ptys() as sim:
-            config = write_config(directory, sim.shoe.url, sim.shuffler.url)  # type: ignore[attr-defined]
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url)
             sock = directory / "cardd.sock"
 
             def deal(n: int) -> None:
-                sim.shoe.call(sim.shoe.device.deal, n)  # type: ignore[attr-defined]
+                sim.shoe.call(sim.shoe.device.deal, n)
 
             daemon = Daemon(["--config", str(config)], sock)
             client = daemon.client()
@@ -63,7 +63,7 @@ def test_sigkill_at_random_points_while_the_shoe_deals(capsys):
             time.sleep(0.5)  # the last cards reach the daemon
             code, err = daemon.stop()
             assert code == 0, err
-            sent = sim.shoe.call(lambda: sim.shoe.device.index)  # type: ignore[attr-defined]
+            sent = sim.shoe.call(lambda: sim.shoe.device.index)
         with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
             assert journal.verify().ok
             indices = journaled_reads(journal)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from daemon_rig import Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
 from simulators.rig import SimulatedTable
-from test_daemon import deal_one, open_and_bet, shuffle_and_load
+from tests.daemon.daemon_rig import deal_one, open_and_bet, shuffle_and_load
 
 CLIENT_SCRIPT = Path(__file__).resolve().parents[1] / "api" / "api_client.py"
 #: the client is stdlib only; other uids cannot run a Python under root's home (pyenv)
@@ -58,7 +58,7 @@ def test_dealer_and_supervisor_commands_follow_the_callers_groups(groups):
     try:
         with SimulatedTable.over_ptys() as sim:
             roles = {role: GROUPS[role][0] for role in ("dealer", "supervisor", "technician")}
-            config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles=roles,  # type: ignore[attr-defined]
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles=roles,
                                   api_group=GROUPS["api"][0])
             daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
             try:
@@ -67,7 +67,7 @@ def test_dealer_and_supervisor_commands_follow_the_callers_groups(groups):
                 root = daemon.client()
 
                 def deal(n: int) -> None:
-                    sim.shoe.call(sim.shoe.device.deal, n)  # type: ignore[attr-defined]
+                    sim.shoe.call(sim.shoe.device.deal, n)
 
                 shuffle_and_load(root, sim.hand_off, deal)
                 open_and_bet(root)
