@@ -34,11 +34,12 @@ SHOE_STATES = (
 )
 _ENDED = ["reconciled", "unreconciled", "void"]
 _FREE = ["idle", "refused", "verified", *_ENDED]  # no shoe in play, none waiting to be reconciled
+IN_PLAY = ("burning", "in_play", "last_round")
 SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
     {"trigger": "start_shuffle", "source": _FREE, "dest": "shuffling"},
     {"trigger": "stack_counted", "source": "shuffling", "dest": "verifying"},
     {"trigger": "accept", "source": "verifying", "dest": "verified"},
-    {"trigger": "refuse", "source": ["shuffling", "verifying", "verified"], "dest": "refused"},
+    {"trigger": "refuse", "source": ["shuffling", "verifying", "verified", *IN_PLAY], "dest": "refused"},
     {"trigger": "hand_shuffle", "source": _FREE, "dest": "verified"},
     {"trigger": "load", "source": "verified", "dest": "burning"},
     {"trigger": "burnt", "source": "burning", "dest": "in_play"},
@@ -49,7 +50,6 @@ SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
     {"trigger": "reconcile_failed", "source": "complete", "dest": "unreconciled"},
     {"trigger": "void_shoe", "source": [s for s in SHOE_STATES if s not in ("idle", "void")], "dest": "void"},
 )
-IN_PLAY = ("burning", "in_play", "last_round")
 _REASON_FOR_DEST = {
     "verified": Reason.SHOE_VERIFIED, "refused": Reason.SHOE_REFUSED, "last_round": Reason.CUT_CARD_OUT,
     "reconciled": Reason.RECONCILED, "unreconciled": Reason.RECONCILIATION_FAILED, "void": Reason.SHOE_VOID,
@@ -104,6 +104,13 @@ class Shoe:
     def on_shuffler_message(self, msg: Message) -> None:
         if self.state in (*IN_PLAY, "complete") and isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
             self.deferred.append(msg)  # the next shoe's shuffle
+            return
+        if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state == "verifying":
+            # the stack was counted and waits for its deck check: a report of a shuffle now is out of order
+            self._emit(Reason.OUT_OF_ORDER_REPORT, Severity.ALARM,
+                       f"{type(msg).__name__} from the shuffler while the shoe is {self.state} (counted, waiting "
+                       "for its deck check): out of order, ignored", {"message": type(msg).__name__,
+                                                                    "state": self.state})
             return
         if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state != "shuffling":
             self.start_shuffle()  # an instant shuffle reports no progress first
@@ -160,6 +167,10 @@ class Shoe:
         if self.state == "complete":
             self.deferred.append(msg)  # the next shoe: wait for this one's reconciliation
             return True
+        if self.state in IN_PLAY:  # reloaded mid-shoe: what is in it now was never verified
+            self._fire("refuse", problems=f"shoe loaded again while {self.state} ({self.cards_out} cards out): "
+                       "its cards were not verified", cards_out=self.cards_out)
+            return False
         if self.state != "verified":
             self._emit(Reason.SHOE_REFUSED, Severity.ALARM,
                        f"shoe loaded without a verified shuffle (shoe state {self.state}); dealing blocked",

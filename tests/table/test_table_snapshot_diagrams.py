@@ -50,7 +50,7 @@ def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
     t.apply(Resume("sup-1", Role.SUPERVISOR))
     t.apply(Act(3, Action.STAND, "p3"))
     for i, c in enumerate(("TD", "TS")):  # dealer 5 + 10 = 15 draws, + 10 busts
-        t.apply(DeviceMessage("shoe-reader", CardRead(99 + i, Card.parse(c), Orientation.FACE_DOWN, 0)))
+        t.apply(DeviceMessage("shoe-reader", CardRead(rig.index + 1 + i, Card.parse(c), Orientation.FACE_DOWN, 0)))
     assert r.state == "complete"
     assert t.placed() == +t.shoe.out
 
