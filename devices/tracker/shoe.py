@@ -255,7 +255,7 @@ class Shoe:
         for card, n in returned.items():  # a key that is not a card would be ignored: an extra card unseen
             if not isinstance(card, Card) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 name = str(card) if isinstance(card, Card) else repr(card)
-                raise ValueError(f"shoe remainder: {name}: {n!r} is not a card with a count of 0 or more")
+                raise RemainderError(f"shoe remainder: {name}: {n!r} is not a card with a count of 0 or more")
         total = Counter(self.out)
         total.update({c: n for c, n in returned.items() if n})
         missing, extra = compare_counts(self.counted or self.expected, total)
@@ -329,3 +329,7 @@ class Shoe:
 
 class ShoeStateError(CarddError, RuntimeError):
     """An input the shoe cannot take in its current state."""
+
+
+class RemainderError(CarddError, ValueError):
+    """A shoe remainder that is not a count of 0 or more per card."""

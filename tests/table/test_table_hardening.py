@@ -12,11 +12,12 @@ from table_rig import TableRig, cards
 from core.cards import Card, Orientation, shoe_composition
 from devices.events import Reason, Role, Severity
 from devices.game.rules import HouseRules
-from devices.tracker.inputs import DeviceMessage, LinkUp, Resume, Tick, VoidShoe
+from devices.tracker.inputs import DeviceMessage, LinkUp, Resume, ShoeRemainder, Tick, VoidShoe
+from devices.tracker.shoe import RemainderError
 from devices.tracker.table import Table
 from devices.overrides import OverrideRefused
 from firmware_bridge.messages import (
-    CardRead, DeckCheckResult, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Heartbeat, Ident, ShoeLoaded, ShuffleComplete,
+    CardRead, DeckCheckResult, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Heartbeat, Ident, ShoeEmpty, ShoeLoaded, ShuffleComplete,
     ShuffleProgress, Status, UnreadableCard,
 )
 
@@ -162,3 +163,14 @@ def test_a_shuffler_identifying_on_the_shoe_readers_port_is_refused_with_one_eve
     # the right device identifies again: usable
     shoe(rig, Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 7))
     assert rig.table.reader.usable
+
+
+# ---- found by the hostile property test (test_table_hostile.py) -------------------------------
+
+def test_a_negative_remainder_count_is_a_documented_refusal_not_a_bare_value_error() -> None:
+    rig = TableRig(HouseRules.default())
+    shoe(rig, ShoeEmpty(rig.index, 0))
+    assert rig.table.shoe.state == "complete"
+    with pytest.raises(RemainderError, match="AC: -1"):
+        rig.table.apply(ShoeRemainder({Card.parse("AC"): -1}, "dealer-1"))
+    assert rig.table.shoe.state == "complete"
