@@ -22,7 +22,7 @@ from transitions import EventData, Machine
 
 from core.errors import CarddError
 from devices.events import Event, EventSink, Reason, Severity
-from devices.game.rules import HouseRules
+from devices.game.rules import HouseRules, cut_window
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress
 
@@ -221,12 +221,8 @@ class Shoe:
         return True
 
     def cut_window(self) -> tuple[int, int]:
-        """How many cards may leave before the cut card: within one deck of ``shoe.penetration``
-        and at least ``shoe.min_cut_decks`` decks from either end of the shoe."""
-        total = sum((self.counted or self.expected).values())
-        edge = 52 * self.rules.shoe.min_cut_decks
-        aim = round(total * self.rules.shoe.penetration)
-        return max(edge, aim - 52), min(total - edge, aim + 52)
+        """How many cards may leave before the cut card (:func:`devices.game.rules.cut_window`)."""
+        return cut_window(self.rules, sum((self.counted or self.expected).values()))
 
     def cut_card_seen(self, index: int) -> None:
         if self.state not in ("burning", "in_play"):
