@@ -76,6 +76,7 @@ class SessionConfig:
     heartbeat_interval: float = 1.0
     stale_after: float = 3.0
     stats_interval: float = 60.0  # how often the link statistics go to the log
+    messages_limit: int = 10_000  # messages one messages() iterator may hold before it overflows
 
 
 @dataclass(slots=True)
