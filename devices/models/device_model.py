@@ -51,6 +51,7 @@ class DeviceModel:
     ROUTINE_STATES: ClassVar[frozenset[str]] = frozenset({"idle"})
 
     state: str  # set by the Machine
+    refuse_ident: Callable[[], bool]  # a trigger, set by the Machine
 
     def __init__(
         self,
