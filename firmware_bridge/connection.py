@@ -18,6 +18,8 @@ but first waits for the handshake and raises what stopped it (the demo, tools, t
 from __future__ import annotations
 
 import asyncio
+from collections import deque
+from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, TypeVar
 
 import structlog
@@ -27,7 +29,7 @@ from drivers.aio import cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 from drivers.urls import DeviceURL
-from firmware_bridge.errors import LinkError, RequestTimeout, SessionClosed
+from firmware_bridge.errors import LinkError, MessagesOverflow, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
 from firmware_bridge.messages import Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
@@ -35,7 +37,38 @@ from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionE
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
 
-_END = object()  # closes the messages() iterators
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionStats:
+    messages_dropped: int = 0  # messages a messages() iterator could not take (its queue was full)
+    overflows: int = 0  # messages() iterators ended by MessagesOverflow
+
+
+class _Subscriber:
+    """One messages() iterator's bounded queue. Full: it takes nothing more and, once its consumer
+    has read what it holds, ends with MessagesOverflow (a consumer cannot miss that it fell behind)."""
+
+    def __init__(self, limit: int) -> None:
+        self.items: deque[Message] = deque()
+        self.limit = limit
+        self.dropped = 0
+        self.ended = False
+        self.wake = asyncio.Event()
+
+    def put(self, msg: Message) -> bool:
+        """False when the message was dropped."""
+        if self.dropped or len(self.items) >= self.limit:
+            self.dropped += 1
+            self.wake.set()
+            return False
+        self.items.append(msg)
+        self.wake.set()
+        return True
+
+    def end(self) -> None:
+        self.ended = True
+        self.wake.set()
 
 
 class DeviceConnection:
@@ -61,7 +94,8 @@ class DeviceConnection:
         self._endings: set[asyncio.Task[None]] = set()  # sessions being closed after a loss
         self._up = asyncio.Event()
         self._first: asyncio.Future[Ident] | None = None  # open(): the first handshake, or what stopped it
-        self._queues: set[asyncio.Queue[Any]] = set()
+        self._subscribers: set[_Subscriber] = set()
+        self._stats = ConnectionStats()
         self._closed = False
 
     # ---- public ----------------------------------------------------------------------
@@ -134,16 +168,33 @@ class DeviceConnection:
             raise LinkDown(self.url, f"device went away before it answered {type(msg).__name__}") from exc
 
     async def messages(self) -> AsyncIterator[Message]:
-        """Every message the device sends from now on, across unplugs, until :meth:`close`."""
+        """Every message the device sends from now on, across unplugs, until :meth:`close`.
+
+        At most ``config.messages_limit`` wait for a slow consumer; beyond that the iterator takes no
+        more and, after yielding the ones it holds, raises :class:`MessagesOverflow` saying how many
+        were dropped (counted in :attr:`stats`). A consumer that wants to go on asks for a new one.
+        """
         if self._closed:  # close() has already ended the iterators: nothing would end this one
             return
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._queues.add(queue)
+        sub = _Subscriber(self.config.messages_limit)
+        self._subscribers.add(sub)
         try:
-            while (item := await queue.get()) is not _END:
-                yield item
+            while True:
+                while sub.items:
+                    yield sub.items.popleft()
+                if sub.dropped:
+                    raise MessagesOverflow(f"{self.url}: a messages() consumer fell {sub.limit} messages behind; "
+                                           f"{sub.dropped} dropped and the iterator ended")
+                if sub.ended:
+                    return
+                sub.wake.clear()
+                await sub.wake.wait()
         finally:
-            self._queues.discard(queue)
+            self._subscribers.discard(sub)
+
+    @property
+    def stats(self) -> ConnectionStats:
+        return self._stats
 
     async def close(self) -> None:
         """Stop reopening, close the session and the port; idempotent. No event follows."""
@@ -154,8 +205,8 @@ class DeviceConnection:
         self._closed = True
         await self._port.close()  # its transport's connection_lost comes with no event
         await asyncio.gather(self._detach("closed"), *self._endings)
-        for queue in self._queues:
-            queue.put_nowait(_END)
+        for sub in self._subscribers:
+            sub.end()
         self._up.set()  # wakes wait_connected(): it sees _closed
 
     # ---- the port: ReconnectingPort's listener and events ----------------------------------
@@ -243,8 +294,13 @@ class DeviceConnection:
     def _message(self, msg: Message) -> None:
         if self._on_message is not None:
             call_logged(log, "on_message_failed", self._on_message, msg, device=self.url, message=type(msg).__name__)
-        for queue in self._queues:
-            queue.put_nowait(msg)
+        for sub in self._subscribers:
+            if not sub.put(msg):
+                first = sub.dropped == 1
+                self._stats = replace(self._stats, messages_dropped=self._stats.messages_dropped + 1,
+                                      overflows=self._stats.overflows + first)
+                if first:
+                    log.warning("messages_overflow", device=self.url, limit=sub.limit)
 
     def _emit(self, event: SessionEvent) -> None:
         if self._on_event is not None:  # the owner's bug must not stop the supervision

@@ -112,3 +112,8 @@ class RequestRefused(SessionError):
 
 class SessionClosed(SessionError):
     """The session is closed, or the link went down while waiting."""
+
+
+class MessagesOverflow(SessionError):
+    """A ``messages()`` consumer fell so far behind that its bounded queue overflowed: the iterator
+    ends with this error once it has yielded every message it still held."""

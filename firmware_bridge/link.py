@@ -17,6 +17,7 @@ from typing import Callable
 import structlog
 
 from core.callbacks import call_logged
+from drivers.aio import RateLimitedLog
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
 from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, encode_frame
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
@@ -75,6 +76,7 @@ class Link:
         self._state = LinkState.DOWN
         self._unacked: deque[_Outgoing] = deque()
         self._queue: deque[_Outgoing] = deque()
+        self._log = RateLimitedLog(log)  # a peer may RESET or fail thousands of times a second
         self._next_seq = 0
         self._rx_next = 0
         self._ack_due = False
@@ -117,7 +119,7 @@ class Link:
         self._my_nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         self._state = LinkState.RESETTING
         self._stats.resets_sent += 1
-        log.info("link_reset", link=self.name, why=why, nonce=self._my_nonce.hex())
+        self._log.info("link_reset", link=self.name, why=why, nonce=self._my_nonce.hex())
         self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
         self._arm_timer()
 
@@ -337,7 +339,7 @@ class Link:
 
     def _fail(self, why: str) -> None:
         self._restart_sequences(LinkFailed(f"{self.name}: link failed: {why}"))
-        log.warning("link_failed", link=self.name, why=why)
+        self._log.warning("link_failed", link=self.name, why=why)
         self._set_state(LinkState.FAILED, LinkEvent.FAILED, why)
 
     # ---- plumbing --------------------------------------------------------------------
@@ -364,7 +366,7 @@ class Link:
             self._write_bytes(encode_frame(frame))
         except Exception as exc:  # a dead transport: the retry timer and the session deal with it
             self._stats.write_errors += 1
-            log.warning("link_write_failed", link=self.name, error=str(exc))
+            self._log.warning("link_write_failed", link=self.name, error=str(exc))
 
     def _arm_timer(self, probe: bool = False) -> None:
         """Arm the retransmit timer; ``probe``: first a tail loss probe after two smoothed RTTs
@@ -385,7 +387,8 @@ class Link:
 
     def _set_state(self, state: LinkState, event: LinkEvent, detail: str) -> None:
         self._state = state
-        log.info("link_state", link=self.name, state=state.value, link_event=event.value, detail=detail)
+        self._log.info("link_state", key=event.value, link=self.name, state=state.value, link_event=event.value,
+                       detail=detail)
         if self._on_event is not None:
             call_logged(log, "link_event_callback_failed", self._on_event, event, detail,
                         link=self.name, link_event=event.value)

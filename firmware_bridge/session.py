@@ -25,7 +25,7 @@ from typing import Any, Callable, TypeVar
 
 import structlog
 
-from drivers.aio import cancel_and_wait
+from drivers.aio import RateLimitedLog, cancel_and_wait
 from firmware_bridge.errors import IncompatibleProtocol, LinkReset, RequestRefused, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkStats, discard_outcome
@@ -76,6 +76,7 @@ class SessionConfig:
     heartbeat_interval: float = 1.0
     stale_after: float = 3.0
     stats_interval: float = 60.0  # how often the link statistics go to the log
+    messages_limit: int = 10_000  # messages one messages() iterator may hold before it overflows
 
 
 @dataclass(slots=True)
@@ -104,6 +105,7 @@ class DeviceSession:
         self.device = device
         self.config = config or SessionConfig()
         self.ident: Ident | None = None  # the IDENT heard in this session (None until the first)
+        self._log = RateLimitedLog(log)  # a flood of link resets must not flood the log
         self._loop = asyncio.get_running_loop()
         self.link = Link(write, self._payload, self._link_event, self.config.link, device)
         self._on_message, self._on_event, self._identity = on_message, on_event, identity
@@ -306,7 +308,7 @@ class DeviceSession:
                 self._emit(SessionEventKind.STALE, f"nothing heard for {self._liveness.silent_for():.1f}s")
 
     def _emit(self, kind: SessionEventKind, detail: str, ident: Ident | None = None) -> None:
-        log.info("session_event", device=self.device, kind=kind.value, detail=detail)
+        self._log.info("session_event", key=kind.value, device=self.device, kind=kind.value, detail=detail)
         self._on_event(SessionEvent(kind, self.device, detail, ident))
 
 

@@ -269,7 +269,21 @@ def _build(cls: type, table: Any, file: str, prefix: str) -> Any:
     return cls(**values)
 
 
+def cut_window(rules: HouseRules, total: int) -> tuple[int, int]:
+    """How many of ``total`` cards may leave before the cut card: within one deck of
+    ``shoe.penetration`` and at least ``shoe.min_cut_decks`` decks from either end."""
+    edge = 52 * rules.shoe.min_cut_decks
+    aim = round(total * rules.shoe.penetration)
+    return max(edge, aim - 52), min(total - edge, aim + 52)
+
+
 def _check_consistency(rules: HouseRules, file: str) -> None:
+    lo, hi = cut_window(rules, 52 * rules.decks)
+    if lo > hi:  # every cut card would be misplaced
+        raise RulesError(file, "shoe.penetration", f"{rules.shoe.penetration} with shoe.min_cut_decks = "
+                         f"{rules.shoe.min_cut_decks} leaves no place for the cut card in {rules.decks} decks "
+                         f"(after {lo} cards but before {hi})", "a penetration whose cut window, one deck either "
+                         "way, stays min_cut_decks decks from both ends")
     t, p = rules.table, rules.play
     if t.min_per_player > t.max_per_box:
         raise RulesError(file, "table.min_per_player", f"{t.min_per_player} exceeds table.max_per_box "
@@ -305,4 +319,7 @@ def load_rules(path: str | Path) -> HouseRules:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise RulesError(str(p), "(file)", f"cannot be read ({e.strerror})", "a readable TOML file") from None
+    except UnicodeDecodeError as e:
+        raise RulesError(str(p), "(file)", f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})",
+                         "a UTF-8 TOML file") from None
     return parse_rules(text, str(p))

@@ -27,6 +27,7 @@ from firmware_bridge.messages import (
     DeviceState,
     Fault,
     FaultCleared,
+    DeviceRole,
     Heartbeat,
     Ident,
     Message,
@@ -49,10 +50,12 @@ class DeviceModel:
     NAME: ClassVar[str]
     WORK_STATES: ClassVar[tuple[str, ...]]  # working states besides idle
     WORK_TRANSITIONS: ClassVar[tuple[dict[str, Any], ...]]
+    ROLE: ClassVar[DeviceRole]  # the role an IDENT on this device's port must announce
     ROUTINE: ClassVar[frozenset[type]] = frozenset({Heartbeat})  # messages that never move a settled state
     ROUTINE_STATES: ClassVar[frozenset[str]] = frozenset({"idle"})
 
     state: str  # set by the Machine
+    refuse_ident: Callable[[], bool]  # a trigger, set by the Machine
 
     if TYPE_CHECKING:  # the Machine binds one method per trigger to the model; declared for the type checker
         def trigger(self, name: str) -> bool: ...
@@ -106,6 +109,8 @@ class DeviceModel:
         return (
             {"trigger": "connect", "source": "offline", "dest": "connecting"},
             {"trigger": "identify", "source": [*linked, "stale"], "dest": "idle"},
+            # another kind of device on this port: back to waiting for this one's IDENT
+            {"trigger": "refuse_ident", "source": [*online, "fault", "stale"], "dest": "connecting"},
             {"trigger": "disconnect", "source": [*linked, "stale"], "dest": "offline"},
             {"trigger": "lose_heartbeat", "source": linked, "dest": "stale"},
             {"trigger": "fail", "source": ["idle", *cls.WORK_STATES], "dest": "fault"},
@@ -123,8 +128,8 @@ class DeviceModel:
 
     @property
     def usable(self) -> bool:
-        """Online and heard recently: its reports may be trusted."""
-        return self.state not in ("offline", "connecting", "stale", "updating")
+        """Identified, online and heard recently: its reports may be trusted."""
+        return self.ident is not None and self.state not in ("offline", "connecting", "stale", "updating")
 
     @property
     def healthy(self) -> bool:
@@ -189,11 +194,24 @@ class DeviceModel:
         return trigger in self.machine.get_triggers(self.state)
 
     def _on_ident(self, msg: Ident) -> None:
+        if msg.role is not self.ROLE:
+            self._refuse_ident(msg)
+            return
         self.rebooted = self.identity.observe(msg).rebooted is not None
         self.active_fault = None
         self._ident_note = {"serial": msg.serial, "firmware": msg.firmware_version, "rebooted": self.rebooted}
         self.identify()
         self._ident_note, self.rebooted = None, False  # listeners saw it during the transition
+
+    def _refuse_ident(self, msg: Ident) -> None:
+        """A device of another role on this port: one alarm; it is never used (its reads are refused)."""
+        data = {"device": self.NAME, "expected": self.ROLE.name, "role": msg.role.name, "serial": msg.serial,
+                "model": msg.model}
+        self._sink(Event(Reason.WRONG_DEVICE, self.NAME, f"{self.NAME}: a {msg.role.name} device (serial "
+                         f"{msg.serial}) identified on this port, a {self.ROLE.name} is expected: refused",
+                         Severity.ALARM, data))
+        if self.may("refuse_ident"):
+            self.refuse_ident()
 
     def _on_status(self, msg: Status) -> None:
         # Status only forces the states the host cannot infer from other messages.
@@ -207,8 +225,10 @@ class DeviceModel:
         """Subclasses map their own messages to their work triggers."""
 
     def _back(self) -> None:
-        # A fault outlives a silence: a device stale while faulted comes back faulted.
-        faulted = self.state == "stale" and self.active_fault is not None
+        # A fault outlives a silence: a device stale while faulted comes back faulted; one that
+        # reported a fault before it identified (or while updating) comes back to where it was.
+        faulted = self.state == "stale" and self.active_fault is not None and self.may("back_to_fault") \
+            and self.resume_state not in ("connecting", "updating")
         self.trigger("back_to_fault" if faulted else f"back_to_{self.resume_state}")
 
     def _after_change(self, event: EventData) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devices.models.device_model import DeviceModel
-from firmware_bridge.messages import CardRead, CutCardSeen, Heartbeat, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
+from firmware_bridge.messages import CardRead, DeviceRole, CutCardSeen, Heartbeat, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
 
 
 class ShoeReaderModel(DeviceModel):
     NAME = "shoe-reader"
+    ROLE = DeviceRole.SHOE
     WORK_STATES = ("loaded", "dealing")
     WORK_TRANSITIONS = (
         {"trigger": "load", "source": ["idle", "loaded", "dealing"], "dest": "loaded"},

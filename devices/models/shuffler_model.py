@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from devices.models.device_model import DeviceModel
-from firmware_bridge.messages import DeviceState, Message, ShuffleComplete, ShuffleProgress, Status
+from firmware_bridge.messages import DeviceRole, DeviceState, Message, ShuffleComplete, ShuffleProgress, Status
 
 
 class ShufflerModel(DeviceModel):
     NAME = "shuffler"
+    ROLE = DeviceRole.SHUFFLER
     WORK_STATES = ("shuffling", "ready")
     WORK_TRANSITIONS = (
         {"trigger": "start_shuffle", "source": ["idle", "ready"], "dest": "shuffling"},

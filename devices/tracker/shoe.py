@@ -22,7 +22,7 @@ from transitions import EventData, Machine
 
 from core.errors import CarddError
 from devices.events import Event, EventSink, Reason, Severity
-from devices.game.rules import HouseRules
+from devices.game.rules import HouseRules, cut_window
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress
 
@@ -34,11 +34,12 @@ SHOE_STATES = (
 )
 _ENDED = ["reconciled", "unreconciled", "void"]
 _FREE = ["idle", "refused", "verified", *_ENDED]  # no shoe in play, none waiting to be reconciled
+IN_PLAY = ("burning", "in_play", "last_round")
 SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
     {"trigger": "start_shuffle", "source": _FREE, "dest": "shuffling"},
     {"trigger": "stack_counted", "source": "shuffling", "dest": "verifying"},
     {"trigger": "accept", "source": "verifying", "dest": "verified"},
-    {"trigger": "refuse", "source": ["shuffling", "verifying", "verified"], "dest": "refused"},
+    {"trigger": "refuse", "source": ["shuffling", "verifying", "verified", *IN_PLAY], "dest": "refused"},
     {"trigger": "hand_shuffle", "source": _FREE, "dest": "verified"},
     {"trigger": "load", "source": "verified", "dest": "burning"},
     {"trigger": "burnt", "source": "burning", "dest": "in_play"},
@@ -49,7 +50,6 @@ SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
     {"trigger": "reconcile_failed", "source": "complete", "dest": "unreconciled"},
     {"trigger": "void_shoe", "source": [s for s in SHOE_STATES if s not in ("idle", "void")], "dest": "void"},
 )
-IN_PLAY = ("burning", "in_play", "last_round")
 _REASON_FOR_DEST = {
     "verified": Reason.SHOE_VERIFIED, "refused": Reason.SHOE_REFUSED, "last_round": Reason.CUT_CARD_OUT,
     "reconciled": Reason.RECONCILED, "unreconciled": Reason.RECONCILIATION_FAILED, "void": Reason.SHOE_VOID,
@@ -111,6 +111,13 @@ class Shoe:
         if self.state in (*IN_PLAY, "complete") and isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
             self.deferred.append(msg)  # the next shoe's shuffle
             return
+        if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state == "verifying":
+            # the stack was counted and waits for its deck check: a report of a shuffle now is out of order
+            self._emit(Reason.OUT_OF_ORDER_REPORT, Severity.ALARM,
+                       f"{type(msg).__name__} from the shuffler while the shoe is {self.state} (counted, waiting "
+                       "for its deck check): out of order, ignored", {"message": type(msg).__name__,
+                                                                    "state": self.state})
+            return
         if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state != "shuffling":
             self.start_shuffle()  # an instant shuffle reports no progress first
         if isinstance(msg, ShuffleComplete):
@@ -166,6 +173,10 @@ class Shoe:
         if self.state == "complete":
             self.deferred.append(msg)  # the next shoe: wait for this one's reconciliation
             return True
+        if self.state in IN_PLAY:  # reloaded mid-shoe: what is in it now was never verified
+            self._fire("refuse", problems=f"shoe loaded again while {self.state} ({self.cards_out} cards out): "
+                       "its cards were not verified", cards_out=self.cards_out)
+            return False
         if self.state != "verified":
             self._emit(Reason.SHOE_REFUSED, Severity.ALARM,
                        f"shoe loaded without a verified shuffle (shoe state {self.state}); dealing blocked",
@@ -216,12 +227,8 @@ class Shoe:
         return True
 
     def cut_window(self) -> tuple[int, int]:
-        """How many cards may leave before the cut card: within one deck of ``shoe.penetration``
-        and at least ``shoe.min_cut_decks`` decks from either end of the shoe."""
-        total = sum((self.counted or self.expected).values())
-        edge = 52 * self.rules.shoe.min_cut_decks
-        aim = round(total * self.rules.shoe.penetration)
-        return max(edge, aim - 52), min(total - edge, aim + 52)
+        """How many cards may leave before the cut card (:func:`devices.game.rules.cut_window`)."""
+        return cut_window(self.rules, sum((self.counted or self.expected).values()))
 
     def cut_card_seen(self, index: int) -> None:
         if self.state not in ("burning", "in_play"):
@@ -250,7 +257,7 @@ class Shoe:
         for card, n in returned.items():  # a key that is not a card would be ignored: an extra card unseen
             if not isinstance(card, Card) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 name = str(card) if isinstance(card, Card) else repr(card)
-                raise ValueError(f"shoe remainder: {name}: {n!r} is not a card with a count of 0 or more")
+                raise RemainderError(f"shoe remainder: {name}: {n!r} is not a card with a count of 0 or more")
         total = Counter(self.out)
         total.update({c: n for c, n in returned.items() if n})
         missing, extra = compare_counts(self.counted or self.expected, total)
@@ -325,3 +332,7 @@ class Shoe:
 
 class ShoeStateError(CarddError, RuntimeError):
     """An input the shoe cannot take in its current state."""
+
+
+class RemainderError(CarddError, ValueError):
+    """A shoe remainder that is not a count of 0 or more per card."""

@@ -5,33 +5,124 @@ played, pending), open alarms, holds, the procedures waiting for the dealer, and
 round as the log of the input records it took (devices.game.inputs, in the JSON form of
 devices.tracker.inputs). Restoring replays that log into a fresh Round with the journal
 muted (its events were journaled the first time), so the round comes back exactly as it was
-without a second copy of its state here. A bad record in the log raises InputDecodeError. Nothing still inside the shoe is known
-to the host, so nothing undealt can be in a snapshot.
+without a second copy of its state here. Nothing still inside the shoe is known to the host,
+so nothing undealt can be in a snapshot.
+
+A snapshot names the rules it was taken under by a content hash (:func:`rules_digest`), not by
+their ``name``. :func:`restore` checks everything before it builds a table: the structure and
+types against an explicit schema (:class:`_Snapshot`: unknown keys, missing keys, wrong types,
+negative counts), every card, message and record, and the invariants (the shoe's count equals
+its count per card; every card out is in exactly one pile, ``placed() == shoe.out``). Anything
+wrong is one :class:`SnapshotError` naming what and where.
 
 After a restore the devices are offline (they reconnect by themselves) and a live round is
 held: it resumes only when the devices are back and a supervisor agrees.
 """
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+from dataclasses import asdict
+from typing import Annotated, Any, Sequence
 
-from core.cards import Card
+import msgspec
+
+from core.cards import ALL_CARDS, Card
+from core.errors import CarddError
 from devices.events import EventSink, Reason
+from devices.game.inputs import ROUND_INPUTS
 from devices.game.round import Round
 from devices.game.rules import HouseRules
-from devices.tracker.inputs import from_json, to_json
 from devices.overrides import TableError
+from devices.tracker.alarms import Alarm
+from devices.tracker.inputs import from_json, to_json
+from devices.tracker.shoe import SHOE_STATES
 from devices.tracker.table import Table
-from firmware_bridge.messages import decode, encode
+from firmware_bridge.messages import (
+    CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
+)
 
-SNAPSHOT_VERSION = 3  # 2: entry_to_discard (an unreadable card from a stale reader); 3: the round log as input records
+SNAPSHOT_VERSION = 4  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
-_SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry",
-            "entry_to_discard", "seated", "asking_for_box")
+
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Id = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class SnapshotError(TableError, ValueError):
-    """A snapshot this table cannot restore (another version, other house rules, a bad record)."""
+    """A snapshot this table cannot restore: names what is wrong and where."""
+
+
+# ---- the schema: every key, its type and its range ------------------------------------------
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
+class _Rules(_Strict):
+    name: str
+    sha256: str
+
+
+class _Shoe(_Strict):
+    state: str
+    cards_out: Count
+    burn_remaining: Count
+    out: dict[str, Id]
+    counted: dict[str, Count] | None
+
+
+class _Alarm(_Strict):
+    id: Id
+    reason: str
+    source: str
+    message: str
+
+
+class _Alarms(_Strict):
+    next_id: Id
+    open: list[_Alarm]
+
+
+class _Piles(_Strict):
+    burn_pile: list[str]
+    discard: list[str]
+    played: list[str]
+    pending: list[str]
+    drawn_in_error: list[str]
+
+
+class _LiveRound(_Strict):
+    id: Id
+    log: list[dict[str, Any]]
+
+
+class _Snapshot(_Strict):
+    version: int
+    rules: _Rules
+    shoe: _Shoe
+    deferred: list[str]
+    alarms: _Alarms
+    holds: dict[str, str]
+    piles: _Piles
+    queued_reads: list[str]
+    rounds_started: Count
+    closed_round_id: Count
+    last_round_id: Count | None
+    dealer_change_pending: str | None
+    awaiting_entry: Count | None
+    entry_to_discard: bool
+    last_index: Count
+    seated: list[str]  # players at the table, in the order they sat down
+    asking_for_box: list[str]  # seated players waiting for a box
+    round: _LiveRound | None
+
+
+def rules_digest(rules: HouseRules) -> str:
+    """SHA-256 of the rules' content (every setting, not the ``name``): the same file gives the same digest."""
+    content = asdict(rules)
+    content.pop("name")
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def snapshot(table: Table) -> dict[str, Any]:
@@ -39,43 +130,132 @@ def snapshot(table: Table) -> dict[str, Any]:
     r = table.round
     return {
         "version": SNAPSHOT_VERSION,
-        "rules": table.rules.name,
+        "rules": {"name": table.rules.name, "sha256": rules_digest(table.rules)},
         "shoe": table.shoe.snapshot(),
         "deferred": [encode(m).hex() for m in table.shoe.deferred],
         "alarms": table.alarms.snapshot(),
         "holds": dict(table.holds),
         "piles": {name: [str(c) for c in getattr(table, name)] for name in _PILES},
         "queued_reads": [encode(m).hex() for m in table.queued_reads],
-        **{name: getattr(table, name) for name in _SCALARS},
-        "round": None if r is None else {
-            "id": r.round_id, "log": [to_json(op) for op in table.round_log],
-        },
+        "rounds_started": table.rounds_started, "closed_round_id": table.closed_round_id,
+        "last_round_id": table.last_round_id, "dealer_change_pending": table.dealer_change_pending,
+        "awaiting_entry": table.awaiting_entry, "entry_to_discard": table.entry_to_discard,
+        "last_index": table.last_index,
+        "seated": list(table.seated), "asking_for_box": list(table.asking_for_box),
+        "round": None if r is None else {"id": r.round_id, "log": [to_json(op) for op in table.round_log]},
     }
 
 
-def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], **table_kw: Any) -> Table:
-    """A table in the state ``snap`` describes; a live round comes back held."""
+def restore(rules: HouseRules, sink: EventSink, snap: Any, **table_kw: Any) -> Table:
+    """A table in the state ``snap`` describes; a live round comes back held.
+
+    Raises :class:`SnapshotError` (and only that) for anything wrong in ``snap``.
+    """
+    if not isinstance(snap, dict):
+        raise SnapshotError(f"table snapshot: expected an object, got {type(snap).__name__}")
     if snap.get("version") != SNAPSHOT_VERSION:
-        raise SnapshotError(f"table snapshot version {snap.get('version')!r} is not {SNAPSHOT_VERSION}")
-    if snap["rules"] != rules.name:
-        raise SnapshotError(f"table snapshot was taken under rules {snap['rules']!r}, not {rules.name!r}")
+        raise SnapshotError(f"table snapshot version {snap.get('version')!r:.40} is not {SNAPSHOT_VERSION}")
+    try:
+        s = msgspec.convert(snap, _Snapshot, strict=True)
+    except msgspec.ValidationError as exc:
+        raise SnapshotError(f"table snapshot: {exc}") from None
+    digest = rules_digest(rules)
+    if s.rules.sha256 != digest:
+        raise SnapshotError(f"table snapshot was taken under other rules ({s.rules.name!r}, sha256 "
+                            f"{s.rules.sha256[:12]}...), not these ({rules.name!r}, sha256 {digest[:12]}...)")
+    if s.shoe.state not in SHOE_STATES:
+        raise SnapshotError(f"table snapshot: $.shoe.state {s.shoe.state!r:.40} is not a shoe state "
+                            f"({', '.join(SHOE_STATES)})")
+    unknown = [k for k in s.holds if k not in Reason.__members__]
+    if unknown:
+        raise SnapshotError(f"table snapshot: $.holds: {unknown[0]!r:.40} is not a reason code")
     table = Table(rules, sink, **table_kw)
     table._replaying = True
     try:
-        table.shoe.restore(snap["shoe"])
-        table.shoe.deferred = [decode(bytes.fromhex(h)) for h in snap["deferred"]]
-        table.alarms.restore(snap["alarms"])
-        table.holds = dict(snap["holds"])
-        for name in _PILES:
-            setattr(table, name, [Card.parse(c) for c in snap["piles"][name]])
-        table.queued_reads = [decode(bytes.fromhex(h)) for h in snap["queued_reads"]]  # type: ignore[misc]
-        for name in _SCALARS:
-            setattr(table, name, snap[name])
-        if snap["round"] is not None:
-            table.round = Round(rules, table._journal, round_id=snap["round"]["id"])
-            for op in snap["round"]["log"]:
-                table._to_round(from_json(op))
+        _fill(table, s)
+    except CarddError as exc:  # a record or a round input the round refuses: the log is not what was played
+        raise SnapshotError(f"table snapshot: {exc}") from None
     finally:
         table._replaying = False
+    _check_invariants(table, s)
     table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
     return table
+
+
+def _fill(table: Table, s: _Snapshot) -> None:
+    shoe = table.shoe
+    shoe.machine.set_state(s.shoe.state)
+    shoe.cards_out, shoe.burn_remaining = s.shoe.cards_out, s.shoe.burn_remaining
+    shoe.out.clear()
+    shoe.out.update(_counts(s.shoe.out, "$.shoe.out"))
+    shoe.counted = None if s.shoe.counted is None else \
+        {c: 0 for c in ALL_CARDS} | _counts(s.shoe.counted, "$.shoe.counted")
+    shoe.deferred = _messages(s.deferred, "$.deferred", (ShuffleProgress, ShuffleComplete, DeckCheckResult,
+                                                         ShoeLoaded))
+    table.alarms._next_id = s.alarms.next_id
+    table.alarms.open = {a.id: Alarm(a.id, a.reason, a.source, a.message) for a in s.alarms.open}
+    table.holds = dict(s.holds)
+    for name in _PILES:
+        setattr(table, name, _cards(getattr(s.piles, name), f"$.piles.{name}"))
+    table.queued_reads = _messages(s.queued_reads, "$.queued_reads", (CardRead, UnreadableCard))  # type: ignore[assignment]
+    table.rounds_started, table.closed_round_id = s.rounds_started, s.closed_round_id
+    table.last_round_id, table.dealer_change_pending = s.last_round_id, s.dealer_change_pending
+    table.awaiting_entry, table.entry_to_discard, table.last_index = s.awaiting_entry, s.entry_to_discard, s.last_index
+    table.seated, table.asking_for_box = list(s.seated), list(s.asking_for_box)
+    if s.round is not None:
+        table.round = Round(table.rules, table._journal, round_id=s.round.id)
+        for i, op in enumerate(s.round.log):
+            record = from_json(op)
+            if type(record) not in ROUND_INPUTS:
+                raise SnapshotError(f"table snapshot: $.round.log[{i}]: {type(record).__name__} is not a round input")
+            table._to_round(record)
+
+
+def _check_invariants(table: Table, s: _Snapshot) -> None:
+    problems = []
+    if sum(table.shoe.out.values()) != table.shoe.cards_out:
+        problems.append(f"$.shoe.cards_out is {table.shoe.cards_out} but $.shoe.out counts "
+                        f"{sum(table.shoe.out.values())} cards")
+    placed, out = table.placed(), +table.shoe.out
+    if placed != out:
+        more, fewer = placed - out, out - placed
+        problems.append("the piles disagree with the shoe's count of cards out"
+                        + (f"; in the piles, not out: {', '.join(map(str, sorted(more.elements())))}" if more else "")
+                        + (f"; out, in no pile: {', '.join(map(str, sorted(fewer.elements())))}" if fewer else ""))
+    if any(a.id >= s.alarms.next_id for a in s.alarms.open) or len({a.id for a in s.alarms.open}) != len(s.alarms.open):
+        problems.append("$.alarms: alarm ids repeat or are not below next_id")
+    if s.round is not None and (s.round.id > s.rounds_started or s.closed_round_id > s.rounds_started):
+        problems.append(f"$.round.id {s.round.id} / $.closed_round_id {s.closed_round_id} exceed "
+                        f"$.rounds_started {s.rounds_started}")
+    if len(set(s.seated)) != len(s.seated) or not set(s.asking_for_box) <= set(s.seated):
+        problems.append("$.seated repeats a player, or $.asking_for_box names a player not seated")
+    if problems:
+        raise SnapshotError("table snapshot: " + "; ".join(problems))
+
+
+def _card(text: str, where: str) -> Card:
+    try:
+        return Card.parse(text)
+    except (CarddError, ValueError) as exc:
+        raise SnapshotError(f"table snapshot: {where}: {text!r:.20} is not a card ({exc})") from None
+
+
+def _cards(texts: Sequence[str], where: str) -> list[Card]:
+    return [_card(t, f"{where}[{i}]") for i, t in enumerate(texts)]
+
+
+def _counts(counts: dict[str, int], where: str) -> dict[Card, int]:
+    return {_card(c, f"{where} key"): n for c, n in counts.items()}
+
+
+def _messages(hexes: Sequence[str], where: str, kinds: tuple[type, ...]) -> list[Message]:
+    out = []
+    for i, h in enumerate(hexes):
+        try:
+            msg = decode(bytes.fromhex(h))
+        except (CarddError, ValueError) as exc:
+            raise SnapshotError(f"table snapshot: {where}[{i}]: not an encoded message ({exc})") from None
+        if not isinstance(msg, kinds):
+            raise SnapshotError(f"table snapshot: {where}[{i}]: a {type(msg).__name__} does not belong here")
+        out.append(msg)
+    return out

@@ -82,6 +82,7 @@ class Table:
         self.awaiting_entry: int | None = None  # index of an unreadable card the dealer must enter
         self.entry_to_discard = False  # that card came from a reader not usable: it goes to no hand
         self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
+        self.last_index = 0  # the last CardRead/UnreadableCard index since the shoe was loaded (they count from 1)
         self.last_round_id: int | None = None  # the shoe ends after it: set by the cut card or an empty shoe
         self.dealer_change_pending: str | None = None
         self.seated: list[str] = []  # players at the table, in the order they sat down (kept across rounds)
@@ -187,6 +188,8 @@ class Table:
 
     def _on_shoe(self, msg: Message) -> None:
         self.reader.on_message(msg)
+        if isinstance(msg, (CardRead, UnreadableCard)) and not self._next_index(msg):
+            return
         if isinstance(msg, CardRead):
             self._on_read(msg)
         elif isinstance(msg, UnreadableCard):
@@ -194,16 +197,39 @@ class Table:
         elif isinstance(msg, CutCardSeen):
             self._on_cut_card(msg)
         elif isinstance(msg, ShoeLoaded):
+            self.last_index = 0  # the reader counts the cards of each load from 1
             self.shuffler.stack_taken()
-            self.shoe.shoe_loaded(msg)
+            if not self.shoe.shoe_loaded(msg):
+                self._hold(Reason.DEALING_BLOCKED, f"shoe loaded while the shoe is {self.shoe.state}")
         elif isinstance(msg, ShoeEmpty):
             if self.round_live:
                 self.last_round_id = self.round.round_id  # type: ignore[union-attr]
             else:
                 self.shoe.finish_shoe(f"shoe empty after {msg.cards_out} cards")
 
+    def _next_index(self, msg: CardRead | UnreadableCard) -> bool:
+        """A read's index must follow the last one of this load: False for a repeat (not used again);
+        a gap is an alarm naming the indexes never received, and holds the round."""
+        index, last = msg.index, self.last_index
+        if index <= last:
+            what = f"card #{index} ({msg.card})" if isinstance(msg, CardRead) else f"unreadable card #{index}"
+            self._emit(Reason.REPEATED_READ, f"{what} repeats an index already read since the shoe was loaded "
+                       f"(last #{last}): not dealt again", Severity.WARNING, index=index, last=last)
+            return False
+        self.last_index = index
+        if index > last + 1:
+            missing = f"#{last + 1}" if index == last + 2 else f"#{last + 1}..#{index - 1}"
+            self._emit(Reason.MISSING_READ, f"card read(s) {missing} never received before card #{index}: "
+                       "cards left the shoe unseen; round held", Severity.ALARM,
+                       first_missing=last + 1, last_missing=index - 1, index=index)
+            self._hold(Reason.MISSING_READ, f"card read(s) {missing} missing")
+        return True
+
     def _device_changed(self, model: DeviceModel, src: str, dst: str) -> None:
         if self._replaying or model not in self.devices():
+            return
+        if dst == "connecting" and src != "offline":  # another kind of device identified on its port
+            self._hold(Reason.WRONG_DEVICE, f"{model.NAME}: a device of another role on its port")
             return
         if dst == "idle" and model.rebooted and self.round_live:
             # a restart mid-round: what the device did meanwhile is unknown

@@ -1,0 +1,76 @@
+"""Issue 7 #8: a RESET flood from a hostile device on a real pty: the log stays readable.
+
+Before the fix every RESET wrote its own link_state and session_event lines (48,000 lines/s).
+Now at most ``burst`` lines of a kind per interval are written and one ``log_rate_limited``
+line per kind says how many were left out. The clock of the rate limiter is frozen (a boundary),
+so the whole flood falls in one interval whatever the machine's speed.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import tty
+
+import pytest
+from structlog.testing import capture_logs
+
+from firmware_bridge.connection import DeviceConnection
+from firmware_bridge.framing import Frame, FrameKind, encode_frame
+from firmware_bridge.session import SessionConfig
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_leaks")]
+RESETS = 2_000
+BURST = 5  # RateLimitedLog's default
+
+
+def test_a_reset_flood_is_summarised_in_the_log_not_written_line_by_line(mocker) -> None:
+    mocker.patch("drivers.aio.monotonic", return_value=1000.0)
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    path = os.ttyname(slave)
+
+    async def main() -> None:
+        conn = DeviceConnection(f"serial://{path}", None, None, SessionConfig(host_name="flood"))
+        await conn.start()
+        while conn.session is None:  # the port is open (opening it flushes what came before)
+            await asyncio.sleep(0.01)
+        flood = b"".join(encode_frame(Frame(FrameKind.RESET, payload=i.to_bytes(4, "big"))) for i in range(RESETS))
+        loop = asyncio.get_running_loop()
+        writing = loop.run_in_executor(None, _write_all, master, flood)  # the hostile device: a new nonce each time
+
+        def peer_resets() -> int:
+            return conn.session.link.stats.peer_resets if conn.session else 0
+        while peer_resets() < RESETS:
+            await asyncio.sleep(0.01)
+            _drain(master)
+        await writing
+        while not any(e["event"] == "log_rate_limited" and e["key"] == "peer_reset" for e in logs):
+            await asyncio.sleep(0.05)  # the summary is written when its interval ends
+            _drain(master)
+        await conn.close()
+
+    with capture_logs() as logs:
+        try:
+            asyncio.run(main())
+        finally:
+            os.close(master)
+            os.close(slave)
+    peer = [e for e in logs if e["event"] == "link_state" and e.get("link_event") == "peer_reset"]
+    assert len(peer) == BURST, f"{len(peer)} link_state lines for {RESETS} RESETs"
+    summary = [e for e in logs if e["event"] == "log_rate_limited" and e["key"] == "peer_reset"]
+    assert len(summary) == 1 and summary[0]["suppressed"] == RESETS - BURST and summary[0]["written"] == BURST
+    assert len(logs) < 100, f"{len(logs)} log lines for {RESETS} RESETs"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:4096]):]
+
+
+def _drain(fd: int) -> None:
+    """Read what the host wrote (its RESET_ACKs and HELLOs), so the pty never fills."""
+    while select.select([fd], [], [], 0)[0]:
+        if not os.read(fd, 65536):
+            return
