@@ -14,6 +14,12 @@ rebooted or was swapped while unplugged is reported (REBOOTED / REPLACED "while 
 but first waits for the handshake and raises what stopped it (the demo, tools, tests). Only
 :meth:`close` stops it. While no session is up, :meth:`send` and :meth:`request` raise
 :class:`drivers.errors.LinkDown` naming the device.
+
+With a protocol 1.1 device, events are numbered (docs/protocol.md §3.2): after every handshake
+the connection tells the device the last index the application journaled (``journaled_index``)
+and the device sends everything after it again; :class:`~firmware_bridge.delivery.EventDelivery`
+gives the application each index once, in order, and reports a skipped index (EVENT_GAP).
+:meth:`confirm` lets the device forget what the application journaled.
 """
 from __future__ import annotations
 
@@ -26,9 +32,10 @@ from drivers.aio import call_logged, cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 from drivers.urls import DeviceURL
-from firmware_bridge.errors import LinkError, RequestTimeout, SessionClosed
+from firmware_bridge.delivery import DeliveryStats, EventDelivery
+from firmware_bridge.errors import EventIndexError, LinkError, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
-from firmware_bridge.messages import Ident, Message
+from firmware_bridge.messages import Event, EventsDropped, Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
 
 log = structlog.get_logger(__name__)
@@ -40,17 +47,31 @@ _END = object()  # closes the messages() iterators
 class DeviceConnection:
     """Keeps a handshaken session to ``url`` up until :meth:`close`.
 
-    ``on_message`` gets every message of every session; ``on_event`` gets the sessions'
-    events (connected, ident, rebooted, stale, ...) and DISCONNECTED when the port goes.
-    ``transport_options`` pass to the driver (e.g. ``backend=`` for a pyusb backend).
+    ``on_message`` gets every message of every session once (answers unwrapped); ``on_event``
+    gets the sessions' events (connected, ident, rebooted, stale, event_gap, ...) and
+    DISCONNECTED when the port goes. ``transport_options`` pass to the driver (e.g.
+    ``backend=`` for a pyusb backend).
+
+    Numbered events (a 1.1 device): ``on_indexed(index, msg)``, when given, gets each of them
+    instead of ``on_message``. ``journaled_index()`` is called at every handshake and returns
+    the highest index the application has journaled (0: none); the device sends everything
+    after it again, and the connection drops what it has already delivered. Without it, what
+    was delivered counts as journaled: the connection confirms each event itself.
     """
 
     def __init__(self, url: str | DeviceURL, on_message: Callable[[Message], None] | None = None,
                  on_event: Callable[[SessionEvent], None] | None = None, config: SessionConfig | None = None, *,
+                 journaled_index: Callable[[], int] | None = None,
+                 on_indexed: Callable[[int, Message], None] | None = None,
                  backoff: Backoff = Backoff(), sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  **transport_options: Any) -> None:
         self.config = config or SessionConfig()
-        self._on_message, self._on_event = on_message, on_event
+        self._on_message, self._on_event, self._on_indexed = on_message, on_event, on_indexed
+        self._journaled_index = journaled_index
+        self._delivery = EventDelivery()
+        self._confirm_to = 0  # the highest index the application confirmed
+        self._confirm_sent = 0  # ... and the highest told to the device
+        self._confirm_due = False  # a confirmation is scheduled for the end of this loop turn
         self._backoff, self._sleep = backoff, sleep
         self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
         self.url = self._port.url
@@ -78,6 +99,25 @@ class DeviceConnection:
     def session(self) -> DeviceSession | None:
         """The session on the port open now (None while the device is away)."""
         return self._session
+
+    @property
+    def event_stats(self) -> DeliveryStats:
+        """Numbered events delivered, resent ones dropped, gaps, confirmations (a copy)."""
+        return self._delivery.stats
+
+    def confirm(self, index: int) -> None:
+        """Every event up to ``index`` is journaled: the device may forget them. Cheap: the
+        confirmations of one loop turn go out as one EventsJournaled at its end (none while the
+        device is away: the next handshake says it). EventIndexError beyond what was delivered."""
+        if index > self._delivery.last:
+            raise EventIndexError(f"{self.url}: cannot confirm event {index}: "
+                                  f"only events up to {self._delivery.last} were delivered")
+        if index <= self._confirm_to:
+            return
+        self._confirm_to = index
+        if not self._confirm_due:
+            self._confirm_due = True
+            asyncio.get_running_loop().call_soon(self._send_confirm)
 
     async def start(self) -> None:
         """Start opening the device in the background; returns at once."""
@@ -201,6 +241,8 @@ class DeviceConnection:
                     continue
                 try:
                     ident = await session.shake_hands()
+                    if session.speaks_1_1:
+                        await self._resume(session)
                 except LinkError:  # reset or failed meanwhile: wait_need() says what is due
                     continue
                 except Exception as exc:  # no answer, refused (booting), another protocol major
@@ -239,7 +281,53 @@ class DeviceConnection:
             raise LinkDown(self.url, f"device is {state}")
         return self._session
 
+    async def _resume(self, session: DeviceSession) -> None:
+        """Tell the device from where to send its events again (ResumeEvents)."""
+        journaled = self._journaled_index() if self._journaled_index is not None else self._confirm_to
+        self._delivery.resume(journaled)
+        self._confirm_sent = max(self._confirm_sent, journaled)
+        log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
+        await session.resume_events(journaled)
+
+    def _send_confirm(self) -> None:
+        self._confirm_due = False
+        session = self._session
+        if self._confirm_to > self._confirm_sent and session is not None and session.speaks_1_1:
+            session.confirm_events(self._confirm_to)
+            self._confirm_sent = self._confirm_to
+            self._delivery.count(confirms_sent=1)
+
     def _message(self, msg: Message) -> None:
+        if isinstance(msg, Event):
+            self._indexed(msg)
+            return
+        if isinstance(msg, EventsDropped):
+            lost = self._delivery.dropped(msg.first_index, msg.count)
+            if lost:
+                self._emit(SessionEvent(SessionEventKind.EVENTS_DROPPED, self.url,
+                                        f"events {lost[0]}..{lost[-1]} ({len(lost)}) are lost: {msg.reason.name.lower()}"))
+        self._deliver(msg)
+
+    def _indexed(self, event: Event) -> None:
+        deliver, skipped = self._delivery.accept(event.index)
+        if skipped:
+            self._emit(SessionEvent(SessionEventKind.EVENT_GAP, self.url,
+                                    f"events {skipped[0]}..{skipped[-1]} ({len(skipped)}) never came; "
+                                    f"next came {event.index}"))
+        if not deliver:
+            return
+        if self._on_indexed is not None:
+            call_logged(log, "on_indexed_failed", self._on_indexed, event.index, event.message, device=self.url,
+                        message=type(event.message).__name__)
+        elif self._on_message is not None:
+            call_logged(log, "on_message_failed", self._on_message, event.message, device=self.url,
+                        message=type(event.message).__name__)
+        for queue in self._queues:
+            queue.put_nowait(event.message)
+        if self._journaled_index is None:  # delivered counts as journaled
+            self.confirm(event.index)
+
+    def _deliver(self, msg: Message) -> None:
         if self._on_message is not None:
             call_logged(log, "on_message_failed", self._on_message, msg, device=self.url, message=type(msg).__name__)
         for queue in self._queues:

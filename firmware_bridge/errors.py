@@ -112,3 +112,7 @@ class RequestRefused(SessionError):
 
 class SessionClosed(SessionError):
     """The session is closed, or the link went down while waiting."""
+
+
+class EventIndexError(SessionError, ValueError):
+    """An event index the host cannot confirm (beyond what it delivered)."""
