@@ -35,7 +35,7 @@ from drivers.urls import DeviceURL
 from firmware_bridge.delivery import DeliveryStats, EventDelivery
 from firmware_bridge.errors import EventIndexError, LinkError, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
-from firmware_bridge.messages import Event, EventsDropped, Ident, Message
+from firmware_bridge.messages import DropReason, Event, EventsDropped, Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
 
 log = structlog.get_logger(__name__)
@@ -240,9 +240,7 @@ class DeviceConnection:
                     session.reset_link()
                     continue
                 try:
-                    ident = await session.shake_hands()
-                    if session.speaks_1_1:
-                        await self._resume(session)
+                    ident = await session.shake_hands(self._resume_point)
                 except LinkError:  # reset or failed meanwhile: wait_need() says what is due
                     continue
                 except Exception as exc:  # no answer, refused (booting), another protocol major
@@ -281,13 +279,13 @@ class DeviceConnection:
             raise LinkDown(self.url, f"device is {state}")
         return self._session
 
-    async def _resume(self, session: DeviceSession) -> None:
-        """Tell the device from where to send its events again (ResumeEvents)."""
+    def _resume_point(self) -> int:
+        """At a handshake with a 1.1 device: the index after which it sends its events again."""
         journaled = self._journaled_index() if self._journaled_index is not None else self._confirm_to
         self._delivery.resume(journaled)
         self._confirm_sent = max(self._confirm_sent, journaled)
         log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
-        await session.resume_events(journaled)
+        return journaled
 
     def _send_confirm(self) -> None:
         self._confirm_due = False
@@ -303,7 +301,8 @@ class DeviceConnection:
             return
         if isinstance(msg, EventsDropped):
             lost = self._delivery.dropped(msg.first_index, msg.count)
-            if lost:
+            # CONFIRMED: another host journaled them; alarming only where a journal should have them
+            if lost and (msg.reason is DropReason.OVERFLOW or self._journaled_index is not None):
                 self._emit(SessionEvent(SessionEventKind.EVENTS_DROPPED, self.url,
                                         f"events {lost[0]}..{lost[-1]} ({len(lost)}) are lost: {msg.reason.name.lower()}"))
         self._deliver(msg)

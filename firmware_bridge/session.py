@@ -165,10 +165,12 @@ class DeviceSession:
             self._changed.clear()
             await self._changed.wait()
 
-    async def shake_hands(self) -> Ident:
-        """Say HELLO and wait for IDENT. Raises IncompatibleProtocol (another major version,
-        reported as INCOMPATIBLE), RequestTimeout, RequestRefused (not ready yet) or LinkError
-        (the link was reset or failed meanwhile); :meth:`wait_need` then says what is due."""
+    async def shake_hands(self, journaled_index: Callable[[], int] = lambda: 0) -> Ident:
+        """Say HELLO and wait for IDENT; with a 1.1 device, then say ResumeEvents with
+        ``journaled_index()`` (the device sends every later event again). Raises
+        IncompatibleProtocol (another major version, reported as INCOMPATIBLE), RequestTimeout,
+        RequestRefused (not ready yet) or LinkError (the link was reset or failed meanwhile);
+        :meth:`wait_need` then says what is due."""
         self._needs_handshake, self._handshaking = False, True  # a reset from now on asks again
         try:
             hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, self.config.host_name)
@@ -180,6 +182,8 @@ class DeviceSession:
                 )
                 self._emit(SessionEventKind.INCOMPATIBLE, detail, ident)
                 raise IncompatibleProtocol(detail)
+            if self.speaks_1_1:
+                await self.send(ResumeEvents(journaled_index()))  # before anything else is asked
         except BaseException:
             self._needs_handshake = True
             raise
@@ -214,11 +218,6 @@ class DeviceSession:
         if self._closed:
             raise SessionClosed(f"{self.device}: session is closed")
         await self.link.send(encode(msg))
-
-    async def resume_events(self, journaled_index: int) -> None:
-        """Right after a handshake with a 1.1 device: events up to ``journaled_index`` are
-        journaled, send every later one again (ResumeEvents); waits for the link's ACK."""
-        await self.send(ResumeEvents(journaled_index))
 
     def confirm_events(self, up_to_index: int) -> None:
         """Tell a 1.1 device its events up to ``up_to_index`` are journaled (EventsJournaled).
