@@ -72,6 +72,7 @@ class DeviceConnection:
         self._confirm_to = 0  # the highest index the application confirmed
         self._confirm_sent = 0  # ... and the highest told to the device
         self._confirm_due = False  # a confirmation is scheduled for the end of this loop turn
+        self._confirm_in_flight: asyncio.Future | None = None  # the EventsJournaled the link has not delivered yet
         self._backoff, self._sleep = backoff, sleep
         self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
         self.url = self._port.url
@@ -107,8 +108,10 @@ class DeviceConnection:
 
     def confirm(self, index: int) -> None:
         """Every event up to ``index`` is journaled: the device may forget them. Cheap: the
-        confirmations of one loop turn go out as one EventsJournaled at its end (none while the
-        device is away: the next handshake says it). EventIndexError beyond what was delivered."""
+        confirmations of one loop turn go out as one EventsJournaled at its end, and while one
+        is unacknowledged by the link the next waits for it, so a busy link carries one per round
+        trip (none while the device is away: the next handshake says it). EventIndexError
+        beyond what was delivered."""
         if index > self._delivery.last:
             raise EventIndexError(f"{self.url}: cannot confirm event {index}: "
                                   f"only events up to {self._delivery.last} were delivered")
@@ -290,10 +293,14 @@ class DeviceConnection:
     def _send_confirm(self) -> None:
         self._confirm_due = False
         session = self._session
+        if self._confirm_in_flight is not None and not self._confirm_in_flight.done():
+            return  # its callback sends the newest index
         if self._confirm_to > self._confirm_sent and session is not None and session.speaks_1_1:
-            session.confirm_events(self._confirm_to)
-            self._confirm_sent = self._confirm_to
-            self._delivery.count(confirms_sent=1)
+            self._confirm_in_flight = sent = session.confirm_events(self._confirm_to)
+            if sent is not None:
+                self._confirm_sent = self._confirm_to
+                self._delivery.count(confirms_sent=1)
+                sent.add_done_callback(lambda _: self._send_confirm())
 
     def _message(self, msg: Message) -> None:
         if isinstance(msg, Event):

@@ -219,11 +219,15 @@ class DeviceSession:
             raise SessionClosed(f"{self.device}: session is closed")
         await self.link.send(encode(msg))
 
-    def confirm_events(self, up_to_index: int) -> None:
-        """Tell a 1.1 device its events up to ``up_to_index`` are journaled (EventsJournaled).
-        Not waited for: a lost one is made good by the next, or by ResumeEvents."""
-        if not self._closed and self.link.state is LinkState.UP:
-            self.link.send(encode(EventsJournaled(up_to_index))).add_done_callback(discard_outcome)
+    def confirm_events(self, up_to_index: int) -> asyncio.Future | None:
+        """Tell a 1.1 device its events up to ``up_to_index`` are journaled (EventsJournaled);
+        returns the link's future (None when the link is not up). A lost one is made good by
+        the next, or by ResumeEvents."""
+        if self._closed or self.link.state is not LinkState.UP:
+            return None
+        sent = self.link.send(encode(EventsJournaled(up_to_index)))
+        sent.add_done_callback(discard_outcome)
+        return sent
 
     async def request(self, msg: Message, expect: type[M], timeout: float = 1.0) -> M:
         """Send ``msg`` and return its answer of type ``expect``: with a 1.1 device the Answer
