@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test sysdeps venv bench diagrams check-diagrams api-schema check-api-schema clean
+.PHONY: demo test typecheck sysdeps venv bench diagrams check-diagrams api-schema check-api-schema clean
 
 $(STAMP): pyproject.toml
 	@# Debian ships venv without ensurepip unless python3-venv is installed
@@ -32,8 +32,12 @@ sysdeps:
 demo: $(STAMP)
 	$(PY) -m cardd.demo
 
-test: sysdeps $(STAMP) check-diagrams check-api-schema
+test: sysdeps $(STAMP) check-diagrams check-api-schema typecheck
 	$(PY) -m pytest -q
+
+# mypy over every package and the tests, at the strictness stated in pyproject.toml
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
 
 diagrams: $(STAMP)
 	$(PY) -m devices.diagrams --write docs/state-machines.md

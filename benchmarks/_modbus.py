@@ -52,7 +52,8 @@ def pty_pair() -> Iterator[tuple[str, str]]:
         deadline = time.monotonic() + START_TIMEOUT
         while not (os.path.exists(a) and os.path.exists(b)):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise ModbusPeerError(f"socat did not make the pty pair: {proc.stderr.read().decode()!r}")
+                why = proc.stderr.read().decode() if proc.stderr else ""  # piped above: never None
+                raise ModbusPeerError(f"socat did not make the pty pair: {why!r}")
             time.sleep(0.01)
         yield a, b
     finally:

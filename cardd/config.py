@@ -40,6 +40,8 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 MIN_RETENTION_DAYS = 90
 #: sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
 MAX_SOCKET_PATH = 107
+#: the group udev gives the card devices (udev/*.rules): never the API's
+DEVICE_GROUP = "cardd"
 _GROUP_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")  # what Debian's groupadd accepts by default
 _MODE = re.compile(r"^0?[0-7]{3}$")
 
@@ -79,6 +81,9 @@ class ApiConfig(_Section, frozen=True):
     socket: Path = Path("/run/cardd/cardd.sock")
     #: the socket file's permissions, octal digits; never any for others
     mode: str = "0660"
+    #: the socket file's group: API clients join it (and one role group). Not the udev device
+    #: group "cardd": being allowed at the devices must not let anyone talk to the daemon
+    group: str = "cardd-api"
 
     @property
     def mode_bits(self) -> int:
@@ -272,6 +277,10 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
         raise fail("api.socket", f"too long for a Unix socket (at most {MAX_SOCKET_PATH} bytes)")
     if not _MODE.match(config.api.mode) or int(config.api.mode, 8) & 0o007:
         raise fail("api.mode", 'expected octal permissions without any for others, like "0660" or "0600"')
+    if not _GROUP_NAME.match(config.api.group):
+        raise fail("api.group", "expected a Unix group name (lower-case letters, digits, _ and -)")
+    if config.api.group == DEVICE_GROUP:
+        raise fail("api.group", f"{DEVICE_GROUP!r} is the devices' group (udev): the API needs its own, like \"cardd-api\"")
     roles: dict[str, str] = {}  # group -> the role it was given to first
     for role, group in msgspec.structs.asdict(config.roles).items():
         if not _GROUP_NAME.match(group):

@@ -48,6 +48,7 @@ from firmware_bridge.messages import (
 )
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
+from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,8 +136,9 @@ class Demo:
                                         ("shoe-reader", self.sim.shoe, self.on_shoe)):
             connection = DeviceConnection(endpoint.url, handler, self._link_events(name), config)
             ident = await connection.open()  # CONNECTED: the feed brings the device's model up
+            pty = f" (pty {endpoint.tty})" if isinstance(endpoint, PtyEndpoint) else ""
             self.say(f"{name}: {ident.model} serial {ident.serial} firmware {ident.firmware_version} "
-                     f"on {endpoint.url} (pty {endpoint.tty})")
+                     f"on {endpoint.url}{pty}")
             self.connections[name] = connection
 
     def _link_events(self, name: str) -> Callable[[SessionEvent], None]:

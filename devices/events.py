@@ -69,6 +69,7 @@ class Reason(enum.StrEnum):
     DEALING_BLOCKED = "DEALING_BLOCKED"  # a card left a shoe that may not be dealt (refused, unverified, complete)
     ALARM_CLEARED = "ALARM_CLEARED"  # a supervisor cleared an open alarm
     CUT_CARD_MISPLACED = "CUT_CARD_MISPLACED"  # the cut card came out where the cut rules do not put it (shoe)
+    BOX_OVER_MAXIMUM = "BOX_OVER_MAXIMUM"  # the owner's priority took a box over its maximum: who must reduce
 
 
 @dataclass(frozen=True, slots=True)

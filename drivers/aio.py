@@ -1,10 +1,7 @@
-"""Small asyncio and callback helpers the layers share (drivers is the lowest layer, so they live here)."""
+"""The asyncio helper the layers share (drivers is the lowest layer with a loop, so it lives here)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
-
-import structlog
 
 
 async def cancel_and_wait(task: asyncio.Task | None) -> None:
@@ -16,19 +13,3 @@ async def cancel_and_wait(task: asyncio.Task | None) -> None:
         await task
     except asyncio.CancelledError:
         pass
-
-
-def call_logged(log: structlog.typing.FilteringBoundLogger | Any, what: str, fn: Callable[..., Any],
-                *args: Any, **context: Any) -> None:
-    """Call ``fn(*args)``; an exception there is logged as ``what`` (with ``context``, e.g. the
-    device, and the head of any bytes argument) and swallowed: an owner's broken callback must
-    never stop the loop, a reader thread, a link or a supervisor that called it. Hot paths call
-    this per chunk, so the bytes are only looked at once something failed."""
-    try:
-        fn(*args)
-    except Exception:  # noqa: BLE001 - the callee's bug, reported where it happened
-        for arg in args:
-            if isinstance(arg, (bytes, bytearray)):
-                context.setdefault("size", len(arg))
-                context.setdefault("head", bytes(arg[:32]).hex(" "))
-        log.exception(what, **context)

@@ -113,7 +113,7 @@ class MemoryLine:
     """The device side of ``mem://NAME``: every host that opens the URL gets a fresh connection,
     whose device end goes to ``accept``."""
 
-    def __init__(self, name: str, accept: Callable[[MemoryTransport], None], *,
+    def __init__(self, name: str, accept: Callable[[MemoryTransport], object], *,
                  to_host: Wire | None = None, to_device: Wire | None = None) -> None:
         self.url = f"mem://{name}"
         parse_url(self.url)  # BadURL for a name no URL could carry
@@ -139,7 +139,7 @@ class MemoryLine:
 _lines: dict[str, MemoryLine] = {}
 
 
-def listen(name: str, accept: Callable[[MemoryTransport], None], *,
+def listen(name: str, accept: Callable[[MemoryTransport], object], *,
            to_host: Wire | None = None, to_device: Wire | None = None) -> MemoryLine:
     """Listen on ``mem://name`` (replacing a line listening there before)."""
     line = MemoryLine(name, accept, to_host=to_host, to_device=to_device)

@@ -27,7 +27,8 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 
-from drivers.aio import call_logged, cancel_and_wait
+from core.callbacks import call_logged
+from drivers.aio import cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.factory import make_transport
 from drivers.transport import Transport

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import structlog
 
-from drivers.aio import call_logged
+from core.callbacks import call_logged
 
 log = structlog.get_logger(__name__)
 

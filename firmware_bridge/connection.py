@@ -28,7 +28,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, TypeVar
 
 import structlog
 
-from drivers.aio import call_logged, cancel_and_wait
+from core.callbacks import call_logged
+from drivers.aio import cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 from drivers.urls import DeviceURL

@@ -21,7 +21,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 import structlog
 from cryptography.exceptions import InvalidSignature
@@ -256,12 +256,15 @@ def _fit_text(text: str, limit: int = 255) -> str:
 # ---- host side ------------------------------------------------------------------------
 
 
+_M = TypeVar("_M", bound=Message)
+
+
 class Requester(Protocol):
     """What :func:`update_firmware` needs from a session."""
 
     ident: Ident | None
 
-    async def request(self, msg: Message, expect: type[Message], timeout: float = ...) -> Message: ...
+    async def request(self, msg: Message, expect: type[_M], timeout: float = ...) -> _M: ...
 
 
 @dataclass(frozen=True, slots=True)

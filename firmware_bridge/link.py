@@ -16,7 +16,7 @@ from typing import Callable
 
 import structlog
 
-from drivers.aio import call_logged
+from core.callbacks import call_logged
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
 from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, encode_frame
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)

@@ -104,18 +104,18 @@ class Message:
 _REGISTRY: dict[int, type[Message]] = {}
 
 
-_C = typing.TypeVar("_C", bound=type[Message])
+_C = typing.TypeVar("_C", bound=Message)
 
 
 @typing.dataclass_transform(frozen_default=True)
-def _message(code: int) -> typing.Callable[[_C], _C]:
+def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
     """Register a message class under its type code and read its field codecs once.
 
     ``dataclass_transform`` tells the type checker that a decorated class is a frozen dataclass.
     """
 
-    def register(cls: _C) -> _C:
-        cls = typing.cast(_C, dataclasses.dataclass(frozen=True, slots=True)(cls))
+    def register(cls: type[_C]) -> type[_C]:
+        cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
         if code in _REGISTRY:
             raise RuntimeError(f"type code 0x{code:02x} used twice: {_REGISTRY[code].__name__}, {cls.__name__}")
         hints = typing.get_type_hints(cls, include_extras=True)

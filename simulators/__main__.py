@@ -129,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     common = {"faults": faults, "heartbeat_s": args.heartbeat}
     if args.serial is not None:
         common["serial"] = args.serial
+    device: SimulatedShuffler | SimulatedShoe
     if args.device == "shuffler":
         device = SimulatedShuffler(shuffle_time_s=args.shuffle_time, **common)
         device.stack(stack)
@@ -146,14 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m simulators: error: {exc}", file=sys.stderr, flush=True)
         return 1
     try:
-        if args.device == "shoe" and stack:
+        if isinstance(device, SimulatedShoe) and stack:
             endpoint.call(device.load, stack, args.cut_at)
         print(endpoint.path, flush=True)
         print(f"{device.MODEL} {device.serial} on {endpoint.tty}; open serial://{endpoint.path}; "
               f"faults: {faults.active() or 'none'}; Ctrl-C to stop", file=sys.stderr, flush=True)
         while signal.sigwait(handled) not in stop_signals:
-            if args.device == "shoe":  # SIGUSR1: the dealer draws every card left, on demand
-                endpoint.call(lambda: device.deal(device.cards_held()))
+            if isinstance(device, SimulatedShoe):  # SIGUSR1: the dealer draws every card left, on demand
+                shoe = device
+                endpoint.call(lambda: shoe.deal(shoe.cards_held()))
     finally:
         endpoint.stop()
     return 0

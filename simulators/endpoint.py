@@ -25,7 +25,7 @@ import enum
 import threading
 from collections import deque
 from dataclasses import replace
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Generic, Self, TypeVar
 
 import structlog
 
@@ -51,6 +51,7 @@ from simulators.wire import FaultyWire
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+D = TypeVar("D", bound=SimulatedDevice)
 
 START_TIMEOUT = 5.0
 #: the RESET nonce of a device with the same_nonce fault, at every boot
@@ -67,8 +68,8 @@ class Streaming(enum.Enum):
     PLAIN = "plain"  # to a 1.0 host, as the bare message (kept only until sent)
 
 
-class Endpoint(abc.ABC):
-    def __init__(self, device: SimulatedDevice, *, link_config: LinkConfig | None = None) -> None:
+class Endpoint(abc.ABC, Generic[D]):
+    def __init__(self, device: D, *, link_config: LinkConfig | None = None) -> None:
         self.device = device
         self.link_config = link_config or LinkConfig()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -83,9 +84,14 @@ class Endpoint(abc.ABC):
         self._progress = asyncio.Event()  # anything _flush() looks at changed
         self.link_events: list[tuple[str, str]] = []
 
+    @property
+    @abc.abstractmethod
+    def url(self) -> str:
+        """The URL the host opens to reach this device."""
+
     # ---- life (any thread) ---------------------------------------------------------
 
-    def start(self) -> "Endpoint":
+    def start(self) -> Self:
         """Start the device's thread and loop; returns once the transport is ready."""
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -108,7 +114,7 @@ class Endpoint(abc.ABC):
             self._thread.join(START_TIMEOUT)
             self._thread = None
 
-    def __enter__(self) -> "Endpoint":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -17,20 +17,24 @@ from typing import Any
 
 import structlog
 
-from simulators.device import SimulatedDevice
-from simulators.endpoint import Endpoint
+from simulators.endpoint import D, Endpoint
 
 log = structlog.get_logger(__name__)
 
 READ_CHUNK = 4096
 
 
-class PtyEndpoint(Endpoint):
-    def __init__(self, device: SimulatedDevice, *, link: str | None = None, **kwargs: Any) -> None:
+class PtyEndpoint(Endpoint[D]):
+    def __init__(self, device: D, *, link: str | None = None, **kwargs: Any) -> None:
         super().__init__(device, **kwargs)
-        self._tmpdir = None if link else tempfile.mkdtemp(prefix="cardd-sim-")
         #: the stable path the host opens (a symlink to the current pty)
-        self.path = link or os.path.join(self._tmpdir, device.ROLE.name.lower())
+        self.path: str
+        self._tmpdir: str | None
+        if link:
+            self.path, self._tmpdir = link, None
+        else:
+            self._tmpdir = tempfile.mkdtemp(prefix="cardd-sim-")
+            self.path = os.path.join(self._tmpdir, device.ROLE.name.lower())
         #: the pty behind ``path`` right now
         self.tty: str | None = None
         self._master = self._slave = -1

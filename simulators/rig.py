@@ -22,7 +22,7 @@ DEFAULT_PENETRATION = 2 / 3
 
 
 class SimulatedTable:
-    def __init__(self, shuffler: Endpoint, shoe: Endpoint) -> None:
+    def __init__(self, shuffler: Endpoint[SimulatedShuffler], shoe: Endpoint[SimulatedShoe]) -> None:
         self.shuffler = shuffler
         self.shoe = shoe
 

@@ -55,6 +55,10 @@ class SimulatedShoe(SimulatedDevice):
 
     def __init__(self, serial: str = "SHOE0001", *, pace_s: float | None = None, **kwargs: Any) -> None:
         self.pace_s = pace_s
+        self._stack: list[StackCard] = []  # reset() empties these again
+        self._pending = 0
+        self._dealer: asyncio.Task[None] | None = None
+        self.cut_at: int | None = None
         super().__init__(serial, **kwargs)
 
     # ---- physical side ----------------------------------------------------------------
@@ -86,10 +90,10 @@ class SimulatedShoe(SimulatedDevice):
         return len(self._stack)
 
     def reset(self) -> None:
-        self._stack: list[StackCard] = []
+        self._stack = []
         self._pending = 0
-        self._dealer: asyncio.Task | None = None
-        self.cut_at: int | None = None
+        self._dealer = None
+        self.cut_at = None
         self.index = 0
         super().reset()
 

@@ -38,6 +38,8 @@ class SimulatedShuffler(SimulatedDevice):
     def __init__(self, serial: str = "SHUF0001", *, shuffle_time_s: float = 0.0, **kwargs: Any) -> None:
         self.shuffle_time_s = shuffle_time_s
         self.stacked: list[StackCard] | None = None
+        self._loaded: list[StackCard] = []  # the tray; reset() empties both again
+        self._output: list[StackCard] = []
         super().__init__(serial, **kwargs)
 
     # ---- physical side (tests, the rig) -----------------------------------------------
@@ -64,8 +66,8 @@ class SimulatedShuffler(SimulatedDevice):
         return len(self._output) or len(self._loaded)
 
     def reset(self) -> None:
-        self._loaded: list[StackCard] = []
-        self._output: list[StackCard] = []
+        self._loaded = []
+        self._output = []
         super().reset()
 
     def state(self) -> dict[str, Any]:

@@ -10,13 +10,12 @@ from typing import Any
 
 from drivers.known_devices import by_role
 
-from simulators.device import SimulatedDevice
-from simulators.endpoint import Endpoint
+from simulators.endpoint import D, Endpoint
 from simulators.usb_backend import SimUsbBackend, SimUsbDevice
 
 
-class UsbEndpoint(Endpoint):
-    def __init__(self, device: SimulatedDevice, *, backend: SimUsbBackend | None = None, **kwargs: Any) -> None:
+class UsbEndpoint(Endpoint[D]):
+    def __init__(self, device: D, *, backend: SimUsbBackend | None = None, **kwargs: Any) -> None:
         super().__init__(device, **kwargs)
         self.backend = backend or SimUsbBackend()
         known = by_role(device.ROLE.name.lower())

@@ -46,6 +46,7 @@ class Hand:
     stood: bool = False  # stood, or closed by the rules (a double's or a split ace's one card)
     took_double: bool = False
     awaiting_card: bool = False  # a hit or a double asked for a card that has not come yet
+    waits_on_21: bool = False  # a split hand whose two-card 21 may still be doubled (seed 004)
 
     _hard: int = field(default=0, init=False, repr=False)  # running hard total and ace flag,
     _ace: bool = field(default=False, init=False, repr=False)  # kept by add/take_last/reset
@@ -85,8 +86,12 @@ class Hand:
 
     @property
     def complete(self) -> bool:
-        """No more cards or decisions: stood (or closed), bust, surrendered, or any 21 (no drawing on 21)."""
-        return self.surrendered or self.stood or (len(self.cards) >= 2 and self.total >= 21)
+        """No more cards or decisions: stood (or closed), bust, surrendered, or any 21 (no drawing on 21),
+        except a split hand's two-card 21 where the rules let it be doubled (it waits for stand or double)."""
+        if self.surrendered or self.stood:
+            return True
+        n = len(self.cards)
+        return n >= 2 and self.total >= 21 and not (self.waits_on_21 and n == 2 and self.total == 21)
 
     @property
     def needs_card(self) -> bool:

@@ -23,6 +23,17 @@ class PlaceBet:
 
 
 @dataclass(frozen=True, slots=True)
+class ReduceBet:
+    """A player lowers his own bet during betting: ``amount`` is his new stake, 0 withdraws it
+    (seed 003: co-players reduce when the box owner's priority takes the box over its maximum;
+    seeds 000/002/003: an owner gives a box up)."""
+
+    box: int
+    player: str
+    amount: int
+
+
+@dataclass(frozen=True, slots=True)
 class PlacePairsBet:
     """A Blackjack Pairs side wager, where the house rules offer it."""
 
@@ -55,14 +66,30 @@ class CloseInsurance:
 
 
 @dataclass(frozen=True, slots=True)
+class CoPlayerChoice:
+    """A co-player's own answer to the box owner's double or split (his money depends on it)."""
+
+    player: str
+    joins: bool  # adds his own chips to follow the double or split
+    amount: int | None = None  # a double he joins for less, where the rules allow a double for less
+    stays_on: int | None = None  # a split he declines: 1 = the first card's hand, 2 = the second's
+
+
+@dataclass(frozen=True, slots=True)
 class Act:
-    """A player decision for the box's hand in turn (surrender: any unplayed box)."""
+    """The box owner's decision for the box's hand in turn (surrender: any unplayed box).
+
+    ``player`` is who decides: the box owner (the first player on the box). It may be left out
+    only on a box with one player. ``co_players`` holds one answer per co-player on the hand to a
+    double or a split; ``who`` is the person who keyed the input.
+    """
 
     box: int
     action: Action
     who: str
-    amount: int | None = None  # a double for less
-    declined: tuple[str, ...] = ()  # co-players on the box who do not follow the owner's double or split
+    amount: int | None = None  # the owner's double for less
+    player: str | None = None
+    co_players: tuple[CoPlayerChoice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +150,9 @@ class ReconstructAndRedeal:
     also: tuple[Card, ...] = ()
 
 
-RoundInput = (PlaceBet | PlacePairsBet | NoMoreBets | Insure | EvenMoney | CloseInsurance | Act | Resume | CardDealt
-              | Hold | Flag | Void | ReconstructInitialDeal | ReconstructAndRedeal)
-ROUND_INPUTS: tuple[type, ...] = (PlaceBet, PlacePairsBet, NoMoreBets, Insure, EvenMoney, CloseInsurance, Act, Resume,
-                                  CardDealt, Hold, Flag, Void, ReconstructInitialDeal, ReconstructAndRedeal)
+RoundInput = (PlaceBet | ReduceBet | PlacePairsBet | NoMoreBets | Insure | EvenMoney | CloseInsurance | Act | Resume
+              | CardDealt | Hold | Flag | Void | ReconstructInitialDeal | ReconstructAndRedeal)
+ROUND_INPUTS: tuple[type, ...] = (
+    PlaceBet, ReduceBet, PlacePairsBet, NoMoreBets, Insure, EvenMoney, CloseInsurance, Act, Resume, CardDealt, Hold, Flag,
+    Void, ReconstructInitialDeal, ReconstructAndRedeal,
+)

@@ -9,12 +9,14 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
 
     r = Round(rules, sink, round_id=1)
     r.place_bet(box, player, amount)            # betting: first player on a box owns it
+    r.reduce_bet(box, player, amount)           # betting: lower one's own bet (0 withdraws it)
+    r.reductions_at_maximum(box) -> {player: cents}  # seed 003: who must reduce by how much
     r.place_pairs_bet(box, player, amount)      # Blackjack Pairs side wager, if enabled
     r.no_more_bets(who)                         # -> initial_deal
     r.expected_next() -> Target | None          # what the next card from the shoe is for
     r.card_dealt(card) -> Target | None         # assign it; None = no card expected (table's call)
     r.insure(box, player, amount); r.even_money(box, player); r.close_insurance(who)
-    r.act(box, Action.HIT|STAND|DOUBLE|SPLIT|SURRENDER, who, amount=None, declined=())
+    r.act(box, Action.HIT|STAND|DOUBLE|SPLIT|SURRENDER, who, amount=None, player=None, co_players=())
     r.hold(reason, detail); r.resume(who, role); r.void(reason, who, role)
     r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role, also=())
     r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
@@ -48,13 +50,15 @@ from typing import Any, Callable, Iterable
 from devices.events import Event, EventSink, Reason, Role, Severity
 from devices.game.hand import Hand, hand_total
 from devices.game.inputs import (
-    Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet, PlacePairsBet,
-    ReconstructAndRedeal, ReconstructInitialDeal, Resume, RoundInput, Void,
+    Act, CardDealt, CloseInsurance, CoPlayerChoice, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet,
+    PlacePairsBet, ReconstructAndRedeal, ReconstructInitialDeal, ReduceBet, Resume, RoundInput, Void,
 )
 from devices.overrides import OverrideRefused, require_supervisor  # refused overrides raise OverrideRefused
 from devices.game.round_machine import MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
 from devices.game.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
-from devices.game.round_checks import Problem, check_action, check_bet, check_insurance, check_pairs_bet
+from devices.game.round_checks import (
+    Problem, check_action, check_bet, check_insurance, check_pairs_bet, check_reduce, reductions_at_maximum,
+)
 from devices.game.rules import HouseRules
 from devices.game.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
 from core.cards import ALL_CARDS, Card, Rank
@@ -78,7 +82,7 @@ def _target(box: int, hand: int) -> Target:
 class Round:
     """One round at one table. Not thread-safe: drive it from the table's single event loop."""
 
-    def __init__(self, rules: HouseRules, sink: EventSink, round_id: int | str = 1) -> None:
+    def __init__(self, rules: HouseRules, sink: EventSink, round_id: int = 1) -> None:
         self.rules, self._sink, self.round_id = rules, sink, round_id
         self._prefix = f"round {round_id}: "
         self.wagers: dict[int, dict[str, int]] = {}  # box -> player -> stake, in betting order
@@ -162,7 +166,39 @@ class Round:
         stakes = self.wagers.setdefault(box, {})
         stakes[player] = stakes.get(player, 0) + amount
         self._emit(Reason.ACTION, f"{player} bets {amount} on box {box}", who=player,
-                   action="bet", box=box, player=player, amount=amount)
+                   action="bet", box=box, player=player, amount=amount, owner=next(iter(stakes)) == player)
+        self._announce_over_maximum(box)
+
+    def reduce_bet(self, box: int, player: str, amount: int) -> None:
+        """A player lowers his own bet before no more bets; 0 withdraws it (and his side wager there)."""
+        self._require(("betting",), "reducing a bet", player)
+        problem = check_reduce(self.rules, self.wagers.get(box, {}), box, player, amount)
+        if problem:
+            raise self._refuse(*problem, who=player)
+        stakes = self.wagers[box]
+        if amount:
+            stakes[player] = amount
+        else:
+            del stakes[player]  # the next player in betting order becomes the owner
+            self.pairs_bets.pop((box, player), None)
+            if not stakes:
+                del self.wagers[box]
+        self._emit(Reason.ACTION, f"{player} reduces his bet on box {box} to {amount}", who=player,
+                   action="reduce_bet", box=box, player=player, amount=amount)
+        self._announce_over_maximum(box)
+
+    def reductions_at_maximum(self, box: int) -> dict[str, int]:
+        """Who must reduce by how much at ``box`` (empty when the box is within its maximum)."""
+        return reductions_at_maximum(self.rules, self.wagers.get(box, {}))
+
+    def _announce_over_maximum(self, box: int) -> None:
+        stakes = self.wagers.get(box, {})
+        over = sum(stakes.values()) - self.rules.table.max_per_box
+        if over > 0:
+            cuts = self.reductions_at_maximum(box)
+            self._emit(Reason.BOX_OVER_MAXIMUM, f"box {box} is {over} over the maximum: the owner has priority; "
+                       + ", ".join(f"{p} reduces by {c}" for p, c in cuts.items()), Severity.WARNING,
+                       box=box, over=over, reduce=cuts)
 
     def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
         self._require(("betting",), "a Blackjack Pairs bet", player)
@@ -178,6 +214,12 @@ class Round:
         self._require(("betting",), "no more bets", who)
         if not self.wagers:
             raise self._refuse("no_wager", "no more bets refused: no box has a wager", who)
+        for box, stakes in sorted(self.wagers.items()):
+            over = sum(stakes.values()) - self.rules.table.max_per_box
+            if over > 0:
+                cuts = ", ".join(f"{p} by {c}" for p, c in self.reductions_at_maximum(box).items())
+                raise self._refuse("box_maximum_reduce", f"no more bets refused: box {box} is {over} over the "
+                                   f"maximum; the co-players reduce ({cuts})", who)
         self._start_initial_deal()
         self._go("bets_closed")
 
@@ -264,8 +306,8 @@ class Round:
         if hand.took_double and len(hand.cards) >= 3:
             hand.stood = True  # a double takes one card
         elif hand.split_aces and len(hand.cards) >= 2:
-            resplit = card.rank is Rank.ACE and self.ace_splits(hand.box) < self.rules.play.max_ace_splits \
-                and len(self.box_hands[hand.box]) < self.rules.play.hands_per_box
+            limit = self.rules.play.ace_split_limit
+            resplit = card.rank is Rank.ACE and (limit is None or self.ace_splits(hand.box) < limit)
             hand.stood = not resplit  # split aces take one card each, unless they may split again
 
     def _pay_at_once(self, lines: Iterable[Line]) -> None:
@@ -322,6 +364,10 @@ class Round:
         problem = check_insurance(self.rules, self.box_hands, box, player, amount, self.insurance)
         if problem is None and (box, player) in self.even_money_taken:
             problem = "insurance_or_even_money", f"{player} took even money at box {box}: no insurance too"
+        if problem is None and self.rules.insurance.blackjack_insured_as == "even_money" \
+                and self.box_hands[box][0].blackjack:
+            problem = "even_money_for_blackjack", f"{player} insures a blackjack at box {box}: it is paid " \
+                                                  "even money here (take even money)"
         if problem:
             raise self._refuse(*problem, who=player)
         self.insurance[(box, player)] = amount
@@ -352,19 +398,25 @@ class Round:
 
     # ----- player decisions -----
     def act(self, box: int, action: Action, who: str | None = None, amount: int | None = None,
-            declined: Iterable[str] = ()) -> None:
-        """The box owner's decision for the box's current hand (surrender: any unplayed box)."""
+            player: str | None = None, co_players: Iterable[CoPlayerChoice] = ()) -> None:
+        """The box owner's decision for the box's current hand (surrender: any unplayed box).
+
+        ``player`` is who decides (the box owner; may be left out on a box with one player);
+        ``co_players`` holds each co-player's answer to a double or a split.
+        """
         self._require(("players",), f"{action} at box {box}", who)
         action = Action(action)
-        declined = frozenset(declined)
+        choices = tuple(co_players)
         hand = self._decision_hand(box, action)
-        problem = check_action(self.rules, self, hand, box, action, amount, declined)
+        problem = check_action(self.rules, self, hand, box, action, amount, player, choices)
         if problem:
             raise self._refuse(*problem, who=who)
         assert hand is not None  # check_action refuses a missing hand
-        _DECISIONS[action](self, hand, amount, declined)
+        moved = _DECISIONS[action](self, hand, amount, choices)
         self._emit(Reason.ACTION, f"{action} at {hand.label()}", who=who, action=str(action),
-                   box=box, hand=hand.index, amount=amount, declined=sorted(declined))
+                   box=box, hand=hand.index, amount=amount, player=player or next(iter(hand.stakes)),
+                   co_players=[{"player": c.player, "joins": c.joins, "amount": c.amount, "stays_on": c.stays_on}
+                               for c in choices], moved_to_second_hand=moved)
         self._advance()
 
     def _decision_hand(self, box: int, action: Action) -> Hand | None:
@@ -380,31 +432,47 @@ class Round:
         done = [h for h in hands if h.complete]
         return done[-1] if done else current
 
-    def _do_hit(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+    def _do_hit(self, hand: Hand, amount: int | None, choices: tuple[CoPlayerChoice, ...]) -> list[str]:
         hand.awaiting_card = True
+        return []
 
-    def _do_stand(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+    def _do_stand(self, hand: Hand, amount: int | None, choices: tuple[CoPlayerChoice, ...]) -> list[str]:
         hand.stood = True
+        return []
 
-    def _do_surrender(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
-        hand.surrendered = True
+    def _do_surrender(self, hand: Hand, amount: int | None, choices: tuple[CoPlayerChoice, ...]) -> list[str]:
+        hand.surrendered = True  # one hand per box: every stake on it surrenders with the owner's decision
+        return []
 
-    def _do_double(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+    def _do_double(self, hand: Hand, amount: int | None, choices: tuple[CoPlayerChoice, ...]) -> list[str]:
         owner = next(iter(hand.stakes))
-        hand.doubled = {p: (amount if p == owner and amount is not None else s)
-                        for p, s in hand.stakes.items() if p not in declined}
+        hand.doubled = {owner: hand.stakes[owner] if amount is None else amount}
+        for c in choices:  # a co-player who declines keeps his stake as it was
+            if c.joins:
+                hand.doubled[c.player] = hand.stakes[c.player] if c.amount is None else c.amount
         hand.took_double = hand.awaiting_card = True
+        return []
 
-    def _do_split(self, hand: Hand, amount: int | None, declined: frozenset[str]) -> None:
+    def _do_split(self, hand: Hand, amount: int | None, choices: tuple[CoPlayerChoice, ...]) -> list[str]:
+        """The owner and each joining co-player stake again on the second card; a declining co-player
+        stays on the first hand, or (seed 000 10.1) moves his stake to the second card he chose."""
         hands = self.box_hands[hand.box]
         aces = hand.cards[0].rank is Rank.ACE
-        new = Hand(hand.box, hand.index + 1, {p: s for p, s in hand.stakes.items() if p not in declined},
-                   [hand.take_last()], from_split=True, split_aces=aces)
+        owner = next(iter(hand.stakes))
+        answers = {c.player: c for c in choices}
+        moved = [p for p, c in answers.items() if not c.joins and c.stays_on == 2]
+        stakes = {p: s for p, s in hand.stakes.items() if p == owner or answers[p].joins or p in moved}
+        for p in moved:
+            del hand.stakes[p]
+        new = Hand(hand.box, hand.index + 1, stakes, [hand.take_last()], from_split=True, split_aces=aces,
+                   waits_on_21=self.rules.play.double_on_split_21 and not aces)
         hand.from_split, hand.split_aces = True, aces
+        hand.waits_on_21 = new.waits_on_21
         hands.insert(hand.index + 1, new)
         for i, h in enumerate(hands):
             h.index = i
         self._order = [h for b in sorted(self.box_hands) for h in self.box_hands[b]]  # the turn stays put
+        return moved
 
     # ----- holds, overrides and the seed procedures -----
     def hold(self, reason: Reason, detail: str) -> None:
@@ -533,7 +601,7 @@ class Round:
         return None
 
 
-_Decision = Callable[[Round, Hand, "int | None", frozenset[str]], None]
+_Decision = Callable[[Round, Hand, "int | None", tuple[CoPlayerChoice, ...]], list[str]]
 _DECISIONS: dict[Action, _Decision] = {
     Action.HIT: Round._do_hit, Action.STAND: Round._do_stand, Action.SURRENDER: Round._do_surrender,
     Action.DOUBLE: Round._do_double, Action.SPLIT: Round._do_split,
@@ -541,12 +609,14 @@ _DECISIONS: dict[Action, _Decision] = {
 # Dispatch by the record's type: a round input names no method, so nothing outside picks one.
 _APPLY: dict[type, Callable[[Round, Any], Any]] = {
     PlaceBet: lambda r, op: r.place_bet(op.box, op.player, op.amount),
+    ReduceBet: lambda r, op: r.reduce_bet(op.box, op.player, op.amount),
     PlacePairsBet: lambda r, op: r.place_pairs_bet(op.box, op.player, op.amount),
     NoMoreBets: lambda r, op: r.no_more_bets(op.who),
     Insure: lambda r, op: r.insure(op.box, op.player, op.amount),
     EvenMoney: lambda r, op: r.even_money(op.box, op.player),
     CloseInsurance: lambda r, op: r.close_insurance(op.who),
-    Act: lambda r, op: r.act(op.box, op.action, op.who, amount=op.amount, declined=op.declined),
+    Act: lambda r, op: r.act(op.box, op.action, op.who, amount=op.amount, player=op.player,
+                             co_players=op.co_players),
     Resume: lambda r, op: r.resume(op.who, op.role),
     CardDealt: lambda r, op: r.card_dealt(op.card),
     Hold: lambda r, op: r.hold(op.reason, op.detail),

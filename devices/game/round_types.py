@@ -24,7 +24,10 @@ class Target:
     hand: int | None = None
 
     def __str__(self) -> str:
-        return "dealer" if self.kind == "dealer" else f"box {self.box} hand {self.hand + 1}"
+        if self.kind == "dealer":
+            return "dealer"
+        assert self.hand is not None  # a box target always names its hand
+        return f"box {self.box} hand {self.hand + 1}"
 
 
 DEALER = Target("dealer")

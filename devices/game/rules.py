@@ -59,6 +59,12 @@ def _choice(*values: Any) -> _Spec:
     return _Spec(parse, " or ".join(repr(v) for v in values))
 
 
+def _insurance_min(v: Any) -> int | str:
+    if isinstance(v, str) and v in ("table_minimum", "half_table_minimum"):
+        return v
+    return int(_MONEY.parse(v))
+
+
 def _name() -> _Spec:
     def parse(v: Any) -> str:
         if not isinstance(v, str) or not v:
@@ -88,14 +94,27 @@ def _ratio() -> _Spec:
 
 
 _MONEY = _int_range(0)
+UNLIMITED = "unlimited"  # a limit a sheet lifts ("unlimited spleens"): bounded in practice by the shoe's cards
+
+
+def _int_or(lo: int, hi: int, *words: str) -> _Spec:
+    """An integer lo..hi, or one of ``words`` (e.g. "unlimited")."""
+    def parse(v: Any) -> int | str:
+        if isinstance(v, str) and v in words:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise ValueError
+        return v
+    return _Spec(parse, f"an integer {lo}..{hi} or " + " or ".join(repr(w) for w in words))
 
 
 @dataclass(frozen=True)
 class ShoeRules:
     shuffle: str = _spec("automatic", _choice("automatic", "hand"))
     decks: int = _spec(0, _choice(6, 8))  # 0 = by shuffle: 6 automatic, 8 by hand
-    burn_after_shuffle: int = _spec(1, _choice(1, 3))
-    burn_on_dealer_change: int = _spec(1, _choice(0, 1))
+    burn_after_shuffle: int = _spec(1, _choice(0, 1, 3))
+    # only seed 003 prescribes a burn on a dealer change: no card burns where a sheet is silent
+    burn_on_dealer_change: int = _spec(0, _choice(0, 1))
     penetration: float = _spec(0.67, _number(0.5, 0.9))  # share dealt before the cut card
     min_cut_decks: int = _spec(1, _int_range(1, 2))
 
@@ -109,23 +128,39 @@ class DealerRules:
 class PlayRules:
     surrender: bool = _spec(True, _bool())
     surrender_window: str = _spec("before_first_draw", _choice("before_first_draw", "before_own_third_card"))
-    hands_per_box: int = _spec(4, _int_range(1, 4))
-    ace_splits: int | str = _spec(1, _choice(0, 1, 2, "unlimited"))
+    surrender_against_ace: bool = _spec(False, _bool())  # seed 004 names no exception for the dealer's ace
+    # hands made by splitting pairs other than aces; ace splits have their own limit
+    hands_per_box: int | str = _spec(4, _int_or(1, 4, UNLIMITED))
+    ace_splits: int | str = _spec(1, _int_or(0, 3, UNLIMITED))
     split_pairs: str = _spec("value", _choice("value", "rank"))
     double_after_split: bool = _spec(True, _bool())
     double_for_less: bool = _spec(False, _bool())
+    # seed 004: a split hand's two-card 21 is no blackjack, so it may be doubled (elsewhere any 21 closes)
+    double_on_split_21: bool = _spec(False, _bool())
+    # seed 000 10.1: a co-player who declines a split chooses the card his bet stays on
+    declined_split_stays_on: str = _spec("first_hand", _choice("first_hand", "player_chooses"))
 
     @property
-    def max_ace_splits(self) -> int:
-        return self.hands_per_box - 1 if self.ace_splits == "unlimited" else int(self.ace_splits)
+    def hand_limit(self) -> int | None:
+        """The most hands a box may hold from splitting a pair other than aces; None: unlimited."""
+        return None if self.hands_per_box == UNLIMITED else int(self.hands_per_box)
+
+    @property
+    def ace_split_limit(self) -> int | None:
+        """How many times aces may be split at one box; None: unlimited (the shoe's aces are the bound)."""
+        return None if self.ace_splits == UNLIMITED else int(self.ace_splits)
 
 
 @dataclass(frozen=True)
 class InsuranceRules:
     offered: bool = _spec(True, _bool())
-    min: int = _spec(100, _MONEY)  # cents
+    # cents, or tied to the table minimum (seed 000 "no smaller than the table's minimum bet",
+    # seed 004 "from the half of the minimum of the table"): see HouseRules.insurance_min
+    min: int | str = _spec(100, _Spec(_insurance_min, "an integer >= 0 or 'table_minimum' or 'half_table_minimum'"))
     # the most a player may insure: half his stake on the box, or half of all his bets (seed 001)
     max: str = _spec("half_box_stake", _choice("half_box_stake", "half_all_bets"))
+    # seed 003: "Any player(s) wishing to insure a Blackjack against a dealers Ace, will be paid even money."
+    blackjack_insured_as: str = _spec("insurance", _choice("insurance", "even_money"))
 
 
 @dataclass(frozen=True)
@@ -134,6 +169,12 @@ class TableRules:
     players_per_box: int = _spec(3, _int_range(1, 3))
     min_per_player: int = _spec(1000, _int_range(1))
     max_per_box: int = _spec(100000, _int_range(1))
+    # seed 003: over the box maximum "the box owner has priority and the other players must reduce"
+    owner_priority_at_maximum: bool = _spec(False, _bool())
+    # seed 001: a lone player "has to play at least on two boxes"
+    lone_player_min_boxes: int = _spec(1, _int_range(1, 7))
+    # seeds 000, 002, 003: a player on several boxes may be asked to give all but one up to a seated player
+    give_up_boxes: bool = _spec(False, _bool())
 
 
 @dataclass(frozen=True)
@@ -185,6 +226,16 @@ class HouseRules:
     def decks(self) -> int:
         return self.shoe.decks or (6 if self.shoe.shuffle == "automatic" else 8)
 
+    @property
+    def insurance_min(self) -> int:
+        """The insurance minimum in cents (a key tied to the table minimum follows it)."""
+        m = self.insurance.min
+        if m == "table_minimum":
+            return self.table.min_per_player
+        if m == "half_table_minimum":
+            return (self.table.min_per_player + 1) // 2  # at least half: rounds an odd cent up
+        return int(m)
+
     @classmethod
     def default(cls) -> "HouseRules":
         return cls()
@@ -223,10 +274,13 @@ def _check_consistency(rules: HouseRules, file: str) -> None:
     if t.min_per_player > t.max_per_box:
         raise RulesError(file, "table.min_per_player", f"{t.min_per_player} exceeds table.max_per_box "
                          f"{t.max_per_box}", f"at most {t.max_per_box}")
-    if p.ace_splits != "unlimited" and int(p.ace_splits) > p.hands_per_box - 1:
+    if p.ace_split_limit is not None and p.hand_limit is not None and p.ace_split_limit > p.hand_limit - 1:
         raise RulesError(file, "play.ace_splits", f"{p.ace_splits} splits need more than "
                          f"play.hands_per_box = {p.hands_per_box} hands",
-                         f"0..{p.hands_per_box - 1} or 'unlimited'")
+                         f"0..{p.hand_limit - 1} or 'unlimited'")
+    if t.lone_player_min_boxes > t.boxes:
+        raise RulesError(file, "table.lone_player_min_boxes", f"{t.lone_player_min_boxes} exceeds table.boxes "
+                         f"{t.boxes}", f"at most {t.boxes}")
     bp = rules.side_bets.blackjack_pairs
     if bp.min > bp.max:
         raise RulesError(file, "side_bets.blackjack_pairs.min", f"{bp.min} exceeds max {bp.max}",

@@ -167,7 +167,7 @@ def settle(rules: HouseRules, hands: list[Hand], dealer: list[Card], insurance: 
     pays = rules.side_bets.blackjack_pairs
     for (box, player), amount in pairs_bets.items():
         first_two = initial_cards.get(box, [])[:2]
-        kind = _pair_kind(*first_two) if len(first_two) == 2 else None
-        net = -amount if kind is None else _times(getattr(pays, kind), amount)
-        lines.append(Line(player, box, None, "pairs", amount, net, kind or "lose"))
+        pair = _pair_kind(*first_two) if len(first_two) == 2 else None
+        net = -amount if pair is None else _times(getattr(pays, pair), amount)
+        lines.append(Line(player, box, None, "pairs", amount, net, pair or "lose"))
     return Settlement(tuple(lines))

@@ -6,20 +6,23 @@ subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :
 DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
 trouble, DEVICE_STATE otherwise.
 
-Staleness is measured with an injectable monotonic clock: ``check_heartbeat()`` (the
-daemon calls it periodically, tests after moving a fake clock) makes a device STALE when
-nothing was heard for ``stale_after_s``. Only proof of life (Heartbeat, Status, Ident)
-brings a stale device back; a card read from a stale device is not accepted.
+Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
+on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests
+after moving a fake clock) makes a device STALE when nothing was heard for ``stale_after_s``.
+Only proof of life (Heartbeat, Status, Ident) brings a stale device back; a card read from a
+stale device is not accepted. Whether an IDENT means a reboot is decided by the same
+:class:`~firmware_bridge.identity.IdentityTracker` the device connection uses.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import structlog
 from transitions import EventData, Machine
 
 from devices.events import Event, EventSink, Reason, Severity
+from firmware_bridge.identity import IdentityTracker
 from firmware_bridge.messages import (
     DeviceState,
     Fault,
@@ -29,6 +32,7 @@ from firmware_bridge.messages import (
     Message,
     Status,
 )
+from firmware_bridge.staleness import Staleness
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +54,15 @@ class DeviceModel:
 
     state: str  # set by the Machine
 
+    if TYPE_CHECKING:  # the Machine binds one method per trigger to the model; declared for the type checker
+        def trigger(self, name: str) -> bool: ...
+        def connect(self) -> bool: ...
+        def identify(self) -> bool: ...
+        def disconnect(self) -> bool: ...
+        def lose_heartbeat(self) -> bool: ...
+        def fail(self) -> bool: ...
+        def begin_update(self) -> bool: ...
+
     def __init__(
         self,
         sink: EventSink,
@@ -58,12 +71,10 @@ class DeviceModel:
         on_change: ChangeListener | None = None,
     ) -> None:
         self._sink = sink
-        self._clock = clock
-        self.stale_after_s = stale_after_s
         self._on_change = on_change
-        self.last_seen: float | None = None
+        self.silence = Staleness(clock, stale_after_s)
+        self.identity = IdentityTracker()
         self.resume_state = "idle"  # where STALE / FAULT return to
-        self.ident: Ident | None = None
         self.active_fault: Fault | None = None
         self.rebooted = False  # during an Ident's transition: the device restarted (new boot id)
         self._ident_note: dict[str, Any] | None = None
@@ -106,6 +117,11 @@ class DeviceModel:
     # ---- what the table asks -------------------------------------------------------------
 
     @property
+    def ident(self) -> Ident | None:
+        """The device's last IDENT (None before the first)."""
+        return self.identity.ident
+
+    @property
     def usable(self) -> bool:
         """Online and heard recently: its reports may be trusted."""
         return self.state not in ("offline", "connecting", "stale", "updating")
@@ -119,18 +135,19 @@ class DeviceModel:
 
     def link_up(self) -> None:
         if self.state == "offline":
-            self.last_seen = self._clock()
+            self.silence.restart()
             self.connect()
 
     def link_down(self) -> None:
         if self.state != "offline":
+            self.silence.forget()  # gone, not silent: offline, and counted afresh when it is back
             self.disconnect()
 
     def check_heartbeat(self) -> bool:
         """Make the device STALE when silent too long. True when it is stale now."""
         if self.state in ("offline", "stale"):
             return self.state == "stale"
-        if self.last_seen is not None and self._clock() - self.last_seen > self.stale_after_s:
+        if self.silence.check():
             if self.state != "fault":
                 self.resume_state = self.state
             self.lose_heartbeat()
@@ -138,7 +155,7 @@ class DeviceModel:
 
     def on_message(self, msg: Message) -> None:
         """Update the model from one message the device sent."""
-        self.last_seen = self._clock()
+        self.silence.heard()
         if type(msg) in self.ROUTINE and self.state in self.ROUTINE_STATES:
             return  # the hot path: e.g. one more card read while dealing changes nothing here
         if self.state == "offline":
@@ -172,8 +189,7 @@ class DeviceModel:
         return trigger in self.machine.get_triggers(self.state)
 
     def _on_ident(self, msg: Ident) -> None:
-        self.rebooted = self.ident is not None and self.ident.boot_id != msg.boot_id
-        self.ident = msg
+        self.rebooted = self.identity.observe(msg).rebooted is not None
         self.active_fault = None
         self._ident_note = {"serial": msg.serial, "firmware": msg.firmware_version, "rebooted": self.rebooted}
         self.identify()
@@ -196,7 +212,8 @@ class DeviceModel:
         self.trigger("back_to_fault" if faulted else f"back_to_{self.resume_state}")
 
     def _after_change(self, event: EventData) -> None:
-        src, dst = event.transition.source, event.transition.dest
+        assert event.transition is not None  # after_state_change runs inside a transition
+        src, dst = event.transition.source, self.state  # the state is the transition's dest by now
         reason, severity = Reason.DEVICE_STATE, Severity.INFO
         if dst == "stale":
             reason, severity = Reason.DEVICE_STALE, Severity.WARNING

@@ -5,6 +5,8 @@ used is decided here (:attr:`accepts_reads`); where it goes is the table's job.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from devices.models.device_model import DeviceModel
 from firmware_bridge.messages import CardRead, CutCardSeen, Heartbeat, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
 
@@ -19,6 +21,11 @@ class ShoeReaderModel(DeviceModel):
     )
     ROUTINE = frozenset({CardRead, Heartbeat})
     ROUTINE_STATES = frozenset({"dealing"})
+
+    if TYPE_CHECKING:  # bound by the Machine (see DeviceModel)
+        def load(self) -> bool: ...
+        def start_dealing(self) -> bool: ...
+        def run_empty(self) -> bool: ...
 
     @property
     def accepts_reads(self) -> bool:

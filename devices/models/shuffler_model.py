@@ -6,6 +6,8 @@ job (:mod:`devices.tracker.shoe`); this model only tracks what the device is doi
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from devices.models.device_model import DeviceModel
 from firmware_bridge.messages import DeviceState, Message, ShuffleComplete, ShuffleProgress, Status
 
@@ -18,6 +20,11 @@ class ShufflerModel(DeviceModel):
         {"trigger": "finish_shuffle", "source": "shuffling", "dest": "ready"},
         {"trigger": "hand_off", "source": "ready", "dest": "idle"},
     )
+
+    if TYPE_CHECKING:  # bound by the Machine (see DeviceModel)
+        def start_shuffle(self) -> bool: ...
+        def finish_shuffle(self) -> bool: ...
+        def hand_off(self) -> bool: ...
 
     def _on_work_message(self, msg: Message) -> None:
         if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state in ("idle", "ready"):

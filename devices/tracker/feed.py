@@ -29,6 +29,7 @@ from typing import Callable
 
 import structlog
 
+from core.callbacks import call_logged
 from core.errors import CarddError
 from devices.events import Event
 from devices.tracker.inputs import DeviceMessage, LinkDown, LinkUp, TableInput, Tick
@@ -95,8 +96,5 @@ class Feed:
             log.exception("tracker_input_failed", input=type(inp).__name__)
             return []
         if self._on_applied is not None:
-            try:
-                self._on_applied(inp, caused)
-            except Exception:
-                log.exception("feed_on_applied_failed", input=type(inp).__name__)
+            call_logged(log, "feed_on_applied_failed", self._on_applied, inp, caused, input=type(inp).__name__)
         return caused

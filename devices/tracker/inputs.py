@@ -27,14 +27,15 @@ from core.cards import Card
 from core.errors import CarddError
 from devices.events import Role
 from devices.game.inputs import (
-    ROUND_INPUTS, Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet,
-    PlacePairsBet, ReconstructAndRedeal, ReconstructInitialDeal, Resume, Void,
+    ROUND_INPUTS, Act, CardDealt, CloseInsurance, CoPlayerChoice, EvenMoney, Flag, Hold, Insure, NoMoreBets,
+    PlaceBet, PlacePairsBet, ReconstructAndRedeal, ReconstructInitialDeal, ReduceBet, Resume, Void,
 )
 from devices.game.round_types import Target
 from firmware_bridge.messages import Message, decode, encode
 
 __all__ = [
-    "Act", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance", "DealerChange", "DeviceMessage",
+    "Act", "AskForBox", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance", "CoPlayerChoice",
+    "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat",
     "DrawnInErrorDecision", "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold",
     "InputDecodeError", "Insure", "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet",
     "PlacementError", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
@@ -99,7 +100,7 @@ class DrawnInErrorDecision:
 
 @dataclass(frozen=True, slots=True)
 class DealerChange:
-    """A new dealer takes the table: one card burns (after the live round, if one is dealt)."""
+    """A new dealer takes the table: ``shoe.burn_on_dealer_change`` cards burn (after the live round)."""
 
     who: str
 
@@ -123,6 +124,32 @@ class ShoeRemainder:
     """The undealt remainder, counted per card as it went back to the shuffler."""
 
     returned: dict[Card, int]
+    who: str
+
+
+# ---- seats (kept across rounds: who is at the table, beyond who bets) ----------------------------
+
+@dataclass(frozen=True, slots=True)
+class TakeSeat:
+    """A player sits down at the table."""
+
+    player: str
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveSeat:
+    """A player leaves the table (his request for a box, if any, ends)."""
+
+    player: str
+    who: str
+
+
+@dataclass(frozen=True, slots=True)
+class AskForBox:
+    """A seated player who owns no box asks for one (seeds 000, 002, 003: others may be asked to give one up)."""
+
+    player: str
     who: str
 
 
@@ -164,15 +191,18 @@ class ClearAlarm:
     role: Role
 
 
-TableInput = (DeviceMessage | LinkUp | LinkDown | Tick | OpenRound | PlaceBet | PlacePairsBet | NoMoreBets | Insure
-              | EvenMoney | CloseInsurance | Act | EnterCard | DrawnInErrorDecision | DealerChange | PlacementError
-              | CardsToBoxWithoutWager | ShuffleStarted | HandShuffled | ShoeRemainder | Resume | Redeal | VoidShoe
-              | ClearAlarm)
+TableInput = (DeviceMessage | LinkUp | LinkDown | Tick | OpenRound | PlaceBet | ReduceBet | PlacePairsBet | NoMoreBets
+              | Insure | EvenMoney | CloseInsurance | Act | EnterCard | DrawnInErrorDecision | DealerChange
+              | TakeSeat | LeaveSeat | AskForBox | PlacementError | CardsToBoxWithoutWager | ShuffleStarted
+              | HandShuffled | ShoeRemainder | Resume | Redeal | VoidShoe | ClearAlarm)
 TABLE_INPUTS: tuple[type, ...] = (
-    DeviceMessage, LinkUp, LinkDown, Tick, OpenRound, PlaceBet, PlacePairsBet, NoMoreBets, Insure, EvenMoney,
-    CloseInsurance, Act, EnterCard, DrawnInErrorDecision, DealerChange, PlacementError, CardsToBoxWithoutWager,
-    ShuffleStarted, HandShuffled, ShoeRemainder, Resume, Redeal, VoidShoe, ClearAlarm,
+    DeviceMessage, LinkUp, LinkDown, Tick, OpenRound, PlaceBet, ReduceBet, PlacePairsBet, NoMoreBets, Insure,
+    EvenMoney, CloseInsurance, Act, EnterCard, DrawnInErrorDecision, DealerChange, TakeSeat, LeaveSeat, AskForBox,
+    PlacementError, CardsToBoxWithoutWager, ShuffleStarted, HandShuffled, ShoeRemainder, Resume, Redeal, VoidShoe,
+    ClearAlarm,
 )
+#: Values inside records (not records themselves): encoded as a JSON object of their fields.
+_VALUES: tuple[type, ...] = (CoPlayerChoice,)
 #: Every record the JSON form knows, by its "type" tag: the table's inputs and the round's.
 RECORDS: dict[str, type] = {cls.__name__: cls for cls in (*TABLE_INPUTS, *ROUND_INPUTS)}
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -200,6 +230,8 @@ def _encode(value: Any) -> Any:
         return value.value
     if isinstance(value, Message):
         return encode(value).hex()
+    if type(value) in _VALUES:
+        return {f.name: _encode(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, (tuple, list)):
         return [_encode(v) for v in value]
     if isinstance(value, dict):
@@ -217,20 +249,25 @@ def from_json(data: Any) -> Any:
     cls = RECORDS.get(name) if isinstance(name, str) else None
     if cls is None:
         raise InputDecodeError(f"unknown input record type {name!r} (known: {', '.join(RECORDS)})")
+    return _build(cls, data, str(name), {"v", "type"})
+
+
+def _build(cls: type, data: dict[str, Any], where: str, tags: set[str]) -> Any:
+    """A record (or a value inside one) from its JSON object's fields."""
     hints = _HINTS.get(cls)
     if hints is None:
         hints = _HINTS[cls] = typing.get_type_hints(cls)
     names = {f.name for f in fields(cls)}
-    extra = set(data) - names - {"v", "type"}
+    extra = set(data) - names - tags
     if extra:
-        raise InputDecodeError(f"{name}: unknown field(s) {', '.join(sorted(extra))}")
+        raise InputDecodeError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
     kwargs = {}
     for f in fields(cls):
         if f.name not in data:
             if f.default is not MISSING or f.default_factory is not MISSING:  # has a default: may be left out
                 continue
-            raise InputDecodeError(f"{name}: field {f.name!r} is missing")
-        kwargs[f.name] = _decode(hints[f.name], data[f.name], f"{name}.{f.name}")
+            raise InputDecodeError(f"{where}: field {f.name!r} is missing")
+        kwargs[f.name] = _decode(hints[f.name], data[f.name], f"{where}.{f.name}")
     return cls(**kwargs)
 
 
@@ -277,6 +314,10 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         except ValueError:
             raise InputDecodeError(f"{where}: {value!r:.60} is not a {tp.__name__} "
                                    f"({', '.join(str(m.value) for m in tp)})") from None
+    if tp in _VALUES:
+        if not isinstance(value, dict):
+            raise InputDecodeError(f"{where}: expected an object, got {value!r:.60}")
+        return _build(tp, value, where, set())
     if tp is Message:
         try:
             return decode(bytes.fromhex(value))

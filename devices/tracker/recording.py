@@ -3,7 +3,8 @@
 A recording is a list of :mod:`devices.tracker.inputs` records (device messages, links, the
 dealer's and players' inputs); :func:`save`/:func:`load` write and read it as JSON lines, one
 record a line. :func:`record_random_shoes` plays whole shoes the way a simulated table would (a
-shuffled shoe, random boxes and random legal decisions) and returns its records; :func:`replay`
+shuffled shoe, random boxes, co-players who join or decline the owner's doubles and splits, bets
+reduced during betting, random legal decisions) and returns its records; :func:`replay`
 applies records to a fresh table. The property tests and ``benchmarks/deal.py`` stand on these.
 """
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Callable, Iterable
 from devices.events import EventSink
 from devices.game.round import Action, RuleViolation
 from devices.tracker.inputs import (
-    Act, CloseInsurance, DeviceMessage, HandShuffled, InputDecodeError, LinkUp, NoMoreBets, OpenRound, PlaceBet,
-    ShoeRemainder, TableInput, from_json, to_json,
+    Act, CloseInsurance, CoPlayerChoice, DeviceMessage, HandShuffled, InputDecodeError, LinkUp, NoMoreBets,
+    OpenRound, PlaceBet, ReduceBet, ShoeRemainder, TableInput, TakeSeat, from_json, to_json,
 )
 from devices.game.rules import HouseRules
 from devices.tracker.table import Table
@@ -94,6 +95,8 @@ def record_random_shoes(rules: HouseRules, rng: random.Random, shoes: int = 1, s
     table = Table(rules, sink, clock=lambda: 0.0, stale_after_s=1e9)
     rec = _Recorder(table)
     connect(rec)
+    if rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more is seated
+        rec(TakeSeat("seated-1", "dealer-1"))
     for _ in range(shoes):
         _play_shoe(table, rec, rules, rng, max_boxes)
     return rec.records, table
@@ -121,6 +124,10 @@ def _play_shoe(table: Table, rec: _Recorder, rules: HouseRules, rng: random.Rand
         boxes = sorted(rng.sample(range(1, rules.table.boxes + 1), rng.randint(1, max_boxes)))
         for b in boxes:
             rec(PlaceBet(b, f"p{b}", rules.table.min_per_player))
+            if rng.random() < 0.25:  # a co-player, who sometimes lowers his bet again or withdraws
+                rec(PlaceBet(b, f"q{b}", 2 * rules.table.min_per_player))
+                if rng.random() < 0.3:
+                    rec(ReduceBet(b, f"q{b}", rng.choice((0, rules.table.min_per_player))))
         rec(NoMoreBets("dealer-1"))
         _play_round(table, rec, rng, read)
     remainder = dict(Counter(stack[index:]))  # counted by the shuffler when the cards go back
@@ -138,9 +145,20 @@ def _play_round(table: Table, rec: _Recorder, rng: random.Random, read: Callable
         else:
             assert r.current_hand is not None and r.current_hand.box is not None
             box = r.current_hand.box
+            hand = r.box_hands[box][r.current_hand.hand or 0]
             for action in rng.sample(ACTIONS, len(ACTIONS)):  # random order; refused ones change nothing
+                co = tuple(_co_player_answer(r.rules, p, action, rng) for p in list(hand.stakes)[1:]) \
+                    if action in (Action.DOUBLE, Action.SPLIT) else ()
                 try:
-                    rec(Act(box, action, f"p{box}"))
+                    rec(Act(box, action, "dealer-1", player=f"p{box}", co_players=co))
                     break
                 except RuleViolation:
                     continue
+
+
+def _co_player_answer(rules: HouseRules, player: str, action: Action, rng: random.Random) -> CoPlayerChoice:
+    """A co-player joins or declines the owner's double or split (where he must, he names his hand)."""
+    if rng.random() < 0.5:
+        return CoPlayerChoice(player, True)
+    chooses = action is Action.SPLIT and rules.play.declined_split_stays_on == "player_chooses"
+    return CoPlayerChoice(player, False, stays_on=rng.choice((1, 2)) if chooses else None)

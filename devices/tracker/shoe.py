@@ -15,7 +15,7 @@ shoe is reconciled or void, so the life of one shoe never mixes with the next.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import structlog
 from transitions import EventData, Machine
@@ -73,6 +73,12 @@ class Shoe:
     """One shoe at a time, from its shuffle to its reconciliation."""
 
     state: str  # set by the Machine
+
+    if TYPE_CHECKING:  # the Machine binds one method per trigger to the model; declared for the type checker
+        def trigger(self, name: str) -> bool: ...
+        def start_shuffle(self) -> bool: ...
+        def refuse(self) -> bool: ...
+        def burnt(self) -> bool: ...
 
     def __init__(self, rules: HouseRules, sink: EventSink, on_load: Callable[[], None] | None = None) -> None:
         self.rules = rules
@@ -280,7 +286,8 @@ class Shoe:
             self._note = {}
 
     def _after_change(self, event: EventData) -> None:
-        src, dst = event.transition.source, event.transition.dest
+        assert event.transition is not None  # after_state_change runs inside a transition
+        src, dst = event.transition.source, self.state  # the state is the transition's dest by now
         note = dict(self._note)
         reason = note.pop("reason", None) or _REASON_FOR_DEST.get(dst, Reason.SHOE_STATE)
         who = note.pop("who", None)

@@ -27,7 +27,7 @@ from firmware_bridge.messages import decode, encode
 SNAPSHOT_VERSION = 3  # 2: entry_to_discard (an unreadable card from a stale reader); 3: the round log as input records
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 _SCALARS = ("rounds_started", "closed_round_id", "last_round_id", "dealer_change_pending", "awaiting_entry",
-            "entry_to_discard")
+            "entry_to_discard", "seated", "asking_for_box")
 
 
 class SnapshotError(TableError, ValueError):

@@ -25,14 +25,16 @@ from devices.models.device_model import DeviceModel
 from devices.events import Event, EventSink, Reason, Role, Severity
 from devices.game.inputs import (
     Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet, PlacePairsBet,
-    ReconstructAndRedeal, ReconstructInitialDeal, Resume, RoundInput, Void,
+    ReconstructAndRedeal, ReconstructInitialDeal, ReduceBet, Resume, RoundInput, Void,
 )
 from devices.game.round import CardMismatch, Round, RuleViolation
+from devices.game.round_checks import box_owners, check_seats
 from devices.overrides import TableError, refuse_override, refuse_unless_supervisor, require_supervisor
 from devices.tracker.alarms import AlarmBook
 from devices.tracker.inputs import (
-    CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard, HandShuffled,
-    LinkDown, LinkUp, OpenRound, PlacementError, Redeal, ShoeRemainder, ShuffleStarted, TableInput, Tick, VoidShoe,
+    AskForBox, CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard,
+    HandShuffled, LeaveSeat, LinkDown, LinkUp, OpenRound, PlacementError, Redeal, ShoeRemainder, ShuffleStarted,
+    TableInput, TakeSeat, Tick, VoidShoe,
 )
 from devices.game.rules import HouseRules
 from devices.models.shoe_reader_model import ShoeReaderModel
@@ -82,6 +84,8 @@ class Table:
         self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
         self.last_round_id: int | None = None  # the shoe ends after it: set by the cut card or an empty shoe
         self.dealer_change_pending: str | None = None
+        self.seated: list[str] = []  # players at the table, in the order they sat down (kept across rounds)
+        self.asking_for_box: list[str] = []  # seated players waiting for a box (seeds 000, 002, 003)
         self.closed_round_id = 0  # the last round whose cards went to ``played``
 
     def _new_shoe(self) -> None:
@@ -138,7 +142,7 @@ class Table:
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
-        live = [c for c, _ in self.round.assignments] if self.round_live else []
+        live = [c for c, _ in self.round.assignments] if self.round is not None and self.round.live else []
         return Counter(self.burn_pile + self.discard + self.played + live + self.pending + self.drawn_in_error)
 
     # ---- devices ----------------------------------------------------------------------------
@@ -390,17 +394,58 @@ class Table:
         self._no_bet_after_a_card(inp.player, f"a Blackjack Pairs bet on box {inp.box}")
         self._to_round(inp)
 
+    def _reduce_bet(self, inp: ReduceBet) -> None:
+        self._no_bet_after_a_card(inp.player, f"reducing a bet on box {inp.box}")
+        self._to_round(inp)
+
+    def _refuse(self, rule: str, text: str, who: str | None) -> RuleViolation:
+        self._emit(Reason.ACTION_REFUSED, text, Severity.WARNING, who, rule=rule)
+        return RuleViolation(rule, text)
+
     def _no_bet_after_a_card(self, player: str, what: str) -> None:
         """Seed 000 3.5: no bet once a card of the round has left the shoe (one out during betting is
         the next card: a bet placed after seeing it would choose where it goes)."""
         if self.pending and self.round is not None and self.round.state == "betting":
-            text = f"{what} refused: card(s) of round {self.round.round_id} already left the shoe"
-            self._emit(Reason.ACTION_REFUSED, text, Severity.WARNING, player, rule="card_out")
-            raise RuleViolation("card_out", text)
+            raise self._refuse("card_out", f"{what} refused: card(s) of round {self.round.round_id} already "
+                               "left the shoe", player)
 
     def _no_more_bets(self, inp: NoMoreBets) -> None:
+        if self.round is not None and self.round.state == "betting" and self.round.held is None:
+            problem = check_seats(self.rules, self.round.wagers, self.seated, self.asking_for_box)
+            if problem:
+                raise self._refuse(*problem, who=inp.who)
         self._to_round(inp)
+        owners = set(box_owners(self.round.wagers).values()) if self.round is not None else set()
+        self.asking_for_box = [p for p in self.asking_for_box if p not in owners]  # his request is met
         self._feed()
+
+    # ---- seats ---------------------------------------------------------------------------------
+
+    def _take_seat(self, inp: TakeSeat) -> None:
+        if inp.player in self.seated:
+            raise self._refuse("not_seated", f"{inp.player} is already seated", inp.who)
+        self.seated.append(inp.player)
+        self._emit(Reason.ACTION, f"{inp.player} takes a seat", who=inp.who, action="take_seat", player=inp.player)
+
+    def _leave_seat(self, inp: LeaveSeat) -> None:
+        if inp.player not in self.seated:
+            raise self._refuse("not_seated", f"{inp.player} is not seated", inp.who)
+        self.seated.remove(inp.player)
+        if inp.player in self.asking_for_box:
+            self.asking_for_box.remove(inp.player)
+        self._emit(Reason.ACTION, f"{inp.player} leaves the table", who=inp.who, action="leave_seat",
+                   player=inp.player)
+
+    def _ask_for_box(self, inp: AskForBox) -> None:
+        if inp.player not in self.seated:
+            raise self._refuse("not_seated", f"{inp.player} is not seated: only a seated player asks for a box",
+                               inp.who)
+        if inp.player not in self.asking_for_box:
+            self.asking_for_box.append(inp.player)
+        rule = "boxes are given up on request" if self.rules.table.give_up_boxes else \
+            "the house rules ask no one to give a box up"
+        self._emit(Reason.ACTION, f"{inp.player} asks for a box ({rule})", who=inp.who, action="ask_for_box",
+                   player=inp.player)
 
     def _insure(self, inp: Insure) -> None:
         self._to_round(inp)
@@ -450,9 +495,12 @@ class Table:
                    card=str(card), exposed=exposed)
 
     def _dealer_change(self, inp: DealerChange) -> None:
-        """A new dealer mid-shoe burns one card (after the live round, if one is being dealt)."""
+        """A new dealer mid-shoe burns ``shoe.burn_on_dealer_change`` cards (seed 003: one) after the live round."""
         who = inp.who
-        if self.round_live:
+        if not self.rules.shoe.burn_on_dealer_change:
+            self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: no burn (the house rules burn none "
+                       "on a dealer change)", who=who)
+        elif self.round_live:
             self.dealer_change_pending = who
             self._emit(Reason.DEALER_CHANGE_BURN, f"dealer change to {who}: one card burns after this round",
                        who=who)
@@ -548,7 +596,9 @@ class Table:
 # Dispatch by the record's type (never by a name that came from outside).
 _HANDLERS: dict[type, Callable[[Table, Any], None]] = {
     DeviceMessage: Table._device_message, LinkUp: Table._link_up, LinkDown: Table._link_down, Tick: Table._tick,
-    OpenRound: Table._open_round, PlaceBet: Table._place_bet, PlacePairsBet: Table._place_pairs_bet,
+    OpenRound: Table._open_round, PlaceBet: Table._place_bet, ReduceBet: Table._reduce_bet,
+    PlacePairsBet: Table._place_pairs_bet, TakeSeat: Table._take_seat, LeaveSeat: Table._leave_seat,
+    AskForBox: Table._ask_for_box,
     NoMoreBets: Table._no_more_bets, Insure: Table._insure, EvenMoney: Table._even_money,
     CloseInsurance: Table._close_insurance, Act: Table._act, EnterCard: Table._enter_card,
     DrawnInErrorDecision: Table._drawn_in_error_decision, DealerChange: Table._dealer_change,

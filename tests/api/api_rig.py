@@ -145,9 +145,3 @@ async def run_client(sock: Path, uid: int, gids: Sequence[int], requests: Sequen
     out, err = await proc.communicate(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
     assert proc.returncode == 0, err.decode()
     return [json.loads(line) for line in out.splitlines()]
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Let the loop run until ``condition`` holds (pytest-timeout bounds a test that never gets there)."""
-    while not condition():
-        await asyncio.sleep(0.005)

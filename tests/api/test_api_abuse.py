@@ -10,8 +10,10 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from api_rig import SOCKET_GID, FakeDaemon, LineClient, run_client, serving, until
 from cardd.api.server import ApiServer, Limits
+
+from tests.api.api_rig import SOCKET_GID, FakeDaemon, LineClient, run_client, serving
+from tests.support.poll import until
 
 
 class Watcher:

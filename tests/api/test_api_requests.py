@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.protocol import LogQuery
 from cardd.api.server import ApiServer, Limits
+
+from tests.api.api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
 
 
 def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):

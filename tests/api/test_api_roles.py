@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from api_rig import (DEALER_GID, SOCKET_GID, SUPERVISOR_GID, TECH_GID, FakeDaemon, LineClient, run_client,
-                     serving)
 from cardd.api.errors import PeerCredentialsError
 from cardd.api.peer import (ALL_ROLES, Role, decode_gids, peer_groups, proc_groups,
                             resolve_role_groups)
+
+from tests.api.api_rig import (DEALER_GID, SOCKET_GID, SUPERVISOR_GID, TECH_GID, FakeDaemon, LineClient, run_client,
+                     serving)
 
 ROLE_GID = {Role.DEALER: DEALER_GID, Role.SUPERVISOR: SUPERVISOR_GID, Role.TECHNICIAN: TECH_GID}
 COMMANDS = sorted(FakeDaemon.command_roles)

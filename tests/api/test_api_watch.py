@@ -4,8 +4,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api_rig import FakeDaemon, LineClient, serving, until
 from cardd.api.server import ApiServer, Limits
+
+from tests.api.api_rig import FakeDaemon, LineClient, serving
+from tests.support.poll import until
 
 
 async def journal_and_publish(daemon: FakeDaemon, server: ApiServer, count: int) -> None:

@@ -50,6 +50,7 @@ def test_a_minimal_file_takes_the_defaults(tmp_path):
     assert config.journal == JournalConfig(path=Path("/var/lib/cardd/journal.sqlite3"), retention_days=90)
     assert config.api.socket == Path("/run/cardd/cardd.sock")
     assert config.api.mode_bits == 0o660
+    assert config.api.group == "cardd-api"
     assert config.firmware.public_key is None
     assert config.roles == RolesConfig(dealer="cardd-dealer", supervisor="cardd-supervisor", technician="cardd-tech")
     assert config.log == LogConfig(format="auto", level="info")
@@ -119,6 +120,10 @@ OUT_OF_RANGE = [
      '"0666": expected octal permissions without any for others, like "0660" or "0600"'),
     (MINIMAL + '[api]\nmode = "rw-rw----"\n', "api.mode",
      '"rw-rw----": expected octal permissions without any for others, like "0660" or "0600"'),
+    (MINIMAL + '[api]\ngroup = "cardd"\n', "api.group",
+     '"cardd": \'cardd\' is the devices\' group (udev): the API needs its own, like "cardd-api"'),
+    (MINIMAL + '[api]\ngroup = "API users"\n', "api.group",
+     '"API users": expected a Unix group name (lower-case letters, digits, _ and -)'),
     (MINIMAL + '[roles]\ndealer = "Dealers!"\n', "roles.dealer",
      '"Dealers!": expected a Unix group name (lower-case letters, digits, _ and -)'),
     (MINIMAL + '[roles]\ntechnician = "cardd-supervisor"\n', "roles.technician",

@@ -6,7 +6,8 @@ import usb.libloader
 
 from drivers.known_devices import by_role
 from simulators.usb_backend import SimUsbBackend
-from drv_helpers import EchoSide, PtyDevice
+
+from tests.drivers.drv_helpers import EchoSide, PtyDevice
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,10 @@ import asyncio
 import os
 import tty
 
+from simulators.usb_backend import SimUsbDevice
+
+from tests.support.recorders import ListenerRecorder
+
 
 class PtyDevice:
     """A serial device made of a real pty pair, reachable at a stable symlink (like udev's
@@ -57,47 +61,12 @@ class PtyDevice:
         return bytes(got)
 
 
-class Recorder:
-    """A TransportListener that records chunks and losses and lets a test await them."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.lost: list[Exception | None] = []
-        self._changed = asyncio.Event()
-
-    @property
-    def data(self) -> bytes:
-        return b"".join(self.chunks)
-
-    def bytes_received(self, data: bytes) -> None:
-        self.chunks.append(data)
-        self._changed.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost.append(exc)
-        self._changed.set()
-
-    async def until(self, condition, timeout: float = 5) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
-
-    async def wait_bytes(self, count: int) -> bytes:
-        await self.until(lambda: len(self.data) >= count)
-        return self.data
-
-    async def wait_lost(self) -> Exception | None:
-        await self.until(lambda: bool(self.lost))
-        return self.lost[0]
-
-
 class EchoSide:
     """Device side for the simulated USB backend: records what the host wrote, echoes it
     back upper-cased (so a test can tell the two directions apart)."""
 
     def __init__(self) -> None:
-        self.device = None  # the SimUsbDevice, set after add_device
+        self.device: SimUsbDevice | None = None  # set after add_device
         self.received = bytearray()
 
     def host_wrote(self, data: bytes) -> None:
@@ -106,21 +75,7 @@ class EchoSide:
             self.device.send_to_host(data.upper())
 
 
-def run(coro):
-    """asyncio.run, failing the test if anything reached the loop's exception handler
-    (an exception escaping a reader callback, a task dying unobserved)."""
-    escaped: list[dict] = []
-
-    async def guarded():
-        asyncio.get_running_loop().set_exception_handler(lambda loop, context: escaped.append(context))
-        return await coro
-
-    result = asyncio.run(guarded())
-    assert not escaped, f"exceptions escaped into the event loop: {escaped}"
-    return result
-
-
-class FirstChunkFails(Recorder):
+class FirstChunkFails(ListenerRecorder):
     """A listener whose first ``bytes_received`` raises (a bug in the layer above)."""
 
     def bytes_received(self, data: bytes) -> None:

@@ -11,8 +11,9 @@ import usb.core
 
 from drivers.discovery import discover
 from drivers.known_devices import KNOWN_DEVICES, by_role, lookup
-from drv_helpers import EchoSide
 from simulators.usb_backend import SimUsbBackend
+
+from tests.drivers.drv_helpers import EchoSide
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERIC_USB_SERIAL = [(0x0403, 0x6001), (0x0403, 0x6010), (0x0403, 0x6014), (0x0403, 0x6015),
@@ -23,7 +24,8 @@ def test_known_table_is_ours_only():
     assert {d.role for d in KNOWN_DEVICES} == {"shoe", "shuffler"}
     assert all(d.vid == 0x1209 for d in KNOWN_DEVICES)  # pid.codes
     assert not {(d.vid, d.pid) for d in KNOWN_DEVICES} & set(GENERIC_USB_SERIAL)
-    assert lookup(0x1209, 0xC4D0).role == "shoe" and lookup(0x0403, 0x6001) is None
+    shoe = lookup(0x1209, 0xC4D0)
+    assert shoe is not None and shoe.role == "shoe" and lookup(0x0403, 0x6001) is None
     with pytest.raises(KeyError, match="roles"):
         by_role("printer")
 
@@ -108,4 +110,4 @@ def test_a_discovered_url_opens_the_device_whose_serial_number_it_shows(serial):
     backend = SimUsbBackend()
     backend.add_device(EchoSide(), vid=0x1209, pid=0xC4D0, serial=serial)
     [shoe] = discover(usb_backend=backend, serial_ports=False).devices
-    assert shoe.serial_number == serial and parse_url(shoe.url).serial_number == serial
+    assert shoe.serial_number == serial and shoe.url is not None and parse_url(shoe.url).serial_number == serial

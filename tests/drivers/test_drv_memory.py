@@ -6,25 +6,17 @@ import pytest
 
 from drivers import BadURL, DeviceNotFound, LinkDown, LinkLost, make_transport, parse_url
 from drivers.memory import MemoryTransport, listen, memory_pair
-from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
+from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 
-
-class Recorder:
-    def __init__(self):
-        self.data, self.lost = [], []
-
-    def bytes_received(self, data):
-        self.data.append(data)
-
-    def connection_lost(self, exc):
-        self.lost.append(exc)
+from tests.support.poll import until
+from tests.support.recorders import ListenerRecorder
 
 
 class Side:
     """A device side: records what it gets, on the end the line handed it."""
 
     def __init__(self):
-        self.ends, self.rec = [], Recorder()
+        self.ends, self.rec = [], ListenerRecorder()
 
     def accept(self, end):
         self.ends.append(end)
@@ -38,7 +30,7 @@ async def turns(n=5):
 
 async def connected(name):
     """A device side listening on mem://name and a host port opened to it."""
-    side, host = Side(), Recorder()
+    side, host = Side(), ListenerRecorder()
     line = listen(name, side.accept)
     port = make_transport(f"mem://{name}")
     await port.open(host)
@@ -58,12 +50,12 @@ def test_bytes_cross_in_order_on_a_later_turn_and_both_ways():
         side, line, host, port = await connected("bench")
         port.write(b"one")
         port.write(b"two")
-        assert side.rec.data == []  # never inside the writer's call
+        assert side.rec.chunks == []  # never inside the writer's call
         await turns()
-        assert side.rec.data == [b"one", b"two"]
+        assert side.rec.chunks == [b"one", b"two"]
         side.ends[0].write(b"back")
         await turns()
-        assert host.data == [b"back"] and line.device_ends == side.ends
+        assert host.chunks == [b"back"] and line.device_ends == side.ends
         line.close()
 
     asyncio.run(main())
@@ -80,7 +72,7 @@ def test_closing_either_end_hangs_up_the_other():
             port.write(b"late")
 
         again = make_transport("mem://plug")  # a new connection reaches the same line
-        await again.open(Recorder())
+        await again.open(ListenerRecorder())
         again.close()
         await turns()
         assert side.rec.lost[-1] is not None and not side.ends[1].is_open and len(side.ends) == 2
@@ -92,7 +84,7 @@ def test_closing_either_end_hangs_up_the_other():
 def test_nothing_listening_is_device_not_found():
     async def main():
         with pytest.raises(DeviceNotFound, match=r"^mem://nobody: nothing listens on mem://nobody"):
-            await make_transport("mem://nobody").open(Recorder())
+            await make_transport("mem://nobody").open(ListenerRecorder())
 
     asyncio.run(main())
 
@@ -109,29 +101,28 @@ def test_a_wire_the_caller_injects_carries_each_direction():
             return write
 
         a, b = memory_pair(a_to_b=dropping_every_other)
-        ra, rb = Recorder(), Recorder()
+        ra, rb = ListenerRecorder(), ListenerRecorder()
         await a.open(ra)
         await b.open(rb)
         for chunk in (b"x", b"y", b"z"):
             a.write(chunk)
         b.write(b"clean")
         await turns()
-        assert rb.data == [b"X", b"Z"] and ra.data == [b"clean"]
+        assert rb.chunks == [b"X", b"Z"] and ra.chunks == [b"clean"]
 
     asyncio.run(main())
 
 
 def test_a_reconnecting_port_reopens_a_mem_line_after_an_unplug():
     async def main():
-        side, events = Side(), []
+        side = Side()
+        events: list[PortEvent] = []
         line = listen("again", side.accept)
-        port = ReconnectingPort("mem://again", Recorder(), events.append, backoff=Backoff(initial=0.001, cap=0.002))
+        port = ReconnectingPort("mem://again", ListenerRecorder(), events.append, backoff=Backoff(initial=0.001, cap=0.002))
         await port.start()
-        while len(side.ends) < 1:
-            await asyncio.sleep(0.001)
+        await until(lambda: len(side.ends) >= 1)
         side.ends[0].close()
-        while len(side.ends) < 2:
-            await asyncio.sleep(0.001)
+        await until(lambda: len(side.ends) >= 2)
         await port.close()
         kinds = [e.kind for e in events]
         assert kinds[:3] == [PortEventKind.CONNECTED, PortEventKind.DISCONNECTED, PortEventKind.RETRYING]
@@ -142,4 +133,4 @@ def test_a_reconnecting_port_reopens_a_mem_line_after_an_unplug():
 
 def test_an_end_not_joined_cannot_be_attached():
     with pytest.raises(LinkDown, match="not joined"):
-        MemoryTransport("mem://alone").attach(Recorder())
+        MemoryTransport("mem://alone").attach(ListenerRecorder())

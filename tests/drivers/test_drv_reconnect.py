@@ -12,7 +12,11 @@ from structlog.testing import capture_logs
 
 from drivers import LinkDown
 from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
-from drv_helpers import Recorder, run
+from drivers.transport import Transport
+
+from tests.support.aio import run
+from tests.support.poll import until
+from tests.support.recorders import ListenerRecorder
 
 pytestmark = pytest.mark.timeout(20)
 CYCLES = 300 if os.environ.get("CARDD_FULL") == "1" else 25  # unplug/replug cycles of the soak
@@ -24,7 +28,7 @@ class Harness:
 
     def __init__(self, url, on_event=None, **options):
         self.events, self.sleeps = [], []
-        self.rec = Recorder()
+        self.rec = ListenerRecorder()
         self.hook = on_event or (lambda event: None)
         self.port = ReconnectingPort(url, self.rec, self._event, sleep=self._sleep, **options)
         self._changed = asyncio.Event()
@@ -42,10 +46,7 @@ class Harness:
         return [e.kind for e in self.events]
 
     async def until(self, condition):
-        async with asyncio.timeout(5):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
+        await until(condition, timeout=5, changed=self._changed)
 
     async def until_connected(self, times=1):
         await self.until(lambda: self.kinds().count(CONNECTED) >= times)
@@ -127,7 +128,7 @@ def test_a_device_absent_at_start_is_retried_with_capped_backoff(tmp_path, pty_d
 
 def test_permission_denied_just_after_hotplug_is_retried(pty_device, mocker):
     real_open = os.open
-    refusals = []
+    refusals: list[str] = []
 
     def open_before_udev_applies_the_group(path, flags, *args):
         if len(refusals) < 2:
@@ -247,7 +248,7 @@ def test_many_unplug_cycles_leave_nothing_behind(pty_device, usb_shoe):
     assert serial_port.kinds().count(DISCONNECTED) == usb_port.kinds().count(DISCONNECTED) == CYCLES
 
 
-class Flapping:
+class Flapping(Transport):
     """A device that opens fine and is gone at once, every time (a loose connector, a device
     crashing on enumeration): each open succeeds, each link dies on the next loop turn."""
 

@@ -11,7 +11,10 @@ from structlog.testing import capture_logs
 from drivers import (DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied,
                      open_transport)
 from drivers.serial_port import SerialTransport
-from drv_helpers import FirstChunkFails, Recorder, run
+
+from tests.drivers.drv_helpers import FirstChunkFails
+from tests.support.aio import run
+from tests.support.recorders import ListenerRecorder
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -22,7 +25,7 @@ def url(device, query=""):
 
 def test_byte_at_a_time_delivery_passes_every_byte_up(pty_device):
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         payload = bytes(range(256))
         for i, byte in enumerate(payload):
@@ -42,7 +45,7 @@ def test_ftdi_style_batches_arrive_whole_and_in_order(pty_device):
     batches = [bytes([n]) * 64 for n in range(20)]
 
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         for batch in batches:
             pty_device.send(batch)
@@ -59,7 +62,7 @@ def test_writes_larger_than_the_kernel_buffer_all_arrive_in_order(pty_device):
     payload = os.urandom(300_000)  # a pty buffers far less: the add_writer path must finish it
 
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         transport.write(payload[:100_000])
         transport.write(payload[100_000:])
@@ -73,8 +76,9 @@ def test_writes_larger_than_the_kernel_buffer_all_arrive_in_order(pty_device):
 def test_url_settings_reach_the_line(pty_device):
     async def main():
         transport = await open_transport(url(pty_device, "?baud=9600&parity=E&stopbits=2&bytesize=7"),
-                                         Recorder())
+                                         ListenerRecorder())
         attrs = termios.tcgetattr(pty_device.slave)  # the same line, seen from our side
+        assert isinstance(transport, SerialTransport)
         settings = transport.line_settings()
         transport.close()
         return attrs, settings
@@ -88,7 +92,7 @@ def test_url_settings_reach_the_line(pty_device):
 
 def test_unplug_calls_connection_lost_once_naming_the_device(pty_device):
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         pty_device.send(b"last words")
         await rec.wait_bytes(10)
@@ -112,7 +116,7 @@ def test_eio_is_an_unplug_too(pty_device, mocker, syscall):
     # Linux ptys report a closed master as end-of-file; real USB-serial adapters say EIO,
     # so the syscall is made to fail at the boundary
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         mocker.patch(f"drivers.serial_port.os.{syscall}",
                      side_effect=OSError(errno.EIO, "Input/output error"))
@@ -134,7 +138,7 @@ def test_eio_is_an_unplug_too(pty_device, mocker, syscall):
 
 def test_close_reports_connection_lost_none_once(pty_device):
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         assert transport.is_open
         transport.close()
@@ -148,7 +152,7 @@ def test_missing_device_says_not_found_with_the_path(tmp_path):
     path = str(tmp_path / "shuffler-NOPE")
 
     async def main():
-        await open_transport(f"serial://{path}", Recorder())
+        await open_transport(f"serial://{path}", ListenerRecorder())
 
     with pytest.raises(DeviceNotFound) as info:
         run(main())
@@ -158,10 +162,10 @@ def test_missing_device_says_not_found_with_the_path(tmp_path):
 
 def test_second_open_is_refused_as_busy(pty_device):
     async def main():
-        first = await open_transport(url(pty_device), Recorder())
+        first = await open_transport(url(pty_device), ListenerRecorder())
         try:
             with pytest.raises(DeviceBusy, match="exclusive lock") as info:
-                await open_transport(url(pty_device), Recorder())
+                await open_transport(url(pty_device), ListenerRecorder())
         finally:
             first.close()
         return info.value
@@ -175,7 +179,7 @@ def test_permission_denied_names_the_group_and_the_install_doc(pty_device, mocke
                  side_effect=PermissionError(errno.EACCES, "Permission denied"))
 
     async def main():
-        await open_transport(url(pty_device), Recorder())
+        await open_transport(url(pty_device), ListenerRecorder())
 
     with pytest.raises(PermissionDenied) as info:
         run(main())
@@ -192,7 +196,7 @@ def test_serial_transport_refuses_a_non_serial_url():
 def test_reads_are_event_driven_on_the_loop_without_a_thread(pty_device):
     async def main():
         before = threading.active_count()
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(url(pty_device), rec)
         pty_device.send(b"abc")
         await rec.wait_bytes(3)
@@ -229,7 +233,8 @@ def test_a_device_that_stops_reading_cannot_grow_the_backlog_without_bound(pty_d
     chunks = [os.urandom(4096) for _ in range(3 * MAX_BACKLOG // 4096)]
 
     async def main():
-        transport = await open_transport(url(pty_device), Recorder())
+        transport = await open_transport(url(pty_device), ListenerRecorder())
+        assert isinstance(transport, SerialTransport)
         for chunk in chunks:
             transport.write(chunk)
         assert transport.backlog == MAX_BACKLOG and transport.bytes_dropped > 0

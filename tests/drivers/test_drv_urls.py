@@ -18,7 +18,8 @@ def test_serial_url_with_settings():
 
 def test_serial_url_defaults():
     assert parse_url("serial:///dev/ttyACM0").serial_settings == SerialSettings(115200, "N", 1, 8)
-    assert parse_url("serial:///dev/ttyS0?stopbits=1.5").serial_settings.stopbits == 1.5
+    settings = parse_url("serial:///dev/ttyS0?stopbits=1.5").serial_settings
+    assert settings is not None and settings.stopbits == 1.5
 
 
 def test_usb_url():
@@ -93,7 +94,7 @@ class _Echo:
 
 
 def test_a_registered_scheme_opens_through_its_factory():
-    received = []
+    received: list[bytes] = []
 
     class Listener:
         bytes_received = received.append

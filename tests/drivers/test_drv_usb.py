@@ -12,7 +12,10 @@ from drivers import (DeviceBusy, DeviceNotFound, DriverError, LinkDown, LinkLost
                      UsbUnavailable, open_transport)
 from drivers.known_devices import by_role
 from drivers.usb_bulk import UsbBulkTransport
-from drv_helpers import EchoSide, FirstChunkFails, Recorder, run
+
+from tests.drivers.drv_helpers import EchoSide, FirstChunkFails
+from tests.support.aio import run
+from tests.support.recorders import ListenerRecorder
 
 pytestmark = pytest.mark.timeout(20)
 SHOE_URL = "usb://1209:c4d0?serial=SHOE0001"
@@ -26,7 +29,7 @@ def test_bytes_flow_both_ways_after_detaching_the_kernel_driver(usb_shoe):
     backend, device, side = usb_shoe
 
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(SHOE_URL, rec, backend=backend)
         transport.write(b"hello ")
         transport.write(b"shoe")
@@ -47,7 +50,7 @@ def test_a_long_stream_from_the_device_arrives_intact(usb_shoe):
     payload = os.urandom(20_000)
 
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(SHOE_URL, rec, backend=backend)
         for start in range(0, len(payload), 37):  # odd-sized pieces, many transfers
             device.send_to_host(payload[start:start + 37])
@@ -65,7 +68,7 @@ def test_the_serial_number_picks_the_device(usb_shoe):
     second_side.device = backend.add_device(second_side, vid=shoe.vid, pid=shoe.pid, serial="SHOE0002")
 
     async def main():
-        transport = await open_transport("usb://1209:c4d0?serial=SHOE0002", Recorder(), backend=backend)
+        transport = await open_transport("usb://1209:c4d0?serial=SHOE0002", ListenerRecorder(), backend=backend)
         transport.write(b"to two")
         await asyncio.sleep(0)
         transport.close()
@@ -78,7 +81,7 @@ def test_unplug_reports_connection_lost_once_and_ends_the_threads(usb_shoe):
     backend, device, _ = usb_shoe
 
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(SHOE_URL, rec, backend=backend)
         device.send_to_host(b"before")
         await rec.wait_bytes(6)
@@ -104,7 +107,7 @@ def test_a_write_error_also_loses_the_link(usb_shoe, mocker):
                         side_effect=usb.core.USBError("Pipe error", -9, errno.EPIPE))
 
     async def main():
-        rec = Recorder()
+        rec = ListenerRecorder()
         transport = await open_transport(SHOE_URL, rec, backend=backend)
         transport.write(b"stalls")
         exc = await rec.wait_lost()
@@ -119,7 +122,7 @@ def test_missing_device_is_not_found_with_vid_pid_and_serial(usb_shoe):
     backend, _, _ = usb_shoe
 
     async def main():
-        await open_transport("usb://1209:c4d0?serial=NOPE", Recorder(), backend=backend)
+        await open_transport("usb://1209:c4d0?serial=NOPE", ListenerRecorder(), backend=backend)
 
     with pytest.raises(DeviceNotFound, match="1209:c4d0 with serial NOPE"):
         run(main())
@@ -127,7 +130,7 @@ def test_missing_device_is_not_found_with_vid_pid_and_serial(usb_shoe):
 
 def test_no_libusb_is_one_driver_error_naming_the_device_and_the_package(without_libusb):
     async def main():
-        await open_transport(SHOE_URL, Recorder())
+        await open_transport(SHOE_URL, ListenerRecorder())
 
     with pytest.raises(DriverError) as info:
         run(main())
@@ -141,10 +144,10 @@ def test_a_claimed_device_is_busy(usb_shoe):
     backend, _, _ = usb_shoe
 
     async def main():
-        first = await open_transport(SHOE_URL, Recorder(), backend=backend)
+        first = await open_transport(SHOE_URL, ListenerRecorder(), backend=backend)
         try:
             with pytest.raises(DeviceBusy, match="claimed"):
-                await open_transport(SHOE_URL, Recorder(), backend=backend)
+                await open_transport(SHOE_URL, ListenerRecorder(), backend=backend)
         finally:
             first.close()
 
@@ -157,7 +160,7 @@ def test_access_denied_names_the_group(usb_shoe, mocker):
         "Access denied (insufficient permissions)", -3, errno.EACCES))
 
     async def main():
-        await UsbBulkTransport(SHOE_URL, backend=backend).open(Recorder())
+        await UsbBulkTransport(SHOE_URL, backend=backend).open(ListenerRecorder())
 
     with pytest.raises(PermissionDenied, match="'cardd' group") as info:
         run(main())
@@ -196,7 +199,8 @@ def test_a_slow_out_endpoint_bounds_the_backlog_and_close_does_not_wait_for_it(u
     chunks = [os.urandom(4096) for _ in range(3 * MAX_BACKLOG // 4096)]
 
     async def main():
-        transport = await open_transport(SHOE_URL, Recorder(), backend=backend)
+        transport = await open_transport(SHOE_URL, ListenerRecorder(), backend=backend)
+        assert isinstance(transport, UsbBulkTransport)
         for chunk in chunks:
             transport.write(chunk)
         assert transport.backlog <= MAX_BACKLOG

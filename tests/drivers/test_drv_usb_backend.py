@@ -5,8 +5,9 @@ import pytest
 import usb.core
 import usb.util
 
-from drv_helpers import EchoSide
 from simulators.usb_backend import EP_IN, EP_OUT, SimUsbBackend
+
+from tests.drivers.drv_helpers import EchoSide
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -7,9 +7,10 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from e2e_rig import PATHS, Host, make_endpoint, open_host
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint
+
+from tests.e2e.e2e_rig import PATHS, Host, make_endpoint, open_host
 
 
 @pytest.fixture(autouse=True)

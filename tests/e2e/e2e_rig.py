@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.messages import Message
+from firmware_bridge.messages import Ident, Message
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.usb_backend import SimUsbBackend
 from simulators.usb_endpoint import UsbEndpoint
+
+from tests.support.poll import until
 
 FULL = os.environ.get("CARDD_FULL") == "1"
 PATHS = ["pty", "usb"]
@@ -29,6 +31,13 @@ class Host:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     by_type: dict[type, list[Message]] = field(default_factory=dict)
 
+    @property
+    def ident(self) -> Ident:
+        """The device's IDENT (the connection has one once open_host returned)."""
+        ident = self.conn.ident
+        assert ident is not None, "the host is not connected"
+        return ident
+
     def seen(self, msg: Message) -> None:
         self.by_type.setdefault(type(msg), []).append(msg)
         self.changed.set()
@@ -40,12 +49,8 @@ class Host:
     def kinds(self) -> list[SessionEventKind]:
         return [e.kind for e in self.events]
 
-    async def until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        async def wait() -> None:
-            while not predicate():
-                self.changed.clear()
-                await self.changed.wait()
-        await asyncio.wait_for(wait(), timeout)
+    async def until(self, predicate: Callable[[], object], timeout: float = 10.0) -> None:
+        await until(predicate, timeout=timeout, changed=self.changed)
 
 
 def make_endpoint(path: str, device: SimulatedDevice, **kwargs: Any) -> tuple[Endpoint, Callable[[], dict[str, Any]]]:

@@ -13,7 +13,7 @@ from firmware_bridge.messages import Counters, Fault, FaultCode, Status, StatusR
 from firmware_bridge.session import SessionEventKind
 from simulators.shoe import SimulatedShoe
 
-from e2e_rig import make_endpoint, open_host
+from tests.e2e.e2e_rig import make_endpoint, open_host
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,7 +47,7 @@ def test_a_reboot_mid_firmware_transfer_fails_it_and_the_session_comes_back_on_t
         with pytest.raises(FirmwareTransferError):
             await update_firmware(host.conn, signed, public, chunk_size=256, progress=glitch_after_three_chunks)
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds() and host.conn.connected)
-        assert host.conn.ident.firmware_version == "1.0.0"
+        assert host.ident.firmware_version == "1.0.0"
         assert (await host.conn.request(StatusRequest(), expect=Status)).state.name == "IDLE"
 
     e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)

@@ -14,7 +14,8 @@ from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
 
-from e2e_rig import make_endpoint, transport_options
+from tests.e2e.e2e_rig import make_endpoint, transport_options
+from tests.support.poll import until
 
 
 class Seen:
@@ -40,10 +41,7 @@ class Seen:
         return [m.index for m in self.messages if isinstance(m, CardRead)]
 
     async def until(self, predicate, timeout: float = 20.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                self.changed.clear()
-                await self.changed.wait()
+        await until(predicate, timeout=timeout, changed=self.changed)
 
 
 @pytest.mark.timeout(60)
@@ -66,7 +64,7 @@ def test_a_device_connection_reconnects_after_an_unplug_and_card_reads_resume(li
                 await conn.request(StatusRequest(), expect=Status)
             await seen.until(lambda: seen.kinds().count(K.CONNECTED) == 2)
             assert seen.kinds() == [K.CONNECTED, K.DISCONNECTED, K.CONNECTED]  # same boot: no REBOOTED
-            assert conn.connected and conn.ident.boot_id == ident.boot_id
+            assert conn.connected and conn.ident is not None and conn.ident.boot_id == ident.boot_id
             endpoint.call(device.deal, 2)
             await seen.until(lambda: seen.reads()[-2:] == [6, 7])  # the shoe kept its place
             assert seen.reads()[:2] == [1, 2]
@@ -87,10 +85,16 @@ def test_a_device_connection_waits_for_a_device_that_is_not_there_yet(link_path)
 
     async def main():
         url, options = endpoint.url, transport_options(endpoint)
-        conn = DeviceConnection(url, seen.message, seen.event, **options)
+        retries: list[float] = []
+
+        async def sleep(delay: float) -> None:  # the real backoff, counted: each one follows a failed open
+            retries.append(delay)
+            await asyncio.sleep(delay)
+
+        conn = DeviceConnection(url, seen.message, seen.event, sleep=sleep, **options)
         await conn.start()
         try:
-            await asyncio.sleep(0.3)  # a few failed opens: nothing reported, nothing raised
+            await until(lambda: len(retries) >= 3, what="three failed opens")  # nothing reported, nothing raised
             assert seen.events == [] and not conn.connected
             with pytest.raises(LinkDown, match=r"not connected \(reconnecting\)"):
                 await conn.send(StatusRequest())

@@ -20,14 +20,14 @@ from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
 
-from e2e_rig import PATHS, make_endpoint, open_host
+from tests.e2e.e2e_rig import PATHS, make_endpoint, open_host
 
 
 def test_sim_url_opens_an_in_process_simulator_through_the_serial_driver():
     async def main():
         host = await open_host("sim://shoe?serial=SIMSHOE9&faults=face_up_at=2")
         try:
-            assert host.conn.ident.serial == "SIMSHOE9"
+            assert host.ident.serial == "SIMSHOE9"
             [endpoint] = sim_url.running().values()
             endpoint.call(endpoint.device.load, full_shoe(1))
             endpoint.call(endpoint.device.deal, 3)
@@ -74,13 +74,14 @@ def test_standalone_cli_prints_the_path_serves_and_stops_cleanly(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "simulators", "shoe", "--pty", "--decks", "1",
                              "--link", str(link), "--serial", "SIM1"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None  # piped
     try:
         assert proc.stdout.readline().strip() == str(link)
 
         async def main():
             host = await open_host(f"serial://{link}")
             try:
-                assert host.conn.ident.serial == "SIM1"
+                assert host.ident.serial == "SIM1"
                 status = await host.conn.request(StatusRequest(), expect=Status)
                 assert status.cards_held == 52
                 proc.send_signal(signal.SIGUSR1)  # the dealer draws everything (benchmarks/link.py)
@@ -125,7 +126,7 @@ def test_disconnect_for_t_then_the_device_is_back_at_the_same_address(path):
         else:
             raise AssertionError("device did not come back")
         try:
-            assert again.conn.ident.boot_id == host.conn.ident.boot_id  # not a reboot
+            assert again.ident.boot_id == host.ident.boot_id  # not a reboot
             endpoint.call(device.deal, 2)
             await again.until(lambda: 7 in [r.index for r in again.of(CardRead)])
             # the shoe kept its place, and (protocol 1.1) the cards dealt while no host listened,
@@ -154,7 +155,9 @@ def test_ftdi_batching_and_slow_acks_still_deliver_everything(path):
             assert [r.card for r in host.of(CardRead)] == full_shoe(2)
             wire = endpoint.state()["wire"]
             assert wire.writes < 104 / 2  # frames arrive in 16 ms batches, not one write each
-            assert host.conn.session.stats.link.rtt_min >= 0.025  # every answer came at least 25 ms late
+            assert host.conn.session is not None
+            rtt_min = host.conn.session.link.stats.rtt_min
+            assert rtt_min is not None and rtt_min >= 0.025  # every answer came at least 25 ms late
         finally:
             await host.conn.close()
 
@@ -198,6 +201,7 @@ def test_cli_shuffler_in_stacked_mode_shuffles_exactly_the_given_cards(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "simulators", "shuffler", "--pty", "--shuffle-time", "0",
                              "--stack", str(stack_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None  # piped
     try:
         path = proc.stdout.readline().strip()
 

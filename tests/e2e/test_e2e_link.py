@@ -16,7 +16,7 @@ from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
-from e2e_rig import FULL
+from tests.e2e.e2e_rig import FULL
 
 CORRUPTED_READS = 50_000 if FULL else 10_000
 
@@ -76,10 +76,10 @@ def test_reboot_mid_stream_is_detected_and_the_link_comes_back(e2e):
     stack = stack_of(600)
 
     async def body(endpoint, host):
-        boot = host.conn.ident.boot_id
+        boot = host.ident.boot_id
         reads = await deal_all(endpoint, host, stack, timeout=30)
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds())
-        assert host.conn.ident.boot_id != boot
+        assert host.ident.boot_id != boot
         assert_exactly_once_in_order(reads, stack)  # cards after the reboot arrived too
         status = await host.conn.request(StatusRequest(), expect=Status)
         assert status.cards_held == 0 and endpoint.state()["reboots"] == 1
@@ -119,7 +119,7 @@ def test_signed_firmware_update_reboots_the_device_into_the_new_version(e2e):
         update = await update_firmware(host.conn, signed, public)
         assert update.result.ok
         await host.until(lambda: SessionEventKind.REBOOTED in host.kinds()
-                         and host.conn.ident.firmware_version == "1.4.0")
+                         and host.ident.firmware_version == "1.4.0")
         assert endpoint.state()["firmware_version"] == "1.4.0"
 
     e2e(SimulatedShoe(heartbeat_s=0, firmware_public_key=public_key_bytes(public)), body)
@@ -137,7 +137,7 @@ def test_unsigned_firmware_never_leaves_the_host_and_forged_images_are_refused_b
         # a host with the forger's key would send it: the device still refuses
         with pytest.raises(FirmwareTransferError, match="refused"):
             await update_firmware(host.conn, forged, forged_public)
-        assert host.conn.ident.firmware_version == "1.0.0"
+        assert host.ident.firmware_version == "1.0.0"
         assert endpoint.state()["reboots"] == 0
 
     forged_public = forger.public_key()

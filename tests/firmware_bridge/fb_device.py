@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-
-from fb_wire import Wire
+from typing import Any
 
 from drivers.memory import MemoryTransport, listen
 from drivers.reconnect import Backoff
@@ -25,8 +24,10 @@ from firmware_bridge.messages import (
     decode,
     encode,
 )
-from firmware_bridge.session import SessionConfig
+from firmware_bridge.session import DeviceSession, SessionConfig, SessionEvent, SessionEventKind
 from simulators.firmware_rx import FIRMWARE_MESSAGES, FirmwareReceiver
+
+from tests.firmware_bridge.fb_wire import Wire
 
 FAST = LinkConfig(initial_rto=0.02, min_rto=0.002, max_rto=0.05, max_retries=4)
 
@@ -137,15 +138,28 @@ FAST_RETRY = Backoff(initial=0.01, cap=0.05)
 MANAGED_QUICK = SessionConfig(handshake_timeout=0.1, stale_after=5.0)
 
 
-def kinds(events) -> list:
+def kinds(events: list[SessionEvent]) -> list[SessionEventKind]:
     return [e.kind for e in events]
 
 
-def connection(config: SessionConfig = QUICK, name: str = "device", **device_options):
+def session_of(conn: DeviceConnection) -> DeviceSession:
+    """The connection's current session; fails the test when it has none."""
+    assert conn.session is not None, f"{conn.url}: no session"
+    return conn.session
+
+
+def ident_of(conn: DeviceConnection) -> Ident:
+    """The IDENT the connection holds; fails the test when it has none."""
+    assert conn.ident is not None, f"{conn.url}: no IDENT yet"
+    return conn.ident
+
+
+def connection(config: SessionConfig = QUICK, name: str = "device", **device_options: Any
+               ) -> tuple[DeviceConnection, FakeDevice, DeviceLine, list[Message], list[SessionEvent]]:
     """A FakeDevice on ``mem://name`` and a DeviceConnection to it (not opened yet); returns the
     connection, the device, the line, and the lists of messages and events the connection reported."""
     line = DeviceLine(name, **device_options)
-    messages: list = []
-    events: list = []
+    messages: list[Message] = []
+    events: list[SessionEvent] = []
     conn = DeviceConnection(line.url, messages.append, events.append, config, backoff=FAST_RETRY)
     return conn, line.device, line, messages, events

@@ -41,18 +41,18 @@ class Wire:
         if self.drop_next:
             self.drop_next -= 1
             return
-        rng, data = self.rng, bytearray(data)
+        rng, buf = self.rng, bytearray(data)
         if rng.random() < self.drop:
-            start = rng.randrange(len(data))
-            del data[start : start + rng.randint(1, len(data))]
-        if data and rng.random() < self.corrupt:
-            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-        if rng.random() < self.reorder and len(data) > 2:
-            i = rng.randrange(len(data) - 1)
-            data[i], data[i + 1] = data[i + 1], data[i]
+            start = rng.randrange(len(buf))
+            del buf[start : start + rng.randint(1, len(buf))]
+        if buf and rng.random() < self.corrupt:
+            buf[rng.randrange(len(buf))] ^= 1 << rng.randrange(8)
+        if rng.random() < self.reorder and len(buf) > 2:
+            i = rng.randrange(len(buf) - 1)
+            buf[i], buf[i + 1] = buf[i + 1], buf[i]
         copies = 2 if rng.random() < self.duplicate else 1
         for _ in range(copies):
-            self._deliver(bytes(data))
+            self._deliver(bytes(buf))
 
     def _deliver(self, data: bytes) -> None:
         loop = asyncio.get_running_loop()
@@ -78,6 +78,10 @@ class End:
     events: list[tuple[LinkEvent, str]] = field(default_factory=list)
 
 
+def _appender(events: list[tuple[LinkEvent, str]]) -> Callable[[LinkEvent, str], None]:
+    return lambda event, detail: events.append((event, detail))
+
+
 def make_pair(a_to_b: Wire | None = None, b_to_a: Wire | None = None, config: LinkConfig | None = None) -> tuple[End, End]:
     """Two Links joined by two wires; call inside a running loop."""
     a_to_b, b_to_a = a_to_b or Wire(), b_to_a or Wire()
@@ -85,33 +89,10 @@ def make_pair(a_to_b: Wire | None = None, b_to_a: Wire | None = None, config: Li
     ends = []
     for name, out in (("a", a_to_b), ("b", b_to_a)):
         delivered: list[bytes] = []
-        events: list = []
-        link = Link(out.write, delivered.append, lambda e, d, ev=events: ev.append((e, d)), config, name=name)
+        events: list[tuple[LinkEvent, str]] = []
+        link = Link(out.write, delivered.append, _appender(events), config, name=name)
         ends.append(End(link, out, delivered, events))
     a, b = ends
     a_to_b.receiver = b.link.bytes_received
     b_to_a.receiver = a.link.bytes_received
     return a, b
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Let the loop run until ``cond()`` holds (fails the test after ``timeout``)."""
-    async with asyncio.timeout(timeout):
-        while not cond():
-            await asyncio.sleep(0.001)
-
-
-def run(coro):
-    """Run a test coroutine on a fresh loop; fail on a task left running or an error in a callback."""
-    errors: list[dict] = []
-
-    async def main():
-        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: errors.append(ctx))
-        result = await coro
-        leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        assert not leftover, f"tasks left running: {leftover}"
-        return result
-
-    result = asyncio.run(main())
-    assert not errors, f"errors in loop callbacks: {errors}"
-    return result

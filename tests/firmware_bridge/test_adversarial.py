@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fb_device import FAST, FAST_RETRY, MANAGED_QUICK, QUICK, DeviceLine, connection, kinds
-from fb_wire import run, wait_for
 
 from drivers import LinkDown, register_scheme, unregister_scheme
 from drivers.memory import MemoryTransport
@@ -15,6 +13,11 @@ from firmware_bridge.errors import LinkReset, SessionClosed
 from firmware_bridge.link import Link
 from firmware_bridge.messages import Hello, Refused, Status, StatusRequest
 from firmware_bridge.session import SessionConfig, SessionEventKind as K
+
+from tests.firmware_bridge.fb_device import (FAST, FAST_RETRY, MANAGED_QUICK, QUICK, DeviceLine, connection,
+                                             ident_of, kinds, session_of)
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -30,11 +33,11 @@ def test_another_device_after_a_reset_is_reported_as_replaced():
         conn, device, events = await opened()
         device.serial = "SN99"  # a technician swapped the shuffler; the new one boots and resets the link
         device.reboot()
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         replaced = [e for e in events if e.kind is K.REPLACED]
         assert len(replaced) == 1 and "SN42" in replaced[0].detail and "SN99" in replaced[0].detail
         assert kinds(events)[2:] == [K.IDENT, K.REPLACED, K.REBOOTED, K.CONNECTED]
-        assert conn.ident.serial == "SN99"
+        assert ident_of(conn).serial == "SN99"
         await conn.close()
 
     run(main())
@@ -45,10 +48,10 @@ def test_an_unsolicited_ident_of_another_model_is_reported_even_with_the_same_bo
         conn, device, events = await opened()
         device.model = "CS-7000"
         device.send(device.ident())  # same boot id, different model: not a reboot, still not the same device
-        await wait_for(lambda: K.REPLACED in kinds(events))
+        await until(lambda: K.REPLACED in kinds(events))
         replaced = next(e for e in events if e.kind is K.REPLACED)
         assert "CS-6000 SN42" in replaced.detail and "CS-7000 SN42" in replaced.detail
-        assert conn.ident.model == "CS-7000"  # what the host believes follows what answers
+        assert ident_of(conn).model == "CS-7000"  # what the host believes follows what answers
         await conn.close()
 
     run(main())
@@ -58,7 +61,7 @@ def test_the_same_device_rebooting_is_not_replaced():
     async def main():
         conn, device, events = await opened()
         device.reboot()
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert K.REBOOTED in kinds(events) and K.REPLACED not in kinds(events)
         await conn.close()
 
@@ -67,16 +70,15 @@ def test_the_same_device_rebooting_is_not_replaced():
 
 def test_another_device_plugged_in_while_away_is_reported_as_replaced():
     async def main():
-        line, events = DeviceLine("shuffler"), []
-        conn = DeviceConnection("mem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
+        conn, _, line, _, events = connection(MANAGED_QUICK, name="shuffler")
         await conn.start()
         await conn.wait_connected(timeout=5)
         line.device.serial, line.device.boot_id = "SN77", 0x7777  # unplugged, another unit plugged in
         line.unplug()
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         replaced = [e for e in events if e.kind is K.REPLACED]
         assert len(replaced) == 1 and "SN42" in replaced[0].detail and "SN77" in replaced[0].detail
-        assert "while away" in replaced[0].detail and replaced[0].ident.serial == "SN77"
+        assert "while away" in replaced[0].detail and replaced[0].ident is not None and replaced[0].ident.serial == "SN77"
         await conn.close()
 
     run(main())
@@ -102,12 +104,12 @@ def test_close_while_waiting_for_the_link_ends_open_at_once_with_session_closed(
         conn, device, line, _, _ = connection(SessionConfig(link=FAST, handshake_timeout=10.0))  # open() alone would wait 20 s
         line.cut()  # nobody answers the RESET
         opening = asyncio.ensure_future(conn.open())
-        await wait_for(lambda: line.to_device.written)  # the RESET is out
+        await until(lambda: line.to_device.written)  # the RESET is out
         await conn.close()
         with pytest.raises(SessionClosed):
             await asyncio.wait_for(opening, 5)  # the pytest timeout would not say which way it hung
         assert not conn.connected
-        await wait_for(lambda: device.hangups == 1)
+        await until(lambda: device.hangups == 1)
 
     run(main())
 
@@ -119,7 +121,7 @@ def test_close_while_the_port_opens_starts_no_link_and_leaves_it_closed():
         try:
             conn = DeviceConnection("slow://slow", config=QUICK, backoff=FAST_RETRY)
             opening = asyncio.ensure_future(conn.open())
-            await wait_for(lambda: SlowToOpen.made)  # open() now waits inside the transport's open
+            await until(lambda: SlowToOpen.made)  # open() now waits inside the transport's open
             await conn.close()
             SlowToOpen.made[-1].release.set()
             with pytest.raises(SessionClosed):
@@ -137,14 +139,14 @@ def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_
         conn, device, events = await opened()
         device.answer = False  # rebooted into a state that is not ready for a host yet
         device.reboot()
-        await wait_for(lambda: [type(m) for m in device.received].count(Hello) == 2)  # the re-handshake HELLO
+        await until(lambda: [type(m) for m in device.received].count(Hello) == 2)  # the re-handshake HELLO
         device.send(Refused(Hello.TYPE, "booting, try again"))
-        await wait_for(lambda: conn.session.stats.messages_received == 2)  # the IDENT, then the refusal
+        await until(lambda: session_of(conn).stats.messages_received == 2)  # the IDENT, then the refusal
         await asyncio.sleep(0)  # let the handshake task see it
         assert not conn.connected  # no IDENT from this boot yet
         device.answer = True
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
-        assert conn.connected and conn.ident.boot_id == device.boot_id
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
+        assert conn.connected and ident_of(conn).boot_id == device.boot_id
         await conn.close()
 
     run(main())
@@ -152,17 +154,16 @@ def test_a_refused_rehandshake_is_retried_not_dropped_with_the_session_claiming_
 
 def test_a_managed_device_that_turns_incompatible_on_a_reboot_is_greeted_again_not_abandoned():
     async def main():
-        line, events = DeviceLine("shuffler"), []
-        conn = DeviceConnection("mem://shuffler", None, events.append, MANAGED_QUICK, backoff=FAST_RETRY)
+        conn, _, line, _, events = connection(MANAGED_QUICK, name="shuffler")
         await conn.start()
         await conn.wait_connected(timeout=5)
         line.device.protocol_major = 2  # an update to firmware of another protocol generation
         line.device.reboot()
-        await wait_for(lambda: K.INCOMPATIBLE in kinds(events))
+        await until(lambda: K.INCOMPATIBLE in kinds(events))
         assert not conn.connected
         line.device.protocol_major = 1  # the technician flashes the right firmware back
         line.device.reboot()
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert conn.connected and line.connections == 1  # the same port all along
         assert (await conn.request(StatusRequest(), expect=Status)).uptime_ms == 1234
         await conn.close()

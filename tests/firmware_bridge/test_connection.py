@@ -4,23 +4,24 @@ answers, a lost port reopened and greeted again, LinkDown while away, a broken e
 from __future__ import annotations
 
 import pytest
-from fb_device import FAST_RETRY, MANAGED_QUICK as QUICK, DeviceLine, kinds
-from fb_wire import run, wait_for
 
 from drivers import LinkDown
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import Status, StatusRequest
 from firmware_bridge.session import SessionEventKind as K
 
+from tests.firmware_bridge.fb_device import FAST_RETRY, MANAGED_QUICK as QUICK, DeviceLine, connection, ident_of, kinds
+from tests.support.aio import run
+from tests.support.poll import until
+
 pytestmark = pytest.mark.timeout(30)
 
 
 def test_handshake_is_retried_until_the_device_answers():
     async def main():
-        line, events = DeviceLine("shoe", answer=False), []
-        conn = DeviceConnection("mem://shoe", None, events.append, QUICK, backoff=FAST_RETRY)
+        conn, _, line, _, events = connection(QUICK, name="shoe", answer=False)
         await conn.start()
-        await wait_for(lambda: len(line.device.received) >= 3)  # HELLO, HELLO, ...
+        await until(lambda: len(line.device.received) >= 3)  # HELLO, HELLO, ...
         assert not conn.connected and K.CONNECTED not in kinds(events)
         with pytest.raises(LinkDown, match=r"mem://shoe: device is not connected \(reconnecting\)"):
             await conn.request(StatusRequest(), expect=Status)
@@ -45,16 +46,16 @@ def test_a_lost_port_is_reported_reopened_and_greeted_again():
         await conn.start()
         first = await conn.wait_connected(timeout=5)
         line.unplug()
-        await wait_for(lambda: kinds_seen.count(K.CONNECTED) == 2)
+        await until(lambda: kinds_seen.count(K.CONNECTED) == 2)
         assert [k for k in kinds_seen if k in (K.CONNECTED, K.DISCONNECTED, K.REBOOTED)] == [
             K.CONNECTED, K.DISCONNECTED, K.CONNECTED]
-        assert line.connections == 2 and conn.ident.boot_id == first.boot_id
+        assert line.connections == 2 and ident_of(conn).boot_id == first.boot_id
         await conn.request(StatusRequest(), expect=Status)
 
         line.device.boot_id += 1  # the device rebooted while it was away
         line.unplug()
-        await wait_for(lambda: kinds_seen.count(K.CONNECTED) == 3)
-        assert K.REBOOTED in kinds_seen and conn.ident.boot_id == line.device.boot_id
+        await until(lambda: kinds_seen.count(K.CONNECTED) == 3)
+        assert K.REBOOTED in kinds_seen and ident_of(conn).boot_id == line.device.boot_id
         await conn.close()
         assert not conn.connected
         with pytest.raises(LinkDown):

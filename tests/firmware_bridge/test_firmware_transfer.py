@@ -5,13 +5,15 @@ import asyncio
 import os
 
 import pytest
-from fb_device import FAST, connection
-from fb_wire import run, wait_for
 
 from firmware_bridge.errors import FirmwareError, FirmwareSignatureError, FirmwareTargetMismatch, FirmwareTransferError
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware
 from firmware_bridge.messages import FirmwareAbort, FirmwareBegin, FirmwareChunk, FirmwareCommit, FirmwareStage
 from firmware_bridge.session import SessionConfig
+
+from tests.firmware_bridge.fb_device import FAST, connection
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -126,11 +128,14 @@ def test_any_failure_after_begin_sends_abort(keys):
             await update_firmware(session, signed, keys[1], progress=broken_progress)
         assert isinstance(firmware_messages(device)[-1], FirmwareAbort)
 
-        transfer = asyncio.ensure_future(update_firmware(session, signed, keys[1], chunk_size=100,
-                                                         progress=lambda done, total: done == 300 and transfer.cancel()))
+        def cancel_at_300(done: int, total: int) -> None:
+            if done == 300:
+                transfer.cancel()
+
+        transfer = asyncio.ensure_future(update_firmware(session, signed, keys[1], chunk_size=100, progress=cancel_at_300))
         with pytest.raises(asyncio.CancelledError):
             await transfer
-        await wait_for(lambda: isinstance(firmware_messages(device)[-1], FirmwareAbort))
+        await until(lambda: isinstance(firmware_messages(device)[-1], FirmwareAbort), what="an ABORT after the cancel")
         assert device.firmware_version == "1.0.0"
         await session.close()
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from firmware_bridge.crc import crc16
 from firmware_bridge.errors import (
     CobsError,
+    FrameError,
     CrcMismatch,
     FrameTooLong,
     FrameTooShort,
@@ -151,7 +152,7 @@ def test_long_error_text_is_truncated():
 
 
 def test_decoder_resyncs_after_garbage_and_counts_it():
-    seen = []
+    seen: list[FrameError] = []
     dec = FrameDecoder(on_error=seen.append)
     f1, f2 = Frame(FrameKind.DATA, 1, 0, b"hi"), Frame(FrameKind.ACK, 0, 2)
     stream = b"\x13\x37garbage" + encode_frame(f1) + b"\xff\xfe\x00\x05\x01" + encode_frame(f2)

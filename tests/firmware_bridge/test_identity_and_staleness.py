@@ -8,6 +8,8 @@ from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.messages import DeviceRole, Ident
 from firmware_bridge.staleness import Staleness
 
+from tests.support.recorders import FakeClock
+
 SHOE = Ident(DeviceRole.SHOE, "OS-1", "SHOE0001", "1.0.0", 1, 0, 0x1001)
 
 
@@ -16,7 +18,7 @@ def test_the_first_ident_is_first_then_the_same_boot_is_the_same_unit():
     first = tracker.observe(SHOE)
     assert first.verdict is Verdict.FIRST and first.replaced is None and first.rebooted is None
     again = tracker.observe(replace(SHOE, firmware_version="1.1.0"))  # a new firmware, same boot: same unit
-    assert again.verdict is Verdict.SAME and again.previous == SHOE and tracker.ident.firmware_version == "1.1.0"
+    assert again.verdict is Verdict.SAME and again.previous == SHOE and tracker.ident is not None and tracker.ident.firmware_version == "1.1.0"
 
 
 def test_a_new_boot_id_is_a_reboot_naming_both_ids():
@@ -36,23 +38,15 @@ def test_another_unit_is_replaced_even_with_the_same_boot_id_and_judging_remembe
     assert seen.rebooted == "boot id 0x00001001 -> 0x00003003"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_never_heard_is_never_stale():
-    clock = Clock()
+    clock = FakeClock(100.0)
     liveness = Staleness(clock, after_s=3.0)
     clock.now += 1000
     assert not liveness.is_stale() and not liveness.check() and liveness.silent_for() == 0.0
 
 
 def test_stale_once_per_silence_and_fresh_once_when_heard_again():
-    clock = Clock()
+    clock = FakeClock(100.0)
     liveness = Staleness(clock, after_s=3.0)
     liveness.restart()
     clock.now += 3.0

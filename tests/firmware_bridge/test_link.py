@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
-from fb_wire import Wire, make_pair, run, wait_for
 
 from firmware_bridge.errors import LinkFailed, LinkReset
 from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameKind, decode_frame, encode_frame
 from firmware_bridge.link import LinkConfig, LinkEvent, LinkState
+
+from tests.firmware_bridge.fb_wire import Wire, make_pair
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -24,7 +28,7 @@ def payloads(tag: str, n: int) -> list[bytes]:
 async def up_pair(a_to_b=None, b_to_a=None, config=None):
     a, b = make_pair(a_to_b, b_to_a, config)
     a.link.start()
-    await wait_for(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+    await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
     return a, b
 
 
@@ -51,7 +55,7 @@ def test_clean_wire_both_directions_in_order():
         to_b, to_a = payloads("ab", 600), payloads("ba", 600)
         futs = [a.link.send(p) for p in to_b] + [b.link.send(p) for p in to_a]
         await asyncio.gather(*futs)
-        await wait_for(lambda: len(b.delivered) == 600 and len(a.delivered) == 600)
+        await until(lambda: len(b.delivered) == 600 and len(a.delivered) == 600)
         assert b.delivered == to_b and a.delivered == to_a
         s = a.link.stats
         assert s.data_sent == 600 and s.retransmits == 0 and s.framing.errors == 0
@@ -64,14 +68,15 @@ def test_clean_wire_both_directions_in_order():
 @pytest.mark.parametrize("seed", range(6))
 def test_impaired_wire_delivers_everything_exactly_once_in_order(seed):
     async def main():
-        impair = dict(drop=0.05, corrupt=0.05, duplicate=0.05, reorder=0.03)
-        a, b = await up_pair(Wire(seed=seed, **impair), Wire(seed=seed + 100, **impair))
+        impaired = partial(Wire, drop=0.05, corrupt=0.05, duplicate=0.05, reorder=0.03)
+        a, b = await up_pair(impaired(seed=seed), impaired(seed=seed + 100))
         to_b, to_a = payloads("ab", 300), payloads("ba", 300)
         futs = [a.link.send(p) for p in to_b] + [b.link.send(p) for p in to_a]
         await asyncio.gather(*futs)
-        await wait_for(lambda: len(b.delivered) >= 300 and len(a.delivered) >= 300)
-        await asyncio.sleep(0.05)  # a late duplicate would show up now
-        assert b.delivered == to_b and a.delivered == to_a
+        # one last payload each way, acknowledged: the wires keep order, so a late duplicate of
+        # anything before it would have been delivered by now
+        await asyncio.gather(a.link.send(b"last a->b"), b.link.send(b"last b->a"))
+        assert b.delivered == [*to_b, b"last a->b"] and a.delivered == [*to_a, b"last b->a"]
         sa, sb = a.link.stats, b.link.stats
         assert sa.retransmits + sb.retransmits > 0
         assert sa.framing.crc_errors + sa.framing.cobs_errors + sb.framing.crc_errors + sb.framing.cobs_errors > 0
@@ -128,7 +133,7 @@ def test_window_limits_frames_in_flight():
         a, b = await up_pair(config=cfg)
         b.wire_out.cut = True  # no ACKs come back
         futs = [a.link.send(p) for p in payloads("w", 10)]
-        await wait_for(lambda: len(b.delivered) == 4)
+        await until(lambda: len(b.delivered) == 4)
         await asyncio.sleep(0.02)
         assert a.link.stats.data_sent == 4 and len(b.delivered) == 4
         b.wire_out.cut = False
@@ -161,7 +166,7 @@ def test_retry_cap_fails_then_a_reset_recovers():
 
         a.wire_out.cut = False
         a.link.reset("test recovery")
-        await wait_for(lambda: a.link.state is LinkState.UP)
+        await until(lambda: a.link.state is LinkState.UP)
         assert b.events[-1][0] is LinkEvent.PEER_RESET
         await a.link.send(b"after")
         assert b.delivered == [b"after"]  # "lost" never arrived, sequence restarted at 0
@@ -175,7 +180,7 @@ def test_reset_retries_are_capped_too():
         cfg = LinkConfig(initial_rto=0.002, min_rto=0.001, max_rto=0.004, max_retries=3)
         a, b = make_pair(Wire(cut=True), config=cfg)
         a.link.start()
-        await wait_for(lambda: a.link.state is LinkState.FAILED)
+        await until(lambda: a.link.state is LinkState.FAILED)
         assert a.link.stats.resets_sent == 4
         assert "RESET" in a.events[-1][1]
         close(a, b)
@@ -188,13 +193,13 @@ def test_peer_reset_mid_stream_fails_unacked_and_is_reported():
         a, b = await up_pair()
         b.wire_out.cut = True  # A's frames stay unacknowledged
         fut = a.link.send(b"pending")
-        await wait_for(lambda: b.delivered == [b"pending"])
+        await until(lambda: b.delivered == [b"pending"])
         b.wire_out.cut = False
         b.link.reset("device rebooted")  # what a rebooted device does first
-        await wait_for(lambda: a.events[-1][0] is LinkEvent.PEER_RESET)
+        await until(lambda: a.events[-1][0] is LinkEvent.PEER_RESET)
         with pytest.raises(LinkReset, match="peer reset"):
             await fut
-        await wait_for(lambda: b.link.state is LinkState.UP)
+        await until(lambda: b.link.state is LinkState.UP)
         await b.link.send(b"hello again")
         assert a.delivered == [b"hello again"]
         close(a, b)
@@ -207,7 +212,7 @@ def test_repeated_reset_is_acknowledged_again_not_applied_twice():
         a, b = make_pair(config=STEADY)
         b.wire_out.drop_next = 1  # B's first RESET_ACK is lost: A resends the same RESET
         a.link.start()
-        await wait_for(lambda: a.link.state is LinkState.UP)
+        await until(lambda: a.link.state is LinkState.UP)
         assert a.link.stats.resets_sent == 2
         assert b.link.stats.peer_resets == 1 and len(b.events) == 1
         close(a, b)
@@ -220,7 +225,7 @@ def test_both_ends_resetting_at_once_settle_up():
         a, b = make_pair()
         a.link.start()
         b.link.start()
-        await wait_for(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+        await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
         await asyncio.gather(a.link.send(b"1"), b.link.send(b"2"))
         assert b.delivered == [b"1"] and a.delivered == [b"2"]
         close(a, b)
@@ -283,7 +288,7 @@ def test_bad_callbacks_and_writes_do_not_stop_the_link():
 
         a.link._write_bytes = broken_write
         fut = a.link.send(b"3")
-        await wait_for(lambda: a.link.stats.write_errors >= 2)
+        await until(lambda: a.link.stats.write_errors >= 2)
         assert not fut.done()
         close(a, b)
         with pytest.raises(LinkFailed):

@@ -18,7 +18,7 @@ import tty
 
 import pytest
 import structlog
-from fb_wire import run
+from tests.support.aio import run
 
 from drivers.serial_port import SerialTransport
 from firmware_bridge.framing import MAX_ENCODED_LEN, MAX_PAYLOAD, Frame, FrameKind, encode_frame

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fb_wire import run, wait_for
 
 from firmware_bridge.framing import Frame, FrameKind, decode_frame, encode_frame
 from firmware_bridge.link import Link, LinkConfig, LinkState
+
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -92,7 +94,7 @@ def test_a_lost_ack_at_the_tail_is_recovered_by_a_probe_not_the_timeout():
         tx.feed(Frame(FrameKind.ACK, ack=1))
         assert first.done() and tx.link.stats.rtt_srtt is not None
         tail = tx.link.send(b"its ACK is lost")
-        await wait_for(lambda: tx.link.stats.probes == 1)
+        await until(lambda: tx.link.stats.probes == 1)
         assert tx.written[-1] == Frame(FrameKind.DATA, 1, 0, b"its ACK is lost")  # the oldest frame, alone
         tx.feed(Frame(FrameKind.ACK, ack=2))  # what the peer answers to the duplicate
         assert tail.done() and tx.link.stats.timeouts == 0

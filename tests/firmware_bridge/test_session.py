@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fb_device import QUICK, connection, kinds, settle
-from fb_wire import run, wait_for
 
 from drivers import LinkDown
 
@@ -27,12 +25,16 @@ from firmware_bridge.messages import (
 from firmware_bridge import session as session_module
 from firmware_bridge.session import SessionConfig, SessionEventKind as K
 
+from tests.firmware_bridge.fb_device import QUICK, connection, ident_of, kinds, session_of, settle
+from tests.support.aio import run
+from tests.support.poll import until
+
 pytestmark = pytest.mark.timeout(30)
 
 
 async def hung_up(device) -> int:
     """How many connections the host ended, once the device side has seen them go."""
-    await wait_for(lambda: device.hangups > 0)
+    await until(lambda: device.hangups > 0)
     await settle()
     return device.hangups
 
@@ -41,7 +43,7 @@ def test_handshake_request_and_messages():
     async def main():
         conn, device, line, messages, events = connection()
         ident = await conn.open()
-        session = conn.session
+        session = session_of(conn)
         assert ident == device.ident() and conn.ident == ident and session.ident == ident and conn.connected
         assert kinds(events) == [K.IDENT, K.CONNECTED]
         assert isinstance(device.received[0], Hello) and device.received[0].protocol_major == 1
@@ -58,7 +60,7 @@ def test_handshake_request_and_messages():
         assert await anext(stream, "ended") == "ended"
         assert await hung_up(device) == 1
         s = session.stats
-        assert s.messages_received == 3 and s.requests == 2 and s.handshakes == 1 and s.link.data_delivered == 3
+        assert s.messages_received == 3 and s.requests == 2 and s.handshakes == 1 and s.link is not None and s.link.data_delivered == 3
 
     run(main())
 
@@ -91,9 +93,9 @@ def test_device_reboot_is_detected_and_handshake_redone():
         conn, device, line, _, events = connection()
         await conn.open()
         device.reboot()
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert kinds(events)[2:] == [K.IDENT, K.REBOOTED, K.CONNECTED]
-        assert conn.ident.boot_id == device.boot_id and conn.session.stats.reboots == 1
+        assert ident_of(conn).boot_id == device.boot_id and session_of(conn).stats.reboots == 1
         assert [type(m) for m in device.received].count(Hello) == 2
         assert (await conn.request(StatusRequest(), expect=Status)).state.name == "IDLE"
         await conn.close()
@@ -107,8 +109,8 @@ def test_fresh_ident_mid_stream_means_reboot():
         await conn.open()
         device.boot_id = 0x2002
         device.send(device.ident())  # unsolicited, with a new boot id
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
-        assert K.REBOOTED in kinds(events) and conn.ident.boot_id == 0x2002
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
+        assert K.REBOOTED in kinds(events) and ident_of(conn).boot_id == 0x2002
         assert [type(m) for m in device.received].count(Hello) == 2
         await conn.close()
 
@@ -119,10 +121,10 @@ def test_silence_is_stale_and_a_heartbeat_makes_it_fresh():
     async def main():
         conn, device, line, _, events = connection()
         await conn.open()
-        await wait_for(lambda: K.STALE in kinds(events))
+        await until(lambda: K.STALE in kinds(events))
         assert any(type(m).__name__ == "Heartbeat" for m in device.received)  # the host kept beating
         device.send(Heartbeat(5))
-        await wait_for(lambda: K.FRESH in kinds(events))
+        await until(lambda: K.FRESH in kinds(events))
         assert kinds(events).count(K.STALE) == 1
         await conn.close()
 
@@ -134,13 +136,13 @@ def test_link_failure_is_reported_and_recovered_without_reboot():
         conn, device, line, _, events = connection()
         await conn.open()
         line.cut()
-        await wait_for(lambda: K.LINK_FAILED in kinds(events))
-        await wait_for(lambda: conn.session.link.stats.resets_sent >= 3)  # it keeps trying...
+        await until(lambda: K.LINK_FAILED in kinds(events))
+        await until(lambda: session_of(conn).link.stats.resets_sent >= 3)  # it keeps trying...
         assert kinds(events).count(K.LINK_FAILED) == 1  # ...and says so once per outage
         line.cut(False)
-        await wait_for(lambda: kinds(events).count(K.CONNECTED) == 2)
+        await until(lambda: kinds(events).count(K.CONNECTED) == 2)
         assert K.REBOOTED not in kinds(events)  # same boot id: the device kept its state
-        assert conn.session.link.state is LinkState.UP and line.connections == 1  # the port stayed open
+        assert session_of(conn).link.state is LinkState.UP and line.connections == 1  # the port stayed open
         await conn.request(StatusRequest(), expect=Status)
         await conn.close()
 
@@ -155,7 +157,7 @@ def test_request_timeout_and_refusal_are_clear():
             await conn.request(CountersRequest(), expect=Counters, timeout=0.05)
         with pytest.raises(RequestRefused, match="refused message 0x35: a shuffler has no optical reader"):
             await conn.request(Calibrate(), expect=Ident)
-        assert conn.session.stats.request_timeouts == 1
+        assert session_of(conn).stats.request_timeouts == 1
         await conn.close()
 
     run(main())
@@ -166,11 +168,11 @@ def test_bad_payload_is_reported_not_fatal():
         conn, device, line, messages, events = connection()
         await conn.open()
         device.send(b"\x99\x01\x02")
-        await wait_for(lambda: K.BAD_MESSAGE in kinds(events))
+        await until(lambda: K.BAD_MESSAGE in kinds(events))
         bad = next(e for e in events if e.kind is K.BAD_MESSAGE)
         assert "unknown message type 0x99" in bad.detail and "99 01 02" in bad.detail
         assert await conn.request(StatusRequest(), expect=Status)
-        assert conn.session.stats.bad_messages == 1
+        assert session_of(conn).stats.bad_messages == 1
         await conn.close()
 
     run(main())
@@ -180,16 +182,16 @@ def test_port_loss_ends_the_session_and_the_connection_waits_for_the_device():
     async def main():
         conn, device, line, _, events = connection()
         await conn.open()
-        session = conn.session
+        session = session_of(conn)
         stream = conn.messages()
         waiter = asyncio.ensure_future(anext(stream, "ended"))
         await settle()
         line.close()  # unplugged, and nothing answers at mem://device any more
-        await wait_for(lambda: K.DISCONNECTED in kinds(events))
+        await until(lambda: K.DISCONNECTED in kinds(events))
         assert conn.session is None and not conn.connected
         with pytest.raises(LinkDown, match=r"mem://device: device is not connected \(reconnecting\)"):
             await conn.request(StatusRequest(), expect=Status)
-        await wait_for(lambda: session.link.state is LinkState.CLOSED)  # the session is over
+        await until(lambda: session.link.state is LinkState.CLOSED)  # the session is over
         assert not waiter.done()  # the connection's messages go on across unplugs...
         await conn.close()
         assert await asyncio.wait_for(waiter, 1.0) == "ended"  # ...until it is closed
@@ -219,7 +221,7 @@ def test_link_statistics_are_logged_periodically(monkeypatch):
     async def main():
         conn, device, _, _, _ = connection(patient)
         await conn.open()
-        await wait_for(lambda: any(event == "link_stats" for event, _ in logs.lines), timeout=20)
+        await until(lambda: any(event == "link_stats" for event, _ in logs.lines), timeout=20)
         line = next(kw for event, kw in logs.lines if event == "link_stats")
         assert line["device"] == "mem://device" and line["frames_sent"] > 0 and line["framing_crc_errors"] == 0
         await conn.close()

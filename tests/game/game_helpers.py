@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from devices.events import Event, Reason
 from devices.game.round import Action, Round
 from devices.game.rules import HouseRules, load_rules
+from devices.game.settlement import Money, Settlement
 from core.cards import Card
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,23 +17,40 @@ CASINOS = [p.stem for p in RULES_FILES]
 
 # What each seed sheet implies, written out by hand from ../shared/seeds/ (not read from the
 # TOML files): the tests check the files and the round against these.
-SHEET = {
+SHEET: dict[str, dict[str, Any]] = {  # values of several types: one per rule
     "casino-000": dict(surrender=True, own_card_window=False, hands=4, ace_splits=2, das=True,
                        double_for_less=True, burn=1, side_777=False, pairs=False, split_rank_only=True,
-                       insurance_all_bets=False),
+                       insurance_all_bets=False, burn_on_change=0, surrender_against_ace=False,
+                       double_on_split_21=False, declined_split_chooses=True, insurance_min="table_minimum",
+                       insured_blackjack_even_money=False, owner_priority=False, lone_min_boxes=1, give_up=True),
     "casino-001": dict(surrender=True, own_card_window=False, hands=3, ace_splits=1, das=True,
                        double_for_less=False, burn=1, side_777=True, pairs=False, split_rank_only=False,
-                       insurance_all_bets=True),
+                       insurance_all_bets=True, burn_on_change=0, surrender_against_ace=False,
+                       double_on_split_21=False, declined_split_chooses=False, insurance_min=100,
+                       insured_blackjack_even_money=False, owner_priority=False, lone_min_boxes=2, give_up=False),
     "casino-002": dict(surrender=False, own_card_window=False, hands=4, ace_splits=1, das=True,
                        double_for_less=False, burn=1, side_777=False, pairs=True, split_rank_only=False,
-                       insurance_all_bets=False),
+                       insurance_all_bets=False, burn_on_change=0, surrender_against_ace=False,
+                       double_on_split_21=False, declined_split_chooses=False, insurance_min=100,
+                       insured_blackjack_even_money=False, owner_priority=False, lone_min_boxes=1, give_up=True),
     "casino-003": dict(surrender=False, own_card_window=False, hands=4, ace_splits=3, das=True,
                        double_for_less=False, burn=3, side_777=False, pairs=False, split_rank_only=False,
-                       insurance_all_bets=False),
-    "casino-004": dict(surrender=True, own_card_window=True, hands=4, ace_splits=3, das=True,
+                       insurance_all_bets=False, burn_on_change=1, surrender_against_ace=False,
+                       double_on_split_21=False, declined_split_chooses=False, insurance_min=100,
+                       insured_blackjack_even_money=True, owner_priority=True, lone_min_boxes=1, give_up=True),
+    # "In case of the Ace you can do unlimited spleens"; surrender and double name no ace / split-21 exception
+    "casino-004": dict(surrender=True, own_card_window=True, hands=4, ace_splits="unlimited", das=True,
                        double_for_less=False, burn=1, side_777=False, pairs=False, split_rank_only=False,
-                       insurance_all_bets=False),
+                       insurance_all_bets=False, burn_on_change=0, surrender_against_ace=True,
+                       double_on_split_21=True, declined_split_chooses=False, insurance_min="half_table_minimum",
+                       insured_blackjack_even_money=False, owner_priority=False, lone_min_boxes=1, give_up=False),
 }
+
+
+def ace_splits_allowed(casino: str, n: int) -> bool:
+    """Whether the sheet lets aces be split ``n`` times at one box."""
+    limit = SHEET[casino]["ace_splits"]
+    return limit == "unlimited" or n <= limit
 
 
 def rules_for(casino: str) -> HouseRules:
@@ -106,6 +123,12 @@ def run(r: Round, script: list[tuple[Any, ...]]) -> None:
             raise AssertionError(f"unknown step {step}")
 
 
-def nets(r: Round) -> dict[str, Fraction]:
-    assert r.state == "complete" and r.settlement is not None
-    return r.settlement.per_player()
+def settlement_of(r: Round) -> Settlement:
+    """The round's settlement; fails the test when the round has none."""
+    assert r.settlement is not None, f"round {r.round_id} not settled: {r.state}"
+    return r.settlement
+
+
+def nets(r: Round) -> dict[str, Money]:
+    assert r.state == "complete"
+    return settlement_of(r).per_player()

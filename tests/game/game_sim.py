@@ -6,6 +6,8 @@ import random
 from typing import Callable
 
 from devices.events import Event
+from devices.game.hand import Hand
+from devices.game.inputs import CoPlayerChoice
 from devices.game.round import Action, Round, RuleViolation
 from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card
@@ -42,8 +44,11 @@ def play_round(rules: HouseRules, rng: random.Random, shoe: LazyShoe | None = No
     unit = rules.table.min_per_player
     for box in rng.sample(range(1, rules.table.boxes + 1), boxes or rng.randint(1, 3)):
         r.place_bet(box, f"p{box}", rng.choice((1, 2, 4)) * unit)
-        if rng.random() < 0.3:  # a co-player on the box
-            r.place_bet(box, f"q{box}", unit)
+        if rng.random() < 0.3:  # co-players on the box
+            r.place_bet(box, f"q{box}", rng.choice((1, 2)) * unit)
+            if rng.random() < 0.3:
+                r.place_bet(box, f"s{box}", unit)
+            _reduce(r, box, rng)
     r.no_more_bets()
     while r.state != "complete":
         if r.expected_next() is not None:
@@ -61,6 +66,31 @@ def play_round(rules: HouseRules, rng: random.Random, shoe: LazyShoe | None = No
     return r
 
 
+def _reduce(r: Round, box: int, rng: random.Random) -> None:
+    """Stake reductions: at a table where the owner has priority at the box maximum, he sometimes
+    raises to it and the co-players reduce as announced; elsewhere a co-player sometimes lowers his bet."""
+    t, stakes = r.rules.table, r.wagers[box]
+    owner, *co = stakes
+    if t.owner_priority_at_maximum and rng.random() < 0.3:
+        r.place_bet(box, owner, t.max_per_box - rng.choice((0, 1, 3)) * t.min_per_player - stakes[owner])
+        for player, cut in r.reductions_at_maximum(box).items():
+            r.reduce_bet(box, player, stakes[player] - cut)
+    elif rng.random() < 0.3:
+        player = rng.choice(co)
+        r.reduce_bet(box, player, rng.choice([0] + [t.min_per_player] * (stakes[player] > t.min_per_player)))
+
+
+def _answer(r: Round, hand: Hand, player: str, action: Action, rng: random.Random) -> CoPlayerChoice:
+    """A co-player's random answer to the owner's double or split."""
+    p = r.rules.play
+    if rng.random() < 0.5:
+        less = action is Action.DOUBLE and p.double_for_less and rng.random() < 0.5
+        return CoPlayerChoice(player, True, amount=r.rules.table.min_per_player if less else None)
+    if action is Action.SPLIT and p.declined_split_stays_on == "player_chooses":
+        return CoPlayerChoice(player, False, stays_on=rng.choice((1, 2)))
+    return CoPlayerChoice(player, False)
+
+
 def _insurance(r: Round, rng: random.Random) -> None:
     for box, stakes in r.wagers.items():
         for player, stake in stakes.items():
@@ -76,12 +106,17 @@ def _insurance(r: Round, rng: random.Random) -> None:
 
 def _decide(r: Round, rng: random.Random) -> None:
     t = r.current_hand
-    assert t is not None, f"round stuck in {r.state}"
+    assert t is not None and t.box is not None, f"round stuck in {r.state}"
     choices = list(ACTIONS)
     rng.shuffle(choices)
+    hands = r.box_hands[t.box]
+    hand = hands[t.hand]  # type: ignore[index]
+    owner = next(iter(hands[0].stakes))
     for action in choices:
+        co = tuple(_answer(r, hand, p, action, rng) for p in list(hand.stakes)[1:]) \
+            if action in (Action.DOUBLE, Action.SPLIT) else ()
         try:
-            r.act(t.box, action)
+            r.act(t.box, action, player=owner, co_players=co)
             return
         except RuleViolation:
             continue

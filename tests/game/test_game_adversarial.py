@@ -4,8 +4,10 @@ from __future__ import annotations
 import pytest
 
 from devices.events import Reason, Role
+from devices.game.inputs import CoPlayerChoice
 from devices.game.round import Action, RuleViolation
-from game_helpers import Recorder, deal, nets, new_round, rules_for, run, snapshot
+
+from tests.game.game_helpers import Recorder, deal, nets, new_round, rules_for, run, settlement_of, snapshot
 
 
 @pytest.mark.parametrize("casino", ["casino-000", "casino-004"])  # both surrender windows
@@ -32,7 +34,7 @@ def test_a_second_blackjack_pairs_bet_adds_to_the_first_and_is_settled_whole() -
     deal(r, "8H 6C 9S")  # box 1: 8 9, no pair
     r.act(1, Action.STAND, "a")
     deal(r, "TC 5D")  # dealer 6 10 5
-    pairs = [ln for ln in r.settlement.lines if ln.kind == "pairs"]
+    pairs = [ln for ln in settlement_of(r).lines if ln.kind == "pairs"]
     assert [(ln.stake, ln.net) for ln in pairs] == [(2 * bp.min, -2 * bp.min)]
 
 
@@ -86,8 +88,9 @@ def test_insurance_over_several_boxes_under_half_all_bets() -> None:
 def test_a_co_player_who_declines_a_split_rides_one_hand_only() -> None:
     # box 1: owner a, co-player b declines the split; dealer 6 T 8 busts
     assert _play("casino-000", [(1, "a", 1000), (1, "b", 1000)], [
-        ("deal", "8S 6D 8H"), ("act", 1, "split", {"declined": ["b"]}), ("deal", "TC"), ("act", 1, "stand"),
-        ("deal", "9D"), ("act", 1, "stand"), ("deal", "TS 8C")]) == {"a": 2000, "b": 1000}
+        ("deal", "8S 6D 8H"), ("act", 1, "split", {"player": "a", "co_players": (CoPlayerChoice("b", False, stays_on=1),)}),
+        ("deal", "TC"), ("act", 1, "stand", {"player": "a"}), ("deal", "9D"), ("act", 1, "stand", {"player": "a"}),
+        ("deal", "TS 8C")]) == {"a": 2000, "b": 1000}
 
 
 def test_seven_card_21_wins_both_bonuses_at_once_then_the_hand() -> None:

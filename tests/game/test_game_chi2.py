@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from game_stats import chi2_sf, chi2_statistic
+from tests.game.game_stats import chi2_sf, chi2_statistic
 
 
 @pytest.mark.parametrize("x,df,p", [(3.841, 1, 0.05), (6.635, 1, 0.01), (10.828, 1, 0.001), (11.070, 5, 0.05),

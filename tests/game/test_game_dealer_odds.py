@@ -11,7 +11,8 @@ from devices.game.dealer_odds import (OUTCOMES, UP_CARDS, dealer_distribution, d
                                  main, markdown_table)
 from devices.game.hand import hand_total
 from core.cards import Card, Rank, Suit
-from game_helpers import ROOT
+
+from tests.game.game_helpers import ROOT
 
 
 def _card(value: int) -> Card:

@@ -15,8 +15,9 @@ import pytest
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.hand import card_value, hand_total
 from devices.game.rules import DealerRules, HouseRules
-from game_sim import play_round
-from game_stats import chi2_sf, chi2_statistic
+
+from tests.game.game_sim import play_round
+from tests.game.game_stats import chi2_sf, chi2_statistic
 
 FULL = os.environ.get("CARDD_FULL") == "1"
 ROUNDS = 200_000 if FULL else 30_000

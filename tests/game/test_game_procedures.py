@@ -9,7 +9,8 @@ from devices.events import Reason, Role, Severity
 from devices.overrides import OverrideRefused
 from devices.game.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target
 from devices.game.rules import DealerRules, HouseRules
-from game_helpers import Recorder, cards, deal, new_round, snapshot
+
+from tests.game.game_helpers import Recorder, cards, deal, new_round, settlement_of, snapshot
 
 RULES = HouseRules.default()
 AB = [(1, "a", 10000), (2, "b", 10000)]
@@ -139,7 +140,7 @@ def test_reconstruct_and_redeal_takes_the_same_cards_back_in_order() -> None:
     r.act(1, Action.STAND)
     r.act(2, Action.STAND)
     deal(r, "TD AC")
-    assert r.settlement.per_player() == {"a": 0, "b": -10000}
+    assert settlement_of(r).per_player() == {"a": 0, "b": -10000}
 
 
 def test_redeal_undoes_splits_and_doubles() -> None:
@@ -223,4 +224,4 @@ def test_dealer_hits_soft_17_when_the_rules_say_so() -> None:
     deal(r, "AD")
     assert r.state == "dealer" and r.expected_next() == Target("dealer")
     deal(r, "2C")  # soft 19
-    assert r.settlement.per_player() == {"a": 0}
+    assert settlement_of(r).per_player() == {"a": 0}

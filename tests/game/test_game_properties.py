@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from devices.game.round import Action, Round, RoundError, RuleViolation
 from core.cards import Card
-from game_helpers import CASINOS, Recorder, rules_for, snapshot
-from game_sim import LazyShoe, play_round
+
+from tests.game.game_helpers import CASINOS, Recorder, rules_for, snapshot
+from tests.game.game_sim import LazyShoe, play_round
 
 RULES = {c: rules_for(c) for c in CASINOS}
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,7 +29,9 @@ def test_every_card_is_assigned_exactly_once_and_the_dealer_waits(seed: int, cas
 
     def on_card(r: Round, card: Card) -> None:
         drawn.append(card)
-        if r.expected_next().kind == "dealer" and r.state != "initial_deal":
+        expected = r.expected_next()
+        assert expected is not None, f"a card while the round expects none ({r.state})"
+        if expected.kind == "dealer" and r.state != "initial_deal":
             open_hands = [h.label() for h in r.hands if not h.complete]
             if open_hands:
                 dealer_draws_while_open.extend(open_hands)
@@ -54,6 +57,13 @@ def test_settlements_add_up(seed: int, casino: str) -> None:
     # every stake on every hand is settled exactly once, by a main, surrender or even-money line
     main = Counter((ln.player, ln.box, ln.hand) for ln in s.lines if ln.kind in ("main", "surrender", "even_money"))
     assert main == Counter((p, h.box, h.index) for h in r.hands for p in h.stakes)
+    # co-players: every hand a player is on carries exactly his bet (a join stakes it again, a declined
+    # split moves or keeps it), a double adds at most that, and nobody's bet is lost between hands
+    for h in r.hands:
+        assert all(stake == r.wagers[h.box][p] for p, stake in h.stakes.items())
+        assert set(h.doubled) <= set(h.stakes) and all(0 < d <= h.stakes[p] for p, d in h.doubled.items())
+    for box, stakes in r.wagers.items():
+        assert all(any(p in h.stakes for h in r.box_hands[box]) for p in stakes)
     for ln in s.lines:
         if ln.kind == "main":
             assert ln.net in (-ln.stake, 0, ln.stake, Fraction(3, 2) * ln.stake)
@@ -72,7 +82,8 @@ def test_refusals_never_change_the_round(seed: int, casino: str) -> None:
         action = rng.choice(list(Action))
         before = snapshot(r)
         try:
-            r.act(box, action, amount=rng.choice([None, 1, 500, 10**9]))
+            r.act(box, action, amount=rng.choice([None, 1, 500, 10**9]),
+                  player=rng.choice([None, f"p{box}", f"q{box}"]))
         except RuleViolation as e:
             assert snapshot(r) == before, f"{action} at box {box} refused by {e.rule} but changed the round"
             refusals.append(e.rule)

@@ -9,14 +9,26 @@ from typing import Any
 import pytest
 
 from devices.events import Reason
+from devices.game.inputs import CoPlayerChoice
 from devices.game.round import RuleViolation
-from game_helpers import CASINOS, SHEET, Recorder, nets, new_round, rules_for, run, snapshot
+
+from tests.game.game_helpers import (
+    CASINOS, SHEET, Recorder, ace_splits_allowed, nets, new_round, rules_for, run, settlement_of, snapshot,
+)
 
 A = [(1, "a", 10000)]
 AB = [(1, "a", 10000), (2, "b", 10000)]
 A2 = [(1, "a", 10000), (2, "a", 10000)]  # one player on two boxes
 ABC1 = [(1, "a", 10000), (1, "b", 10000), (1, "c", 10000)]
 GO = ("no_more_bets",)
+
+
+def JOINS(player: str) -> CoPlayerChoice:
+    return CoPlayerChoice(player, True)
+
+
+def DECLINES(player: str, stays_on: int | None = None) -> CoPlayerChoice:
+    return CoPlayerChoice(player, False, stays_on=stays_on)
 
 
 def refused(rule: str) -> dict[str, Any]:
@@ -32,7 +44,7 @@ def sheet(key: str, yes: Any, no: Any) -> Any:
 class Scenario:
     name: str
     bets: list[tuple[int, str, int]]
-    script: list[tuple[Any, ...]]
+    script: Any  # list[tuple[...]] or casino -> that
     expect: Any  # {"nets": {...}, "outcomes": {...}} or {"refused": rule}, or casino -> that
 
 
@@ -107,17 +119,22 @@ SCENARIOS = [
                                            ("act", 1, "hit")], refused("split_aces_one_card")),
     Scenario("resplit_aces", A, [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "AD"), ("act", 1, "split"),
                                  ("deal", "KD 5C 7C"), ("deal", "TD")],
-             lambda c: {"nets": {"a": -10000}} if SHEET[c]["ace_splits"] >= 2 else refused("ace_split_limit")),
+             lambda c: {"nets": {"a": -10000}} if ace_splits_allowed(c, 2) else refused("ace_split_limit")),
     Scenario("aces_split_three_times", A,
              [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "AD"), ("act", 1, "split"), ("deal", "AH"),
               ("act", 1, "split"), ("deal", "KD 5C 7C 9C"), ("deal", "TD")],
              lambda c: {"nets": {"a": 0}, "outcomes": {"a": ["win", "lose", "lose", "win"]}}
-             if SHEET[c]["ace_splits"] >= 3 else refused("ace_split_limit")),
+             if ace_splits_allowed(c, 3) else refused("ace_split_limit")),
     Scenario("surrender_half_back", A, [GO, ("deal", "TS 6H 6C"), ("act", 1, "surrender"), ("deal", "TD TC")],
              sheet("surrender", {"nets": {"a": -5000}, "outcomes": {"a": ["surrender"]}},
                    refused("surrender_not_offered"))),
-    Scenario("no_surrender_against_an_ace", A, [GO, ("deal", "TS AH 6C"), ("close",), ("act", 1, "surrender")],
-             sheet("surrender", refused("no_surrender_against_ace"), refused("surrender_not_offered"))),
+    # 000 6.2 and 001 refuse it; 004's surrender names no exception for the ace: half is lost, even
+    # when the dealer then makes blackjack (no hole card)
+    Scenario("surrender_against_an_ace_only_where_the_sheet_allows", A,
+             [GO, ("deal", "TS AH 6C"), ("close",), ("act", 1, "surrender"), ("deal", "KD")],
+             lambda c: refused("surrender_not_offered") if not SHEET[c]["surrender"] else
+             {"nets": {"a": -5000}, "outcomes": {"a": ["surrender"]}} if SHEET[c]["surrender_against_ace"]
+             else refused("no_surrender_against_ace")),
     Scenario("surrender_after_the_first_draw", AB,
              [GO, ("deal", "TS 9S 6H 5C 7C"), ("act", 1, "hit"), ("deal", "2D"), ("act", 2, "surrender"),
               ("act", 1, "stand"), ("deal", "TD TC")],
@@ -126,14 +143,19 @@ SCENARIOS = [
     Scenario("no_surrender_after_split", A, [GO, ("deal", "8S 6H 8C"), ("act", 1, "split"), ("act", 1, "surrender")],
              sheet("surrender", refused("no_surrender_after_split"), refused("surrender_not_offered"))),
     Scenario("co_players_ride_a_double_one_declines", ABC1,
-             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"declined": ["c"]}), ("deal", "9D"), ("deal", "TD 2C")],
+             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"player": "a", "co_players": (JOINS("b"), DECLINES("c"))}),
+              ("deal", "9D"), ("deal", "TD 2C")],
              {"nets": {"a": 20000, "b": 20000, "c": 10000}}),
     Scenario("co_player_declines_a_split_stays_on_first_hand", ABC1,
-             [GO, ("deal", "8S 6H 8C"), ("act", 1, "split", {"declined": ["b"]}), ("deal", "TD"), ("act", 1, "stand"),
-              ("deal", "9C"), ("act", 1, "stand"), ("deal", "TH TC")],
+             [GO, ("deal", "8S 6H 8C"),
+              ("act", 1, "split", {"player": "a", "co_players": (DECLINES("b", 1), JOINS("c"))}), ("deal", "TD"),
+              ("act", 1, "stand", {"player": "a"}), ("deal", "9C"), ("act", 1, "stand", {"player": "a"}),
+              ("deal", "TH TC")],
              {"nets": {"a": 20000, "b": 10000, "c": 20000}}),
-    Scenario("owner_cannot_decline", ABC1, [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"declined": ["a"]})],
-             refused("declined_players")),
+    Scenario("owner_cannot_answer_as_a_co_player", ABC1,
+             [GO, ("deal", "5S 6H 6C"), ("act", 1, "double", {"player": "a", "co_players": (
+                 DECLINES("a"), JOINS("b"), JOINS("c"))})],
+             refused("co_player_choice")),
     Scenario("fourth_player_on_a_box_refused", ABC1, [("bet", 1, "d", 10000)], refused("players_per_box")),
     Scenario("bet_below_table_minimum_refused", [], [("bet", 1, "a", 100)], refused("table_minimum")),
     Scenario("box_over_maximum_refused", A, [("bet", 1, "b", 300000)], refused("box_maximum")),
@@ -141,7 +163,7 @@ SCENARIOS = [
     # refusals, each by the rule that names it
     Scenario("no_double_on_a_split_ace", A, [GO, ("deal", "AS 9H AC"), ("act", 1, "split"), ("deal", "AD"),
                                               ("act", 1, "double")],
-             lambda c: refused("no_double_on_split_aces" if SHEET[c]["ace_splits"] >= 2 else "split_aces_one_card")),
+             lambda c: refused("no_double_on_split_aces" if ace_splits_allowed(c, 2) else "split_aces_one_card")),
     Scenario("no_hit_after_a_double", AB, [GO, ("deal", "5S 9S 6H 6C 7C"), ("act", 1, "double"), ("deal", "2D"),
                                            ("act", 1, "hit")], refused("double_one_card")),
     Scenario("no_surrender_after_a_hit", AB, [GO, ("deal", "TS 9S 6H 2C 7C"), ("act", 1, "hit"), ("deal", "2D"),
@@ -204,8 +226,11 @@ SCENARIOS = [
                                        ("act", 1, "double"), ("deal", "9D"), ("deal", "TD"), ("act", 1, "stand"),
                                        ("deal", "TH TC")],
              sheet("das", {"nets": {"a": 30000}}, refused("no_double_after_split"))),
-    Scenario("split_tens_of_different_rank", A, [GO, ("deal", "TS 6H KC"), ("act", 1, "split"), ("deal", "AD"),
-                                                 ("deal", "9D"), ("act", 1, "stand"), ("deal", "TH TC")],
+    # hand 1's T+A is a split 21: it closes, except at 004 where it may still be doubled (the owner stands)
+    Scenario("split_tens_of_different_rank", A,
+             lambda c: [GO, ("deal", "TS 6H KC"), ("act", 1, "split"), ("deal", "AD")]
+             + [("act", 1, "stand")] * SHEET[c]["double_on_split_21"] + [("deal", "9D"), ("act", 1, "stand"),
+                                                                        ("deal", "TH TC")],
              sheet("split_rank_only", refused("split_pairs_only"), {"nets": {"a": 20000}, "outcomes": {"a": ["win", "win"]}})),
 ]
 
@@ -216,7 +241,7 @@ def test_scenario(sc: Scenario, casino: str) -> None:
     expect = sc.expect(casino) if callable(sc.expect) else sc.expect
     rec = Recorder()
     r = new_round(rules_for(casino), sc.bets, rec)
-    for i, step in enumerate(sc.script):
+    for i, step in enumerate(sc.script(casino) if callable(sc.script) else sc.script):
         before = snapshot(r)
         try:
             run(r, [step])
@@ -229,11 +254,11 @@ def test_scenario(sc: Scenario, casino: str) -> None:
             return
     assert "refused" not in expect, f"expected a refusal by {expect['refused']}"
     assert r.state == "complete"
-    got = r.settlement.per_player()
+    got = settlement_of(r).per_player()
     assert got == expect["nets"]
-    assert r.settlement.house == -sum(got.values())
+    assert settlement_of(r).house == -sum(got.values())
     for player, outcomes in expect.get("outcomes", {}).items():
-        main = [ln.outcome for ln in r.settlement.lines if ln.player == player and ln.kind in
+        main = [ln.outcome for ln in settlement_of(r).lines if ln.player == player and ln.kind in
                 ("main", "surrender", "even_money", "insurance")]
         assert main == outcomes
     if "dealer" in expect:
@@ -249,7 +274,7 @@ def test_seed_001_bonuses_are_journaled_the_moment_they_are_won() -> None:
     assert r.state == "players" and [e.data["kind"] for e in paid] == ["bonus_77"] and paid[0].data["paid_at_once"]
     assert paid[0].data["net"] == "5000"
     run(r, [("act", 1, "hit"), ("deal", "7S"), ("deal", "TD")])  # suited 777, dealer 19
-    lines = r.settlement.lines
+    lines = settlement_of(r).lines
     assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in lines]  # each line journaled once
     assert [ln.kind for ln in lines] == ["bonus_77", "main", "bonus_777"]
 
@@ -272,7 +297,7 @@ def test_a_blackjack_that_cannot_be_matched_is_paid_at_once(casino: str, up: str
     run(r, [("act", 2, "stand")])
     while r.state == "dealer":
         run(r, [("deal", "TD")])
-    assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in r.settlement.lines]
+    assert [e.data["kind"] for e in rec.of(Reason.SETTLED)] == [ln.kind for ln in settlement_of(r).lines]
     assert nets(r)["a"] == (0 if up == "AH" else 15000)  # paid once, at once or at the end; AH TD: both blackjack
 
 
@@ -283,4 +308,4 @@ def test_even_money_is_journaled_when_taken(casino: str) -> None:
     run(r, [GO, ("deal", "AS AH KC"), ("even", 1, "a")])
     assert [(e.data["kind"], e.data["net"]) for e in rec.of(Reason.SETTLED)] == [("even_money", "10000")]
     run(r, [("close",), ("deal", "KD")])  # the dealer makes blackjack: even money stands
-    assert len(rec.of(Reason.SETTLED)) == len(r.settlement.lines) == 1 and nets(r) == {"a": 10000}
+    assert len(rec.of(Reason.SETTLED)) == len(settlement_of(r).lines) == 1 and nets(r) == {"a": 10000}

@@ -7,7 +7,8 @@ from fractions import Fraction
 from devices.game.hand import Hand
 from devices.game.rules import HouseRules
 from devices.game.settlement import settle
-from game_helpers import cards
+
+from tests.game.game_helpers import cards
 
 RULES = HouseRules.default()
 

@@ -9,7 +9,7 @@ import pytest
 from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, JournalEntryError, JournalError,
                            JournalNotFound, JournalWriteError)
 from devices.events import Event, Reason, Severity
-from journal_helpers import T0, FakeClock, card, fill
+from tests.journal.journal_helpers import T0, FakeClock, card, fill
 
 
 @pytest.fixture

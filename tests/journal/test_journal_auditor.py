@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cardd.journal import Journal, JournalCorrupt
-from journal_helpers import DAY_NS, FakeClock, fill, tamper
+from tests.journal.journal_helpers import DAY_NS, FakeClock, fill, tamper
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "journal.md"
 

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from cardd.journal import Journal, JournalCorrupt
-from journal_helpers import fill, tamper
+from tests.journal.journal_helpers import fill, tamper
 
 RECORDS = 200  # 20 rounds of 10
 

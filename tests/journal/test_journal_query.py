@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from cardd.journal import Entry, Journal, JournalError
-from journal_helpers import T0, FakeClock, card
+from tests.journal.journal_helpers import T0, FakeClock, card
 
 SECOND = 1_000_000_000
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cardd.journal import Journal, JournalError, JournalExportError
-from journal_helpers import DAY_NS, T0, FakeClock, card, fill
+from tests.journal.journal_helpers import DAY_NS, T0, FakeClock, card, fill
 
 DAYS = 200
 

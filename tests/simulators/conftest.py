@@ -9,6 +9,8 @@ import pytest
 from firmware_bridge.messages import Message
 from simulators.device import SimulatedDevice
 
+from tests.support.poll import until
+
 M = TypeVar("M", bound=Message)
 
 
@@ -44,19 +46,12 @@ class Harness:
 
     async def until(self, cls: type[M], count: int = 1, timeout: float = 5.0) -> list[M]:
         """Wait until ``count`` messages of ``cls`` have been emitted (fails after ``timeout``)."""
-        async def wait() -> None:
-            while len(self.of(cls)) < count:
-                self._changed.clear()
-                await self._changed.wait()
-        await asyncio.wait_for(wait(), timeout)
+        await until(lambda: len(self.of(cls)) >= count, timeout=timeout, changed=self._changed)
         return self.of(cls)
 
     async def until_true(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         """Let the device's tasks run until ``predicate()`` holds (fails after ``timeout``)."""
-        async def wait() -> None:
-            while not predicate():
-                await asyncio.sleep(0.001)
-        await asyncio.wait_for(wait(), timeout)
+        await until(predicate, timeout=timeout)
 
 
 def run(factory: Callable[[], SimulatedDevice], body: Callable[[Harness], Awaitable[None]]) -> None:

@@ -32,7 +32,7 @@ def naive_shuffle(items, rng):
 
 
 def position_chi2(shuffle, n_cards: int, shuffles: int) -> float:
-    counts = Counter()
+    counts: Counter[tuple[int, int]] = Counter()
     for _ in range(shuffles):
         for pos, card in enumerate(shuffle(range(n_cards))):
             counts[card, pos] += 1
@@ -83,7 +83,7 @@ def binned_position_chi2(shuffle, n_cards: int, bins: int, shuffles: int) -> flo
     shuffle adds a table with fixed margins, so as in position_chi2 the raw sum has mean
     (bins-1)^2 * n/(n-1): scaled by (n-1)/n it is chi-squared with (bins-1)^2 degrees of freedom."""
     width = n_cards // bins
-    counts = Counter()
+    counts: Counter[tuple[int, int]] = Counter()
     for _ in range(shuffles):
         for pos, card in enumerate(shuffle(range(n_cards))):
             counts[card // width, pos // width] += 1

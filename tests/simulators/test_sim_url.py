@@ -3,6 +3,7 @@ import pytest
 
 import simulators  # noqa: F401 - registers sim://
 from drivers import BadURL, make_transport, parse_url
+from simulators.shoe import SimulatedShoe
 from simulators.sim_url import make_device, running
 
 
@@ -30,5 +31,6 @@ def test_bad_sim_urls_are_one_clear_error(url, why):
 
 def test_options_reach_the_device():
     url = parse_url("sim://shoe?serial=SHOE0042&pace_s=0.5&faults=face_up_at=7+unreadable_at=9")
-    shoe = make_device(url.name, url.params, url.text)
+    shoe = make_device(url.name or "", url.params, url.text)  # as endpoint_for passes it
+    assert isinstance(shoe, SimulatedShoe)
     assert (shoe.serial, shoe.pace_s, shoe.faults.face_up_at, shoe.faults.unreadable_at) == ("SHOE0042", 0.5, 7, 9)

@@ -7,8 +7,10 @@ import pytest
 
 from simulators.faults import Faults
 from drivers import make_transport
-from drivers.memory import listen
+from drivers.memory import MemoryTransport, listen
 from simulators.wire import FaultyWire, memory_wires
+
+from tests.support.poll import until
 
 DATA = bytes(range(1, 256)) * 40  # 10,200 bytes
 
@@ -67,8 +69,7 @@ def test_byte_at_a_time_writes_each_byte_alone():
     async def body(wire, writes):
         wire.to_host(b"\x00abc\x00")
         wire.to_host(b"de")
-        while len(writes) < 7:
-            await asyncio.sleep(0)
+        await until(lambda: len(writes) >= 7)
         assert writes == [b"\x00", b"a", b"b", b"c", b"\x00", b"d", b"e"]
     run_wire(Faults(byte_at_a_time=True), body)
 
@@ -78,8 +79,8 @@ def test_ftdi_batching_gathers_writes_into_one_per_period():
         for chunk in (b"ab", b"cd", b"ef"):
             wire.to_host(chunk)
         assert writes == []  # held by the latency timer
-        await asyncio.sleep(0.05)
-        assert writes == [b"abcdef"]
+        await until(lambda: writes)
+        assert writes == [b"abcdef"]  # the first write out is the whole batch
     run_wire(Faults(ftdi_batching_ms=16), body)
 
 
@@ -89,7 +90,7 @@ def test_slow_acks_hold_device_output_in_order():
         wire.to_host(b"ack2")
         await asyncio.sleep(0)
         assert writes == []
-        await asyncio.sleep(0.08)
+        await until(lambda: len(writes) >= 2)
         assert writes == [b"ack1", b"ack2"]
     run_wire(Faults(slow_ack_ms=20), body)
 
@@ -121,18 +122,20 @@ def test_the_fault_switches_impair_a_mem_line_both_ways():
             def bytes_received(self, data):
                 to_host.append(data)
 
-        ends = []
+        ends: list[MemoryTransport] = []
+
+        def accept(end: MemoryTransport) -> None:
+            ends.append(end)
+            end.attach(Device())
+
         wire_to_host, wire_to_device = memory_wires(lambda: faults)
-        line = listen("faulty", lambda end: (ends.append(end), end.attach(Device())), to_host=wire_to_host,
-                      to_device=wire_to_device)
+        line = listen("faulty", accept, to_host=wire_to_host, to_device=wire_to_device)
         port = make_transport("mem://faulty")
         await port.open(Host())
         port.write(DATA)
         for _ in range(3):
             ends[0].write(DATA[:100])  # three writes, gathered into one batch
-        async with asyncio.timeout(5):
-            while not to_host:
-                await asyncio.sleep(0.001)
+        await until(lambda: bool(to_host), timeout=5)
         line.close()
         [got_by_device] = from_host
         assert len(got_by_device) == len(DATA) and got_by_device != DATA  # bits flipped towards the device

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet
+from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, TakeSeat
 from devices.events import Event, Reason
+from devices.game.round import Round
 from devices.game.rules import HouseRules, load_rules
 from devices.tracker.table import Table
 from core.cards import Card, Orientation, shoe_composition
@@ -18,12 +19,20 @@ from firmware_bridge.messages import (
     UnreadableCard,
 )
 
+from tests.support.recorders import FakeClock
+
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 RULE_FILES = sorted(RULES_DIR.glob("casino-*.toml"))
 
 
 def cards(text: str) -> list[Card]:
     return [Card.parse(t) for t in text.split()]
+
+
+def round_of(table: Table) -> Round:
+    """The table's current round; fails the test when none was opened."""
+    assert table.round is not None, "no round opened at this table"
+    return table.round
 
 
 def connect_devices(table: Table, boot: int = 7) -> None:
@@ -34,27 +43,23 @@ def connect_devices(table: Table, boot: int = 7) -> None:
         table.apply(DeviceMessage(name, msg))
 
 
-class FakeClock:
-    """The injectable monotonic clock: tests move time, nothing sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class TableRig:
-    def __init__(self, rules: HouseRules, *, load: bool = True) -> None:
+    def __init__(self, rules: HouseRules, *, load: bool = True, seat_second_player: bool = True) -> None:
         self.rules = rules
         self.events: list[Event] = []
         self.clock = FakeClock()
         self.table = Table(rules, self._journal, clock=self.clock, stale_after_s=3.0)
         self.index = 0
         connect_devices(self.table)
+        if seat_second_player and rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; the rig's
+            self.table.apply(TakeSeat("p-seated", "dealer-1"))  # one-box rounds have a second player seated
         if load:
             self.shuffle_ok()
             self.load_and_burn()
+
+    @property
+    def round(self) -> Round:
+        return round_of(self.table)
 
     def _journal(self, event: Event) -> None:
         json.dumps(event.data)  # the daemon journals every event as JSON: each must be plain data
@@ -126,8 +131,8 @@ class TableRig:
         return [e for e in self.events if e.reason is reason]
 
     def nets(self) -> dict[str, str]:
-        s = self.table.round.settlement
-        assert s is not None, f"round not settled: {self.table.round.state}"
+        s = self.round.settlement
+        assert s is not None, f"round not settled: {self.round.state}"
         return {p: str(v) for p, v in s.per_player().items()}
 
     def assert_ledger(self) -> None:

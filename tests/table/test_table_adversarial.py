@@ -18,7 +18,8 @@ from devices.game.rules import HouseRules
 from devices.tracker.snapshot import restore, snapshot
 from core.cards import Card
 from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeEmpty, ShoeLoaded
-from table_rig import RULES_DIR, TableRig, cards
+
+from tests.table.table_rig import RULES_DIR, TableRig, cards
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,7 +34,7 @@ def test_a_round_voided_by_a_face_up_card_stays_void_after_a_power_loss() -> Non
     rig.bets(1, 2)
     rig.deal("5H 6H")
     rig.read("7H", face_up=True)  # misload: the round is void by rule
-    assert rig.table.round.state == "void"
+    assert rig.round.state == "void"
     t = _power_cycle(rig)
     assert t.round.state == "void" and not t.round_live
     assert t.placed() == +t.shoe.out  # the void round's cards are in the discard, once
@@ -113,15 +114,15 @@ def test_a_supervisor_who_resumes_a_redeal_that_got_another_card_continues_with_
     rig.deal("TH 9S 5D")
     rig.table.apply(CardsToBoxWithoutWager("sup-1", Role.SUPERVISOR))  # TH 9S 5D go back on the shoe
     rig.read("9S")  # the dealer put them back in another order: held, one alarm
-    assert rig.table.round.held is not None
+    assert rig.round.held is not None
     mark = len(rig.events)
     rig.table.apply(Resume("sup-1", Role.SUPERVISOR))
-    assert rig.table.round.held is None  # not held again by the same card at once
+    assert rig.round.held is None  # not held again by the same card at once
     assert Reason.ROUND_HELD not in rig.since(mark)
     decided = [e for e in rig.events[mark:] if e.reason is Reason.CARDS_TO_BOX_WITHOUT_WAGER]
     assert len(decided) == 1 and decided[0].who == "sup-1"
     rig.deal("TH 5D")
-    r = rig.table.round
+    r = rig.round
     assert r.state == "players" and r.box_hands[1][0].cards == cards("9S 5D") and r.dealer_cards == cards("TH")
     rig.assert_ledger()
     assert _power_cycle(rig).round.box_hands[1][0].cards == cards("9S 5D")
@@ -158,7 +159,7 @@ def test_no_bet_is_taken_once_a_card_of_the_round_has_left_the_shoe() -> None:
     refused = rig.events[mark:]
     assert [e.reason for e in refused] == [Reason.ACTION_REFUSED] * 2 and [e.who for e in refused] == ["p1", "p2"]
     rig.table.apply(NoMoreBets("dealer-1"))
-    assert rig.table.round.box_hands[2][0].cards == cards("AS")
+    assert rig.round.box_hands[2][0].cards == cards("AS")
 
 
 def test_every_card_drawn_in_error_is_named_in_the_journal_from_its_draw_to_its_place() -> None:

@@ -12,7 +12,8 @@ from firmware_bridge.messages import (
     ShuffleComplete, ShuffleProgress, Status,
 )
 from core.cards import shoe_composition
-from table_rig import FakeClock
+
+from tests.support.recorders import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -14,25 +14,17 @@ from structlog.testing import capture_logs
 from devices.events import Event, Reason
 from devices.game.rules import HouseRules
 from devices.tracker.feed import Feed
-from devices.tracker.inputs import DeviceMessage, NoMoreBets, OpenRound, PlaceBet, ShuffleStarted
+from devices.tracker.inputs import DeviceMessage, NoMoreBets, OpenRound, PlaceBet, ShuffleStarted, TableInput, Tick
 from devices.tracker.table import Table
 from firmware_bridge.messages import DeviceRole, Heartbeat, Ident, StartShuffle
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 from simulators.rig import SimulatedTable
-from table_rig import FakeClock
+
+from tests.support.poll import until
+from tests.support.recorders import FakeClock
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-
-
-async def until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    async def wait() -> None:
-        while not predicate():
-            await asyncio.sleep(0.002)
-    try:
-        await asyncio.wait_for(wait(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"never: {what}") from None
 
 
 def ident(role: DeviceRole, name: str, boot: int = 7) -> Ident:
@@ -58,13 +50,13 @@ def test_a_card_from_the_pty_lands_in_the_hand_the_round_deals_it_to() -> None:
             assert table.shuffler.state == "idle" and table.reader.state == "idle"  # CONNECTED -> LinkUp + IDENT
             table.apply(ShuffleStarted("dealer-1"))
             await sessions[0].send(StartShuffle(rules.decks))
-            await until(lambda: table.shoe.state == "verified", "the shoe verified from the shuffler's count")
+            await until(lambda: table.shoe.state == "verified", what="the shoe verified from the shuffler's count")
             stack = await asyncio.to_thread(sim.shuffler.call, sim.shuffler.device.unload)
             await asyncio.to_thread(sim.shoe.call, sim.shoe.device.load, stack, len(stack) - 10)
-            await until(lambda: table.shoe.state == "burning", "the shoe loaded")
+            await until(lambda: table.shoe.state == "burning", what="the shoe loaded")
             burn = rules.shoe.burn_after_shuffle
             await asyncio.to_thread(sim.shoe.call, sim.shoe.device.deal, burn)
-            await until(lambda: table.shoe.state == "in_play", "the burn done")
+            await until(lambda: table.shoe.state == "in_play", what="the burn done")
             assert table.burn_pile == stack[:burn]
 
             table.apply(OpenRound())
@@ -73,7 +65,7 @@ def test_a_card_from_the_pty_lands_in_the_hand_the_round_deals_it_to() -> None:
             await asyncio.to_thread(sim.shoe.call, sim.shoe.device.deal, 1)
             round_ = table.round
             assert round_ is not None
-            await until(lambda: len(round_.assignments) == 1, "the first card of the round assigned")
+            await until(lambda: len(round_.assignments) == 1, what="the first card of the round assigned")
             assert round_.box_hands[1][0].cards == [stack[burn]]  # the next card of the stack, on box 1
             assert DeviceMessage in applied
         finally:
@@ -97,7 +89,7 @@ def test_a_shoe_that_goes_away_takes_the_reader_offline() -> None:
             await session.open()
             assert table.reader.state == "idle"
             await asyncio.to_thread(sim.shoe.stop)  # the device and its pty go away
-            await until(lambda: table.reader.state == "offline", "DISCONNECTED -> LinkDown -> reader offline")
+            await until(lambda: table.reader.state == "offline", what="DISCONNECTED -> LinkDown -> reader offline")
         finally:
             await session.close()
 
@@ -145,17 +137,18 @@ def test_nothing_the_tracker_raises_reaches_the_connection() -> None:
 def test_run_ticks_makes_a_silent_device_stale() -> None:
     clock = FakeClock()
     table = Table(HouseRules.default(), lambda e: None, clock=clock, stale_after_s=3.0)
-    feed = Feed(table)
+    applied: list[TableInput] = []
+    feed = Feed(table, on_applied=lambda inp, caused: applied.append(inp))
     feed.connection_event("shuffler", SessionEvent(SessionEventKind.CONNECTED, "x", "",
                                                    ident(DeviceRole.SHUFFLER, "shuffler")))
 
     async def main() -> None:
         ticks = asyncio.create_task(feed.run_ticks(interval=0.001))
         try:
-            await asyncio.sleep(0.01)
+            await until(lambda: sum(isinstance(i, Tick) for i in applied) >= 3, what="three ticks applied")
             assert table.shuffler.state == "idle"  # ticking, but not silent for long yet
             clock.now += 3.5
-            await until(lambda: table.shuffler.state == "stale", "the shuffler stale after 3.5 s of silence")
+            await until(lambda: table.shuffler.state == "stale", what="the shuffler stale after 3.5 s of silence")
         finally:
             ticks.cancel()
             await asyncio.gather(ticks, return_exceptions=True)

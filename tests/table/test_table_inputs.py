@@ -35,7 +35,12 @@ SAMPLES: dict[type, Any] = {
     i.Insure: i.Insure(1, "p1", 250),
     i.EvenMoney: i.EvenMoney(1, "p1"),
     i.CloseInsurance: i.CloseInsurance("dealer-1"),
-    i.Act: i.Act(3, Action.DOUBLE, "p3", amount=300, declined=("p4", "p5")),
+    i.Act: i.Act(3, Action.DOUBLE, "dealer-1", amount=300, player="p3",
+                 co_players=(i.CoPlayerChoice("p4", True, amount=200), i.CoPlayerChoice("p5", False))),
+    i.ReduceBet: i.ReduceBet(4, "p2", 0),
+    i.TakeSeat: i.TakeSeat("p1", "dealer-1"),
+    i.LeaveSeat: i.LeaveSeat("p1", "dealer-1"),
+    i.AskForBox: i.AskForBox("p6", "dealer-1"),
     i.EnterCard: i.EnterCard(TD, "dealer-1"),
     i.DrawnInErrorDecision: i.DrawnInErrorDecision(True, "dealer-1"),
     i.DealerChange: i.DealerChange("dealer-2"),
@@ -70,8 +75,14 @@ def test_every_record_survives_its_json_form(record: Any) -> None:
 
 
 def test_the_json_form_is_plain_and_readable() -> None:
-    assert i.to_json(SAMPLES[i.Act]) == {"v": 1, "type": "Act", "box": 3, "action": "double", "who": "p3",
-                                         "amount": 300, "declined": ["p4", "p5"]}
+    assert i.to_json(SAMPLES[i.Act]) == {"v": 1, "type": "Act", "box": 3, "action": "double", "who": "dealer-1",
+                                         "amount": 300, "player": "p3", "co_players": [
+                                             {"player": "p4", "joins": True, "amount": 200, "stays_on": None},
+                                             {"player": "p5", "joins": False, "amount": None, "stays_on": None}]}
+    split = {"v": 1, "type": "Act", "box": 2, "action": "split", "who": "d", "player": "a",
+             "co_players": [{"player": "b", "joins": False, "stays_on": 2}]}  # left-out fields take their defaults
+    assert i.from_json(split) == i.Act(2, Action.SPLIT, "d", player="a",
+                                       co_players=(i.CoPlayerChoice("b", False, stays_on=2),))
     assert i.to_json(SAMPLES[i.ShoeRemainder]) == {"v": 1, "type": "ShoeRemainder", "returned": {"AS": 2, "TD": 0},
                                                    "who": "dealer-1"}
     assert i.to_json(SAMPLES[i.PlacementError])["assignments"] == [["AS", ["box", 1, 0]], ["TD", ["dealer", None, None]]]
@@ -92,7 +103,16 @@ def test_the_json_form_is_plain_and_readable() -> None:
     ({"v": 1, "type": "EnterCard", "card": "ZZ", "who": "d"}, "EnterCard.card: not a card: 'ZZ'"),
     ({"v": 1, "type": "Resume", "who": "s", "role": "king"}, "Resume.role: 'king' is not a Role"),
     ({"v": 1, "type": "Act", "box": 1, "action": "fold", "who": "p"}, "Act.action: 'fold' is not a Action"),
-    ({"v": 1, "type": "Act", "box": 1, "action": "hit", "who": "p", "declined": "p2"}, "Act.declined: expected a list"),
+    ({"v": 1, "type": "Act", "box": 1, "action": "hit", "who": "p", "co_players": "p2"},
+     "Act.co_players: expected a list"),
+    ({"v": 1, "type": "Act", "box": 1, "action": "hit", "who": "p", "co_players": ["p2"]},
+     "Act.co_players[0]: expected an object"),
+    ({"v": 1, "type": "Act", "box": 1, "action": "split", "who": "p", "co_players": [{"player": "b"}]},
+     "Act.co_players[0]: field 'joins' is missing"),
+    ({"v": 1, "type": "Act", "box": 1, "action": "split", "who": "p",
+      "co_players": [{"player": "b", "joins": False, "hand": 2}]}, "Act.co_players[0]: unknown field(s) hand"),
+    ({"v": 1, "type": "ReduceBet", "box": 1, "player": "p", "amount": "all"}, "ReduceBet.amount: expected a whole"),
+    ({"v": 1, "type": "TakeSeat", "who": "d"}, "TakeSeat: field 'player' is missing"),
     ({"v": 1, "type": "DeviceMessage", "device": "shoe-reader", "message": "zz"},
      "DeviceMessage.message: not an encoded firmware message"),
     ({"v": 1, "type": "DeviceMessage", "device": "shoe-reader", "message": "ff00"},
@@ -122,7 +142,7 @@ def test_apply_takes_every_table_input_and_nothing_else() -> None:
         except CarddError as exc:  # refused by the table in this state, but taken as an input
             assert "is not a table input" not in str(exc), cls
     table = Table(HouseRules.default(), lambda e: None, clock=lambda: 0.0)
-    for not_an_input in (i.CardDealt(AS), i.Hold(Reason.DEVICE_STALE, "x"), "OpenRound", CardRead(1, AS, 0, 0)):
+    for not_an_input in (i.CardDealt(AS), i.Hold(Reason.DEVICE_STALE, "x"), "OpenRound", CardRead(1, AS, Orientation.FACE_DOWN, 0)):
         with pytest.raises(TableError, match="is not a table input"):
             table.apply(not_an_input)  # type: ignore[arg-type]
 

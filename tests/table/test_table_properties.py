@@ -20,7 +20,8 @@ from devices.tracker.recording import record_random_shoes
 from devices.tracker.snapshot import restore, snapshot
 from core.cards import Orientation
 from firmware_bridge.messages import CardRead, Heartbeat, UnreadableCard
-from table_rig import RULE_FILES, connect_devices
+
+from tests.table.table_rig import RULE_FILES, connect_devices, round_of
 
 pytestmark = pytest.mark.timeout(120)
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}
@@ -76,7 +77,7 @@ def test_a_face_up_card_anywhere_voids_only_its_round_and_is_placed(seed: int, a
     assert msg.card in table.discard
     assert table.placed() == +table.shoe.out
     if live:
-        assert table.round.state == "void"
+        assert round_of(table).state == "void"
 
 
 @settings(max_examples=20, deadline=None)
@@ -95,7 +96,7 @@ def test_power_loss_anywhere_restores_and_the_shoe_ends_the_same(casino: str, se
     back = restore(rules, events.append, snap, clock=lambda: 0.0, stale_after_s=1e9)
     connect_devices(back, boot=1)
     if back.round_live:
-        assert back.round.held is not None  # a live round waits for a supervisor after a power loss
+        assert round_of(back).held is not None  # a live round waits for a supervisor after a power loss
         back.apply(Resume("sup-1", Role.SUPERVISOR))
     for step in steps[k:]:
         back.apply(step)
@@ -133,7 +134,7 @@ def test_an_unreadable_card_or_a_stale_spell_anywhere_changes_no_outcome(casino:
         table.apply(DeviceMessage("shoe-reader", Heartbeat(1)))
         table.apply(DeviceMessage("shuffler", Heartbeat(1)))
         if table.round_live:
-            assert table.round.held is not None
+            assert round_of(table).held is not None
             table.apply(Resume("sup-1", Role.SUPERVISOR))
         table.apply(steps[k])
     for step in steps[k + 1:]:

@@ -19,7 +19,8 @@ from devices.game.round import Action, RoundHeld, RuleViolation
 from core.cards import Card
 from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
                                       Status)
-from table_rig import RULE_FILES, TableRig, cards
+
+from tests.table.table_rig import RULE_FILES, TableRig, cards
 
 pytestmark = pytest.mark.timeout(30)
 SUP, DEALER = Role.SUPERVISOR, Role.DEALER
@@ -38,7 +39,7 @@ def in_order(reasons: list[Reason], *expected: Reason) -> bool:
 def start_round(rig: TableRig) -> None:
     rig.bets(1, 2)
     rig.deal("TH 9S 5D 7C 8H")
-    assert rig.table.round.state == "players"
+    assert rig.round.state == "players"
 
 
 def finish_round(rig: TableRig) -> None:
@@ -46,7 +47,7 @@ def finish_round(rig: TableRig) -> None:
     rig.table.apply(Act(1, Action.STAND, "p1"))
     rig.table.apply(Act(2, Action.STAND, "p2"))
     rig.deal("TC 6S")
-    assert rig.table.round.state == "complete"
+    assert rig.round.state == "complete"
 
 
 def test_plain_round_assigns_every_card_and_settles(rig: TableRig) -> None:
@@ -54,7 +55,7 @@ def test_plain_round_assigns_every_card_and_settles(rig: TableRig) -> None:
     finish_round(rig)
     stake = rig.rules.table.min_per_player
     assert rig.nets() == {"p1": str(-stake), "p2": str(-stake)}
-    assert [str(c) for c in rig.table.round.dealer_cards] == ["5D", "TC", "6S"]
+    assert [str(c) for c in rig.round.dealer_cards] == ["5D", "TC", "6S"]
     assert len(rig.table.burn_pile) == rig.rules.shoe.burn_after_shuffle
     rig.assert_ledger()
 
@@ -63,7 +64,7 @@ def test_shuffler_malfunction_holds_round_until_supervisor_declares_redeal(rig: 
     if not rig.table.uses_shuffler:  # hand-shuffled: the shuffler plays no part, its fault holds nothing
         start_round(rig)
         rig.table.apply(DeviceMessage("shuffler", Fault(FaultCode.JAM, 17, "stack jam")))
-        assert rig.table.round.held is None and Reason.SHUFFLER_MALFUNCTION not in rig.reasons()
+        assert rig.round.held is None and Reason.SHUFFLER_MALFUNCTION not in rig.reasons()
         return
     start_round(rig)
     mark = len(rig.events)
@@ -75,9 +76,9 @@ def test_shuffler_malfunction_holds_round_until_supervisor_declares_redeal(rig: 
         rig.table.apply(Redeal("dealer-1", DEALER))
     rig.table.apply(Redeal("sup-1", SUP))
     assert in_order(rig.since(mark), Reason.OVERRIDE, Reason.ROUND_VOID, Reason.REDEAL)
-    assert rig.table.round.state == "void"
+    assert rig.round.state == "void"
     assert rig.find(Reason.OVERRIDE)[-1].who == "sup-1"
-    assert rig.table.round.settlement is None
+    assert rig.round.settlement is None
     rig.assert_ledger()
 
 
@@ -85,12 +86,12 @@ def test_shuffler_malfunction_never_continues_silently(rig: TableRig) -> None:
     start_round(rig)
     rig.table.apply(DeviceMessage("shuffler", Fault(FaultCode.MOTOR, 0, "")))
     if not rig.table.uses_shuffler:
-        assert rig.table.round.held is None
+        assert rig.round.held is None
         return
     with pytest.raises(OverrideRefused):  # the device is still in fault
         rig.table.apply(Resume("sup-1", SUP))
     rig.table.apply(DeviceMessage("shuffler", FaultCleared(FaultCode.MOTOR)))
-    assert rig.table.round.held is not None  # the fault clearing alone does not resume
+    assert rig.round.held is not None  # the fault clearing alone does not resume
     with pytest.raises(OverrideRefused):
         rig.table.apply(Resume("dealer-1", DEALER))
     rig.table.apply(Resume("sup-1", SUP))
@@ -105,9 +106,9 @@ def test_face_up_card_is_a_misload_redeal_and_assigned_to_no_hand(rig: TableRig)
     mark = len(rig.events)
     rig.read("QD", face_up=True)
     assert in_order(rig.since(mark), Reason.FACE_UP_CARD, Reason.REDEAL, Reason.ROUND_VOID)
-    assert rig.table.round.state == "void"
+    assert rig.round.state == "void"
     assert Card.parse("QD") in rig.table.discard
-    assert all(str(c) != "QD" for c, _ in rig.table.round.assignments)
+    assert all(str(c) != "QD" for c, _ in rig.round.assignments)
     assert Reason.OVERRIDE not in rig.since(mark)  # the rule voids it, no one overrides anything
     rig.assert_ledger()
     rig.table.apply(OpenRound())  # the re-deal can start
@@ -128,7 +129,7 @@ def test_card_seen_more_often_than_the_shoe_holds_is_foreign(rig: TableRig) -> N
     foreign = rig.find(Reason.FOREIGN_CARD)[-1]
     assert foreign.severity is Severity.ALARM and foreign.data["seen"] == decks + 1
     assert rig.table.discard[-1] == Card.parse("AS")
-    assert rig.table.round.held is not None
+    assert rig.round.held is not None
     rig.assert_ledger()
     rig.table.apply(Redeal("sup-1", SUP))
     with pytest.raises(TableError, match="foreign card alarm"):  # no more dealing until a supervisor looked
@@ -150,7 +151,7 @@ def test_stale_shoe_reader_holds_round_refuses_its_reads_and_needs_device_and_su
     with pytest.raises(OverrideRefused, match="shoe-reader is stale"):
         rig.table.apply(Resume("sup-1", SUP))
     rig.heartbeat()  # the device is back ...
-    assert rig.table.round.held is not None  # ... but the round waits for the supervisor
+    assert rig.round.held is not None  # ... but the round waits for the supervisor
     with pytest.raises(OverrideRefused):
         rig.table.apply(Resume("dealer-1", DEALER))
     rig.table.apply(Resume("sup-1", SUP))
@@ -166,7 +167,7 @@ def test_unreadable_card_from_a_stale_reader_goes_to_no_hand(rig: TableRig) -> N
     rig.unreadable()
     refused = rig.find(Reason.READ_FROM_STALE_DEVICE)
     assert refused and refused[-1].severity is Severity.ALARM and Reason.UNREADABLE_CARD not in rig.since(mark)
-    assert rig.table.round.flags == []  # not the round's card: nothing to flag
+    assert rig.round.flags == []  # not the round's card: nothing to flag
     rig.table.apply(EnterCard(Card.parse("4S"), "dealer-1"))  # entered only so the count stays right
     assert rig.table.discard[-1] == Card.parse("4S") and rig.table.pending == []
     assert rig.find(Reason.CARD_ENTERED_BY_DEALER)[-1].data["to_discard"] is True
@@ -174,14 +175,14 @@ def test_unreadable_card_from_a_stale_reader_goes_to_no_hand(rig: TableRig) -> N
     rig.heartbeat()
     rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)
-    assert all(c != Card.parse("4S") for c, _ in rig.table.round.assignments)
+    assert all(c != Card.parse("4S") for c, _ in rig.round.assignments)
     rig.assert_ledger()
 
 
 def test_offline_device_mid_round_holds_until_it_is_back(rig: TableRig) -> None:
     start_round(rig)
     rig.table.apply(LinkDown("shoe-reader"))
-    assert rig.table.round.held is not None and Reason.DEVICE_OFFLINE in rig.reasons()
+    assert rig.round.held is not None and Reason.DEVICE_OFFLINE in rig.reasons()
     rig.table.apply(LinkUp("shoe-reader"))
     with pytest.raises(OverrideRefused, match="connecting"):
         rig.table.apply(Resume("sup-1", SUP))
@@ -197,7 +198,7 @@ def test_card_exposed_in_error_is_used_as_the_next_card(rig: TableRig) -> None:
     assert Reason.CARD_EXPOSED_IN_ERROR in rig.since(mark)
     assert rig.table.pending == [Card.parse("2S")]
     rig.table.apply(Act(1, Action.HIT, "p1"))  # the exposed card is box 1's hit card: 19
-    assert rig.table.round.box_hands[1][0].cards[-1] == Card.parse("2S")
+    assert rig.round.box_hands[1][0].cards[-1] == Card.parse("2S")
     assert rig.table.pending == []
     rig.table.apply(Act(1, Action.STAND, "p1"))
     rig.table.apply(Act(2, Action.STAND, "p2"))
@@ -213,8 +214,8 @@ def test_cards_exposed_in_error_go_to_the_dealer_next_and_one_not_needed_waits_f
     assert len(rig.find(Reason.CARD_EXPOSED_IN_ERROR)) == 5
     rig.table.apply(Act(1, Action.STAND, "p1"))
     rig.table.apply(Act(2, Action.STAND, "p2"))  # the dealer's 5D takes 2S 3S 4S 5S: 19, stands
-    assert [str(c) for c in rig.table.round.dealer_cards] == "5D 2S 3S 4S 5S".split()
-    assert rig.table.round.state == "complete" and rig.table.drawn_in_error == [Card.parse("6S")]
+    assert [str(c) for c in rig.round.dealer_cards] == "5D 2S 3S 4S 5S".split()
+    assert rig.round.state == "complete" and rig.table.drawn_in_error == [Card.parse("6S")]
     assert "#" not in rig.find(Reason.CARD_DRAWN_IN_ERROR)[-1].message
     rig.table.apply(DrawnInErrorDecision(True, "dealer-1"))
     rig.assert_ledger()
@@ -257,7 +258,7 @@ def test_cards_to_box_without_wager_are_reconstructed_and_redealt(rig: TableRig)
     assert Reason.CARDS_TO_BOX_WITHOUT_WAGER in rig.reasons()
     assert rig.table.shoe.cards_out == out_before - 5  # back on top of the shoe
     rig.deal("TH 9S 5D 7C 8H")  # read again, in the same order
-    assert rig.table.round.state == "players"
+    assert rig.round.state == "players"
     finish_round(rig)
     assert rig.table.shoe.cards_out == out_before + 2
     rig.assert_ledger()
@@ -273,7 +274,7 @@ def test_a_redeal_takes_back_a_card_exposed_in_error_too(rig: TableRig) -> None:
     rig.deal("TH 9S 5D 7C 8H")  # the same cards again, in the order they left the shoe
     rig.table.apply(Act(1, Action.HIT, "p1"))
     rig.read("2S")
-    assert rig.table.round.box_hands[1][0].cards[-1] == Card.parse("2S")
+    assert rig.round.box_hands[1][0].cards[-1] == Card.parse("2S")
     assert Reason.ROUND_HELD not in rig.reasons()
     rig.assert_ledger()
 
@@ -282,7 +283,7 @@ def test_a_misload_redeal_discards_a_card_exposed_in_error(rig: TableRig) -> Non
     start_round(rig)
     rig.read("2S")  # exposed in error, waiting
     rig.read("QD", face_up=True)  # misload: the round is void
-    assert rig.table.round.state == "void" and rig.table.pending == []
+    assert rig.round.state == "void" and rig.table.pending == []
     assert rig.table.discard[-1] == Card.parse("2S")  # after the misload and the round's cards
     rig.assert_ledger()
     rig.table.apply(OpenRound())
@@ -309,12 +310,12 @@ def test_unreadable_card_is_entered_by_the_dealer_and_the_round_flagged(rig: Tab
     rig.deal("TH")
     rig.unreadable()
     rig.deal("5D 7C")  # keep coming while the dealer looks: queued in order
-    assert rig.table.round.assignments[-1][0] == Card.parse("TH")
+    assert rig.round.assignments[-1][0] == Card.parse("TH")
     rig.table.apply(EnterCard(Card.parse("9S"), "dealer-1"))
     rig.deal("8H")
     assert in_order(rig.reasons(), Reason.UNREADABLE_CARD, Reason.CARD_ENTERED_BY_DEALER)
-    assert rig.table.round.flags and rig.table.round.flags[0]["reason"] == "UNREADABLE_CARD"
-    assert [str(c) for c in rig.table.round.box_hands[2][0].cards] == ["9S", "8H"]
+    assert rig.round.flags and rig.round.flags[0]["reason"] == "UNREADABLE_CARD"
+    assert [str(c) for c in rig.round.box_hands[2][0].cards] == ["9S", "8H"]
     finish_round(rig)
     rig.assert_ledger()
 
@@ -326,7 +327,7 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
     rig.read("3C")  # three cards: soft 19
 
     def state() -> tuple:
-        r = rig.table.round
+        r = rig.round
         return r.state, [list(h.cards) for h in r.hands], len(rig.table.round_log), r.current_hand
 
     before = state()
@@ -337,7 +338,8 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
     assert refused.data["rule"] == double.value.rule
     rig.table.apply(Act(1, Action.HIT, "p1"))
     rig.read("2D")  # soft 21: the hand is over, no drawing on any 21
-    assert rig.table.round.current_hand.box == 2
+    hand = rig.round.current_hand
+    assert hand is not None and hand.box == 2
     before = state()
     with pytest.raises(RuleViolation) as hit:
         rig.table.apply(Act(1, Action.HIT, "p1"))  # a hit on 21
@@ -345,16 +347,20 @@ def test_forbidden_actions_are_refused_with_the_rule_and_change_nothing(rig: Tab
     assert rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == "no_draw_on_21"
 
 
-def test_surrender_never_against_an_ace(rig: TableRig) -> None:
+def test_surrender_against_an_ace_only_where_the_sheet_allows_it(rig: TableRig) -> None:
     rig.bets(1)
     rig.deal("TH AD 6C")  # dealer shows an ace
-    if rig.table.round.state == "insurance":
+    if rig.round.state == "insurance":
         rig.table.apply(CloseInsurance("dealer-1"))
+    if rig.rules.play.surrender_against_ace:  # seed 004: its surrender names no exception for the ace
+        rig.table.apply(Act(1, Action.SURRENDER, "p1"))
+        assert rig.round.hands[0].surrendered
+        return
     with pytest.raises(RuleViolation) as e:
         rig.table.apply(Act(1, Action.SURRENDER, "p1"))
     rule = "no_surrender_against_ace" if rig.rules.play.surrender else "surrender_not_offered"
     assert e.value.rule == rule and rig.find(Reason.ACTION_REFUSED)[-1].data["rule"] == rule
-    assert not rig.table.round.hands[0].surrendered
+    assert not rig.round.hands[0].surrendered
 
 
 def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
@@ -373,7 +379,7 @@ def test_cut_card_makes_the_round_in_progress_the_last(rig: TableRig) -> None:
 def test_a_firmware_update_mid_round_holds_it(rig: TableRig) -> None:
     start_round(rig)
     rig.table.apply(DeviceMessage("shoe-reader", Status(DeviceState.UPDATING, 0, 0, 0)))
-    assert rig.table.round.held is not None and "updating" in rig.table.round.held
+    assert rig.round.held is not None and "updating" in rig.round.held
     with pytest.raises(OverrideRefused, match="updating"):
         rig.table.apply(Resume("sup-1", SUP))
     rig.table.apply(DeviceMessage("shoe-reader", Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.1.0", 1, 0, 8)))  # back, new firmware
@@ -385,6 +391,6 @@ def test_a_firmware_update_mid_round_holds_it(rig: TableRig) -> None:
 def test_device_reboot_mid_round_holds_it(rig: TableRig) -> None:
     start_round(rig)
     rig.table.apply(DeviceMessage("shoe-reader", Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 99)))  # new boot id
-    assert rig.table.round.held is not None and "rebooted" in rig.table.round.held
+    assert rig.round.held is not None and "rebooted" in rig.round.held
     rig.table.apply(Resume("sup-1", SUP))
     finish_round(rig)

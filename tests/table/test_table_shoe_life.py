@@ -15,7 +15,8 @@ from devices.game.round import Action
 from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import CutCardSeen, DeckCheckResult, ShoeEmpty, ShoeLoaded, ShuffleComplete
-from table_rig import RULE_FILES, TableRig, cards
+
+from tests.table.table_rig import RULE_FILES, TableRig, cards
 
 pytestmark = pytest.mark.timeout(30)
 AUTOMATIC = [p for p in RULE_FILES if TableRig.from_file(p, load=False).table.uses_shuffler]
@@ -137,7 +138,7 @@ def test_void_shoe_needs_a_supervisor() -> None:
     with pytest.raises(OverrideRefused):
         rig.table.apply(VoidShoe("dealer-1", Role.DEALER))
     rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
-    assert rig.table.shoe.state == "void" and rig.table.round.state == "void"
+    assert rig.table.shoe.state == "void" and rig.round.state == "void"
     assert rig.find(Reason.SHOE_VOID)[-1].who == "sup-1"
 
 

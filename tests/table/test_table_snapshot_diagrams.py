@@ -17,7 +17,8 @@ from devices.tracker.inputs import InputDecodeError
 from devices.tracker.snapshot import SNAPSHOT_VERSION, SnapshotError, restore, snapshot
 from core.cards import Card, Orientation
 from firmware_bridge.messages import CardRead
-from table_rig import TableRig, connect_devices
+
+from tests.table.table_rig import TableRig, connect_devices, round_of
 
 pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +42,8 @@ def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
     t = restore(HouseRules.default(), events.append, snap, clock=rig.clock)
     assert t.shoe.state == "in_play" and t.shoe.out == rig.table.shoe.out
     assert t.alarms.reasons() == rig.table.alarms.reasons() + ["ROUND_HELD"]
-    r = t.round
-    assert r.state == "players" and r.current_hand.box == 3 and r.held is not None
+    r = round_of(t)
+    assert r.state == "players" and r.current_hand is not None and r.current_hand.box == 3 and r.held is not None
     assert [str(c) for c in r.dealer_cards] == ["5D"]
     assert [e.reason for e in events] == [Reason.ROUND_HELD]  # the replay itself journals nothing
     # back on its feet: devices reconnect, a supervisor agrees, the round goes on
@@ -111,8 +112,8 @@ def test_snapshot_keeps_an_unreadable_card_and_the_reads_behind_it() -> None:
     connect_devices(t, boot=9)
     t.apply(Resume("sup-1", Role.SUPERVISOR))
     t.apply(EnterCard(Card.parse("5S"), "dealer-1"))  # the dealer's card, then the queued 9D
-    assert [str(c) for c in t.round.dealer_cards] == ["5S"]
-    assert [str(c) for c in t.round.box_hands[1][0].cards] == ["TC", "9D"]
+    assert [str(c) for c in round_of(t).dealer_cards] == ["5S"]
+    assert [str(c) for c in round_of(t).box_hands[1][0].cards] == ["TC", "9D"]
     assert t.placed() == +t.shoe.out
 
 

@@ -5,7 +5,8 @@ import re
 from pathlib import Path
 
 import pytest
-from udev_sandbox import TEST_GID, UdevSandbox, properties
+
+from tests.udev.udev_sandbox import TEST_GID, UdevSandbox, properties
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "docs" / "install.md"

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from udev_sandbox import TEST_GID, UdevSandbox, properties
 
 from drivers.known_devices import KNOWN_DEVICES, udev_rules
+
+from tests.udev.udev_sandbox import TEST_GID, UdevSandbox, properties
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "udev" / "99-cardd.rules"
@@ -26,20 +27,25 @@ DEVICES = {
 @pytest.fixture(scope="module")
 def udevadm_test(tmp_path_factory):
     sandbox = UdevSandbox(tmp_path_factory.mktemp("udev-sandbox"), {RULES.name: RULES.read_text()})
-    results = {}
+    return UdevResults(sandbox)
 
-    def run(name):
-        if name not in results:
+
+class UdevResults:
+    """``udevadm test`` per device, run once; ``fresh(name)`` runs it again."""
+
+    def __init__(self, sandbox: UdevSandbox) -> None:
+        self.sandbox = sandbox
+        self.results: dict[str, str] = {}
+
+    def __call__(self, name: str) -> str:
+        if name not in self.results:
             description, syspath = DEVICES[name]
-            results[name] = sandbox.test(ROOT / "udev" / description, syspath)
-        return results[name]
+            self.results[name] = self.sandbox.test(ROOT / "udev" / description, syspath)
+        return self.results[name]
 
-    def fresh(name):
-        results.pop(name, None)
-        return run(name)
-
-    run.fresh = fresh
-    return run
+    def fresh(self, name: str) -> str:
+        self.results.pop(name, None)
+        return self(name)
 
 
 def test_committed_rules_are_the_generated_rules():

@@ -1,0 +1,179 @@
+"""A client of the local API: what cardctl, the bench and a dealer console use to talk to cardd.
+
+Blocking and small on purpose (one socket, one line per message): a command-line tool or a
+test drives it step by step. Every request gets exactly one reply; EVENT lines that arrive
+while a watcher waits for a reply are kept, in order, in :attr:`ApiClient.pending_events`.
+
+Errors a person meets first are typed, each one line saying what to do:
+:class:`DaemonNotRunning` (no socket, or nobody listening), :class:`SocketPermissionDenied`
+(not in the API group), :class:`CommandRefused` (an ERROR reply: ``code`` and ``message``),
+:class:`ConnectionClosed` (the daemon went away or dropped a lagging watcher).
+"""
+from __future__ import annotations
+
+import errno
+import itertools
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import msgspec
+
+from cardd.api.errors import ApiError
+from cardd.api.protocol import (
+    PROTOCOL_VERSION, Ack, Command, Disconnect, Error, Event, LogQuery, LogReply, StateQuery, StateReply, Version,
+    Watch, encode_line, reply_decoder,
+)
+
+DEFAULT_SOCKET = Path("/run/cardd/cardd.sock")
+#: the longest line a client accepts from the daemon (a LOG page of 10,000 records fits)
+MAX_REPLY_LINE = 64 * 1024 * 1024
+
+
+class ClientError(ApiError):
+    """The daemon could not be reached or answered something a client cannot use."""
+
+
+class DaemonNotRunning(ClientError):
+    """Nobody listens on the socket."""
+
+
+class SocketPermissionDenied(ClientError):
+    """The socket exists but this user may not open it."""
+
+
+class ConnectionClosed(ClientError):
+    """The daemon closed the connection (stopped, or dropped a watcher that fell behind)."""
+
+
+class CommandRefused(ClientError):
+    """The daemon answered ERROR: ``code`` is the stable code (docs/api.md), the text its one line."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ApiClient:
+    """One connection to cardd's API socket."""
+
+    def __init__(self, path: str | Path = DEFAULT_SOCKET, timeout: float | None = 10.0) -> None:
+        self.path = Path(path)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        try:
+            self._sock.connect(str(self.path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            self._sock.close()
+            raise DaemonNotRunning(f"{self.path}: cardd is not running (start it: sudo systemctl start cardd)") from exc
+        except PermissionError as exc:
+            self._sock.close()
+            raise SocketPermissionDenied(f"{self.path}: permission denied: join the API group and a role group "
+                                         "(sudo usermod -aG cardd-api,cardd-dealer $USER), then log in again") from exc
+        except OSError as exc:
+            self._sock.close()
+            raise ClientError(f"{self.path}: cannot connect: {errno.errorcode.get(exc.errno or 0, exc)}") from exc
+        self._stream = self._sock.makefile("rb")
+        self._ids = itertools.count(1)
+        self.pending_events: list[Event] = []
+        first = self._read()
+        if not isinstance(first, Version):
+            raise ClientError(f"{self.path}: the daemon did not start with VERSION (got {type(first).__name__})")
+        if first.protocol.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
+            raise ClientError(f"{self.path}: the daemon speaks API {first.protocol}, this client {PROTOCOL_VERSION}")
+        self.version = first
+
+    # ---- lines ----------------------------------------------------------------------------
+
+    def _read(self) -> Version | Event | StateReply | LogReply | Ack | Error | Disconnect:
+        try:
+            line = self._stream.readline(MAX_REPLY_LINE)
+        except TimeoutError as exc:
+            raise ClientError(f"{self.path}: no answer from cardd within {self._sock.gettimeout()} s") from exc
+        except OSError as exc:
+            raise ConnectionClosed(f"{self.path}: connection lost: {exc}") from exc
+        if not line:
+            raise ConnectionClosed(f"{self.path}: cardd closed the connection")
+        try:
+            message = reply_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise ClientError(f"{self.path}: cardd sent a line this client cannot read: {exc}") from exc
+        if isinstance(message, Disconnect):
+            raise ConnectionClosed(f"{self.path}: cardd dropped this connection ({message.code}): {message.message}")
+        return message
+
+    def _send(self, message: msgspec.Struct) -> None:
+        try:
+            self._sock.sendall(encode_line(message))
+        except OSError as exc:
+            raise ConnectionClosed(f"{self.path}: connection lost: {exc}") from exc
+
+    def _next_id(self) -> str:
+        return f"c{next(self._ids)}"
+
+    def _reply(self, request_id: str) -> Version | Event | StateReply | LogReply | Ack | Error | Disconnect:
+        """The reply to ``request_id``; EVENT lines before it are kept in ``pending_events``."""
+        while True:
+            message = self._read()
+            if isinstance(message, Event):
+                self.pending_events.append(message)
+            elif getattr(message, "id", None) == request_id or (isinstance(message, Error) and message.id is None):
+                if isinstance(message, Error):
+                    raise CommandRefused(message.code, message.message)
+                return message
+
+    # ---- requests -------------------------------------------------------------------------
+
+    def command(self, name: str, **args: Any) -> Ack:
+        """Run a command; its ACK (``seq``: the journal record it made), or :class:`CommandRefused`."""
+        request_id = self._next_id()
+        self._send(Command(id=request_id, name=name, args=args))
+        reply = self._reply(request_id)
+        if not isinstance(reply, Ack):
+            raise ClientError(f"{self.path}: {name}: expected ACK, got {type(reply).__name__}")
+        return reply
+
+    def state(self) -> dict[str, Any]:
+        request_id = self._next_id()
+        self._send(StateQuery(id=request_id))
+        reply = self._reply(request_id)
+        if not isinstance(reply, StateReply):
+            raise ClientError(f"{self.path}: STATE: got {type(reply).__name__}")
+        return reply.state
+
+    def log(self, **filters: Any) -> LogReply:
+        """One page of the journal; ``filters`` are LogQuery's fields (docs/api.md)."""
+        request_id = self._next_id()
+        try:
+            query = msgspec.convert({"id": request_id, **filters}, LogQuery)
+        except msgspec.ValidationError as exc:
+            raise ClientError(f"log query: {exc}") from exc
+        self._send(query)
+        reply = self._reply(request_id)
+        if not isinstance(reply, LogReply):
+            raise ClientError(f"{self.path}: LOG: got {type(reply).__name__}")
+        return reply
+
+    def watch(self, since_seq: int | None = None) -> Iterator[Event]:
+        """Every event from ``since_seq`` (exclusive) on, then live ones, until the connection ends."""
+        request_id = self._next_id()
+        self._send(Watch(id=request_id, enable=True, since_seq=since_seq))
+        self._reply(request_id)  # the replayed events come before the ACK
+        while True:
+            while self.pending_events:
+                yield self.pending_events.pop(0)
+            message = self._read()
+            if isinstance(message, Event):
+                yield message
+
+    def close(self) -> None:
+        self._stream.close()
+        self._sock.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,216 @@
+"""The daemon: one asyncio loop owning the table, its journal, its devices and the API.
+
+    daemon = Daemon(config, "/etc/cardd/cardd.toml")
+    await daemon.start()   # StartupError (one line) if it cannot deal safely
+    await daemon.run()     # until SIGTERM / SIGINT or stop()
+    await daemon.stop()
+
+Start-up order: the rules; the journal (created only where no file exists; a corrupt one
+refuses the start); the table restored from the journal's latest snapshot (a live round
+comes back held) and a ``start`` record; the API socket; the devices (in the background:
+never a reason to exit); READY=1 once the journal is open and the API listens; the watchdog
+and STATUS=. Stop: STOPPING=1, the API closed (socket removed), the devices closed, the last
+batch flushed, the journal closed.
+"""
+from __future__ import annotations
+
+import asyncio
+import grp
+import hashlib
+import signal
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from cardd.api.errors import ApiError
+from cardd.api.peer import Caller, Role
+from cardd.api.protocol import Event as ApiEvent
+from cardd.api.server import ApiServer
+from cardd.config import CarddConfig
+from cardd.daemon.backend import DaemonBackend, Runner
+from cardd.daemon.commands import command_table
+from cardd.daemon.devices import Devices, run_device_command
+from cardd.daemon.simulation import Simulation
+from cardd.daemon.tracker_service import TableService
+from cardd.journal import KIND_START, Entry, Journal, JournalError
+from cardd.notify import Notifier, Watchdog
+from core.errors import CarddError
+from devices.game.rules import HouseRules, RulesError, load_rules
+from devices.tracker.inputs import ShuffleStarted
+from drivers.aio import cancel_and_wait
+
+log = structlog.get_logger(__name__)
+
+REASON_START = "DAEMON_START"
+#: how often STATUS= is brought up to date
+STATUS_INTERVAL_S = 1.0
+
+
+def release() -> str:
+    try:
+        return f"cardd {metadata.version('cardd')}"
+    except metadata.PackageNotFoundError:
+        return "cardd (not installed)"
+
+
+class StartupError(CarddError):
+    """The daemon cannot start dealing safely; the text is one line naming what and where."""
+
+
+class Daemon:
+    def __init__(self, config: CarddConfig, config_path: str, *, simulation: Simulation | None = None,
+                 notifier: Notifier | None = None) -> None:
+        self.config, self.config_path, self.simulation = config, config_path, simulation
+        self.release = release()
+        self.notifier = notifier or Notifier.from_environment()
+        self.watchdog = Watchdog(self.notifier)
+        self.journal: Journal | None = None
+        self.service: TableService | None = None
+        self.api: ApiServer | None = None
+        self.devices: Devices | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+
+    # ---- life -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
+        rules, rules_hash = _rules(config.table.rules)
+        path = config.journal.path
+        try:
+            self.journal = Journal.open(path, create=not path.exists(), retention_days=config.journal.retention_days)
+        except JournalError as exc:
+            raise StartupError(str(exc)) from None
+        except OSError as exc:
+            raise StartupError(f"journal {path}: {exc.strerror}") from None
+        service = self.service = TableService(rules, self.journal, self._publish)
+        start = Entry(kind=KIND_START, reason=REASON_START, source="cardd", data={
+            "release": self.release, "config": self.config_path, "rules": rules.name, "rules_sha256": rules_hash,
+            "simulated": self.simulation is not None, "message": f"{self.release} started"})
+        try:
+            service.restore(start)
+        except CarddError as exc:
+            raise StartupError(f"journal {path}: cannot restore the table: {exc}") from None
+        devices = self.devices = Devices(config, service.feed, self.release)
+        commands = command_table(simulated=self.simulation is not None)
+        runners: dict[str, Runner] = {"device": self._device_command}
+        if self.simulation is not None:
+            runners["simulation"] = self._simulation_command
+        backend = DaemonBackend(service, commands, devices.links, runners)
+        roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
+                 Role.TECHNICIAN: config.roles.technician}
+        self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,
+                             mode=config.api.mode_bits, group=_api_gid(config.api.group))
+        try:
+            await self.api.start()
+        except ApiError as exc:
+            raise StartupError(str(exc)) from None
+        await devices.start()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._stopped.set)
+        self._tasks = [loop.create_task(service.feed.run_ticks(), name="ticks"),
+                       loop.create_task(self._keep_status(), name="status")]
+        self.notifier.ready(self.status_text())
+        self.watchdog.start()
+        log.info("cardd started", release=self.release, journal=str(path), socket=str(config.api.socket),
+                 rules=rules.name, last_seq=self.journal.last_seq)
+
+    async def run(self) -> None:
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def stop(self) -> None:
+        """Idempotent: whatever start() got to is undone, in reverse."""
+        self.notifier.stopping("stopping")
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await self.watchdog.stop()
+        for task in self._tasks:
+            await cancel_and_wait(task)
+        self._tasks = []
+        if self.api is not None:
+            await self.api.stop()
+            self.api = None
+        if self.devices is not None:
+            await self.devices.close()
+            self.devices = None
+        if self.service is not None:
+            try:
+                self.service.flush()
+            except JournalError as exc:
+                log.error("last journal commit failed", error=str(exc))
+            self.service = None
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        if self.simulation is not None:
+            self.simulation.stop()
+        self.notifier.close()
+
+    # ---- what goes on meanwhile -------------------------------------------------------------
+
+    def _publish(self, event: ApiEvent) -> None:
+        if self.api is not None:
+            self.api.publish(event)
+
+    def status_text(self) -> str:
+        """STATUS=: what the table is doing, in one line."""
+        if self.service is None:
+            return "starting"
+        table = self.service.table
+        r = table.round
+        round_text = "no round" if r is None else f"round {r.round_id} {r.state}" + (" HELD" if r.held else "")
+        devices = ", ".join(f"{m.NAME} {m.state}" for m in table.devices())
+        return (f"shoe {table.shoe.state} ({table.shoe.cards_out} out); {round_text}; "
+                f"{len(table.alarms.open)} alarm(s); {devices}")
+
+    async def _keep_status(self) -> None:
+        while True:
+            self.watchdog.status(self.status_text())
+            await asyncio.sleep(STATUS_INTERVAL_S)
+
+    async def _device_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        assert self.devices is not None and self.service is not None
+        service = self.service
+
+        def shuffle_started() -> None:  # who loaded the shuffler, for the verification record
+            service.apply(ShuffleStarted(caller.user), caller.user)
+
+        return await run_device_command(name, args, self.devices, service.rules.decks,
+                                        self.config.firmware.public_key, shuffle_started, caller.user)
+
+    async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        assert self.simulation is not None
+        return await self.simulation.command(name, args)
+
+
+def _rules(path: Path) -> tuple[HouseRules, str]:
+    try:
+        data = path.read_bytes()
+        return load_rules(path), hashlib.sha256(data).hexdigest()
+    except RulesError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"rules {path}: {exc.strerror}") from None
+
+
+def _api_gid(group: str) -> int | None:
+    """The socket's group; a group that does not exist leaves the daemon's own (and says so)."""
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        log.warning("API group does not exist; the socket keeps the daemon's group", group=group)
+        return None

@@ -1,0 +1,67 @@
+"""The API's backend (cardd.api.backend.Backend) for the daemon: STATE, LOG, WATCH replays
+and COMMANDs, each through the table service's one path."""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from cardd.api.errors import CommandFailed
+from cardd.api.peer import Caller, Role
+from cardd.api.protocol import Event, LogQuery
+from cardd.daemon.commands import CommandSpec, build_record
+from cardd.daemon.state import table_state
+from cardd.daemon.tracker_service import TableService, record_event
+from core.errors import CarddError
+
+#: a device or simulation command: (name, args, caller) -> what it did, for the journal record
+Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
+
+
+class DaemonBackend:
+    def __init__(self, service: TableService, commands: Mapping[str, CommandSpec],
+                 links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner]) -> None:
+        self.service = service
+        self.commands = commands
+        self._links = links
+        self._runners = runners  # by CommandSpec.kind, for commands that are not table inputs
+        self._roles = {name: spec.role for name, spec in commands.items()}
+
+    @property
+    def command_roles(self) -> Mapping[str, Role]:
+        return self._roles
+
+    async def state(self, caller: Caller) -> dict[str, Any]:
+        return table_state(self.service.table, self._links(), self.service.journal.last_seq)
+
+    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+        records = self.service.journal.query(
+            seq_from=query.from_seq, seq_to=query.to_seq,
+            since=None if query.since is None else int(query.since * 1e9),
+            until=None if query.until is None else int(query.until * 1e9),
+            reason=query.reason, min_severity=query.severity, round_id=query.round, limit=query.limit + 1)
+        return [record_event(r) for r in records[:query.limit]], len(records) > query.limit
+
+    async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
+        return [record_event(r) for r in self.service.journal.query(seq_from=seq + 1, limit=limit)]
+
+    async def command(self, name: str, args: dict[str, Any], caller: Caller) -> int:
+        spec = self.commands[name]
+        if spec.kind == "table":
+            record = build_record(spec, args, caller)
+            return await self.service.command(record, caller.user, caller.uid, name)
+        try:
+            result = await self._runners[spec.kind](name, args, caller)
+        except CarddError as exc:
+            code = exc.code if isinstance(exc, CommandFailed) else "failed"
+            index = self.service.journal_command(name, args, caller.user, caller.uid, refused=str(exc),
+                                                 source=spec.kind)
+            await self.service.commit_of(index)
+            raise CommandFailed(str(exc), code=code) from None
+        index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
+                                             source=spec.kind)
+        return await self.service.commit_of(index)
+
+    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: Role) -> None:
+        index = self.service.journal_command(name, args, caller.user, caller.uid,
+                                             refused=f"needs the {needs.value} role")
+        await self.service.commit_of(index)

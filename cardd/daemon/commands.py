@@ -1,0 +1,108 @@
+"""The API's command table: each command's name, the role it needs, and what it does.
+
+A *table* command becomes one input record of :mod:`devices.tracker.inputs`: the client's
+``args`` are the record's fields in the records' one JSON form (decoded by
+:func:`~devices.tracker.inputs.from_json`, so a wrong arg is an error naming the field), and
+``who`` and ``role`` come from the caller's credentials, never from the client. A *device*
+command is a request to a device (technician). A *simulation* command exists only under
+``cardd --simulate``: it moves the simulated cards, as a dealer's hands would.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cardd.api.errors import CommandFailed
+from cardd.api.peer import Caller, Role
+from devices.tracker import inputs
+from devices.tracker.inputs import InputDecodeError
+
+Kind = Literal["table", "device", "simulation"]
+#: fields a client may never set: the daemon fills them from the peer's credentials
+CREDENTIAL_FIELDS = ("who", "role")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    name: str
+    role: Role
+    kind: Kind
+    #: the input record a table command applies (None for device and simulation commands)
+    record: type | None = None
+
+
+def _table(name: str, role: Role, record: type) -> CommandSpec:
+    return CommandSpec(name, role, "table", record)
+
+
+TABLE_COMMANDS: tuple[CommandSpec, ...] = (
+    # dealer console
+    _table("open_round", Role.DEALER, inputs.OpenRound),
+    _table("place_bet", Role.DEALER, inputs.PlaceBet),
+    _table("reduce_bet", Role.DEALER, inputs.ReduceBet),
+    _table("pairs_bet", Role.DEALER, inputs.PlacePairsBet),
+    _table("no_more_bets", Role.DEALER, inputs.NoMoreBets),
+    _table("insure", Role.DEALER, inputs.Insure),
+    _table("even_money", Role.DEALER, inputs.EvenMoney),
+    _table("close_insurance", Role.DEALER, inputs.CloseInsurance),
+    _table("act", Role.DEALER, inputs.Act),
+    _table("enter_card", Role.DEALER, inputs.EnterCard),
+    _table("dealer_change", Role.DEALER, inputs.DealerChange),
+    _table("take_seat", Role.DEALER, inputs.TakeSeat),
+    _table("leave_seat", Role.DEALER, inputs.LeaveSeat),
+    _table("ask_for_box", Role.DEALER, inputs.AskForBox),
+    _table("drawn_in_error", Role.DEALER, inputs.DrawnInErrorDecision),
+    _table("shuffle_started", Role.DEALER, inputs.ShuffleStarted),
+    _table("hand_shuffled", Role.DEALER, inputs.HandShuffled),
+    _table("shoe_remainder", Role.DEALER, inputs.ShoeRemainder),
+    # supervisor overrides
+    _table("resume", Role.SUPERVISOR, inputs.Resume),
+    _table("redeal", Role.SUPERVISOR, inputs.Redeal),
+    _table("placement_error", Role.SUPERVISOR, inputs.PlacementError),
+    _table("cards_to_box_without_wager", Role.SUPERVISOR, inputs.CardsToBoxWithoutWager),
+    _table("void_shoe", Role.SUPERVISOR, inputs.VoidShoe),
+    _table("clear_alarm", Role.SUPERVISOR, inputs.ClearAlarm),
+)
+
+DEVICE_COMMANDS: tuple[CommandSpec, ...] = tuple(
+    CommandSpec(name, Role.TECHNICIAN, "device")
+    for name in ("selftest", "counters", "clear_fault", "start_shuffle", "firmware_update"))
+
+#: under --simulate only: the dealer's hands on the simulated cards (never on a real table)
+SIMULATION_COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec("sim_load_shoe", Role.DEALER, "simulation"),
+    CommandSpec("sim_deal", Role.DEALER, "simulation"),
+)
+
+
+def command_table(simulated: bool) -> dict[str, CommandSpec]:
+    specs = TABLE_COMMANDS + DEVICE_COMMANDS + (SIMULATION_COMMANDS if simulated else ())
+    return {spec.name: spec for spec in specs}
+
+
+def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any:
+    """The input record of a table command: the client's args plus who and role from ``caller``.
+    CommandFailed (code bad-args) names the field that is wrong, missing or not allowed."""
+    assert spec.record is not None
+    names = {f.name for f in dataclasses.fields(spec.record)}
+    forged = [key for key in CREDENTIAL_FIELDS if key in args]
+    if forged:
+        raise CommandFailed(f"{spec.name}: {', '.join(forged)} come(s) from your credentials, not from args",
+                            code="bad-args")
+    data: dict[str, Any] = {**args, "v": inputs.FORMAT_VERSION, "type": spec.record.__name__}
+    if "who" in names:
+        data["who"] = caller.user
+    if "role" in names:
+        data["role"] = acting_role(spec, caller).value
+    try:
+        return inputs.from_json(data)
+    except InputDecodeError as exc:
+        raise CommandFailed(f"{spec.name}: {exc}", code="bad-args") from None
+
+
+def acting_role(spec: CommandSpec, caller: Caller) -> Role:
+    """The role the caller acts in: the command's own (the server checked the caller holds it)."""
+    if spec.role not in caller.roles:
+        raise CommandFailed(f"{spec.name} needs the {spec.role.value} role", code="refused")
+    return spec.role

@@ -1,0 +1,123 @@
+"""``cardd``: the daemon's entry point.
+
+    cardd [--config PATH]            run the table configured in PATH (default /etc/cardd/cardd.toml)
+    cardd --simulate [--state-dir D] run on built-in simulated devices behind real ptys, no config file
+    cardd --check-config [--config PATH]   validate (rules file and firmware key included) and exit
+
+Exit codes: 0 stopped cleanly (SIGTERM, SIGINT) or the configuration is valid; 1 the daemon
+could not start safely (corrupt journal, socket in use, permission, unreadable rules); 2 the
+configuration or the command line is wrong. Every failure is one line on stderr, never a
+traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import structlog
+
+from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
+from cardd.daemon.app import Daemon, StartupError, release
+from cardd.daemon.simulation import Simulation
+from cardd.logs import configure_logging
+from core.errors import CarddError
+from devices.game.rules import RulesError, load_rules
+from firmware_bridge.firmware import load_public_key
+
+EXIT_OK, EXIT_STARTUP, EXIT_CONFIG = 0, 1, 2
+log = structlog.get_logger("cardd")
+
+
+def check_config(path: str) -> CarddConfig:
+    """The configuration, its rules file and its firmware key, all loaded; ConfigError otherwise."""
+    config = load_config(path)
+    try:
+        load_rules(config.table.rules)
+    except RulesError as exc:
+        raise ConfigError(path, str(exc), "table.rules") from None
+    key = config.firmware.public_key
+    if key is not None:
+        try:
+            load_public_key(key.read_bytes())
+        except OSError as exc:
+            raise ConfigError(path, f"{key}: {exc.strerror}", "firmware.public_key") from None
+        except CarddError as exc:
+            raise ConfigError(path, f"{key}: {exc}", "firmware.public_key") from None
+    return config
+
+
+async def serve(config: CarddConfig, config_path: str, simulation: Simulation | None) -> None:
+    daemon = Daemon(config, config_path, simulation=simulation)
+    await daemon.start()
+    try:
+        await daemon.run()
+    finally:
+        await daemon.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cardd", description="The card-handling table daemon (docs/install.md).")
+    ap.add_argument("--config", default=str(DEFAULT_PATH), help=f"configuration file (default {DEFAULT_PATH})")
+    ap.add_argument("--simulate", action="store_true",
+                    help="built-in simulated shuffler and shoe behind real ptys; no configuration file")
+    ap.add_argument("--state-dir", type=Path, default=None,
+                    help="with --simulate: where the journal and socket go (default: a new temporary directory)")
+    ap.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 or 2)")
+    ap.add_argument("--log-format", choices=("auto", "console", "json"), default=None,
+                    help="auto: readable on a terminal, JSON lines otherwise (default: the configuration's)")
+    ap.add_argument("--version", action="version", version=release())
+    args = ap.parse_args(argv)
+    configure_logging(args.log_format or "auto")
+
+    if args.check_config:
+        try:
+            config = check_config(args.config)
+        except ConfigError as exc:
+            print(f"cardd: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        print(f"{args.config}: ok (rules {config.table.rules}, journal {config.journal.path}, "
+              f"socket {config.api.socket})")
+        return EXIT_OK
+
+    simulation: Simulation | None = None
+    try:
+        if args.simulate:
+            if args.state_dir is not None:
+                args.state_dir.mkdir(parents=True, exist_ok=True)
+            simulation = Simulation(args.state_dir)
+            config = simulation.start()
+            config_path = "(--simulate)"
+            print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, "
+                  f"shoe {config.devices.shoe}, shuffler {config.devices.shuffler}", flush=True)
+        else:
+            config = check_config(args.config)
+            config_path = args.config
+    except ConfigError as exc:
+        print(f"cardd: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (CarddError, OSError) as exc:
+        if simulation is not None:
+            simulation.stop()
+        print(f"cardd: cannot start the simulated devices: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    configure_logging(args.log_format or config.log.format, config.log.level)
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # every state machine step at info: noise
+    try:
+        asyncio.run(serve(config, config_path, simulation))
+    except StartupError as exc:
+        print(f"cardd: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:  # a fault in the daemon: one line here, the traceback at debug level
+        log.debug("cardd failed", exc_info=True)
+        print(f"cardd: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""The one path of every input: apply to the table, journal, then publish.
+
+Device messages (through the feed), link changes, ticks and API commands all go through
+:meth:`TableService.apply`. Each input applied adds an ``input`` record (the record's JSON
+form) and a record per event it caused to the open batch; at the end of the loop turn the
+batch is written in ONE journal transaction together with the table's snapshot (group commit,
+a ``call_soon``-scheduled flush), and only then is each record published to the API, in
+sequence order. After each commit :attr:`TableService.journaled_reads` holds the highest
+card index journaled per device, and ``on_journaled`` is called with it: the hook through
+which protocol 1.1 will confirm journaled events to the devices.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from cardd.api.protocol import Event as ApiEvent
+from cardd.journal import KIND_COMMAND, KIND_INPUT, Entry, Journal, JournalError, Record
+from core.errors import CarddError
+from devices.events import Event, Severity
+from devices.game.rules import HouseRules
+from devices.tracker.feed import Feed
+from devices.tracker.inputs import DeviceMessage, TableInput, Tick, from_json, to_json
+from devices.tracker.snapshot import restore, snapshot
+from devices.tracker.table import Table
+from firmware_bridge.messages import CardRead, Heartbeat, Status, UnreadableCard
+
+log = structlog.get_logger(__name__)
+
+REASON_COMMAND_REFUSED = "COMMAND_REFUSED"
+#: after a failed commit, the batch is kept and written again this much later
+RETRY_AFTER_S = 1.0
+
+
+@dataclass
+class _Batch:
+    entries: list[Entry] = field(default_factory=list)
+    #: (index of the entry whose seq answers, future) for commands waiting for their commit
+    waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
+    reads: dict[str, int] = field(default_factory=dict)  # device -> highest card index in this batch
+
+
+def api_event(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
+              data: Mapping[str, Any]) -> ApiEvent:
+    """A journal record as the API shows it (live, replayed, or in a LOG reply: the same form)."""
+    return ApiEvent(seq=seq, time=ts_ns / 1e9, kind=kind, source=source, reason=reason, severity=severity,
+                    who=who or None, message=str(data.get("message", "")), data=dict(data))
+
+
+def record_event(record: Record) -> ApiEvent:
+    return api_event(record.seq, record.ts_ns, record.kind, record.source, record.reason, record.severity,
+                     record.who, record.data)
+
+
+class TableService:
+    """Owns the table on the event loop; see the module docstring."""
+
+    def __init__(self, rules: HouseRules, journal: Journal, publish: Callable[[ApiEvent], None],
+                 clock: Callable[[], float] = time.monotonic,
+                 on_journaled: Callable[[Mapping[str, int]], None] | None = None) -> None:
+        self.rules, self.journal, self._publish = rules, journal, publish
+        self._clock = clock
+        self.on_journaled = on_journaled
+        self._muted = False
+        self._batch = _Batch()
+        self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
+        #: device -> the highest card index (CardRead / UnreadableCard) durably journaled
+        self.journaled_reads: dict[str, int] = {}
+        self.table = Table(rules, self._sink, clock)
+        self.feed = _JournaledFeed(self)
+
+    # ---- start-up ---------------------------------------------------------------------------
+
+    def restore(self, start: Entry) -> int:
+        """The table from the latest snapshot and the inputs journaled after it (their events were
+        journaled then: the sink is muted), then ``start`` journaled with what the restore caused
+        (a live round comes back held). Returns the seq of the start record."""
+        latest = self.journal.latest_snapshot()
+        after = 0
+        if latest is not None:
+            after, snap = latest
+            # a live round comes back held: restore() says so through the sink, after the start record
+            self.table = restore(self.rules, self._sink, snap, clock=self._clock)
+        held = self._batch.entries
+        if start.ts_ns is None:
+            start = dataclasses.replace(start, ts_ns=time.time_ns())
+        self._batch = _Batch(entries=[start])
+        self._muted = True
+        try:
+            for record in self.journal.entries_after(after):
+                if record.kind == KIND_INPUT:
+                    try:
+                        self.table.apply(from_json(record.data))
+                    except CarddError as exc:  # refused the first time too: it changed what it changed then
+                        log.info("replayed_input_refused", seq=record.seq, error=str(exc))
+        finally:
+            self._muted = False
+        self._batch.entries += held
+        self.feed = _JournaledFeed(self)
+        seqs = self._commit()
+        return seqs[0]
+
+    # ---- the one path -----------------------------------------------------------------------
+
+    def apply(self, inp: TableInput, who: str = "") -> list[Event]:
+        """Apply ``inp`` and journal it with the events it caused (at the end of this loop turn).
+        Raises what the table raises for a refused input; the input is journaled either way,
+        except a tick or a heartbeat that caused nothing (after a restore the devices start offline anyway)."""
+        batch = self._batch
+        at = len(batch.entries)
+        batch.entries.append(Entry(kind=KIND_INPUT, source=_source(inp), who=who, data=to_json(inp),
+                                   ts_ns=time.time_ns()))
+        self._schedule_flush()
+        try:
+            caused = self.table.apply(inp)
+        except BaseException:
+            self._note_read(inp)
+            raise
+        if _routine(inp) and not caused and len(batch.entries) == at + 1:
+            batch.entries.pop()  # a tick or heartbeat that changed nothing: not worth records every second
+        else:
+            self._note_read(inp)
+        return caused
+
+    async def command(self, inp: TableInput, who: str, uid: int, name: str) -> int:
+        """An API command: applied, then ACKed with its input record's seq once journaled. A
+        refusal is journaled as a refused command (who, uid) and raised."""
+        batch = self._batch
+        at = len(batch.entries)
+        try:
+            self.apply(inp, who)
+        except CarddError as exc:
+            batch.entries[at] = _refused(name, to_json(inp), who, uid, str(exc), at_ns=batch.entries[at].ts_ns)
+            await self.commit_of(at)
+            raise
+        return await self.commit_of(at)
+
+    def journal_command(self, name: str, data: Mapping[str, Any], who: str, uid: int, *, refused: str | None = None,
+                        severity: str = Severity.INFO.value, source: str = "api") -> int:
+        """Add a command record that is not a table input (a device request, a refusal); returns
+        its index in the open batch (for :meth:`commit_of`)."""
+        if refused is not None:
+            entry = _refused(name, data, who, uid, refused, source=source)
+        else:
+            entry = Entry(kind=KIND_COMMAND, reason=name.upper(), source=source, severity=severity, who=who,
+                          data={"command": name, "uid": uid, **data}, ts_ns=time.time_ns())
+        self._batch.entries.append(entry)
+        self._schedule_flush()
+        return len(self._batch.entries) - 1
+
+    def commit_of(self, index: int) -> asyncio.Future[int]:
+        """A future: the seq of entry ``index`` of the open batch, once it is journaled."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._batch.waiters.append((index, future))
+        self._schedule_flush()
+        return future
+
+    def flush(self) -> None:
+        """Commit the open batch now (shutdown)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._batch.entries or self._batch.waiters:
+            self._commit()
+
+    # ---- group commit -----------------------------------------------------------------------
+
+    def _sink(self, event: Event) -> None:
+        if self._muted:
+            return
+        self._batch.entries.append(Entry.from_event(event, who=event.who or "", ts_ns=time.time_ns()))
+        self._schedule_flush()
+
+    def _note_read(self, inp: TableInput) -> None:
+        if isinstance(inp, DeviceMessage) and isinstance(inp.message, (CardRead, UnreadableCard)):
+            reads = self._batch.reads
+            reads[inp.device] = max(reads.get(inp.device, 0), inp.message.index)
+
+    def _schedule_flush(self) -> None:
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_handle = None
+        if not (self._batch.entries or self._batch.waiters):
+            return
+        try:
+            self._commit()
+        except JournalError:
+            pass  # logged by _commit; retried
+
+    def _commit(self) -> list[int]:
+        batch, self._batch = self._batch, _Batch()
+        try:
+            seqs = self.journal.append(batch.entries, snapshot=snapshot(self.table))
+        except JournalError as exc:
+            log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
+            for _, future in batch.waiters:
+                if not future.done():
+                    future.set_exception(exc)
+            # keep the records and try again (nothing was added meanwhile: append is synchronous)
+            batch.waiters = []
+            self._batch = batch
+            if self._flush_handle is None:
+                self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
+            raise
+        for seq, entry in zip(seqs, batch.entries):
+            assert entry.ts_ns is not None
+            self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
+                                    entry.who, entry.data))
+        for index, future in batch.waiters:
+            if not future.done():
+                future.set_result(seqs[index])
+        if batch.reads:
+            self.journaled_reads.update(batch.reads)
+            if self.on_journaled is not None:
+                self.on_journaled(dict(self.journaled_reads))
+        return seqs
+
+
+class _JournaledFeed(Feed):
+    """The library's feed (connection events -> input records, ticks), applying through the
+    service's one path instead of straight to the table."""
+
+    def __init__(self, service: TableService) -> None:
+        super().__init__(service.table)
+        self._service = service
+
+    def apply(self, inp: TableInput) -> list[Event]:
+        try:
+            return self._service.apply(inp)
+        except CarddError as exc:  # a device input the tracker refused: journaled, never fatal
+            log.warning("tracker_input_refused", input=type(inp).__name__, error=str(exc))
+        except Exception:
+            log.exception("tracker_input_failed", input=type(inp).__name__)
+        return []
+
+
+def _routine(inp: TableInput) -> bool:
+    """Inputs that arrive every second and usually change nothing but a clock."""
+    return isinstance(inp, Tick) or (isinstance(inp, DeviceMessage) and isinstance(inp.message, (Heartbeat, Status)))
+
+
+def _source(inp: TableInput) -> str:
+    device = getattr(inp, "device", None)
+    return device if isinstance(device, str) else "api" if not isinstance(inp, Tick) else "table"
+
+
+def _refused(name: str, data: Mapping[str, Any], who: str, uid: int, why: str, *, source: str = "api",
+             at_ns: int | None = None) -> Entry:
+    return Entry(kind=KIND_COMMAND, reason=REASON_COMMAND_REFUSED, source=source, severity=Severity.WARNING.value,
+                 who=who, data={"command": name, "uid": uid, "user": who, "args": dict(data), "refused": why,
+                                "message": f"{name} refused for {who} (uid {uid}): {why}"},
+                 ts_ns=at_ns if at_ns is not None else time.time_ns())

@@ -1,0 +1,185 @@
+"""The daemon tests' rig: the real ``cardd`` console script in a subprocess, its real Unix
+socket, and a line client. ``cardd --simulate`` brings its own simulated devices; with a
+configuration file the test runs the simulated devices itself (so it knows the stack)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CARDD = Path(sys.executable).with_name("cardd")
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "rules" / "casino-000.toml"
+#: how long the daemon and its simulated devices may take to come up on a loaded machine
+START_TIMEOUT = 30.0
+
+
+def state_dir() -> Path:
+    """A directory every test uid can reach (pytest's tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="cardd-daemon-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    return path
+
+
+class Client:
+    """One connection: requests get their one reply; EVENT lines are kept aside in ``events``."""
+
+    def __init__(self, path: Path, timeout: float = 20.0) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(str(path))
+        self.stream = self.sock.makefile("rwb")
+        self.version = self.read()
+        self.events: list[dict[str, Any]] = []
+        self._n = 0
+
+    def read(self) -> dict[str, Any]:
+        line = self.stream.readline()
+        if not line:
+            raise ConnectionError("the daemon closed the connection")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(message).encode() + b"\n")
+        self.stream.flush()
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._n += 1
+        rid = f"r{self._n}"
+        self.send({**message, "id": rid})
+        while True:
+            reply = self.read()
+            if reply["class"] == "EVENT":
+                self.events.append(reply)
+            elif reply.get("id") == rid:
+                return reply
+
+    def command(self, name: str, **args: Any) -> dict[str, Any]:
+        return self.request({"class": "COMMAND", "name": name, "args": args})
+
+    def ok(self, name: str, **args: Any) -> int:
+        reply = self.command(name, **args)
+        assert reply["class"] == "ACK", (name, args, reply)
+        seq: int = reply["seq"]
+        return seq
+
+    def state(self) -> dict[str, Any]:
+        reply = self.request({"class": "STATE"})
+        assert reply["class"] == "STATE", reply
+        state: dict[str, Any] = reply["state"]
+        return state
+
+    def wait_state(self, check: Callable[[dict[str, Any]], bool], timeout: float = 20.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.state()
+            if check(state):
+                return state
+            assert time.monotonic() < deadline, f"the table never got there: {json.dumps(state)[:2000]}"
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.stream.close()
+        self.sock.close()
+
+
+class Daemon:
+    """``cardd`` running in a subprocess until :meth:`stop` or :meth:`kill`."""
+
+    def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None) -> None:
+        self.socket_path = socket_path
+        self.proc = subprocess.Popen([str(CARDD), "--log-format", "json", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=None if env is None else {**os.environ, **env})
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                raise AssertionError(f"cardd exited with {self.proc.returncode}: {err[-3000:]}")
+            try:
+                Client(socket_path, timeout=2.0).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "cardd never listened"
+                time.sleep(0.05)
+
+    def client(self) -> Client:
+        return Client(self.socket_path)
+
+    def stop(self) -> tuple[int, str]:
+        """SIGTERM: a graceful stop; returns (exit code, stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=30)
+        return self.proc.returncode, err
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.communicate(timeout=30)
+
+
+@contextmanager
+def simulate(directory: Path) -> Iterator[Daemon]:
+    daemon = Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock")
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+
+
+def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CARDD), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dict[str, str] | None = None,
+                 api_group: str = "cardd-api") -> Path:
+    lines = ["[devices]", f'shoe = "{shoe}"'] + ([f'shuffler = "{shuffler}"'] if shuffler else [])
+    lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]", f'path = "{directory / "journal.sqlite3"}"',
+              "", "[api]", f'socket = "{directory / "cardd.sock"}"', f'group = "{api_group}"']
+    if roles:
+        lines += ["", "[roles]"] + [f'{role} = "{group}"' for role, group in roles.items()]
+    path = directory / "cardd.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def remove(directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+# ---- steps of a table, driven through the API (shared by the daemon, crash and role tests) ----
+
+def shuffle_and_load(client: Client, load: Callable[[], object], deal: Callable[[int], object]) -> dict[str, Any]:
+    """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card."""
+    client.ok("start_shuffle")
+    client.wait_state(lambda s: s["shoe"]["state"] == "verified")
+    load()
+    state = client.wait_state(lambda s: s["shoe"]["state"] == "burning")
+    for _ in range(state["shoe"]["burn_remaining"]):
+        deal_one(client, deal)
+    return client.wait_state(lambda s: s["shoe"]["state"] == "in_play")
+
+
+def deal_one(client: Client, deal: Callable[[int], object]) -> dict[str, Any]:
+    before = client.state()["shoe"]["cards_out"]
+    deal(1)
+    return client.wait_state(lambda s: s["shoe"]["cards_out"] == before + 1)
+
+
+def open_and_bet(client: Client) -> None:
+    client.ok("open_round")
+    client.ok("place_bet", box=1, player="p1", amount=1000)
+    client.ok("place_bet", box=3, player="p3", amount=2000)
+    client.ok("no_more_bets")

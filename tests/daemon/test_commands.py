@@ -1,0 +1,54 @@
+"""cardd/daemon/commands.py: the command table and how a command's args become an input record."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cardd.api.errors import CommandFailed
+from cardd.api.peer import Caller, Role
+from cardd.daemon.commands import TABLE_COMMANDS, build_record, command_table
+from devices.game.round_types import Action
+from devices.tracker import inputs
+
+
+def caller(*roles: Role) -> Caller:
+    return Caller(pid=1, uid=1001, gid=1001, user="dana", groups=frozenset({1001}), roles=frozenset(roles))
+
+
+def test_every_table_command_is_an_input_record_and_every_override_needs_a_supervisor():
+    for spec in TABLE_COMMANDS:
+        assert spec.record is not None and spec.record in inputs.TABLE_INPUTS, spec
+        if "role" in {f.name for f in dataclasses.fields(spec.record)}:
+            assert spec.role is Role.SUPERVISOR, spec
+    # every input a person gives has its command; the devices' and the clock's have none
+    by_devices = {inputs.DeviceMessage, inputs.LinkUp, inputs.LinkDown, inputs.Tick}
+    assert {spec.record for spec in TABLE_COMMANDS} == set(inputs.TABLE_INPUTS) - by_devices
+    assert "sim_deal" not in command_table(simulated=False) and "sim_deal" in command_table(simulated=True)
+    assert {s.role for s in command_table(False).values() if s.kind == "device"} == {Role.TECHNICIAN}
+
+
+def test_who_and_role_come_from_the_credentials():
+    table = command_table(False)
+    act = build_record(table["act"], {"box": 2, "action": "hit"}, caller(Role.DEALER))
+    assert act == inputs.Act(2, Action.HIT, "dana")
+    redeal = build_record(table["redeal"], {}, caller(Role.SUPERVISOR, Role.DEALER))
+    assert redeal == inputs.Redeal("dana", Role.SUPERVISOR)
+    for forged in ({"who": "boss"}, {"role": "supervisor"}):
+        with pytest.raises(CommandFailed, match="from your credentials") as caught:
+            build_record(table["redeal"], forged, caller(Role.SUPERVISOR))
+        assert caught.value.code == "bad-args"
+
+
+@pytest.mark.parametrize(("name", "args", "message"), [
+    ("place_bet", {"box": 1, "player": "p1", "amount": "ten"}, "PlaceBet.amount: expected a whole number"),
+    ("place_bet", {"box": 1, "player": "p1"}, "PlaceBet: field 'amount' is missing"),
+    ("act", {"box": 1, "action": "fold"}, "Act.action: 'fold' is not a Action"),
+    ("enter_card", {"card": "ZZ"}, "EnterCard.card: not a card"),
+    ("clear_alarm", {"alarm_id": 1, "colour": "red"}, "ClearAlarm: unknown field(s) colour"),
+])
+def test_a_wrong_arg_is_one_error_naming_the_field(name, args, message):
+    with pytest.raises(CommandFailed) as caught:
+        build_record(command_table(False)[name], args, caller(Role.DEALER, Role.SUPERVISOR))
+    assert message in str(caught.value) and str(caught.value).startswith(f"{name}: ")
+    assert caught.value.code == "bad-args"

@@ -1,0 +1,281 @@
+"""The real ``cardd`` in a subprocess, over its real Unix socket: the banner, STATE, a whole
+round driven through COMMANDs with the simulated shoe's cards, restart after SIGKILL, WATCH
+since_seq across a restart, and start-up refusals in one line."""
+from __future__ import annotations
+
+import re
+import socket
+import sqlite3
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from cardd.journal import Journal
+from tests.daemon.daemon_rig import (
+    Client, Daemon, deal_one, open_and_bet, remove, run_cardd, shuffle_and_load, simulate, state_dir, write_config,
+)
+from simulators.rig import SimulatedTable
+
+CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
+
+
+@pytest.fixture
+def directory() -> Iterator[Path]:
+    path = state_dir()
+    yield path
+    remove(path)
+
+
+def play_out(client: Client, deal: Callable[[int], object], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Deal and decide until the round is over; ``check`` sees the STATE after every step."""
+    for _ in range(60):
+        state = client.state()
+        check(state)
+        r = state["round"]
+        if r["state"] in ("complete", "void"):
+            return state
+        if r["next"] is not None:
+            deal_one(client, deal)
+        elif r["state"] == "insurance":
+            client.ok("close_insurance")
+        elif r["turn"] is not None:
+            client.ok("act", box=r["turn"][1], action="stand")
+    raise AssertionError(f"the round never finished: {state}")
+
+
+def sim_deal(client: Client) -> Callable[[int], object]:
+    return lambda n: client.ok("sim_deal", cards=n)
+
+
+def test_version_banner_and_state_shape(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        assert client.version == {"class": "VERSION", "release": client.version["release"], "protocol": "1.0"}
+        assert client.version["release"].startswith("cardd ")
+        state = client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        assert set(state) >= {"devices", "shoe", "round", "holds", "alarms", "piles", "seq"}
+        assert set(state["devices"]) == {"shuffler", "shoe-reader"}
+        assert state["devices"]["shoe-reader"]["ident"]["serial"] == "SHOE0001"
+        assert state["shoe"]["state"] == "idle" and state["round"] is None and state["alarms"] == []
+        client.close()
+        code, err = daemon.stop()
+    assert code == 0, err
+    assert not (directory / "cardd.sock").exists()  # a graceful stop removes the socket
+
+
+def test_a_whole_round_through_commands_with_the_simulated_shoe(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        assert client.request({"class": "WATCH"})["class"] == "ACK"
+        deal = sim_deal(client)
+        shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), deal)
+        open_and_bet(client)
+        state = play_out(client, deal, lambda s: None)
+        r = state["round"]
+        assert r["state"] == "complete" and r["house_result"] is not None
+        assert len(r["dealer"]["cards"]) >= 2 and all(len(h[0]["cards"]) >= 2 for h in r["boxes"].values())
+        # a wrong arg is an ERROR naming the field; who comes from the credentials only
+        reply = client.command("place_bet", box=1, player="p1", amount="lots")
+        assert reply["class"] == "ERROR" and "PlaceBet.amount" in reply["message"]
+        reply = client.command("no_more_bets", who="someone-else")
+        assert reply["class"] == "ERROR" and "credentials" in reply["message"]
+        client.request({"class": "STATE"})  # the events of the last commands have arrived by now
+        seqs = [e["seq"] for e in client.events]
+        assert seqs == sorted(set(seqs))  # published in journal order, none twice
+        assert any(e["reason"] == "CARD_ASSIGNED" for e in client.events)
+        inputs = [e for e in client.events if e["kind"] == "input" and e["data"]["type"] == "NoMoreBets"]
+        assert inputs and inputs[0]["who"] == "root" and inputs[0]["data"]["who"] == "root"
+        client.close()
+        assert daemon.stop()[0] == 0
+    with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+        assert journal.verify().ok
+
+
+def test_state_never_shows_an_undealt_card(directory):
+    """The test owns the simulated devices (so it knows the stack) and configures cardd with their ptys."""
+    with SimulatedTable.over_ptys() as sim:
+        config = write_config(directory, sim.shoe.url, sim.shuffler.url)
+        daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+        try:
+            client = daemon.client()
+
+            def deal(n: int) -> None:
+                sim.shoe.call(sim.shoe.device.deal, n)
+
+            def check(state: dict[str, Any]) -> None:
+                remaining = sim.shoe.call(lambda: list(sim.shoe.device._stack))
+                loaded = loaded_stack[0]
+                dealt = Counter(str(c) for c in loaded[:len(loaded) - len(remaining)])
+                shown = Counter(CARD.findall(json_text(state)))
+                assert shown <= dealt, f"STATE shows cards still in the shoe: {shown - dealt}"
+                assert remaining, "the test needs undealt cards left"
+
+            loaded_stack: list[list[Any]] = []
+
+            def load() -> None:
+                sim.hand_off()
+                stack = sim.shoe.call(lambda: list(sim.shoe.device._stack))
+                loaded_stack.append(list(reversed(stack)))  # the shoe pops from the end
+
+            shuffle_and_load(client, load, deal)
+            open_and_bet(client)
+            state = play_out(client, deal, check)
+            assert state["round"]["state"] == "complete"
+            client.close()
+        finally:
+            code, err = daemon.stop()
+    assert code == 0, err
+
+
+def json_text(state: dict[str, Any]) -> str:
+    import json
+    return json.dumps(state)
+
+
+def test_restart_after_sigkill_holds_the_live_round_and_watch_resumes_from_its_seq(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        deal = sim_deal(client)
+        shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), deal)
+        open_and_bet(client)
+        deal_one(client, deal)
+        deal_one(client, deal)
+        before = client.state()
+        assert before["round"]["state"] == "initial_deal" and before["round"]["held"] is None
+        last_seq = before["seq"]
+        client.close()
+        daemon.kill()
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        after = client.state()
+        r = after["round"]
+        assert r["id"] == before["round"]["id"] and r["held"] is not None  # held, never continued or voided
+        assert r["boxes"] == before["round"]["boxes"] and r["dealer"] == before["round"]["dealer"]
+        assert after["shoe"]["cards_out"] == before["shoe"]["cards_out"]
+        reply = client.request({"class": "WATCH", "since_seq": last_seq})
+        assert reply["class"] == "ACK"
+        replayed = [e["seq"] for e in client.events]
+        assert replayed == list(range(last_seq + 1, reply["seq"] + 1))  # no gap, none twice
+        assert client.events[0]["kind"] == "start"
+        assert any(e["reason"] == "ROUND_HELD" or "held" in e["message"] for e in client.events)
+        # the supervisor decides: a re-deal, journaled with who
+        seq = client.ok("redeal")
+        log = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})
+        assert log["records"][0]["who"] == "root" and log["records"][0]["data"]["type"] == "Redeal"
+        client.close()
+        assert daemon.stop()[0] == 0
+    with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+        assert journal.verify().ok
+
+
+def test_check_config_good_and_bad(directory):
+    good = write_config(directory, "serial:///dev/cardd/shoe", None)
+    result = run_cardd("--check-config", "--config", str(good))
+    assert result.returncode == 0 and result.stdout.startswith(f"{good}: ok"), result
+    bad = directory / "bad.toml"
+    bad.write_text(good.read_text().replace("[journal]", "[journal]\nretention_days = 30"))
+    result = run_cardd("--check-config", "--config", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "journal.retention_days" in result.stderr and str(bad) in result.stderr
+    rules = directory / "rules.toml"
+    rules.write_text("[table]\nnot_a_key = 1\n")
+    broken = directory / "broken-rules.toml"
+    broken.write_text(good.read_text().replace(str(Path(good.read_text().split('rules = "')[1].split('"')[0])),
+                                               str(rules)))
+    result = run_cardd("--check-config", "--config", str(broken))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "table.rules" in result.stderr, result
+    result = run_cardd("--config", str(directory / "missing.toml"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "no such file" in result.stderr
+
+
+def test_a_corrupt_journal_refuses_to_start_in_one_line(directory):
+    with simulate(directory) as daemon:
+        daemon.client().close()
+        assert daemon.stop()[0] == 0
+    with sqlite3.connect(directory / "journal.sqlite3") as conn:  # an edit behind the chain's back
+        conn.execute("DROP TRIGGER IF EXISTS records_no_update")
+        triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+        for name in triggers:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("UPDATE records SET who = 'mallory' WHERE seq = 1")
+    result = run_cardd("--simulate", "--state-dir", str(directory), "--log-format", "json")
+    assert result.returncode == 1
+    line = [l for l in result.stderr.splitlines() if l.startswith("cardd:")]
+    assert len(line) == 1 and "corrupt" in line[0] and "journal.sqlite3" in line[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_second_daemon_on_the_same_socket_refuses_in_one_line(directory):
+    with simulate(directory) as daemon:
+        other = state_dir()
+        try:
+            config = write_config(other, "serial:///dev/cardd-none", None)
+            text = config.read_text().replace(str(other / "cardd.sock"), str(directory / "cardd.sock"))
+            config.write_text(text)
+            result = run_cardd("--config", str(config), "--log-format", "json")
+        finally:
+            remove(other)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert "already running" in result.stderr
+        assert daemon.stop()[0] == 0
+
+
+def test_technician_commands_reach_the_devices_and_are_journaled(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        seq = client.ok("selftest", device="shoe")
+        record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
+        assert record["kind"] == "command" and record["who"] == "root"
+        assert record["data"]["result"]["passed"] is True
+        seq = client.ok("counters", device="shuffler")
+        record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
+        assert set(record["data"]["result"]) == {"shuffles", "cards", "jams", "faults"}
+        reply = client.command("selftest", device="toaster")
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "toaster" in reply["message"]
+        reply = client.command("clear_fault", device="shoe", code="gremlins")
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "gremlins" in reply["message"]
+        reply = client.command("firmware_update", device="shoe", image="/tmp/image.bin")
+        assert reply["class"] == "ERROR" and "public_key" in reply["message"]
+        reply = client.command("selftest")
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "device" in reply["message"]
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
+def test_a_missing_device_is_offline_never_fatal_and_a_command_for_it_names_it(directory):
+    config = write_config(directory, f"serial://{directory}/no-shoe", f"serial://{directory}/no-shuffler")
+    daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+    try:
+        client = daemon.client()
+        state = client.state()
+        assert {d["link"] for d in state["devices"].values()} == {"down"}
+        reply = client.command("start_shuffle")
+        assert reply["class"] == "ERROR" and reply["code"] == "device-offline"
+        assert "shuffler" in reply["message"] and "no-shuffler" in reply["message"]
+        client.close()
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+
+
+def test_systemd_hears_ready_status_and_stopping(directory):
+    notify = directory / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(notify))
+        listener.settimeout(20)
+        daemon = Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock",
+                        env={"NOTIFY_SOCKET": str(notify)})
+        try:
+            first = listener.recv(4096).decode().splitlines()
+            assert first[0] == "READY=1" and first[1].startswith("STATUS=shoe idle")
+            assert (directory / "cardd.sock").exists()  # READY only once the API listens
+        finally:
+            code, _ = daemon.stop()
+        said: list[str] = []
+        while not any(line == "STOPPING=1" for line in said):
+            said += listener.recv(4096).decode().splitlines()
+    assert code == 0

@@ -1,0 +1,105 @@
+"""Roles in the running daemon: real clients under other uids and gids (tests/api's stdlib
+client in a subprocess with user=, group=, extra_groups=) against cardd's real socket, with
+the Unix groups its configuration names."""
+from __future__ import annotations
+
+import grp
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from simulators.rig import SimulatedTable
+from tests.daemon.daemon_rig import deal_one, open_and_bet, shuffle_and_load
+
+CLIENT_SCRIPT = Path(__file__).resolve().parents[1] / "api" / "api_client.py"
+#: the client is stdlib only; other uids cannot run a Python under root's home (pyenv)
+CLIENT_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+GROUPS = {"api": ("cardd-t-api", 64510), "dealer": ("cardd-t-dealer", 64511),
+          "supervisor": ("cardd-t-super", 64512), "technician": ("cardd-t-tech", 64513)}
+DEALER_UID, SUPERVISOR_UID, NOBODY_UID, OUTSIDER_UID = 64521, 64522, 64523, 64524
+
+
+@pytest.fixture
+def groups() -> Iterator[dict[str, int]]:
+    """The configured groups, made for the test (names, since the configuration takes names)."""
+    made = []
+    for name, gid in GROUPS.values():
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            subprocess.run(["groupadd", "--gid", str(gid), name], check=True)
+            made.append(name)
+    yield {key: grp.getgrnam(name).gr_gid for key, (name, _) in GROUPS.items()}
+    for name in made:
+        subprocess.run(["groupdel", name], check=True)
+
+
+def run_client(sock: Path, uid: int, gids: Sequence[int], requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    proc = subprocess.run([CLIENT_PYTHON, "-I", str(CLIENT_SCRIPT), str(sock)], user=uid, group=gids[0],
+                          extra_groups=list(gids[1:]), cwd="/", capture_output=True, timeout=30,
+                          input=b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    assert proc.returncode == 0, proc.stderr.decode()
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def command(name: str, **args: Any) -> dict[str, Any]:
+    return {"class": "COMMAND", "id": name, "name": name, "args": args}
+
+
+def test_dealer_and_supervisor_commands_follow_the_callers_groups(groups):
+    directory = state_dir()
+    try:
+        with SimulatedTable.over_ptys() as sim:
+            roles = {role: GROUPS[role][0] for role in ("dealer", "supervisor", "technician")}
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles=roles,
+                                  api_group=GROUPS["api"][0])
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+            try:
+                sock = directory / "cardd.sock"
+                assert os.stat(sock).st_gid == groups["api"] and os.stat(sock).st_mode & 0o777 == 0o660
+                root = daemon.client()
+
+                def deal(n: int) -> None:
+                    sim.shoe.call(sim.shoe.device.deal, n)
+
+                shuffle_and_load(root, sim.hand_off, deal)
+                open_and_bet(root)
+                deal_one(root, deal)
+
+                # outside the API group: the socket itself refuses
+                assert run_client(sock, OUTSIDER_UID, [groups["dealer"]], []) == [{"connect": "EACCES"}]
+                # in the API group but no dealer group: a dealer command is refused
+                _, refused = run_client(sock, NOBODY_UID, [groups["api"]], [command("dealer_change")])
+                assert refused["class"] == "ERROR" and refused["code"] == "refused", refused
+                assert "needs the dealer role" in refused["message"]
+                # a dealer may change the dealer, not re-deal (an override)
+                _, accepted, no_override = run_client(sock, DEALER_UID, [groups["api"], groups["dealer"]],
+                                                      [command("dealer_change"), command("redeal")])
+                assert accepted["class"] == "ACK", accepted
+                assert no_override["class"] == "ERROR" and "needs the supervisor role" in no_override["message"]
+                # the supervisor's re-deal, journaled with who
+                _, redeal = run_client(sock, SUPERVISOR_UID, [groups["api"], groups["supervisor"]],
+                                       [command("redeal")])
+                assert redeal["class"] == "ACK", redeal
+                log = root.request({"class": "LOG", "from_seq": accepted["seq"]})["records"]
+                by_seq = {r["seq"]: r for r in log}
+                assert by_seq[accepted["seq"]]["who"] == str(DEALER_UID)
+                assert by_seq[redeal["seq"]]["who"] == str(SUPERVISOR_UID)
+                assert by_seq[redeal["seq"]]["data"].items() >= {"type": "Redeal", "role": "supervisor"}.items()
+                refusals = [r for r in root.request({"class": "LOG", "reason": "COMMAND_REFUSED"})["records"]]
+                assert [(r["data"]["command"], r["data"]["uid"]) for r in refusals] == [
+                    ("dealer_change", NOBODY_UID), ("redeal", DEALER_UID)]
+                assert root.state()["round"]["state"] == "void"
+                root.close()
+            finally:
+                code, err = daemon.stop()
+        assert code == 0, err
+    finally:
+        remove(directory)
