@@ -8,7 +8,6 @@ import asyncio
 import random
 
 import pytest
-from e2e_rig import FULL, make_endpoint, transport_options
 
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import CardRead, DropReason, EventsDropped, Message, ShoeEmpty, Status, StatusRequest
@@ -18,6 +17,7 @@ from simulators.endpoint import Endpoint
 from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
+from tests.e2e.e2e_rig import FULL, make_endpoint, transport_options
 
 
 class Journal:

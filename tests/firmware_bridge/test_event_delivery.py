@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fb_device import FAST_RETRY, QUICK, FakeDevice, kinds
-from fb_wire import run, wait_for
 
 from core.cards import Card, Orientation
 from drivers.memory import listen
@@ -36,6 +34,9 @@ from firmware_bridge.messages import (
 )
 from firmware_bridge.session import SessionEventKind as K
 from simulators.event_store import EventStore
+from tests.firmware_bridge.fb_device import FAST_RETRY, QUICK, FakeDevice, kinds
+from tests.support.aio import run
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -134,7 +135,7 @@ class Rig:
 
     async def open(self) -> None:
         await self.conn.open()
-        await wait_for(lambda: self.device.resumes)
+        await until(lambda: self.device.resumes)
 
     async def close(self) -> None:
         await self.conn.close()
@@ -148,7 +149,7 @@ def test_the_host_resumes_from_its_journal_and_gets_each_index_once_in_order():
         assert rig.device.resumes == [2]  # the first thing after IDENT
         for index in (1, 2, 3, 4, 3, 5):  # what a device resends after a reset: some the host has
             rig.device.send(Event(index, card(index)))
-        await wait_for(lambda: len(rig.indexed) == 3)
+        await until(lambda: len(rig.indexed) == 3)
         await asyncio.sleep(0.05)
         assert [i for i, _ in rig.indexed] == [3, 4, 5] and rig.indexed[0][1] == card(3)
         assert not any(isinstance(m, CardRead) for m in rig.messages)  # on_indexed instead, not both
@@ -164,7 +165,7 @@ def test_a_skipped_index_is_reported_never_passed_over():
         await rig.open()
         for index in (1, 2, 5):
             rig.device.send(Event(index, card(index)))
-        await wait_for(lambda: len(rig.indexed) == 3)
+        await until(lambda: len(rig.indexed) == 3)
         gaps = [e for e in rig.events if e.kind is K.EVENT_GAP]
         assert len(gaps) == 1 and "events 3..4 (2) never came; next came 5" in gaps[0].detail
         stats = rig.conn.event_stats
@@ -180,7 +181,7 @@ def test_events_the_device_no_longer_has_are_reported_and_passed_on():
         await rig.open()
         rig.device.send(EventsDropped(1, 4, DropReason.OVERFLOW))
         rig.device.send(Event(5, ShoeLoaded(5)))
-        await wait_for(lambda: len(rig.indexed) == 1)
+        await until(lambda: len(rig.indexed) == 1)
         assert [e.detail for e in rig.events if e.kind is K.EVENTS_DROPPED] == ["events 1..4 (4) are lost: overflow"]
         assert EventsDropped(1, 4, DropReason.OVERFLOW) in rig.messages  # for the journal
         assert K.EVENT_GAP not in kinds(rig.events) and rig.conn.event_stats.dropped_by_device == 4
@@ -195,11 +196,11 @@ def test_confirmations_of_one_loop_turn_go_out_as_one_message():
         await rig.open()
         for index in range(1, 11):
             rig.device.send(Event(index, card(index)))
-        await wait_for(lambda: len(rig.indexed) == 10)
+        await until(lambda: len(rig.indexed) == 10)
         for index in range(1, 11):
             rig.conn.confirm(index)
         rig.conn.confirm(4)  # behind: nothing to say
-        await wait_for(lambda: rig.device.journaled)
+        await until(lambda: rig.device.journaled)
         await asyncio.sleep(0.05)
         assert rig.device.journaled == [10] and rig.conn.event_stats.confirms_sent == 1
         with pytest.raises(EventIndexError, match="cannot confirm event 11: only events up to 10 were delivered"):
@@ -216,7 +217,7 @@ def test_without_a_journal_the_connection_confirms_what_it_delivered():
         assert rig.device.resumes == [0]
         for index in (1, 2, 3):
             rig.device.send(Event(index, card(index)))
-        await wait_for(lambda: rig.device.journaled and rig.device.journaled[-1] == 3)
+        await until(lambda: rig.device.journaled and rig.device.journaled[-1] == 3)
         await rig.close()
 
     run(main())
@@ -228,7 +229,7 @@ def test_two_requests_for_the_same_answer_type_each_get_their_own():
         await rig.open()
         first = asyncio.ensure_future(rig.conn.request(StatusRequest(), expect=Status, timeout=5))
         second = asyncio.ensure_future(rig.conn.request(StatusRequest(), expect=Status, timeout=5))
-        await wait_for(lambda: len(rig.device.requests) == 2)
+        await until(lambda: len(rig.device.requests) == 2)
         one, two = rig.device.requests
         assert one.request_id != two.request_id and one.message == two.message == StatusRequest()
         rig.device.send(Answer(two.request_id, Status(DeviceState.IDLE, 0, 2, 2000)))  # the second first
@@ -247,7 +248,7 @@ def test_a_late_answer_is_not_taken_by_the_next_request():
             await rig.conn.request(StatusRequest(), expect=Status, timeout=0.05)
         late = rig.device.requests[0]
         nxt = asyncio.ensure_future(rig.conn.request(StatusRequest(), expect=Status, timeout=5))
-        await wait_for(lambda: len(rig.device.requests) == 2)
+        await until(lambda: len(rig.device.requests) == 2)
         rig.device.send(Answer(late.request_id, Status(DeviceState.IDLE, 0, 99, 1)))  # the timed-out one's
         await asyncio.sleep(0.05)
         assert not nxt.done()
