@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from typing import Callable
 
 import pytest
 
@@ -17,42 +18,35 @@ from simulators.endpoint import Endpoint
 from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
-from tests.e2e.e2e_rig import FULL, make_endpoint, transport_options
+from tests.e2e.e2e_rig import FULL, Host, make_endpoint, transport_options
 
 
 class Journal:
-    """The application: records each numbered event, confirms (or not) what it recorded."""
+    """The application: records each numbered event, confirms (or not) what it recorded; the
+    other messages and the session events go to ``host`` (the e2e rig's recorder)."""
 
     def __init__(self, confirmed: int = 0, *, confirm_up_to: int | None = None) -> None:
         self.records: list[tuple[int, Message]] = []
-        self.messages: list[Message] = []
-        self.events: list[SessionEvent] = []
         self.confirmed = confirmed  # what journaled_index() says
         self.confirm_up_to = confirm_up_to  # None: confirm everything recorded
-        self.changed = asyncio.Event()
-        self.conn: DeviceConnection | None = None
 
     def connect(self, endpoint: Endpoint) -> DeviceConnection:
-        self.conn = DeviceConnection(endpoint.url, self.message, self.event, SessionConfig(stale_after=10.0),
-                                     journaled_index=lambda: self.confirmed, on_indexed=self.record,
-                                     **transport_options(endpoint))
-        return self.conn
+        conn = DeviceConnection(endpoint.url, lambda msg: self.host.seen(msg), self.event, SessionConfig(stale_after=10.0),
+                                journaled_index=lambda: self.confirmed, on_indexed=self.record,
+                                **transport_options(endpoint))
+        self.host = Host(conn)
+        return conn
 
     def record(self, index: int, msg: Message) -> None:
         self.records.append((index, msg))
         if self.confirm_up_to is None or index <= self.confirm_up_to:
             self.confirmed = index
-            assert self.conn is not None
-            self.conn.confirm(index)
-        self.changed.set()
-
-    def message(self, msg: Message) -> None:
-        self.messages.append(msg)
-        self.changed.set()
+            self.host.conn.confirm(index)
+        self.host.changed.set()
 
     def event(self, event: SessionEvent) -> None:
-        self.events.append(event)
-        self.changed.set()
+        self.host.events.append(event)
+        self.host.changed.set()
 
     def indexes(self) -> list[int]:
         return [index for index, _ in self.records]
@@ -61,13 +55,10 @@ class Journal:
         return [msg.index for _, msg in self.records if isinstance(msg, CardRead)]
 
     def kinds(self) -> list[K]:
-        return [e.kind for e in self.events]
+        return self.host.kinds()
 
-    async def until(self, predicate, timeout: float = 30.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not predicate():
-                self.changed.clear()
-                await self.changed.wait()
+    async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+        await self.host.until(predicate, timeout)
 
 
 async def device_state(endpoint: Endpoint, predicate, timeout: float = 10.0) -> dict:
@@ -76,6 +67,11 @@ async def device_state(endpoint: Endpoint, predicate, timeout: float = 10.0) -> 
         while not predicate(state := await asyncio.to_thread(endpoint.state)):
             await asyncio.sleep(0.01)
     return state
+
+
+def device_resets_link(endpoint: Endpoint) -> None:
+    if endpoint.link is not None:
+        endpoint.link.reset("test: device resets the link")
 
 
 async def deal_through_resets(endpoint: Endpoint, device: SimulatedShoe, decks: int, resets: int, seed: int) -> None:
@@ -95,7 +91,7 @@ async def deal_through_resets(endpoint: Endpoint, device: SimulatedShoe, decks: 
             if conn.session is not None and rng.random() < 0.5:
                 conn.session.link.reset("test: host resets the link")
             else:
-                endpoint.call(lambda: endpoint.link and endpoint.link.reset("test: device resets the link"))
+                endpoint.call(device_resets_link, endpoint)
         await journal.until(lambda: any(isinstance(m, ShoeEmpty) for _, m in journal.records), timeout=60)
         stats = conn.event_stats
     finally:
@@ -184,8 +180,8 @@ def test_an_overflowing_buffer_is_reported_with_what_it_pushed_out(link_path):
         try:
             await second.until(lambda: len(second.records) == 8)
             assert second.indexes() == list(range(14, 22))
-            assert EventsDropped(1, 13, DropReason.OVERFLOW) in second.messages
-            assert [e.detail for e in second.events if e.kind is K.EVENTS_DROPPED] == [
+            assert second.host.of(EventsDropped) == [EventsDropped(1, 13, DropReason.OVERFLOW)]
+            assert [e.detail for e in second.host.events if e.kind is K.EVENTS_DROPPED] == [
                 "events 1..13 (13) are lost: overflow"]
             assert conn.event_stats.dropped_by_device == 13 and K.EVENT_GAP not in second.kinds()
         finally:
@@ -208,8 +204,8 @@ def test_a_1_0_device_still_deals(link_path):
             assert (ident.protocol_major, ident.protocol_minor) == (1, 0)
             endpoint.call(device.load, full_shoe(1))
             endpoint.call(device.deal, 52)
-            await journal.until(lambda: any(isinstance(m, ShoeEmpty) for m in journal.messages))
-            assert [m.index for m in journal.messages if isinstance(m, CardRead)] == list(range(1, 53))
+            await journal.until(lambda: bool(journal.host.of(ShoeEmpty)))
+            assert [m.index for m in journal.host.of(CardRead)] == list(range(1, 53))
             assert journal.records == [] and conn.event_stats.resumes == 0  # nothing numbered
             assert (await conn.request(StatusRequest(), expect=Status)).cards_held == 0  # matched by type
             state = await asyncio.to_thread(endpoint.state)
