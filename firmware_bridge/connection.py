@@ -73,6 +73,7 @@ class DeviceConnection:
         self._confirm_to = 0  # the highest index the application confirmed
         self._confirm_sent = 0  # ... and the highest told to the device
         self._confirm_due = False  # a confirmation is scheduled for the end of this loop turn
+        self._unit: tuple[Any, ...] | None = None  # (role, model, serial) of the unit the event mark belongs to
         self._confirm_in_flight: asyncio.Future | None = None  # the EventsJournaled the link has not delivered yet
         self._backoff, self._sleep = backoff, sleep
         self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
@@ -285,8 +286,17 @@ class DeviceConnection:
 
     def _resume_point(self) -> int:
         """At a handshake with a 1.1 device: the index after which it sends its events again."""
+        ident = self._identity.ident  # the IDENT of this handshake: journaled_index() may look at it
+        unit = None if ident is None else (ident.role, ident.model, ident.serial)
+        replaced = unit != self._unit and self._unit is not None  # what this host has is the last unit's
+        self._unit = unit
+        if replaced:
+            self._confirm_to = self._confirm_sent = 0
         journaled = self._journaled_index() if self._journaled_index is not None else self._confirm_to
-        self._delivery.resume(journaled)
+        if replaced:
+            self._delivery.restart(journaled)
+        else:
+            self._delivery.resume(journaled)
         self._confirm_sent = max(self._confirm_sent, journaled)
         log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
         return journaled

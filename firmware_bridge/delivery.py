@@ -41,6 +41,11 @@ class EventDelivery:
         self.last = max(self.last, journaled)
         self._stats.resumes += 1
 
+    def restart(self, journaled: int) -> None:
+        """Another unit answers now: its numbering has nothing to do with the last one's."""
+        self.last = journaled
+        self._stats.resumes += 1
+
     def accept(self, index: int) -> tuple[bool, range]:
         """Whether to deliver the event ``index``, and the indexes skipped before it (empty: none)."""
         if index <= self.last:

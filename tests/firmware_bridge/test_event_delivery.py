@@ -159,6 +159,25 @@ def test_the_host_resumes_from_its_journal_and_gets_each_index_once_in_order():
     run(main())
 
 
+def test_another_unit_on_the_port_starts_its_own_numbering():
+    async def main():
+        rig = Rig("events-replaced")  # no journal: the mark is what this connection delivered
+        await rig.open()
+        for index in (1, 2, 3):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 3)
+        rig.device.serial, rig.device.resumes = "SN99", []  # a swapped shoe, its events from 1
+        rig.device.reboot()
+        await until(lambda: rig.device.resumes)
+        for index in (1, 2):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 5)
+        assert [i for i, _ in rig.indexed] == [1, 2, 3, 1, 2] and K.REPLACED in kinds(rig.events)
+        await rig.close()
+
+    run(main())
+
+
 def test_a_skipped_index_is_reported_never_passed_over():
     async def main():
         rig = Rig("events-gap", journaled=0)
