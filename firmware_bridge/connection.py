@@ -36,7 +36,7 @@ from drivers.urls import DeviceURL
 from firmware_bridge.delivery import DeliveryStats, EventDelivery
 from firmware_bridge.errors import EventIndexError, LinkError, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
-from firmware_bridge.messages import DropReason, Event, EventsDropped, Ident, Message
+from firmware_bridge.messages import NO_JOURNAL, DropReason, Event, EventsDropped, Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
 
 log = structlog.get_logger(__name__)
@@ -114,9 +114,9 @@ class DeviceConnection:
         is unacknowledged by the link the next waits for it, so a busy link carries one per round
         trip (none while the device is away: the next handshake says it). EventIndexError
         beyond what was delivered."""
-        if index > self._delivery.last:
+        if index > self._delivery.delivered_up_to:
             raise EventIndexError(f"{self.url}: cannot confirm event {index}: "
-                                  f"only events up to {self._delivery.last} were delivered")
+                                  f"only events up to {self._delivery.delivered_up_to} were delivered")
         if index <= self._confirm_to:
             return
         self._confirm_to = index
@@ -292,14 +292,20 @@ class DeviceConnection:
         self._unit = unit
         if replaced:
             self._confirm_to = self._confirm_sent = 0
-        journaled = self._journaled_index() if self._journaled_index is not None else self._confirm_to
+        if self._journaled_index is not None:
+            journaled: int | None = self._journaled_index()
+        elif self._confirm_to or (self._delivery.last is not None and not replaced):
+            journaled = self._confirm_to  # what this connection delivered (and so confirmed)
+        else:
+            journaled = None  # no journal, nothing of this unit yet: only new events (NO_JOURNAL)
         if replaced:
             self._delivery.restart(journaled)
         else:
             self._delivery.resume(journaled)
-        self._confirm_sent = max(self._confirm_sent, journaled)
+        if journaled is not None:
+            self._confirm_sent = max(self._confirm_sent, journaled)
         log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
-        return journaled
+        return NO_JOURNAL if journaled is None else journaled
 
     def _send_confirm(self) -> None:
         self._confirm_due = False

@@ -218,6 +218,11 @@ class EventsJournaled(Message):
     up_to_index: Annotated[int, U32]
 
 
+#: ResumeEvents' journaled_index of a host that keeps no journal and has none of this device's
+#: events yet: the device lets go of what it kept and sends only new events
+NO_JOURNAL = 0xFFFFFFFF
+
+
 @_message(0x09)
 class ResumeEvents(Message):
     """H->D: right after each handshake: events up to ``journaled_index`` are journaled

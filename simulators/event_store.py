@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from firmware_bridge.messages import DropReason, EventsDropped, Message
+from firmware_bridge.messages import NO_JOURNAL, DropReason, EventsDropped, Message
 
 #: unconfirmed events a device keeps by default (docs/protocol.md §3.2)
 DEFAULT_CAPACITY = 4096
@@ -62,7 +62,10 @@ class EventStore:
 
     def resume(self, journaled: int) -> list[EventsDropped]:
         """The host journaled up to ``journaled`` and asks for everything after it: what of that
-        is gone, to report before the events resent from :attr:`first_index`."""
+        is gone, to report before the events resent from :attr:`first_index`. NO_JOURNAL: a host
+        without a journal; everything kept counts as handled, only new events go to it."""
+        if journaled == NO_JOURNAL:
+            journaled = self.last_index
         self.confirm(journaled)
         gone: list[EventsDropped] = []
         start = journaled + 1

@@ -24,6 +24,7 @@ from firmware_bridge.messages import (
     Hello,
     Ident,
     Message,
+    NO_JOURNAL,
     Request,
     ResumeEvents,
     ShoeLoaded,
@@ -233,7 +234,7 @@ def test_without_a_journal_the_connection_confirms_what_it_delivered():
     async def main():
         rig = Rig("events-auto")
         await rig.open()
-        assert rig.device.resumes == [0]
+        assert rig.device.resumes == [NO_JOURNAL]  # nothing from before this connection
         for index in (1, 2, 3):
             rig.device.send(Event(index, card(index)))
         await until(lambda: rig.device.journaled and rig.device.journaled[-1] == 3)
