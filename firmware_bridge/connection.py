@@ -14,6 +14,12 @@ rebooted or was swapped while unplugged is reported (REBOOTED / REPLACED "while 
 but first waits for the handshake and raises what stopped it (the demo, tools, tests). Only
 :meth:`close` stops it. While no session is up, :meth:`send` and :meth:`request` raise
 :class:`drivers.errors.LinkDown` naming the device.
+
+With a protocol 1.1 device, events are numbered (docs/protocol.md §3.2): after every handshake
+the connection tells the device the last index the application journaled (``journaled_index``)
+and the device sends everything after it again; :class:`~firmware_bridge.delivery.EventDelivery`
+gives the application each index once, in order, and reports a skipped index (EVENT_GAP).
+:meth:`confirm` lets the device forget what the application journaled.
 """
 from __future__ import annotations
 
@@ -29,9 +35,10 @@ from drivers.aio import cancel_and_wait
 from drivers.errors import LinkDown
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 from drivers.urls import DeviceURL
-from firmware_bridge.errors import LinkError, MessagesOverflow, RequestTimeout, SessionClosed
+from firmware_bridge.delivery import DeliveryStats, EventDelivery
+from firmware_bridge.errors import EventIndexError, LinkError, MessagesOverflow, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
-from firmware_bridge.messages import Ident, Message
+from firmware_bridge.messages import NO_JOURNAL, DropReason, Event, EventsDropped, Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
 
 log = structlog.get_logger(__name__)
@@ -74,17 +81,33 @@ class _Subscriber:
 class DeviceConnection:
     """Keeps a handshaken session to ``url`` up until :meth:`close`.
 
-    ``on_message`` gets every message of every session; ``on_event`` gets the sessions'
-    events (connected, ident, rebooted, stale, ...) and DISCONNECTED when the port goes.
-    ``transport_options`` pass to the driver (e.g. ``backend=`` for a pyusb backend).
+    ``on_message`` gets every message of every session once (answers unwrapped); ``on_event``
+    gets the sessions' events (connected, ident, rebooted, stale, event_gap, ...) and
+    DISCONNECTED when the port goes. ``transport_options`` pass to the driver (e.g.
+    ``backend=`` for a pyusb backend).
+
+    Numbered events (a 1.1 device): ``on_indexed(index, msg)``, when given, gets each of them
+    instead of ``on_message``. ``journaled_index()`` is called at every handshake and returns
+    the highest index the application has journaled (0: none); the device sends everything
+    after it again, and the connection drops what it has already delivered. Without it, what
+    was delivered counts as journaled: the connection confirms each event itself.
     """
 
     def __init__(self, url: str | DeviceURL, on_message: Callable[[Message], None] | None = None,
                  on_event: Callable[[SessionEvent], None] | None = None, config: SessionConfig | None = None, *,
+                 journaled_index: Callable[[], int] | None = None,
+                 on_indexed: Callable[[int, Message], None] | None = None,
                  backoff: Backoff = Backoff(), sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  **transport_options: Any) -> None:
         self.config = config or SessionConfig()
-        self._on_message, self._on_event = on_message, on_event
+        self._on_message, self._on_event, self._on_indexed = on_message, on_event, on_indexed
+        self._journaled_index = journaled_index
+        self._delivery = EventDelivery()
+        self._confirm_to = 0  # the highest index the application confirmed
+        self._confirm_sent = 0  # ... and the highest told to the device
+        self._confirm_due = False  # a confirmation is scheduled for the end of this loop turn
+        self._unit: tuple[Any, ...] | None = None  # (role, model, serial) of the unit the event mark belongs to
+        self._confirm_in_flight: asyncio.Future | None = None  # the EventsJournaled the link has not delivered yet
         self._backoff, self._sleep = backoff, sleep
         self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
         self.url = self._port.url
@@ -113,6 +136,27 @@ class DeviceConnection:
     def session(self) -> DeviceSession | None:
         """The session on the port open now (None while the device is away)."""
         return self._session
+
+    @property
+    def event_stats(self) -> DeliveryStats:
+        """Numbered events delivered, resent ones dropped, gaps, confirmations (a copy)."""
+        return self._delivery.stats
+
+    def confirm(self, index: int) -> None:
+        """Every event up to ``index`` is journaled: the device may forget them. Cheap: the
+        confirmations of one loop turn go out as one EventsJournaled at its end, and while one
+        is unacknowledged by the link the next waits for it, so a busy link carries one per round
+        trip (none while the device is away: the next handshake says it). EventIndexError
+        beyond what was delivered."""
+        if index > self._delivery.delivered_up_to:
+            raise EventIndexError(f"{self.url}: cannot confirm event {index}: "
+                                  f"only events up to {self._delivery.delivered_up_to} were delivered")
+        if index <= self._confirm_to:
+            return
+        self._confirm_to = index
+        if not self._confirm_due:
+            self._confirm_due = True
+            asyncio.get_running_loop().call_soon(self._send_confirm)
 
     async def start(self) -> None:
         """Start opening the device in the background; returns at once."""
@@ -252,7 +296,7 @@ class DeviceConnection:
                     session.reset_link()
                     continue
                 try:
-                    ident = await session.shake_hands()
+                    ident = await session.shake_hands(self._resume_point)
                 except LinkError:  # reset or failed meanwhile: wait_need() says what is due
                     continue
                 except Exception as exc:  # no answer, refused (booting), another protocol major
@@ -291,9 +335,77 @@ class DeviceConnection:
             raise LinkDown(self.url, f"device is {state}")
         return self._session
 
+    def _resume_point(self) -> int:
+        """At a handshake with a 1.1 device: the index after which it sends its events again."""
+        ident = self._identity.ident  # the IDENT of this handshake: journaled_index() may look at it
+        unit = None if ident is None else (ident.role, ident.model, ident.serial)
+        replaced = unit != self._unit and self._unit is not None  # what this host has is the last unit's
+        self._unit = unit
+        if replaced:
+            self._confirm_to = self._confirm_sent = 0
+        if self._journaled_index is not None:
+            journaled: int | None = self._journaled_index()
+        elif self._confirm_to or (self._delivery.last is not None and not replaced):
+            journaled = self._confirm_to  # what this connection delivered (and so confirmed)
+        else:
+            journaled = None  # no journal, nothing of this unit yet: only new events (NO_JOURNAL)
+        if replaced:
+            self._delivery.restart(journaled)
+        else:
+            self._delivery.resume(journaled)
+        if journaled is not None:
+            self._confirm_sent = max(self._confirm_sent, journaled)
+        log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
+        return NO_JOURNAL if journaled is None else journaled
+
+    def _send_confirm(self) -> None:
+        self._confirm_due = False
+        session = self._session
+        if self._confirm_in_flight is not None and not self._confirm_in_flight.done():
+            return  # its callback sends the newest index
+        if self._confirm_to > self._confirm_sent and session is not None and session.speaks_1_1:
+            self._confirm_in_flight = sent = session.confirm_events(self._confirm_to)
+            if sent is not None:
+                self._confirm_sent = self._confirm_to
+                self._delivery.count(confirms_sent=1)
+                sent.add_done_callback(lambda _: self._send_confirm())
+
     def _message(self, msg: Message) -> None:
+        if isinstance(msg, Event):
+            self._indexed(msg)
+            return
+        if isinstance(msg, EventsDropped):
+            lost = self._delivery.dropped(msg.first_index, msg.count)
+            # CONFIRMED: another host journaled them; alarming only where a journal should have them
+            if lost and (msg.reason is DropReason.OVERFLOW or self._journaled_index is not None):
+                self._emit(SessionEvent(SessionEventKind.EVENTS_DROPPED, self.url,
+                                        f"events {lost[0]}..{lost[-1]} ({len(lost)}) are lost: {msg.reason.name.lower()}"))
+        self._deliver(msg)
+
+    def _indexed(self, event: Event) -> None:
+        deliver, skipped = self._delivery.accept(event.index)
+        if skipped:
+            self._emit(SessionEvent(SessionEventKind.EVENT_GAP, self.url,
+                                    f"events {skipped[0]}..{skipped[-1]} ({len(skipped)}) never came; "
+                                    f"next came {event.index}"))
+        if not deliver:
+            return
+        if self._on_indexed is not None:
+            call_logged(log, "on_indexed_failed", self._on_indexed, event.index, event.message, device=self.url,
+                        message=type(event.message).__name__)
+            self._to_subscribers(event.message)
+        else:
+            self._deliver(event.message)
+        if self._journaled_index is None:  # delivered counts as journaled
+            self.confirm(event.index)
+
+    def _deliver(self, msg: Message) -> None:
         if self._on_message is not None:
             call_logged(log, "on_message_failed", self._on_message, msg, device=self.url, message=type(msg).__name__)
+        self._to_subscribers(msg)
+
+    def _to_subscribers(self, msg: Message) -> None:
+        """Every ``messages()`` iterator gets ``msg``; one that fell too far behind takes no more."""
         for sub in self._subscribers:
             if not sub.put(msg):
                 first = sub.dropped == 1

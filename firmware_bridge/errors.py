@@ -117,3 +117,7 @@ class SessionClosed(SessionError):
 class MessagesOverflow(SessionError):
     """A ``messages()`` consumer fell so far behind that its bounded queue overflowed: the iterator
     ends with this error once it has yielded every message it still held."""
+
+
+class EventIndexError(SessionError, ValueError):
+    """An event index the host cannot confirm (beyond what it delivered)."""

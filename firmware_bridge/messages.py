@@ -36,7 +36,7 @@ from firmware_bridge.wire_types import (
 
 #: Protocol version this host speaks. A peer with another major version is refused.
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 1  # 1.1: FirmwareAllowDowngrade
+PROTOCOL_MINOR = 1  # 1.1: FirmwareAllowDowngrade, numbered events (Event ...), request ids (Request/Answer)
 
 
 class MessageDecodeError(ProtocolError, ValueError):
@@ -78,6 +78,13 @@ class FaultCode(enum.IntEnum):
     POWER_RESTORED = 7
     CARD_PUSHED_BACK = 8
     COVER_OPEN = 9
+
+
+class DropReason(enum.IntEnum):
+    """Why a device cannot send events again (EventsDropped)."""
+
+    OVERFLOW = 1  # its event buffer was full: the oldest unconfirmed events made room
+    CONFIRMED = 2  # a host confirmed them as journaled before: the device let them go
 
 
 class FirmwareStage(enum.IntEnum):
@@ -173,6 +180,85 @@ class Refused(Message):
 
     request_type: Annotated[int, U8]
     reason: Annotated[str, Text()]
+
+
+# ---- protocol 1.1: numbered events and request ids (docs/protocol.md §3.2, §3.3) ----------
+
+
+class InnerMessage(FieldCodec):
+    """The rest of the payload is one whole message (type byte and fields), not an envelope."""
+
+    def pack(self, value: Message) -> bytes:
+        if type(value) in ENVELOPES:
+            raise BodyError(f"{type(value).__name__} cannot travel inside another envelope")
+        return encode(value)
+
+    def unpack(self, buf: bytes, offset: int) -> tuple[Message, int]:
+        if offset < len(buf) and _REGISTRY.get(buf[offset]) in ENVELOPES:
+            raise BodyError(f"byte {offset} is 0x{buf[offset]:02x}, an envelope inside an envelope")
+        try:
+            return decode(buf[offset:]), len(buf)
+        except MessageDecodeError as exc:
+            raise BodyError(f"inner message: {exc.reason}") from None
+
+
+@_message(0x07)
+class Event(Message):
+    """D->H: an event that must not be lost, numbered: ``index`` counts the device's events
+    from 1 and never restarts (persisted). Only when both sides speak 1.1."""
+
+    index: Annotated[int, U32]
+    message: Annotated[Message, InnerMessage()]
+
+
+@_message(0x08)
+class EventsJournaled(Message):
+    """H->D: every event up to ``up_to_index`` is journaled: the device may forget them."""
+
+    up_to_index: Annotated[int, U32]
+
+
+#: ResumeEvents' journaled_index of a host that keeps no journal and has none of this device's
+#: events yet: the device lets go of what it kept and sends only new events
+NO_JOURNAL = 0xFFFFFFFF
+
+
+@_message(0x09)
+class ResumeEvents(Message):
+    """H->D: right after each handshake: events up to ``journaled_index`` are journaled
+    (as EventsJournaled); send every later one again, in order, before any new one."""
+
+    journaled_index: Annotated[int, U32]
+
+
+@_message(0x0A)
+class EventsDropped(Message):
+    """D->H: the events ``first_index`` .. ``first_index + count - 1`` that the host asked for
+    again are gone (not numbered itself; sent before the resent events)."""
+
+    first_index: Annotated[int, U32]
+    count: Annotated[int, U32]
+    reason: Annotated[DropReason, Enum8(DropReason)]
+
+
+@_message(0x0B)
+class Request(Message):
+    """H->D: ``message`` as a request whose answers carry ``request_id`` (1.1)."""
+
+    request_id: Annotated[int, U16]
+    message: Annotated[Message, InnerMessage()]
+
+
+@_message(0x0C)
+class Answer(Message):
+    """D->H: an immediate answer (or Refused) to the Request with ``request_id`` (1.1)."""
+
+    request_id: Annotated[int, U16]
+    message: Annotated[Message, InnerMessage()]
+
+
+#: messages that carry another message; they never nest
+ENVELOPES: frozenset[type[Message]] = frozenset({Event, Request, Answer})
 
 
 # ---- shuffler -------------------------------------------------------------------------
@@ -371,6 +457,15 @@ class FirmwareAllowDowngrade(Message):
     technician named here decided; good for that one FirmwareBegin (new in protocol 1.1)."""
 
     technician: Annotated[str, Text()]
+
+
+#: what a device reports as a numbered Event when both sides speak 1.1: what happened to cards
+#: and to the device, which the host journals. Everything else is status (Heartbeat, Status,
+#: ShuffleProgress, Counters, answers), current the next time it is sent, and is not numbered.
+EVENT_MESSAGES: frozenset[type[Message]] = frozenset({
+    CardRead, UnreadableCard, CutCardSeen, ShoeLoaded, ShoeEmpty, Fault, FaultCleared, ShuffleComplete,
+    DeckCheckResult,
+})
 
 
 # ---- codec ----------------------------------------------------------------------------

@@ -32,12 +32,16 @@ from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkSta
 from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
+    Answer,
+    EventsJournaled,
     Heartbeat,
     Hello,
     Ident,
     Message,
     MessageDecodeError,
     Refused,
+    Request,
+    ResumeEvents,
     decode,
     encode,
 )
@@ -58,6 +62,8 @@ class SessionEventKind(enum.StrEnum):
     BAD_MESSAGE = "bad_message"  # a payload that is not a valid message (detail shows it in hex)
     INCOMPATIBLE = "incompatible"  # the device speaks another protocol major version
     DISCONNECTED = "disconnected"  # the port went away (the connection reopens it)
+    EVENT_GAP = "event_gap"  # event indexes skipped: detail names the missing range (1.1)
+    EVENTS_DROPPED = "events_dropped"  # the device no longer has events asked for again (1.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,7 @@ class SessionStats:
     request_timeouts: int = 0
     handshakes: int = 0
     reboots: int = 0
+    late_answers: int = 0  # Answers whose request is no longer waiting (timed out): taken by none
     link: LinkStats | None = None
 
 
@@ -111,7 +118,9 @@ class DeviceSession:
         self._on_message, self._on_event, self._identity = on_message, on_event, identity
         self._liveness = Staleness(clock or self._loop.time, self.config.stale_after)
         self._stats = SessionStats()
-        self._pending: list[tuple[type[Message], int, asyncio.Future[Any]]] = []
+        # (expected type, request type code, request id or None when matched by type, answer)
+        self._pending: list[tuple[type[Message], int, int | None, asyncio.Future[Any]]] = []
+        self._last_request_id = 0
         self._changed = asyncio.Event()  # anything wait_need() looks at
         self._needs_handshake = True
         self._handshaking = False
@@ -126,6 +135,11 @@ class DeviceSession:
         """Handshake done on the link as it is now."""
         return (self.ident is not None and self.link.state is LinkState.UP and not self._needs_handshake
                 and not self._handshaking and not self._closed)
+
+    @property
+    def speaks_1_1(self) -> bool:
+        """Both sides speak protocol 1.1 (numbered events, request ids): the device said so in IDENT."""
+        return self.ident is not None and self.ident.protocol_minor >= 1 and PROTOCOL_MINOR >= 1
 
     @property
     def stats(self) -> SessionStats:
@@ -153,10 +167,12 @@ class DeviceSession:
             self._changed.clear()
             await self._changed.wait()
 
-    async def shake_hands(self) -> Ident:
-        """Say HELLO and wait for IDENT. Raises IncompatibleProtocol (another major version,
-        reported as INCOMPATIBLE), RequestTimeout, RequestRefused (not ready yet) or LinkError
-        (the link was reset or failed meanwhile); :meth:`wait_need` then says what is due."""
+    async def shake_hands(self, journaled_index: Callable[[], int] = lambda: 0) -> Ident:
+        """Say HELLO and wait for IDENT; with a 1.1 device, then say ResumeEvents with
+        ``journaled_index()`` (the device sends every later event again). Raises
+        IncompatibleProtocol (another major version, reported as INCOMPATIBLE), RequestTimeout,
+        RequestRefused (not ready yet) or LinkError (the link was reset or failed meanwhile);
+        :meth:`wait_need` then says what is due."""
         self._needs_handshake, self._handshaking = False, True  # a reset from now on asks again
         try:
             hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, self.config.host_name)
@@ -168,6 +184,8 @@ class DeviceSession:
                 )
                 self._emit(SessionEventKind.INCOMPATIBLE, detail, ident)
                 raise IncompatibleProtocol(detail)
+            if self.speaks_1_1:
+                await self.send(ResumeEvents(journaled_index()))  # before anything else is asked
         except BaseException:
             self._needs_handshake = True
             raise
@@ -203,19 +221,32 @@ class DeviceSession:
             raise SessionClosed(f"{self.device}: session is closed")
         await self.link.send(encode(msg))
 
+    def confirm_events(self, up_to_index: int) -> asyncio.Future | None:
+        """Tell a 1.1 device its events up to ``up_to_index`` are journaled (EventsJournaled);
+        returns the link's future (None when the link is not up). A lost one is made good by
+        the next, or by ResumeEvents."""
+        if self._closed or self.link.state is not LinkState.UP:
+            return None
+        sent = self.link.send(encode(EventsJournaled(up_to_index)))
+        sent.add_done_callback(discard_outcome)
+        return sent
+
     async def request(self, msg: Message, expect: type[M], timeout: float = 1.0) -> M:
-        """Send ``msg`` and return the next message of type ``expect``.
+        """Send ``msg`` and return its answer of type ``expect``: with a 1.1 device the Answer
+        that carries this request's id (the request travels in a Request envelope), with a 1.0
+        device the next message of that type.
 
         Raises RequestTimeout, RequestRefused (the device answered Refused), or LinkError
         (the link failed or was reset before the answer came).
         """
         fut: asyncio.Future[Any] = self._loop.create_future()
-        entry = (expect, msg.TYPE, fut)
+        request_id = self._new_request_id() if self.speaks_1_1 and not isinstance(msg, Hello) else None
+        entry = (expect, msg.TYPE, request_id, fut)
         self._pending.append(entry)
         self._stats.requests += 1
         try:
             async with asyncio.timeout(timeout):
-                await self.send(msg)
+                await self.send(msg if request_id is None else Request(request_id, msg))
                 answer: M = await fut
                 return answer
         except TimeoutError:
@@ -251,7 +282,11 @@ class DeviceSession:
             self._emit(SessionEventKind.BAD_MESSAGE, str(exc))
             return
         self._stats.messages_received += 1
-        answered = self._answer_pending(msg)
+        if isinstance(msg, Answer):
+            answered = self._answer_by_id(msg)
+            msg = msg.message  # the application sees answers as before, unwrapped
+        else:
+            answered = self._answer_pending(msg)
         if isinstance(msg, Ident):
             if answered or self.ident is None:
                 self._note_ident(msg)
@@ -274,21 +309,42 @@ class DeviceSession:
             self._stats.reboots += 1
             self._emit(SessionEventKind.REBOOTED, seen.rebooted + away, ident)
 
+    def _new_request_id(self) -> int:
+        """The next u16 id that no waiting request holds."""
+        waiting = {request_id for _, _, request_id, _ in self._pending}
+        while True:
+            self._last_request_id = (self._last_request_id + 1) & 0xFFFF
+            if self._last_request_id not in waiting:
+                return self._last_request_id
+
+    def _answer_by_id(self, answer: Answer) -> bool:
+        for expect, request_type, request_id, fut in self._pending:
+            if request_id == answer.request_id and not fut.done():
+                return self._settle(fut, expect, request_type, answer.message)
+        self._stats.late_answers += 1
+        log.info("late_answer", device=self.device, request_id=answer.request_id,
+                 message=type(answer.message).__name__)
+        return False
+
     def _answer_pending(self, msg: Message) -> bool:
-        for expect, request_type, fut in self._pending:
-            if fut.done():
-                continue
-            if isinstance(msg, Refused) and msg.request_type == request_type:
-                why = f"{self.device}: device refused message 0x{request_type:02x}: {msg.reason}"
-                fut.set_exception(RequestRefused(why))
-                return True
-            if isinstance(msg, expect):
-                fut.set_result(msg)
+        """A 1.0 device's answer: the oldest request waiting for its type (or refused by type code)."""
+        for expect, request_type, request_id, fut in self._pending:
+            if request_id is None and not fut.done() and self._settle(fut, expect, request_type, msg):
                 return True
         return False
 
+    def _settle(self, fut: asyncio.Future[Any], expect: type[Message], request_type: int, msg: Message) -> bool:
+        if isinstance(msg, Refused) and msg.request_type == request_type:
+            why = f"{self.device}: device refused message 0x{request_type:02x}: {msg.reason}"
+            fut.set_exception(RequestRefused(why))
+            return True
+        if isinstance(msg, expect):
+            fut.set_result(msg)
+            return True
+        return False
+
     def _fail_pending(self, exc: Exception) -> None:
-        for _, _, fut in self._pending:
+        for _, _, _, fut in self._pending:
             if not fut.done():
                 fut.set_exception(exc)
 

@@ -39,6 +39,7 @@ from firmware_bridge.messages import (
     StatusRequest,
 )
 
+from simulators.event_store import EventStore
 from simulators.faults import Faults
 from simulators.firmware_rx import FIRMWARE_MESSAGES, FirmwareReceiver
 
@@ -119,6 +120,8 @@ class SimulatedDevice:
         self.device_state = DeviceState.IDLE
         self.firmware_rx = FirmwareReceiver(self._public_key)
         self.reboots = 0
+        # what a real device persists (docs/protocol.md §3.2): reboot() keeps it, a factory reset does not
+        self.events = EventStore(self.faults.event_buffer)
         self._boot()
 
     def state(self) -> dict[str, Any]:
@@ -128,7 +131,9 @@ class SimulatedDevice:
             "boot_id": self.boot_id, "reboots": self.reboots, "firmware_version": self.firmware_version,
             "faults_active": sorted(code.name for code in self.active_faults),
             "fault_switches": self.faults.active(), "counters": dict(self.counters),
-            "cards_held": self.cards_held(),
+            "cards_held": self.cards_held(), "protocol": f"{PROTOCOL_MAJOR}.{self.protocol_minor}",
+            "event_index": self.events.last_index, "events_confirmed": self.events.confirmed,
+            "events_kept": len(self.events), "events_overflowed": self.events.overflowed,
         }
 
     def set_faults(self, **changes: Any) -> None:
@@ -137,6 +142,16 @@ class SimulatedDevice:
         faults = self.faults.replace(**changes)
         faults.check_for(self.ROLE.name.lower())
         self.faults = faults
+        self.events.capacity = faults.event_buffer  # a smaller buffer pushes out the oldest at the next event
+
+    @property
+    def protocol_minor(self) -> int:
+        return 0 if self.faults.legacy_1_0 else PROTOCOL_MINOR
+
+    @property
+    def speaks_1_1(self) -> bool:
+        """Numbered events and request ids (docs/protocol.md §3.2, §3.3); off with ``legacy_1_0``."""
+        return self.protocol_minor >= 1
 
     def cards_held(self) -> int:
         return 0
@@ -171,8 +186,8 @@ class SimulatedDevice:
         return common
 
     def ident(self) -> Ident:
-        return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, PROTOCOL_MAJOR, PROTOCOL_MINOR,
-                     self.boot_id)
+        return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, PROTOCOL_MAJOR,
+                     self.protocol_minor, self.boot_id)
 
     def status(self) -> Status:
         fault = next(iter(self.active_faults), 0)

@@ -8,12 +8,20 @@ behind the bridge's :class:`~firmware_bridge.link.Link` (the same class the host
 
 The device's link waits for the host's RESET at power-on (nothing is written before a host
 is there); after a reboot the device starts the link itself with RESET, as firmware does.
+
+Events (protocol 1.1, docs/protocol.md §3.2) go through the device's
+:class:`~simulators.event_store.EventStore`: numbered and kept there, they are sent only once
+a host has shaken hands on the link as it is now — as ``Event(index, message)`` from the
+index the host's ResumeEvents names, or plain to a 1.0 host — so an event in flight when the
+link resets is sent again, never lost. Requests wrapped in ``Request(id, ...)`` are answered
+in ``Answer(id, ...)``.
 Every method called from another thread (the test's) is marshalled onto the device's loop.
 """
 from __future__ import annotations
 
 import abc
 import asyncio
+import enum
 import threading
 from collections import deque
 from dataclasses import replace
@@ -22,7 +30,21 @@ from typing import Any, Callable, Generic, Self, TypeVar
 import structlog
 
 from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, discard_outcome
-from firmware_bridge.messages import Heartbeat, Message, MessageDecodeError, Refused, decode, encode
+from firmware_bridge.messages import (
+    EVENT_MESSAGES,
+    Answer,
+    Event,
+    EventsJournaled,
+    Heartbeat,
+    Hello,
+    Message,
+    MessageDecodeError,
+    Refused,
+    Request,
+    ResumeEvents,
+    decode,
+    encode,
+)
 
 from simulators.device import SimulatedDevice
 from simulators.wire import FaultyWire
@@ -34,6 +56,16 @@ D = TypeVar("D", bound=SimulatedDevice)
 START_TIMEOUT = 5.0
 #: the RESET nonce of a device with the same_nonce fault, at every boot
 SAME_NONCE = b"\x00\x00\x00\x01"
+#: events sent and not yet acknowledged by the link at most (its send queue is bounded)
+EVENT_WINDOW = 256
+
+
+class Streaming(enum.Enum):
+    """Where the device's events go on the link as it is now."""
+
+    HELD = "held"  # no handshake on this link yet (or a 1.1 host has not said ResumeEvents)
+    NUMBERED = "numbered"  # to a 1.1 host, as Event(index, message)
+    PLAIN = "plain"  # to a 1.0 host, as the bare message (kept only until sent)
 
 
 class Endpoint(abc.ABC, Generic[D]):
@@ -46,6 +78,10 @@ class Endpoint(abc.ABC, Generic[D]):
         self._thread: threading.Thread | None = None
         self._unacked: deque[asyncio.Future] = deque()
         self._stopped: asyncio.Event | None = None
+        self.streaming = Streaming.HELD
+        self._next_event = 0  # the index of the next event to send on this link
+        self._in_flight: set[asyncio.Future] = set()  # event sends the link has not acknowledged
+        self._progress = asyncio.Event()  # anything _flush() looks at changed
         self.link_events: list[tuple[str, str]] = []
 
     @property
@@ -131,6 +167,7 @@ class Endpoint(abc.ABC, Generic[D]):
     async def _main(self, ready: threading.Event) -> None:
         self.loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
+        self._progress = asyncio.Event()  # of this loop (a restarted endpoint runs another)
         self.wire = FaultyWire(lambda: self.device.faults, self._write_raw, self.loop)
         self._open_raw()
         self._new_link()
@@ -153,39 +190,127 @@ class Endpoint(abc.ABC, Generic[D]):
         assert self.wire is not None, "the wire is made before the first link"
         self.link = Link(self.wire.to_host, self._payload, self._link_event, self.link_config,
                          name=f"sim-{self.device.serial}")
+        self._hold_events()
 
     def _link_event(self, event: LinkEvent, detail: str) -> None:
         self.link_events.append((event.value, detail))
+        if event in (LinkEvent.UP, LinkEvent.PEER_RESET, LinkEvent.FAILED):
+            self._hold_events()  # what was in flight is sent again once a host resumes
+
+    def _hold_events(self) -> None:
+        self.streaming = Streaming.HELD
+        self._in_flight = set()  # the old link's sends fail on their own; their callbacks see another set
+        self._progress.set()
 
     # ---- device side ---------------------------------------------------------------
 
     def _payload(self, payload: bytes) -> None:
+        self._progress.set()
         try:
             msg = decode(payload)
         except MessageDecodeError as exc:
             log.warning("sim_bad_message", device=self.device.serial, error=str(exc))
             self._emit(Refused(payload[0] if payload else 0, str(exc)[:255]))
             return
-        for reply in self.device.handle(msg):
+        if isinstance(msg, Request) and self.device.speaks_1_1:
+            for reply in self._handle(msg.message):
+                self._emit(Answer(msg.request_id, reply))
+            return
+        for reply in self._handle(msg):
             self._emit(reply)
 
+    def _handle(self, msg: Message) -> list[Message]:
+        """The replies to one host message; the event delivery messages of 1.1 are the
+        endpoint's (a 1.0 device refuses them in ``handle``, as it does not know them)."""
+        store = self.device.events
+        if isinstance(msg, EventsJournaled) and self.device.speaks_1_1:
+            store.confirm(msg.up_to_index)
+            return []
+        if isinstance(msg, ResumeEvents) and self.device.speaks_1_1:
+            gone = store.resume(msg.journaled_index)
+            for report in gone:
+                log.warning("sim_events_gone", device=self.device.serial, first=report.first_index,
+                            count=report.count, reason=report.reason.name)
+                self._send(report)
+            self._stream(Streaming.NUMBERED)
+            return []
+        replies = self.device.handle(msg)
+        if isinstance(msg, Hello) and self.device.speaks_1_1:
+            for reply in replies:
+                self._send(reply)  # the IDENT goes before any event
+            replies = []
+            # a 1.1 host says ResumeEvents next; a 1.0 host gets bare events, as a 1.0 device sends them
+            self._stream(Streaming.HELD if msg.protocol_minor >= 1 else Streaming.PLAIN)
+        return replies
+
     def _emit(self, msg: Message) -> None:
+        if type(msg) in EVENT_MESSAGES and self.device.speaks_1_1:
+            self.device.events.add(msg)
+            self._pump()
+            return
         link = self.link
         if link is None or (isinstance(msg, Heartbeat) and link.state is not LinkState.UP):
             return  # no proof of life into a link nobody listens on
-        future = link.send(encode(msg))
-        future.add_done_callback(discard_outcome)  # a message lost to a reset is the device's loss, not an error
+        self._send(msg)
+
+    def _send(self, msg: Message) -> asyncio.Future:
+        assert self.link is not None
+        future = self.link.send(encode(msg))
+        # a status message lost to a reset is current again when next sent; events are resent by _pump
+        future.add_done_callback(discard_outcome)
         self._unacked.append(future)
         while self._unacked and self._unacked[0].done():
             self._unacked.popleft()
+        return future
+
+    # ---- events (protocol 1.1) -------------------------------------------------------
+
+    def _stream(self, how: Streaming) -> None:
+        self.streaming = how
+        self._next_event = self.device.events.first_index
+        self._progress.set()
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send kept events in order, at most EVENT_WINDOW unacknowledged at a time."""
+        link, store = self.link, self.device.events
+        if link is None or link.state is not LinkState.UP or self.streaming is Streaming.HELD:
+            return
+        self._next_event = max(self._next_event, store.first_index)  # an overflow pushed some out: the host sees a gap
+        in_flight = self._in_flight
+        while self._next_event <= store.last_index and len(in_flight) < EVENT_WINDOW:
+            index = self._next_event
+            self._next_event += 1
+            if self.streaming is Streaming.NUMBERED:
+                future = self._send(Event(index, store.get(index)))
+            else:  # a 1.0 host confirms nothing: what it got is all it gets
+                future = self._send(store.get(index))
+                store.confirm(index)
+            in_flight.add(future)
+            future.add_done_callback(lambda done: self._event_sent(done, in_flight))
+
+    def _event_sent(self, future: asyncio.Future, in_flight: set[asyncio.Future]) -> None:
+        in_flight.discard(future)
+        self._progress.set()
+        if in_flight is self._in_flight:  # not a send of a link that is gone
+            self._pump()
+
+    def _backlog(self) -> int:
+        """Messages sent and unacknowledged plus events not yet sent on this link."""
+        while self._unacked and self._unacked[0].done():
+            self._unacked.popleft()
+        unacked = sum(not future.done() for future in self._unacked)
+        store = self.device.events
+        if self.streaming is Streaming.HELD:
+            return unacked + len(store)  # what a resuming host will be sent again
+        return unacked + max(0, store.last_index - max(self._next_event, store.first_index) + 1)
 
     async def _flush(self, limit: int = 0) -> None:
-        """Wait until at most ``limit`` emitted messages are unacknowledged (0: all delivered)."""
-        while len(self._unacked) > limit:
-            head = self._unacked[0]
-            await asyncio.wait([head])
-            if self._unacked and self._unacked[0] is head:
-                self._unacked.popleft()
+        """Wait until at most ``limit`` emitted messages are unacknowledged or not yet sent
+        (0: all delivered)."""
+        while self._backlog() > limit:
+            self._progress.clear()
+            await self._progress.wait()
 
     def _rebooted(self) -> None:
         self._new_link()

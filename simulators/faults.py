@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from core.cards import Card, CardCodeError
+from simulators.event_store import DEFAULT_CAPACITY
 
 
 class FaultSpecError(ValueError):
@@ -63,6 +64,12 @@ class Faults:
     #: the device's link sends the same RESET nonce at every boot (firmware whose RNG is not
     #: seeded at power-on), so the host cannot tell a reboot from a repeated RESET by the nonce
     same_nonce: bool = False
+    #: the device speaks protocol 1.0: no numbered events (nothing is kept or sent again after
+    #: a link reset), no request ids; it refuses the 1.1 messages as unknown
+    legacy_1_0: bool = False
+    #: how many unconfirmed events the device keeps (docs/protocol.md §3.2); fewer makes the
+    #: overflow (EventsDropped OVERFLOW) easy to reach in tests
+    event_buffer: int = DEFAULT_CAPACITY
     # -- wire faults (both directions unless said otherwise) ------------------------------
     #: probability that a byte gets one random bit flipped
     bit_flip_rate: float = 0.0
@@ -130,6 +137,8 @@ def _expects(name: str, kind: str) -> str:
         return "a number of seconds, 0 or more"
     if name.endswith("_at"):
         return "a card position, 1 or more"
+    if name == "event_buffer":
+        return "a whole number of events, 1 or more"
     return "a whole number, 0 or more"
 
 
@@ -155,7 +164,7 @@ def _convert(cls: type[Faults], name: str, raw: str | None) -> Any:
             value: float = float(raw) if "float" in kind else int(raw)
         except ValueError:
             value = math.nan
-        low = 1 if name.endswith("_at") else 0
+        low = 1 if name.endswith("_at") or name == "event_buffer" else 0
         high = 1 if name.endswith("_rate") else math.inf
         if math.isfinite(value) and low <= value <= high:
             return value

@@ -11,7 +11,9 @@ from firmware_bridge import wire_types as wt
 from core.cards import ALL_CARDS, Card, Orientation, shoe_composition
 from core.text import printable
 from firmware_bridge.messages import (
+    ENVELOPES,
     CardRead,
+    InnerMessage,
     DeviceRole,
     Ident,
     DeckCheckResult,
@@ -44,6 +46,8 @@ def strategy_for(codec: wt.FieldCodec) -> st.SearchStrategy:
         return st.fixed_dictionaries({c: st.integers(0, 255) for c in ALL_CARDS})
     if isinstance(codec, wt.CardCounts):
         return st.lists(st.tuples(cards, st.integers(0, 255)), max_size=10).map(tuple)
+    if isinstance(codec, InnerMessage):  # any message but an envelope (1.1: Event, Request, Answer)
+        return st.deferred(lambda: plain_messages)
     raise AssertionError(f"no strategy for {codec!r}")
 
 
@@ -51,17 +55,21 @@ def message_strategy(cls) -> st.SearchStrategy:
     return st.fixed_dictionaries({name: strategy_for(codec) for name, codec in cls.FIELDS}).map(lambda kw: cls(**kw))
 
 
+plain_messages = st.one_of([message_strategy(cls) for cls in message_types().values() if cls not in ENVELOPES])
 all_messages = st.one_of([message_strategy(cls) for cls in message_types().values()])
 
 
 def texts_shown(msg):
     """``msg`` as the host decodes it: every text field through core.text.printable."""
     return replace(msg, **{name: printable(getattr(msg, name)) for name, codec in msg.FIELDS
-                           if isinstance(codec, wt.Text)})
+                           if isinstance(codec, wt.Text)},
+                   **{name: texts_shown(getattr(msg, name)) for name, codec in msg.FIELDS
+                      if isinstance(codec, InnerMessage)})
 
 
 def texts_of(msg) -> list[str]:
-    return [getattr(msg, name) for name, codec in msg.FIELDS if isinstance(codec, wt.Text)]
+    inner = [text for name, codec in msg.FIELDS if isinstance(codec, InnerMessage) for text in texts_of(getattr(msg, name))]
+    return [getattr(msg, name) for name, codec in msg.FIELDS if isinstance(codec, wt.Text)] + inner
 
 
 @settings(max_examples=500, deadline=None)

@@ -8,7 +8,24 @@ import pathlib
 from firmware_bridge import wire_types as wt
 from core.cards import Card, Orientation
 from firmware_bridge.framing import Frame, FrameKind, cobs_encode, encode_frame, frame_bytes
-from firmware_bridge.messages import CardRead, Heartbeat, encode, message_types
+from firmware_bridge.messages import (
+    Answer,
+    CardRead,
+    DropReason,
+    Event,
+    EventsDropped,
+    EventsJournaled,
+    Heartbeat,
+    InnerMessage,
+    Refused,
+    Request,
+    ResumeEvents,
+    Status,
+    StatusRequest,
+    DeviceState,
+    encode,
+    message_types,
+)
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
@@ -32,6 +49,8 @@ def describe(codec: wt.FieldCodec) -> str:
         return "52 × u8 count"
     if isinstance(codec, wt.CardCounts):
         return "u8 n + n × (card u8, count u8)"
+    if isinstance(codec, InnerMessage):
+        return "message (the rest of the payload: type u8 + fields; not an envelope)"
     raise AssertionError(f"no description for {codec!r}")
 
 
@@ -53,6 +72,21 @@ def examples() -> list[tuple[str, Frame]]:
          Frame(FrameKind.DATA, 0, 0, encode(card))),
         ("ACK: everything before seq 1 received", Frame(FrameKind.ACK, 0, 1)),
         ("RESET with nonce 12 34 56 78", Frame(FrameKind.RESET, 0, 0, bytes.fromhex("12345678"))),
+        # protocol 1.1 (§3.2, §3.3)
+        ("EVENT 1000 from the shoe: the same CARD READ, numbered (1.1), DATA seq 0, ack 1",
+         Frame(FrameKind.DATA, 0, 1, encode(Event(1000, card)))),
+        ("EVENTS JOURNALED up to event 1000, from the host (1.1), DATA seq 2, ack 1",
+         Frame(FrameKind.DATA, 2, 1, encode(EventsJournaled(1000)))),
+        ("RESUME EVENTS after event 998, the host's first message after IDENT (1.1), DATA seq 1, ack 1",
+         Frame(FrameKind.DATA, 1, 1, encode(ResumeEvents(998)))),
+        ("EVENTS DROPPED: events 3 to 7 (5) pushed out of a full buffer (1.1), DATA seq 1, ack 2",
+         Frame(FrameKind.DATA, 1, 2, encode(EventsDropped(3, 5, DropReason.OVERFLOW)))),
+        ("REQUEST 0x0102: STATUS REQUEST with a request id (1.1), DATA seq 4, ack 9",
+         Frame(FrameKind.DATA, 4, 9, encode(Request(0x0102, StatusRequest())))),
+        ("ANSWER 0x0102: the STATUS it asked for (idle, no fault, 0 cards, up 1000 ms) (1.1), DATA seq 9, ack 5",
+         Frame(FrameKind.DATA, 9, 5, encode(Answer(0x0102, Status(DeviceState.IDLE, 0, 0, 1000))))),
+        ("ANSWER 0x0103: REFUSED CALIBRATE (0x35, reason \"busy\") (1.1), DATA seq 10, ack 5",
+         Frame(FrameKind.DATA, 10, 5, encode(Answer(0x0103, Refused(0x35, "busy"))))),
     ]
 
 

@@ -18,13 +18,13 @@ def test_every_switch_parses_from_text():
     faults = Faults.parse("jam=2.5 jam_needs_clear door_open face_up_at=7 missing=AS,7H; extra=KD foreign=1 "
                           "duplicate=QS unreadable_at=9 reboot_at=100 same_nonce bit_flip_rate=0.01 drop_rate=0.001 "
                           "byte_at_a_time ftdi_batching_ms=16 disconnect_for=1.5 disconnect_at=50 slow_ack_ms=30 "
-                          "seed=4")
+                          "seed=4 legacy_1_0 event_buffer=16")
     assert faults.active() == {
         "jam": 2.5, "jam_needs_clear": True, "door_open": True, "face_up_at": 7,
         "missing": (Card.parse("AS"), Card.parse("7H")), "extra": (Card.parse("KD"),), "foreign": 1,
         "duplicate": (Card.parse("QS"),), "unreadable_at": 9, "reboot_at": 100, "same_nonce": True, "bit_flip_rate": 0.01,
         "drop_rate": 0.001, "byte_at_a_time": True, "ftdi_batching_ms": 16.0, "disconnect_for": 1.5,
-        "disconnect_at": 50, "slow_ack_ms": 30.0, "seed": 4,
+        "disconnect_at": 50, "slow_ack_ms": 30.0, "seed": 4, "legacy_1_0": True, "event_buffer": 16,
     }
     assert set(faults.active()) == set(Faults.names())  # the test names every switch
 
@@ -43,6 +43,7 @@ def test_unknown_switch_lists_the_known_ones():
     ("jam", "fault switch jam: expected a number of seconds, 0 or more"),
     ("jam=inf", "fault switch jam=inf: expected a number of seconds"),
     ("slow_ack_ms=-5", "fault switch slow_ack_ms=-5: expected a number of milliseconds, 0 or more"),
+    ("event_buffer=0", "fault switch event_buffer=0: expected a whole number of events, 1 or more"),
     ("bit_flip_rate=2", "fault switch bit_flip_rate=2: expected a probability from 0 to 1"),
     ("face_up_at=0", "fault switch face_up_at=0: expected a card position, 1 or more"),
     ("foreign=2.5", "fault switch foreign=2.5: expected a whole number, 0 or more"),

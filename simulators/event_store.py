@@ -1,0 +1,77 @@
+"""A device's numbered events, kept until the host confirms them as journaled (protocol 1.1).
+
+What a real device keeps in non-volatile memory (docs/protocol.md §3.2): the index of its last
+event, the highest index a host confirmed, and the unconfirmed events themselves (at most
+``capacity``). The simulated device keeps one store across ``reboot()`` (that is its
+persistence) and starts a new one on ``reset()`` (factory defaults).
+
+When the store is full a new event pushes out the oldest unconfirmed one: the live stream
+goes on, and only a host that asks for the pushed-out events again learns they are gone
+(EventsDropped OVERFLOW, counted in :attr:`overflowed`).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from firmware_bridge.messages import NO_JOURNAL, DropReason, EventsDropped, Message
+
+#: unconfirmed events a device keeps by default (docs/protocol.md §3.2)
+DEFAULT_CAPACITY = 4096
+
+
+class EventStore:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        if capacity < 1:
+            raise ValueError(f"event buffer of {capacity}: at least 1 event")
+        self.capacity = capacity
+        self.last_index = 0  # the index of the newest event (0: none yet)
+        self.confirmed = 0  # the highest index a host confirmed as journaled
+        self.overflowed = 0  # events pushed out unconfirmed, in the store's life
+        self._events: deque[Message] = deque()  # indexes last_index - len + 1 .. last_index
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def first_index(self) -> int:
+        """The index of the oldest event kept (last_index + 1 when none is)."""
+        return self.last_index - len(self._events) + 1
+
+    def add(self, msg: Message) -> int:
+        """Number ``msg`` and keep it; returns its index."""
+        while len(self._events) >= self.capacity:
+            self._events.popleft()
+            self.overflowed += 1
+        self._events.append(msg)
+        self.last_index += 1
+        return self.last_index
+
+    def get(self, index: int) -> Message:
+        return self._events[index - self.first_index]
+
+    def confirm(self, up_to: int) -> None:
+        """The host journaled every event up to ``up_to``: forget them. An index beyond the
+        newest event (a host that journaled more than this store ever numbered: a factory
+        reset or another unit) moves the numbering past it, so no new event reuses an index."""
+        if up_to > self.last_index:
+            self.last_index = up_to
+            self._events.clear()
+        while self._events and self.first_index <= up_to:
+            self._events.popleft()
+        self.confirmed = max(self.confirmed, up_to)
+
+    def resume(self, journaled: int) -> list[EventsDropped]:
+        """The host journaled up to ``journaled`` and asks for everything after it: what of that
+        is gone, to report before the events resent from :attr:`first_index`. NO_JOURNAL: a host
+        without a journal; everything kept counts as handled, only new events go to it."""
+        if journaled == NO_JOURNAL:
+            journaled = self.last_index
+        self.confirm(journaled)
+        gone: list[EventsDropped] = []
+        start = journaled + 1
+        if start <= self.confirmed:  # a host confirmed these before; this one's journal lacks them
+            gone.append(EventsDropped(start, self.confirmed - start + 1, DropReason.CONFIRMED))
+            start = self.confirmed + 1
+        if start < self.first_index:
+            gone.append(EventsDropped(start, self.first_index - start, DropReason.OVERFLOW))
+        return gone

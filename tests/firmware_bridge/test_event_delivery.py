@@ -1,0 +1,295 @@
+"""Protocol 1.1 on the host, against a device written here on a mem:// line: numbered events
+(resume point, duplicates dropped, gaps reported, confirmations coalesced) and request ids
+(each answer to its own request, a late answer taken by none). The device's buffer is tested
+alone (EventStore); tests/e2e/test_e2e_events.py runs the whole path over ptys and pyusb."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.cards import Card, Orientation
+from drivers.memory import listen
+from firmware_bridge.connection import DeviceConnection
+from firmware_bridge.delivery import EventDelivery
+from firmware_bridge.errors import EventIndexError, RequestTimeout
+from firmware_bridge.messages import (
+    Answer,
+    CardRead,
+    DeviceRole,
+    DropReason,
+    Event,
+    EventsDropped,
+    EventsJournaled,
+    Hello,
+    Ident,
+    Message,
+    NO_JOURNAL,
+    Request,
+    ResumeEvents,
+    ShoeLoaded,
+    Status,
+    StatusRequest,
+    DeviceState,
+    decode,
+)
+from firmware_bridge.session import SessionEventKind as K
+from simulators.event_store import EventStore
+from tests.firmware_bridge.fb_device import FAST_RETRY, QUICK, FakeDevice, kinds
+from tests.support.aio import run
+from tests.support.poll import until
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def card(index: int) -> CardRead:
+    return CardRead(index, Card.parse("AS"), Orientation.FACE_DOWN, index)
+
+
+# ---- the device's buffer ----------------------------------------------------------------------
+
+
+def test_the_store_numbers_from_one_and_forgets_only_what_is_confirmed():
+    store = EventStore(capacity=4)
+    assert [store.add(card(i)) for i in (1, 2, 3)] == [1, 2, 3]
+    store.confirm(1)
+    assert (store.first_index, store.last_index, len(store)) == (2, 3, 2)
+    assert store.resume(1) == [] and store.get(2) == card(2)
+
+
+def test_a_full_store_pushes_out_the_oldest_and_says_so_when_they_are_asked_for():
+    store = EventStore(capacity=3)
+    for i in range(1, 8):
+        store.add(card(i))
+    assert (store.first_index, store.overflowed) == (5, 4)
+    assert store.resume(0) == [EventsDropped(1, 4, DropReason.OVERFLOW)]
+
+
+def test_events_a_host_confirmed_before_are_reported_to_a_host_that_asks_for_them():
+    store = EventStore()
+    for i in range(1, 6):
+        store.add(card(i))
+    store.confirm(3)
+    assert store.resume(1) == [EventsDropped(2, 2, DropReason.CONFIRMED)]
+    assert store.first_index == 4
+
+
+def test_a_host_ahead_of_the_store_moves_its_numbering_on():
+    store = EventStore()  # a factory reset: the host's journal goes further than this store
+    store.add(card(1))
+    assert store.resume(40) == [] and store.add(card(2)) == 41
+
+
+# ---- the host's judgement ---------------------------------------------------------------------
+
+
+def test_delivery_drops_what_it_has_and_reports_what_it_skipped():
+    delivery = EventDelivery()
+    delivery.resume(10)
+    assert delivery.accept(9) == (False, range(0))
+    assert delivery.accept(11) == (True, range(0))
+    assert delivery.accept(14) == (True, range(12, 14))
+    assert delivery.dropped(12, 10) == range(15, 22) and delivery.last == 21
+    stats = delivery.stats
+    assert (stats.delivered, stats.duplicates_dropped, stats.gaps, stats.missing, stats.dropped_by_device) == (2, 1, 1, 2, 7)
+
+
+# ---- a 1.1 device on a mem:// line ----------------------------------------------------------
+
+
+class Device11(FakeDevice):
+    """Speaks 1.1: IDENT says so, requests in envelopes wait in ``requests`` for the test to answer."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.requests: list[Request] = []
+        self.resumes: list[int] = []
+        self.journaled: list[int] = []
+
+    def ident(self) -> Ident:
+        return Ident(DeviceRole.SHOE, self.model, self.serial, self.firmware_version, 1, 1, self.boot_id)
+
+    def _payload(self, payload: bytes) -> None:
+        msg = decode(payload)
+        self.received.append(msg)
+        if isinstance(msg, Hello):
+            self.send(self.ident())
+        elif isinstance(msg, Request):
+            self.requests.append(msg)
+        elif isinstance(msg, ResumeEvents):
+            self.resumes.append(msg.journaled_index)
+        elif isinstance(msg, EventsJournaled):
+            self.journaled.append(msg.up_to_index)
+
+
+class Rig:
+    def __init__(self, name: str, journaled: int | None = None) -> None:
+        self.device = Device11()
+        self.line = listen(name, self.device.attach)
+        self.indexed: list[tuple[int, Message]] = []
+        self.messages: list[Message] = []
+        self.events: list = []
+        provider = None if journaled is None else (lambda: journaled)
+        self.conn = DeviceConnection(self.line.url, self.messages.append, self.events.append, QUICK,
+                                     journaled_index=provider,
+                                     on_indexed=lambda i, m: self.indexed.append((i, m)), backoff=FAST_RETRY)
+
+    async def open(self) -> None:
+        await self.conn.open()
+        await until(lambda: self.device.resumes)
+
+    async def close(self) -> None:
+        await self.conn.close()
+        self.line.close()
+
+
+def test_the_host_resumes_from_its_journal_and_gets_each_index_once_in_order():
+    async def main():
+        rig = Rig("events-resume", journaled=2)
+        await rig.open()
+        assert rig.device.resumes == [2]  # the first thing after IDENT
+        for index in (1, 2, 3, 4, 3, 5):  # what a device resends after a reset: some the host has
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 3)
+        await asyncio.sleep(0.05)
+        assert [i for i, _ in rig.indexed] == [3, 4, 5] and rig.indexed[0][1] == card(3)
+        assert not any(isinstance(m, CardRead) for m in rig.messages)  # on_indexed instead, not both
+        assert rig.conn.event_stats.duplicates_dropped == 3 and K.EVENT_GAP not in kinds(rig.events)
+        await rig.close()
+
+    run(main())
+
+
+def test_another_unit_on_the_port_starts_its_own_numbering():
+    async def main():
+        rig = Rig("events-replaced")  # no journal: the mark is what this connection delivered
+        await rig.open()
+        for index in (1, 2, 3):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 3)
+        rig.device.serial, rig.device.resumes = "SN99", []  # a swapped shoe, its events from 1
+        rig.device.reboot()
+        await until(lambda: rig.device.resumes)
+        for index in (1, 2):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 5)
+        assert [i for i, _ in rig.indexed] == [1, 2, 3, 1, 2] and K.REPLACED in kinds(rig.events)
+        await rig.close()
+
+    run(main())
+
+
+def test_a_skipped_index_is_reported_never_passed_over():
+    async def main():
+        rig = Rig("events-gap", journaled=0)
+        await rig.open()
+        for index in (1, 2, 5):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 3)
+        gaps = [e for e in rig.events if e.kind is K.EVENT_GAP]
+        assert len(gaps) == 1 and "events 3..4 (2) never came; next came 5" in gaps[0].detail
+        stats = rig.conn.event_stats
+        assert (stats.gaps, stats.missing, stats.delivered) == (1, 2, 3)
+        await rig.close()
+
+    run(main())
+
+
+def test_events_the_device_no_longer_has_are_reported_and_passed_on():
+    async def main():
+        rig = Rig("events-dropped", journaled=0)
+        await rig.open()
+        rig.device.send(EventsDropped(1, 4, DropReason.OVERFLOW))
+        rig.device.send(Event(5, ShoeLoaded(5)))
+        await until(lambda: len(rig.indexed) == 1)
+        assert [e.detail for e in rig.events if e.kind is K.EVENTS_DROPPED] == ["events 1..4 (4) are lost: overflow"]
+        assert EventsDropped(1, 4, DropReason.OVERFLOW) in rig.messages  # for the journal
+        assert K.EVENT_GAP not in kinds(rig.events) and rig.conn.event_stats.dropped_by_device == 4
+        await rig.close()
+
+    run(main())
+
+
+def test_confirmations_of_one_loop_turn_go_out_as_one_message():
+    async def main():
+        rig = Rig("events-confirm", journaled=0)
+        await rig.open()
+        for index in range(1, 11):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 10)
+        for index in range(1, 11):
+            rig.conn.confirm(index)
+        rig.conn.confirm(4)  # behind: nothing to say
+        await until(lambda: rig.device.journaled)
+        await asyncio.sleep(0.05)
+        assert rig.device.journaled == [10] and rig.conn.event_stats.confirms_sent == 1
+        with pytest.raises(EventIndexError, match="cannot confirm event 11: only events up to 10 were delivered"):
+            rig.conn.confirm(11)
+        await rig.close()
+
+    run(main())
+
+
+def test_without_a_journal_the_connection_confirms_what_it_delivered():
+    async def main():
+        rig = Rig("events-auto")
+        await rig.open()
+        assert rig.device.resumes == [NO_JOURNAL]  # nothing from before this connection
+        for index in (1, 2, 3):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: rig.device.journaled and rig.device.journaled[-1] == 3)
+        await rig.close()
+
+    run(main())
+
+
+def test_two_requests_for_the_same_answer_type_each_get_their_own():
+    async def main():
+        rig = Rig("events-ids", journaled=0)
+        await rig.open()
+        first = asyncio.ensure_future(rig.conn.request(StatusRequest(), expect=Status, timeout=5))
+        second = asyncio.ensure_future(rig.conn.request(StatusRequest(), expect=Status, timeout=5))
+        await until(lambda: len(rig.device.requests) == 2)
+        one, two = rig.device.requests
+        assert one.request_id != two.request_id and one.message == two.message == StatusRequest()
+        rig.device.send(Answer(two.request_id, Status(DeviceState.IDLE, 0, 2, 2000)))  # the second first
+        rig.device.send(Answer(one.request_id, Status(DeviceState.IDLE, 0, 1, 1000)))
+        assert (await first).cards_held == 1 and (await second).cards_held == 2
+        await rig.close()
+
+    run(main())
+
+
+def test_a_late_answer_is_not_taken_by_the_next_request():
+    async def main():
+        rig = Rig("events-late", journaled=0)
+        await rig.open()
+        with pytest.raises(RequestTimeout):
+            await rig.conn.request(StatusRequest(), expect=Status, timeout=0.05)
+        late = rig.device.requests[0]
+        nxt = asyncio.ensure_future(rig.conn.request(StatusRequest(), expect=Status, timeout=5))
+        await until(lambda: len(rig.device.requests) == 2)
+        rig.device.send(Answer(late.request_id, Status(DeviceState.IDLE, 0, 99, 1)))  # the timed-out one's
+        await asyncio.sleep(0.05)
+        assert not nxt.done()
+        rig.device.send(Answer(rig.device.requests[1].request_id, Status(DeviceState.IDLE, 0, 7, 2)))
+        assert (await nxt).cards_held == 7
+        assert rig.conn.session is not None and rig.conn.session.stats.late_answers == 1
+        await rig.close()
+
+    run(main())
+
+
+def test_a_1_0_device_gets_no_envelopes_and_is_matched_by_type():
+    async def main():
+        device = FakeDevice()  # IDENT says 1.0
+        line = listen("events-legacy", device.attach)
+        conn = DeviceConnection(line.url, None, None, QUICK, journaled_index=lambda: 7, backoff=FAST_RETRY)
+        await conn.open()
+        assert (await conn.request(StatusRequest(), expect=Status)).uptime_ms == 1234
+        assert [type(m) for m in device.received] == [Hello, StatusRequest]  # no ResumeEvents, no Request
+        assert conn.event_stats.resumes == 0
+        await conn.close()
+        line.close()
+
+    run(main())
