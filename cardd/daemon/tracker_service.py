@@ -3,9 +3,16 @@
 Device messages (through the feed), link changes, ticks and API commands all go through
 :meth:`TableService.apply`. Each input applied adds an ``input`` record (the record's JSON
 form) and a record per event it caused to the open batch; at the end of the loop turn the
-batch is written in ONE journal transaction together with the table's snapshot (group commit,
-a ``call_soon``-scheduled flush), and only then is each record published to the API, in
-sequence order. After each commit :attr:`TableService.journaled_reads` holds the highest
+batch is written in ONE journal transaction (group commit, a ``call_soon``-scheduled flush),
+and only then is each record published to the API, in sequence order.
+
+The table's snapshot goes into the same transaction, except where a batch holds nothing but
+card reads and heartbeats from devices whose states did not change (the card path): those
+commits skip it, at most :data:`SNAPSHOT_EVERY_S` and :data:`SNAPSHOT_EVERY_RECORDS` apart,
+because building and writing the whole snapshot costs more than the cards. The snapshot
+carries the device models' states (``device_states``), so a restart replays the inputs after
+it onto the table exactly as it was (no hold, devices as they were), then restores from the
+replayed table's snapshot (a live round comes back held, the devices offline). After each commit :attr:`TableService.journaled_reads` holds the highest
 card index journaled per device, and ``on_journaled`` is called with it: the hook through
 which protocol 1.1 will confirm journaled events to the devices.
 """
@@ -36,6 +43,12 @@ log = structlog.get_logger(__name__)
 REASON_COMMAND_REFUSED = "COMMAND_REFUSED"
 #: after a failed commit, the batch is kept and written again this much later
 RETRY_AFTER_S = 1.0
+#: a card-path commit still carries the snapshot when the last one is this old (seconds) ...
+SNAPSHOT_EVERY_S = 0.5
+#: ... or this many records back (what a restart replays is at most about this much)
+SNAPSHOT_EVERY_RECORDS = 500
+#: the snapshot's key for the device models' states (beside the table's own snapshot)
+DEVICE_STATES = "device_states"
 
 
 @dataclass
@@ -44,6 +57,8 @@ class _Batch:
     #: (index of the entry whose seq answers, future) for commands waiting for their commit
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
     reads: dict[str, int] = field(default_factory=dict)  # device -> highest card index in this batch
+    #: False while the batch holds only card-path inputs (see the module docstring)
+    needs_snapshot: bool = False
 
 
 def api_event(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
@@ -67,9 +82,12 @@ class TableService:
         self.rules, self.journal, self._publish = rules, journal, publish
         self._clock = clock
         self.on_journaled = on_journaled
-        self._muted = False
         self._batch = _Batch()
         self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
+        #: when the last snapshot was written (clock), the records since, the device states in it
+        self._snapshot_at = -float("inf")
+        self._since_snapshot = 0
+        self._snapshot_devices: dict[str, str] = {}
         #: device -> the highest card index (CardRead / UnreadableCard) durably journaled
         self.journaled_reads: dict[str, int] = {}
         self.table = Table(rules, self._sink, clock)
@@ -78,33 +96,46 @@ class TableService:
     # ---- start-up ---------------------------------------------------------------------------
 
     def restore(self, start: Entry) -> int:
-        """The table from the latest snapshot and the inputs journaled after it (their events were
-        journaled then: the sink is muted), then ``start`` journaled with what the restore caused
-        (a live round comes back held). Returns the seq of the start record."""
+        """The table from the latest snapshot and the inputs journaled after it, replayed onto the
+        table as it was (their events were journaled then: replayed muted), then ``start``
+        journaled with what the restore caused (a live round comes back held). Returns the seq
+        of the start record."""
         latest = self.journal.latest_snapshot()
-        after = 0
-        if latest is not None:
-            after, snap = latest
+        after, snap = latest if latest is not None else (0, None)
+        inputs = [r for r in self.journal.entries_after(after) if r.kind == KIND_INPUT]
+        if inputs or snap is not None:
+            snap = self._replayed(snap, inputs)
             # a live round comes back held: restore() says so through the sink, after the start record
             self.table = restore(self.rules, self._sink, snap, clock=self._clock)
         held = self._batch.entries
         if start.ts_ns is None:
             start = dataclasses.replace(start, ts_ns=time.time_ns())
-        self._batch = _Batch(entries=[start])
-        self._muted = True
-        try:
-            for record in self.journal.entries_after(after):
-                if record.kind == KIND_INPUT:
-                    try:
-                        self.table.apply(from_json(record.data))
-                    except CarddError as exc:  # refused the first time too: it changed what it changed then
-                        log.info("replayed_input_refused", seq=record.seq, error=str(exc))
-        finally:
-            self._muted = False
-        self._batch.entries += held
+        self._batch = _Batch(entries=[start, *held], needs_snapshot=True)
         self.feed = _JournaledFeed(self)
         seqs = self._commit()
         return seqs[0]
+
+    def _replayed(self, snap: dict[str, Any] | None, inputs: list[Record]) -> dict[str, Any]:
+        """The snapshot of the table ``snap`` describes after ``inputs``."""
+        if not inputs:
+            assert snap is not None
+            return snap
+        def muted(event: Event) -> None:
+            pass
+        if snap is None:
+            table = Table(self.rules, muted, self._clock)
+        else:
+            table = restore(self.rules, muted, snap, hold=False, clock=self._clock)
+            for model in (table.shuffler, table.reader):
+                state = snap.get(DEVICE_STATES, {}).get(model.NAME)
+                if state is not None:
+                    model.machine.set_state(state)
+        for record in inputs:
+            try:
+                table.apply(from_json(record.data))
+            except CarddError as exc:  # refused the first time too: it changed what it changed then
+                log.info("replayed_input_refused", seq=record.seq, error=str(exc))
+        return snapshot(table)
 
     # ---- the one path -----------------------------------------------------------------------
 
@@ -117,6 +148,8 @@ class TableService:
         batch.entries.append(Entry(kind=KIND_INPUT, source=_source(inp), who=who, data=to_json(inp),
                                    ts_ns=time.time_ns()))
         self._schedule_flush()
+        if not _card_path(inp):
+            batch.needs_snapshot = True
         try:
             caused = self.table.apply(inp)
         except BaseException:
@@ -151,6 +184,7 @@ class TableService:
             entry = Entry(kind=KIND_COMMAND, reason=name.upper(), source=source, severity=severity, who=who,
                           data={"command": name, "uid": uid, **data}, ts_ns=time.time_ns())
         self._batch.entries.append(entry)
+        self._batch.needs_snapshot = True
         self._schedule_flush()
         return len(self._batch.entries) - 1
 
@@ -172,8 +206,6 @@ class TableService:
     # ---- group commit -----------------------------------------------------------------------
 
     def _sink(self, event: Event) -> None:
-        if self._muted:
-            return
         self._batch.entries.append(Entry.from_event(event, who=event.who or "", ts_ns=time.time_ns()))
         self._schedule_flush()
 
@@ -195,10 +227,20 @@ class TableService:
         except JournalError:
             pass  # logged by _commit; retried
 
+    def _snapshot_due(self, batch: _Batch) -> dict[str, Any] | None:
+        """The snapshot this commit carries, or None on the card path (module docstring)."""
+        devices = {model.NAME: model.state for model in (self.table.shuffler, self.table.reader)}
+        if (not batch.needs_snapshot and devices == self._snapshot_devices
+                and self._since_snapshot + len(batch.entries) < SNAPSHOT_EVERY_RECORDS
+                and self._clock() - self._snapshot_at < SNAPSHOT_EVERY_S):
+            return None
+        return {**snapshot(self.table), DEVICE_STATES: devices}
+
     def _commit(self) -> list[int]:
         batch, self._batch = self._batch, _Batch()
+        snap = self._snapshot_due(batch)
         try:
-            seqs = self.journal.append(batch.entries, snapshot=snapshot(self.table))
+            seqs = self.journal.append(batch.entries, snapshot=snap)
         except JournalError as exc:
             log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
             for _, future in batch.waiters:
@@ -210,6 +252,10 @@ class TableService:
             if self._flush_handle is None:
                 self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
             raise
+        if snap is None:
+            self._since_snapshot += len(seqs)
+        else:
+            self._snapshot_at, self._since_snapshot, self._snapshot_devices = self._clock(), 0, snap[DEVICE_STATES]
         for seq, entry in zip(seqs, batch.entries):
             assert entry.ts_ns is not None
             self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
@@ -240,6 +286,12 @@ class _JournaledFeed(Feed):
         except Exception:
             log.exception("tracker_input_failed", input=type(inp).__name__)
         return []
+
+
+def _card_path(inp: TableInput) -> bool:
+    """Inputs a commit may journal without the snapshot: the shoe's card reads and heartbeats
+    (whether they move a device model is checked on the device states)."""
+    return isinstance(inp, DeviceMessage) and isinstance(inp.message, (CardRead, Heartbeat))
 
 
 def _routine(inp: TableInput) -> bool:

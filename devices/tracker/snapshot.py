@@ -53,8 +53,10 @@ def snapshot(table: Table) -> dict[str, Any]:
     }
 
 
-def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], **table_kw: Any) -> Table:
-    """A table in the state ``snap`` describes; a live round comes back held."""
+def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], *, hold: bool = True,
+            **table_kw: Any) -> Table:
+    """A table in the state ``snap`` describes; a live round comes back held (unless ``hold`` is
+    False: the table exactly as it was, for replaying the inputs journaled after ``snap``)."""
     if snap.get("version") != SNAPSHOT_VERSION:
         raise SnapshotError(f"table snapshot version {snap.get('version')!r} is not {SNAPSHOT_VERSION}")
     if snap["rules"] != rules.name:
@@ -77,5 +79,6 @@ def restore(rules: HouseRules, sink: EventSink, snap: dict[str, Any], **table_kw
                 table._to_round(from_json(op))
     finally:
         table._replaying = False
-    table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
+    if hold:
+        table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
     return table
