@@ -183,6 +183,10 @@ class TableService:
         else:
             entry = Entry(kind=KIND_COMMAND, reason=name.upper(), source=source, severity=severity, who=who,
                           data={"command": name, "uid": uid, **data}, ts_ns=time.time_ns())
+        return self.add(entry)
+
+    def add(self, entry: Entry) -> int:
+        """Add a record that is no table input to the open batch; returns its index there."""
         self._batch.entries.append(entry)
         self._batch.needs_snapshot = True
         self._schedule_flush()
