@@ -6,6 +6,11 @@ form) and a record per event it caused to the open batch; at the end of the loop
 batch is written in ONE journal transaction (group commit, a ``call_soon``-scheduled flush),
 and only then is each record published to the API, in sequence order.
 
+A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
+journal's writer thread, so the loop goes on reading and applying the next cards while the disk
+syncs; the next batch waits for that commit, then goes the same way. A smaller batch (a card,
+a command) is committed on the loop at once: no thread hop in its latency.
+
 The table's snapshot goes into the same transaction, except where a batch holds nothing but
 card reads and heartbeats from devices whose states did not change (the card path): those
 commits skip it, at most :data:`SNAPSHOT_EVERY_S` and :data:`SNAPSHOT_EVERY_RECORDS` apart,
@@ -19,6 +24,7 @@ which protocol 1.1 will confirm journaled events to the devices.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +53,8 @@ RETRY_AFTER_S = 1.0
 SNAPSHOT_EVERY_S = 0.5
 #: ... or this many records back (what a restart replays is at most about this much)
 SNAPSHOT_EVERY_RECORDS = 500
+#: a batch of this many records or more is committed by the writer thread (module docstring)
+THREAD_COMMIT_RECORDS = 16
 #: the snapshot's key for the device models' states (beside the table's own snapshot)
 DEVICE_STATES = "device_states"
 
@@ -84,6 +92,9 @@ class TableService:
         self.on_journaled = on_journaled
         self._batch = _Batch()
         self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        #: the writer thread's commit under way: (its future, its batch, its snapshot)
+        self._in_flight: tuple[concurrent.futures.Future[list[int]], _Batch, dict[str, Any] | None] | None = None
         #: when the last snapshot was written (clock), the records since, the device states in it
         self._snapshot_at = -float("inf")
         self._since_snapshot = 0
@@ -200,10 +211,17 @@ class TableService:
         return future
 
     def flush(self) -> None:
-        """Commit the open batch now (shutdown)."""
+        """Commit the open batch now, after the writer thread's commit under way (shutdown)."""
+        if self._in_flight is not None:
+            future = self._in_flight[0]
+            concurrent.futures.wait([future])
+            self._thread_done(future)
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         if self._batch.entries or self._batch.waiters:
             self._commit()
 
@@ -224,12 +242,15 @@ class TableService:
 
     def _scheduled_flush(self) -> None:
         self._flush_handle = None
-        if not (self._batch.entries or self._batch.waiters):
+        if self._in_flight is not None or not (self._batch.entries or self._batch.waiters):
+            return  # the commit under way schedules the next when it is done
+        if len(self._batch.entries) >= THREAD_COMMIT_RECORDS:
+            self._commit_in_thread()
             return
         try:
             self._commit()
         except JournalError:
-            pass  # logged by _commit; retried
+            pass  # logged by _failed; retried
 
     def _snapshot_due(self, batch: _Batch) -> dict[str, Any] | None:
         """The snapshot this commit carries, or None on the card path (module docstring)."""
@@ -240,22 +261,68 @@ class TableService:
             return None
         return {**snapshot(self.table), DEVICE_STATES: devices}
 
-    def _commit(self) -> list[int]:
+    def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
         batch, self._batch = self._batch, _Batch()
-        snap = self._snapshot_due(batch)
+        return batch, self._snapshot_due(batch)
+
+    def _commit(self) -> list[int]:
+        batch, snap = self._close_batch()
         try:
             seqs = self.journal.append(batch.entries, snapshot=snap)
         except JournalError as exc:
-            log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
-            for _, future in batch.waiters:
-                if not future.done():
-                    future.set_exception(exc)
-            # keep the records and try again (nothing was added meanwhile: append is synchronous)
-            batch.waiters = []
-            self._batch = batch
-            if self._flush_handle is None:
-                self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
+            self._failed(batch, exc)
             raise
+        self._committed(batch, snap, seqs)
+        return seqs
+
+    def _commit_in_thread(self) -> None:
+        batch, snap = self._close_batch()
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-writer")
+        try:  # the JSON text fixed here, on the loop: the table goes on changing meanwhile
+            encoded = self.journal.encode(batch.entries, snap)
+        except JournalError as exc:
+            self._failed(batch, exc)
+            return
+        future = self._writer.submit(self.journal.append_encoded, encoded)
+        self._in_flight = (future, batch, snap)
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done, future))
+
+    def _thread_done(self, future: concurrent.futures.Future[list[int]]) -> None:
+        if self._in_flight is None or self._in_flight[0] is not future:
+            return  # flush() took care of it already
+        _, batch, snap = self._in_flight
+        self._in_flight = None
+        try:
+            seqs = future.result()
+        except JournalError as exc:
+            self._failed(batch, exc)
+            return
+        self._committed(batch, snap, seqs)
+        if self._batch.entries or self._batch.waiters:
+            self._schedule_flush()
+
+    def _failed(self, batch: _Batch, exc: JournalError) -> None:
+        """Nothing of ``batch`` was written: its waiters fail, its records go back in front of
+        what was added since, and the whole is written again a little later."""
+        log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
+        for _, future in batch.waiters:
+            if not future.done():
+                future.set_exception(exc)
+        later = self._batch
+        batch.waiters = [(index + len(batch.entries), future) for index, future in later.waiters]
+        batch.entries += later.entries
+        for device, index in later.reads.items():
+            batch.reads[device] = max(batch.reads.get(device, 0), index)
+        batch.needs_snapshot = True
+        self._batch = batch
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
+
+    def _committed(self, batch: _Batch, snap: dict[str, Any] | None, seqs: list[int]) -> None:
+        """After the commit returned: publish in seq order, answer the waiters, note the reads."""
         if snap is None:
             self._since_snapshot += len(seqs)
         else:
@@ -271,7 +338,6 @@ class TableService:
             self.journaled_reads.update(batch.reads)
             if self.on_journaled is not None:
                 self.on_journaled(dict(self.journaled_reads))
-        return seqs
 
 
 class _JournaledFeed(Feed):
