@@ -17,9 +17,11 @@ commits skip it, at most :data:`SNAPSHOT_EVERY_S` and :data:`SNAPSHOT_EVERY_RECO
 because building and writing the whole snapshot costs more than the cards. The snapshot
 carries the device models' states (``device_states``), so a restart replays the inputs after
 it onto the table exactly as it was (no hold, devices as they were), then restores from the
-replayed table's snapshot (a live round comes back held, the devices offline). After each commit :attr:`TableService.journaled_reads` holds the highest
-card index journaled per device, and ``on_journaled`` is called with it: the hook through
-which protocol 1.1 will confirm journaled events to the devices.
+replayed table's snapshot (a live round comes back held, the devices offline).
+
+After each commit :attr:`TableService.journaled_reads` holds the highest card index journaled
+per device, and ``on_journaled`` is called with it: the hook through which protocol 1.1 will
+confirm journaled events to the devices.
 """
 from __future__ import annotations
 
