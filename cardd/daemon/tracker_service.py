@@ -15,7 +15,7 @@ The table's snapshot goes into the same transaction, except where a batch holds 
 card reads and heartbeats from devices whose states did not change (the card path): those
 commits skip it, at most :data:`SNAPSHOT_EVERY_S` and :data:`SNAPSHOT_EVERY_RECORDS` apart,
 because building and writing the whole snapshot costs more than the cards. The snapshot
-carries the device models' states (``device_states``), so a restart replays the inputs after
+stored beside the device models' states (``{"table": ..., "device_states": ...}``), so a restart replays the inputs after
 it onto the table exactly as it was (no hold, devices as they were), then restores from the
 replayed table's snapshot (a live round comes back held, the devices offline).
 
@@ -57,8 +57,9 @@ SNAPSHOT_EVERY_S = 0.5
 SNAPSHOT_EVERY_RECORDS = 500
 #: a batch of this many records or more is committed by the writer thread (module docstring)
 THREAD_COMMIT_RECORDS = 16
-#: the snapshot's key for the device models' states (beside the table's own snapshot)
-DEVICE_STATES = "device_states"
+#: what the daemon stores as the journal's snapshot: the table's own snapshot under TABLE and
+#: the device models' states under DEVICE_STATES (a bare table snapshot is read as one too)
+TABLE, DEVICE_STATES = "table", "device_states"
 
 
 @dataclass
@@ -114,10 +115,10 @@ class TableService:
         journaled with what the restore caused (a live round comes back held). Returns the seq
         of the start record."""
         latest = self.journal.latest_snapshot()
-        after, snap = latest if latest is not None else (0, None)
+        after, stored = latest if latest is not None else (0, None)
         inputs = [r for r in self.journal.entries_after(after) if r.kind == KIND_INPUT]
-        if inputs or snap is not None:
-            snap = self._replayed(snap, inputs)
+        if inputs or stored is not None:
+            snap = self._replayed(stored, inputs)
             # a live round comes back held: restore() says so through the sink, after the start record
             self.table = restore(self.rules, self._sink, snap, clock=self._clock)
         held = self._batch.entries
@@ -128,19 +129,25 @@ class TableService:
         seqs = self._commit()
         return seqs[0]
 
-    def _replayed(self, snap: dict[str, Any] | None, inputs: list[Record]) -> dict[str, Any]:
-        """The snapshot of the table ``snap`` describes after ``inputs``."""
+    def _replayed(self, stored: dict[str, Any] | None, inputs: list[Record]) -> dict[str, Any]:
+        """The table snapshot of the table ``stored`` describes after ``inputs``."""
+        snap: dict[str, Any] | None = stored
+        devices: dict[str, str] = {}
+        if stored is not None and DEVICE_STATES in stored:
+            snap, devices = stored[TABLE], stored[DEVICE_STATES]
         if not inputs:
             assert snap is not None
             return snap
+
         def muted(event: Event) -> None:
             pass
+
         if snap is None:
             table = Table(self.rules, muted, self._clock)
         else:
             table = restore(self.rules, muted, snap, hold=False, clock=self._clock)
             for model in (table.shuffler, table.reader):
-                state = snap.get(DEVICE_STATES, {}).get(model.NAME)
+                state = devices.get(model.NAME)
                 if state is not None:
                     model.machine.set_state(state)
         for record in inputs:
@@ -261,7 +268,7 @@ class TableService:
                 and self._since_snapshot + len(batch.entries) < SNAPSHOT_EVERY_RECORDS
                 and self._clock() - self._snapshot_at < SNAPSHOT_EVERY_S):
             return None
-        return {**snapshot(self.table), DEVICE_STATES: devices}
+        return {TABLE: snapshot(self.table), DEVICE_STATES: devices}
 
     def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
         batch, self._batch = self._batch, _Batch()
