@@ -3,14 +3,16 @@
     .venv/bin/python benchmarks/daemon.py [--idle-seconds 60] [--shoes 100]
 
 The real ``cardd`` runs in its own process with the durable journal (WAL, synchronous=FULL,
-group commit); the simulated shuffler and shoe run in this process, each behind its own pty
-(the daemon opens them with the serial driver exactly as real devices). Measured:
+group commit); the simulated shuffler and shoe run in a third process, each behind its own
+pty (the daemon opens them with the serial driver exactly as real devices), so neither the
+devices nor the subscribers (here, in the benchmark's own process) share a GIL with the other.
+Measured:
 
 - latency from the shoe writing a CardRead (the moment the simulated device emits it,
   CLOCK_MONOTONIC, which both processes share) to its journaled input record arriving at a
   WATCH subscriber, p50 and p99, with 1 and with 50 subscribers (cards dealt one at a time);
-- sustained card events per second end to end (the shoe deals a whole shoe as fast as its
-  link takes it; device -> daemon -> journal -> subscriber);
+- sustained card events per second end to end (the shoe deals whole shoes as fast as its
+  link takes them; device -> daemon -> journal -> subscriber), and the daemon's CPU per card;
 - start-up time (process start to the API answering), on an empty journal and at the end;
 - idle CPU of the daemon with both devices connected (heartbeats only);
 - resident memory after each batch of shoes, and its trend.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -39,18 +42,35 @@ sys.path.insert(0, str(ROOT))
 from firmware_bridge.messages import CardRead, Message  # noqa: E402
 from simulators.pty_endpoint import PtyEndpoint  # noqa: E402
 from simulators.rig import SimulatedTable  # noqa: E402
+from multiprocessing.connection import Connection  # noqa: E402
 
 CARDD = Path(sys.executable).with_name("cardd")
 CARD_READ_HEX = "30"  # CardRead's type code, the first byte of its encoding
 
 
 class Subscriber:
-    """A WATCH client: the arrival time of each card read (by index) in the current phase."""
+    """A WATCH client: the arrival time of each card read (by index) in the current phase. A
+    line is timestamped as it is read and parsed only when asked, so 50 subscribers in one
+    process measure the daemon's fan-out, not 50 JSON parsers queued behind each other."""
 
     def __init__(self) -> None:
-        self.arrived: dict[int, float] = {}
+        self.lines: list[tuple[float, bytes]] = []
         self.task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
+
+    @property
+    def arrived(self) -> dict[int, float]:
+        arrived: dict[int, float] = {}
+        for when, line in self.lines:
+            event = json.loads(line)
+            hexed = event["data"].get("message", "")
+            if event["kind"] == "input" and hexed.startswith(CARD_READ_HEX):
+                arrived.setdefault(int(hexed[2:6], 16), when)
+        return arrived
+
+    def count(self) -> int:
+        """Lines that may be card reads so far (an upper bound, cheap)."""
+        return len(self.lines)
 
     async def run(self, path: Path) -> None:
         reader, writer = await asyncio.open_unix_connection(str(path), limit=1 << 20)
@@ -61,46 +81,95 @@ class Subscriber:
         self.ready.set()
         try:
             while line := await reader.readline():
-                if b'"DeviceMessage"' not in line:
-                    continue
-                now = time.monotonic()
-                event = json.loads(line)
-                hexed = event["data"].get("message", "")
-                if event["kind"] == "input" and hexed.startswith(CARD_READ_HEX):
-                    self.arrived.setdefault(int(hexed[2:6], 16), now)
+                if b'"DeviceMessage"' in line and b'"kind":"input"' in line:
+                    self.lines.append((time.monotonic(), line))
         finally:
             writer.close()
 
 
+def _devices(conn: Connection) -> None:
+    """The simulated table in its own process, driven over ``conn``: (op, arg) -> result."""
+    import logging
+
+    import structlog
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    sim = SimulatedTable.over_ptys(shuffle_time_s=0.0)
+    sim.start()
+    emitted: dict[int, float] = {}
+    shoe = sim.shoe
+    original = shoe.device.emit
+
+    def emit(msg: Message) -> None:  # the moment the shoe reports the card (on its own loop)
+        if isinstance(msg, CardRead):
+            emitted.setdefault(msg.index, time.monotonic())
+        original(msg)
+
+    shoe.device.emit = emit  # type: ignore[method-assign]
+    assert isinstance(shoe, PtyEndpoint) and isinstance(sim.shuffler, PtyEndpoint)
+    conn.send((shoe.url, sim.shuffler.url))
+    try:
+        while True:
+            op, arg = conn.recv()
+            result: Any = None
+            if op == "stop":
+                conn.send(None)
+                break
+            if op == "deal":
+                shoe.call(shoe.device.deal, arg)
+            elif op == "hand_off":
+                result = sim.hand_off(arg)
+            elif op == "cards_held":
+                result = shoe.call(shoe.device.cards_held)
+            elif op == "emitted":
+                result = dict(emitted)
+            elif op == "clear":
+                emitted.clear()
+            conn.send(result)
+    finally:
+        sim.stop()
+
+
+class Devices:
+    """The parent's handle on :func:`_devices` (blocking calls: run them in a thread)."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.proc = context.Process(target=_devices, args=(child,), daemon=True)
+        self.proc.start()
+        self.shoe_url, self.shuffler_url = self.conn.recv()
+
+    def call(self, op: str, arg: Any = None) -> Any:
+        self.conn.send((op, arg))
+        return self.conn.recv()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.call("stop")
+        self.proc.join(10)
+
+
 class Bench:
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.sim = SimulatedTable.over_ptys(shuffle_time_s=0.0)
-        self.emitted: dict[int, float] = {}
+    def __init__(self, directory: Path, profile: str | None = None) -> None:
+        self.directory, self.profile, self.profiles = directory, profile, 0
+        self.sim: Devices | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.control: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._n = 0
 
     def start_devices(self) -> Path:
-        self.sim.start()
-        shoe = self.sim.shoe
-        device = shoe.device
-        original = device.emit
-
-        def emit(msg: Message) -> None:  # the moment the shoe reports the card (on its own loop)
-            if isinstance(msg, CardRead):
-                self.emitted.setdefault(msg.index, time.monotonic())
-            original(msg)
-
-        device.emit = emit  # type: ignore[method-assign]
-        assert isinstance(shoe, PtyEndpoint) and isinstance(self.sim.shuffler, PtyEndpoint)
+        sim = self.sim = Devices()
         config = self.directory / "cardd.toml"
         config.write_text(
-            f'[devices]\nshoe = "{shoe.url}"\nshuffler = "{self.sim.shuffler.url}"\n\n'
+            f'[devices]\nshoe = "{sim.shoe_url}"\nshuffler = "{sim.shuffler_url}"\n\n'
             f'[table]\nrules = "{ROOT / "rules" / "casino-000.toml"}"\n\n'
             f'[journal]\npath = "{self.directory / "journal.sqlite3"}"\n\n'
             f'[api]\nsocket = "{self.directory / "cardd.sock"}"\n\n[log]\nlevel = "warning"\n')
         return config
+
+    async def devices(self, op: str, arg: Any = None) -> Any:
+        assert self.sim is not None
+        return await asyncio.to_thread(self.sim.call, op, arg)
 
     @property
     def sock(self) -> Path:
@@ -109,7 +178,12 @@ class Bench:
     async def start_daemon(self, config: Path) -> float:
         """Seconds from process start to the API's VERSION line."""
         began = time.monotonic()
-        self.proc = await asyncio.create_subprocess_exec(str(CARDD), "--config", str(config), "--log-format", "json",
+        command = [str(CARDD)]
+        if self.profile is not None:  # the daemon under cProfile: one file per daemon process started
+            self.profiles += 1
+            command = [sys.executable, "-m", "cProfile", "-o", f"{self.profile}.{self.profiles}",
+                       "-m", "cardd.daemon.main"]
+        self.proc = await asyncio.create_subprocess_exec(*command, "--config", str(config), "--log-format", "json",
                                                          stdout=asyncio.subprocess.DEVNULL,
                                                          stderr=asyncio.subprocess.DEVNULL)
         while True:
@@ -161,12 +235,9 @@ class Bench:
         reply = await self.request({"class": "COMMAND", "name": "start_shuffle", "args": {}})
         assert reply["class"] == "ACK", reply
         await self.until(lambda s: s["shoe"]["state"] == "verified")
-        await asyncio.to_thread(self.sim.hand_off, 1.0)  # cut card at the very end: deal the whole stack
+        await self.devices("hand_off", 1.0)  # cut card at the very end: deal the whole stack
         await self.until(lambda s: s["shoe"]["state"] == "burning")
-        self.emitted.clear()
-
-    def deal(self, n: int) -> None:
-        self.sim.shoe.call(self.sim.shoe.device.deal, n)
+        await self.devices("clear")
 
     def rss_mb(self) -> float:
         assert self.proc is not None
@@ -187,33 +258,49 @@ async def latency(bench: Bench, subscribers: int, cards: int) -> tuple[float, fl
         sub.task = asyncio.create_task(sub.run(bench.sock))
     await asyncio.gather(*(sub.ready.wait() for sub in subs))
     await bench.new_shoe()
-    samples: list[float] = []
+    for sub in subs:
+        sub.lines.clear()
     for index in range(1, cards + 1):
-        await asyncio.to_thread(bench.deal, 1)
-        while not all(index in sub.arrived for sub in subs):
-            await asyncio.sleep(0.0005)
-        samples += [sub.arrived[index] - bench.emitted[index] for sub in subs]
+        await bench.devices("deal", 1)
+        while not all(sub.count() >= index for sub in subs):
+            await asyncio.sleep(0.0002)
         await asyncio.sleep(0.005)  # one card at a time: latency, not throughput
+    emitted: dict[int, float] = await bench.devices("emitted")
+    samples: list[float] = []
     for sub in subs:
         assert sub.task is not None
         sub.task.cancel()
+        arrived = sub.arrived
+        samples += [arrived[index] - emitted[index] for index in range(1, cards + 1)]
     samples.sort()
     return statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
 
 
-async def throughput(bench: Bench) -> tuple[int, float]:
+async def deal_shoe(bench: Bench, sub: Subscriber) -> tuple[int, float, float]:
+    """One whole shoe dealt as fast as the link takes it: (cards, seconds to the last arrival,
+    the daemon's CPU seconds meanwhile)."""
+    await bench.new_shoe()
+    sub.lines.clear()
+    cards: int = await bench.devices("cards_held")
+    cpu, began = bench.cpu_seconds(), time.monotonic()
+    await bench.devices("deal", cards)
+    while sub.count() < cards:
+        await asyncio.sleep(0.001)
+    cpu = bench.cpu_seconds() - cpu
+    return cards, max(sub.arrived.values()) - began, cpu
+
+
+async def throughput(bench: Bench, shoes: int) -> tuple[int, float, float]:
+    """(cards, cards/s, daemon CPU microseconds per card) over ``shoes`` shoes dealt flat out."""
     sub = Subscriber()
     sub.task = asyncio.create_task(sub.run(bench.sock))
     await sub.ready.wait()
-    await bench.new_shoe()
-    cards = bench.sim.shoe.call(bench.sim.shoe.device.cards_held)
-    began = time.monotonic()
-    await asyncio.to_thread(bench.deal, cards)
-    while len(sub.arrived) < cards:
-        await asyncio.sleep(0.001)
-    took = max(sub.arrived.values()) - began
+    total, took, cpu = 0, 0.0, 0.0
+    for _ in range(shoes):
+        cards, seconds, used = await deal_shoe(bench, sub)
+        total, took, cpu = total + cards, took + seconds, cpu + used  # CPU in clock ticks: 10 ms steps
     sub.task.cancel()
-    return cards, cards / took
+    return total, total / took, cpu / total * 1e6
 
 
 async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
@@ -222,12 +309,7 @@ async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
     await sub.ready.wait()
     trend = []
     for n in range(1, shoes + 1):
-        sub.arrived.clear()
-        await bench.new_shoe()
-        cards = bench.sim.shoe.call(bench.sim.shoe.device.cards_held)
-        await asyncio.to_thread(bench.deal, cards)
-        while len(sub.arrived) < cards:
-            await asyncio.sleep(0.002)
+        await deal_shoe(bench, sub)
         if n % max(1, shoes // 5) == 0 or n == 1:
             trend.append((n, bench.rss_mb()))
     sub.task.cancel()
@@ -236,7 +318,7 @@ async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
 
 async def main(args: argparse.Namespace) -> None:
     directory = Path(tempfile.mkdtemp(prefix="cardd-bench-"))
-    bench = Bench(directory)
+    bench = Bench(directory, args.profile)
     try:
         config = bench.start_devices()
         startup = await bench.start_daemon(config)
@@ -246,8 +328,9 @@ async def main(args: argparse.Namespace) -> None:
             p50, p99 = await latency(bench, subs, args.cards)
             print(f"latency CardRead written -> subscriber, {subs:2d} subscriber(s), {args.cards} cards: "
                   f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-        cards, rate = await throughput(bench)
-        print(f"sustained: {cards} card reads end to end at {rate:,.0f} cards/s (1 subscriber)")
+        cards, rate, cpu_us = await throughput(bench, args.rate_shoes)
+        print(f"sustained: {cards} card reads ({args.rate_shoes} shoes) end to end at {rate:,.0f} cards/s "
+              f"(1 subscriber); daemon CPU {cpu_us:.0f} us per card")
         trend = await many_shoes(bench, args.shoes)
         print("RSS after shoes: " + ", ".join(f"{n}: {mb:.1f} MB" for n, mb in trend))
         await asyncio.sleep(2)  # let the last commits settle before idling
@@ -262,7 +345,8 @@ async def main(args: argparse.Namespace) -> None:
         print(f"start-up (journal of {records:,} records): {startup * 1000:.0f} ms")
     finally:
         await bench.stop_daemon()
-        bench.sim.stop()
+        if bench.sim is not None:
+            bench.sim.stop()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -273,6 +357,8 @@ if __name__ == "__main__":
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # the simulators' logs
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cards", type=int, default=200, help="cards dealt one at a time for each latency figure")
+    ap.add_argument("--rate-shoes", type=int, default=5, help="shoes dealt flat out for the sustained rate")
     ap.add_argument("--shoes", type=int, default=100, help="shoes dealt for the memory trend")
     ap.add_argument("--idle-seconds", type=float, default=60.0)
+    ap.add_argument("--profile", metavar="PREFIX", help="run the daemon under cProfile, writing PREFIX.1, PREFIX.2")
     asyncio.run(main(ap.parse_args()))

@@ -78,9 +78,10 @@ class Card:
         return cls(ranks[rank_text], suits[suit_text])
 
     def __str__(self) -> str:
-        return self.rank.symbol + self.suit.symbol
+        return _TEXT[self.suit][self.rank]  # a table: every snapshot and event names cards by text
 
 
+_TEXT: tuple[tuple[str, ...], ...] = tuple(tuple([""] + [r.symbol + s.symbol for r in Rank]) for s in Suit)
 ALL_CARDS: tuple[Card, ...] = tuple(Card(r, s) for s in Suit for r in Rank)
 
 

@@ -10,7 +10,8 @@ refuses the start); the table restored from the journal's latest snapshot (a liv
 comes back held) and a ``start`` record; the API socket; the devices (in the background:
 never a reason to exit); READY=1 once the journal is open and the API listens; the watchdog
 and STATUS=. Stop: STOPPING=1, the API closed (socket removed), the devices closed, the last
-batch flushed, the journal closed.
+batch flushed with a ``stop`` record, the journal closed; under ``--simulate`` the simulated
+devices stopped and their temporary directories removed.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import asyncio
 import grp
 import hashlib
 import signal
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.simulation import Simulation
 from cardd.daemon.tracker_service import TableService
-from cardd.journal import KIND_START, Entry, Journal, JournalError
+from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
@@ -44,6 +46,7 @@ from drivers.aio import cancel_and_wait
 log = structlog.get_logger(__name__)
 
 REASON_START = "DAEMON_START"
+REASON_STOP = "DAEMON_STOP"
 #: how often STATUS= is brought up to date
 STATUS_INTERVAL_S = 1.0
 
@@ -148,6 +151,8 @@ class Daemon:
             await self.devices.close()
             self.devices = None
         if self.service is not None:
+            self.service.add(Entry(kind=KIND_STOP, reason=REASON_STOP, source="cardd", ts_ns=time.time_ns(), data={
+                "release": self.release, "message": f"{self.release} stopped"}))
             try:
                 self.service.flush()
             except JournalError as exc:

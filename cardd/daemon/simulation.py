@@ -6,6 +6,8 @@ cards move by hand and the host learns each one only when the shoe reads it.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,9 @@ class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 class Simulation:
     def __init__(self, directory: Path | None = None) -> None:
         self.table = SimulatedTable.over_ptys()
-        self.directory = directory
+        #: a directory made here (none given) is removed by stop(), the journal in it too
+        self._made = directory is None
+        self.directory = Path(tempfile.mkdtemp(prefix="cardd-sim-")) if directory is None else directory
 
     def start(self) -> CarddConfig:
         """Start the devices; the built-in configuration, with their ptys as the device URLs."""
@@ -39,7 +43,10 @@ class Simulation:
         return msgspec.structs.replace(base, devices=devices)
 
     def stop(self) -> None:
+        """The devices stopped (their ptys' directories removed) and the directory made here."""
         self.table.stop()
+        if self._made:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     async def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         if name == "sim_load_shoe":

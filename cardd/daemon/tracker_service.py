@@ -3,15 +3,30 @@
 Device messages (through the feed), link changes, ticks and API commands all go through
 :meth:`TableService.apply`. Each input applied adds an ``input`` record (the record's JSON
 form) and a record per event it caused to the open batch; at the end of the loop turn the
-batch is written in ONE journal transaction together with the table's snapshot (group commit,
-a ``call_soon``-scheduled flush), and only then is each record published to the API, in
-sequence order. After each commit :attr:`TableService.journaled_reads` holds the highest
-card index journaled per device, and ``on_journaled`` is called with it: the hook through
-which protocol 1.1 will confirm journaled events to the devices.
+batch is written in ONE journal transaction (group commit, a ``call_soon``-scheduled flush),
+and only then is each record published to the API, in sequence order.
+
+A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
+journal's writer thread, so the loop goes on reading and applying the next cards while the disk
+syncs; the next batch waits for that commit, then goes the same way. A smaller batch (a card,
+a command) is committed on the loop at once: no thread hop in its latency.
+
+The table's snapshot goes into the same transaction, except where a batch holds nothing but
+card reads and heartbeats from devices whose states did not change (the card path): those
+commits skip it, at most :data:`SNAPSHOT_EVERY_S` and :data:`SNAPSHOT_EVERY_RECORDS` apart,
+because building and writing the whole snapshot costs more than the cards. The snapshot
+stored beside the device models' states (``{"table": ..., "device_states": ...}``), so a restart replays the inputs after
+it onto the table exactly as it was (no hold, devices as they were), then restores from the
+replayed table's snapshot (a live round comes back held, the devices offline).
+
+After each commit :attr:`TableService.journaled_reads` holds the highest card index journaled
+per device, and ``on_journaled`` is called with it: the hook through which protocol 1.1 will
+confirm journaled events to the devices.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +51,15 @@ log = structlog.get_logger(__name__)
 REASON_COMMAND_REFUSED = "COMMAND_REFUSED"
 #: after a failed commit, the batch is kept and written again this much later
 RETRY_AFTER_S = 1.0
+#: a card-path commit still carries the snapshot when the last one is this old (seconds) ...
+SNAPSHOT_EVERY_S = 0.5
+#: ... or this many records back (what a restart replays is at most about this much)
+SNAPSHOT_EVERY_RECORDS = 500
+#: a batch of this many records or more is committed by the writer thread (module docstring)
+THREAD_COMMIT_RECORDS = 16
+#: what the daemon stores as the journal's snapshot: the table's own snapshot under TABLE and
+#: the device models' states under DEVICE_STATES (a bare table snapshot is read as one too)
+TABLE, DEVICE_STATES = "table", "device_states"
 
 
 @dataclass
@@ -44,6 +68,8 @@ class _Batch:
     #: (index of the entry whose seq answers, future) for commands waiting for their commit
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
     reads: dict[str, int] = field(default_factory=dict)  # device -> highest card index in this batch
+    #: False while the batch holds only card-path inputs (see the module docstring)
+    needs_snapshot: bool = False
 
 
 def api_event(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
@@ -67,9 +93,15 @@ class TableService:
         self.rules, self.journal, self._publish = rules, journal, publish
         self._clock = clock
         self.on_journaled = on_journaled
-        self._muted = False
         self._batch = _Batch()
         self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
+        #: the writer thread's commit under way: (its future, its batch, its snapshot)
+        self._in_flight: tuple[concurrent.futures.Future[list[int]], _Batch, dict[str, Any] | None] | None = None
+        #: when the last snapshot was written (clock), the records since, the device states in it
+        self._snapshot_at = -float("inf")
+        self._since_snapshot = 0
+        self._snapshot_devices: dict[str, dict[str, Any]] = {}
         #: device -> the highest card index (CardRead / UnreadableCard) durably journaled
         self.journaled_reads: dict[str, int] = {}
         self.table = Table(rules, self._sink, clock)
@@ -78,33 +110,52 @@ class TableService:
     # ---- start-up ---------------------------------------------------------------------------
 
     def restore(self, start: Entry) -> int:
-        """The table from the latest snapshot and the inputs journaled after it (their events were
-        journaled then: the sink is muted), then ``start`` journaled with what the restore caused
-        (a live round comes back held). Returns the seq of the start record."""
+        """The table from the latest snapshot and the inputs journaled after it, replayed onto the
+        table as it was (their events were journaled then: replayed muted), then ``start``
+        journaled with what the restore caused (a live round comes back held). Returns the seq
+        of the start record."""
         latest = self.journal.latest_snapshot()
-        after = 0
-        if latest is not None:
-            after, snap = latest
+        after, stored = latest if latest is not None else (0, None)
+        inputs = [r for r in self.journal.entries_after(after) if r.kind == KIND_INPUT]
+        if inputs or stored is not None:
+            snap = self._replayed(stored, inputs)
             # a live round comes back held: restore() says so through the sink, after the start record
             self.table = restore(self.rules, self._sink, snap, clock=self._clock)
         held = self._batch.entries
         if start.ts_ns is None:
             start = dataclasses.replace(start, ts_ns=time.time_ns())
-        self._batch = _Batch(entries=[start])
-        self._muted = True
-        try:
-            for record in self.journal.entries_after(after):
-                if record.kind == KIND_INPUT:
-                    try:
-                        self.table.apply(from_json(record.data))
-                    except CarddError as exc:  # refused the first time too: it changed what it changed then
-                        log.info("replayed_input_refused", seq=record.seq, error=str(exc))
-        finally:
-            self._muted = False
-        self._batch.entries += held
+        self._batch = _Batch(entries=[start, *held], needs_snapshot=True)
         self.feed = _JournaledFeed(self)
         seqs = self._commit()
         return seqs[0]
+
+    def _replayed(self, stored: dict[str, Any] | None, inputs: list[Record]) -> dict[str, Any]:
+        """The table snapshot of the table ``stored`` describes after ``inputs``."""
+        snap: dict[str, Any] | None = stored
+        devices: dict[str, dict[str, Any]] = {}
+        if stored is not None and DEVICE_STATES in stored:
+            snap, devices = stored[TABLE], stored[DEVICE_STATES]
+        if not inputs:
+            assert snap is not None
+            return snap
+
+        def muted(event: Event) -> None:
+            pass
+
+        if snap is None:
+            table = Table(self.rules, muted, self._clock)
+        else:
+            table = restore(self.rules, muted, snap, hold=False, clock=self._clock)
+            for model in (table.shuffler, table.reader):
+                checkpoint = devices.get(model.NAME)
+                if checkpoint is not None:
+                    model.resume_checkpoint(checkpoint)
+        for record in inputs:
+            try:
+                table.apply(from_json(record.data))
+            except CarddError as exc:  # refused the first time too: it changed what it changed then
+                log.info("replayed_input_refused", seq=record.seq, error=str(exc))
+        return snapshot(table)
 
     # ---- the one path -----------------------------------------------------------------------
 
@@ -117,6 +168,8 @@ class TableService:
         batch.entries.append(Entry(kind=KIND_INPUT, source=_source(inp), who=who, data=to_json(inp),
                                    ts_ns=time.time_ns()))
         self._schedule_flush()
+        if not _card_path(inp):
+            batch.needs_snapshot = True
         try:
             caused = self.table.apply(inp)
         except BaseException:
@@ -150,7 +203,12 @@ class TableService:
         else:
             entry = Entry(kind=KIND_COMMAND, reason=name.upper(), source=source, severity=severity, who=who,
                           data={"command": name, "uid": uid, **data}, ts_ns=time.time_ns())
+        return self.add(entry)
+
+    def add(self, entry: Entry) -> int:
+        """Add a record that is no table input to the open batch; returns its index there."""
         self._batch.entries.append(entry)
+        self._batch.needs_snapshot = True
         self._schedule_flush()
         return len(self._batch.entries) - 1
 
@@ -162,18 +220,23 @@ class TableService:
         return future
 
     def flush(self) -> None:
-        """Commit the open batch now (shutdown)."""
+        """Commit the open batch now, after the writer thread's commit under way (shutdown)."""
+        if self._in_flight is not None:
+            future = self._in_flight[0]
+            concurrent.futures.wait([future])
+            self._thread_done(future)
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         if self._batch.entries or self._batch.waiters:
             self._commit()
 
     # ---- group commit -----------------------------------------------------------------------
 
     def _sink(self, event: Event) -> None:
-        if self._muted:
-            return
         self._batch.entries.append(Entry.from_event(event, who=event.who or "", ts_ns=time.time_ns()))
         self._schedule_flush()
 
@@ -188,28 +251,91 @@ class TableService:
 
     def _scheduled_flush(self) -> None:
         self._flush_handle = None
-        if not (self._batch.entries or self._batch.waiters):
+        if self._in_flight is not None or not (self._batch.entries or self._batch.waiters):
+            return  # the commit under way schedules the next when it is done
+        if len(self._batch.entries) >= THREAD_COMMIT_RECORDS:
+            self._commit_in_thread()
             return
         try:
             self._commit()
         except JournalError:
-            pass  # logged by _commit; retried
+            pass  # logged by _failed; retried
+
+    def _snapshot_due(self, batch: _Batch) -> dict[str, Any] | None:
+        """The snapshot this commit carries, or None on the card path (module docstring)."""
+        devices = {model.NAME: model.checkpoint() for model in (self.table.shuffler, self.table.reader)}
+        if (not batch.needs_snapshot and devices == self._snapshot_devices
+                and self._since_snapshot + len(batch.entries) < SNAPSHOT_EVERY_RECORDS
+                and self._clock() - self._snapshot_at < SNAPSHOT_EVERY_S):
+            return None
+        return {TABLE: snapshot(self.table), DEVICE_STATES: devices}
+
+    def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
+        batch, self._batch = self._batch, _Batch()
+        return batch, self._snapshot_due(batch)
 
     def _commit(self) -> list[int]:
-        batch, self._batch = self._batch, _Batch()
+        batch, snap = self._close_batch()
         try:
-            seqs = self.journal.append(batch.entries, snapshot=snapshot(self.table))
+            seqs = self.journal.append(batch.entries, snapshot=snap)
         except JournalError as exc:
-            log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
-            for _, future in batch.waiters:
-                if not future.done():
-                    future.set_exception(exc)
-            # keep the records and try again (nothing was added meanwhile: append is synchronous)
-            batch.waiters = []
-            self._batch = batch
-            if self._flush_handle is None:
-                self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
+            self._failed(batch, exc)
             raise
+        self._committed(batch, snap, seqs)
+        return seqs
+
+    def _commit_in_thread(self) -> None:
+        batch, snap = self._close_batch()
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-writer")
+        try:  # the JSON text fixed here, on the loop: the table goes on changing meanwhile
+            encoded = self.journal.encode(batch.entries, snap)
+        except JournalError as exc:
+            self._failed(batch, exc)
+            return
+        future = self._writer.submit(self.journal.append_encoded, encoded)
+        self._in_flight = (future, batch, snap)
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done, future))
+
+    def _thread_done(self, future: concurrent.futures.Future[list[int]]) -> None:
+        if self._in_flight is None or self._in_flight[0] is not future:
+            return  # flush() took care of it already
+        _, batch, snap = self._in_flight
+        self._in_flight = None
+        try:
+            seqs = future.result()
+        except JournalError as exc:
+            self._failed(batch, exc)
+            return
+        self._committed(batch, snap, seqs)
+        if self._batch.entries or self._batch.waiters:
+            self._schedule_flush()
+
+    def _failed(self, batch: _Batch, exc: JournalError) -> None:
+        """Nothing of ``batch`` was written: its waiters fail, its records go back in front of
+        what was added since, and the whole is written again a little later."""
+        log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
+        for _, future in batch.waiters:
+            if not future.done():
+                future.set_exception(exc)
+        later = self._batch
+        batch.waiters = [(index + len(batch.entries), future) for index, future in later.waiters]
+        batch.entries += later.entries
+        for device, index in later.reads.items():
+            batch.reads[device] = max(batch.reads.get(device, 0), index)
+        batch.needs_snapshot = True
+        self._batch = batch
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
+
+    def _committed(self, batch: _Batch, snap: dict[str, Any] | None, seqs: list[int]) -> None:
+        """After the commit returned: publish in seq order, answer the waiters, note the reads."""
+        if snap is None:
+            self._since_snapshot += len(seqs)
+        else:
+            self._snapshot_at, self._since_snapshot, self._snapshot_devices = self._clock(), 0, snap[DEVICE_STATES]
         for seq, entry in zip(seqs, batch.entries):
             assert entry.ts_ns is not None
             self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
@@ -221,7 +347,6 @@ class TableService:
             self.journaled_reads.update(batch.reads)
             if self.on_journaled is not None:
                 self.on_journaled(dict(self.journaled_reads))
-        return seqs
 
 
 class _JournaledFeed(Feed):
@@ -240,6 +365,12 @@ class _JournaledFeed(Feed):
         except Exception:
             log.exception("tracker_input_failed", input=type(inp).__name__)
         return []
+
+
+def _card_path(inp: TableInput) -> bool:
+    """Inputs a commit may journal without the snapshot: the shoe's card reads and heartbeats
+    (whether they move a device model is checked on the device states)."""
+    return isinstance(inp, DeviceMessage) and isinstance(inp.message, (CardRead, Heartbeat))
 
 
 def _routine(inp: TableInput) -> bool:

@@ -50,6 +50,20 @@ class VerifyResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Encoded:
+    """Entries checked and their data (and the snapshot) as the JSON text that will be stored."""
+    entries: Sequence[Entry]
+    datas: list[str]
+    snapshot_json: str | None
+
+
+def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Encoded:
+    snapshot_json = None if snapshot is None else canonical_json(dict(snapshot), "the snapshot")
+    datas = [canonical_json(dict(e.data), f"entry {i} ({e.kind} {e.reason}) data") for i, e in enumerate(entries)]
+    return Encoded(entries, datas, snapshot_json)
+
+
+@dataclass(frozen=True, slots=True)
 class ExportResult:
     path: Path
     fmt: str
@@ -142,16 +156,24 @@ class Journal:
         """Write ``entries`` in one transaction (group commit) and return their sequence numbers.
         ``snapshot``, the caller's state after these entries, is written in the same transaction,
         valid after the last of them. When this returns, everything is on disk (synchronous=FULL)."""
+        return self.append_encoded(self.encode(entries, snapshot))
+
+    def encode(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None = None) -> "Encoded":
+        """Check ``entries`` and fix their JSON text now: what :meth:`append_encoded` writes,
+        perhaps on another thread while the caller's objects go on changing."""
         for entry in entries:
             entry.check()
-        return self._append(entries, snapshot)
+        return _encode(entries, snapshot)
 
-    def _append(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None,
+    def append_encoded(self, encoded: "Encoded") -> list[int]:
+        """:meth:`append` of what :meth:`encode` made."""
+        return self._append(encoded)
+
+    def _append(self, encoded: "Encoded",
                 before_insert: Callable[[sqlite3.Connection, int], None] | None = None) -> list[int]:
         """The one write path. ``before_insert(conn, next_seq)`` runs first in the same
         transaction (export and prune bookkeeping)."""
-        snapshot_json = None if snapshot is None else canonical_json(dict(snapshot), "the snapshot")
-        datas = [canonical_json(dict(e.data), f"entry {i} ({e.kind} {e.reason}) data") for i, e in enumerate(entries)]
+        entries, datas, snapshot_json = encoded.entries, encoded.datas, encoded.snapshot_json
         with self._lock:
             self._require_writer()
             now = self._clock()
@@ -324,7 +346,7 @@ class Journal:
         def remember(conn: sqlite3.Connection, record_seq: int) -> None:
             conn.execute("INSERT INTO exports VALUES (?, ?, ?, ?, ?)", (record_seq, first, last, str(target), digest))
 
-        (record_seq,) = self._append([note], None, before_insert=remember)
+        (record_seq,) = self._append(_encode([note], None), before_insert=remember)
         return ExportResult(target, fmt, first, last, count, digest, record_seq)
 
     def prune(self, now: datetime | int | None = None, *, who: str = "") -> PruneResult:
@@ -353,7 +375,7 @@ class Journal:
             conn.execute("DELETE FROM records WHERE seq <= ?", (through,))
             conn.execute("DELETE FROM snapshots WHERE seq < ?", (through,))
 
-        (record_seq,) = self._append([note], None, before_insert=cut)
+        (record_seq,) = self._append(_encode([note], None), before_insert=cut)
         return PruneResult(pruned, through, record_seq)
 
     # ---- internals -------------------------------------------------------------------------

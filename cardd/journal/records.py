@@ -30,6 +30,7 @@ SEVERITIES = tuple(s.value for s in Severity)  # ordered: info < warning < alarm
 
 # kinds the daemon writes; any lower-case identifier is accepted, except the journal's own
 KIND_START = "start"
+KIND_STOP = "stop"
 KIND_EVENT = "event"
 KIND_INPUT = "input"
 KIND_COMMAND = "command"

@@ -32,6 +32,8 @@ from firmware_bridge.messages import (
     Ident,
     Message,
     Status,
+    decode,
+    encode,
 )
 from firmware_bridge.staleness import Staleness
 
@@ -187,6 +189,22 @@ class DeviceModel:
             self._on_status(msg)
         else:
             self._on_work_message(msg)
+
+    # ---- between a snapshot and the inputs journaled after it ---------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What replaying the inputs journaled after a table snapshot needs of this model: its state,
+        where a silence or fault returns to, and the last IDENT (a model that forgot it would refuse
+        the replayed reads as coming from an unidentified device)."""
+        return {"state": self.state, "resume_state": self.resume_state,
+                "ident": encode(self.ident).hex() if self.ident is not None else None}
+
+    def resume_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """This model as :meth:`checkpoint` described it (no event: it was journaled then)."""
+        ident = decode(bytes.fromhex(checkpoint["ident"])) if checkpoint.get("ident") else None
+        self.identity = IdentityTracker(ident if isinstance(ident, Ident) else None)
+        self.resume_state = checkpoint["resume_state"]
+        self.machine.set_state(checkpoint["state"])
 
     # ---- internals -----------------------------------------------------------------------
 

@@ -216,9 +216,20 @@ def to_json(record: Any) -> dict[str, Any]:
     if RECORDS.get(name) is not type(record) or not is_dataclass(record):
         raise TypeError(f"{type(record).__qualname__} is not an input record (records: {', '.join(RECORDS)})")
     out: dict[str, Any] = {"v": FORMAT_VERSION, "type": name}
-    for f in fields(record):
-        out[f.name] = _encode(getattr(record, f.name))
+    for field_name in _field_names(type(record)):
+        out[field_name] = _encode(getattr(record, field_name))
     return out
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A record type's field names (dataclasses.fields() builds them anew on every call)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 def _encode(value: Any) -> Any:

@@ -146,8 +146,9 @@ def snapshot(table: Table) -> dict[str, Any]:
     }
 
 
-def restore(rules: HouseRules, sink: EventSink, snap: Any, **table_kw: Any) -> Table:
-    """A table in the state ``snap`` describes; a live round comes back held.
+def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True, **table_kw: Any) -> Table:
+    """A table in the state ``snap`` describes; a live round comes back held (unless ``hold`` is
+    False: the table exactly as it was, for replaying the inputs journaled after ``snap``).
 
     Raises :class:`SnapshotError` (and only that) for anything wrong in ``snap``.
     """
@@ -178,7 +179,8 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, **table_kw: Any) -> T
     finally:
         table._replaying = False
     _check_invariants(table, s)
-    table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
+    if hold:
+        table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
     return table
 
 

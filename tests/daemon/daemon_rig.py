@@ -17,6 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cardd.journal import KIND_INPUT, Journal
+from firmware_bridge.messages import CardRead, decode
+
 CARDD = Path(sys.executable).with_name("cardd")
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules" / "casino-000.toml"
@@ -153,6 +156,18 @@ def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dic
     path = directory / "cardd.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def journaled_reads(journal: Journal) -> list[int]:
+    """The index of every CardRead the journal holds as an input, in seq order."""
+    indices = []
+    for record in journal.query(kind=KIND_INPUT, source="shoe-reader", limit=None):
+        data = record.data
+        if data.get("type") == "DeviceMessage":
+            message = decode(bytes.fromhex(data["message"]))
+            if isinstance(message, CardRead):
+                indices.append(message.index)
+    return indices
 
 
 def remove(directory: Path) -> None:

@@ -4,8 +4,11 @@ since_seq across a restart, and start-up refusals in one line."""
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import sqlite3
+import subprocess
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
-    Client, Daemon, deal_one, open_and_bet, remove, run_cardd, shuffle_and_load, simulate, state_dir, write_config,
+    CARDD, START_TIMEOUT, Client, Daemon, deal_one, open_and_bet, remove, run_cardd, shuffle_and_load, simulate, state_dir, write_config,
 )
 from simulators.rig import SimulatedTable
 
@@ -279,3 +282,48 @@ def test_systemd_hears_ready_status_and_stopping(directory):
         while not any(line == "STOPPING=1" for line in said):
             said += listener.recv(4096).decode().splitlines()
     assert code == 0
+
+
+def test_a_graceful_stop_is_journaled(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        seq = client.state()["seq"]
+        client.close()
+        assert daemon.stop()[0] == 0
+    with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+        assert journal.verify().ok
+        stop = journal.query(newest_first=True, limit=1)[0]
+    assert (stop.kind, stop.reason, stop.source) == ("stop", "DAEMON_STOP", "cardd") and stop.seq > seq
+
+
+def test_simulate_without_a_state_dir_removes_its_temporary_directories_on_exit() -> None:
+    proc = subprocess.Popen([str(CARDD), "--simulate", "--log-format", "json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = next(line for line in proc.stdout if line.startswith("cardd --simulate:"))
+        found = re.fullmatch(r"cardd --simulate: journal (\S+), socket (\S+), shoe serial://(\S+), "
+                             r"shuffler serial://(\S+)\n", banner)
+        assert found is not None, banner
+        journal, sock, shoe, shuffler = (Path(found[i]) for i in range(1, 5))
+        made = {journal.parent, shoe.parent, shuffler.parent}
+        assert all(path.name.startswith("cardd-sim-") and path.is_dir() for path in made)
+        wait_for(lambda: Client(sock, timeout=2.0)).close()
+        assert journal.exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert not any(path.exists() for path in made)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def wait_for(connect: Callable[[], Client], timeout: float = START_TIMEOUT) -> Client:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return connect()
+        except OSError:
+            assert time.monotonic() < deadline, "cardd never listened"
+            time.sleep(0.05)

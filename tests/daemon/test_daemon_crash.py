@@ -14,24 +14,12 @@ import time
 
 import pytest
 
-from cardd.journal import KIND_INPUT, Journal
-from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
-from firmware_bridge.messages import CardRead, decode
+from cardd.journal import Journal
+from tests.daemon.daemon_rig import Daemon, journaled_reads, remove, state_dir, write_config
 from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import open_and_bet, shuffle_and_load
 
 KILLS = 100 if os.environ.get("CARDD_FULL") else 20
-
-
-def journaled_reads(journal: Journal) -> list[int]:
-    indices = []
-    for record in journal.query(kind=KIND_INPUT, source="shoe-reader", limit=None):
-        data = record.data
-        if data.get("type") == "DeviceMessage":
-            message = decode(bytes.fromhex(data["message"]))
-            if isinstance(message, CardRead):
-                indices.append(message.index)
-    return indices
 
 
 @pytest.mark.soak

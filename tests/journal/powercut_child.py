@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from cardd.journal import Entry, Journal  # noqa: E402
-
-
-def wal_position(journal_path: str) -> tuple[int, str]:
-    """(mxFrame, the salts as hex) from the first copy of the wal-index header: mxFrame is a
-    native u32 at byte 16, the salts are the WAL header's 8 bytes copied as they are, at 32."""
-    with open(f"{journal_path}-shm", "rb") as shm:
-        header = shm.read(48)
-    return struct.unpack_from("=I", header, 16)[0], header[32:40].hex()
+from tests.support.powercut import wal_position  # noqa: E402
 
 
 def main() -> None:

@@ -26,25 +26,16 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from cardd.journal import Journal
+from tests.support.powercut import Committed, cut_wal
 
 FULL = os.environ.get("CARDD_FULL") == "1"
 CUTS = 100 if FULL else 20
 CHILD = Path(__file__).with_name("powercut_child.py")
-WAL_HEADER = 32
-FRAME_HEADER = 24
-
-
-@dataclass(frozen=True)
-class Committed:
-    seq: int  # the last seq whose append() had returned
-    mx_frame: int  # WAL frames SQLite had written by then
-    salts: bytes  # the 8 salt bytes of that WAL generation
 
 
 def read_report(path: Path) -> Committed | None:
@@ -80,28 +71,6 @@ def run_child_until_killed(journal: Path, report: Path, seed: int, rng: random.R
     committed = read_report(report)
     assert committed is not None
     return committed
-
-
-def cut_wal(wal: Path, committed: Committed, rng: random.Random, tear: bool) -> str | None:
-    """Damage the WAL after its durable part, as a power cut can; returns what was done."""
-    if not wal.exists() or wal.stat().st_size <= WAL_HEADER:
-        return None
-    data = bytearray(wal.read_bytes())
-    frame = FRAME_HEADER + int.from_bytes(data[8:12], "big")
-    same_generation = bytes(data[16:24]) == committed.salts
-    durable_end = WAL_HEADER + committed.mx_frame * frame if same_generation else WAL_HEADER
-    if len(data) <= durable_end:
-        return None  # killed between commits: nothing unsynced to lose
-    last_frame = WAL_HEADER + ((len(data) - WAL_HEADER) // frame - 1) * frame
-    if tear and last_frame >= durable_end and last_frame + frame <= len(data):
-        start = rng.randrange(last_frame + FRAME_HEADER, last_frame + frame)
-        filler = bytes(last_frame + frame - start) if rng.random() < 0.5 else rng.randbytes(last_frame + frame - start)
-        data[start:last_frame + frame] = filler
-        wal.write_bytes(data)
-        return f"tore the last page from byte {start}"
-    cut = rng.randrange(durable_end, len(data))
-    os.truncate(wal, cut)
-    return f"cut at byte {cut} of {len(data)} (durable up to {durable_end})"
 
 
 def check_survivor(path: Path, committed: Committed, what: str) -> int:

@@ -1,0 +1,61 @@
+"""Group commit in the daemon: a big batch goes to the journal writer thread, a failed commit
+keeps its records in front of what came since, and every record is published once, in seq
+order, only after its commit returned."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+from pytest_mock import MockerFixture
+
+import cardd.daemon.tracker_service as tracker_service
+from cardd.api.protocol import Event as ApiEvent
+from cardd.daemon.tracker_service import THREAD_COMMIT_RECORDS, TableService
+from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalWriteError
+from devices.game.rules import load_rules
+from devices.tracker.inputs import LinkDown, LinkUp
+from tests.support.aio import run
+from tests.support.poll import until
+from tests.support.recorders import FakeClock
+
+RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
+
+
+def test_a_failed_thread_commit_is_written_again_in_order_and_published_once(tmp_path: Path, mocker: MockerFixture,
+                                                                             monkeypatch) -> None:
+    monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
+
+    async def main() -> None:
+        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
+        published: list[ApiEvent] = []
+        service = TableService(RULES, journal, published.append, clock=FakeClock())
+        first = service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
+        assert [e.seq for e in published] == [first]
+        published.clear()
+        threads: list[str] = []
+        real = journal.append_encoded
+
+        def fails_once(encoded: Encoded) -> list[int]:
+            threads.append(threading.current_thread().name)
+            if len(threads) == 1:
+                raise JournalWriteError("disk full")  # the boundary: a write that failed, nothing written
+            return real(encoded)
+
+        mocker.patch.object(journal, "append_encoded", side_effect=fails_once)
+        for _ in range(THREAD_COMMIT_RECORDS):  # one loop turn: a batch big enough for the thread
+            service.apply(LinkUp("shoe-reader"))
+            service.apply(LinkDown("shoe-reader"))
+        await until(lambda: threads, what="the writer thread's first commit")
+        assert not published  # that commit failed: nothing may be published
+        service.apply(LinkUp("shoe-reader"))  # added while the failed batch waits for its retry
+        await until(lambda: journal.last_seq > first and not service._batch.entries, what="the retry")
+        service.flush()
+        records = journal.query(seq_from=first + 1, limit=None)
+        assert [e.seq for e in published] == [r.seq for r in records] == list(range(first + 1, journal.last_seq + 1))
+        inputs = [r.data["type"] for r in records if r.kind == "input"]
+        assert inputs == ["LinkUp", "LinkDown"] * THREAD_COMMIT_RECORDS + ["LinkUp"]  # the failed batch first
+        assert threads[0].startswith("journal-writer")
+        journal.close()
+
+    run(main())

@@ -1,0 +1,79 @@
+"""The daemon's card-path commits skip the snapshot; a restart replays what came after it onto
+the table as it was and comes back exactly where a snapshot taken at the end would bring it."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, TableService
+from cardd.journal import KIND_START, Entry, Journal
+from core.cards import Card, Orientation, shoe_composition
+from devices.game.rules import load_rules
+from devices.tracker.inputs import DeviceMessage, LinkUp, NoMoreBets, OpenRound, PlaceBet, TableInput
+from devices.tracker.snapshot import restore, snapshot
+from firmware_bridge.messages import (CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded,
+                                      ShuffleComplete, ShuffleProgress)
+from tests.support.aio import run
+from tests.support.recorders import FakeClock
+
+RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
+
+
+def start() -> Entry:
+    return Entry(kind=KIND_START, reason="TEST_START", source="test", data={})
+
+
+async def turn(service: TableService, *inputs: TableInput) -> None:
+    """Inputs applied in one loop turn, then their group commit."""
+    for inp in inputs:
+        service.apply(inp)
+    await asyncio.sleep(0)
+
+
+def read(index: int, card: str) -> DeviceMessage:
+    return DeviceMessage("shoe-reader", CardRead(index, Card.parse(card), Orientation.FACE_DOWN, index * 10))
+
+
+def test_a_restart_replays_the_card_reads_after_the_last_snapshot_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+    clock = FakeClock()  # never moves: only the card path decides when a snapshot is skipped
+
+    async def live() -> dict[str, object]:
+        journal = Journal.open(path, create=True)
+        service = TableService(RULES, journal, lambda event: None, clock=clock)
+        service.restore(start())
+        for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
+            await turn(service, LinkUp(name), DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 7)))
+        composition = shoe_composition(RULES.decks)
+        await turn(service, DeviceMessage("shuffler", ShuffleProgress(0, 0)),
+                   DeviceMessage("shuffler", ShuffleComplete(sum(composition.values()), composition)),
+                   DeviceMessage("shuffler", DeckCheckResult(True, RULES.decks, (), (), 0)))
+        await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(0)))
+        index = 0
+        for _ in range(RULES.shoe.burn_after_shuffle):
+            index += 1
+            await turn(service, read(index, "2C"))
+        await turn(service, OpenRound(), PlaceBet(1, "p1", RULES.table.min_per_player),
+                   PlaceBet(3, "p3", RULES.table.min_per_player), NoMoreBets("dealer-1"))
+        for card in ("9H", "TD", "7S", "8C"):  # one card per commit, a heartbeat between: the card path
+            index += 1
+            await turn(service, read(index, card))
+            await turn(service, DeviceMessage("shoe-reader", Heartbeat(1)))
+        latest = journal.latest_snapshot()
+        assert latest is not None and latest[0] < journal.last_seq - 4  # the last commits carried no snapshot
+        assert journal.last_seq < SNAPSHOT_EVERY_RECORDS
+        assert service.table.round is not None and len(service.table.round_log) > 4
+        # what a snapshot taken now would restore to (devices offline, the round held)
+        expected = snapshot(restore(RULES, lambda event: None, snapshot(service.table)))
+        journal.close()  # a crash: nothing flushed, no snapshot written at the end
+        return expected
+
+    async def restarted() -> dict[str, object]:
+        with Journal.open(path) as journal:
+            service = TableService(RULES, journal, lambda event: None, clock=clock)
+            service.restore(start())
+            assert journal.verify().ok
+            return snapshot(service.table)
+
+    expected = run(live())
+    assert run(restarted()) == expected
