@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
 import msgspec
@@ -20,6 +20,7 @@ from rich.console import Console
 
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
+from core.errors import CarddError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -34,20 +35,23 @@ SOCKET_ENV = "CARDD_SOCKET"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CliError(click.ClickException):
-    """A failure shown as one line, ``cardctl: <message>``, with its exit code."""
+class CliError(CarddError):
+    """A failure shown as one line, ``<prog>: <message>``, with its exit code (see :func:`run`)."""
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.exit_code = exit_code
 
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"{prog_name()}: {self.format_message()}", err=True, file=file)
 
-
-def prog_name() -> str:
-    ctx = click.get_current_context(silent=True)
-    return ctx.find_root().info_name if ctx is not None and ctx.find_root().info_name else "cardctl"
+def run(group: click.Group, prog: str) -> NoReturn:
+    """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
+    on stderr with its exit code."""
+    try:
+        group.main(prog_name=prog)
+    except CliError as exc:
+        click.echo(f"{prog}: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(EXIT_OK)
 
 
 @dataclass

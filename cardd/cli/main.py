@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from cardd.cli import device, journal, table, watch
-from cardd.cli.common import Options, socket_option
+from cardd.cli.common import Options, run, socket_option
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -39,7 +39,7 @@ for module in (table, journal, device, watch):
 
 
 def main() -> None:
-    cli(prog_name="cardctl")
+    run(cli, "cardctl")
 
 
 if __name__ == "__main__":

@@ -76,6 +76,9 @@ JOURNAL_COMMANDS: tuple[CommandSpec, ...] = (CommandSpec("verify_journal", Role.
 SIMULATION_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("sim_load_shoe", Role.DEALER, "simulation"),
     CommandSpec("sim_deal", Role.DEALER, "simulation"),
+    # the demo's and tests' faults: a device fault now (a jam), fault switches (face-up card, unplug)
+    CommandSpec("sim_fault", Role.DEALER, "simulation"),
+    CommandSpec("sim_switches", Role.DEALER, "simulation"),
 )
 
 
