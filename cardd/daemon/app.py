@@ -202,8 +202,8 @@ class Daemon:
                 "first_bad_seq": result.first_bad_seq, "problem": result.problem}
 
     async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        assert self.simulation is not None
-        return await self.simulation.command(name, args)
+        assert self.simulation is not None and self.service is not None
+        return await self.simulation.command(name, args, self.service.table.shoe.state)
 
 
 def _rules(path: Path) -> tuple[HouseRules, str]:

@@ -79,6 +79,8 @@ SIMULATION_COMMANDS: tuple[CommandSpec, ...] = (
     # the demo's and tests' faults: a device fault now (a jam), fault switches (face-up card, unplug)
     CommandSpec("sim_fault", Role.DEALER, "simulation"),
     CommandSpec("sim_switches", Role.DEALER, "simulation"),
+    # the complete shoe's undealt stub back to the shuffler, counted per card (for shoe_remainder)
+    CommandSpec("sim_unload_shoe", Role.DEALER, "simulation"),
 )
 
 

@@ -8,6 +8,7 @@ tests inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shu
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,7 +58,9 @@ class Simulation:
     def stop(self) -> None:
         self.table.stop()
 
-    async def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def command(self, name: str, args: dict[str, Any], shoe_state: str) -> dict[str, Any]:
+        """Do simulation command ``name``; ``shoe_state`` is the tracker's (the stub is counted
+        only once the shoe is complete: before that its cards are undealt and stay unseen)."""
         if name == "sim_load_shoe":
             if args:
                 raise CommandFailed("sim_load_shoe takes no args", code="bad-args")
@@ -76,6 +79,15 @@ class Simulation:
             shoe = self.table.shoe
             await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)
             return {"cards": parsed.cards}
+        if name == "sim_unload_shoe":
+            if args:
+                raise CommandFailed("sim_unload_shoe takes no args", code="bad-args")
+            if shoe_state != "complete":
+                raise CommandFailed(f"sim_unload_shoe: the shoe is {shoe_state}: the stub comes out once it is complete")
+            shoe = self.table.shoe
+            stub = await asyncio.to_thread(shoe.call, shoe.device.unload)
+            return {"returned": dict(Counter(str(card) for card in stub if card is not None)),
+                    "unreadable": sum(card is None for card in stub)}
         if name == "sim_fault":
             fault = self._parse(name, args, _FaultArgs)
             try:
