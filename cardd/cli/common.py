@@ -7,6 +7,7 @@ Exit codes (docs/cardctl.md): 0 ok, 1 failure, 2 usage, 3 device or daemon unrea
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
+import structlog
 import msgspec
 from rich.console import Console
 
@@ -45,7 +47,10 @@ class CliError(CarddError):
 
 def run(group: click.Group, prog: str) -> NoReturn:
     """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
-    on stderr with its exit code."""
+    on stderr with its exit code. Library log lines go to stderr, errors only (the failure itself is our one line):
+    stdout is the program's answer (--json)."""
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     try:
         group.main(prog_name=prog)
     except CliError as exc:
@@ -62,7 +67,7 @@ class Options:
 
 def socket_option(fn: F) -> F:
     """``--socket PATH`` (or $CARDD_SOCKET): the daemon's API socket."""
-    return click.option("--socket", "socket_path", type=click.Path(path_type=Path), envvar=SOCKET_ENV,
+    return click.option("--socket", "socket_path", type=click.Path(path_type=Path, readable=False, dir_okay=False), envvar=SOCKET_ENV,
                         default=DEFAULT_SOCKET, show_default=True,
                         help=f"the daemon's API socket (or ${SOCKET_ENV})")(fn)
 
