@@ -94,7 +94,9 @@ class Dealer:
 
     def ok(self, name: str, **args: Any) -> int:
         self.throttle()
-        return self.client.command(name, **args).seq
+        seq = self.client.command(name, **args).seq
+        assert seq is not None  # a command's ACK names the journal record it made
+        return seq
 
     def state(self) -> dict[str, Any]:
         self.throttle()
