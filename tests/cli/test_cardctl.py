@@ -2,7 +2,6 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
-from tests.cli.cli_rig import cardctl, device_urls
+from tests.cli.cli_rig import CARDCTL, cardctl, device_urls
 from tests.journal.journal_helpers import tamper
 from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, simulate, state_dir
 
@@ -162,7 +161,7 @@ def test_log_query_follow_and_export(daemon, directory):
     assert again.code == 2 and "never overwrites" in again.one_line_error()
     jsonl = directory / "export.jsonl"
     assert cardctl(sock, "log", "--export", str(jsonl)).code == 0
-    follower = subprocess.Popen([str(Path(os.sys.executable).with_name("cardctl")), "--socket", str(sock), "log",
+    follower = subprocess.Popen([str(CARDCTL), "--socket", str(sock), "log",
                                  "--follow", "--json", "--limit", "1", "--reason", "OVERRIDE"],
                                 stdout=subprocess.PIPE, text=True)
     try:
