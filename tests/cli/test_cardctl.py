@@ -2,6 +2,7 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
+import grp
 import shutil
 import socket
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls
 from tests.journal.journal_helpers import tamper
-from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, simulate, state_dir
+from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, simulate, state_dir, write_config
 
 
 @pytest.fixture
@@ -235,3 +236,41 @@ def test_every_subcommand_has_an_example_in_its_help():
     for path in walk(cli, []):
         run = cardctl(None, *path, "--help")
         assert run.code == 0 and "Example:" in run.out, path
+
+
+# ---- roles -----------------------------------------------------------------------------------
+
+ROLE_GROUPS = {"api": ("cardd-c-api", 64530), "dealer": ("cardd-c-dealer", 64531)}
+DEALER_UID = 64532
+
+
+@pytest.fixture
+def role_groups() -> Iterator[dict[str, int]]:
+    made = []
+    for name, gid in ROLE_GROUPS.values():
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            subprocess.run(["groupadd", "--gid", str(gid), name], check=True)
+            made.append(name)
+    yield {key: grp.getgrnam(name).gr_gid for key, (name, _) in ROLE_GROUPS.items()}
+    for name in made:
+        subprocess.run(["groupdel", name], check=True)
+
+
+def test_a_command_outside_the_callers_role_exits_4_naming_the_role(directory, role_groups):
+    from simulators.rig import SimulatedTable
+    with SimulatedTable.over_ptys() as sim:
+        config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles={"dealer": ROLE_GROUPS["dealer"][0]},
+                              api_group=ROLE_GROUPS["api"][0])
+        running = Daemon(["--config", str(config)], directory / "cardd.sock")
+        try:
+            as_dealer = ("setpriv", f"--reuid={DEALER_UID}", f"--regid={role_groups['api']}",
+                         f"--groups={role_groups['api']},{role_groups['dealer']}")
+            assert cardctl(running.socket_path, "status", "--json", prefix=as_dealer).code == 0
+            refused = cardctl(running.socket_path, "shoe", "void", prefix=as_dealer)
+            assert refused.code == 4
+            assert "supervisor" in refused.one_line_error()
+            assert cardctl(running.socket_path, "counters", "shoe", prefix=as_dealer).code == 4
+        finally:
+            running.stop()
