@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cardd.cli import device, firmware, journal, table, watch
+from cardd.cli import device, firmware, journal, table, trace, watch
 from cardd.cli.common import Options, run, socket_option
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -33,7 +33,7 @@ def cli(ctx: click.Context, socket_path: Path) -> None:
     ctx.obj = Options(socket=socket_path)
 
 
-for module in (table, journal, device, firmware, watch):
+for module in (table, journal, device, firmware, trace, watch):
     for command in module.COMMANDS:
         cli.add_command(command)
 
