@@ -30,6 +30,7 @@ from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.cli.common import money
+from cardd.journal import Journal
 
 BIN = Path(sys.executable).parent
 #: a decision waits this long in the normal demo (so a person can follow it); --fast: none
@@ -351,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in s.alarms or ["none"]:
         print(f"  {line}")
     print(f"reconciliation: {s.reconciliation}")
-    print(f"journal: {directory / 'journal.sqlite3'}")
+    with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+        checked = journal.verify()
+    print(f"journal: {directory / 'journal.sqlite3'} ({checked.checked} records, chain "
+          f"{'intact' if checked.ok else 'BROKEN at ' + str(checked.first_bad_seq)})")
     print(f"verify it: {BIN / 'cardctl'} verify-journal --file {directory / 'journal.sqlite3'}")
     return 0
 

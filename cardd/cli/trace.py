@@ -62,6 +62,13 @@ def read_trace(path: Path) -> Trace:
         header = {}
     if header.get("cardd_trace") != TRACE_FORMAT:
         raise TraceError(f"{path}:1: not a cardd trace (its first line must be the header, cardd_trace {TRACE_FORMAT})")
+    try:
+        device = header["device"]
+        DeviceRole[device["role"].upper()]
+        str(device["model"]), str(device["serial"]), str(device["firmware"])
+        [int(part) for part in str(device["protocol"]).split(".", 1)]
+    except (KeyError, ValueError, AttributeError) as exc:
+        raise TraceError(f"{path}:1: the header's device is incomplete or wrong: {exc}") from None
     messages = []
     for number, line in enumerate(lines[1:], start=2):
         try:
@@ -205,6 +212,7 @@ def trace_device(trace: Trace, speed: float | None) -> SimulatedDevice:
     the link acknowledges them)."""
     info = trace.header["device"]
     role = DeviceRole[info["role"].upper()]
+    major, minor = (int(part) for part in str(info["protocol"]).split(".", 1))
 
     class TraceDevice(SimulatedDevice):
         ROLE = role
@@ -212,6 +220,9 @@ def trace_device(trace: Trace, speed: float | None) -> SimulatedDevice:
         DEFAULT_FIRMWARE = info["firmware"]
 
         playing = False
+
+        def ident(self) -> Ident:  # as captured, protocol version included
+            return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, major, minor, self.boot_id)
 
         def handlers(self) -> dict[type[Message], Any]:
             return {**super().handlers(), Hello: self._hello}

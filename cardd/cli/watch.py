@@ -67,6 +67,10 @@ def round_view(r: dict[str, Any] | None) -> RenderableType:
     for column in ("box", "hand", "cards", "total", "stakes", "notes"):
         table.add_column(column)
     turn = r.get("turn")
+    for box, wagers in r["wagers"].items():
+        if box not in r["boxes"]:  # bets placed, no card yet
+            stakes = ", ".join(f"{p} {money(a)}" for p, a in wagers.items())
+            table.add_row(f"box {box}", "", "", "", stakes, "")
     for box, hands in r["boxes"].items():
         for hand in hands:
             total = ("soft " if hand["soft"] else "") + str(hand["total"])
@@ -80,6 +84,12 @@ def round_view(r: dict[str, Any] | None) -> RenderableType:
     table.add_row("dealer", "", " ".join(dealer["cards"]), ("soft " if dealer["soft"] else "") + str(dealer["total"]),
                   "", "")
     return Panel(table, title=title, title_align="left")
+
+
+def shown_in_view(kind: str, reason: str) -> bool:
+    """The raw input records and the simulation's own moves stay out of the view: the events
+    they caused say what happened."""
+    return kind != "input" and not reason.startswith("SIM_")
 
 
 def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int | None) -> None:
@@ -98,7 +108,8 @@ def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int |
     with Live(view(client.version.release, state, events), console=out, screen=out.is_terminal,
               auto_refresh=False, transient=False) as live:
         for event in stream:
-            events.append(to_builtins(event))
+            if shown_in_view(event.kind, event.reason):
+                events.append(to_builtins(event))
             if watcher.pending_events:  # more are waiting: draw once they are read
                 continue
             state = client.state()

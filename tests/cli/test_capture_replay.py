@@ -126,3 +126,24 @@ def test_monitor_only_listens_unless_told_to_talk(tmp_path):
         assert talk.code == 0, talk.err
         events = [json.loads(line) for line in talk.out.splitlines()]
         assert any(e.get("link") == "connected" for e in events)
+
+
+def test_a_device_with_another_protocol_major_is_incompatible_firmware_in_one_line(tmp_path):
+    header = {"cardd_trace": 1, "started": "2026-11-23T10:00:00+00:00",
+              "device": {"url": "serial:///dev/x", "role": "shoe", "model": "OS-9", "serial": "SHOE0009",
+                         "firmware": "9.0.0", "protocol": "9.0"},
+              "link": {"url": "serial:///dev/x", "scheme": "serial", "serial_settings": None}}
+    trace = tmp_path / "future.trace"
+    trace.write_text(json.dumps(header) + "\n")
+    link = tmp_path / "future-shoe"
+    replaying = subprocess.Popen([str(CARDCTL), "replay", str(trace), "--link", str(link), "--json"],
+                                 stdout=subprocess.PIPE, text=True)
+    try:
+        assert replaying.stdout is not None
+        url = json.loads(replaying.stdout.readline())["url"]
+        run = cardctl(None, "probe", url)
+    finally:
+        replaying.send_signal(signal.SIGTERM)
+        replaying.wait(10)
+    assert run.code == 1
+    assert "incompatible firmware" in run.one_line_error() and "9" in run.one_line_error()
