@@ -2,13 +2,15 @@
 (``round ...``, ``alarm clear``, ``shoe void``). A refused command says which role it needs."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from cardd.cli.common import daemon, emit, json_option, money, run_command
+
+F = TypeVar("F", bound=Any)
 
 
 @click.command()
@@ -72,11 +74,25 @@ def round_group() -> None:
     """
 
 
-def cents(value: str) -> int:
-    try:
-        return round(float(value) * 100)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not an amount (e.g. 25 or 25.50)") from None
+class Cents(click.ParamType):
+    """An amount in units (25 or 25.50), as the API's cents."""
+    name = "amount"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return round(float(value) * 100)
+        except ValueError:
+            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
+
+
+def stake_arguments(fn: F) -> F:
+    """BOX PLAYER AMOUNT, the arguments of a bet and of insurance."""
+    for decorator in reversed((click.argument("box", type=int), click.argument("player"),
+                               click.argument("amount", type=Cents()))):
+        fn = decorator(fn)
+    return fn
 
 
 @round_group.command("open")
@@ -91,19 +107,28 @@ def round_open(as_json: bool) -> None:
     table_command("open_round", as_json)
 
 
-@round_group.command("bet")
-@click.argument("box", type=int)
-@click.argument("player")
-@click.argument("amount")
-@json_option
-def round_bet(box: int, player: str, amount: str, as_json: bool) -> None:
-    """Place PLAYER's bet of AMOUNT (in units, e.g. 25.50) on BOX (dealer).
+def stake_command(name: str, command: str, doc: str) -> click.Command:
+    """``round NAME BOX PLAYER AMOUNT``: the table command ``command`` with a player's stake."""
+    @round_group.command(name, help=doc)
+    @stake_arguments
+    @json_option
+    def run(box: int, player: str, amount: int, as_json: bool) -> None:
+        table_command(command, as_json, box=box, player=player, amount=amount)
+    return run
+
+
+round_bet = stake_command("bet", "place_bet", """Place PLAYER's bet of AMOUNT (in units, e.g. 25.50) on BOX (dealer).
 
     \b
     Example:
       cardctl round bet 3 alice 25
-    """
-    table_command("place_bet", as_json, box=box, player=player, amount=cents(amount))
+    """)
+round_insure = stake_command("insure", "insure", """PLAYER on BOX takes insurance of AMOUNT (dealer).
+
+    \b
+    Example:
+      cardctl round insure 1 alice 12.50
+    """)
 
 
 @round_group.command("no-more-bets")
@@ -116,21 +141,6 @@ def round_no_more_bets(as_json: bool) -> None:
       cardctl round no-more-bets
     """
     table_command("no_more_bets", as_json)
-
-
-@round_group.command("insure")
-@click.argument("box", type=int)
-@click.argument("player")
-@click.argument("amount")
-@json_option
-def round_insure(box: int, player: str, amount: str, as_json: bool) -> None:
-    """PLAYER on BOX takes insurance of AMOUNT (dealer).
-
-    \b
-    Example:
-      cardctl round insure 1 alice 12.50
-    """
-    table_command("insure", as_json, box=box, player=player, amount=cents(amount))
 
 
 @round_group.command("close-insurance")
@@ -149,9 +159,9 @@ def round_close_insurance(as_json: bool) -> None:
 @click.argument("box", type=int)
 @click.argument("action", type=click.Choice(["hit", "stand", "double", "split", "surrender"]))
 @click.option("--player", help="the box owner (required by the rules when the box has co-players)")
-@click.option("--amount", help="a double or split for less")
+@click.option("--amount", type=Cents(), help="a double or split for less")
 @json_option
-def round_act(box: int, action: str, player: str | None, amount: str | None, as_json: bool) -> None:
+def round_act(box: int, action: str, player: str | None, amount: int | None, as_json: bool) -> None:
     """The player on BOX acts: hit, stand, double, split or surrender (dealer).
 
     \b
@@ -162,7 +172,7 @@ def round_act(box: int, action: str, player: str | None, amount: str | None, as_
     if player is not None:
         args["player"] = player
     if amount is not None:
-        args["amount"] = cents(amount)
+        args["amount"] = amount
     table_command("act", as_json, **args)
 
 

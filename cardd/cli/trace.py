@@ -138,6 +138,14 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, stop.set)
 
 
+async def until_stopped(stop: asyncio.Event, duration: float | None) -> None:
+    """Until Ctrl-C or SIGTERM (``stop``), or ``duration`` seconds."""
+    try:
+        await asyncio.wait_for(stop.wait(), duration)
+    except TimeoutError:
+        pass
+
+
 async def _capture(url: str, path: Path, count: int | None, duration: float | None, as_json: bool) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
@@ -168,10 +176,7 @@ async def _capture(url: str, path: Path, count: int | None, duration: float | No
             on_message(msg)
         if not as_json:
             click.echo(f"capturing {ident.model} {ident.serial} from {url} into {path} (Ctrl-C stops)", err=True)
-        try:
-            await asyncio.wait_for(stop.wait(), duration)
-        except TimeoutError:
-            pass
+        await until_stopped(stop, duration)
     finally:
         await connection.close()
         if writer is not None:
@@ -308,9 +313,7 @@ async def _monitor(url: str, talk: bool, as_json: bool, duration: float | None) 
                                       SessionConfig(host_name="cardctl monitor"))
         await connection.start()
         try:
-            await asyncio.wait_for(stop.wait(), duration)
-        except TimeoutError:
-            pass
+            await until_stopped(stop, duration)
         finally:
             await connection.close()
         return
@@ -335,9 +338,7 @@ async def _monitor(url: str, talk: bool, as_json: bool, duration: float | None) 
     transport = await open_transport(url, Listener())  # read only: nothing is ever written
     show({"link": "open", "detail": url})
     try:
-        await asyncio.wait_for(stop.wait(), duration)
-    except TimeoutError:
-        pass
+        await until_stopped(stop, duration)
     finally:
         transport.close()
 

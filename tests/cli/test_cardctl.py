@@ -2,7 +2,6 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
-import grp
 import shutil
 import socket
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls
 from tests.journal.journal_helpers import tamper
+from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, simulate, state_dir, write_config
 
 
@@ -246,16 +246,8 @@ DEALER_UID = 64532
 
 @pytest.fixture
 def role_groups() -> Iterator[dict[str, int]]:
-    made = []
-    for name, gid in ROLE_GROUPS.values():
-        try:
-            grp.getgrnam(name)
-        except KeyError:
-            subprocess.run(["groupadd", "--gid", str(gid), name], check=True)
-            made.append(name)
-    yield {key: grp.getgrnam(name).gr_gid for key, (name, _) in ROLE_GROUPS.items()}
-    for name in made:
-        subprocess.run(["groupdel", name], check=True)
+    with unix_groups(ROLE_GROUPS) as gids:
+        yield gids
 
 
 def test_a_command_outside_the_callers_role_exits_4_naming_the_role(directory, role_groups):
