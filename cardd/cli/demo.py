@@ -179,7 +179,6 @@ class Dealer:
         self.ok("no_more_bets")
         self.pause()
         injected = False
-        first_decisions: set[tuple[int, int]] = set()
         for _ in range(400):
             state = self.state()
             r = state["round"]
@@ -208,7 +207,7 @@ class Dealer:
             elif r["state"] == "insurance":
                 self.insurance(r, owners)
             elif r["turn"] is not None:
-                self.decide(r, owners, first_decisions)
+                self.decide(r, owners)
         else:
             raise RuntimeError(f"round {round_id} never finished")
         self.finish_round(round_id)
@@ -231,12 +230,12 @@ class Dealer:
                     pass
         self.ok("close_insurance")
 
-    def decide(self, r: dict[str, Any], owners: dict[int, str], first: set[tuple[int, int]]) -> None:
+    def decide(self, r: dict[str, Any], owners: dict[int, str]) -> None:
         _, box, hand_index = r["turn"]
         hand = r["boxes"][str(box)][hand_index]
         up = card_value(r["dealer"]["cards"][0])
-        is_first = (box, hand_index) not in first
-        first.add((box, hand_index))
+        # the house's surrender window closes with the first card drawn after the deal
+        is_first = all(len(h["cards"]) <= 2 for hands in r["boxes"].values() for h in hands)
         co_players = [p for p in hand["stakes"] if p != owners[box]]
         for action in basic_strategy(hand["cards"], hand["total"], hand["soft"], up, is_first):
             args: dict[str, Any] = {"box": box, "action": action, "player": owners[box]}
