@@ -29,6 +29,9 @@ def test_the_demo_plays_a_whole_shoe_through_the_daemon_and_its_journal_verifies
         assert dealt and int(dealt.group(1)) + int(dealt.group(2)) == 312
         assert re.search(r"box \d -?[\d,]+\.\d\d", out)  # money per box
         assert "chain intact" in out
+        decisions = dict(re.findall(r"(hit|stand|double|split|surrender|insurance) (\d+)", out.split("decisions: ")[1]
+                                    .splitlines()[0]))
+        assert int(decisions["hit"]) > 0 and int(decisions["stand"]) > 0
         verify = cardctl(None, "verify-journal", "--file", str(directory / "journal.sqlite3"), "--json")
         assert verify.code == 0 and verify.json()["ok"] is True
     finally:
