@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze
+SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze tmux
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test typecheck sysdeps venv bench diagrams check-diagrams api-schema check-api-schema clean
@@ -20,17 +20,19 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# umockdev and udev are needed by the udev rule tests, systemd (systemd-analyze) by the unit test;
+# umockdev and udev are needed by the udev rule tests, systemd (systemd-analyze) by the unit test,
+# tmux by the test of `cardctl watch` in a real terminal;
 # installed only when missing.
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux >/dev/null; \
 	fi
 
+# the real daemon (cardd --simulate) through a whole shoe, with `cardctl watch` live; DEMO_ARGS=--fast for seconds
 demo: $(STAMP)
-	$(PY) -m cardd.demo
+	$(PY) -m cardd.cli.demo $(DEMO_ARGS)
 
 test: sysdeps $(STAMP) check-diagrams check-api-schema typecheck
 	$(PY) -m pytest -q

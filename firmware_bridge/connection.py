@@ -211,6 +211,31 @@ class DeviceConnection:
         except SessionClosed as exc:
             raise LinkDown(self.url, f"device went away before it answered {type(msg).__name__}") from exc
 
+    async def send_expecting(self, msg: Message, expect: type[M], timeout: float = 1.0) -> M:
+        """Send ``msg`` and return the next ``expect`` the device reports, whatever way it comes.
+
+        For a command whose effect is an event (ClearFault -> FaultCleared): a 1.1 device reports
+        it as a numbered event, never as the command's answer, so :meth:`request` would wait in vain.
+        Raises RequestTimeout after ``timeout`` seconds, LinkDown while the device is away.
+        """
+        sub = _Subscriber(self.config.messages_limit)
+        self._subscribers.add(sub)  # before sending: the event cannot slip past
+        try:
+            await self.send(msg)
+            async with asyncio.timeout(timeout):
+                while True:
+                    while sub.items:
+                        item = sub.items.popleft()
+                        if isinstance(item, expect):
+                            return item
+                    sub.wake.clear()
+                    await sub.wake.wait()
+        except TimeoutError:
+            raise RequestTimeout(f"{self.url}: no {expect.__name__} within {timeout}s after "
+                                 f"{type(msg).__name__}") from None
+        finally:
+            self._subscribers.discard(sub)
+
     async def messages(self) -> AsyncIterator[Message]:
         """Every message the device sends from now on, across unplugs, until :meth:`close`.
 

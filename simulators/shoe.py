@@ -89,6 +89,11 @@ class SimulatedShoe(SimulatedDevice):
     def cards_held(self) -> int:
         return len(self._stack)
 
+    def unload(self) -> list[StackCard]:
+        """The dealer takes the undealt stub out (unread: it goes back to the shuffler to be counted)."""
+        stub, self._stack = list(reversed(self._stack)), []
+        return stub
+
     def reset(self) -> None:
         self._stack = []
         self._pending = 0

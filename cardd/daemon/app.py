@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from cardd.api.errors import ApiError
+from cardd.api.errors import ApiError, CommandFailed
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import Event as ApiEvent
 from cardd.api.server import ApiServer
@@ -105,7 +105,7 @@ class Daemon:
             raise StartupError(f"journal {path}: cannot restore the table: {exc}") from None
         devices = self.devices = Devices(config, service.feed, self.release)
         commands = command_table(simulated=self.simulation is not None)
-        runners: dict[str, Runner] = {"device": self._device_command}
+        runners: dict[str, Runner] = {"device": self._device_command, "journal": self._journal_command}
         if self.simulation is not None:
             runners["simulation"] = self._simulation_command
         backend = DaemonBackend(service, commands, devices.links, runners)
@@ -197,9 +197,18 @@ class Daemon:
         return await run_device_command(name, args, self.devices, service.rules.decks,
                                         self.config.firmware.public_key, shuffle_started, caller.user)
 
+    async def _journal_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        """verify_journal: the whole chain walked (off the loop: it reads the file through its own connection)."""
+        assert self.journal is not None
+        if args:
+            raise CommandFailed(f"{name} takes no args", code="bad-args")
+        result = await asyncio.to_thread(self.journal.verify)
+        return {"journal": str(self.journal.path), "ok": result.ok, "checked": result.checked,
+                "first_bad_seq": result.first_bad_seq, "problem": result.problem}
+
     async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        assert self.simulation is not None
-        return await self.simulation.command(name, args)
+        assert self.simulation is not None and self.service is not None
+        return await self.simulation.command(name, args, self.service.table.shoe.state)
 
 
 def _rules(path: Path) -> tuple[HouseRules, str]:

@@ -18,7 +18,7 @@ from cardd.api.peer import Caller, Role
 from devices.tracker import inputs
 from devices.tracker.inputs import InputDecodeError
 
-Kind = Literal["table", "device", "simulation"]
+Kind = Literal["table", "device", "journal", "simulation"]
 #: fields a client may never set: the daemon fills them from the peer's credentials
 CREDENTIAL_FIELDS = ("who", "role")
 
@@ -69,15 +69,23 @@ DEVICE_COMMANDS: tuple[CommandSpec, ...] = tuple(
     CommandSpec(name, Role.TECHNICIAN, "device")
     for name in ("selftest", "counters", "clear_fault", "start_shuffle", "firmware_update"))
 
+#: the journal's own checks (any supervisor may ask; the daemon reads its file, so no one else must)
+JOURNAL_COMMANDS: tuple[CommandSpec, ...] = (CommandSpec("verify_journal", Role.SUPERVISOR, "journal"),)
+
 #: under --simulate only: the dealer's hands on the simulated cards (never on a real table)
 SIMULATION_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("sim_load_shoe", Role.DEALER, "simulation"),
     CommandSpec("sim_deal", Role.DEALER, "simulation"),
+    # the demo's and tests' faults: a device fault now (a jam), fault switches (face-up card, unplug)
+    CommandSpec("sim_fault", Role.DEALER, "simulation"),
+    CommandSpec("sim_switches", Role.DEALER, "simulation"),
+    # the complete shoe's undealt stub back to the shuffler, counted per card (for shoe_remainder)
+    CommandSpec("sim_unload_shoe", Role.DEALER, "simulation"),
 )
 
 
 def command_table(simulated: bool) -> dict[str, CommandSpec]:
-    specs = TABLE_COMMANDS + DEVICE_COMMANDS + (SIMULATION_COMMANDS if simulated else ())
+    specs = TABLE_COMMANDS + DEVICE_COMMANDS + JOURNAL_COMMANDS + (SIMULATION_COMMANDS if simulated else ())
     return {spec.name: spec for spec in specs}
 
 

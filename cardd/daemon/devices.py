@@ -113,7 +113,7 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
                 raise CommandFailed(f"clear_fault: code {parsed.code!r} is not a fault "
                                     f"({', '.join(c.name.lower() for c in FaultCode)})", code="bad-args") from None
             conn = devices.connected(parsed.device)
-            cleared = await conn.request(ClearFault(code), FaultCleared, timeout=5.0)
+            cleared = await conn.send_expecting(ClearFault(code), FaultCleared, timeout=5.0)  # an event in 1.1
             return {"cleared": cleared.code.name.lower()}
         if name == "start_shuffle":
             parse_args(name, args, _Args)

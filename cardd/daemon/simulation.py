@@ -1,25 +1,42 @@
 """``cardd --simulate`` only: a simulated shuffler and shoe behind real ptys, and the dealer's
 hands on their cards (moving the shuffled stack into the shoe, drawing cards), offered as the
 simulation-only commands ``sim_load_shoe`` and ``sim_deal``. A real table has neither: its
-cards move by hand and the host learns each one only when the shoe reads it.
+cards move by hand and the host learns each one only when the shoe reads it. The demo and the
+tests inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler jam) and
+``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``).
 """
 from __future__ import annotations
 
 import asyncio
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from cardd.api.errors import CommandFailed
 from cardd.config import CarddConfig, DevicesConfig, simulated
+from firmware_bridge.messages import FaultCode
+from simulators.endpoint import Endpoint
+from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
 
+S = TypeVar("S", bound=msgspec.Struct)
 #: the most cards one sim_deal may ask for (a whole 8-deck shoe)
 MAX_DEAL = 416
+
+
+class _FaultArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    device: str
+    code: str = "jam"
+
+
+class _SwitchArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    device: str
+    switches: str  # the simulators' spec, e.g. "face_up_at=42 disconnect_for=1.5"
 
 
 class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -48,7 +65,9 @@ class Simulation:
         if self._made:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    async def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def command(self, name: str, args: dict[str, Any], shoe_state: str) -> dict[str, Any]:
+        """Do simulation command ``name``; ``shoe_state`` is the tracker's (the stub is counted
+        only once the shoe is complete: before that its cards are undealt and stay unseen)."""
         if name == "sim_load_shoe":
             if args:
                 raise CommandFailed("sim_load_shoe takes no args", code="bad-args")
@@ -67,4 +86,45 @@ class Simulation:
             shoe = self.table.shoe
             await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)
             return {"cards": parsed.cards}
+        if name == "sim_unload_shoe":
+            if args:
+                raise CommandFailed("sim_unload_shoe takes no args", code="bad-args")
+            if shoe_state != "complete":
+                raise CommandFailed(f"sim_unload_shoe: the shoe is {shoe_state}: the stub comes out once it is complete")
+            shoe = self.table.shoe
+            stub = await asyncio.to_thread(shoe.call, shoe.device.unload)
+            return {"returned": dict(Counter(str(card) for card in stub if card is not None)),
+                    "unreadable": sum(card is None for card in stub)}
+        if name == "sim_fault":
+            fault = self._parse(name, args, _FaultArgs)
+            try:
+                code = FaultCode[fault.code.upper()]
+            except KeyError:
+                raise CommandFailed(f"sim_fault: code {fault.code!r} is not a fault", code="bad-args") from None
+            endpoint = self._endpoint(name, fault.device)
+            await asyncio.to_thread(endpoint.call, endpoint.device.raise_fault, code)
+            return {"device": fault.device, "code": code.name.lower()}
+        if name == "sim_switches":
+            spec = self._parse(name, args, _SwitchArgs)
+            endpoint = self._endpoint(name, spec.device)
+            try:
+                changes = Faults.parse(spec.switches).active()
+                await asyncio.to_thread(endpoint.set_faults, **changes)
+            except FaultSpecError as exc:
+                raise CommandFailed(f"sim_switches: {exc}", code="bad-args") from None
+            return {"device": spec.device, "switches": changes}
         raise CommandFailed(f"{name} is not a simulation command", code="unknown-command")
+
+    @staticmethod
+    def _parse(name: str, args: dict[str, Any], kind: type[S]) -> S:
+        try:
+            return msgspec.convert(args, kind)
+        except msgspec.ValidationError as exc:
+            raise CommandFailed(f"{name}: {exc}", code="bad-args") from None
+
+    def _endpoint(self, name: str, device: str) -> Endpoint[Any]:
+        if device == "shoe":
+            return self.table.shoe
+        if device == "shuffler":
+            return self.table.shuffler
+        raise CommandFailed(f"{name}: device {device!r}: shoe or shuffler", code="bad-args")

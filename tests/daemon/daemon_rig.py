@@ -176,8 +176,14 @@ def remove(directory: Path) -> None:
 
 # ---- steps of a table, driven through the API (shared by the daemon, crash and role tests) ----
 
+def wait_devices(client: Client) -> dict[str, Any]:
+    """The daemon opens its devices after it listens: wait until both are connected and usable."""
+    return client.wait_state(lambda s: all(d["link"] == "up" and d["usable"] for d in s["devices"].values()))
+
+
 def shuffle_and_load(client: Client, load: Callable[[], object], deal: Callable[[int], object]) -> dict[str, Any]:
     """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card."""
+    wait_devices(client)
     client.ok("start_shuffle")
     client.wait_state(lambda s: s["shoe"]["state"] == "verified")
     load()

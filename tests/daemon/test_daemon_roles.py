@@ -3,7 +3,6 @@ client in a subprocess with user=, group=, extra_groups=) against cardd's real s
 the Unix groups its configuration names."""
 from __future__ import annotations
 
-import grp
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from tests.support.groups import unix_groups
 from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import deal_one, open_and_bet, shuffle_and_load
 
@@ -29,16 +29,8 @@ DEALER_UID, SUPERVISOR_UID, NOBODY_UID, OUTSIDER_UID = 64521, 64522, 64523, 6452
 @pytest.fixture
 def groups() -> Iterator[dict[str, int]]:
     """The configured groups, made for the test (names, since the configuration takes names)."""
-    made = []
-    for name, gid in GROUPS.values():
-        try:
-            grp.getgrnam(name)
-        except KeyError:
-            subprocess.run(["groupadd", "--gid", str(gid), name], check=True)
-            made.append(name)
-    yield {key: grp.getgrnam(name).gr_gid for key, (name, _) in GROUPS.items()}
-    for name in made:
-        subprocess.run(["groupdel", name], check=True)
+    with unix_groups(GROUPS) as gids:
+        yield gids
 
 
 def run_client(sock: Path, uid: int, gids: Sequence[int], requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

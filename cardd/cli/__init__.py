@@ -1,0 +1,1 @@
+"""cardctl: the technician's and supervisor's command line (docs/cardctl.md)."""

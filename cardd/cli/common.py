@@ -1,0 +1,160 @@
+"""What every cardctl subcommand shares (and the bench's CLI imports): the exit codes, the
+common options (``--socket``, ``--json``), the one way to reach the daemon, and output.
+
+Exit codes (docs/cardctl.md): 0 ok, 1 failure, 2 usage, 3 device or daemon unreachable,
+4 refused by role, 5 integrity failure. Every failure is one line on stderr, ``cardctl: ...``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, NoReturn, TypeVar
+
+import click
+import structlog
+import msgspec
+from rich.console import Console
+
+from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
+                              DaemonNotRunning, SocketPermissionDenied)
+from core.errors import CarddError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_REFUSED = 4
+EXIT_INTEGRITY = 5
+
+#: where the socket is when --socket is not given
+SOCKET_ENV = "CARDD_SOCKET"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(CarddError):
+    """A failure shown as one line, ``<prog>: <message>``, with its exit code (see :func:`run`)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def run(group: click.Group, prog: str) -> NoReturn:
+    """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
+    on stderr with its exit code. Library log lines go to stderr, errors only (the failure itself is our one line):
+    stdout is the program's answer (--json)."""
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+                        wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    try:
+        group.main(prog_name=prog)
+    except CliError as exc:
+        click.echo(f"{prog}: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(EXIT_OK)
+
+
+@dataclass
+class Options:
+    """The group-level options, kept on the click context (``ctx.obj``)."""
+    socket: Path = DEFAULT_SOCKET
+
+
+def socket_option(fn: F) -> F:
+    """``--socket PATH`` (or $CARDD_SOCKET): the daemon's API socket."""
+    return click.option("--socket", "socket_path", type=click.Path(path_type=Path, readable=False, dir_okay=False), envvar=SOCKET_ENV,
+                        default=DEFAULT_SOCKET, show_default=True,
+                        help=f"the daemon's API socket (or ${SOCKET_ENV})")(fn)
+
+
+def json_option(fn: F) -> F:
+    """``--json``: one JSON document on stdout (JSON lines for live streams) instead of a view."""
+    return click.option("--json", "as_json", is_flag=True, help="machine-readable JSON on stdout")(fn)
+
+
+def options() -> Options:
+    ctx = click.get_current_context()
+    obj = ctx.find_object(Options)
+    return obj if obj is not None else Options()
+
+
+# ---- the daemon ---------------------------------------------------------------------------
+
+#: an ERROR code from the daemon -> the exit code it means
+_CODE_EXITS = {"refused": EXIT_REFUSED, "device-offline": EXIT_UNREACHABLE, "bad-args": EXIT_USAGE,
+               "unknown-command": EXIT_USAGE}
+
+
+def exit_code_of(exc: ClientError) -> int:
+    if isinstance(exc, CommandRefused):
+        return _CODE_EXITS.get(exc.code, EXIT_FAILURE)
+    if isinstance(exc, (DaemonNotRunning, SocketPermissionDenied, ConnectionClosed)):
+        return EXIT_UNREACHABLE
+    return EXIT_FAILURE
+
+
+@contextmanager
+def api_errors() -> Iterator[None]:
+    """The API client's typed errors as one line and their exit code."""
+    try:
+        yield
+    except ClientError as exc:
+        raise CliError(str(exc), exit_code_of(exc)) from None
+
+
+@contextmanager
+def daemon(timeout: float | None = 10.0) -> Iterator[ApiClient]:
+    """A connection to the daemon for one subcommand; every API error becomes one line."""
+    with api_errors():
+        client = ApiClient(options().socket, timeout=timeout)
+        try:
+            yield client
+        finally:
+            client.close()
+
+
+def run_command(client: ApiClient, name: str, **args: Any) -> dict[str, Any]:
+    """Run a daemon command; the journal record it made (its ``data`` holds a device's answer)."""
+    with api_errors():
+        ack = client.command(name, **args)
+        records = client.log(from_seq=ack.seq, to_seq=ack.seq).records
+    return to_builtins(records[0]) if records else {"seq": ack.seq}
+
+
+def to_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+# ---- output -------------------------------------------------------------------------------
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def emit_json(document: Any, stream: IO[str] | None = None) -> None:
+    """One JSON document (or one line of JSON lines) on stdout, flushed."""
+    out = stream or sys.stdout
+    out.write(json.dumps(document, default=str) + "\n")
+    out.flush()
+
+
+def emit(document: Any, as_json: bool, render: Callable[[Console], None]) -> None:
+    """``document`` as JSON with --json, else ``render`` it for a person."""
+    if as_json:
+        emit_json(document)
+    else:
+        render(console())
+
+
+def money(cents: float | int | None) -> str:
+    return "-" if cents is None else f"{cents / 100:,.2f}"
+
+
+def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
+    """The error to raise: ``raise fail("...", EXIT_...)``."""
+    return CliError(message, exit_code)

@@ -1,0 +1,204 @@
+"""Devices: ``devices`` (what is plugged in, cardd's own flagged), ``probe URL`` (straight to
+the device), and the technician's requests through the daemon (``selftest``, ``counters``,
+``clear-fault``, ``shuffle``). A device the daemon holds cannot be opened beside it: the
+exclusive-open error names the process that holds it."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from cardd.cli.common import (EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, daemon, emit, json_option,
+                              run_command)
+from core.errors import CarddError
+from drivers.discovery import discover
+from drivers.errors import BadURL, DeviceBusy, DeviceNotFound, DriverError
+from drivers.urls import parse_url
+from firmware_bridge.connection import DeviceConnection
+from firmware_bridge.errors import IncompatibleProtocol
+from firmware_bridge.session import SessionConfig
+
+DEVICE_NAMES = ("shoe", "shuffler")
+
+
+@click.command("devices")
+@json_option
+def devices_command(as_json: bool) -> None:
+    """Serial ports and USB devices on this machine; cardd's shoes and shufflers flagged.
+
+    \b
+    Example:
+      cardctl devices
+      cardctl devices --json | jq '.devices[] | select(.role)'
+    """
+    found = discover()
+    document = {"devices": [dataclasses.asdict(c) for c in found.devices], "not_listed": found.not_listed}
+
+    def render(out: Any) -> None:
+        table = Table(title="devices", title_justify="left")
+        for column in ("known", "kind", "where", "VID:PID", "serial", "description", "url"):
+            table.add_column(column)
+        for c in found.devices:
+            vid_pid = f"{c.vid:04x}:{c.pid:04x}" if c.vid is not None and c.pid is not None else "-"
+            where = c.path or f"bus {c.bus} address {c.address}"
+            table.add_row(c.role or "", c.kind, where, vid_pid, c.serial_number or "-", c.description, c.url or "")
+        out.print(table)
+        for kind, why in found.not_listed.items():
+            out.print(f"[yellow]{kind}: {why}[/]")
+    emit(document, as_json, render)
+
+
+def holders(path: str) -> list[str]:
+    """The processes that have ``path`` (after symlinks) open: "pid 123 (cardd)", from /proc/*/fd."""
+    target = os.path.realpath(path)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or not ours to look at
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    name = Path(f"/proc/{pid}/comm").read_text().strip()
+                    found.append(f"pid {pid} ({name})")
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def device_error(url: str, exc: CarddError) -> CliError:
+    """The one line for a device that would not open or talk, with what to do."""
+    if isinstance(exc, DeviceBusy):
+        who = holders(exc.device.removeprefix("serial://"))
+        held = f"held by {', '.join(who)}" if who else "held by another process"
+        return CliError(f"{url}: busy: {held} (if it is cardd, use `cardctl status` or stop the daemon)",
+                        EXIT_UNREACHABLE)
+    if isinstance(exc, DeviceNotFound):
+        return CliError(f"{exc} — run `cardctl devices` to see what is plugged in", EXIT_UNREACHABLE)
+    if isinstance(exc, BadURL):
+        return CliError(str(exc), EXIT_USAGE)
+    if isinstance(exc, IncompatibleProtocol):
+        return CliError(f"{url}: incompatible firmware: {exc}", EXIT_FAILURE)
+    if isinstance(exc, DriverError):
+        return CliError(str(exc), EXIT_UNREACHABLE)
+    return CliError(f"{url}: {exc}", EXIT_UNREACHABLE)
+
+
+async def _probe(url: str, timeout: float) -> dict[str, Any]:
+    connection = DeviceConnection(url, config=SessionConfig(host_name="cardctl probe",
+                                                            handshake_timeout=timeout))
+    try:
+        ident = await connection.open()
+        session = connection.session
+        stats = dataclasses.asdict(session.stats) if session is not None else {}
+        return {"url": url, "role": ident.role.name.lower(), "model": ident.model, "serial": ident.serial,
+                "firmware": ident.firmware_version, "protocol": f"{ident.protocol_major}.{ident.protocol_minor}",
+                "boot_id": ident.boot_id, "stats": stats}
+    finally:
+        await connection.close()
+
+
+@click.command("probe")
+@click.argument("url")
+@click.option("--timeout", type=float, default=2.0, show_default=True, help="seconds to wait for the handshake")
+@json_option
+def probe(url: str, timeout: float, as_json: bool) -> None:
+    """Open the device at URL directly: identity, firmware, protocol version, link statistics.
+
+    The daemon must not hold the device (an exclusive open): stop it, or ask it with
+    `cardctl status`.
+
+    \b
+    Example:
+      cardctl probe serial:///dev/cardd/shoe-SHOE0001
+    """
+    try:
+        parse_url(url)
+        found = asyncio.run(_probe(url, timeout))
+    except CarddError as exc:
+        raise device_error(url, exc) from None
+
+    def render(out: Any) -> None:
+        out.print(f"[bold]{found['model']}[/] serial {found['serial']} ({found['role']}) at {url}")
+        out.print(f"firmware {found['firmware']}, protocol {found['protocol']}, boot id {found['boot_id']:#x}")
+        link = found["stats"].get("link") or {}
+        out.print("link: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in link.items()
+                                       if isinstance(v, (int, float)) and v))
+    emit(found, as_json, render)
+
+
+# ---- the technician's requests, through the daemon ------------------------------------------
+
+def device_request(name: str, as_json: bool, **args: Any) -> dict[str, Any]:
+    with daemon(timeout=30.0) as client:
+        record = run_command(client, name, **args)
+    return record
+
+
+@click.command("selftest")
+@click.argument("device", type=click.Choice(DEVICE_NAMES))
+@json_option
+def selftest(device: str, as_json: bool) -> None:
+    """Ask DEVICE to test itself (technician); exit 1 if it fails.
+
+    \b
+    Example:
+      cardctl selftest shoe
+    """
+    result = device_request("selftest", as_json, device=device)["data"]["result"]
+    emit(result, as_json, lambda out: out.print(f"{device}: {'passed' if result['passed'] else 'FAILED'}: "
+                                                f"{result['detail']}"))
+    if not result["passed"]:
+        raise CliError(f"{device}: self-test failed: {result['detail']}", EXIT_FAILURE)
+
+
+@click.command("counters")
+@click.argument("device", type=click.Choice(DEVICE_NAMES))
+@json_option
+def counters(device: str, as_json: bool) -> None:
+    """DEVICE's lifetime counters: shuffles, cards, jams, faults (technician).
+
+    \b
+    Example:
+      cardctl counters shuffler --json
+    """
+    result = device_request("counters", as_json, device=device)["data"]["result"]
+    emit(result, as_json, lambda out: out.print(f"{device}: " + ", ".join(f"{k} {v}" for k, v in result.items())))
+
+
+@click.command("clear-fault")
+@click.argument("device", type=click.Choice(DEVICE_NAMES))
+@click.argument("code")
+@json_option
+def clear_fault(device: str, code: str, as_json: bool) -> None:
+    """Clear fault CODE (e.g. jam) on DEVICE once its cause is fixed (technician).
+
+    \b
+    Example:
+      cardctl clear-fault shuffler jam
+    """
+    result = device_request("clear_fault", as_json, device=device, code=code)["data"]["result"]
+    emit(result, as_json, lambda out: out.print(f"{device}: {result['cleared']} cleared"))
+
+
+@click.command("shuffle")
+@json_option
+def shuffle(as_json: bool) -> None:
+    """Start the shuffler on a new shoe (technician).
+
+    \b
+    Example:
+      cardctl shuffle
+    """
+    result = device_request("start_shuffle", as_json)["data"]["result"]
+    emit(result, as_json, lambda out: out.print(f"shuffler: shuffling {result['decks']} decks"))
+
+
+COMMANDS = (devices_command, probe, selftest, counters, clear_fault, shuffle)

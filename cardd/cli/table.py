@@ -1,0 +1,250 @@
+"""The table through the daemon: ``status``, and the dealer's and supervisor's commands
+(``round ...``, ``alarm clear``, ``shoe void``). A refused command says which role it needs."""
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from cardd.cli.common import daemon, emit, json_option, money, run_command
+
+F = TypeVar("F", bound=Any)
+
+
+@click.command()
+@json_option
+def status(as_json: bool) -> None:
+    """The daemon, its devices, the shoe, the round and the open alarms.
+
+    \b
+    Example:
+      cardctl status
+      cardctl status --json | jq .shoe
+    """
+    with daemon() as client:
+        state = client.state()
+        version = client.version
+    document = {"release": version.release, "protocol": version.protocol, "state": state}
+    emit(document, as_json, lambda out: render_status(out, version.release, state))
+
+
+def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
+    out.print(f"[bold]{release}[/] — rules {state['rules']}, journal seq {state['seq']}")
+    devices = Table(title="devices", title_justify="left")
+    for column in ("device", "link", "state", "model", "serial", "firmware"):
+        devices.add_column(column)
+    for name, d in state["devices"].items():
+        ident = d.get("ident") or {}
+        devices.add_row(name, d["link"], d["state"], ident.get("model", "-"), ident.get("serial", "-"),
+                        ident.get("firmware", "-"))
+    out.print(devices)
+    shoe = state["shoe"]
+    out.print(f"shoe: {shoe['state']}, {shoe['cards_out']} of {shoe['cards_in_shoe']} cards out "
+              f"({shoe['penetration']:.0%} penetration)")
+    r = state["round"]
+    out.print("round: none" if r is None else
+              f"round {r['id']}: {r['state']}" + (f" HELD ({r['held']})" if r["held"] else "")
+              + (f", house {money(r['house_result'])}" if r["house_result"] is not None else ""))
+    for hold, why in state["holds"].items():
+        out.print(f"[yellow]hold {hold}: {why}[/]")
+    for alarm in state["alarms"]:
+        out.print(f"[red]alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}[/]")
+    if not state["alarms"]:
+        out.print("alarms: none")
+
+
+def table_command(name: str, as_json: bool, **args: Any) -> None:
+    """Send table command ``name``; print the journal record it made (or the one-line refusal)."""
+    with daemon() as client:
+        record = run_command(client, name, **args)
+    emit(record, as_json, lambda out: out.print(f"{name}: ok (journal seq {record['seq']})"))
+
+
+# ---- round ---------------------------------------------------------------------------------
+
+@click.group("round")
+def round_group() -> None:
+    """The dealer's round (dealer role; continue and redeal: supervisor).
+
+    \b
+    Example:
+      cardctl round open && cardctl round bet 1 p1 25.00 && cardctl round no-more-bets
+    """
+
+
+class Cents(click.ParamType):
+    """An amount in units (25 or 25.50), as the API's cents."""
+    name = "amount"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return round(float(value) * 100)
+        except ValueError:
+            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
+
+
+def stake_arguments(fn: F) -> F:
+    """BOX PLAYER AMOUNT, the arguments of a bet and of insurance."""
+    for decorator in reversed((click.argument("box", type=int), click.argument("player"),
+                               click.argument("amount", type=Cents()))):
+        fn = decorator(fn)
+    return fn
+
+
+@round_group.command("open")
+@json_option
+def round_open(as_json: bool) -> None:
+    """Open a round for bets (dealer).
+
+    \b
+    Example:
+      cardctl round open
+    """
+    table_command("open_round", as_json)
+
+
+def stake_command(name: str, command: str, doc: str) -> click.Command:
+    """``round NAME BOX PLAYER AMOUNT``: the table command ``command`` with a player's stake."""
+    @round_group.command(name, help=doc)
+    @stake_arguments
+    @json_option
+    def run(box: int, player: str, amount: int, as_json: bool) -> None:
+        table_command(command, as_json, box=box, player=player, amount=amount)
+    return run
+
+
+round_bet = stake_command("bet", "place_bet", """Place PLAYER's bet of AMOUNT (in units, e.g. 25.50) on BOX (dealer).
+
+    \b
+    Example:
+      cardctl round bet 3 alice 25
+    """)
+round_insure = stake_command("insure", "insure", """PLAYER on BOX takes insurance of AMOUNT (dealer).
+
+    \b
+    Example:
+      cardctl round insure 1 alice 12.50
+    """)
+
+
+@round_group.command("no-more-bets")
+@json_option
+def round_no_more_bets(as_json: bool) -> None:
+    """Close the bets: the deal may start (dealer).
+
+    \b
+    Example:
+      cardctl round no-more-bets
+    """
+    table_command("no_more_bets", as_json)
+
+
+@round_group.command("close-insurance")
+@json_option
+def round_close_insurance(as_json: bool) -> None:
+    """No more insurance: the dealer peeks (dealer).
+
+    \b
+    Example:
+      cardctl round close-insurance
+    """
+    table_command("close_insurance", as_json)
+
+
+@round_group.command("act")
+@click.argument("box", type=int)
+@click.argument("action", type=click.Choice(["hit", "stand", "double", "split", "surrender"]))
+@click.option("--player", help="the box owner (required by the rules when the box has co-players)")
+@click.option("--amount", type=Cents(), help="a double or split for less")
+@json_option
+def round_act(box: int, action: str, player: str | None, amount: int | None, as_json: bool) -> None:
+    """The player on BOX acts: hit, stand, double, split or surrender (dealer).
+
+    \b
+    Example:
+      cardctl round act 3 hit --player alice
+    """
+    args: dict[str, Any] = {"box": box, "action": action}
+    if player is not None:
+        args["player"] = player
+    if amount is not None:
+        args["amount"] = amount
+    table_command("act", as_json, **args)
+
+
+@round_group.command("continue")
+@json_option
+def round_continue(as_json: bool) -> None:
+    """Release a held round and carry on (supervisor).
+
+    \b
+    Example:
+      cardctl round continue
+    """
+    table_command("resume", as_json)
+
+
+@round_group.command("redeal")
+@json_option
+def round_redeal(as_json: bool) -> None:
+    """Void a held round and redeal it (supervisor).
+
+    \b
+    Example:
+      cardctl round redeal
+    """
+    table_command("redeal", as_json)
+
+
+# ---- alarm, shoe ---------------------------------------------------------------------------
+
+@click.group("alarm")
+def alarm_group() -> None:
+    """Open alarms (clear: supervisor).
+
+    \b
+    Example:
+      cardctl alarm clear 3
+    """
+
+
+@alarm_group.command("clear")
+@click.argument("alarm_id", type=int)
+@json_option
+def alarm_clear(alarm_id: int, as_json: bool) -> None:
+    """Clear alarm ALARM_ID once its cause is dealt with (supervisor).
+
+    \b
+    Example:
+      cardctl alarm clear 3
+    """
+    table_command("clear_alarm", as_json, alarm_id=alarm_id)
+
+
+@click.group("shoe")
+def shoe_group() -> None:
+    """The shoe as a whole (void: supervisor; remainder: dealer).
+
+    \b
+    Example:
+      cardctl shoe void
+    """
+
+
+@shoe_group.command("void")
+@json_option
+def shoe_void(as_json: bool) -> None:
+    """Void the whole shoe (supervisor).
+
+    \b
+    Example:
+      cardctl shoe void
+    """
+    table_command("void_shoe", as_json)
+
+
+COMMANDS = (status, round_group, alarm_group, shoe_group)

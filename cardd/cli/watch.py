@@ -1,0 +1,146 @@
+"""``cardctl watch``: the live view of the table a supervisor leaves open — devices and their
+link, the shoe, the round with every box, hand and total, holds and alarms, the last events.
+Built from one STATE and the WATCH stream (the state is asked again after each event)."""
+from __future__ import annotations
+
+from collections import deque
+from datetime import datetime
+from typing import Any
+
+import click
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from cardd.api.client import ApiClient
+from cardd.cli.common import api_errors, console, daemon, emit_json, json_option, money, options, to_builtins
+
+#: how many of the latest events the view keeps
+LAST_EVENTS = 8
+LINK_STYLE = {"up": "green", "down": "red"}
+
+
+def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> RenderableType:
+    """One frame of the view from a STATE and the latest events."""
+    header = Text(f"cardd table — {release} — rules {state['rules']} — journal seq {state['seq']} — "
+                  f"{datetime.now():%H:%M:%S}", style="bold")
+    devices = Table(expand=True, title="devices", title_justify="left")
+    for column in ("device", "link", "state", "model", "serial", "firmware"):
+        devices.add_column(column)
+    for name, d in state["devices"].items():
+        ident = d.get("ident") or {}
+        devices.add_row(name, Text(d["link"], style=LINK_STYLE.get(d["link"], "yellow")), d["state"],
+                        ident.get("model", "-"), ident.get("serial", "-"), ident.get("firmware", "-"))
+    shoe = state["shoe"]
+    shoe_line = Text(f"shoe {shoe['state']}: {shoe['cards_out']} of {shoe['cards_in_shoe']} out, "
+                     f"penetration {shoe['penetration']:.0%}, rounds {state['rounds_started']}"
+                     + (", LAST ROUND" if shoe.get("last_round") else ""))
+    parts: list[RenderableType] = [header, devices, shoe_line, round_view(state.get("round"))]
+    trouble = Table(expand=True, title="holds and alarms", title_justify="left")
+    trouble.add_column("what")
+    trouble.add_column("detail")
+    for hold, why in state["holds"].items():
+        trouble.add_row(Text(f"HOLD {hold}", style="yellow"), str(why))
+    for alarm in state["alarms"]:
+        trouble.add_row(Text(f"ALARM {alarm.get('id')} {alarm.get('reason', '')}", style="bold red"),
+                        str(alarm.get("message", "")))
+    if not state["holds"] and not state["alarms"]:
+        trouble.add_row(Text("none", style="green"), "")
+    parts.append(trouble)
+    last = Table(expand=True, title="last events", title_justify="left", show_header=False)
+    for e in events:
+        last.add_row(str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%H:%M:%S"),
+                     Text(e["severity"], style="red" if e["severity"] == "alarm" else ""), e["reason"], e["message"])
+    parts.append(last)
+    return Group(*parts)
+
+
+def round_view(r: dict[str, Any] | None) -> RenderableType:
+    if r is None:
+        return Panel("no round open", title="round")
+    title = f"round {r['id']} — {r['state']}" + (f" — HELD: {r['held']}" if r["held"] else "")
+    if r["house_result"] is not None:
+        title += f" — house {money(r['house_result'])}"
+    table = Table(expand=True)
+    for column in ("box", "hand", "cards", "total", "stakes", "notes"):
+        table.add_column(column)
+    turn = r.get("turn")
+    for box, wagers in r["wagers"].items():
+        if box not in r["boxes"]:  # bets placed, no card yet
+            stakes = ", ".join(f"{p} {money(a)}" for p, a in wagers.items())
+            table.add_row(f"box {box}", "", "", "", stakes, "")
+    for box, hands in r["boxes"].items():
+        for hand in hands:
+            total = ("soft " if hand["soft"] else "") + str(hand["total"])
+            notes = [n for n, on in (("stood", hand["stood"]), ("surrendered", hand["surrendered"]),
+                                     ("doubled", bool(hand["doubled"]))) if on]
+            if turn is not None and str(turn[1]) == box and turn[2] == hand["hand"]:
+                notes.append("<- to act")
+            stakes = ", ".join(f"{p} {money(a)}" for p, a in hand["stakes"].items())
+            table.add_row(f"box {box}", str(hand["hand"]), " ".join(hand["cards"]), total, stakes, " ".join(notes))
+    dealer = r["dealer"]
+    table.add_row("dealer", "", " ".join(dealer["cards"]), ("soft " if dealer["soft"] else "") + str(dealer["total"]),
+                  "", "")
+    return Panel(table, title=title, title_align="left")
+
+
+def shown_in_view(kind: str, reason: str) -> bool:
+    """The raw input records and the simulation's own moves stay out of the view: the events
+    they caused say what happened."""
+    return kind != "input" and not reason.startswith("SIM_")
+
+
+def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int | None) -> None:
+    """Show the view (or JSON lines) until the connection ends, Ctrl-C, or ``frames`` frames."""
+    state = client.state()
+    events: deque[dict[str, Any]] = deque(maxlen=LAST_EVENTS)
+    if as_json:
+        emit_json({"class": "STATE", "state": state})
+    stream = watcher.watch(since_seq=state["seq"])
+    shown = 1
+    if as_json:
+        for event in stream:
+            emit_json(to_builtins(event))
+        return
+    out = console()
+    with Live(view(client.version.release, state, events), console=out, screen=out.is_terminal,
+              auto_refresh=False, transient=False) as live:
+        for event in stream:
+            if shown_in_view(event.kind, event.reason):
+                events.append(to_builtins(event))
+            if watcher.pending_events:  # more are waiting: draw once they are read
+                continue
+            state = client.state()
+            live.update(view(client.version.release, state, events), refresh=True)
+            shown += 1
+            if frames is not None and shown >= frames:
+                return
+
+
+@click.command("watch")
+@click.option("--frames", type=int, default=None, help="stop after this many frames (scripts, tests)")
+@json_option
+def watch(frames: int | None, as_json: bool) -> None:
+    """A live full-screen view of the table: devices, shoe, round, holds, alarms, events.
+
+    Ctrl-C leaves. With --json: a STATE line, then one JSON line per event.
+
+    \b
+    Example:
+      cardctl watch
+      cardctl watch --json | jq -c 'select(.severity == "alarm")'
+    """
+    try:
+        with daemon(timeout=None) as client, api_errors():
+            watcher = ApiClient(options().socket, timeout=None)
+            try:
+                run_view(client, watcher, as_json, frames)
+            finally:
+                watcher.close()
+    except KeyboardInterrupt:
+        pass
+
+
+COMMANDS = (watch,)

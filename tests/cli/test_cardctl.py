@@ -1,0 +1,268 @@
+"""cardctl through the real daemon (``cardd --simulate`` in a subprocess) and its simulated
+devices: every answer parsed from --json, every error one line with its exit code."""
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
+from tests.cli.cli_rig import CARDCTL, cardctl, device_urls
+from tests.journal.journal_helpers import tamper
+from tests.support.groups import unix_groups
+from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, simulate, state_dir, write_config
+
+
+@pytest.fixture
+def directory() -> Iterator[Path]:
+    path = state_dir()
+    yield path
+    remove(path)
+
+
+@pytest.fixture
+def daemon(directory: Path) -> Iterator[Daemon]:
+    with simulate(directory) as running:
+        client = running.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        client.close()
+        yield running
+
+
+def start_round(daemon: Daemon) -> None:
+    """Shuffle, load and burn through the API; then a round opened and bet through cardctl."""
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+    client.close()
+    sock = daemon.socket_path
+    for args in (("round", "open"), ("round", "bet", "1", "alice", "25"), ("round", "bet", "1", "bob", "10"),
+                 ("round", "bet", "3", "carol", "10.50"), ("round", "no-more-bets")):
+        run = cardctl(sock, *args, "--json")
+        assert run.code == 0, (args, run.err)
+        assert run.json()["kind"] == "input"
+
+
+# ---- errors met first ------------------------------------------------------------------------
+
+def test_no_daemon_is_one_line_with_the_systemctl_line_and_exit_3(directory):
+    run = cardctl(directory / "cardd.sock", "status")
+    assert run.code == 3
+    assert "systemctl start cardd" in run.one_line_error()
+
+
+def test_a_stale_socket_is_no_daemon(directory):
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(directory / "cardd.sock"))
+    stale.close()  # the file stays, nobody listens
+    run = cardctl(directory / "cardd.sock", "status", "--json")
+    assert run.code == 3 and "not running" in run.one_line_error() and run.out == ""
+    with pytest.raises(DaemonNotRunning, match="systemctl"):
+        ApiClient(directory / "cardd.sock")
+
+
+def test_socket_permission_denied_names_the_group_to_join(daemon):
+    run = cardctl(daemon.socket_path, "status", prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
+    assert run.code == 3
+    assert "usermod -aG cardd-api" in run.one_line_error()
+
+
+def test_usage_errors_exit_2(daemon):
+    assert cardctl(daemon.socket_path, "round", "bet", "1").code == 2
+    run = cardctl(daemon.socket_path, "round", "bet", "1", "alice", "lots")
+    assert run.code == 2 and "lots" in run.err
+
+
+def test_refused_and_unknown_commands_through_the_client(daemon):
+    with ApiClient(daemon.socket_path) as client:
+        with pytest.raises(CommandRefused) as refused:
+            client.command("no_such_command")
+        assert refused.value.code == "unknown-command"
+        with pytest.raises(CommandRefused) as wrong:
+            client.command("resume")
+        assert wrong.value.code == "failed" and "no held round" in str(wrong.value)
+
+
+# ---- queries ---------------------------------------------------------------------------------
+
+def test_status_json_and_the_table_view(daemon):
+    run = cardctl(daemon.socket_path, "status", "--json")
+    assert run.code == 0, run.err
+    document = run.json()
+    assert document["protocol"] == "1.0" and document["state"]["devices"]["shoe-reader"]["link"] == "up"
+    text = cardctl(daemon.socket_path, "status")
+    assert text.code == 0 and "SHOE0001" in text.out and "alarms: none" in text.out
+
+
+def test_devices_lists_json(daemon):
+    run = cardctl(None, "devices", "--json")
+    assert run.code == 0, run.err
+    assert set(run.json()) == {"devices", "not_listed"}
+
+
+def test_technician_commands_answer_from_the_devices(daemon):
+    sock = daemon.socket_path
+    run = cardctl(sock, "selftest", "shoe", "--json")
+    assert run.code == 0 and run.json()["passed"] is True
+    counters = cardctl(sock, "counters", "shuffler", "--json")
+    assert counters.code == 0 and set(counters.json()) == {"shuffles", "cards", "jams", "faults"}
+    with ApiClient(sock) as client:
+        client.command("sim_fault", device="shuffler", code="jam")
+    assert cardctl(sock, "selftest", "shuffler").code == 1  # an active jam fails the self-test
+    cleared = cardctl(sock, "clear-fault", "shuffler", "jam", "--json")
+    assert cleared.code == 0 and cleared.json() == {"cleared": "jam"}
+    assert cardctl(sock, "counters", "shuffler", "--json").json()["jams"] == 1
+    shuffle = cardctl(sock, "shuffle", "--json")
+    assert shuffle.code == 0 and shuffle.json() == {"decks": 6}
+
+
+def test_a_round_an_alarm_and_the_supervisor_through_cardctl(daemon):
+    start_round(daemon)
+    sock = daemon.socket_path
+    state = cardctl(sock, "status", "--json").json()["state"]
+    assert state["round"]["wagers"] == {"1": {"alice": 2500, "bob": 1000}, "3": {"carol": 1050}}
+    with ApiClient(sock) as client:
+        client.command("sim_fault", device="shuffler", code="jam")
+    client = daemon.client()
+    state = client.wait_state(lambda s: bool(s["alarms"]) and s["round"]["held"] is not None)
+    client.close()
+    refused = cardctl(sock, "round", "continue")  # the shuffler is still jammed
+    assert refused.code == 1 and "shuffler is fault" in refused.one_line_error()
+    assert cardctl(sock, "clear-fault", "shuffler", "jam").code == 0
+    for alarm in state["alarms"]:
+        assert cardctl(sock, "alarm", "clear", str(alarm["id"])).code == 0
+    assert cardctl(sock, "round", "continue", "--json").code == 0
+    after = cardctl(sock, "status", "--json").json()["state"]
+    assert after["alarms"] == [] and after["round"]["held"] is None
+    missing = cardctl(sock, "alarm", "clear", "999")
+    assert missing.code == 1 and "999" in missing.one_line_error()
+    assert cardctl(sock, "shoe", "void", "--json").code == 0
+    assert cardctl(sock, "status", "--json").json()["state"]["shoe"]["state"] == "void"
+
+
+def test_log_query_follow_and_export(daemon, directory):
+    start_round(daemon)
+    sock = daemon.socket_path
+    run = cardctl(sock, "log", "--round", "1", "--json")
+    assert run.code == 0, run.err
+    reasons = [r["reason"] for r in run.json()["records"]]
+    assert "CARD_ASSIGNED" in reasons or "CARD_READ" in reasons or reasons
+    assert all(r["data"].get("round") in (1, None) for r in run.json()["records"])
+    alarms = cardctl(sock, "log", "--severity", "alarm", "--json").json()["records"]
+    assert all(r["severity"] == "alarm" for r in alarms)
+    export = directory / "export.csv"
+    done = cardctl(sock, "log", "--export", str(export), "--json")
+    assert done.code == 0 and done.json()["exported"] > 10
+    lines = export.read_text().splitlines()
+    assert lines[0].startswith("seq,time,kind") and len(lines) == done.json()["exported"] + 1
+    again = cardctl(sock, "log", "--export", str(export))
+    assert again.code == 2 and "never overwrites" in again.one_line_error()
+    jsonl = directory / "export.jsonl"
+    assert cardctl(sock, "log", "--export", str(jsonl)).code == 0
+    follower = subprocess.Popen([str(CARDCTL), "--socket", str(sock), "log",
+                                 "--follow", "--json", "--limit", "1", "--reason", "OVERRIDE"],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        with ApiClient(sock) as client:
+            client.command("void_shoe")
+        line = follower.stdout.readline() if follower.stdout else ""
+        while '"void' not in line and line:
+            line = follower.stdout.readline() if follower.stdout else ""
+        assert '"reason": "OVERRIDE"' in line
+    finally:
+        follower.terminate()
+        follower.wait(10)
+
+
+def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_record(daemon, directory):
+    sock = daemon.socket_path
+    run = cardctl(sock, "verify-journal", "--json")
+    assert run.code == 0 and run.json()["ok"] is True
+    copy = directory / "copy.sqlite3"
+    with ApiClient(sock):
+        pass
+    daemon.stop()
+    shutil.copy(directory / "journal.sqlite3", copy)
+    good = cardctl(None, "verify-journal", "--file", str(copy), "--json")
+    assert good.code == 0 and good.json()["checked"] > 3
+    tamper(copy, "UPDATE records SET reason = 'TAMPERED' WHERE seq = 2")
+    bad = cardctl(None, "verify-journal", "--file", str(copy))
+    assert bad.code == 5
+    assert "record 2" in bad.one_line_error() or "seq 2" in bad.one_line_error()
+    assert cardctl(None, "verify-journal", "--file", str(directory / "nope.sqlite3")).code == 2
+
+
+# ---- straight to a device --------------------------------------------------------------------
+
+def test_probe_a_device_the_daemon_holds_names_the_holder_and_a_missing_one_hints_devices(directory):
+    with simulate(directory) as running:
+        assert running.proc.stdout is not None
+        line = running.proc.stdout.readline()
+        urls = device_urls(line)
+        client = running.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        client.close()
+        busy = cardctl(None, "probe", urls["shoe"])
+        assert busy.code == 3
+        assert f"pid {running.proc.pid} (cardd)" in busy.one_line_error()
+    missing = cardctl(None, "probe", "serial:///dev/cardd/no-such-shoe")
+    assert missing.code == 3 and "cardctl devices" in missing.one_line_error()
+    assert cardctl(None, "probe", "gopher://x").code == 2
+
+
+def test_probe_a_free_simulated_device_shows_identity_and_protocol():
+    from simulators.rig import SimulatedTable
+    with SimulatedTable.over_ptys() as sim:
+        run = cardctl(None, "probe", sim.shoe.url, "--json")
+    assert run.code == 0, run.err
+    found = run.json()
+    assert found["serial"] == "SHOE0001" and found["protocol"].startswith("1.")
+    assert found["stats"]["link"]["frames_received"] > 0
+
+
+def test_every_subcommand_has_an_example_in_its_help():
+    from cardd.cli.main import cli
+    import click
+
+    def walk(group: click.Group, path: list[str]) -> Iterator[list[str]]:
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from walk(command, path + [name])
+            yield path + [name]
+
+    for path in walk(cli, []):
+        run = cardctl(None, *path, "--help")
+        assert run.code == 0 and "Example:" in run.out, path
+
+
+# ---- roles -----------------------------------------------------------------------------------
+
+ROLE_GROUPS = {"api": ("cardd-c-api", 64530), "dealer": ("cardd-c-dealer", 64531)}
+DEALER_UID = 64532
+
+
+@pytest.fixture
+def role_groups() -> Iterator[dict[str, int]]:
+    with unix_groups(ROLE_GROUPS) as gids:
+        yield gids
+
+
+def test_a_command_outside_the_callers_role_exits_4_naming_the_role(directory, role_groups):
+    from simulators.rig import SimulatedTable
+    with SimulatedTable.over_ptys() as sim:
+        config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles={"dealer": ROLE_GROUPS["dealer"][0]},
+                              api_group=ROLE_GROUPS["api"][0])
+        running = Daemon(["--config", str(config)], directory / "cardd.sock")
+        try:
+            as_dealer = ("setpriv", f"--reuid={DEALER_UID}", f"--regid={role_groups['api']}",
+                         f"--groups={role_groups['api']},{role_groups['dealer']}")
+            assert cardctl(running.socket_path, "status", "--json", prefix=as_dealer).code == 0
+            refused = cardctl(running.socket_path, "shoe", "void", prefix=as_dealer)
+            assert refused.code == 4
+            assert "supervisor" in refused.one_line_error()
+            assert cardctl(running.socket_path, "counters", "shoe", prefix=as_dealer).code == 4
+        finally:
+            running.stop()

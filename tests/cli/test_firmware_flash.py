@@ -1,0 +1,70 @@
+"""``cardctl firmware flash``: a signed image updates a simulated device with a progress bar;
+an unsigned or re-signed image exits 5 before the device is even opened."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from firmware_bridge.firmware import SignedImage, generate_dev_keypair, public_key_bytes, sign_image
+from simulators.rig import SimulatedTable
+from tests.cli.cli_rig import cardctl
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Iterator[tuple[object, Path]]:
+    private, public = generate_dev_keypair()
+    key = tmp_path / "firmware.pub"
+    key.write_bytes(public_key_bytes(public))
+    yield private, key
+
+
+def image_file(path: Path, signed: SignedImage) -> Path:
+    path.write_bytes(signed.to_bytes())
+    return path
+
+
+def test_a_signed_image_updates_the_device_with_progress(tmp_path, keys):
+    private, key = keys
+    image = image_file(tmp_path / "os1.fw", sign_image("OS-1 sim", "1.1.0", bytes(range(256)) * 64, private))
+    with SimulatedTable.over_ptys(firmware_public_key=key.read_bytes()) as sim:
+        run = cardctl(None, "firmware", "flash", "--key", str(key), sim.shoe.url, str(image))
+        assert run.code == 0, run.err
+        assert "1.0.0 -> 1.1.0" in run.out
+        assert re.search(r"16\.4/16\.4 kB", run.out)  # the progress bar: bytes sent of the image's
+        probe = cardctl(None, "probe", sim.shoe.url, "--json")
+    assert probe.json()["firmware"] == "1.1.0"
+
+
+@pytest.mark.parametrize("tamper", ["unsigned", "re-signed"])
+def test_an_unsigned_or_re_signed_image_exits_5_and_nothing_is_sent(tmp_path, keys, tamper):
+    private, key = keys
+    body = b"\x00firmware" * 100
+    if tamper == "unsigned":
+        signed = sign_image("OS-1 sim", "1.1.0", body, private)
+        raw = signed.header_bytes + signed.image + bytes(64)
+    else:  # someone else's key over a valid image
+        other, _ = generate_dev_keypair()
+        raw = sign_image("OS-1 sim", "1.1.0", body, other).to_bytes()
+    image = tmp_path / "bad.fw"
+    image.write_bytes(raw)
+    with SimulatedTable.over_ptys(firmware_public_key=key.read_bytes()) as sim:
+        run = cardctl(None, "firmware", "flash", "--key", str(key), sim.shoe.url, str(image))
+        assert run.code == 5
+        assert "nothing sent" in run.one_line_error()
+        state = sim.shoe.state()
+    assert state["link_stats"] is None or state["link_stats"].frames_received == 0  # never even opened
+    assert state["firmware_version"] == "1.0.0"
+
+
+def test_a_missing_or_keyless_config_is_one_line_naming_the_file(tmp_path):
+    image = tmp_path / "x.fw"
+    image.write_bytes(b"x")
+    run = cardctl(None, "firmware", "flash", "--config", str(tmp_path / "none.toml"), "serial:///dev/null", str(image))
+    assert run.code == 2 and "none.toml" in run.one_line_error()
+    config = tmp_path / "cardd.toml"
+    config.write_text('[devices]\nshoe = "serial:///dev/null"\n[firmware]\npublic_kye = "/x"\n')
+    run = cardctl(None, "firmware", "flash", "--config", str(config), "serial:///dev/null", str(image))
+    assert run.code == 2 and "public_kye" in run.one_line_error()

@@ -1,0 +1,83 @@
+"""``cardctl watch`` in a real terminal (tmux): what a person sees as the table moves — the
+boxes with their totals, an alarm appearing and then clearing."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cardd.api.client import ApiClient
+from tests.cli.cli_rig import CARDCTL
+from tests.daemon.daemon_rig import remove, shuffle_and_load, simulate, state_dir
+
+SESSION_PREFIX = "cardctl-watch-test"
+
+
+@pytest.fixture
+def directory() -> Iterator[Path]:
+    path = state_dir()
+    yield path
+    remove(path)
+
+
+class Tmux:
+    def __init__(self, name: str, command: list[str]) -> None:
+        assert shutil.which("tmux"), "tmux is installed by make sysdeps"
+        self.name = name
+        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "60", *command], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
+                              check=True).stdout
+
+    def wait_for(self, check: Callable[[str], bool], timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            assert time.monotonic() < deadline, f"the screen never showed it:\n{screen}"
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def test_watch_shows_the_boxes_totals_and_an_alarm_appearing_and_clearing(directory):
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        tmux = Tmux(f"{SESSION_PREFIX}-{directory.name}", [str(CARDCTL), "--socket", str(daemon.socket_path), "watch"])
+        try:
+            tmux.wait_for(lambda s: "SHOE0001" in s and "no round open" in s)
+            shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+            client.ok("open_round")
+            client.ok("place_bet", box=2, player="alice", amount=2500)
+            client.ok("place_bet", box=5, player="bob", amount=1000)
+            client.ok("no_more_bets")
+            for _ in range(3):
+                client.ok("sim_deal", cards=1)
+            state = client.wait_state(lambda s: len(s["round"]["boxes"]["5"][0]["cards"]) == 1
+                                      and len(s["round"]["dealer"]["cards"]) == 1)
+            box2 = state["round"]["boxes"]["2"][0]
+            screen = tmux.wait_for(lambda s: "alice 25.00" in s and "bob 10.00" in s)
+            line = next(row for row in screen.splitlines() if "box 2" in row)
+            assert box2["cards"][0] in line and str(box2["total"]) in line
+            assert "ALARM" not in screen
+            with ApiClient(daemon.socket_path) as other:
+                other.command("sim_fault", device="shuffler", code="jam")
+            screen = tmux.wait_for(lambda s: "ALARM" in s and "SHUFFLER_MALFUNCTION" in s)
+            assert "HELD" in screen
+            client.ok("clear_fault", device="shuffler", code="jam")
+            for alarm in client.wait_state(lambda s: s["devices"]["shuffler"]["state"] != "fault")["alarms"]:
+                client.ok("clear_alarm", alarm_id=alarm["id"])
+            client.ok("resume")
+            screen = tmux.wait_for(lambda s: "ALARM" not in s and "HELD" not in s)
+            assert "alice 25.00" in screen
+        finally:
+            tmux.close()
+            client.close()
