@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 import typing
 from typing import Annotated, ClassVar
 
@@ -103,6 +104,10 @@ class Message:
 
 _REGISTRY: dict[int, type[Message]] = {}
 
+#: per type code whose fields all have a fixed width: one struct for the whole body and each
+#: field's converter (None: the integer as read); ``decode`` reads such a body in one step
+_FIXED: dict[int, tuple[struct.Struct, tuple[typing.Callable[[int], typing.Any] | None, ...]]] = {}
+
 
 _C = typing.TypeVar("_C", bound=Message)
 
@@ -122,6 +127,10 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
         cls.TYPE = code
         cls.FIELDS = tuple((f.name, hints[f.name].__metadata__[0]) for f in dataclasses.fields(cls))
         _REGISTRY[code] = cls
+        layouts = [codec.fixed_layout() for _, codec in cls.FIELDS]
+        if all(layout is not None for layout in layouts):
+            fixed = [layout for layout in layouts if layout is not None]
+            _FIXED[code] = (struct.Struct(">" + "".join(fmt for fmt, _ in fixed)), tuple(conv for _, conv in fixed))
         return cls
 
     return register
@@ -486,6 +495,13 @@ def decode(payload: bytes) -> Message:
     cls = _REGISTRY.get(payload[0])
     if cls is None:
         raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
+    fixed = _FIXED.get(payload[0])
+    if fixed is not None and len(payload) == fixed[0].size + 1:
+        try:
+            return cls(*[raw if convert is None else convert(raw)
+                         for raw, convert in zip(fixed[0].unpack_from(payload, 1), fixed[1])])
+        except KeyError:
+            pass  # a value out of range: the field-by-field reading below names it
     values = {}
     offset = 1
     try:

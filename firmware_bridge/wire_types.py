@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Any
+from typing import Any, Callable
 
 from core.cards import ALL_CARDS, Card, CardCodeError
 from core.errors import CarddError
@@ -29,6 +29,14 @@ class FieldCodec:
     def unpack(self, buf: bytes, offset: int) -> tuple[Any, int]:
         raise NotImplementedError
 
+    def fixed_layout(self) -> tuple[str, Callable[[int], Any] | None] | None:
+        """For a field of fixed width: its struct format character and how a raw integer becomes
+        the value (None: as it is); the converter raises KeyError for a raw value ``unpack`` would
+        refuse. None for a field of variable width. Lets a message of fixed-width fields be read
+        with one precompiled struct (the card path); ``unpack`` stays the reference and the path
+        that names a defect."""
+        return None
+
 
 class Int(FieldCodec):
     def __init__(self, fmt: str) -> None:
@@ -46,6 +54,9 @@ class Int(FieldCodec):
             raise BodyError(f"body ends at byte {len(buf)}, field needs bytes {offset}..{end - 1}")
         return self._struct.unpack_from(buf, offset)[0], end
 
+    def fixed_layout(self) -> tuple[str, None]:
+        return self._struct.format[1:], None
+
 
 U8, U16, U32 = Int("B"), Int("H"), Int("I")
 
@@ -60,10 +71,14 @@ class Bool(FieldCodec):
             raise BodyError(f"byte {offset} is 0x{raw:02x}, a boolean must be 0x00 or 0x01")
         return bool(raw), end
 
+    def fixed_layout(self) -> tuple[str, Callable[[int], bool]]:
+        return "B", {0: False, 1: True}.__getitem__
+
 
 class Enum8(FieldCodec):
     def __init__(self, enum_type: type[enum.IntEnum]) -> None:
         self.enum_type = enum_type
+        self._members = {int(m): m for m in enum_type}
 
     def pack(self, value: enum.IntEnum) -> bytes:
         return U8.pack(int(value))
@@ -75,6 +90,9 @@ class Enum8(FieldCodec):
         except ValueError:
             allowed = ", ".join(f"{m.value}={m.name}" for m in self.enum_type)
             raise BodyError(f"byte {offset} is {raw}, not a {self.enum_type.__name__} ({allowed})") from None
+
+    def fixed_layout(self) -> tuple[str, Callable[[int], enum.IntEnum]]:
+        return "B", self._members.__getitem__
 
 
 class Blob(FieldCodec):
@@ -145,6 +163,9 @@ class CardField(FieldCodec):
             return Card.from_byte(raw), end
         except CardCodeError as exc:
             raise BodyError(f"byte {offset}: {exc}") from None
+
+    def fixed_layout(self) -> tuple[str, Callable[[int], Card]]:
+        return "B", {card.to_byte(): card for card in ALL_CARDS}.__getitem__
 
 
 class Composition(FieldCodec):
