@@ -104,9 +104,19 @@ class Message:
 
 _REGISTRY: dict[int, type[Message]] = {}
 
-#: per type code whose fields all have a fixed width: one struct for the whole body and each
-#: field's converter (None: the integer as read); ``decode`` reads such a body in one step
-_FIXED: dict[int, tuple[struct.Struct, tuple[typing.Callable[[int], typing.Any] | None, ...]]] = {}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FixedBody:
+    """A message type whose fields all have a fixed width: its body as one struct, read and
+    written in one step (the card path: CardRead, Heartbeat, Status, ...)."""
+
+    struct: struct.Struct
+    read: tuple[typing.Callable[[int], typing.Any] | None, ...]
+    write: tuple[typing.Callable[[typing.Any], int] | None, ...]
+
+
+_FIXED: dict[int, _FixedBody] = {}
 
 
 _C = typing.TypeVar("_C", bound=Message)
@@ -128,9 +138,10 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
         cls.FIELDS = tuple((f.name, hints[f.name].__metadata__[0]) for f in dataclasses.fields(cls))
         _REGISTRY[code] = cls
         layouts = [codec.fixed_layout() for _, codec in cls.FIELDS]
-        if all(layout is not None for layout in layouts):
-            fixed = [layout for layout in layouts if layout is not None]
-            _FIXED[code] = (struct.Struct(">" + "".join(fmt for fmt, _ in fixed)), tuple(conv for _, conv in fixed))
+        fixed = [layout for layout in layouts if layout is not None]
+        if len(fixed) == len(layouts):
+            _FIXED[code] = _FixedBody(struct.Struct(">B" + "".join(f.fmt for f in fixed)),
+                                      tuple(f.read for f in fixed), tuple(f.write for f in fixed))
         return cls
 
     return register
@@ -482,6 +493,14 @@ EVENT_MESSAGES: frozenset[type[Message]] = frozenset({
 
 def encode(msg: Message) -> bytes:
     """The link payload for ``msg``: type byte then fields in declaration order."""
+    fixed = _FIXED.get(msg.TYPE)
+    if fixed is not None:
+        values = [getattr(msg, name) for name, _ in msg.FIELDS]
+        try:
+            return fixed.struct.pack(msg.TYPE, *[value if write is None else write(value)
+                                                 for value, write in zip(values, fixed.write)])
+        except struct.error:
+            pass  # a value that does not fit: the field-by-field path below names it
     try:
         return bytes([msg.TYPE]) + b"".join(codec.pack(getattr(msg, name)) for name, codec in msg.FIELDS)
     except BodyError as exc:
@@ -496,10 +515,10 @@ def decode(payload: bytes) -> Message:
     if cls is None:
         raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
     fixed = _FIXED.get(payload[0])
-    if fixed is not None and len(payload) == fixed[0].size + 1:
+    if fixed is not None and len(payload) == fixed.struct.size:
         try:
-            return cls(*[raw if convert is None else convert(raw)
-                         for raw, convert in zip(fixed[0].unpack_from(payload, 1), fixed[1])])
+            return cls(*[raw if read is None else read(raw)
+                         for raw, read in zip(fixed.struct.unpack(payload)[1:], fixed.read)])
         except KeyError:
             pass  # a value out of range: the field-by-field reading below names it
     values = {}

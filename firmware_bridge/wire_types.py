@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from core.cards import ALL_CARDS, Card, CardCodeError
 from core.errors import CarddError
@@ -18,6 +18,16 @@ from core.text import printable
 
 class BodyError(CarddError, ValueError):
     """A field could not be read from a message body."""
+
+
+class FixedLayout(NamedTuple):
+    """A fixed-width field as one struct format character: ``read`` turns the integer read into
+    the value and raises KeyError for one ``unpack`` would refuse; ``write`` is the integer
+    ``pack`` would store (None for either: the integer as it is)."""
+
+    fmt: str
+    read: Callable[[int], Any] | None
+    write: Callable[[Any], int] | None
 
 
 class FieldCodec:
@@ -29,12 +39,10 @@ class FieldCodec:
     def unpack(self, buf: bytes, offset: int) -> tuple[Any, int]:
         raise NotImplementedError
 
-    def fixed_layout(self) -> tuple[str, Callable[[int], Any] | None] | None:
-        """For a field of fixed width: its struct format character and how a raw integer becomes
-        the value (None: as it is); the converter raises KeyError for a raw value ``unpack`` would
-        refuse. None for a field of variable width. Lets a message of fixed-width fields be read
-        with one precompiled struct (the card path); ``unpack`` stays the reference and the path
-        that names a defect."""
+    def fixed_layout(self) -> FixedLayout | None:
+        """A field of fixed width as a struct format character (None: variable width). Lets a
+        message of fixed-width fields be read and written with one precompiled struct (the card
+        path); ``pack``/``unpack`` stay the reference and the path that names a defect."""
         return None
 
 
@@ -54,8 +62,8 @@ class Int(FieldCodec):
             raise BodyError(f"body ends at byte {len(buf)}, field needs bytes {offset}..{end - 1}")
         return self._struct.unpack_from(buf, offset)[0], end
 
-    def fixed_layout(self) -> tuple[str, None]:
-        return self._struct.format[1:], None
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout(self._struct.format[1:], None, None)
 
 
 U8, U16, U32 = Int("B"), Int("H"), Int("I")
@@ -71,8 +79,8 @@ class Bool(FieldCodec):
             raise BodyError(f"byte {offset} is 0x{raw:02x}, a boolean must be 0x00 or 0x01")
         return bool(raw), end
 
-    def fixed_layout(self) -> tuple[str, Callable[[int], bool]]:
-        return "B", {0: False, 1: True}.__getitem__
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout("B", {0: False, 1: True}.__getitem__, lambda value: 1 if value else 0)
 
 
 class Enum8(FieldCodec):
@@ -91,8 +99,8 @@ class Enum8(FieldCodec):
             allowed = ", ".join(f"{m.value}={m.name}" for m in self.enum_type)
             raise BodyError(f"byte {offset} is {raw}, not a {self.enum_type.__name__} ({allowed})") from None
 
-    def fixed_layout(self) -> tuple[str, Callable[[int], enum.IntEnum]]:
-        return "B", self._members.__getitem__
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout("B", self._members.__getitem__, int)
 
 
 class Blob(FieldCodec):
@@ -164,8 +172,8 @@ class CardField(FieldCodec):
         except CardCodeError as exc:
             raise BodyError(f"byte {offset}: {exc}") from None
 
-    def fixed_layout(self) -> tuple[str, Callable[[int], Card]]:
-        return "B", {card.to_byte(): card for card in ALL_CARDS}.__getitem__
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout("B", {card.to_byte(): card for card in ALL_CARDS}.__getitem__, lambda card: card.to_byte())
 
 
 class Composition(FieldCodec):
