@@ -52,6 +52,9 @@ class FrameKind(enum.IntEnum):
     RESET_ACK = 0x05  # payload = the nonce of the RESET it answers
 
 
+_KINDS: dict[int, FrameKind] = {int(k): k for k in FrameKind}  # a dict lookup: FrameKind(x) costs 0.4 us
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     kind: FrameKind
@@ -85,8 +88,24 @@ def cobs_decode(data: bytes) -> bytes:
     """Reverse :func:`cobs_encode`; raises :class:`CobsError` on a zero byte or a code that overruns."""
     if b"\x00" in data:
         raise CobsError(f"0x00 at byte {bytes(data).index(0)} inside a COBS block", data)
+    n = len(data)
+    if n and b"\xff" not in data:
+        # no 0xFF code, so every block but the last ends in a zero that sits where the next
+        # code byte is: overwrite those codes in place instead of joining slices
+        out = bytearray(data)
+        i = 0
+        while True:
+            code = data[i]
+            end = i + code
+            if end > n:
+                raise CobsError(f"COBS code 0x{code:02x} at byte {i} needs {code - 1} bytes, {n - i - 1} remain", data)
+            if end == n:
+                del out[0]
+                return bytes(out)
+            out[end] = 0
+            i = end
     out = bytearray()
-    i, n = 0, len(data)
+    i = 0
     while i < n:
         code = data[i]
         end = i + code
@@ -127,11 +146,10 @@ def parse_frame(raw: bytes, shown: bytes | None = None) -> Frame:
     held = len(raw) - HEADER_LEN - CRC_LEN
     if length != held:
         raise LengthMismatch(f"length field says {length} payload bytes, frame holds {held}", shown)
-    try:
-        kind = FrameKind(kind)
-    except ValueError:
-        raise UnknownFrameKind(f"frame kind 0x{kind:02x} is not one of {[hex(k) for k in FrameKind]}", shown) from None
-    return Frame(kind, seq, ack, bytes(raw[HEADER_LEN:-CRC_LEN]))
+    frame_kind = _KINDS.get(kind)
+    if frame_kind is None:
+        raise UnknownFrameKind(f"frame kind 0x{kind:02x} is not one of {[hex(k) for k in FrameKind]}", shown)
+    return Frame(frame_kind, seq, ack, bytes(raw[HEADER_LEN:-CRC_LEN]))
 
 
 def decode_frame(encoded: bytes) -> Frame:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 import typing
 from typing import Annotated, ClassVar
 
@@ -104,6 +105,20 @@ class Message:
 _REGISTRY: dict[int, type[Message]] = {}
 
 
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FixedBody:
+    """A message type whose fields all have a fixed width: its body as one struct, read and
+    written in one step (the card path: CardRead, Heartbeat, Status, ...)."""
+
+    struct: struct.Struct
+    read: tuple[typing.Callable[[int], typing.Any] | None, ...]
+    write: tuple[typing.Callable[[typing.Any], int] | None, ...]
+
+
+_FIXED: dict[int, _FixedBody] = {}
+
+
 _C = typing.TypeVar("_C", bound=Message)
 
 
@@ -122,6 +137,11 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
         cls.TYPE = code
         cls.FIELDS = tuple((f.name, hints[f.name].__metadata__[0]) for f in dataclasses.fields(cls))
         _REGISTRY[code] = cls
+        layouts = [codec.fixed_layout() for _, codec in cls.FIELDS]
+        fixed = [layout for layout in layouts if layout is not None]
+        if len(fixed) == len(layouts):
+            _FIXED[code] = _FixedBody(struct.Struct(">B" + "".join(f.fmt for f in fixed)),
+                                      tuple(f.read for f in fixed), tuple(f.write for f in fixed))
         return cls
 
     return register
@@ -473,6 +493,14 @@ EVENT_MESSAGES: frozenset[type[Message]] = frozenset({
 
 def encode(msg: Message) -> bytes:
     """The link payload for ``msg``: type byte then fields in declaration order."""
+    fixed = _FIXED.get(msg.TYPE)
+    if fixed is not None:
+        values = [getattr(msg, name) for name, _ in msg.FIELDS]
+        try:
+            return fixed.struct.pack(msg.TYPE, *[value if write is None else write(value)
+                                                 for value, write in zip(values, fixed.write)])
+        except struct.error:
+            pass  # a value that does not fit: the field-by-field path below names it
     try:
         return bytes([msg.TYPE]) + b"".join(codec.pack(getattr(msg, name)) for name, codec in msg.FIELDS)
     except BodyError as exc:
@@ -486,6 +514,13 @@ def decode(payload: bytes) -> Message:
     cls = _REGISTRY.get(payload[0])
     if cls is None:
         raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
+    fixed = _FIXED.get(payload[0])
+    if fixed is not None and len(payload) == fixed.struct.size:
+        try:
+            return cls(*[raw if read is None else read(raw)
+                         for raw, read in zip(fixed.struct.unpack(payload)[1:], fixed.read)])
+        except KeyError:
+            pass  # a value out of range: the field-by-field reading below names it
     values = {}
     offset = 1
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from core.cards import ALL_CARDS, Card, CardCodeError
 from core.errors import CarddError
@@ -20,6 +20,16 @@ class BodyError(CarddError, ValueError):
     """A field could not be read from a message body."""
 
 
+class FixedLayout(NamedTuple):
+    """A fixed-width field as one struct format character: ``read`` turns the integer read into
+    the value and raises KeyError for one ``unpack`` would refuse; ``write`` is the integer
+    ``pack`` would store (None for either: the integer as it is)."""
+
+    fmt: str
+    read: Callable[[int], Any] | None
+    write: Callable[[Any], int] | None
+
+
 class FieldCodec:
     """Packs one value; ``unpack`` returns (value, new offset)."""
 
@@ -28,6 +38,12 @@ class FieldCodec:
 
     def unpack(self, buf: bytes, offset: int) -> tuple[Any, int]:
         raise NotImplementedError
+
+    def fixed_layout(self) -> FixedLayout | None:
+        """A field of fixed width as a struct format character (None: variable width). Lets a
+        message of fixed-width fields be read and written with one precompiled struct (the card
+        path); ``pack``/``unpack`` stay the reference and the path that names a defect."""
+        return None
 
 
 class Int(FieldCodec):
@@ -46,6 +62,9 @@ class Int(FieldCodec):
             raise BodyError(f"body ends at byte {len(buf)}, field needs bytes {offset}..{end - 1}")
         return self._struct.unpack_from(buf, offset)[0], end
 
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout(self._struct.format[1:], None, None)
+
 
 U8, U16, U32 = Int("B"), Int("H"), Int("I")
 
@@ -60,10 +79,14 @@ class Bool(FieldCodec):
             raise BodyError(f"byte {offset} is 0x{raw:02x}, a boolean must be 0x00 or 0x01")
         return bool(raw), end
 
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout("B", {0: False, 1: True}.__getitem__, lambda value: 1 if value else 0)
+
 
 class Enum8(FieldCodec):
     def __init__(self, enum_type: type[enum.IntEnum]) -> None:
         self.enum_type = enum_type
+        self._members = {int(m): m for m in enum_type}
 
     def pack(self, value: enum.IntEnum) -> bytes:
         return U8.pack(int(value))
@@ -75,6 +98,9 @@ class Enum8(FieldCodec):
         except ValueError:
             allowed = ", ".join(f"{m.value}={m.name}" for m in self.enum_type)
             raise BodyError(f"byte {offset} is {raw}, not a {self.enum_type.__name__} ({allowed})") from None
+
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout("B", self._members.__getitem__, int)
 
 
 class Blob(FieldCodec):
@@ -145,6 +171,9 @@ class CardField(FieldCodec):
             return Card.from_byte(raw), end
         except CardCodeError as exc:
             raise BodyError(f"byte {offset}: {exc}") from None
+
+    def fixed_layout(self) -> FixedLayout:
+        return FixedLayout("B", {card.to_byte(): card for card in ALL_CARDS}.__getitem__, lambda card: card.to_byte())
 
 
 class Composition(FieldCodec):
