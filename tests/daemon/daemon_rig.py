@@ -188,7 +188,9 @@ def remove(directory: Path) -> None:
 # ---- steps of a table, driven through the API (shared by the daemon, crash and role tests) ----
 
 def shuffle_and_load(client: Client, load: Callable[[], object], deal: Callable[[int], object]) -> dict[str, Any]:
-    """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card."""
+    """Start a shuffle (technician), wait for the verified shoe, load it, deal the burn card.
+    The devices connect in the background after the daemon listens: the shuffler must be up first."""
+    client.wait_state(lambda s: s["devices"]["shuffler"]["link"] == "up")
     client.ok("start_shuffle")
     client.wait_state(lambda s: s["shoe"]["state"] == "verified")
     load()

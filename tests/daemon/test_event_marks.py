@@ -8,28 +8,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, EventMark, TableService
-from cardd.journal import KIND_START, Entry, Journal
+from cardd.journal import Journal
 from core.cards import Card, Orientation
-from devices.game.rules import load_rules
-from devices.tracker.inputs import DeviceMessage, LinkUp, TableInput, from_json, to_json
+from devices.tracker.inputs import DeviceMessage, LinkUp, from_json, to_json
 from firmware_bridge.messages import CardRead, DeviceRole, Ident, ShoeLoaded
+from tests.daemon.service_rig import RULES, start, turn
 from tests.support.aio import run
 from tests.support.recorders import FakeClock
 
-RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
 SHOE = Ident(DeviceRole.SHOE, "sim", "SHOE-1", "1.0.0", 1, 1, 7)
 OTHER_SHOE = Ident(DeviceRole.SHOE, "sim", "SHOE-2", "1.0.0", 1, 1, 8)
 UNIT, OTHER_UNIT = ("shoe", "sim", "SHOE-1"), ("shoe", "sim", "SHOE-2")
 
-
-def start() -> Entry:
-    return Entry(kind=KIND_START, reason="TEST_START", source="test", data={})
-
-
-async def turn(service: TableService, *inputs: TableInput) -> None:
-    for inp in inputs:
-        service.apply(inp)
-    await asyncio.sleep(0)
 
 
 def read(event_index: int, card_index: int) -> DeviceMessage:
