@@ -59,6 +59,8 @@ class SimulatedShoe(SimulatedDevice):
         self._pending = 0
         self._dealer: asyncio.Task[None] | None = None
         self.cut_at: int | None = None
+        #: the cards read since the last load, in order (None: unreadable): what a test compares the host's record with
+        self.dealt: list[StackCard] = []
         super().__init__(serial, **kwargs)
 
     # ---- physical side ----------------------------------------------------------------
@@ -75,6 +77,7 @@ class SimulatedShoe(SimulatedDevice):
         self._stack.reverse()  # pop() takes the next card from the end
         self.cut_at = cut_at
         self.index = 0
+        self.dealt = []
         self.device_state = DeviceState.READY
         self.emit(ShoeLoaded(self.uptime_ms))
         if self.pace_s is not None:
@@ -100,6 +103,7 @@ class SimulatedShoe(SimulatedDevice):
         self._dealer = None
         self.cut_at = None
         self.index = 0
+        self.dealt = []
         super().reset()
 
     def state(self) -> dict[str, Any]:
@@ -140,6 +144,7 @@ class SimulatedShoe(SimulatedDevice):
 
     def _read_one(self, card: StackCard) -> None:
         self.index += 1
+        self.dealt.append(card)
         self.device_state = DeviceState.DEALING
         self.counters["cards"] += 1
         now = self.uptime_ms

@@ -103,7 +103,7 @@ class Daemon:
             service.restore(start)
         except CarddError as exc:
             raise StartupError(f"journal {path}: cannot restore the table: {exc}") from None
-        devices = self.devices = Devices(config, service.feed, self.release)
+        devices = self.devices = Devices(config, service, self.release)
         commands = command_table(simulated=self.simulation is not None)
         runners: dict[str, Runner] = {"device": self._device_command, "journal": self._journal_command}
         if self.simulation is not None:

@@ -4,10 +4,19 @@ Each configured device gets one :class:`~firmware_bridge.connection.DeviceConnec
 in the background (it retries forever with backoff: a missing device is never a reason to
 exit; the tracker sees it offline) and wired to the tracker through the feed. The API names
 devices as the configuration does: ``shoe`` and ``shuffler``.
+
+End-to-end delivery (protocol 1.1, docs/protocol.md §3.2): each numbered event becomes the same
+:class:`~devices.tracker.inputs.DeviceMessage` input as a plain message, with its event index;
+at a handshake the connection asks the service for the highest index journaled for the unit
+that answers (:meth:`TableService.event_marks`: another unit starts from nothing), and after
+each commit the service's ``on_journaled`` confirms the new marks, so a device forgets an event
+only once it is in the journal. A lost event (EVENT_GAP, EVENTS_DROPPED, a device's
+EventsDropped) is journaled as an alarm record (:data:`EVENT_ALARMS`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +25,86 @@ import msgspec
 from cardd.api.errors import CommandFailed
 from cardd.config import CarddConfig
 from core.errors import CarddError
-from devices.tracker.feed import Feed
+from cardd.daemon.tracker_service import EventMark, TableService, unit_of
+from cardd.journal import KIND_EVENT, Entry
+from devices.events import Severity
+from devices.tracker.inputs import DeviceMessage
 from firmware_bridge.connection import DeviceConnection
+from firmware_bridge.errors import EventIndexError
 from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware
-from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, FaultCleared, FaultCode, SelfTest,
-                                      SelfTestResult, StartShuffle)
-from firmware_bridge.session import SessionConfig
+from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, FaultCleared,
+                                      FaultCode, Message, SelfTest, SelfTestResult, StartShuffle)
+from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
 #: configuration name -> the tracker's device model name
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 #: a firmware image is read whole; larger files are refused before reading
 MAX_IMAGE_BYTES = 16 << 20
+#: journal reason codes of lost events (docs/deal-tracking.md)
+REASON_EVENT_GAP = "EVENT_GAP"  # indexes the host never got: skipped in the device's stream
+REASON_EVENTS_LOST = "EVENTS_LOST"  # indexes the device no longer has, which the journal does not have
+REASON_DEVICE_DROPPED_EVENTS = "DEVICE_DROPPED_EVENTS"  # the device's own EventsDropped report
+EVENT_ALARMS = {SessionEventKind.EVENT_GAP: REASON_EVENT_GAP, SessionEventKind.EVENTS_DROPPED: REASON_EVENTS_LOST}
 
 
 class Devices:
-    def __init__(self, config: CarddConfig, feed: Feed, release: str) -> None:
+    def __init__(self, config: CarddConfig, service: TableService, release: str) -> None:
         self.config = config
+        self.service = service
         session = SessionConfig(host_name=f"cardd {release}"[:32])
         urls = {"shoe": config.devices.shoe, "shuffler": config.devices.shuffler}
         self.connections: dict[str, DeviceConnection] = {}
         for name, url in urls.items():
             if url is not None:
-                on_message, on_event = feed.callbacks(MODEL_NAMES[name])
-                self.connections[name] = DeviceConnection(url, on_message, on_event, session)
+                self.connections[name] = self._connection(MODEL_NAMES[name], url, session)
+        service.on_journaled = self._confirm
+
+    def _connection(self, device: str, url: str, session: SessionConfig) -> DeviceConnection:
+        feed = self.service.feed
+        on_message, on_event = feed.callbacks(device)
+        connection: DeviceConnection
+
+        def message(msg: Message) -> None:
+            if isinstance(msg, EventsDropped):
+                self._alarm(device, REASON_DEVICE_DROPPED_EVENTS,
+                            Severity.ALARM if msg.reason is DropReason.OVERFLOW else Severity.WARNING,
+                            f"{device} no longer has events {msg.first_index}..{msg.first_index + msg.count - 1}: "
+                            f"{msg.reason.name.lower()}",
+                            first_index=msg.first_index, count=msg.count, drop_reason=msg.reason.name.lower())
+                return
+            on_message(msg)
+
+        def event(session_event: SessionEvent) -> None:
+            reason = EVENT_ALARMS.get(session_event.kind)
+            if reason is not None:
+                self._alarm(device, reason, Severity.ALARM, f"{device}: {session_event.detail}")
+            on_event(session_event)
+
+        def indexed(index: int, msg: Message) -> None:
+            feed.apply(DeviceMessage(device, msg, index))
+
+        def journaled_index() -> int:
+            mark = self.service.event_marks.get(device)
+            return mark.index if mark is not None and mark.unit == unit_of(connection.ident) else 0
+
+        connection = DeviceConnection(url, message, event, session, journaled_index=journaled_index,
+                                      on_indexed=indexed)
+        return connection
+
+    def _alarm(self, device: str, reason: str, severity: Severity, message: str, **data: Any) -> None:
+        self.service.add(Entry(kind=KIND_EVENT, reason=reason, source=device, severity=severity.value,
+                               data={"message": message, **data}, ts_ns=time.time_ns()))
+
+    def _confirm(self, marks: Mapping[str, EventMark]) -> None:
+        """After a commit: the devices may forget what it journaled (only the unit that numbered it)."""
+        for name, connection in self.connections.items():
+            mark = marks.get(MODEL_NAMES[name])
+            if mark is None or mark.unit != unit_of(connection.ident):
+                continue
+            try:
+                connection.confirm(mark.index)
+            except EventIndexError:  # journaled before a restart, not delivered by this connection: said at resume
+                pass
 
     async def start(self) -> None:
         for connection in self.connections.values():

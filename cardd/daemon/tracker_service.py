@@ -20,8 +20,11 @@ it onto the table exactly as it was (no hold, devices as they were), then restor
 replayed table's snapshot (a live round comes back held, the devices offline).
 
 After each commit :attr:`TableService.journaled_reads` holds the highest card index journaled
-per device, and ``on_journaled`` is called with it: the hook through which protocol 1.1 will
-confirm journaled events to the devices.
+per device, and :attr:`TableService.event_marks` the highest protocol 1.1 event index journaled
+per device with the unit (role, model, serial) that numbered it; ``on_journaled`` is called with
+the marks that commit moved: the daemon confirms them to the devices (docs/protocol.md §3.2), which
+then forget those events. A restart reads the marks back from the snapshot (:data:`EVENT_MARKS`)
+and the input records after it, so each device resends exactly what was not journaled.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ from devices.tracker.feed import Feed
 from devices.tracker.inputs import DeviceMessage, TableInput, Tick, from_json, to_json
 from devices.tracker.snapshot import restore, snapshot
 from devices.tracker.table import Table
-from firmware_bridge.messages import CardRead, Heartbeat, Status, UnreadableCard
+from firmware_bridge.messages import CardRead, Heartbeat, Ident, Status, UnreadableCard
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +63,34 @@ THREAD_COMMIT_RECORDS = 16
 #: what the daemon stores as the journal's snapshot: the table's own snapshot under TABLE and
 #: the device models' states under DEVICE_STATES (a bare table snapshot is read as one too)
 TABLE, DEVICE_STATES = "table", "device_states"
+#: ... and the event marks under EVENT_MARKS: {device: {"unit": [role, model, serial], "index": n}}
+EVENT_MARKS = "event_marks"
+
+#: a device unit as protocol 1.1 numbers its events: (role, model, serial) of its IDENT
+Unit = tuple[str, str, str]
+
+
+def unit_of(ident: Ident | None) -> Unit | None:
+    return None if ident is None else (ident.role.name.lower(), ident.model, ident.serial)
+
+
+@dataclass(frozen=True, slots=True)
+class EventMark:
+    """The highest event index journaled for a device, and the unit whose numbering it is."""
+    unit: Unit | None
+    index: int
+
+    def after(self, unit: Unit | None, index: int) -> "EventMark":
+        """The mark once event ``index`` of ``unit`` is journaled too (another unit starts afresh)."""
+        return EventMark(unit, index if unit != self.unit else max(self.index, index))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"unit": None if self.unit is None else list(self.unit), "index": self.index}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "EventMark":
+        unit = data.get("unit")
+        return cls(None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2])), int(data["index"]))
 
 
 @dataclass
@@ -68,6 +99,7 @@ class _Batch:
     #: (index of the entry whose seq answers, future) for commands waiting for their commit
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
     reads: dict[str, int] = field(default_factory=dict)  # device -> highest card index in this batch
+    marks: dict[str, EventMark] = field(default_factory=dict)  # device -> its event mark after this batch
     #: False while the batch holds only card-path inputs (see the module docstring)
     needs_snapshot: bool = False
 
@@ -89,7 +121,7 @@ class TableService:
 
     def __init__(self, rules: HouseRules, journal: Journal, publish: Callable[[ApiEvent], None],
                  clock: Callable[[], float] = time.monotonic,
-                 on_journaled: Callable[[Mapping[str, int]], None] | None = None) -> None:
+                 on_journaled: Callable[[Mapping[str, EventMark]], None] | None = None) -> None:
         self.rules, self.journal, self._publish = rules, journal, publish
         self._clock = clock
         self.on_journaled = on_journaled
@@ -104,6 +136,8 @@ class TableService:
         self._snapshot_devices: dict[str, dict[str, Any]] = {}
         #: device -> the highest card index (CardRead / UnreadableCard) durably journaled
         self.journaled_reads: dict[str, int] = {}
+        #: device -> the highest protocol 1.1 event index durably journaled, and its unit
+        self.event_marks: dict[str, EventMark] = {}
         self.table = Table(rules, self._sink, clock)
         self.feed = _JournaledFeed(self)
 
@@ -117,6 +151,8 @@ class TableService:
         latest = self.journal.latest_snapshot()
         after, stored = latest if latest is not None else (0, None)
         inputs = [r for r in self.journal.entries_after(after) if r.kind == KIND_INPUT]
+        if stored is not None and EVENT_MARKS in stored:
+            self.event_marks = {device: EventMark.from_json(mark) for device, mark in stored[EVENT_MARKS].items()}
         if inputs or stored is not None:
             snap = self._replayed(stored, inputs)
             # a live round comes back held: restore() says so through the sink, after the start record
@@ -138,6 +174,7 @@ class TableService:
         if not inputs:
             assert snap is not None
             return snap
+        marks = _Batch()  # the event marks of the replayed inputs
 
         def muted(event: Event) -> None:
             pass
@@ -151,10 +188,13 @@ class TableService:
                 if checkpoint is not None:
                     model.resume_checkpoint(checkpoint)
         for record in inputs:
+            inp = from_json(record.data)
             try:
-                table.apply(from_json(record.data))
+                table.apply(inp)
             except CarddError as exc:  # refused the first time too: it changed what it changed then
                 log.info("replayed_input_refused", seq=record.seq, error=str(exc))
+            _note_event(marks, table, inp)
+        self._merge_marks(marks)
         return snapshot(table)
 
     # ---- the one path -----------------------------------------------------------------------
@@ -241,9 +281,18 @@ class TableService:
         self._schedule_flush()
 
     def _note_read(self, inp: TableInput) -> None:
-        if isinstance(inp, DeviceMessage) and isinstance(inp.message, (CardRead, UnreadableCard)):
-            reads = self._batch.reads
-            reads[inp.device] = max(reads.get(inp.device, 0), inp.message.index)
+        if isinstance(inp, DeviceMessage):
+            if isinstance(inp.message, (CardRead, UnreadableCard)):
+                reads = self._batch.reads
+                reads[inp.device] = max(reads.get(inp.device, 0), inp.message.index)
+            _note_event(self._batch, self.table, inp)
+
+    def _merge_marks(self, batch: _Batch, into: dict[str, EventMark] | None = None) -> dict[str, EventMark]:
+        """``into`` (default: the journaled marks) moved on by ``batch``'s marks."""
+        marks = self.event_marks if into is None else into
+        for device, mark in batch.marks.items():
+            marks[device] = marks.get(device, EventMark(mark.unit, 0)).after(mark.unit, mark.index)
+        return marks
 
     def _schedule_flush(self) -> None:
         if self._flush_handle is None:
@@ -268,7 +317,9 @@ class TableService:
                 and self._since_snapshot + len(batch.entries) < SNAPSHOT_EVERY_RECORDS
                 and self._clock() - self._snapshot_at < SNAPSHOT_EVERY_S):
             return None
-        return {TABLE: snapshot(self.table), DEVICE_STATES: devices}
+        marks = self._merge_marks(batch, dict(self.event_marks))  # as they are once this batch is journaled
+        return {TABLE: snapshot(self.table), DEVICE_STATES: devices,
+                EVENT_MARKS: {device: mark.to_json() for device, mark in marks.items()}}
 
     def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
         batch, self._batch = self._batch, _Batch()
@@ -324,6 +375,7 @@ class TableService:
         batch.entries += later.entries
         for device, index in later.reads.items():
             batch.reads[device] = max(batch.reads.get(device, 0), index)
+        self._merge_marks(later, batch.marks)
         batch.needs_snapshot = True
         self._batch = batch
         if self._flush_handle is not None:
@@ -343,10 +395,11 @@ class TableService:
         for index, future in batch.waiters:
             if not future.done():
                 future.set_result(seqs[index])
-        if batch.reads:
-            self.journaled_reads.update(batch.reads)
+        self.journaled_reads.update(batch.reads)
+        if batch.marks:
+            self._merge_marks(batch)
             if self.on_journaled is not None:
-                self.on_journaled(dict(self.journaled_reads))
+                self.on_journaled({device: self.event_marks[device] for device in batch.marks})
 
 
 class _JournaledFeed(Feed):
@@ -365,6 +418,17 @@ class _JournaledFeed(Feed):
         except Exception:
             log.exception("tracker_input_failed", input=type(inp).__name__)
         return []
+
+
+def _note_event(batch: _Batch, table: Table, inp: DeviceMessage) -> None:
+    """A numbered event moves its device's mark in ``batch``, under the unit the table's model of
+    that device identified last (the same on the live path and on a replay)."""
+    if not isinstance(inp, DeviceMessage) or inp.event_index is None:
+        return
+    model = table.reader if inp.device == table.reader.NAME else table.shuffler
+    unit = unit_of(model.ident)
+    mark = batch.marks.get(inp.device)
+    batch.marks[inp.device] = EventMark(unit, inp.event_index) if mark is None else mark.after(unit, inp.event_index)
 
 
 def _card_path(inp: TableInput) -> bool:

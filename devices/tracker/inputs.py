@@ -54,10 +54,13 @@ class InputDecodeError(CarddError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DeviceMessage:
-    """A message a device sent; ``device`` is the model's name: "shuffler" or "shoe-reader"."""
+    """A message a device sent; ``device`` is the model's name: "shuffler" or "shoe-reader".
+    ``event_index``: the number a protocol 1.1 device gave the event (docs/protocol.md §3.2),
+    journaled with it so a restarted host knows what it has; None for the rest."""
 
     device: str
     message: Message
+    event_index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cardd.journal import KIND_INPUT, Journal
-from firmware_bridge.messages import CardRead, decode
+from firmware_bridge.messages import CardRead, Message, decode
 
 CARDD = Path(sys.executable).with_name("cardd")
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,6 +168,17 @@ def journaled_reads(journal: Journal) -> list[int]:
             if isinstance(message, CardRead):
                 indices.append(message.index)
     return indices
+
+
+def journaled_events(journal: Journal, device: str) -> list[tuple[int, Message]]:
+    """Every numbered event (protocol 1.1) of ``device`` the journal holds as an input: (event
+    index, message), in seq order."""
+    events = []
+    for record in journal.query(kind=KIND_INPUT, source=device, limit=None):
+        data = record.data
+        if data.get("type") == "DeviceMessage" and data.get("event_index") is not None:
+            events.append((data["event_index"], decode(bytes.fromhex(data["message"]))))
+    return events
 
 
 def remove(directory: Path) -> None:

@@ -2,32 +2,18 @@
 the table as it was and comes back exactly where a snapshot taken at the end would bring it."""
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, TableService
-from cardd.journal import KIND_START, Entry, Journal
+from cardd.journal import Journal
 from core.cards import Card, Orientation, shoe_composition
-from devices.game.rules import load_rules
-from devices.tracker.inputs import DeviceMessage, LinkUp, NoMoreBets, OpenRound, PlaceBet, TableInput
+from devices.tracker.inputs import DeviceMessage, LinkUp, NoMoreBets, OpenRound, PlaceBet
 from devices.tracker.snapshot import restore, snapshot
 from firmware_bridge.messages import (CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded,
                                       ShuffleComplete, ShuffleProgress)
+from tests.daemon.service_rig import RULES, start, turn
 from tests.support.aio import run
 from tests.support.recorders import FakeClock
-
-RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
-
-
-def start() -> Entry:
-    return Entry(kind=KIND_START, reason="TEST_START", source="test", data={})
-
-
-async def turn(service: TableService, *inputs: TableInput) -> None:
-    """Inputs applied in one loop turn, then their group commit."""
-    for inp in inputs:
-        service.apply(inp)
-    await asyncio.sleep(0)
 
 
 def read(index: int, card: str) -> DeviceMessage:

@@ -1,0 +1,79 @@
+"""The daemon's event marks (protocol 1.1 end to end): the highest event index journaled per
+device and the unit that numbered it, moved only by a commit, confirmed through ``on_journaled``,
+and the same after a restart whether the snapshot holds them or the inputs after it do."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+
+from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, EventMark, TableService
+from cardd.journal import Journal
+from core.cards import Card, Orientation
+from devices.tracker.inputs import DeviceMessage, LinkUp, from_json, to_json
+from firmware_bridge.messages import CardRead, DeviceRole, Ident, ShoeLoaded
+from tests.daemon.service_rig import RULES, start, turn
+from tests.support.aio import run
+from tests.support.recorders import FakeClock
+
+SHOE = Ident(DeviceRole.SHOE, "sim", "SHOE-1", "1.0.0", 1, 1, 7)
+OTHER_SHOE = Ident(DeviceRole.SHOE, "sim", "SHOE-2", "1.0.0", 1, 1, 8)
+UNIT, OTHER_UNIT = ("shoe", "sim", "SHOE-1"), ("shoe", "sim", "SHOE-2")
+
+
+
+def read(event_index: int, card_index: int) -> DeviceMessage:
+    return DeviceMessage("shoe-reader", CardRead(card_index, Card.parse("9H"), Orientation.FACE_DOWN, card_index),
+                         event_index)
+
+
+def test_a_device_message_without_an_event_index_reads_as_before() -> None:
+    plain = DeviceMessage("shoe-reader", ShoeLoaded(0))
+    old_form = {k: v for k, v in to_json(plain).items() if k != "event_index"}  # a record of release 1.0
+    assert from_json(old_form) == plain and plain.event_index is None
+    assert from_json(to_json(read(5, 4))) == read(5, 4)
+
+
+def test_marks_move_at_commit_are_confirmed_and_come_back_after_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite3"
+
+    async def live() -> None:
+        journal = Journal.open(path, create=True)
+        confirmed: list[dict[str, EventMark]] = []
+
+        def on_journaled(marks: Mapping[str, EventMark]) -> None:
+            confirmed.append(dict(marks))
+
+        service = TableService(RULES, journal, lambda event: None, clock=FakeClock(), on_journaled=on_journaled)
+        service.restore(start())
+        await turn(service, LinkUp("shoe-reader"), DeviceMessage("shoe-reader", SHOE))
+        service.apply(DeviceMessage("shoe-reader", ShoeLoaded(0), 1))
+        assert service.event_marks == {} and confirmed == []  # applied, not journaled yet: nothing to confirm
+        await asyncio.sleep(0)
+        assert service.event_marks == {"shoe-reader": EventMark(UNIT, 1)}
+        assert confirmed == [{"shoe-reader": EventMark(UNIT, 1)}]
+        for index in range(2, SNAPSHOT_EVERY_RECORDS // 4):  # card path: these commits skip the snapshot
+            await turn(service, read(index, index - 1))
+        assert confirmed[-1] == {"shoe-reader": EventMark(UNIT, index)}
+        journal.close()  # a kill: no stop record, no last snapshot
+
+    async def restarted() -> TableService:
+        journal = Journal.open(path)
+        service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
+        service.restore(start())
+        return service
+
+    run(live())
+    service = run(restarted())
+    assert service.event_marks == {"shoe-reader": EventMark(UNIT, SNAPSHOT_EVERY_RECORDS // 4 - 1)}
+
+    async def other_unit(service: TableService) -> None:
+        service.flush()  # the start record's snapshot holds the marks now: the next restart reads them there
+        await turn(service, LinkUp("shoe-reader"), DeviceMessage("shoe-reader", OTHER_SHOE))
+        await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(1), 1))  # another unit numbers from 1
+        assert service.event_marks == {"shoe-reader": EventMark(OTHER_UNIT, 1)}
+        service.flush()
+        service.journal.close()
+
+    run(other_unit(service))
+    assert run(restarted()).event_marks == {"shoe-reader": EventMark(OTHER_UNIT, 1)}
