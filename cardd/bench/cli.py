@@ -8,15 +8,21 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import IO
 
 import click
 import structlog
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
+from cardd.bench.junit import write_junit
 from cardd.bench.randomness import ShuffleSource, qualify
+from cardd.bench.runner import ScenarioResult, run_scenario
+from cardd.bench.scenario import ScenarioError, scenario_files
 from cardd.bench.simulate import RoundResult, SimulationError, Summary, rules_for, run
 from cardd.bench.strategy import STRATEGIES
 from core.errors import CarddError
@@ -115,4 +121,42 @@ def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json:
         console.print("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]",
                       f"({shuffles} shuffles of {decks} deck(s), fault {fault})")
     if not report.passed:
+        sys.exit(1)
+
+
+@main.command("run")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="scenarios run in parallel")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
+def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None) -> None:
+    """Run scenario files (or folders of them), each in a fresh cardd with its own journal."""
+    try:
+        files = scenario_files(list(paths))
+    except ScenarioError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not files:
+        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+    console = Console(stderr=True)
+    results: list[ScenarioResult] = []
+    start = time.monotonic()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("scenarios", total=len(files))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for future in as_completed([pool.submit(run_scenario, f) for f in files]):
+                result = future.result()
+                results.append(result)
+                progress.advance(task)
+                mark = "[green]pass[/]" if result.passed else "[red]FAIL[/]"
+                progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+    elapsed = time.monotonic() - start
+    results.sort(key=lambda r: str(r.path))
+    failed = [r for r in results if not r.passed]
+    for result in failed:
+        console.print(f"[red]FAIL[/] {result.message}")
+    console.print(f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/] "
+                  f"in {elapsed:.1f} s ({jobs} job(s))")
+    if junit is not None:
+        write_junit(results, junit, elapsed)
+    if failed:
         sys.exit(1)
