@@ -33,6 +33,7 @@ from devices.game.round_types import Action
 from devices.game.rules import load_rules
 from simulators.faults import Faults
 from simulators.rig import SimulatedTable
+from simulators.stack import fisher_yates, full_shoe
 
 #: how long the daemon and its simulated devices may take to come up on a loaded machine
 START_TIMEOUT = 30.0
@@ -102,6 +103,8 @@ class _Rig:
         devices = scenario.devices
         self.sim = SimulatedTable.over_ptys(shuffler_faults=Faults.parse(devices.shuffler.faults),
                                             shoe_faults=Faults.parse(devices.shoe.faults))
+        # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
+        self.by_hand = self.rules.shoe.shuffle == "hand"
         self.proc: subprocess.Popen[str] | None = None
         self.client: ApiClient | None = None
 
@@ -109,7 +112,7 @@ class _Rig:
         self.sim.start()
         try:
             top = self.scenario.devices.shuffler.stack
-            if top is not None:
+            if top is not None and not self.by_hand:
                 self.sim.shuffler.call(self.sim.shuffler.device.stack, stacked_shoe(top, self.rules.decks))
             self._start_daemon()
         except BaseException:
@@ -132,8 +135,9 @@ class _Rig:
     def _start_daemon(self) -> None:
         d = self.directory
         socket = d / "cardd.sock"
+        shuffler = [] if self.by_hand else [f'shuffler = "{self.sim.shuffler.url}"']
         (d / "cardd.toml").write_text("\n".join([
-            "[devices]", f'shoe = "{self.sim.shoe.url}"', f'shuffler = "{self.sim.shuffler.url}"', "",
+            "[devices]", f'shoe = "{self.sim.shoe.url}"', *shuffler, "",
             "[table]", f'rules = "{self.rules_path}"', "", "[journal]", f'path = "{d / "journal.sqlite3"}"', "",
             "[api]", f'socket = "{socket}"', ""]))
         self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json"],
@@ -149,8 +153,9 @@ class _Rig:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cardd did not listen on {socket} within {START_TIMEOUT} s") from None
                 time.sleep(0.05)
-        self._wait(lambda s: all(dev["link"] == "up" and dev["ident"] for dev in s["devices"].values()),
-                   "both devices linked and identified", START_TIMEOUT)
+        names = ("shoe-reader",) if self.by_hand else ("shoe-reader", "shuffler")
+        self._wait(lambda s: all(s["devices"][n]["link"] == "up" and s["devices"][n]["ident"] for n in names),
+                   "the devices linked and identified", START_TIMEOUT)
 
     # ---- the API --------------------------------------------------------------------------
 
@@ -193,14 +198,18 @@ class _Rig:
 
     def do(self, step: Step) -> None:
         if isinstance(step, Shuffle):
-            self.api().command("start_shuffle")
+            self.api().command("hand_shuffled" if self.by_hand else "start_shuffle")
             self._wait(lambda s: s["shoe"]["state"] == step.until, f"the shoe {step.until}",
                        show=lambda s: f"shoe {s['shoe']['state']}")
         elif isinstance(step, Load):
-            self.sim.hand_off(penetration=self.rules.shoe.penetration)
-            state = self._wait(lambda s: s["shoe"]["state"] in ("burning", "in_play"), "the shoe loaded",
+            if self.by_hand:
+                self._load_by_hand()
+            else:
+                self.sim.hand_off(penetration=self.rules.shoe.penetration)
+            states = ("burning", "in_play") if step.until == "loaded" else ("refused",)
+            state = self._wait(lambda s: s["shoe"]["state"] in states, f"the shoe {' or '.join(states)}",
                                show=lambda s: f"shoe {s['shoe']['state']}")
-            if step.burn:
+            if step.burn and step.until == "loaded":
                 for _ in range(state["shoe"]["burn_remaining"]):
                     self._deal(1, wait=True)
                 self._wait(lambda s: s["shoe"]["state"] == "in_play", "the burn done",
@@ -215,10 +224,17 @@ class _Rig:
             endpoint = self.sim.shuffler if step.device == "shuffler" else self.sim.shoe
             endpoint.set_faults(**Faults.parse(step.set).active())
         elif isinstance(step, Wait):
-            self._wait(lambda s: _at(s, step.path) == step.equals, f"{step.path} = {step.equals!r}", step.timeout,
+            self._wait(lambda s: step.met(_at(s, step.path)), step.wanted(), step.timeout,
                        show=lambda s: f"{step.path} = {_at(s, step.path)!r}")
         elif isinstance(step, Expect):
             self._expect(step)
+
+    def _load_by_hand(self) -> None:
+        """The dealer's own shuffle (the scenario's stack on top, if any) goes into the shoe."""
+        top = self.scenario.devices.shuffler.stack
+        stack = stacked_shoe(top, self.rules.decks) if top is not None else fisher_yates(full_shoe(self.rules.decks))
+        cut_at = max(1, int(len(stack) * self.rules.shoe.penetration))
+        self.sim.shoe.call(self.sim.shoe.device.load, stack, cut_at)
 
     def _command(self, step: Command) -> None:
         try:

@@ -32,7 +32,7 @@ daemon's configuration), refused with the file, the line and what was expected.
     [[step]]
     do = "wait"                           # until STATE at a dotted path equals a value
     path = "shoe.state"
-    equals = "in_play"
+    equals = "in_play"                    # or: matches = "^SHUFFLER_MALFUNCTION" (a regular expression)
     [[step]]
     do = "expect"                         # checked now; every key optional
     state = { "round.state" = "complete" }
@@ -83,6 +83,9 @@ class Shuffle(_Strict, frozen=True, tag_field="do", tag="shuffle"):
 class Load(_Strict, frozen=True, tag_field="do", tag="load"):
     #: deal the burn card(s) the rules ask for after loading
     burn: bool = True
+    #: the shoe state that shows the load taken: "burning" (or "in_play" with no burn), or a refused
+    #: shoe still "refused" (loaded anyway: dealing blocked)
+    until: Literal["loaded", "refused"] = "loaded"
 
 
 class Command(_Strict, frozen=True, tag_field="do", tag="command"):
@@ -108,8 +111,18 @@ class SetFaults(_Strict, frozen=True, tag_field="do", tag="faults"):
 
 class Wait(_Strict, frozen=True, tag_field="do", tag="wait"):
     path: str
-    equals: Any
+    equals: Any = None
+    #: instead of equals: a regular expression the value (as text) must match from its start
+    matches: str | None = None
     timeout: float = 10.0
+
+    def met(self, value: Any) -> bool:
+        if self.matches is not None:
+            return value is not None and re.match(self.matches, str(value)) is not None
+        return bool(value == self.equals)
+
+    def wanted(self) -> str:
+        return f"{self.path} matching {self.matches!r}" if self.matches is not None else f"{self.path} = {self.equals!r}"
 
 
 class Expect(_Strict, frozen=True, tag_field="do", tag="expect"):
