@@ -165,7 +165,8 @@ def load_scenario(path: Path) -> Scenario:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its text ends "(at line L, column C)"
-        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+        at = re.search(r"at line (\d+)", str(exc))
+        raise ScenarioError(f"{path}:{at.group(1) if at else 1}: not valid TOML: {exc}") from None
     try:
         scenario = msgspec.convert(data, Scenario)
     except msgspec.ValidationError as exc:
