@@ -25,7 +25,8 @@ from typing import Any, Callable
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.api.protocol import LOG_LIMIT_MAX, Event
 from cardd.bench.scenario import (
-    Command, Deal, Expect, Load, Play, Scenario, ScenarioError, SetFaults, Shuffle, Step, Wait, load_scenario,
+    Command, Deal, Expect, Load, Play, Remainder, Rounds, Scenario, ScenarioError, SetFaults, Shuffle, Step, Wait,
+    load_scenario,
 )
 from cardd.bench.strategy import STRATEGIES
 from core.cards import Card, shoe_composition
@@ -106,14 +107,17 @@ class _Rig:
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
         self.proc: subprocess.Popen[str] | None = None
+        self.stacked: list[Card] | None = None  # the whole order of a stacked shoe (for the remainder)
         self.client: ApiClient | None = None
 
     def __enter__(self) -> _Rig:
         self.sim.start()
         try:
             top = self.scenario.devices.shuffler.stack
-            if top is not None and not self.by_hand:
-                self.sim.shuffler.call(self.sim.shuffler.device.stack, stacked_shoe(top, self.rules.decks))
+            if top is not None:
+                self.stacked = stacked_shoe(top, self.rules.decks)
+                if not self.by_hand:
+                    self.sim.shuffler.call(self.sim.shuffler.device.stack, self.stacked)
             self._start_daemon()
         except BaseException:
             self.__exit__()
@@ -203,9 +207,9 @@ class _Rig:
                        show=lambda s: f"shoe {s['shoe']['state']}")
         elif isinstance(step, Load):
             if self.by_hand:
-                self._load_by_hand()
+                self._load_by_hand(step.cut_at)
             else:
-                self.sim.hand_off(penetration=self.rules.shoe.penetration)
+                self.sim.hand_off(penetration=self.rules.shoe.penetration, cut_at=step.cut_at)
             states = ("burning", "in_play") if step.until == "loaded" else ("refused",)
             state = self._wait(lambda s: s["shoe"]["state"] in states, f"the shoe {' or '.join(states)}",
                                show=lambda s: f"shoe {s['shoe']['state']}")
@@ -220,6 +224,10 @@ class _Rig:
             self._deal(step.cards, step.wait)
         elif isinstance(step, Play):
             self._play(step.strategy)
+        elif isinstance(step, Rounds):
+            self._rounds(step)
+        elif isinstance(step, Remainder):
+            self._remainder(step)
         elif isinstance(step, SetFaults):
             endpoint = self.sim.shuffler if step.device == "shuffler" else self.sim.shoe
             endpoint.set_faults(**Faults.parse(step.set).active())
@@ -229,11 +237,11 @@ class _Rig:
         elif isinstance(step, Expect):
             self._expect(step)
 
-    def _load_by_hand(self) -> None:
+    def _load_by_hand(self, cut_at: int | None) -> None:
         """The dealer's own shuffle (the scenario's stack on top, if any) goes into the shoe."""
-        top = self.scenario.devices.shuffler.stack
-        stack = stacked_shoe(top, self.rules.decks) if top is not None else fisher_yates(full_shoe(self.rules.decks))
-        cut_at = max(1, int(len(stack) * self.rules.shoe.penetration))
+        stack = self.stacked if self.stacked is not None else fisher_yates(full_shoe(self.rules.decks))
+        if cut_at is None:
+            cut_at = max(1, int(len(stack) * self.rules.shoe.penetration))
         self.sim.shoe.call(self.sim.shoe.device.load, stack, cut_at)
 
     def _command(self, step: Command) -> None:
@@ -279,6 +287,30 @@ class _Rig:
             else:
                 time.sleep(0.02)  # a card on its way
         raise StepFailed("the round complete", _short(self.state()["round"]))
+
+    def _rounds(self, step: Rounds) -> None:
+        bet = step.bet or self.rules.table.min_per_player
+        for _ in range(step.max_rounds):
+            shoe = self.state()["shoe"]["state"]
+            if shoe == "complete":
+                return
+            if shoe not in ("in_play", "last_round"):
+                raise StepFailed("a shoe in play", f"shoe {shoe}")
+            api = self.api()
+            api.command("open_round")
+            api.command("place_bet", box=1, player="p1", amount=bet)
+            api.command("no_more_bets")
+            self._play(step.strategy)
+        raise StepFailed(f"the shoe complete within {step.max_rounds} rounds", f"shoe {self.state()['shoe']['state']}")
+
+    def _remainder(self, step: Remainder) -> None:
+        if self.stacked is None:
+            raise StepFailed("a stacked shoe (the bench counts the remainder from the order it stacked)",
+                             "a random shoe")
+        dealt = self.sim.shoe.state()["cards_out"]
+        returned = Counter(self.stacked[dealt:])
+        returned.subtract(Card.parse(c) for c in step.drop)
+        self.api().command("shoe_remainder", returned={str(c): n for c, n in returned.items() if n > 0})
 
     def _act(self, box: int, actions: tuple[Action, ...]) -> None:
         for action in actions:

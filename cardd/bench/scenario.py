@@ -26,6 +26,11 @@ daemon's configuration), refused with the file, the line and what was expected.
     do = "play"                           # deal and decide until the round is complete or void
     strategy = "stand"
     [[step]]
+    do = "rounds"                         # one-box rounds until the shoe is complete
+    [[step]]
+    do = "remainder"                      # the undealt cards counted back (a stacked shoe's)
+    drop = ["AS"]                         # ... one lost on the way: reconciliation fails
+    [[step]]
     do = "faults"                         # switch faults on a device now
     device = "shoe"
     set = "disconnect_for=1 disconnect_at=1"
@@ -86,6 +91,8 @@ class Load(_Strict, frozen=True, tag_field="do", tag="load"):
     #: the shoe state that shows the load taken: "burning" (or "in_play" with no burn), or a refused
     #: shoe still "refused" (loaded anyway: dealing blocked)
     until: Literal["loaded", "refused"] = "loaded"
+    #: where the cut card goes (after this card); default: the rules' penetration
+    cut_at: int | None = None
 
 
 class Command(_Strict, frozen=True, tag_field="do", tag="command"):
@@ -102,6 +109,19 @@ class Deal(_Strict, frozen=True, tag_field="do", tag="deal"):
 
 class Play(_Strict, frozen=True, tag_field="do", tag="play"):
     strategy: Literal["stand", "basic"] = "stand"
+
+
+class Rounds(_Strict, frozen=True, tag_field="do", tag="rounds"):
+    """Rounds of one box (player p1, the table minimum unless ``bet``) until the shoe is complete."""
+    strategy: Literal["stand", "basic"] = "stand"
+    bet: int | None = None
+    max_rounds: int = 200
+
+
+class Remainder(_Strict, frozen=True, tag_field="do", tag="remainder"):
+    """The undealt cards counted back (``shoe_remainder``), from the order the bench stacked;
+    ``drop``: cards lost on the way back (the reconciliation must fail)."""
+    drop: list[str] = []
 
 
 class SetFaults(_Strict, frozen=True, tag_field="do", tag="faults"):
@@ -133,7 +153,7 @@ class Expect(_Strict, frozen=True, tag_field="do", tag="expect"):
     settlement: dict[str, int] = {}
 
 
-Step = Shuffle | Load | Command | Deal | Play | SetFaults | Wait | Expect
+Step = Shuffle | Load | Command | Deal | Play | Rounds | Remainder | SetFaults | Wait | Expect
 
 
 class Scenario(_Strict, frozen=True, kw_only=True):

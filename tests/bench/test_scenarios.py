@@ -22,12 +22,11 @@ CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
 #: Reason codes and fault switches no scenario covers yet. The library is to cover them all (issue 11);
 #: until it does, each is listed here on purpose, so the test fails both when coverage shrinks and
 #: when a scenario covers one of these (then delete it from the list).
-#: - CUT_CARD_OUT, CUT_CARD_MISPLACED, RECONCILED, RECONCILIATION_FAILED: need a whole shoe played out and
-#:   its remainder counted back (a "play the shoe" step and a remainder count from the bench's hands)
-#: - DEVICE_STALE, READ_FROM_STALE_DEVICE: need a device that stays linked but falls silent for
-#:   stale_after_s (no simulator switch mutes heartbeats without dropping the link)
-EXPECTED_MISSING_REASONS = {"CUT_CARD_OUT", "CUT_CARD_MISPLACED", "RECONCILED", "RECONCILIATION_FAILED",
-                            "DEVICE_STALE", "READ_FROM_STALE_DEVICE"}
+#: - READ_FROM_STALE_DEVICE: the way to provoke it on the simulators is a card read while the shoe's
+#:   line is silent (drop_rate=1), but then the shoe's link fails after its retries and that CardRead
+#:   never reaches the host, even once the line is back (docs/bench.md, "Known gaps"): no scenario can
+#:   expect the alarm until that is settled
+EXPECTED_MISSING_REASONS = {"READ_FROM_STALE_DEVICE"}
 EXPECTED_MISSING_FAULTS: set[str] = set()
 
 
