@@ -23,6 +23,7 @@ from cardd.bench.junit import write_junit
 from cardd.bench.randomness import ShuffleSource, qualify
 from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ScenarioError, scenario_files
+from cardd.bench.soak import plot_png, report_html, soak as run_soak
 from cardd.bench.simulate import RoundResult, SimulationError, Summary, rules_for, run
 from cardd.bench.strategy import STRATEGIES
 from core.errors import CarddError
@@ -159,4 +160,40 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None) -> None:
     if junit is not None:
         write_junit(results, junit, elapsed)
     if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--shoes", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--rules", type=click.Choice(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "rules")
+                                               .glob("casino-*.toml"))), default="casino-000", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--unplug-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="chance per round that the shoe is unplugged for a moment")
+@click.option("--cut-at", type=click.IntRange(1), default=None, help="the cut card after this card (short shoes)")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="PNG: card latency and daemon memory")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="HTML report with the same figures")
+def soak(shoes: int, rules: str, seed: int, unplug_rate: float, cut_at: int | None, plot: Path | None,
+         report: Path | None) -> None:
+    """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
+    console = Console()
+    with console.status(f"soaking {shoes} shoe(s) ..."):
+        result = run_soak(shoes, rules, seed, unplug_rate, cut_at)
+    lat = result.latency_summary()
+    console.print(f"{result.shoes} shoes, {result.rounds} rounds, {len(result.latencies_ms)} cards, "
+                  f"{result.unplugs} unplugs in {result.seconds:.1f} s")
+    console.print("card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()))
+    console.print(f"daemon memory: growth {result.memory_growth_kib()} KiB (second half minus first half)")
+    console.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items()) if k))
+    console.print(f"journal chain: {result.chain_detail}")
+    for violation in result.violations:
+        console.print(f"[red]violation[/] {violation}")
+    if plot or report:
+        png = plot_png(result)
+        if plot:
+            plot.write_bytes(png)
+        if report:
+            report.write_text(report_html(result, png))
+    console.print("[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
+    if not result.passed:
         sys.exit(1)

@@ -38,6 +38,9 @@ from simulators.stack import fisher_yates, full_shoe
 
 #: how long the daemon and its simulated devices may take to come up on a loaded machine
 START_TIMEOUT = 30.0
+#: the API allows 50 requests a second per connection (cardd/api/server.py): the bench makes at most 40
+REQUEST_INTERVAL_S = 1 / 40
+POLL_S = 0.005
 
 
 class StepFailed(Exception):
@@ -72,7 +75,7 @@ def run_scenario(path: Path) -> ScenarioResult:
     directory = Path(tempfile.mkdtemp(prefix="cardbench-", dir="/tmp"))
     os.chmod(directory, 0o755)
     try:
-        with _Rig(scenario, path, directory) as rig:
+        with BenchRig(scenario, path, directory) as rig:
             for number, step in enumerate(scenario.step, 1):
                 try:
                     rig.do(step)
@@ -94,7 +97,7 @@ def _name(step: Step) -> str:
     return f"{tag} {step.name}" if isinstance(step, Command) else str(tag)
 
 
-class _Rig:
+class BenchRig:
     """The simulated devices, the daemon configured with them, and one API client."""
 
     def __init__(self, scenario: Scenario, path: Path, directory: Path) -> None:
@@ -107,10 +110,16 @@ class _Rig:
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
         self.proc: subprocess.Popen[str] | None = None
+        self._last_request = 0.0
         self.stacked: list[Card] | None = None  # the whole order of a stacked shoe (for the remainder)
+        self.poll_s = POLL_S  # between reads of STATE while waiting (api() paces the requests themselves)
+        #: after each awaited single card: the monotonic time its deal started
+        self.on_card: Callable[[float], None] = lambda started: None
+        #: a held round met while playing: True when it was dealt with (the soak resumes it), False fails
+        self.on_hold: Callable[[str], bool] = lambda why: False
         self.client: ApiClient | None = None
 
-    def __enter__(self) -> _Rig:
+    def __enter__(self) -> BenchRig:
         self.sim.start()
         try:
             top = self.scenario.devices.shuffler.stack
@@ -136,9 +145,13 @@ class _Rig:
                 self.proc.communicate()
         self.sim.stop()
 
+    @property
+    def socket(self) -> Path:
+        return self.directory / "cardd.sock"
+
     def _start_daemon(self) -> None:
         d = self.directory
-        socket = d / "cardd.sock"
+        socket = self.socket
         shuffler = [] if self.by_hand else [f'shuffler = "{self.sim.shuffler.url}"']
         (d / "cardd.toml").write_text("\n".join([
             "[devices]", f'shoe = "{self.sim.shoe.url}"', *shuffler, "",
@@ -164,7 +177,12 @@ class _Rig:
     # ---- the API --------------------------------------------------------------------------
 
     def api(self) -> ApiClient:
+        """The client, for one request: paced to stay under the API's rate per connection."""
         assert self.client is not None
+        wait = self._last_request + REQUEST_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self._last_request = time.monotonic()
         return self.client
 
     def state(self) -> dict[str, Any]:
@@ -179,7 +197,7 @@ class _Rig:
                 return state
             if time.monotonic() > deadline:
                 raise StepFailed(f"{expected} within {timeout:g} s", _short(show(state)))
-            time.sleep(0.02)
+            time.sleep(self.poll_s)
 
     def journal(self) -> list[Event]:
         """Every record journaled so far, page by page."""
@@ -223,7 +241,7 @@ class _Rig:
         elif isinstance(step, Deal):
             self._deal(step.cards, step.wait)
         elif isinstance(step, Play):
-            self._play(step.strategy)
+            self.play(step.strategy)
         elif isinstance(step, Rounds):
             self._rounds(step)
         elif isinstance(step, Remainder):
@@ -258,12 +276,15 @@ class _Rig:
 
     def _deal(self, cards: int, wait: bool) -> None:
         before = self.state()["shoe"]["cards_out"]
+        start = time.monotonic()
         self.sim.shoe.call(self.sim.shoe.device.deal, cards)
         if wait:
             self._wait(lambda s: s["shoe"]["cards_out"] >= before + cards, f"{cards} more card(s) out",
                        show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
+            if cards == 1:
+                self.on_card(start)
 
-    def _play(self, strategy_name: str) -> None:
+    def play(self, strategy_name: str) -> None:
         strategy = STRATEGIES[strategy_name]()
         for _ in range(200):
             state = self.state()
@@ -273,7 +294,9 @@ class _Rig:
             if r["state"] in ("complete", "void"):
                 return
             if r["held"]:
-                raise StepFailed("a round to play", f"the round held: {r['held']}")
+                if not self.on_hold(r["held"]):
+                    raise StepFailed("a round to play", f"the round held: {r['held']}")
+                continue
             if r["next"] is not None:
                 self._deal(1, wait=True)
             elif r["state"] == "insurance":
@@ -285,7 +308,7 @@ class _Rig:
                 up = Card.parse(r["dealer"]["cards"][0])
                 self._act(box, strategy.decide(cards, up))
             else:
-                time.sleep(0.02)  # a card on its way
+                time.sleep(self.poll_s)  # a card on its way
         raise StepFailed("the round complete", _short(self.state()["round"]))
 
     def _rounds(self, step: Rounds) -> None:
@@ -300,7 +323,7 @@ class _Rig:
             api.command("open_round")
             api.command("place_bet", box=1, player="p1", amount=bet)
             api.command("no_more_bets")
-            self._play(step.strategy)
+            self.play(step.strategy)
         raise StepFailed(f"the shoe complete within {step.max_rounds} rounds", f"shoe {self.state()['shoe']['state']}")
 
     def _remainder(self, step: Remainder) -> None:
@@ -313,13 +336,14 @@ class _Rig:
         self.api().command("shoe_remainder", returned={str(c): n for c, n in returned.items() if n > 0})
 
     def _act(self, box: int, actions: tuple[Action, ...]) -> None:
+        refusals = []
         for action in actions:
             try:
                 self.api().command("act", box=box, action=action.value)
                 return
-            except CommandRefused:
-                continue  # the rules forbid it here: the strategy's next choice
-        raise StepFailed(f"one of {[a.value for a in actions]} allowed", "all refused")
+            except CommandRefused as exc:
+                refusals.append(f"{action.value}: {exc}")  # the rules forbid it here: the strategy's next choice
+        raise StepFailed(f"one of {[a.value for a in actions]} allowed at box {box}", "; ".join(refusals))
 
     def _expect(self, step: Expect) -> None:
         state = self.state()

@@ -18,6 +18,7 @@ from simulators.stack import riffle_once
 SHUFFLES = 100_000 if os.environ.get("CARDD_FULL") else 1040
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("decks", [1, 2])
 def test_fisher_yates_passes(decks: int) -> None:
     # seeded, so the run is repeatable: at the 99 % level an unbiased shuffler fails each test by
@@ -27,6 +28,7 @@ def test_fisher_yates_passes(decks: int) -> None:
     assert len(report.tests) == 3
 
 
+@pytest.mark.soak
 def test_single_riffle_fails_every_test() -> None:
     report = qualify(ShuffleSource(1, fault="riffle_once", seed=2026).orders(SHUFFLES), 1)
     assert not report.passed

@@ -89,6 +89,7 @@ def test_bad_sizes_refused() -> None:
         rules_for(HouseRules.default(), 6, 8)
 
 
+@pytest.mark.soak
 def test_always_stand_dealer_matches_the_exact_table() -> None:
     """Standing on two cards, the dealer's cards are a uniform draw: its finals follow the exact table."""
     rounds = 200_000 if os.environ.get("CARDD_FULL") else 12_000
