@@ -53,8 +53,9 @@ def main() -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="write the JSON lines here instead of stdout")
 @click.option("--no-rounds", is_flag=True, help="only the summary, no JSON line per round")
-@click.option("--transport", type=click.Choice(["inprocess"]), default="inprocess", show_default=True,
-              help="inprocess: the deal tracker in this process (pty: not yet, see docs/bench.md)")
+@click.option("--transport", type=click.Choice(["inprocess", "pty"]), default="inprocess", show_default=True,
+              help="inprocess: the deal tracker fed in this process; pty: the simulators behind ptys, "
+                   "the serial driver, link and session, the library's feed")
 def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rules_path: Path | None,
              out: Path | None, no_rounds: bool, transport: str) -> None:
     """Play ROUNDS rounds through the real deal tracker; one JSON line per round, then a summary."""
@@ -74,7 +75,7 @@ def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rule
             sink.write(json.dumps(result.as_json(), separators=(",", ":")) + "\n")
 
     try:
-        summary = run(rules, rounds, boxes, STRATEGIES[strategy](), seed, write)
+        summary = run(rules, rounds, boxes, STRATEGIES[strategy](), seed, write, transport)
     except SimulationError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

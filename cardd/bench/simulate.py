@@ -29,7 +29,7 @@ from devices.game.round_types import RuleViolation
 from devices.game.rules import HouseRules
 from devices.tracker.inputs import (
     Act, CloseInsurance, DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder,
-    TakeSeat,
+    TableInput, TakeSeat,
 )
 from devices.tracker.table import Table
 from firmware_bridge.messages import (
@@ -138,8 +138,15 @@ class Simulation:
         self._cut_at = 0
         self._connect()
 
+    def apply(self, record: TableInput) -> None:
+        """One input to the table (in-process: right here)."""
+        self.table.apply(record)
+
+    def close(self) -> None:
+        """Nothing to release in-process."""
+
     def _connect(self) -> None:
-        apply = self.table.apply
+        apply = self.apply
         for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
             apply(LinkUp(name))
             apply(DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 1)))
@@ -147,7 +154,7 @@ class Simulation:
             apply(TakeSeat("seated-1", DEALER))
 
     def _new_shoe(self) -> None:
-        apply, rules, decks = self.table.apply, self.rules, self.rules.decks
+        apply, rules, decks = self.apply, self.rules, self.rules.decks
         if self.shoes:
             apply(ShoeRemainder(dict(Counter(self._stack[self._index:])), DEALER))
         self.shoes += 1
@@ -171,16 +178,16 @@ class Simulation:
         card = self._stack[self._index]
         self._index += 1
         index = self._index
-        self.table.apply(DeviceMessage("shoe-reader", CardRead(index, card, Orientation.FACE_DOWN, index)))
+        self.apply(DeviceMessage("shoe-reader", CardRead(index, card, Orientation.FACE_DOWN, index)))
         if index == self._cut_at:
-            self.table.apply(DeviceMessage("shoe-reader", CutCardSeen(index, index)))
+            self.apply(DeviceMessage("shoe-reader", CutCardSeen(index, index)))
 
     def rounds(self, count: int) -> Iterator[RoundResult]:
         for number in range(1, count + 1):
             yield self.play_round(number)
 
     def play_round(self, number: int) -> RoundResult:
-        table, apply = self.table, self.table.apply
+        table, apply = self.table, self.apply
         if table.shoe.state not in ("in_play", "last_round"):
             self._new_shoe()
         apply(OpenRound())
@@ -226,13 +233,21 @@ class Simulation:
 
 
 def run(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int,
-        each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
-    """Play ``rounds`` rounds and return their summary; ``each`` sees every round (e.g. to write it)."""
+        each: Callable[[RoundResult], None] = lambda result: None, transport: str = "inprocess") -> Summary:
+    """Play ``rounds`` rounds and return their summary; ``each`` sees every round (e.g. to write it).
+    ``transport``: "inprocess", or "pty" (the simulators behind ptys and the library's feed)."""
     if rounds < 1:
         raise SimulationError(f"--rounds {rounds}: at least one round")
-    simulation = Simulation(rules, boxes, strategy, random.Random(seed))
+    if transport == "pty":
+        from cardd.bench.pty_transport import PtySimulation  # threads and ptys only when asked for
+        simulation: Simulation = PtySimulation(rules, boxes, strategy, random.Random(seed), seed)
+    else:
+        simulation = Simulation(rules, boxes, strategy, random.Random(seed))
     summary = Summary()
-    for result in simulation.rounds(rounds):
-        summary.add(result)
-        each(result)
+    try:
+        for result in simulation.rounds(rounds):
+            summary.add(result)
+            each(result)
+    finally:
+        simulation.close()
     return summary

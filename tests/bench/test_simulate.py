@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,27 @@ def test_cli_writes_lines_and_summary(tmp_path: Path) -> None:
 def test_cli_refuses_a_bad_deck_count() -> None:
     result = CliRunner().invoke(main, ["simulate", "--decks", "9"])
     assert result.exit_code == 2 and "--decks" in result.output
+
+
+def test_pty_transport_plays_the_same_rounds_through_the_devices() -> None:
+    from cardd.bench.pty_transport import PtySimulation
+    rules = rules_for(HouseRules.default(), 1, 2)
+    simulation = PtySimulation(rules, 2, BasicStrategy(), random.Random(4), seed=4)
+    try:
+        results = list(simulation.rounds(60))
+        # the shuffler behind its pty shuffled every shoe; every card came through the feed
+        assert simulation.sim.shuffler.state()["counters"]["shuffles"] == simulation.shoes > 1
+        assert simulation.table.shoe.cards_out == simulation.sim.shoe.state()["cards_out"]
+        assert simulation.table.shoe.state in ("in_play", "last_round", "complete")
+    finally:
+        simulation.close()
+    assert [r.number for r in results] == list(range(1, 61))
+    assert all(r.dealer_outcome in OUTCOMES and len(r.hands) >= 2 for r in results)
+    assert sum(float(line["net"]) for r in results for line in r.lines) == pytest.approx(
+        sum(float(r.net) for r in results))
+
+
+def test_cli_pty_transport() -> None:
+    result = CliRunner().invoke(main, ["simulate", "--rounds", "30", "--transport", "pty", "--no-rounds"])
+    assert result.exit_code == 0, result.output
+    assert "30 rounds" in result.output
