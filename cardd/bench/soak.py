@@ -96,8 +96,8 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
         with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
             result = journal.verify()
             report.chain_ok, report.chain_detail = result.ok, str(result)
-    except StepFailed as exc:
-        report.violations.append(f"shoe {report.shoes + 1}: {exc}")
+    except (StepFailed, ClientError, RuntimeError) as exc:  # the daemon stuck or gone is a finding too
+        report.violations.append(f"shoe {report.shoes + 1}, after {report.rounds} rounds: {exc}")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     report.seconds = time.monotonic() - start
