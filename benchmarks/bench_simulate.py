@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 import structlog  # noqa: E402
 
-from cardd.bench.simulate import RoundResult, rules_for, run  # noqa: E402
+from cardd.bench.pty_transport import simulation_for  # noqa: E402
+from cardd.bench.simulate import RoundResult, play, rules_for  # noqa: E402
 from cardd.bench.strategy import STRATEGIES  # noqa: E402
 from devices.game.rules import HouseRules  # noqa: E402
 
@@ -50,8 +51,8 @@ def main() -> int:
         sink.write(json.dumps(result.as_json(), separators=(",", ":")) + "\n")
 
     start = time.perf_counter()
-    summary = run(rules, args.rounds, args.boxes, STRATEGIES[args.strategy](), args.seed,
-                  write if args.write else lambda result: None, args.transport)
+    simulation = simulation_for(args.transport, rules, args.boxes, STRATEGIES[args.strategy](), args.seed)
+    summary = play(simulation, args.rounds, write if args.write else lambda result: None)
     elapsed = time.perf_counter() - start
     rate = args.rounds / elapsed
     low, high = summary.edge_interval()

@@ -24,7 +24,8 @@ from cardd.bench.randomness import ShuffleSource, qualify
 from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ScenarioError, scenario_files
 from cardd.bench.soak import plot_png, report_html, soak as run_soak
-from cardd.bench.simulate import RoundResult, SimulationError, Summary, rules_for, run
+from cardd.bench.pty_transport import simulation_for
+from cardd.bench.simulate import RoundResult, SimulationError, Summary, play, rules_for
 from cardd.bench.strategy import STRATEGIES
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
@@ -75,7 +76,7 @@ def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rule
             sink.write(json.dumps(result.as_json(), separators=(",", ":")) + "\n")
 
     try:
-        summary = run(rules, rounds, boxes, STRATEGIES[strategy](), seed, write, transport)
+        summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds, write)
     except SimulationError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -121,3 +121,9 @@ class PtySimulation(Simulation):
         self._index += 1
         self._until(lambda: self.table.shoe.cards_out > before, f"card {self._index} placed")
 
+
+def simulation_for(transport: str, rules: HouseRules, boxes: int, strategy: Strategy, seed: int) -> Simulation:
+    """The simulation of ``transport``: "inprocess" (the table fed in this process) or "pty"."""
+    if transport == "pty":
+        return PtySimulation(rules, boxes, strategy, random.Random(seed), seed)
+    return Simulation(rules, boxes, strategy, random.Random(seed))

@@ -233,18 +233,17 @@ class Simulation:
 
 
 def run(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int,
-        each: Callable[[RoundResult], None] = lambda result: None, transport: str = "inprocess") -> Summary:
-    """Play ``rounds`` rounds and return their summary; ``each`` sees every round (e.g. to write it).
-    ``transport``: "inprocess", or "pty" (the simulators behind ptys and the library's feed)."""
-    if rounds < 1:
-        raise SimulationError(f"--rounds {rounds}: at least one round")
-    if transport == "pty":
-        from cardd.bench.pty_transport import PtySimulation  # threads and ptys only when asked for
-        simulation: Simulation = PtySimulation(rules, boxes, strategy, random.Random(seed), seed)
-    else:
-        simulation = Simulation(rules, boxes, strategy, random.Random(seed))
+        each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
+    """Play ``rounds`` rounds in-process and return their summary; ``each`` sees every round."""
+    return play(Simulation(rules, boxes, strategy, random.Random(seed)), rounds, each)
+
+
+def play(simulation: Simulation, rounds: int, each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
+    """Play ``rounds`` rounds of ``simulation`` (any transport), closing it at the end."""
     summary = Summary()
     try:
+        if rounds < 1:
+            raise SimulationError(f"--rounds {rounds}: at least one round")
         for result in simulation.rounds(rounds):
             summary.add(result)
             each(result)
