@@ -31,6 +31,7 @@ ONLY_FOR: dict[str, tuple[str, str]] = {
     "jam": ("shuffler", "a shoe does not shuffle"),
     "jam_needs_clear": ("shuffler", "a shoe does not shuffle"),
     "door_open": ("shuffler", "a shoe has no door"),
+    "riffle_once": ("shuffler", "a shoe does not shuffle"),
     "unreadable_at": ("shoe", "a shuffler does not read cards one by one (foreign=K gives it "
                               "cards it cannot recognise)"),
 }
@@ -48,6 +49,9 @@ class Faults:
     #: stack position (1-based) of a face-up card: the shuffler stops with Fault(FACE_UP_CARD)
     #: until ClearFault; the shoe reads that card with Orientation.FACE_UP
     face_up_at: int | None = None
+    #: shuffler riffles the loaded stack once (one Gilbert-Shannon-Reeds riffle) instead of
+    #: Fisher-Yates: a deliberately biased shuffle the randomness qualification must fail
+    riffle_once: bool = False
     #: cards removed from what is loaded (one copy each)
     missing: tuple[Card, ...] = ()
     #: cards added to what is loaded, at random positions

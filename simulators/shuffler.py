@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 from typing import Any, Sequence
 
 from firmware_bridge.messages import (
@@ -25,9 +26,10 @@ from firmware_bridge.messages import (
 )
 
 from simulators.device import Handler, SimulatedDevice
-from simulators.stack import StackCard, composition, deck_check, fisher_yates, full_shoe, misload
+from simulators.stack import StackCard, composition, deck_check, fisher_yates, full_shoe, misload, riffle_once
 
 PROGRESS_STEPS = 10
+_SYSTEM_RANDOM = secrets.SystemRandom()
 MAX_DECKS = 8
 
 
@@ -35,8 +37,11 @@ class SimulatedShuffler(SimulatedDevice):
     ROLE = DeviceRole.SHUFFLER
     MODEL = "CS-6 sim"
 
-    def __init__(self, serial: str = "SHUF0001", *, shuffle_time_s: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, serial: str = "SHUF0001", *, shuffle_time_s: float = 0.0,
+                 shuffle_rng: random.Random | None = None, **kwargs: Any) -> None:
         self.shuffle_time_s = shuffle_time_s
+        # the shuffle's randomness: the system's by default; a seeded one makes a bench run repeatable
+        self.shuffle_rng = shuffle_rng or _SYSTEM_RANDOM
         self.stacked: list[StackCard] | None = None
         self._loaded: list[StackCard] = []  # the tray; reset() empties both again
         self._output: list[StackCard] = []
@@ -106,7 +111,12 @@ class SimulatedShuffler(SimulatedDevice):
         if not await self._count(cards):
             return
         self._loaded = []
-        self._output = list(cards) if self.stacked is not None else fisher_yates(cards)
+        if self.stacked is not None:
+            self._output = list(cards)
+        elif self.faults.riffle_once:
+            self._output = riffle_once(cards, self.shuffle_rng)
+        else:
+            self._output = fisher_yates(cards, self.shuffle_rng)
         self.counters["shuffles"] += 1
         self.counters["cards"] += len(cards)
         self.emit(ShuffleComplete(len(cards), composition(cards)))

@@ -34,6 +34,25 @@ def fisher_yates(items: Iterable[T], rng: random.Random = _SYSTEM_RANDOM) -> lis
     return out
 
 
+def riffle_once(items: Iterable[T], rng: random.Random = _SYSTEM_RANDOM) -> list[T]:
+    """One riffle (the Gilbert-Shannon-Reeds model): a binomial cut, then cards drop from each
+    packet with probability proportional to its size. Far from random: the output is two
+    interleaved runs of the input order (the ``riffle_once`` fault switch)."""
+    cards = list(items)
+    cut = sum(rng.random() < 0.5 for _ in cards)
+    left, right = cards[:cut], cards[cut:]
+    out: list[T] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if rng.random() * (len(left) - i + len(right) - j) < len(left) - i:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    return out
+
+
 def full_shoe(decks: int) -> list[Card]:
     """``decks`` fresh decks in deck order."""
     return [card for _ in range(decks) for card in shoe_composition(1)]

@@ -57,9 +57,14 @@ def test_a_reset_flood_is_summarised_in_the_log_not_written_line_by_line(mocker)
             os.close(master)
             os.close(slave)
     peer = [e for e in logs if e["event"] == "link_state" and e.get("link_event") == "peer_reset"]
-    assert len(peer) == BURST, f"{len(peer)} link_state lines for {RESETS} RESETs"
-    summary = [e for e in logs if e["event"] == "log_rate_limited" and e["key"] == "peer_reset"]
-    assert len(summary) == 1 and summary[0]["suppressed"] == RESETS - BURST and summary[0]["written"] == BURST
+    summaries = [e for e in logs if e["event"] == "log_rate_limited" and e["key"] == "peer_reset"]
+    # On a loaded machine the flood can outlast one interval (the summary's timer runs on the loop's
+    # clock): then a few windows, each of BURST lines and one summary. Every RESET is either a line
+    # or counted in a summary, and the lines stay a handful per window.
+    assert 1 <= len(summaries) <= 10, f"{len(summaries)} summaries for one flood"
+    assert all(s["written"] == BURST for s in summaries)
+    assert len(peer) + sum(s["suppressed"] for s in summaries) == RESETS
+    assert len(peer) <= BURST * (len(summaries) + 1), f"{len(peer)} link_state lines for {RESETS} RESETs"
     assert len(logs) < 100, f"{len(logs)} log lines for {RESETS} RESETs"
 
 

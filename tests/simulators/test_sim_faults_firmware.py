@@ -15,12 +15,12 @@ from simulators.shuffler import SimulatedShuffler
 
 
 def test_every_switch_parses_from_text():
-    faults = Faults.parse("jam=2.5 jam_needs_clear door_open face_up_at=7 missing=AS,7H; extra=KD foreign=1 "
+    faults = Faults.parse("jam=2.5 jam_needs_clear door_open riffle_once face_up_at=7 missing=AS,7H; extra=KD foreign=1 "
                           "duplicate=QS unreadable_at=9 reboot_at=100 same_nonce bit_flip_rate=0.01 drop_rate=0.001 "
                           "byte_at_a_time ftdi_batching_ms=16 disconnect_for=1.5 disconnect_at=50 slow_ack_ms=30 "
                           "seed=4 legacy_1_0 event_buffer=16")
     assert faults.active() == {
-        "jam": 2.5, "jam_needs_clear": True, "door_open": True, "face_up_at": 7,
+        "jam": 2.5, "jam_needs_clear": True, "door_open": True, "riffle_once": True, "face_up_at": 7,
         "missing": (Card.parse("AS"), Card.parse("7H")), "extra": (Card.parse("KD"),), "foreign": 1,
         "duplicate": (Card.parse("QS"),), "unreadable_at": 9, "reboot_at": 100, "same_nonce": True, "bit_flip_rate": 0.01,
         "drop_rate": 0.001, "byte_at_a_time": True, "ftdi_batching_ms": 16.0, "disconnect_for": 1.5,

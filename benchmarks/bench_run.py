@@ -1,0 +1,36 @@
+"""Wall time of ``cardbench run`` over the whole scenario library (a benchmark, not a test).
+
+Each scenario starts its own cardd and simulated devices, so this is mostly start-up and the
+scenarios' own waits; the issue asks for the figure with ``--jobs 2``.
+
+    .venv/bin/python benchmarks/bench_run.py [--jobs 2]
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    cardbench = Path(sys.executable).with_name("cardbench")
+    library = ROOT / "bench" / "scenarios"
+    scenarios = len(list(library.rglob("*.toml")))
+    start = time.perf_counter()
+    done = subprocess.run([str(cardbench), "run", str(library), "--jobs", str(args.jobs)],
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    print(f"cardbench run: {scenarios} scenarios, --jobs {args.jobs}: {elapsed:.1f} s wall, "
+          f"exit {done.returncode} ({'all passed' if done.returncode == 0 else 'FAILURES'})")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""``cardbench``: the bench's command line (click for the commands, rich for the reports).
+
+Self-contained for now; the shared CLI pieces of cardctl (cardd/cli/common.py) can replace the
+console set-up here once they land.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import IO
+
+import click
+import structlog
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from cardd.bench.junit import write_junit
+from cardd.bench.randomness import ShuffleSource, qualify
+from cardd.bench.runner import ScenarioResult, run_scenario
+from cardd.bench.scenario import ScenarioError, scenario_files
+from cardd.bench.soak import plot_png, report_html, soak as run_soak
+from cardd.bench.pty_transport import simulation_for
+from cardd.bench.simulate import RoundResult, SimulationError, Summary, play, rules_for
+from cardd.bench.strategy import STRATEGIES
+from core.errors import CarddError
+from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
+from devices.game.rules import HouseRules, load_rules
+
+
+def _quiet_logs() -> None:
+    # the table logs every device and shoe transition; a bench run reports its own figures
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+@click.group()
+def main() -> None:
+    """cardbench: Monte Carlo, shuffler randomness qualification (docs/bench.md)."""
+    _quiet_logs()
+
+
+@main.command()
+@click.option("--rounds", type=click.IntRange(1), default=10_000, show_default=True)
+@click.option("--decks", type=click.IntRange(1, 8), default=6, show_default=True)
+@click.option("--boxes", type=click.IntRange(1, 7), default=1, show_default=True)
+@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="basic", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="house rules TOML (default: the built-in defaults); --decks overrides its decks")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="write the JSON lines here instead of stdout")
+@click.option("--no-rounds", is_flag=True, help="only the summary, no JSON line per round")
+@click.option("--transport", type=click.Choice(["inprocess", "pty"]), default="inprocess", show_default=True,
+              help="inprocess: the deal tracker fed in this process; pty: the simulators behind ptys, "
+                   "the serial driver, link and session, the library's feed")
+def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rules_path: Path | None,
+             out: Path | None, no_rounds: bool, transport: str) -> None:
+    """Play ROUNDS rounds through the real deal tracker; one JSON line per round, then a summary."""
+    try:
+        base = load_rules(rules_path) if rules_path else HouseRules.default()
+        rules = rules_for(base, decks, boxes)
+    except CarddError as exc:
+        raise click.UsageError(str(exc)) from None
+    sink: IO[str] | None = None
+    if not no_rounds:
+        sink = out.open("w") if out else sys.stdout
+    # the summary goes where the JSON lines do not
+    report = Console(stderr=sink is sys.stdout)
+
+    def write(result: RoundResult) -> None:
+        if sink is not None:
+            sink.write(json.dumps(result.as_json(), separators=(",", ":")) + "\n")
+
+    try:
+        summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds, write)
+    except SimulationError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if sink is not None and sink is not sys.stdout:
+            sink.close()
+    print_summary(report, summary, rules, strategy)
+
+
+def print_summary(console: Console, summary: Summary, rules: HouseRules, strategy: str) -> None:
+    low, high = summary.edge_interval()
+    console.print(f"[bold]{summary.rounds:,} rounds[/], {rules.decks} deck(s), strategy {strategy}, "
+                  f"rules {rules.name}: house edge {100 * summary.house_edge:.3f} % "
+                  f"(95 % interval {100 * low:.3f} % .. {100 * high:.3f} %)")
+    exact = dealer_table(rules.decks, rules.dealer.hits_soft_17)
+    grid = RichTable(title="dealer's final total per up card: observed, and exact (no hole card)")
+    grid.add_column("up")
+    grid.add_column("rounds", justify="right")
+    for outcome in OUTCOMES:
+        grid.add_column("bj" if outcome == "blackjack" else outcome, justify="right")
+    for up in UP_CARDS:
+        observed = summary.dealer_observed(up)
+        grid.add_row(up, str(sum(summary.dealer[up].values())), *(f"{observed[o]:.4f}" for o in OUTCOMES))
+        grid.add_row("", "exact", *(f"{float(exact[up][o]):.4f}" for o in OUTCOMES), style="dim")
+    console.print(grid)
+
+
+@main.command()
+@click.option("--shuffles", type=click.IntRange(2), default=2000, show_default=True)
+@click.option("--decks", type=click.IntRange(1, 8), default=1, show_default=True)
+@click.option("--fault", type=click.Choice(["none", "riffle_once"]), default="none", show_default=True,
+              help="a shuffler fault switch: riffle_once is a single riffle (deliberately biased)")
+@click.option("--seed", type=int, default=None, help="seed the simulated shuffler (default: its system random)")
+@click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
+def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json: bool) -> None:
+    """Qualify the shuffler: every shuffle dealt through the reader, then chi-squared, runs, correlation."""
+    source = ShuffleSource(decks, fault=None if fault == "none" else fault, seed=seed)
+    report = qualify(source.orders(shuffles), decks)
+    if as_json:
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        console = Console()
+        for test in report.tests:
+            mark = "[green]pass[/]" if test.passed else "[red]FAIL[/]"
+            console.print(f"{mark}  {test.name}: {test.detail}")
+        console.print("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]",
+                      f"({shuffles} shuffles of {decks} deck(s), fault {fault})")
+    if not report.passed:
+        sys.exit(1)
+
+
+@main.command("run")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="scenarios run in parallel")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
+def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None) -> None:
+    """Run scenario files (or folders of them), each in a fresh cardd with its own journal."""
+    try:
+        files = scenario_files(list(paths))
+    except ScenarioError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not files:
+        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+    console = Console(stderr=True)
+    results: list[ScenarioResult] = []
+    start = time.monotonic()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("scenarios", total=len(files))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for future in as_completed([pool.submit(run_scenario, f) for f in files]):
+                result = future.result()
+                results.append(result)
+                progress.advance(task)
+                mark = "[green]pass[/]" if result.passed else "[red]FAIL[/]"
+                progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+    elapsed = time.monotonic() - start
+    results.sort(key=lambda r: str(r.path))
+    failed = [r for r in results if not r.passed]
+    for result in failed:
+        console.print(f"[red]FAIL[/] {result.message}")
+    console.print(f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/] "
+                  f"in {elapsed:.1f} s ({jobs} job(s))")
+    if junit is not None:
+        write_junit(results, junit, elapsed)
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--shoes", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--rules", type=click.Choice(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "rules")
+                                               .glob("casino-*.toml"))), default="casino-000", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--unplug-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="chance per round that the shoe is unplugged for a moment")
+@click.option("--cut-at", type=click.IntRange(1), default=None, help="the cut card after this card (short shoes)")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="PNG: card latency and daemon memory")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="HTML report with the same figures")
+def soak(shoes: int, rules: str, seed: int, unplug_rate: float, cut_at: int | None, plot: Path | None,
+         report: Path | None) -> None:
+    """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
+    console = Console()
+    with console.status(f"soaking {shoes} shoe(s) ..."):
+        result = run_soak(shoes, rules, seed, unplug_rate, cut_at)
+    lat = result.latency_summary()
+    console.print(f"{result.shoes} shoes, {result.rounds} rounds, {len(result.latencies_ms)} cards, "
+                  f"{result.unplugs} unplugs in {result.seconds:.1f} s")
+    console.print("card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()))
+    console.print(f"daemon memory: growth {result.memory_growth_kib()} KiB (second half minus first half)")
+    console.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items()) if k))
+    console.print(f"journal chain: {result.chain_detail}")
+    for violation in result.violations:
+        console.print(f"[red]violation[/] {violation}")
+    if plot or report:
+        png = plot_png(result)
+        if plot:
+            plot.write_bytes(png)
+        if report:
+            report.write_text(report_html(result, png))
+    console.print("[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
+    if not result.passed:
+        sys.exit(1)

@@ -1,0 +1,245 @@
+"""Scenario files: one TOML file a scenario, declared once here as a typed schema (msgspec, like the
+daemon's configuration), refused with the file, the line and what was expected.
+
+    description = "a clean round: exact money"
+    rules = "casino-000"                  # rules/<name>.toml, or a path relative to the scenario
+
+    [devices.shuffler]
+    faults = "jam=0.2"                    # simulators.faults spec (every switch by name)
+    stack = ["AS", "KD", ...]             # stacked mode: each shuffle outputs exactly these cards
+
+    [devices.shoe]
+    faults = "face_up_at=4"
+
+    [[step]]
+    do = "shuffle"                        # start_shuffle (technician), wait for the shoe verified
+    [[step]]
+    do = "load"                           # the shuffled stack into the shoe; the burn dealt
+    [[step]]
+    do = "command"                        # any API command; refused = "code" expects an ERROR
+    name = "place_bet"
+    args = { box = 1, player = "p1", amount = 1000 }
+    [[step]]
+    do = "deal"                           # the shoe deals N cards (wait = false: do not wait for them)
+    cards = 2
+    [[step]]
+    do = "play"                           # deal and decide until the round is complete or void
+    strategy = "stand"
+    [[step]]
+    do = "rounds"                         # one-box rounds until the shoe is complete
+    [[step]]
+    do = "remainder"                      # the undealt cards counted back (a stacked shoe's)
+    drop = ["AS"]                         # ... one lost on the way: reconciliation fails
+    [[step]]
+    do = "faults"                         # switch faults on a device now
+    device = "shoe"
+    set = "disconnect_for=1 disconnect_at=1"
+    [[step]]
+    do = "wait"                           # until STATE at a dotted path equals a value
+    path = "shoe.state"
+    equals = "in_play"                    # or: matches = "^SHUFFLER_MALFUNCTION" (a regular expression)
+    [[step]]
+    do = "expect"                         # checked now; every key optional
+    state = { "round.state" = "complete" }
+    events = ["SETTLED"]                  # reason codes journaled so far
+    no_events = ["ROUND_VOID"]
+    alarms = ["FACE_UP_CARD"]             # reasons of the open alarms, exactly
+    settlement = { p1 = 1000 }            # each player's net over the settled rounds, cents
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from core.errors import CarddError
+from simulators.faults import FaultSpecError, Faults
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES_DIR = ROOT / "rules"
+
+
+class ScenarioError(CarddError, ValueError):
+    """A scenario file that cannot be used: ``FILE:LINE: what was expected``."""
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Unknown keys are errors: a typo must not silently do nothing."""
+
+
+class DeviceSetup(_Strict, frozen=True):
+    faults: str = ""
+    stack: list[str] | None = None
+
+
+class Devices(_Strict, frozen=True):
+    shuffler: DeviceSetup = DeviceSetup()
+    shoe: DeviceSetup = DeviceSetup()
+
+
+class Shuffle(_Strict, frozen=True, tag_field="do", tag="shuffle"):
+    #: the state the shoe must reach: "verified", or "refused" for a misloaded shoe
+    until: Literal["verified", "refused"] = "verified"
+
+
+class Load(_Strict, frozen=True, tag_field="do", tag="load"):
+    #: deal the burn card(s) the rules ask for after loading
+    burn: bool = True
+    #: the shoe state that shows the load taken: "burning" (or "in_play" with no burn), or a refused
+    #: shoe still "refused" (loaded anyway: dealing blocked)
+    until: Literal["loaded", "refused"] = "loaded"
+    #: where the cut card goes (after this card); default: the rules' penetration
+    cut_at: int | None = None
+
+
+class Command(_Strict, frozen=True, tag_field="do", tag="command"):
+    name: str
+    args: dict[str, Any] = {}
+    #: the ERROR code the daemon must answer with (None: the command must succeed)
+    refused: str | None = None
+
+
+class Deal(_Strict, frozen=True, tag_field="do", tag="deal"):
+    cards: int = 1
+    wait: bool = True
+
+
+class Play(_Strict, frozen=True, tag_field="do", tag="play"):
+    strategy: Literal["stand", "basic"] = "stand"
+
+
+class Rounds(_Strict, frozen=True, tag_field="do", tag="rounds"):
+    """Rounds of one box (player p1, the table minimum unless ``bet``) until the shoe is complete."""
+    strategy: Literal["stand", "basic"] = "stand"
+    bet: int | None = None
+    max_rounds: int = 200
+
+
+class Remainder(_Strict, frozen=True, tag_field="do", tag="remainder"):
+    """The undealt cards counted back (``shoe_remainder``), from the order the bench stacked;
+    ``drop``: cards lost on the way back (the reconciliation must fail)."""
+    drop: list[str] = []
+
+
+class SetFaults(_Strict, frozen=True, tag_field="do", tag="faults"):
+    device: Literal["shuffler", "shoe"]
+    set: str
+
+
+class Wait(_Strict, frozen=True, tag_field="do", tag="wait"):
+    path: str
+    equals: Any = None
+    #: instead of equals: a regular expression the value (as text) must match from its start
+    matches: str | None = None
+    timeout: float = 10.0
+
+    def met(self, value: Any) -> bool:
+        if self.matches is not None:
+            return value is not None and re.match(self.matches, str(value)) is not None
+        return bool(value == self.equals)
+
+    def wanted(self) -> str:
+        return f"{self.path} matching {self.matches!r}" if self.matches is not None else f"{self.path} = {self.equals!r}"
+
+
+class Expect(_Strict, frozen=True, tag_field="do", tag="expect"):
+    state: dict[str, Any] = {}
+    events: list[str] = []
+    no_events: list[str] = []
+    alarms: list[str] | None = None
+    settlement: dict[str, int] = {}
+
+
+Step = Shuffle | Load | Command | Deal | Play | Rounds | Remainder | SetFaults | Wait | Expect
+
+
+class Scenario(_Strict, frozen=True, kw_only=True):
+    description: str
+    rules: str = "casino-000"
+    devices: Devices = Devices()
+    step: list[Step]
+
+    def rules_path(self, scenario_file: Path) -> Path:
+        named = RULES_DIR / f"{self.rules}.toml"
+        return named if named.exists() or "/" not in self.rules else (scenario_file.parent / self.rules)
+
+    def fault_switches(self) -> set[str]:
+        """Every fault switch the scenario turns on, at start or in a step."""
+        specs = [self.devices.shuffler.faults, self.devices.shoe.faults]
+        specs += [s.set for s in self.step if isinstance(s, SetFaults)]
+        return {name for spec in specs for name in Faults.parse(spec).active()} - {"seed"}
+
+    def expected_reasons(self) -> set[str]:
+        return {reason for s in self.step if isinstance(s, Expect) for reason in (*s.events, *(s.alarms or ()))}
+
+
+def load_scenario(path: Path) -> Scenario:
+    """The scenario in ``path``; :class:`ScenarioError` names the file, the line and what was expected."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its text ends "(at line L, column C)"
+        at = re.search(r"at line (\d+)", str(exc))
+        raise ScenarioError(f"{path}:{at.group(1) if at else 1}: not valid TOML: {exc}") from None
+    try:
+        scenario = msgspec.convert(data, Scenario)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        where = re.search(r"at `\$(.*)`$", message)
+        line = _line_of(text, where.group(1)) if where else None
+        raise ScenarioError(f"{path}:{line or 1}: {message}") from None
+    rules = scenario.rules_path(path)
+    if not rules.exists():
+        raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
+                            f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
+    try:
+        scenario.fault_switches()
+        for setup, device in ((scenario.devices.shuffler, "shuffler"), (scenario.devices.shoe, "shoe")):
+            Faults.parse(setup.faults).check_for(device)
+    except FaultSpecError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    return scenario
+
+
+def _line_of(text: str, json_path: str) -> int | None:
+    """The line a msgspec error path (``.step[2].cards``) points at: the step's ``[[step]]`` header, the
+    key inside it where it is written there, else the top-level key."""
+    lines = text.splitlines()
+    step = re.match(r"\.step\[(\d+)\](?:\.(\w+))?", json_path)
+    if step:
+        headers = [i for i, line in enumerate(lines) if line.strip() == "[[step]]"]
+        index = int(step.group(1))
+        if index >= len(headers):
+            return None
+        start = headers[index]
+        end = headers[index + 1] if index + 1 < len(headers) else len(lines)
+        key = step.group(2)
+        for i in range(start, end):
+            if key and re.match(rf"\s*{key}\s*=", lines[i]):
+                return i + 1
+        return start + 1
+    key = re.match(r"\.(\w+)", json_path)
+    if key:
+        for i, line in enumerate(lines):
+            if re.match(rf"\s*\[?{key.group(1)}\b", line):
+                return i + 1
+    return None
+
+
+def scenario_files(paths: list[Path]) -> list[Path]:
+    """Files, and the *.toml files under folders (sorted); a path that does not exist is an error."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(sorted(path.rglob("*.toml")))
+        elif path.exists():
+            out.append(path)
+        else:
+            raise ScenarioError(f"{path}: no such file or folder")
+    return out

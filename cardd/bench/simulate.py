@@ -1,0 +1,252 @@
+"""The Monte Carlo: rounds played in-process through the real deal tracker.
+
+Every round goes through :meth:`devices.tracker.table.Table.apply` with typed input records, the way
+the daemon applies them: the shuffler's count, the deck check and the shoe loaded, the burn, bets,
+each card as the shoe reader's ``CardRead``, the player's decisions as ``Act`` (the round's rules
+refuse what the house forbids), the cut card, and at the shoe's end the remainder counted back for
+reconciliation. The table settles each round (exact money); nothing here computes a payout.
+
+The shoe's order is the simulated device's (a seeded ``random.Random`` Fisher-Yates shuffle); the
+table only learns each card as it is read.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from cardd.bench.strategy import Strategy
+from core.cards import Card, Orientation, shoe_composition
+from core.errors import CarddError
+from devices.game.dealer_odds import OUTCOMES, UP_CARDS
+from devices.game.hand import card_value, hand_total
+from devices.game.round_types import RuleViolation
+from devices.game.rules import HouseRules
+from devices.tracker.inputs import (
+    Act, CloseInsurance, DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder,
+    TableInput, TakeSeat,
+)
+from devices.tracker.table import Table
+from firmware_bridge.messages import (
+    CardRead, CutCardSeen, DeckCheckResult, DeviceRole, Ident, ShoeLoaded, ShuffleComplete,
+)
+
+DEALER = "dealer-1"
+MAX_DECKS = 8
+
+
+class SimulationError(CarddError, ValueError):
+    """A simulation that cannot run as asked (deck count, boxes, a shoe too small for the table)."""
+
+
+def rules_for(rules: HouseRules, decks: int, boxes: int) -> HouseRules:
+    """``rules`` with ``decks`` decks (1-8: the Monte Carlo goes beyond the 6 or 8 a rules file allows)."""
+    if not 1 <= decks <= MAX_DECKS:
+        raise SimulationError(f"--decks {decks}: a shoe holds 1 to {MAX_DECKS} decks")
+    if not 1 <= boxes <= rules.table.boxes:
+        raise SimulationError(f"--boxes {boxes}: the table {rules.name!r} has boxes 1 to {rules.table.boxes}")
+    return dataclasses.replace(rules, shoe=dataclasses.replace(rules.shoe, decks=decks))
+
+
+@dataclass(slots=True)
+class RoundResult:
+    """One settled round, as the simulation saw it."""
+
+    number: int
+    shoe: int
+    up: Card
+    dealer: list[Card]
+    hands: list[dict[str, Any]]  # box, hand, cards, decisions, stake, net
+    lines: list[dict[str, Any]]  # the settlement's lines (Line.as_data)
+    staked: int  # the initial bets, cents
+    net: int | Fraction  # what the players won (+) or lost (-), cents, exact
+
+    @property
+    def dealer_outcome(self) -> str:
+        """One of devices.game.dealer_odds.OUTCOMES."""
+        total = hand_total(self.dealer)[0]
+        if len(self.dealer) == 2 and total == 21:
+            return "blackjack"
+        return "bust" if total > 21 else str(total)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"round": self.number, "shoe": self.shoe, "up": str(self.up),
+                "dealer": [str(c) for c in self.dealer], "dealer_total": hand_total(self.dealer)[0],
+                "dealer_outcome": self.dealer_outcome, "hands": self.hands, "settlement": self.lines,
+                "staked": self.staked, "net": str(self.net)}
+
+
+@dataclass
+class Summary:
+    """Running figures over the rounds: the house edge with its confidence interval, the dealer's finals."""
+
+    rounds: int = 0
+    staked: int = 0
+    net: int | Fraction = 0
+    _mean: float = 0.0  # Welford over each round's net per unit staked
+    _m2: float = 0.0
+    dealer: dict[str, Counter[str]] = field(default_factory=lambda: {up: Counter() for up in UP_CARDS})
+
+    def add(self, result: RoundResult) -> None:
+        self.rounds += 1
+        self.staked += result.staked
+        self.net += result.net
+        x = float(result.net) / result.staked
+        delta = x - self._mean
+        self._mean += delta / self.rounds
+        self._m2 += delta * (x - self._mean)
+        self.dealer[up_key(result.up)][result.dealer_outcome] += 1
+
+    @property
+    def house_edge(self) -> float:
+        """The house's result per unit of initial bet (positive: the house wins)."""
+        return -float(self.net) / self.staked if self.staked else 0.0
+
+    def edge_interval(self, z: float = 1.959964) -> tuple[float, float]:
+        """A 95 % (z = 1.96) normal interval of the house edge per round's initial stake."""
+        if self.rounds < 2:
+            return (-math.inf, math.inf)
+        half = z * math.sqrt(self._m2 / (self.rounds - 1) / self.rounds)
+        return (-self._mean - half, -self._mean + half)
+
+    def dealer_observed(self, up: str) -> dict[str, float]:
+        counts = self.dealer[up]
+        n = sum(counts.values())
+        return {o: counts[o] / n if n else 0.0 for o in OUTCOMES}
+
+
+def up_key(card: Card) -> str:
+    value = card_value(card)
+    return UP_CARDS[value - 1]
+
+
+class Simulation:
+    """Rounds of ``boxes`` boxes, one player each at the table minimum, played by ``strategy``."""
+
+    def __init__(self, rules: HouseRules, boxes: int, strategy: Strategy, rng: random.Random) -> None:
+        self.rules, self.boxes, self.strategy, self.rng = rules, boxes, strategy, rng
+        self.table = Table(rules, lambda event: None, clock=lambda: 0.0, stale_after_s=1e9)
+        self.bet = rules.table.min_per_player
+        self.shoes = 0
+        self._stack: list[Card] = []
+        self._index = 0
+        self._cut_at = 0
+        self._connect()
+
+    def apply(self, record: TableInput) -> None:
+        """One input to the table (in-process: right here)."""
+        self.table.apply(record)
+
+    def close(self) -> None:
+        """Nothing to release in-process."""
+
+    def _connect(self) -> None:
+        apply = self.apply
+        for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
+            apply(LinkUp(name))
+            apply(DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 1)))
+        if self.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
+            apply(TakeSeat("seated-1", DEALER))
+
+    def _new_shoe(self) -> None:
+        apply, rules, decks = self.apply, self.rules, self.rules.decks
+        if self.shoes:
+            apply(ShoeRemainder(dict(Counter(self._stack[self._index:])), DEALER))
+        self.shoes += 1
+        if rules.shoe.shuffle == "automatic":
+            apply(DeviceMessage("shuffler", ShuffleComplete(52 * decks, shoe_composition(decks))))
+            apply(DeviceMessage("shuffler", DeckCheckResult(True, decks, (), (), 0)))
+        else:
+            apply(HandShuffled(DEALER))
+        apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
+        stack = [c for c, n in shoe_composition(decks).items() for _ in range(n)]
+        self.rng.shuffle(stack)  # the simulated device's order: the table sees each card only when read
+        self._stack, self._index = stack, 0
+        self._cut_at = int(len(stack) * rules.shoe.penetration)
+        for _ in range(rules.shoe.burn_after_shuffle):
+            self._read()
+
+    def _read(self) -> None:
+        if self._index >= len(self._stack):
+            raise SimulationError(f"the shoe of {self.rules.decks} deck(s) ran out of cards in a round of "
+                                  f"{self.boxes} boxes: use more decks or fewer boxes")
+        card = self._stack[self._index]
+        self._index += 1
+        index = self._index
+        self.apply(DeviceMessage("shoe-reader", CardRead(index, card, Orientation.FACE_DOWN, index)))
+        if index == self._cut_at:
+            self.apply(DeviceMessage("shoe-reader", CutCardSeen(index, index)))
+
+    def rounds(self, count: int) -> Iterator[RoundResult]:
+        for number in range(1, count + 1):
+            yield self.play_round(number)
+
+    def play_round(self, number: int) -> RoundResult:
+        table, apply = self.table, self.apply
+        if table.shoe.state not in ("in_play", "last_round"):
+            self._new_shoe()
+        apply(OpenRound())
+        for box in range(1, self.boxes + 1):
+            apply(PlaceBet(box, f"p{box}", self.bet))
+        apply(NoMoreBets(DEALER))
+        r = table.round
+        assert r is not None
+        decisions: dict[tuple[int, int], list[str]] = {}
+        read, decide = self._read, self.strategy.decide
+        while r.live:
+            if r.expected_next() is not None:
+                read()
+            elif r.state == "insurance":
+                apply(CloseInsurance(DEALER))  # neither strategy insures
+            else:
+                target = r.current_hand
+                assert target is not None and target.box is not None and target.hand is not None
+                hand = r.box_hands[target.box][target.hand]
+                for action in decide(hand.cards, r.dealer_cards[0]):
+                    try:
+                        apply(Act(target.box, action, DEALER, player=f"p{target.box}"))
+                    except RuleViolation:
+                        continue
+                    decisions.setdefault((target.box, target.hand), []).append(action.value)
+                    break
+                else:
+                    raise SimulationError(f"round {number}: every action the strategy offered for "
+                                          f"{[str(c) for c in hand.cards]} was refused")
+        settlement = r.settlement
+        if settlement is None:
+            raise SimulationError(f"round {number} ended {r.state} without a settlement")
+        by_hand: dict[tuple[int, int | None], int | Fraction] = {}
+        for line in settlement.lines:
+            key = (line.box, line.hand)
+            by_hand[key] = by_hand.get(key, 0) + line.net
+        hands = [{"box": h.box, "hand": h.index, "cards": [str(c) for c in h.cards],
+                  "decisions": decisions.get((h.box, h.index), []), "stake": h.stake_of(f"p{h.box}"),
+                  "net": str(by_hand.get((h.box, h.index), 0))} for h in r.hands]
+        net = -settlement.house
+        return RoundResult(number, self.shoes, r.dealer_cards[0], list(r.dealer_cards), hands,
+                           [line.as_data() for line in settlement.lines], self.bet * self.boxes, net)
+
+
+def run(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int,
+        each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
+    """Play ``rounds`` rounds in-process and return their summary; ``each`` sees every round."""
+    return play(Simulation(rules, boxes, strategy, random.Random(seed)), rounds, each)
+
+
+def play(simulation: Simulation, rounds: int, each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
+    """Play ``rounds`` rounds of ``simulation`` (any transport), closing it at the end."""
+    summary = Summary()
+    try:
+        if rounds < 1:
+            raise SimulationError(f"--rounds {rounds}: at least one round")
+        for result in simulation.rounds(rounds):
+            summary.add(result)
+            each(result)
+    finally:
+        simulation.close()
+    return summary

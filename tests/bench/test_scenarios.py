@@ -1,0 +1,125 @@
+"""cardbench run: the scenario library through real daemons, JUnit XML, failures that name the step,
+malformed scenarios refused with file and line, and what the library does not cover yet."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from junitparser import Failure, JUnitXml
+
+from cardd.bench.cli import main
+from cardd.bench.runner import run_scenario, stacked_shoe
+from cardd.bench.scenario import ScenarioError, load_scenario, scenario_files
+from core.cards import Card, shoe_composition
+from devices.events import Reason
+from simulators.faults import Faults
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "bench" / "scenarios"
+CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
+
+#: Reason codes and fault switches no scenario covers yet. The library is to cover them all (issue 11);
+#: until it does, each is listed here on purpose, so the test fails both when coverage shrinks and
+#: when a scenario covers one of these (then delete it from the list).
+#: - READ_FROM_STALE_DEVICE: the way to provoke it on the simulators is a card read while the shoe's
+#:   line is silent (drop_rate=1), but then the shoe's link fails after its retries and that CardRead
+#:   never reaches the host, even once the line is back (docs/bench.md, "Known gaps"): no scenario can
+#:   expect the alarm until that is settled
+#: - WRONG_DEVICE, OUT_OF_ORDER_REPORT, REPEATED_READ, MISSING_READ: reason codes of the hardening
+#:   (issue 7) that came after this library; the simulators have no switch yet to send a repeated or
+#:   skipped index, a shuffler report out of order or a device of the wrong role on a port (they are
+#:   tested in tests/table/test_table_hardening.py through the tracker's input path)
+EXPECTED_MISSING_REASONS = {"READ_FROM_STALE_DEVICE", "WRONG_DEVICE", "OUT_OF_ORDER_REPORT", "REPEATED_READ",
+                            "MISSING_READ"}
+EXPECTED_MISSING_FAULTS: set[str] = set()
+
+
+def scenario(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_library_passes_and_writes_junit_a_consumer_reads(tmp_path: Path) -> None:
+    report = tmp_path / "report.xml"
+    result = CliRunner().invoke(main, ["run", str(LIBRARY), "--jobs", "2", "--junit", str(report)])
+    assert result.exit_code == 0, result.output
+    xml = JUnitXml.fromfile(str(report))
+    cases = [case for suite in xml for case in suite]
+    assert len(cases) == len(scenario_files([LIBRARY])) > 40
+    assert all(case.is_passed for case in cases)
+    assert {case.classname for case in cases} == set(CASINOS)  # scenarios for every seed casino
+
+
+def test_a_wrong_expectation_fails_naming_file_step_and_difference(tmp_path: Path) -> None:
+    clean = (LIBRARY / "casino-000" / "clean-round.toml").read_text()
+    wrong = scenario(tmp_path, clean.replace("settlement = { p1 = 1000 }", "settlement = { p1 = 999 }"))
+    report = tmp_path / "report.xml"
+    result = CliRunner().invoke(main, ["run", str(wrong), "--junit", str(report)])
+    assert result.exit_code == 1
+    message = f"{wrong}: step 7 (expect): expected p1 net 999, got p1 net 1000"
+    assert message in " ".join(result.output.split())  # rich may wrap the line
+    (case,) = [case for suite in JUnitXml.fromfile(str(report)) for case in suite]
+    (failure,) = case.result
+    assert isinstance(failure, Failure) and failure.message == message
+
+
+def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
+    path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "command"\nname = "take_seat"\n'
+                              'args = { player = "p9" }\nrefused = "failed"\n')
+    result = run_scenario(path)
+    assert not result.passed
+    assert result.message == f"{path}: step 1 (command take_seat): expected ERROR failed, got ACK"
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ('description = "x"\n[[step]]\ndo = "deal"\ncards = "two"\n', 4, "Expected `int`, got `str`"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "dance"\n', 5, "Invalid value 'dance'"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\nuntil = "maybe"\n', 4, "Invalid enum value 'maybe'"),
+    ('description = "x"\nrules = "casino-999"\nstep = []\n', 2, "rules 'casino-999': expected a rules file"),
+    ('descripton = "x"\nstep = []\n', 1, "Object contains unknown field `descripton`"),
+    ('description = "x"\nstep = []\nrules = = 1\n', 3, "not valid TOML"),
+])
+def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
+        tmp_path: Path, text: str, where: int, what: str) -> None:
+    path = scenario(tmp_path, text)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    message = str(caught.value)
+    assert what in message
+    assert message.startswith(f"{path}:{where}: "), message
+
+
+def test_a_bad_fault_switch_is_refused(tmp_path: Path) -> None:
+    path = scenario(tmp_path, 'description = "x"\nstep = []\n[devices.shoe]\nfaults = "jam=1"\n')
+    with pytest.raises(ScenarioError, match="jam is for the shuffler only"):
+        load_scenario(path)
+    result = CliRunner().invoke(main, ["run", str(path)])
+    assert result.exit_code == 1 and "jam is for the shuffler only" in result.output
+
+
+def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "nothing.toml")])
+    assert result.exit_code == 2 and "no such file or folder" in result.output
+
+
+def test_a_stacked_shoe_is_a_full_shoe_with_the_cards_on_top() -> None:
+    shoe = stacked_shoe(["QS", "QS", "2C"], 6)
+    assert shoe[:3] == [Card.parse("QS"), Card.parse("QS"), Card.parse("2C")]
+    assert sorted(map(str, shoe)) == sorted(str(c) for c, n in shoe_composition(6).items() for _ in range(n))
+
+
+def test_which_reason_codes_and_fault_switches_the_library_covers() -> None:
+    reasons: set[str] = set()
+    faults: set[str] = set()
+    for path in scenario_files([LIBRARY]):
+        loaded = load_scenario(path)
+        reasons |= loaded.expected_reasons()
+        faults |= loaded.fault_switches()
+    known_reasons = {r.value for r in Reason}
+    assert reasons <= known_reasons, f"scenarios expect reasons that do not exist: {sorted(reasons - known_reasons)}"
+    missing_reasons = known_reasons - reasons
+    missing_faults = set(Faults.names()) - {"seed"} - faults
+    assert missing_reasons == EXPECTED_MISSING_REASONS, f"not covered: {sorted(missing_reasons)}"
+    assert missing_faults == EXPECTED_MISSING_FAULTS, f"not covered: {sorted(missing_faults)}"

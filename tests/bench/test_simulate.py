@@ -1,0 +1,148 @@
+"""cardbench simulate: the Monte Carlo through the real deal tracker, its strategy table and its CLI."""
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cardd.bench.cli import main
+from cardd.bench.simulate import RoundResult, SimulationError, rules_for, run
+from cardd.bench.strategy import AlwaysStand, BasicStrategy
+from core.cards import Card
+from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
+from devices.game.round_types import Action
+from devices.game.rules import HouseRules, load_rules
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cards(*names: str) -> list[Card]:
+    return [Card.parse(n) for n in names]
+
+
+@pytest.mark.parametrize("hand, up, first", [
+    (("TS", "AH"), "5C", Action.STAND),          # soft 21
+    (("6S", "5H"), "TC", Action.HIT),            # ENHC: no double of 11 against a ten
+    (("6S", "5H"), "9C", Action.DOUBLE),
+    (("5S", "5H"), "AC", Action.HIT),            # 5,5 plays as hard 10; ENHC: not doubled against an ace
+    (("8S", "8H"), "TC", Action.HIT),            # ENHC: 8,8 not split against a ten
+    (("8S", "8H"), "9C", Action.SPLIT),
+    (("AS", "AH"), "AC", Action.HIT),            # ENHC: aces not split against an ace
+    (("AS", "AH"), "TC", Action.SPLIT),
+    (("9S", "9H"), "7C", Action.STAND),
+    (("AS", "7H"), "4C", Action.DOUBLE),         # soft 18: double, else stand
+    (("AS", "7H"), "9C", Action.HIT),
+    (("TS", "2H"), "3C", Action.HIT),
+    (("TS", "2H"), "4C", Action.STAND),
+    (("TS", "6H"), "TC", Action.HIT),
+])
+def test_basic_strategy_cells(hand: tuple[str, str], up: str, first: Action) -> None:
+    assert BasicStrategy().decide(cards(*hand), Card.parse(up))[0] is first
+
+
+def test_refused_choices_fall_back() -> None:
+    # soft 18 against 4 on three cards: the double is refused by the rules, the next choice is stand
+    assert BasicStrategy().decide(cards("AS", "2H", "5D"), Card.parse("4C")) == (Action.DOUBLE, Action.STAND)
+    # a pair the rules will not split plays its total: 8,8 = hard 16 against 9
+    assert BasicStrategy().decide(cards("8S", "8H"), Card.parse("9C"))[1:] == (Action.HIT,)
+
+
+def test_rounds_settle_through_the_tracker_and_add_up() -> None:
+    rules = rules_for(load_rules(ROOT / "rules" / "casino-000.toml"), 6, 3)
+    seen: list[RoundResult] = []
+    summary = run(rules, 300, 3, BasicStrategy(), seed=7, each=seen.append)
+    assert summary.rounds == len(seen) == 300
+    assert summary.net == sum(r.net for r in seen)
+    for r in seen:
+        # each line of the table's settlement is in the round, and the hands' nets add up to it
+        assert r.staked == 3 * rules.table.min_per_player
+        assert sum(float(line["net"]) for line in r.lines) == pytest.approx(float(r.net))
+        assert r.dealer_outcome in OUTCOMES
+        assert {h["box"] for h in r.hands} == {1, 2, 3}
+    doubled = [h for r in seen for h in r.hands if "double" in h["decisions"]]
+    assert doubled and all(h["stake"] == 2 * rules.table.min_per_player and len(h["cards"]) == 3 for h in doubled)
+    assert seen[0].as_json()["up"] == str(seen[0].up)
+
+
+def test_same_seed_same_rounds() -> None:
+    rules = rules_for(HouseRules.default(), 2, 1)
+    a: list[dict[str, object]] = []
+    b: list[dict[str, object]] = []
+    run(rules, 50, 1, BasicStrategy(), 3, lambda r: a.append(r.as_json()))
+    run(rules, 50, 1, BasicStrategy(), 3, lambda r: b.append(r.as_json()))
+    assert a == b
+
+
+@pytest.mark.parametrize("decks", [1, 3, 8])
+def test_any_deck_count(decks: int) -> None:
+    summary = run(rules_for(HouseRules.default(), decks, 2), 200, 2, BasicStrategy(), 1)
+    assert summary.rounds == 200
+
+
+def test_bad_sizes_refused() -> None:
+    with pytest.raises(SimulationError, match="1 to 8 decks"):
+        rules_for(HouseRules.default(), 9, 1)
+    with pytest.raises(SimulationError, match="boxes 1 to 7"):
+        rules_for(HouseRules.default(), 6, 8)
+
+
+@pytest.mark.soak
+def test_always_stand_dealer_matches_the_exact_table() -> None:
+    """Standing on two cards, the dealer's cards are a uniform draw: its finals follow the exact table."""
+    rounds = 200_000 if os.environ.get("CARDD_FULL") else 12_000
+    rules = rules_for(HouseRules.default(), 1, 1)
+    summary = run(rules, rounds, 1, AlwaysStand(), seed=11)
+    exact = dealer_table(1)
+    total = summary.rounds
+    for up in UP_CARDS:
+        n = sum(summary.dealer[up].values())
+        observed = summary.dealer_observed(up)
+        for o in OUTCOMES:
+            p = float(exact[up][o])
+            sd = (p * (1 - p) / n) ** 0.5
+            assert abs(observed[o] - p) <= 5 * sd + 1e-9, (up, o, observed[o], p, n, total)
+    # standing on anything loses badly: the edge is far above basic strategy's
+    assert summary.edge_interval()[0] > 0.05
+
+
+def test_cli_writes_lines_and_summary(tmp_path: Path) -> None:
+    out = tmp_path / "rounds.jsonl"
+    result = CliRunner().invoke(main, ["simulate", "--rounds", "40", "--decks", "2", "--boxes", "2",
+                                       "--strategy", "stand", "--seed", "5", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 40 and all(h["decisions"] in ([], ["stand"]) for r in lines for h in r["hands"])
+    assert "house edge" in result.output and "exact" in result.output
+
+
+def test_cli_refuses_a_bad_deck_count() -> None:
+    result = CliRunner().invoke(main, ["simulate", "--decks", "9"])
+    assert result.exit_code == 2 and "--decks" in result.output
+
+
+def test_pty_transport_plays_the_same_rounds_through_the_devices() -> None:
+    from cardd.bench.pty_transport import PtySimulation
+    rules = rules_for(HouseRules.default(), 1, 2)
+    simulation = PtySimulation(rules, 2, BasicStrategy(), random.Random(4), seed=4)
+    try:
+        results = list(simulation.rounds(60))
+        # the shuffler behind its pty shuffled every shoe; every card came through the feed
+        assert simulation.sim.shuffler.state()["counters"]["shuffles"] == simulation.shoes > 1
+        assert simulation.table.shoe.cards_out == simulation.sim.shoe.state()["cards_out"]
+        assert simulation.table.shoe.state in ("in_play", "last_round", "complete")
+    finally:
+        simulation.close()
+    assert [r.number for r in results] == list(range(1, 61))
+    assert all(r.dealer_outcome in OUTCOMES and len(r.hands) >= 2 for r in results)
+    assert sum(float(line["net"]) for r in results for line in r.lines) == pytest.approx(
+        sum(float(r.net) for r in results))
+
+
+def test_cli_pty_transport() -> None:
+    result = CliRunner().invoke(main, ["simulate", "--rounds", "30", "--transport", "pty", "--no-rounds"])
+    assert result.exit_code == 0, result.output
+    assert "30 rounds" in result.output
