@@ -6,6 +6,7 @@ import os
 import threading
 
 import pytest
+import structlog
 
 
 def _fds() -> set[str]:
@@ -31,3 +32,14 @@ def no_leaks():
     assert not leaked_threads, f"leaked threads: {leaked_threads}"
     leaked_fds = _fds() - fds
     assert not leaked_fds, f"leaked fds: {[_fd_target(fd) for fd in sorted(leaked_fds)]}"
+
+
+@pytest.fixture(autouse=True)
+def _structlog_config_restored():
+    """A command run in-process (cardbench, cardctl through CliRunner) configures structlog for the
+    whole process, e.g. a WARNING filter: put the configuration back so a later test that reads the
+    log sees what the library writes, whatever ran before it."""
+    saved = structlog.get_config()
+    yield
+    structlog.reset_defaults()
+    structlog.configure(**saved)
