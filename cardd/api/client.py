@@ -14,7 +14,8 @@ from __future__ import annotations
 import errno
 import itertools
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -48,6 +49,14 @@ class ConnectionClosed(ClientError):
     """The daemon closed the connection (stopped, or dropped a watcher that fell behind)."""
 
 
+class StateTimeout(ClientError):
+    """:meth:`ApiClient.wait_state` gave up; ``state`` is the last STATE it read."""
+
+    def __init__(self, message: str, state: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.state = state
+
+
 class CommandRefused(ClientError):
     """The daemon answered ERROR: ``code`` is the stable code (docs/api.md), the text its one line."""
 
@@ -59,8 +68,11 @@ class CommandRefused(ClientError):
 class ApiClient:
     """One connection to cardd's API socket."""
 
-    def __init__(self, path: str | Path = DEFAULT_SOCKET, timeout: float | None = 10.0) -> None:
+    def __init__(self, path: str | Path = DEFAULT_SOCKET, timeout: float | None = 10.0, pace_s: float = 0.0) -> None:
+        """``pace_s``: the least time between two requests, for a client that must stay under the
+        daemon's per-connection rate limit (a scripted console or the bench)."""
         self.path = Path(path)
+        self.pace_s, self._last_request = pace_s, 0.0
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -105,6 +117,11 @@ class ApiClient:
         return message
 
     def _send(self, message: msgspec.Struct) -> None:
+        if self.pace_s:
+            wait = self._last_request + self.pace_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._last_request = time.monotonic()
         try:
             self._sock.sendall(encode_line(message))
         except OSError as exc:
@@ -142,6 +159,18 @@ class ApiClient:
         if not isinstance(reply, StateReply):
             raise ClientError(f"{self.path}: STATE: got {type(reply).__name__}")
         return reply.state
+
+    def wait_state(self, check: Callable[[dict[str, Any]], bool], timeout: float = 30.0,
+                   poll_s: float = 0.0) -> dict[str, Any]:
+        """Read STATE until ``check`` holds (the state then), or :class:`StateTimeout` after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.state()
+            if check(state):
+                return state
+            if time.monotonic() > deadline:
+                raise StateTimeout(f"{self.path}: the table never got there within {timeout:g} s", state)
+            time.sleep(poll_s)
 
     def log(self, **filters: Any) -> LogReply:
         """One page of the journal; ``filters`` are LogQuery's fields (docs/api.md)."""

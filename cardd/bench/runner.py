@@ -22,7 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable
 
-from cardd.api.client import ApiClient, ClientError, CommandRefused
+from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
 from cardd.api.protocol import LOG_LIMIT_MAX, Event
 from cardd.bench.scenario import (
     Command, Deal, Expect, Load, Play, Remainder, Rounds, Scenario, ScenarioError, SetFaults, Shuffle, Step, Wait,
@@ -110,7 +110,6 @@ class BenchRig:
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
         self.proc: subprocess.Popen[str] | None = None
-        self._last_request = 0.0
         self.stacked: list[Card] | None = None  # the whole order of a stacked shoe (for the remainder)
         self.poll_s = POLL_S  # between reads of STATE while waiting (api() paces the requests themselves)
         #: after each awaited single card: the monotonic time its deal started
@@ -165,7 +164,7 @@ class BenchRig:
                 raise RuntimeError(f"cardd exited with {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}"
                                    if self.proc.stderr else f"cardd exited with {self.proc.returncode}")
             try:
-                self.client = ApiClient(socket)
+                self.client = ApiClient(socket, pace_s=REQUEST_INTERVAL_S)
             except ClientError:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cardd did not listen on {socket} within {START_TIMEOUT} s") from None
@@ -177,12 +176,8 @@ class BenchRig:
     # ---- the API --------------------------------------------------------------------------
 
     def api(self) -> ApiClient:
-        """The client, for one request: paced to stay under the API's rate per connection."""
+        """The client (it paces its requests to stay under the API's rate per connection)."""
         assert self.client is not None
-        wait = self._last_request + REQUEST_INTERVAL_S - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        self._last_request = time.monotonic()
         return self.client
 
     def state(self) -> dict[str, Any]:
@@ -190,14 +185,10 @@ class BenchRig:
 
     def _wait(self, check: Callable[[dict[str, Any]], bool], expected: str, timeout: float = 10.0,
               show: Callable[[dict[str, Any]], Any] = lambda s: s) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.state()
-            if check(state):
-                return state
-            if time.monotonic() > deadline:
-                raise StepFailed(f"{expected} within {timeout:g} s", _short(show(state)))
-            time.sleep(self.poll_s)
+        try:
+            return self.api().wait_state(check, timeout, self.poll_s)
+        except StateTimeout as exc:
+            raise StepFailed(f"{expected} within {timeout:g} s", _short(show(exc.state))) from None
 
     def journal(self) -> list[Event]:
         """Every record journaled so far, page by page."""

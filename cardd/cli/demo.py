@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cardd.api.client import ApiClient, ClientError, CommandRefused
+from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
 from cardd.cli.common import money
 from cardd.journal import Journal
 
@@ -88,38 +88,26 @@ class Dealer:
         self.misload_round = 3
         self.jam_round = 6
         self.unplug_round = 9
-        self.last_request = 0.0
 
     # ---- small steps -------------------------------------------------------------------
 
-    def throttle(self) -> None:
-        wait = self.last_request + REQUEST_INTERVAL_S - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        self.last_request = time.monotonic()
-
     def ok(self, name: str, **args: Any) -> int:
-        self.throttle()
         seq = self.client.command(name, **args).seq
         assert seq is not None  # a command's ACK names the journal record it made
         return seq
 
     def state(self) -> dict[str, Any]:
-        self.throttle()
         return self.client.state()
 
     def log(self, **filters: Any) -> Any:
-        self.throttle()
         return self.client.log(**filters)
 
     def wait(self, check: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.state()
-            if check(state):
-                return state
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the table never got there (shoe {state['shoe']}, round {state['round']})")
+        try:
+            return self.client.wait_state(check, timeout)
+        except StateTimeout as exc:
+            state = exc.state
+            raise RuntimeError(f"the table never got there (shoe {state['shoe']}, round {state['round']})") from None
 
     def deal_one(self) -> dict[str, Any]:
         before = self.state()["shoe"]["cards_out"]
@@ -357,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if watching:
             viewer = subprocess.Popen([str(BIN / "cardctl"), "--socket", str(socket), "watch"])
-        client = ApiClient(socket, timeout=30)
+        client = ApiClient(socket, timeout=30, pace_s=REQUEST_INTERVAL_S)
         dealer = Dealer(client, random.Random(args.seed), 0.0 if args.fast else PACE_S, say)
         dealer.shuffle_and_load()
         dealer.play_shoe()
