@@ -21,6 +21,7 @@ from rich.table import Table as RichTable
 
 from cardd.bench.junit import write_junit
 from cardd.bench.randomness import ShuffleSource, qualify
+from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
 from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ScenarioError, scenario_files
 from cardd.bench.soak import plot_png, report_html, soak as run_soak
@@ -198,4 +199,76 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, cut_at: int | No
             report.write_text(report_html(result, png))
     console.print("[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
     if not result.passed:
+        sys.exit(1)
+
+
+@main.command("record")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="the folder the traces and their golden files go to")
+@click.option("--force", is_flag=True, help="overwrite traces that exist")
+def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
+    """Run scenario files (or folders) recording each as OUT/<casino>-<name>.trace, replay it, write its .golden."""
+    try:
+        files = scenario_files(list(paths))
+    except ScenarioError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not files:
+        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+    out.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    failed = 0
+    for path in files:
+        name = f"{path.parent.name}-{path.stem}"
+        if (out / f"{name}.trace").exists() and not force:
+            raise click.UsageError(f"{out / name}.trace exists: --force overwrites it")
+        try:
+            done = record_scenario(path, out, name)
+        except (ReplayError, CarddError) as exc:
+            console.print(f"[red]FAIL[/] {path}: {exc}")
+            failed += 1
+            continue
+        if done.trace is None:
+            console.print(f"[red]FAIL[/] {done.message}")
+            failed += 1
+            continue
+        console.print(f"[green]recorded[/] {path} -> {done.trace} (+ .golden)")
+        for note in done.notes:
+            console.print(f"[yellow]note[/] {note}")
+    if failed:
+        sys.exit(1)
+
+
+@main.command("replay")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--update-golden", is_flag=True, help="rewrite each golden file from the replay (after review)")
+@click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="traces replayed in parallel")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
+def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, junit: Path | None) -> None:
+    """Replay traces (or folders of *.trace) into a fresh cardd each; compare the journal with NAME.golden."""
+    try:
+        files = trace_files(list(paths))
+    except ReplayError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not files:
+        raise click.UsageError(f"no traces (*.trace) under {', '.join(map(str, paths))}")
+    console = Console(stderr=True)
+    start = time.monotonic()
+    results: list[ScenarioResult] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for future in as_completed([pool.submit(check_trace, f, update_golden) for f in files]):
+            result = future.result()
+            results.append(result)
+            mark = ("[green]updated[/]" if update_golden else "[green]pass[/]") if result.passed else "[red]FAIL[/]"
+            console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+    elapsed = time.monotonic() - start
+    results.sort(key=lambda r: str(r.path))
+    failed = [r for r in results if not r.passed]
+    for result in failed:
+        console.print(f"[red]FAIL[/] {result.message}")
+    console.print(f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/] in {elapsed:.1f} s "
+                  f"({jobs} job(s))")
+    if junit is not None:
+        write_junit(results, junit, elapsed)
+    if failed:
         sys.exit(1)

@@ -66,7 +66,9 @@ def cardd_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "cardd.daemon.main"]
 
 
-def run_scenario(path: Path) -> ScenarioResult:
+def run_scenario(path: Path, make_rig: Callable[[Scenario, Path, Path], BenchRig] | None = None) -> ScenarioResult:
+    """Run one scenario file; ``make_rig`` (scenario, file, state folder) builds the rig (default
+    :class:`BenchRig`; cardbench record passes one that records a trace)."""
     start = time.monotonic()
     try:
         scenario = load_scenario(path)
@@ -75,7 +77,7 @@ def run_scenario(path: Path) -> ScenarioResult:
     directory = Path(tempfile.mkdtemp(prefix="cardbench-", dir="/tmp"))
     os.chmod(directory, 0o755)
     try:
-        with BenchRig(scenario, path, directory) as rig:
+        with (make_rig or BenchRig)(scenario, path, directory) as rig:
             for number, step in enumerate(scenario.step, 1):
                 try:
                     rig.do(step)
@@ -100,13 +102,14 @@ def _name(step: Step) -> str:
 class BenchRig:
     """The simulated devices, the daemon configured with them, and one API client."""
 
-    def __init__(self, scenario: Scenario, path: Path, directory: Path) -> None:
+    def __init__(self, scenario: Scenario, path: Path, directory: Path, sim: SimulatedTable | None = None) -> None:
+        """``sim``: other devices than the scenario's simulators (cardbench replay's traced ones)."""
         self.scenario, self.directory = scenario, directory
         self.rules_path = scenario.rules_path(path)
         self.rules = load_rules(self.rules_path)
         devices = scenario.devices
-        self.sim = SimulatedTable.over_ptys(shuffler_faults=Faults.parse(devices.shuffler.faults),
-                                            shoe_faults=Faults.parse(devices.shoe.faults))
+        self.sim = sim or SimulatedTable.over_ptys(shuffler_faults=Faults.parse(devices.shuffler.faults),
+                                                   shoe_faults=Faults.parse(devices.shoe.faults))
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
         self.proc: subprocess.Popen[str] | None = None

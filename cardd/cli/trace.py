@@ -1,19 +1,37 @@
-"""Traces of what a device said: ``capture URL FILE`` records them, ``replay FILE`` serves
-one on a pseudo-terminal so the daemon (or any client) reads it like the device, and
-``monitor URL`` shows decoded frames and link events live.
+"""Traces of what devices said: ``capture URL FILE`` records one device, ``replay FILE`` serves a
+trace's devices on pseudo-terminals so the daemon (or any client) reads them like the devices,
+and ``monitor URL`` shows decoded frames and link events live. ``cardbench record`` writes the
+same format for a whole bench scenario, ``cardbench replay`` plays it into a fresh daemon
+(cardd/bench/replay.py, docs/bench.md).
 
-A trace file is JSON lines. The first line is the header: the device (role, model, serial,
-firmware, protocol), the link settings (the URL and its serial settings) and the time the
-capture started. Each further line is one thing the device said (``t`` seconds after the
-start, ``type``, and ``payload``: the message's exact bytes in hex) or one link event
-(``event``, ``detail``). Replies to the capturing host's own requests are not recorded: the
-replaying device answers requests itself.
+A trace file is JSON lines (format 2; format 1 files are still read). The first line is the
+header: ``cardd_trace``, the time the capture started, ``devices`` (role -> the device: URL,
+role, model, serial, firmware, protocol, and ``faults``: the link-level fault switches a replay
+puts back on the wire), the ``link`` settings of a capture, and for a recorded scenario its
+``rules`` and ``scenario``. Each further line is one of:
+
+- ``{"t", "device", "type", "payload", "fields"}``: a message the device sent by itself (``t``
+  seconds after the start; ``payload``: the message's exact bytes in hex; ``fields`` for people);
+- ``{"t", "device", "request", "emitted", "replies"}``: what the device did when the host sent
+  ``request`` (a type name): the messages it sent while handling it and its replies, in hex
+  (a replaying device answers that request the same way, once);
+- ``{"t", "device", "hand": "unplug" | "replug" | "reboot" | "faults", ...}``: what was done to
+  the device (unplugged, plugged back, rebooted, ``set``: link fault switches changed);
+- ``{"t", "api", "args", "outcome"}``: an API command a dealer or supervisor sent, at its place
+  in the stream, and its outcome (``ack`` or ``refused:CODE``);
+- ``{"t", "device", "event", "detail"}``: a link event of a capture (for people; not replayed).
+
+Format 1 had one ``device`` in the header and lines without ``device``. Replies to the host's
+identity, status, counters and self-test requests and heartbeats are not recorded: the replaying
+device makes its own.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
+import re
 import signal
 import time
 from datetime import datetime, timezone
@@ -29,13 +47,17 @@ from drivers.factory import open_transport
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.framing import FrameDecoder, FrameKind
-from firmware_bridge.messages import (Counters, DeviceRole, FirmwareResult, Heartbeat, Hello, Ident, Message,
-                                      MessageDecodeError, Refused, SelfTestResult, Status, decode, encode)
+from firmware_bridge.messages import (EVENT_MESSAGES, Counters, CountersRequest, DeviceRole, FirmwareResult,
+                                      Heartbeat, Hello, Ident, Message, MessageDecodeError, Refused, SelfTest,
+                                      SelfTestResult, Status, StatusRequest, decode, encode)
 from firmware_bridge.session import SessionConfig, SessionEvent
 from simulators.device import SimulatedDevice
+from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
 
-TRACE_FORMAT = 1
+TRACE_FORMAT = 2
+#: format versions read_trace understands (1: one device, no commands)
+TRACE_FORMATS_READ = (1, 2)
 #: answers to a host's own requests, and heartbeats: the replaying device makes its own
 NOT_RECORDED = (Ident, Status, Counters, SelfTestResult, FirmwareResult, Refused, Heartbeat)
 
@@ -45,39 +67,158 @@ class TraceError(CarddError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Said:
+    """A message the device sent by itself."""
+    line: int
+    t: float
+    device: str
+    message: Message
+
+
+@dataclasses.dataclass(frozen=True)
+class Answered:
+    """What the device did when the host sent ``request``: messages sent meanwhile, then replies."""
+    line: int
+    t: float
+    device: str
+    request: str
+    emitted: tuple[Message, ...]
+    replies: tuple[Message, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Handled:
+    """What was done to the device: ``unplug``, ``replug``, ``reboot`` or ``faults`` (``set``)."""
+    line: int
+    t: float
+    device: str
+    hand: str
+    set: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Commanded:
+    """An API command, at its place in the stream, and its outcome (``ack`` / ``refused:CODE``)."""
+    line: int
+    t: float
+    name: str
+    args: dict[str, Any]
+    outcome: str
+
+
+TraceEntry = Said | Answered | Handled | Commanded
+HANDS = ("unplug", "replug", "reboot", "faults")
+
+
+@dataclasses.dataclass(frozen=True)
 class Trace:
+    path: Path
     header: dict[str, Any]
-    #: (seconds after the start, message) in order
-    messages: list[tuple[float, Message]]
+    #: role ("shoe", "shuffler") -> the device's identity as the header states it
+    devices: dict[str, dict[str, Any]]
+    entries: list[TraceEntry]
+
+    @property
+    def messages(self) -> list[tuple[float, Message]]:
+        """(seconds after the start, message) of every device, in order."""
+        return [(e.t, e.message) for e in self.entries if isinstance(e, Said)]
+
+
+def _check_device(path: Path, role: str, device: Any) -> dict[str, Any]:
+    try:
+        if DeviceRole[device["role"].upper()].name.lower() != role:
+            raise ValueError(f"role {device['role']!r} listed as {role!r}")
+        str(device["model"]), str(device["serial"]), str(device["firmware"])
+        [int(part) for part in str(device["protocol"]).split(".", 1)]
+        Faults.parse(device.get("faults", ""))
+    except (KeyError, ValueError, AttributeError, TypeError) as exc:
+        raise TraceError(f"{path}:1: the header's device {role} is incomplete or wrong: {exc}") from None
+    return dict(device)
+
+
+def _messages(values: Any) -> tuple[Message, ...]:
+    if not isinstance(values, list):
+        raise ValueError(f"expected a list of hex payloads, got {values!r}")
+    return tuple(decode(bytes.fromhex(value)) for value in values)
+
+
+def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]], single: str | None) -> TraceEntry | None:
+    t = float(entry["t"])
+    if "api" in entry:
+        if not isinstance(entry.get("args", {}), dict):
+            raise ValueError(f"args must be an object, got {entry['args']!r}")
+        return Commanded(number, t, str(entry["api"]), entry.get("args", {}), str(entry.get("outcome", "ack")))
+    device = entry.get("device", single)
+    if device not in devices:
+        raise ValueError(f"device {device!r} is not in the header (devices: {', '.join(devices)})")
+    if "payload" in entry:
+        return Said(number, t, device, decode(bytes.fromhex(entry["payload"])))
+    if "request" in entry:
+        return Answered(number, t, device, str(entry["request"]), _messages(entry.get("emitted", [])),
+                        _messages(entry.get("replies", [])))
+    if "hand" in entry:
+        if entry["hand"] not in HANDS:
+            raise ValueError(f"hand {entry['hand']!r}: expected one of {', '.join(HANDS)}")
+        if entry["hand"] == "faults":
+            Faults.parse(entry["set"])
+        return Handled(number, t, device, entry["hand"], str(entry.get("set", "")))
+    if "event" in entry:
+        return None  # a capture's link event: for people
+    raise ValueError("expected a device message (payload), an answer (request), a hand, an api command or a "
+                     "link event")
 
 
 def read_trace(path: Path) -> Trace:
+    """The trace in ``path``; TraceError naming the file and line of the first thing wrong."""
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise TraceError(f"{path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not text: {exc.reason}") from None
     try:
         header = json.loads(lines[0]) if lines else {}
     except json.JSONDecodeError:
         header = {}
-    if header.get("cardd_trace") != TRACE_FORMAT:
-        raise TraceError(f"{path}:1: not a cardd trace (its first line must be the header, cardd_trace {TRACE_FORMAT})")
-    try:
-        device = header["device"]
-        DeviceRole[device["role"].upper()]
-        str(device["model"]), str(device["serial"]), str(device["firmware"])
-        [int(part) for part in str(device["protocol"]).split(".", 1)]
-    except (KeyError, ValueError, AttributeError) as exc:
-        raise TraceError(f"{path}:1: the header's device is incomplete or wrong: {exc}") from None
-    messages = []
+    if not isinstance(header, dict) or header.get("cardd_trace") not in TRACE_FORMATS_READ:
+        raise TraceError(f"{path}:1: not a cardd trace (its first line must be the header, cardd_trace "
+                         f"{' or '.join(map(str, TRACE_FORMATS_READ))})")
+    single: str | None = None
+    if header["cardd_trace"] == 1:  # one device, lines without "device"
+        device = header.get("device")
+        single = str(device.get("role", "?")) if isinstance(device, dict) else "?"
+        raw_devices: Any = {single: device}
+    else:
+        raw_devices = header.get("devices")
+        if not isinstance(raw_devices, dict) or not raw_devices:
+            raise TraceError(f"{path}:1: the header names no devices")
+    devices = {role: _check_device(path, role, device) for role, device in raw_devices.items()}
+    entries: list[TraceEntry] = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            entry = json.loads(line)
-            if "payload" in entry:
-                messages.append((float(entry["t"]), decode(bytes.fromhex(entry["payload"]))))
-        except (json.JSONDecodeError, KeyError, ValueError, MessageDecodeError) as exc:
-            raise TraceError(f"{path}:{number}: {exc}") from None
-    return Trace(header, messages)
+            parsed = json.loads(line)
+            if not isinstance(parsed, dict):
+                raise ValueError(f"expected a JSON object, got {line[:40]!r}")
+            entry = _entry(number, parsed, devices, single)
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError, MessageDecodeError) as exc:
+            what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise TraceError(f"{path}:{number}: {what}") from None
+        if entry is not None:
+            entries.append(entry)
+    return Trace(path, header, devices, entries)
+
+
+def device_info(url: str, ident: Ident, faults: str = "") -> dict[str, Any]:
+    """A header's entry for one device."""
+    return {"url": url, "role": ident.role.name.lower(), "model": ident.model, "serial": ident.serial,
+            "firmware": ident.firmware_version, "protocol": f"{ident.protocol_major}.{ident.protocol_minor}",
+            "faults": faults}
+
+
+def message_line(t: float, device: str, msg: Message) -> dict[str, Any]:
+    """A trace line for a message the device sent by itself."""
+    return {"t": t, "device": device, "type": type(msg).__name__, "payload": encode(msg).hex(),
+            "fields": describe(msg)}
 
 
 def describe(msg: Message) -> dict[str, Any]:
@@ -100,13 +241,12 @@ class TraceWriter:
             raise CliError(f"{path}: {exc.strerror}") from None
         self.start = time.monotonic()
         self.count = 0
+        self.role = ident.role.name.lower()
         parsed = parse_url(url)
         settings = dataclasses.asdict(parsed.serial_settings) if parsed.serial_settings is not None else None
         self.header = {
             "cardd_trace": TRACE_FORMAT, "started": datetime.now(timezone.utc).isoformat(),
-            "device": {"url": url, "role": ident.role.name.lower(), "model": ident.model, "serial": ident.serial,
-                       "firmware": ident.firmware_version,
-                       "protocol": f"{ident.protocol_major}.{ident.protocol_minor}"},
+            "devices": {self.role: device_info(url, ident)},
             "link": {"url": url, "scheme": parsed.scheme, "serial_settings": settings}}
         self._line(self.header)
 
@@ -117,14 +257,14 @@ class TraceWriter:
     def message(self, msg: Message) -> dict[str, Any] | None:
         if isinstance(msg, NOT_RECORDED):
             return None
-        entry = {"t": round(time.monotonic() - self.start, 6), "type": type(msg).__name__,
-                 "payload": encode(msg).hex(), "fields": describe(msg)}
+        entry = message_line(round(time.monotonic() - self.start, 6), self.role, msg)
         self._line(entry)
         self.count += 1
         return entry
 
     def event(self, event: SessionEvent) -> dict[str, Any]:
-        entry = {"t": round(time.monotonic() - self.start, 6), "event": str(event.kind), "detail": event.detail}
+        entry = {"t": round(time.monotonic() - self.start, 6), "device": self.role, "event": str(event.kind),
+                 "detail": event.detail}
         self._line(entry)
         return entry
 
@@ -211,60 +351,138 @@ def capture(url: str, path: Path, count: int | None, duration: float | None, as_
         click.echo(f"{recorded} messages written to {path}")
 
 
-def trace_device(trace: Trace, speed: float | None) -> SimulatedDevice:
-    """A simulated device that is the traced one: its identity, and once a host has said HELLO,
-    the traced messages in order (at their recorded pace times ``speed``; None: as fast as
-    the link acknowledges them)."""
-    info = trace.header["device"]
-    role = DeviceRole[info["role"].upper()]
-    major, minor = (int(part) for part in str(info["protocol"]).split(".", 1))
+#: what a host asks that the replaying device answers itself (its identity, status, counters,
+#: self-test, heartbeats): the answers to every other request are recorded
+ANSWERED_BY_REPLAY = (Hello, StatusRequest, Heartbeat, CountersRequest, SelfTest)
+#: fault switches that act on the link, not on what the device says: a replay puts them back
+#: (the device faults are in the recorded messages already)
+LINK_SWITCHES = ("bit_flip_rate", "drop_rate", "byte_at_a_time", "ftdi_batching_ms", "slow_ack_ms", "seed",
+                 "event_buffer", "same_nonce")
+#: the longest a replay waits for the host to take one traced message
+TAKE_TIMEOUT_S = 10.0
 
-    class TraceDevice(SimulatedDevice):
-        ROLE = role
-        MODEL = info["model"]
-        DEFAULT_FIRMWARE = info["firmware"]
 
-        playing = False
+def link_switches(values: dict[str, Any]) -> str:
+    """The link fault switches among ``values`` as a spec string (empty: none)."""
+    def text(value: Any) -> str:
+        return ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return " ".join(f"{name}={text(value)}" for name, value in values.items() if name in LINK_SWITCHES)
 
-        def ident(self) -> Ident:  # as captured, protocol version included
-            return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, major, minor, self.boot_id)
 
-        def handlers(self) -> dict[type[Message], Any]:
-            return {**super().handlers(), Hello: self._hello}
+def switches(spec: str) -> dict[str, Any]:
+    """The switches a spec string names, with their values (defaults included, unlike Faults.active)."""
+    parsed = Faults.parse(spec)
+    names = [entry.partition("=")[0].strip() for entry in re.split(r"[\s;]+", spec) if entry.strip()]
+    return {name: getattr(parsed, name) for name in names}
 
-        def _hello(self, msg: Message) -> list[Message]:
-            if not self.playing:
-                self.playing = True
-                self.spawn(self._play())
-            return [self.ident()]
 
-        async def _play(self) -> None:
-            await asyncio.sleep(0.05)  # the host's session is up once it has our IDENT
-            last = 0.0
-            for at, msg in trace.messages:
-                if speed is not None and at > last:
-                    await asyncio.sleep((at - last) / speed)
-                last = at
-                self.emit(msg)
-                if self._flush is not None:
-                    await self._flush(limit=0)
+class TraceDevice(SimulatedDevice):
+    """A simulated device that is a traced one: its identity as captured (protocol version
+    included), and the recorded answer to each request the host sends (once each, in order).
 
-        def cards_held(self) -> int:
-            return 0
+    ``play(speed)`` sends the traced messages by itself once a host has said HELLO (at the
+    recorded pace times ``speed``; None: as fast as the link acknowledges them); without it
+    the caller sends each one with ``say`` (cardbench replay, which interleaves the devices and
+    the API commands)."""
 
-    return TraceDevice(info["serial"], heartbeat_s=1.0)
+    ROLE = DeviceRole.SHOE  # the traced device's, in the class ``traced`` makes
+    MODEL = "trace"
+
+    @classmethod
+    def traced(cls, trace: Trace, role: str) -> TraceDevice:
+        """The device ``role`` of ``trace`` (a class of its own: role, model and firmware are class-wide)."""
+        info = trace.devices[role]
+        kind = type(f"Traced{role.title()}", (cls,), {"ROLE": DeviceRole[info["role"].upper()],
+                                                       "MODEL": str(info["model"]),
+                                                       "DEFAULT_FIRMWARE": str(info["firmware"])})
+        return kind(trace, role)
+
+    def __init__(self, trace: Trace, role: str) -> None:
+        info = trace.devices[role]
+        self.major, self.minor = (int(part) for part in str(info["protocol"]).split(".", 1))
+        self.said = [(e.t, e.message) for e in trace.entries if isinstance(e, Said) and e.device == role]
+        self.answers: dict[str, collections.deque[Answered]] = {}
+        for entry in trace.entries:
+            if isinstance(entry, Answered) and entry.device == role:
+                self.answers.setdefault(entry.request, collections.deque()).append(entry)
+        self.speed: float | None = None
+        self.playing = self.autoplay = False
+        faults = Faults(**switches(str(info.get("faults", "")))).replace(legacy_1_0=self.minor == 0)
+        super().__init__(str(info["serial"]), faults=faults, heartbeat_s=1.0)
+
+    def ident(self) -> Ident:
+        return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, self.major, self.minor, self.boot_id)
+
+    def handle(self, msg: Message) -> list[Message]:
+        queue = self.answers.get(type(msg).__name__)
+        if queue and not isinstance(msg, ANSWERED_BY_REPLAY):
+            answer = queue.popleft()
+            for emitted in answer.emitted:
+                self.emit(emitted)
+            return list(answer.replies)
+        if isinstance(msg, Hello) and self.autoplay and not self.playing:
+            self.playing = True
+            self.spawn(self._play())
+        return super().handle(msg)
+
+    def play(self, speed: float | None) -> None:
+        self.autoplay, self.speed = True, speed
+
+    async def _play(self) -> None:
+        await asyncio.sleep(0.05)  # the host's session is up once it has our IDENT
+        last = 0.0
+        for at, msg in self.said:
+            if self.speed is not None and at > last:
+                await asyncio.sleep((at - last) / self.speed)
+            last = at
+            self.emit(msg)
+            await self.flush()
+
+    async def say(self, msg: Message, wait: bool = True) -> bool:
+        """Send one traced message; with ``wait``, until the host has it (an event of protocol 1.1:
+        until the host confirms it journaled). False when that took longer than TAKE_TIMEOUT_S."""
+        self.emit(msg)
+        if not wait:
+            return True
+        try:
+            async with asyncio.timeout(TAKE_TIMEOUT_S):
+                while True:  # polled: the endpoint's flush wakes on what the host sends, not on its ACKs
+                    try:
+                        await asyncio.wait_for(self.flush(), 0.005)
+                        break
+                    except TimeoutError:
+                        continue
+                if type(msg) in EVENT_MESSAGES and self.speaks_1_1:
+                    index = self.events.last_index
+                    while self.events.confirmed < index:
+                        await asyncio.sleep(0.002)
+        except TimeoutError:
+            return False
+        return True
+
+    def cards_held(self) -> int:
+        return 0
+
+
+def trace_device(trace: Trace, speed: float | None, role: str | None = None) -> TraceDevice:
+    """The traced device ``role`` (default: the trace's first) playing its messages by itself."""
+    device = TraceDevice.traced(trace, role or next(iter(trace.devices)))
+    device.play(speed)
+    return device
 
 
 @click.command("replay")
 @click.argument("path", metavar="FILE", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-@click.option("--link", type=click.Path(path_type=Path), help="the path to serve on (a symlink to the pty)")
+@click.option("--link", type=click.Path(path_type=Path), help="the path to serve on (a symlink to the pty; "
+              "a trace of one device)")
 @click.option("--speed", type=float, default=None, help="play at the recorded pace times this (default: as fast "
               "as the host acknowledges)")
 @json_option
 def replay(path: Path, link: Path | None, speed: float | None, as_json: bool) -> None:
-    """Serve trace FILE on a pseudo-terminal: the daemon (or any client) opens it like the device.
+    """Serve trace FILE's devices on pseudo-terminals: the daemon (or any client) opens them like the devices.
 
-    Prints the URL to open, then plays the trace once a host has shaken hands; Ctrl-C stops.
+    Prints the URL to open for each device, then plays its messages once a host has shaken hands;
+    Ctrl-C stops. The API commands of a recorded scenario are not sent (`cardbench replay` does).
 
     \b
     Example:
@@ -275,16 +493,21 @@ def replay(path: Path, link: Path | None, speed: float | None, as_json: bool) ->
         trace = read_trace(path)
     except TraceError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    endpoint = PtyEndpoint(trace_device(trace, speed), link=str(link) if link else None)
-    endpoint.start()
+    if link is not None and len(trace.devices) > 1:
+        raise CliError(f"{path} holds {len(trace.devices)} devices ({', '.join(trace.devices)}): --link serves one",
+                       EXIT_USAGE)
+    endpoints: list[PtyEndpoint[TraceDevice]] = []
     try:
-        document = {"url": endpoint.url, "tty": endpoint.tty, "messages": len(trace.messages),
-                    "device": trace.header["device"]}
-        if as_json:
-            emit_json(document)
-        else:
-            click.echo(f"replaying {len(trace.messages)} messages of {trace.header['device']['model']} "
-                       f"{trace.header['device']['serial']} on {endpoint.url} (Ctrl-C stops)", err=False)
+        for role in trace.devices:
+            endpoint = PtyEndpoint(trace_device(trace, speed, role), link=str(link) if link else None)
+            endpoints.append(endpoint.start())
+            info = trace.devices[role]
+            said = len(endpoint.device.said)
+            if as_json:
+                emit_json({"url": endpoint.url, "tty": endpoint.tty, "messages": said, "device": info})
+            else:
+                click.echo(f"replaying {said} messages of {info['model']} {info['serial']} on {endpoint.url} "
+                           f"(Ctrl-C stops)")
         signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
         try:
             while True:
@@ -292,7 +515,8 @@ def replay(path: Path, link: Path | None, speed: float | None, as_json: bool) ->
         except KeyboardInterrupt:
             pass
     finally:
-        endpoint.stop()
+        for endpoint in endpoints:
+            endpoint.stop()
 
 
 async def _monitor(url: str, talk: bool, as_json: bool, duration: float | None) -> None:

@@ -1,0 +1,415 @@
+"""Record and replay: a scenario run recorded as a trace, a trace replayed into a fresh daemon and
+its journal compared with the golden file beside it (the model: gpsd's regression suite, captured
+logs through gpsfake against .chk files).
+
+``record`` runs a scenario (:func:`cardd.bench.runner.run_scenario`) with a :class:`RecordingRig`:
+every message the simulated devices send by themselves, their answers to the daemon's requests,
+what the bench's hands do to them (unplug, replug, reboot, link fault switches) and every API
+command with its outcome go into one stream, in the order they happened, written in cardctl's
+trace format (:mod:`cardd.cli.trace`, format 2).
+
+``replay_trace`` starts a fresh ``cardd`` (its own journal, the trace's rules) on the trace's
+devices, each a :class:`~cardd.cli.trace.TraceDevice` behind a real pty (the device
+``cardctl replay`` serves), and walks the stream: each device message is sent and waited for
+until the daemon has it (a numbered event of protocol 1.1: until it confirms it journaled), so
+the daemon sees the devices and the commands in the recorded order; each command is sent
+through the API and must have the recorded outcome. Then the journal, normalised
+(:func:`normalise`), is the replay's result: :func:`check` compares it with ``NAME.golden``
+beside ``NAME.trace``.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, cast
+
+from cardd.api.client import ApiClient, CommandRefused
+from cardd.api.protocol import Event
+from cardd.bench.runner import BenchRig, ScenarioResult, StepFailed, run_scenario
+from cardd.bench.scenario import RULES_DIR, Scenario
+from cardd.cli.trace import (
+    ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Answered, Commanded, Handled, Said, Trace,
+    TraceDevice, TraceError, device_info, link_switches, message_line, read_trace, switches,
+)
+from core.errors import CarddError
+from firmware_bridge.messages import Message, encode
+from simulators.device import SimulatedDevice
+from simulators.endpoint import Endpoint, Streaming
+from simulators.pty_endpoint import PtyEndpoint
+from simulators.rig import SimulatedTable
+from simulators.shuffler import SimulatedShuffler
+
+TRACE_SUFFIX = ".trace"
+GOLDEN_SUFFIX = ".golden"
+#: the daemon's name for each device role
+DAEMON_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
+#: journal record kinds compared: the table's events, device commands, and the API's inputs
+#: (a device's inputs carry its clock and boot id, which no replay can repeat)
+COMPARED_KINDS = ("event", "command")
+#: data keys that hold times, boot ids or the peer's uid: a replay happens later, on another boot
+VOLATILE = ("time", "boot", "ts_ns", "uptime", "elapsed", "at_ns", "uid", "nonce")
+#: a journal that has not grown for this long after the last entry is complete
+SETTLE_S = 0.3
+
+
+class ReplayError(CarddError):
+    """A replay that could not be done as recorded: names the trace and its line."""
+
+
+# ---- recording -------------------------------------------------------------------------------
+
+class Recorder:
+    """One stream of trace lines from the device threads and the bench's own, in the order they happen."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.devices: dict[str, dict[str, Any]] = {}
+        self.journal: list[Event] = []
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+
+    def add(self, entry: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            line = {"t": round(time.monotonic() - self._start, 4), **{k: v for k, v in entry.items() if k != "t"}}
+            self.lines.append(line)
+            return line
+
+    def watch(self, role: str, device: SimulatedDevice) -> None:
+        """Record what ``device`` says and what is done to it (wraps its methods on the instance)."""
+        emit, handle, set_faults, reboot = device.emit, device.handle, device.set_faults, device.reboot
+        answering: list[list[Message]] = []  # the messages sent while a request is handled
+
+        def recorded_emit(msg: Message) -> None:
+            if answering:
+                answering[-1].append(msg)
+            elif not isinstance(msg, NOT_RECORDED):
+                self.add(message_line(0, role, msg))
+            emit(msg)
+
+        def recorded_handle(msg: Message) -> list[Message]:
+            if isinstance(msg, ANSWERED_BY_REPLAY):
+                return handle(msg)
+            answering.append([])
+            try:
+                replies = handle(msg)
+            finally:
+                emitted = answering.pop()
+            self.add({"device": role, "request": type(msg).__name__, "emitted": [encode(m).hex() for m in emitted],
+                      "replies": [encode(m).hex() for m in replies]})
+            return replies
+
+        def recorded_set_faults(**changes: Any) -> None:
+            set_faults(**changes)
+            spec = link_switches(changes)
+            if spec:
+                self.add({"device": role, "hand": "faults", "set": spec})
+
+        def recorded_reboot() -> None:
+            self.add({"device": role, "hand": "reboot"})
+            reboot()
+
+        device.emit = recorded_emit  # type: ignore[method-assign]
+        device.handle = recorded_handle  # type: ignore[method-assign]
+        device.set_faults = recorded_set_faults  # type: ignore[method-assign]
+        device.reboot = recorded_reboot  # type: ignore[method-assign]
+
+    def watch_plug(self, role: str, device: SimulatedDevice) -> None:
+        """Record the unplug and replug of ``device`` (its endpoint's disconnect, attached once started)."""
+        disconnect = device._disconnect
+        if disconnect is None:
+            return
+
+        async def recorded_disconnect(seconds: float) -> None:
+            self.add({"device": role, "hand": "unplug", "seconds": seconds})
+            await disconnect(seconds)
+            self.add({"device": role, "hand": "replug"})
+
+        device._disconnect = recorded_disconnect
+
+    def watch_api(self, client: ApiClient) -> None:
+        command = client.command
+
+        def recorded_command(name: str, **args: Any) -> Any:
+            line = self.add({"api": name, "args": args, "outcome": "ack"})  # before: what it causes comes after
+            try:
+                return command(name, **args)
+            except CommandRefused as exc:
+                line["outcome"] = f"refused:{exc.code}"
+                raise
+
+        client.command = recorded_command  # type: ignore[method-assign]
+
+    def write(self, path: Path, header: dict[str, Any]) -> None:
+        text = "".join(json.dumps(line, default=str) + "\n" for line in [header, *self.lines])
+        path.write_text(text)
+
+
+class RecordingRig(BenchRig):
+    """The scenario's rig, recording into ``recorder``; the live journal is kept at the end."""
+
+    def __init__(self, scenario: Scenario, path: Path, directory: Path, recorder: Recorder) -> None:
+        super().__init__(scenario, path, directory)
+        self.recorder = recorder
+        self.roles: dict[str, Endpoint[Any]] = {"shoe": self.sim.shoe}
+        if not self.by_hand:  # a hand-shuffled table's daemon has no shuffler
+            self.roles["shuffler"] = self.sim.shuffler
+        for role, endpoint in self.roles.items():
+            recorder.watch(role, endpoint.device)
+
+    def _start_daemon(self) -> None:
+        devices = self.scenario.devices
+        for role, endpoint in self.roles.items():
+            self.recorder.watch_plug(role, endpoint.device)
+            faults = switches(devices.shoe.faults if role == "shoe" else devices.shuffler.faults)
+            self.recorder.devices[role] = device_info(endpoint.url, endpoint.call(endpoint.device.ident),
+                                                      link_switches(faults))
+        super()._start_daemon()
+        self.recorder.watch_api(self.api())
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.recorder.journal = self.journal()
+        super().__exit__(*exc)
+
+
+@dataclass
+class Recorded:
+    scenario: Path
+    trace: Path | None
+    message: str = ""  # why it failed
+    notes: list[str] = field(default_factory=list)
+
+
+def record(scenario_path: Path, out: Path, name: str | None = None) -> Recorded:
+    """Run the scenario, write ``out/NAME.trace``, replay it and write ``NAME.golden`` from the replay.
+    A note when the replay's events differ from the live run's (beyond their order at start-up)."""
+    recorder = Recorder()
+    result = run_scenario(scenario_path, lambda scenario, path, directory: RecordingRig(scenario, path, directory,
+                                                                                        recorder))
+    if not result.passed:
+        return Recorded(scenario_path, None, f"the scenario failed, nothing written: {result.message}")
+    from cardd.bench.scenario import load_scenario  # the file just ran: it loads
+    scenario = load_scenario(scenario_path)
+    rules = scenario.rules if (RULES_DIR / f"{scenario.rules}.toml").exists() else str(
+        scenario.rules_path(scenario_path).resolve())
+    header = {"cardd_trace": TRACE_FORMAT, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "devices": recorder.devices, "rules": rules, "scenario": scenario_path.as_posix(),
+              "description": scenario.description}
+    trace = out / f"{name or scenario_path.stem}{TRACE_SUFFIX}"
+    recorder.write(trace, header)
+    replayed = replay_trace(trace)
+    golden_path(trace).write_text("".join(line + "\n" for line in replayed))
+    live = normalise(recorder.journal)
+    notes = []
+    if sorted(live) != sorted(replayed):
+        first = next((a, b) for a, b in zip(sorted(live) + [""] * len(replayed), sorted(replayed) + [""] * len(live))
+                     if a != b)
+        notes.append(f"{trace}: the replay's events differ from the live run's: live {first[0] or 'nothing'!r}, "
+                     f"replay {first[1] or 'nothing'!r}")
+    return Recorded(scenario_path, trace, "", notes)
+
+
+# ---- replaying -------------------------------------------------------------------------------
+
+def golden_path(trace: Path) -> Path:
+    return trace.with_suffix(GOLDEN_SUFFIX)
+
+
+def trace_files(paths: list[Path]) -> list[Path]:
+    """Files, and the *.trace files under folders (sorted); ReplayError for a path that does not exist."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            out.extend(sorted(path.rglob(f"*{TRACE_SUFFIX}")))
+        elif path.exists():
+            out.append(path)
+        else:
+            raise ReplayError(f"{path}: no such file or folder")
+    return out
+
+
+class _Replay:
+    """The traced devices behind ptys, a fresh daemon on them, and the stream played in order."""
+
+    def __init__(self, trace: Trace, directory: Path) -> None:
+        self.trace = trace
+        rules = str(trace.header.get("rules", "casino-000"))
+        self.scenario = Scenario(description=f"replay of {trace.path}", rules=rules, step=[])
+        self.endpoints: dict[str, Endpoint[TraceDevice]] = {
+            role: PtyEndpoint(TraceDevice.traced(trace, role)) for role in trace.devices}
+        if "shoe" not in self.endpoints:
+            raise ReplayError(f"{trace.path}:1: the trace has no shoe (devices: {', '.join(trace.devices)})")
+        # a hand-shuffled table's daemon has no shuffler: the rig still wants one to hold
+        shuffler: Endpoint[Any] = self.endpoints.get("shuffler") or PtyEndpoint(SimulatedShuffler())
+        sim = SimulatedTable(cast(Any, shuffler), cast(Any, self.endpoints["shoe"]))
+        try:
+            self.rig = BenchRig(self.scenario, trace.path, directory, sim=sim)
+        except CarddError as exc:
+            raise ReplayError(f"{trace.path}:1: rules {rules!r}: {exc}") from None
+        if "shuffler" not in self.endpoints and not self.rig.by_hand:
+            raise ReplayError(f"{trace.path}:1: the trace has no shuffler, and its rules {rules!r} need one")
+        self.unplugged: set[str] = set()
+
+    def run(self) -> list[str]:
+        with self.rig as rig:
+            for entry in self.trace.entries:
+                self.play(entry)
+            unanswered = [answer for endpoint in self.endpoints.values()
+                          for queue in endpoint.device.answers.values() for answer in queue]
+            if unanswered:
+                first = min(unanswered, key=lambda a: a.line)
+                raise ReplayError(f"{self.trace.path}:{first.line}: the daemon never sent the {first.device} "
+                                  f"{first.request} recorded here")
+            return normalise(self._settled(rig))
+
+    def where(self, line: int) -> str:
+        return f"{self.trace.path}:{line}"
+
+    def play(self, entry: Said | Answered | Handled | Commanded) -> None:
+        if isinstance(entry, Said):
+            endpoint = self.endpoints[entry.device]
+            waiting = entry.device not in self.unplugged
+            if not endpoint.call(endpoint.device.say, entry.message, waiting, timeout=TAKE_TIMEOUT_S + 5):
+                raise ReplayError(f"{self.where(entry.line)}: the daemon did not take the {entry.device}'s "
+                                  f"{type(entry.message).__name__} within {TAKE_TIMEOUT_S:g} s")
+        elif isinstance(entry, Handled):
+            self._hand(entry)
+        elif isinstance(entry, Commanded):
+            try:
+                self.rig.api().command(entry.name, **entry.args)
+                got = "ack"
+            except CommandRefused as exc:
+                got = f"refused:{exc.code}"
+            if got != entry.outcome:
+                raise ReplayError(f"{self.where(entry.line)}: {entry.name}: recorded {entry.outcome}, "
+                                  f"the replay got {got}")
+        # an Answered entry is the device's, given when the daemon sends that request
+
+    def _hand(self, entry: Handled) -> None:
+        endpoint = self.endpoints[entry.device]
+        name = DAEMON_NAMES[entry.device]
+        if entry.hand == "faults":
+            endpoint.set_faults(**switches(entry.set))
+        elif entry.hand == "unplug":
+            # the endpoint's own unplug and replug (its disconnect does both around a sleep; a
+            # replay needs them apart, at their places in the stream)
+            def unplug() -> None:
+                endpoint._unplug()
+                endpoint._new_link()
+            endpoint.call(unplug)
+            self.unplugged.add(entry.device)
+            self._wait(entry, lambda s: s["devices"][name]["link"] != "up", f"the {name} link down")
+        elif entry.hand == "replug":
+            endpoint.call(endpoint._replug)
+            self.unplugged.discard(entry.device)
+            self._wait(entry, lambda s: s["devices"][name]["link"] == "up", f"the {name} link up")
+        elif entry.hand == "reboot":
+            endpoint.call(endpoint.device.reboot)
+            deadline = time.monotonic() + TAKE_TIMEOUT_S
+            while endpoint.call(lambda: endpoint.streaming) is Streaming.HELD:  # until the daemon shook hands again
+                if time.monotonic() > deadline:
+                    raise ReplayError(f"{self.where(entry.line)}: the daemon did not reconnect to the rebooted "
+                                      f"{entry.device} within {TAKE_TIMEOUT_S:g} s")
+                time.sleep(0.01)
+
+    def _wait(self, entry: Handled, check: Callable[[dict[str, Any]], bool], what: str) -> None:
+        try:
+            self.rig._wait(check, what, TAKE_TIMEOUT_S)
+        except StepFailed as exc:
+            raise ReplayError(f"{self.where(entry.line)}: {entry.hand}: {exc}") from None
+
+    @staticmethod
+    def _settled(rig: BenchRig) -> list[Event]:
+        """The journal once it stopped growing (a 1.0 device's messages are not confirmed one by one)."""
+        records = rig.journal()
+        while True:
+            time.sleep(SETTLE_S)
+            again = rig.journal()
+            if len(again) == len(records):
+                return again
+            records = again
+
+
+def replay_trace(path: Path) -> list[str]:
+    """Replay one trace into a fresh daemon: its normalised journal. TraceError for a trace that
+    cannot be read, ReplayError for one the daemon did not follow as recorded."""
+    trace = read_trace(path)
+    directory = Path(tempfile.mkdtemp(prefix="cardbench-replay-", dir="/tmp"))
+    os.chmod(directory, 0o755)
+    try:
+        return _Replay(trace, directory).run()
+    except (OSError, RuntimeError) as exc:
+        raise ReplayError(f"{path}: set-up: {exc}") from None
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# ---- normalising and comparing ----------------------------------------------------------------
+
+def _stable(value: Any, user: re.Pattern[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v, user) for k, v in value.items() if not any(word in k for word in VOLATILE)}
+    if isinstance(value, list):
+        return [_stable(v, user) for v in value]
+    if isinstance(value, str):
+        return user.sub("<user>", value)
+    return value
+
+
+def normalise(records: list[Event]) -> list[str]:
+    """The journal as lines a replay repeats: the table's events, device commands and the API's
+    inputs, without sequence numbers, times, boot ids, nonces or the peer's uid; the name of the
+    user who ran it is ``<user>``; the devices' start-up (their DEVICE_STATE records before
+    anything else) sorted by device, as the two links come up in either order."""
+    user = re.compile(rf"\b{re.escape(getpass.getuser())}\b")
+    lines: list[tuple[str, str]] = []
+    for r in records:
+        if r.kind not in COMPARED_KINDS and not (r.kind == "input" and r.source == "api"):
+            continue
+        data = {k: v for k, v in r.data.items() if k != "message"}
+        lines.append((r.source, json.dumps({"kind": r.kind, "source": r.source, "reason": r.reason,
+                                            "severity": r.severity, "who": _stable(r.who, user),
+                                            "message": _stable(r.message, user), "data": _stable(data, user)},
+                                           sort_keys=True, ensure_ascii=False)))
+    start = next((i for i, line in enumerate(lines) if '"reason": "DEVICE_STATE"' not in line[1]), len(lines))
+    lines[:start] = sorted(lines[:start], key=lambda line: line[0])  # stable: each device's own order kept
+    return [line for _, line in lines]
+
+
+def compare(trace: Path, got: list[str]) -> str:
+    """'' when the replay matches the golden file beside the trace, else the first difference:
+    the trace, the golden's line, expected vs got."""
+    golden = golden_path(trace)
+    try:
+        expected = golden.read_text().splitlines()
+    except FileNotFoundError:
+        return f"{trace}: no golden file {golden} (write it with --update-golden, after review)"
+    except OSError as exc:
+        return f"{trace}: {golden}: {exc.strerror}"
+    for number, (want, have) in enumerate(zip(expected + [None] * len(got), got + [None] * len(expected)), 1):
+        if want != have:
+            return (f"{trace}: {golden.name} line {number}: expected {want if want is not None else 'the end'}, "
+                    f"got {have if have is not None else 'the end'}")
+    return ""
+
+
+def check(trace: Path, update_golden: bool = False) -> ScenarioResult:
+    """Replay one trace and compare it with its golden file (``update_golden``: rewrite that file)."""
+    start = time.monotonic()
+    try:
+        got = replay_trace(trace)
+    except (TraceError, ReplayError) as exc:
+        return ScenarioResult(trace, False, time.monotonic() - start, str(exc))
+    if update_golden:
+        golden_path(trace).write_text("".join(line + "\n" for line in got))
+        return ScenarioResult(trace, True, time.monotonic() - start, "", len(got))
+    message = compare(trace, got)
+    return ScenarioResult(trace, not message, time.monotonic() - start, message, len(got))
