@@ -216,7 +216,7 @@ def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
     if not files:
         raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
     out.mkdir(parents=True, exist_ok=True)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     failed = 0
     for path in files:
         name = f"{path.parent.name}-{path.stem}"
@@ -252,7 +252,7 @@ def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, juni
         raise click.UsageError(str(exc)) from None
     if not files:
         raise click.UsageError(f"no traces (*.trace) under {', '.join(map(str, paths))}")
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     start = time.monotonic()
     results: list[ScenarioResult] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -31,13 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, cast
 
+import msgspec
+
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.api.protocol import Event
 from cardd.bench.runner import BenchRig, ScenarioResult, StepFailed, run_scenario
-from cardd.bench.scenario import RULES_DIR, Scenario
+from cardd.bench.scenario import RULES_DIR, Scenario, Step, Wait, load_scenario
 from cardd.cli.trace import (
-    ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Answered, Commanded, Handled, Said, Trace,
-    TraceDevice, TraceError, device_info, link_switches, message_line, read_trace, switches,
+    ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Commanded, Handled, Said, Trace, TraceDevice,
+    TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
 )
 from core.errors import CarddError
 from firmware_bridge.messages import Message, encode
@@ -54,8 +56,9 @@ DAEMON_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 #: journal record kinds compared: the table's events, device commands, and the API's inputs
 #: (a device's inputs carry its clock and boot id, which no replay can repeat)
 COMPARED_KINDS = ("event", "command")
-#: data keys that hold times, boot ids or the peer's uid: a replay happens later, on another boot
-VOLATILE = ("time", "boot", "ts_ns", "uptime", "elapsed", "at_ns", "uid", "nonce")
+#: data keys that hold times, boot ids, nonces or the peer's uid: a replay happens later, on another boot
+#: (today only ``uid`` occurs in the compared records; the others guard what a new event may carry)
+VOLATILE = frozenset({"time", "ts_ns", "at_ns", "boot_id", "uptime_ms", "device_time_ms", "elapsed_s", "uid", "nonce"})
 #: a journal that has not grown for this long after the last entry is complete
 SETTLE_S = 0.3
 
@@ -174,6 +177,11 @@ class RecordingRig(BenchRig):
         super()._start_daemon()
         self.recorder.watch_api(self.api())
 
+    def do(self, step: Step) -> None:
+        super().do(step)
+        if isinstance(step, Wait):  # met: a replay waits there too (what came meanwhile is before it)
+            self.recorder.add({"wait": {k: v for k, v in msgspec.to_builtins(step).items() if k != "do"}})
+
     def __exit__(self, *exc: object) -> None:
         if self.client is not None:
             self.recorder.journal = self.journal()
@@ -196,8 +204,7 @@ def record(scenario_path: Path, out: Path, name: str | None = None) -> Recorded:
                                                                                         recorder))
     if not result.passed:
         return Recorded(scenario_path, None, f"the scenario failed, nothing written: {result.message}")
-    from cardd.bench.scenario import load_scenario  # the file just ran: it loads
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(scenario_path)  # the file just ran: it loads
     rules = scenario.rules if (RULES_DIR / f"{scenario.rules}.toml").exists() else str(
         scenario.rules_path(scenario_path).resolve())
     header = {"cardd_trace": TRACE_FORMAT, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -256,7 +263,8 @@ class _Replay:
             raise ReplayError(f"{trace.path}:1: rules {rules!r}: {exc}") from None
         if "shuffler" not in self.endpoints and not self.rig.by_hand:
             raise ReplayError(f"{trace.path}:1: the trace has no shuffler, and its rules {rules!r} need one")
-        self.unplugged: set[str] = set()
+        #: devices whose line is cut (unplugged, or every byte lost): what they say is not waited for
+        self.cut_off: set[str] = set()
 
     def run(self) -> list[str]:
         with self.rig as rig:
@@ -273,10 +281,10 @@ class _Replay:
     def where(self, line: int) -> str:
         return f"{self.trace.path}:{line}"
 
-    def play(self, entry: Said | Answered | Handled | Commanded) -> None:
+    def play(self, entry: TraceEntry) -> None:
         if isinstance(entry, Said):
             endpoint = self.endpoints[entry.device]
-            waiting = entry.device not in self.unplugged
+            waiting = entry.device not in self.cut_off
             if not endpoint.call(endpoint.device.say, entry.message, waiting, timeout=TAKE_TIMEOUT_S + 5):
                 raise ReplayError(f"{self.where(entry.line)}: the daemon did not take the {entry.device}'s "
                                   f"{type(entry.message).__name__} within {TAKE_TIMEOUT_S:g} s")
@@ -291,13 +299,25 @@ class _Replay:
             if got != entry.outcome:
                 raise ReplayError(f"{self.where(entry.line)}: {entry.name}: recorded {entry.outcome}, "
                                   f"the replay got {got}")
+        elif isinstance(entry, Waited):
+            try:
+                step = msgspec.convert({**entry.until, "do": "wait"}, Wait)
+            except msgspec.ValidationError as exc:
+                raise ReplayError(f"{self.where(entry.line)}: wait: {exc}") from None
+            try:
+                self.rig.do(step)
+            except StepFailed as exc:
+                raise ReplayError(f"{self.where(entry.line)}: wait: {exc}") from None
         # an Answered entry is the device's, given when the daemon sends that request
 
     def _hand(self, entry: Handled) -> None:
         endpoint = self.endpoints[entry.device]
         name = DAEMON_NAMES[entry.device]
         if entry.hand == "faults":
-            endpoint.set_faults(**switches(entry.set))
+            changes = switches(entry.set)
+            endpoint.set_faults(**changes)
+            if "drop_rate" in changes:
+                (self.cut_off.add if changes["drop_rate"] >= 1 else self.cut_off.discard)(entry.device)
         elif entry.hand == "unplug":
             # the endpoint's own unplug and replug (its disconnect does both around a sleep; a
             # replay needs them apart, at their places in the stream)
@@ -305,11 +325,11 @@ class _Replay:
                 endpoint._unplug()
                 endpoint._new_link()
             endpoint.call(unplug)
-            self.unplugged.add(entry.device)
+            self.cut_off.add(entry.device)
             self._wait(entry, lambda s: s["devices"][name]["link"] != "up", f"the {name} link down")
         elif entry.hand == "replug":
             endpoint.call(endpoint._replug)
-            self.unplugged.discard(entry.device)
+            self.cut_off.discard(entry.device)
             self._wait(entry, lambda s: s["devices"][name]["link"] == "up", f"the {name} link up")
         elif entry.hand == "reboot":
             endpoint.call(endpoint.device.reboot)
@@ -356,7 +376,7 @@ def replay_trace(path: Path) -> list[str]:
 
 def _stable(value: Any, user: re.Pattern[str]) -> Any:
     if isinstance(value, dict):
-        return {k: _stable(v, user) for k, v in value.items() if not any(word in k for word in VOLATILE)}
+        return {k: _stable(v, user) for k, v in value.items() if k not in VOLATILE}
     if isinstance(value, list):
         return [_stable(v, user) for v in value]
     if isinstance(value, str):

@@ -19,6 +19,8 @@ puts back on the wire), the ``link`` settings of a capture, and for a recorded s
   the device (unplugged, plugged back, rebooted, ``set``: link fault switches changed);
 - ``{"t", "api", "args", "outcome"}``: an API command a dealer or supervisor sent, at its place
   in the stream, and its outcome (``ack`` or ``refused:CODE``);
+- ``{"t", "wait": {"path", "equals" | "matches", "timeout"}}``: the bench waited until the
+  daemon's STATE at ``path`` was so (a scenario's wait step);
 - ``{"t", "device", "event", "detail"}``: a link event of a capture (for people; not replayed).
 
 Format 1 had one ``device`` in the header and lines without ``device``. Replies to the host's
@@ -106,7 +108,17 @@ class Commanded:
     outcome: str
 
 
-TraceEntry = Said | Answered | Handled | Commanded
+@dataclasses.dataclass(frozen=True)
+class Waited:
+    """The bench waited for the daemon's STATE: ``until`` is the scenario's wait step (path, equals
+    or matches, timeout), so a replay waits there too (a silent line must last until the daemon
+    notices)."""
+    line: int
+    t: float
+    until: dict[str, Any]
+
+
+TraceEntry = Said | Answered | Handled | Commanded | Waited
 HANDS = ("unplug", "replug", "reboot", "faults")
 
 
@@ -148,6 +160,10 @@ def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]
         if not isinstance(entry.get("args", {}), dict):
             raise ValueError(f"args must be an object, got {entry['args']!r}")
         return Commanded(number, t, str(entry["api"]), entry.get("args", {}), str(entry.get("outcome", "ack")))
+    if "wait" in entry:
+        if not isinstance(entry["wait"], dict) or "path" not in entry["wait"]:
+            raise ValueError(f"wait must be an object with a path, got {entry['wait']!r}")
+        return Waited(number, t, entry["wait"])
     device = entry.get("device", single)
     if device not in devices:
         raise ValueError(f"device {device!r} is not in the header (devices: {', '.join(devices)})")
@@ -164,8 +180,8 @@ def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]
         return Handled(number, t, device, entry["hand"], str(entry.get("set", "")))
     if "event" in entry:
         return None  # a capture's link event: for people
-    raise ValueError("expected a device message (payload), an answer (request), a hand, an api command or a "
-                     "link event")
+    raise ValueError("expected a device message (payload), an answer (request), a hand, an api command, a wait "
+                     "or a link event")
 
 
 def read_trace(path: Path) -> Trace:
