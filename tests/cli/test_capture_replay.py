@@ -90,7 +90,8 @@ def test_capture_then_replay_into_a_fresh_daemon_journals_the_same_events(direct
         load_and_deal(sim)
         assert capturing.wait(30) == 0
     header = json.loads(trace.read_text().splitlines()[0])
-    assert header["device"]["serial"] == "SHOE0001" and header["link"]["serial_settings"]["baud"] == 115200
+    assert header["cardd_trace"] == 2 and header["devices"]["shoe"]["serial"] == "SHOE0001"
+    assert header["link"]["serial_settings"]["baud"] == 115200
     assert header["started"]
 
     link = directory / "replayed-shoe"
