@@ -65,6 +65,18 @@ RESUME_PAUSE_S = 0.2
 SETTLE_S = 0.3
 
 
+#: the simulators' fault switches (simulators/faults.py) in the classes tests/traces/ covers, each
+#: with at least one trace (docs/bench.md); ``seed`` only seeds the others
+FAULT_CLASSES: dict[str, frozenset[str]] = {
+    "link": frozenset({"bit_flip_rate", "drop_rate", "byte_at_a_time", "ftdi_batching_ms", "slow_ack_ms"}),
+    "device": frozenset({"jam", "jam_needs_clear", "door_open", "face_up_at", "riffle_once", "missing", "extra",
+                         "foreign", "duplicate", "unreadable_at"}),
+    "disconnect-reboot": frozenset({"disconnect_for", "disconnect_at", "reboot_at", "same_nonce"}),
+    "protocol-1.0": frozenset({"legacy_1_0"}),
+    "event-buffer": frozenset({"event_buffer"}),
+}
+
+
 class ReplayError(CarddError):
     """A replay that could not be done as recorded: names the trace and its line."""
 
