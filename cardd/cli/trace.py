@@ -148,10 +148,19 @@ def _check_device(path: Path, role: str, device: Any) -> dict[str, Any]:
     return dict(device)
 
 
+def _payload(text: Any) -> Message:
+    """A message from its bytes in hex; ValueError or MessageDecodeError saying what is wrong."""
+    try:
+        data = bytes.fromhex(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"payload {str(text)[:24]!r} is not the message's bytes in hex") from None
+    return decode(data)
+
+
 def _messages(values: Any) -> tuple[Message, ...]:
     if not isinstance(values, list):
         raise ValueError(f"expected a list of hex payloads, got {values!r}")
-    return tuple(decode(bytes.fromhex(value)) for value in values)
+    return tuple(_payload(value) for value in values)
 
 
 def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]], single: str | None) -> TraceEntry | None:
@@ -168,7 +177,7 @@ def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]
     if device not in devices:
         raise ValueError(f"device {device!r} is not in the header (devices: {', '.join(devices)})")
     if "payload" in entry:
-        return Said(number, t, device, decode(bytes.fromhex(entry["payload"])))
+        return Said(number, t, device, _payload(entry["payload"]))
     if "request" in entry:
         return Answered(number, t, device, str(entry["request"]), _messages(entry.get("emitted", [])),
                         _messages(entry.get("replies", [])))
