@@ -33,7 +33,7 @@ from typing import Any, Callable, cast
 
 import msgspec
 
-from cardd.api.client import ApiClient, CommandRefused
+from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.api.protocol import Event
 from cardd.bench.runner import BenchRig, ScenarioResult, StepFailed, run_scenario
 from cardd.bench.scenario import RULES_DIR, Scenario, Step, Wait, load_scenario
@@ -42,6 +42,7 @@ from cardd.cli.trace import (
     TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
 )
 from core.errors import CarddError
+from devices.game.rules import load_rules
 from firmware_bridge.messages import Message, ResumeEvents, encode
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint, Streaming
@@ -278,19 +279,20 @@ class _Replay:
         self.trace = trace
         rules = str(trace.header.get("rules", "casino-000"))
         self.scenario = Scenario(description=f"replay of {trace.path}", rules=rules, step=[])
+        try:  # what can be refused, before any pty is made
+            by_hand = load_rules(self.scenario.rules_path(trace.path)).shoe.shuffle == "hand"
+        except CarddError as exc:
+            raise ReplayError(f"{trace.path}:1: rules {rules!r}: {exc}") from None
+        if "shoe" not in trace.devices:
+            raise ReplayError(f"{trace.path}:1: the trace has no shoe (devices: {', '.join(trace.devices)})")
+        if "shuffler" not in trace.devices and not by_hand:
+            raise ReplayError(f"{trace.path}:1: the trace has no shuffler, and its rules {rules!r} need one")
         self.endpoints: dict[str, Endpoint[TraceDevice]] = {
             role: _ReplayEndpoint(TraceDevice.traced(trace, role)) for role in trace.devices}
-        if "shoe" not in self.endpoints:
-            raise ReplayError(f"{trace.path}:1: the trace has no shoe (devices: {', '.join(trace.devices)})")
         # a hand-shuffled table's daemon has no shuffler: the rig still wants one to hold
         shuffler: Endpoint[Any] = self.endpoints.get("shuffler") or PtyEndpoint(SimulatedShuffler())
         sim = SimulatedTable(cast(Any, shuffler), cast(Any, self.endpoints["shoe"]))
-        try:
-            self.rig = BenchRig(self.scenario, trace.path, directory, sim=sim)
-        except CarddError as exc:
-            raise ReplayError(f"{trace.path}:1: rules {rules!r}: {exc}") from None
-        if "shuffler" not in self.endpoints and not self.rig.by_hand:
-            raise ReplayError(f"{trace.path}:1: the trace has no shuffler, and its rules {rules!r} need one")
+        self.rig = BenchRig(self.scenario, trace.path, directory, sim=sim)
         #: devices whose line is cut (unplugged, or every byte lost): what they say is not waited for
         self.cut_off: set[str] = set()
 
@@ -394,8 +396,8 @@ def replay_trace(path: Path) -> list[str]:
     os.chmod(directory, 0o755)
     try:
         return _Replay(trace, directory).run()
-    except (OSError, RuntimeError) as exc:
-        raise ReplayError(f"{path}: set-up: {exc}") from None
+    except (OSError, RuntimeError, ClientError, StepFailed) as exc:  # the daemon did not start, or went away
+        raise ReplayError(f"{path}: {exc}") from None
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
