@@ -148,3 +148,20 @@ def test_a_device_with_another_protocol_major_is_incompatible_firmware_in_one_li
         replaying.wait(10)
     assert run.code == 1
     assert "incompatible firmware" in run.one_line_error() and "9" in run.one_line_error()
+
+
+def test_replay_serves_every_device_of_a_recorded_bench_trace(tmp_path):
+    trace = Path(__file__).resolve().parents[1] / "traces" / "casino-000-clean-round.trace"
+    replaying = subprocess.Popen([str(CARDCTL), "replay", str(trace), "--json"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert replaying.stdout is not None
+        served = [json.loads(replaying.stdout.readline()) for _ in range(2)]
+        probes = [cardctl(None, "probe", device["url"], "--json") for device in served]
+    finally:
+        replaying.send_signal(signal.SIGTERM)
+        assert replaying.wait(10) == 0
+    assert {d["device"]["role"] for d in served} == {"shoe", "shuffler"}
+    assert all(p.code == 0 for p in probes), [p.err for p in probes]
+    assert {json.loads(p.out)["serial"] for p in probes} == {"SHOE0001", "SHUF0001"}
+    one_link = cardctl(None, "replay", str(trace), "--link", str(tmp_path / "x"))
+    assert one_link.code == 2 and "--link serves one" in one_link.one_line_error()
