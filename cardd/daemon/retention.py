@@ -1,0 +1,104 @@
+"""Retention in the daemon: ``export_journal`` (the archive an export makes, noted in the
+chain) and the prune that follows it, at start and every ``journal.prune_every_s``.
+
+Neither ever blocks the card path. The export file is written on a worker thread from the
+journal's own read snapshot (appends go on meanwhile); only its ``export`` record, and each
+prune, is a write of the journal's own, which :meth:`TableService.journal_write` puts on the
+journal's writer thread between two group commits and then publishes like any record. A prune
+deletes at most :data:`PRUNE_CHUNK` records a transaction, so a long backlog never holds the
+writer for long. docs/journal.md ("Retention") has the rules, docs/api.md the command.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from cardd.api.errors import CommandFailed
+from cardd.api.peer import Caller
+from cardd.api.protocol import ExportJournalArgs, ExportJournalResult
+from cardd.daemon.tracker_service import TableService
+from cardd.journal import ExportFile, Journal, JournalError, RetentionStatus
+
+log = structlog.get_logger(__name__)
+
+#: records one prune transaction deletes at most (the writer waits for it meanwhile)
+PRUNE_CHUNK = 20_000
+#: an export file's permissions: the export directory's group may read it (docs/install.md)
+EXPORT_FILE_MODE = 0o640
+#: who the journal's prune records name
+PRUNED_BY = "cardd"
+
+
+class Retention:
+    def __init__(self, service: TableService, journal: Journal, exports: Path, every_s: float) -> None:
+        self.service, self.journal, self.exports, self.every_s = service, journal, exports, every_s
+        #: where retention stood after the last prune or export (None before the first)
+        self.status: RetentionStatus | None = None
+
+    async def export(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        """``export_journal``: the file in the export directory, then its record in the chain."""
+        try:
+            request = msgspec.convert(args, ExportJournalArgs)
+        except msgspec.ValidationError as exc:
+            raise CommandFailed(f"export_journal: {exc}", code="bad-args") from None
+        since = None if request.since is None else round(request.since * 1e9)
+        until = None if request.until is None else round(request.until * 1e9)
+        written = await asyncio.to_thread(self._write_file, request.format, since, until)
+        exported = await self.service.journal_write(lambda: self.journal.note_export(written, who=caller.user))
+        log.info("journal exported", file=str(exported.path), first_seq=exported.first_seq,
+                 last_seq=exported.last_seq, count=exported.count, sha256=exported.sha256, who=caller.user)
+        await self._note_status()
+        result = ExportJournalResult(file=str(exported.path), format=exported.fmt, first_seq=exported.first_seq,
+                                     last_seq=exported.last_seq, count=exported.count, sha256=exported.sha256,
+                                     record_seq=exported.record_seq)
+        return msgspec.to_builtins(result)
+
+    def _write_file(self, fmt: str, since: int | None, until: int | None) -> ExportFile:
+        """On a worker thread: a new file named by the moment (never one that exists), readable
+        by the export directory's group."""
+        try:
+            self.exports.mkdir(mode=0o750, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CommandFailed(f"export directory {self.exports}: {exc.strerror}") from None
+        name = f"journal-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.{fmt}"
+        written = self.journal.write_export_file(self.exports / name, fmt, since=since, until=until)
+        try:
+            os.chmod(written.path, EXPORT_FILE_MODE)
+        except OSError as exc:  # the file is whole and fsynced; only its readers are fewer
+            log.warning("export file mode not set", file=str(written.path), error=exc.strerror)
+        return written
+
+    async def prune(self) -> int:
+        """Prune what may be pruned, a chunk a transaction; returns how many records went."""
+        total = 0
+        while True:
+            result = await self.service.journal_write(
+                lambda: self.journal.prune(who=PRUNED_BY, max_records=PRUNE_CHUNK))
+            if result.pruned == 0:
+                break
+            total += result.pruned
+            log.info("journal pruned", pruned=result.pruned, through_seq=result.through_seq,
+                     record_seq=result.record_seq, horizon_days=self.journal.retention_days)
+        await self._note_status()
+        return total
+
+    async def run(self) -> None:
+        """Prune now and every ``every_s``; a failure is logged and tried again next time."""
+        while True:
+            try:
+                await self.prune()
+            except JournalError as exc:
+                log.error("journal prune failed", error=str(exc))
+            await asyncio.sleep(self.every_s)
+
+    async def _note_status(self) -> None:
+        self.status = status = await asyncio.to_thread(self.journal.retention)
+        if status.unexported_past_horizon:
+            log.warning("journal records past the retention horizon are not exported",
+                        oldest_unexported=status.oldest_unexported, unexported=status.unexported)
