@@ -111,7 +111,7 @@ class Daemon:
         runners: dict[str, Runner] = {"device": self._device_command, "journal": self._journal_command}
         if self.simulation is not None:
             runners["simulation"] = self._simulation_command
-        backend = DaemonBackend(service, commands, devices.links, runners)
+        backend = DaemonBackend(service, commands, devices.links, runners, self.retention.status_json)
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,

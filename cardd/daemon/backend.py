@@ -19,8 +19,10 @@ Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
 
 class DaemonBackend:
     def __init__(self, service: TableService, commands: Mapping[str, CommandSpec],
-                 links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner]) -> None:
+                 links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner],
+                 retention: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self.service = service
+        self._retention = retention  # STATE's "retention": where export and prune stood last
         self.commands = commands
         self._links = links
         self._runners = runners  # by CommandSpec.kind, for commands that are not table inputs
@@ -31,7 +33,8 @@ class DaemonBackend:
         return self._roles
 
     async def state(self, caller: Caller) -> dict[str, Any]:
-        return table_state(self.service.table, self._links(), self.service.journal.last_seq)
+        return {**table_state(self.service.table, self._links(), self.service.journal.last_seq),
+                "retention": self._retention()}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
         records = self.service.journal.query(

@@ -41,6 +41,10 @@ class Retention:
         #: where retention stood after the last prune or export (None before the first)
         self.status: RetentionStatus | None = None
 
+    def status_json(self) -> dict[str, Any] | None:
+        """STATE's "retention": :class:`RetentionStatus` as of the last prune or export."""
+        return None if self.status is None else self.status.to_json_dict()
+
     async def export(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         """``export_journal``: the file in the export directory, then its record in the chain."""
         try:

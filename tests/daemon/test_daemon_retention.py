@@ -94,7 +94,7 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
             assert watcher.request({"class": "WATCH"})["class"] == "ACK"
             assert records(client, limit=1)[0]["seq"] == 1  # nothing was exported: nothing pruned at start
             # days 0..49 exported (seqs 1..100): the file is what the chain's export record says
-            first = export(client, until=day_ns(now, 50) / 1e9, format="jsonl")
+            first = export(client, until=(day_ns(now, 50) - DAY_NS // 4) / 1e9, format="jsonl")
             assert (first["first_seq"], first["last_seq"], first["count"]) == (1, 100, 100)
             exported = Path(first["file"])
             assert exported.parent == directory / "exports"
@@ -109,6 +109,11 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
             assert pruned["data"]["horizon_days"] == HORIZON_DAYS and pruned["who"] == "cardd"
             assert records(client, limit=1)[0]["seq"] == 101
             assert records(client, reason="HISTORY", limit=1)[0]["data"] == {"day": 50, "index": 0}
+            # STATE says so: records past the horizon wait for an export
+            status = wait_for(lambda: (found := client.state()["retention"]) and found["pruned_through"] == 100
+                              and found, "STATE never showed the prune")
+            assert status["exported_through"] == 100 and status["unexported_past_horizon"] is True
+            assert status["oldest_unexported"].startswith(time.strftime("%Y-%m-%d", time.gmtime(day_ns(now, 50) / 1e9)))
 
             # everything exported: only what is past the horizon goes (days ..109 = seqs ..220);
             # days 110..189 and the daemon's own records, exported too, are younger and stay
@@ -119,6 +124,9 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
             history = records(client, reason="HISTORY")
             assert [r["data"]["day"] for r in history[::PER_DAY]] == list(range(110, DAYS))
             assert records(client, limit=1)[0]["seq"] == 221
+            status = wait_for(lambda: (found := client.state()["retention"])["pruned_through"] == 220 and found,
+                              "STATE never showed the second prune")
+            assert status["unexported_past_horizon"] is False
             verified = client.ok("verify_journal")
             assert records(client, from_seq=verified, to_seq=verified)[0]["data"]["result"]["ok"] is True
             # the journal's own records went out live like any other, in seq order, none missing
