@@ -105,7 +105,9 @@ class Daemon:
             service.restore(start)
         except CarddError as exc:
             raise StartupError(f"journal {path}: cannot restore the table: {exc}") from None
-        self.retention = Retention(service, self.journal, config.journal.exports, config.journal.prune_every_s)
+        api_gid = _api_gid(config.api.group)
+        self.retention = Retention(service, self.journal, config.journal.exports, config.journal.prune_every_s,
+                                   group=api_gid)
         devices = self.devices = Devices(config, service, self.release)
         commands = command_table(simulated=self.simulation is not None)
         runners: dict[str, Runner] = {"device": self._device_command, "journal": self._journal_command}
@@ -115,7 +117,7 @@ class Daemon:
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,
-                             mode=config.api.mode_bits, group=_api_gid(config.api.group))
+                             mode=config.api.mode_bits, group=api_gid)
         try:
             await self.api.start()
         except ApiError as exc:

@@ -29,15 +29,18 @@ log = structlog.get_logger(__name__)
 
 #: records one prune transaction deletes at most (the writer waits for it meanwhile)
 PRUNE_CHUNK = 20_000
-#: an export file's permissions: the export directory's group may read it (docs/install.md)
-EXPORT_FILE_MODE = 0o640
+#: the export directory's and files' permissions: the API group may read them, so cardctl can
+#: copy an export out (docs/install.md section 13); the journal itself stays the daemon's alone
+EXPORT_DIR_MODE, EXPORT_FILE_MODE = 0o750, 0o640
 #: who the journal's prune records name
 PRUNED_BY = "cardd"
 
 
 class Retention:
-    def __init__(self, service: TableService, journal: Journal, exports: Path, every_s: float) -> None:
+    def __init__(self, service: TableService, journal: Journal, exports: Path, every_s: float, *,
+                 group: int | None = None) -> None:
         self.service, self.journal, self.exports, self.every_s = service, journal, exports, every_s
+        self.group = group  # the API socket's group: export files are given to it
         #: where retention stood after the last prune or export (None before the first)
         self.status: RetentionStatus | None = None
 
@@ -66,17 +69,26 @@ class Retention:
     def _write_file(self, fmt: str, since: int | None, until: int | None) -> ExportFile:
         """On a worker thread: a new file named by the moment (never one that exists), readable
         by the export directory's group."""
-        try:
-            self.exports.mkdir(mode=0o750, parents=True, exist_ok=True)
-        except OSError as exc:
-            raise CommandFailed(f"export directory {self.exports}: {exc.strerror}") from None
+        if not self.exports.is_dir():
+            try:
+                self.exports.mkdir(parents=True)
+            except OSError as exc:
+                raise CommandFailed(f"export directory {self.exports}: {exc.strerror}") from None
+            self._share(self.exports, EXPORT_DIR_MODE)
         name = f"journal-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.{fmt}"
         written = self.journal.write_export_file(self.exports / name, fmt, since=since, until=until)
-        try:
-            os.chmod(written.path, EXPORT_FILE_MODE)
-        except OSError as exc:  # the file is whole and fsynced; only its readers are fewer
-            log.warning("export file mode not set", file=str(written.path), error=exc.strerror)
+        self._share(written.path, EXPORT_FILE_MODE)
         return written
+
+    def _share(self, path: Path, mode: int) -> None:
+        """Give ``path`` to the API group, readable by it (the daemon's umask made it private)."""
+        try:
+            if self.group is not None:
+                os.chown(path, -1, self.group)
+            os.chmod(path, mode)
+        except OSError as exc:  # the export is whole and fsynced; only fewer may read it
+            log.warning("export not shared with the API group", path=str(path), group=self.group,
+                        error=exc.strerror)
 
     async def prune(self) -> int:
         """Prune what may be pruned, a chunk a transaction; returns how many records went."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,6 +178,16 @@ def test_a_supervisor_or_a_technician_may_export_a_dealer_is_refused_and_journal
             assert refusal["data"]["refused"] == "needs the supervisor or technician role"
             assert sorted(p.name for p in (directory / "exports").iterdir())[0].startswith("journal-")
             assert len(list((directory / "exports").iterdir())) == 2  # the dealer's made no file
+            # the exports belong to the API group, readable by it (cardctl copies them) and by no one else
+            exports = directory / "exports"
+            made = sorted(exports.iterdir())[0]
+            assert (exports.stat().st_gid, exports.stat().st_mode & 0o777) == (gids["api"], 0o750)
+            assert (made.stat().st_gid, made.stat().st_mode & 0o777) == (gids["api"], 0o640)
+            for uid, groups, readable in ((SUPERVISOR_UID, [gids["api"], gids["supervisor"]], True),
+                                          (SUPERVISOR_UID, [gids["supervisor"]], False)):
+                read = subprocess.run(["cat", str(made)], user=uid, group=groups[0], extra_groups=groups[1:],
+                                      capture_output=True, timeout=30)
+                assert (read.returncode == 0 and read.stdout == made.read_bytes()) is readable, read.stderr
             bad = root.command("export_journal", format="xml")
             assert bad["class"] == "ERROR" and bad["code"] == "bad-args" and "format" in bad["message"]
             root.close()
