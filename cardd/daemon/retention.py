@@ -28,7 +28,7 @@ from cardd.journal import ExportFile, Journal, JournalError, RetentionStatus
 log = structlog.get_logger(__name__)
 
 #: records one prune transaction deletes at most (the writer waits for it meanwhile)
-PRUNE_CHUNK = 20_000
+PRUNE_CHUNK = 5_000
 #: the export directory's and files' permissions: the API group may read them, so cardctl can
 #: copy an export out (docs/install.md section 13); the journal itself stays the daemon's alone
 EXPORT_DIR_MODE, EXPORT_FILE_MODE = 0o750, 0o640

@@ -416,9 +416,7 @@ class Journal:
         cutoff = now_ns - self.retention_days * _DAY_NS
         with self._lock:
             anchor_seq = self._guarded(lambda c: c.execute("SELECT seq FROM anchor").fetchone()[0])
-            through = self._guarded(lambda c: _prunable_through(c, anchor_seq, cutoff))
-        if max_records is not None:
-            through = min(through, anchor_seq + max_records)
+            through = self._guarded(lambda c: _prunable_through(c, anchor_seq, cutoff, max_records))
         if through <= anchor_seq:
             return PruneResult(0, anchor_seq, None)
         pruned = through - anchor_seq
@@ -680,10 +678,13 @@ def _exported_through(conn: sqlite3.Connection, anchor_seq: int) -> int:
     return covered
 
 
-def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int) -> int:
+def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int, max_records: int | None) -> int:
     """The last seq prune may delete: exported without a gap from the anchor, older than the
-    cutoff from the anchor on, and not past the latest snapshot."""
+    cutoff from the anchor on, not past the latest snapshot, at most ``max_records`` on (which
+    also bounds the search for the first young record)."""
     covered = _exported_through(conn, anchor_seq)
+    if max_records is not None:
+        covered = min(covered, anchor_seq + max_records)
     if covered == anchor_seq:
         return anchor_seq
     young = conn.execute("SELECT min(seq) FROM records WHERE seq > ? AND seq <= ? AND ts >= ?",
