@@ -8,7 +8,9 @@ and only then is each record published to the API, in sequence order.
 
 A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
 journal's writer thread, so the loop goes on reading and applying the next cards while the disk
-syncs; the next batch waits for that commit, then goes the same way. A smaller batch (a card,
+syncs; the next batch waits for that commit, then goes the same way. The journal's own writes (an export's
+record, a prune: :meth:`TableService.journal_write`) take the same thread, in line between two
+commits, and their records are published the same way. A smaller batch (a card,
 a command) is committed on the loop at once: no thread hop in its latency.
 
 The table's snapshot goes into the same transaction, except where a batch holds nothing but
@@ -362,7 +364,10 @@ class TableService:
         made are then published like a batch's, in seq order. Never on the loop: a prune may take
         a while."""
         while self._in_flight is not None:
-            await asyncio.wrap_future(self._in_flight[0])
+            try:
+                await asyncio.wrap_future(self._in_flight[0])
+            except JournalError:
+                pass  # that batch's own failure: _thread_done keeps it for a retry
             await asyncio.sleep(0)  # _thread_done publishes it (and may start the next commit)
         own, done = _Batch(), []
 
