@@ -75,6 +75,16 @@ class JournalConfig(_Section, frozen=True):
     path: Path = Path("/var/lib/cardd/journal.sqlite3")
     #: records older than this are pruned, and only once exported; never fewer than 90 days
     retention_days: Annotated[int, msgspec.Meta(ge=MIN_RETENTION_DAYS, le=36525)] = MIN_RETENTION_DAYS
+    #: where the daemon writes exports (`cardctl log --export`); inside the journal's directory,
+    #: the only place the service may write. Left out: ``exports`` beside the journal
+    export_dir: Path | None = None
+    #: seconds between the daemon's prunes (it prunes at start too)
+    prune_every_s: Annotated[int, msgspec.Meta(ge=1, le=86_400)] = 3600
+
+    @property
+    def exports(self) -> Path:
+        """The export directory: ``export_dir``, or ``exports`` beside the journal file."""
+        return self.export_dir if self.export_dir is not None else self.path.parent / "exports"
 
 
 class ApiConfig(_Section, frozen=True):
@@ -269,10 +279,17 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
             except BadURL as exc:
                 raise fail(key, str(exc).removeprefix(f"{exc.device}: ")) from None
     paths = {"table.rules": config.table.rules, "journal.path": config.journal.path,
-             "api.socket": config.api.socket, "firmware.public_key": config.firmware.public_key}
+             "journal.export_dir": config.journal.export_dir, "api.socket": config.api.socket,
+             "firmware.public_key": config.firmware.public_key}
     for key, path in paths.items():
         if path is not None and not path.is_absolute():
             raise fail(key, "expected an absolute path")
+    journal_dir = config.journal.path.parent
+    exports = config.journal.exports
+    if exports == journal_dir or not exports.is_relative_to(journal_dir) or ".." in exports.parts:
+        suggestion = journal_dir / "exports"
+        raise fail("journal.export_dir", f"expected a directory inside the journal's directory {journal_dir} "
+                   f"(the only place the service may write), like \"{suggestion}\"")
     if len(os.fsencode(config.api.socket)) > MAX_SOCKET_PATH:
         raise fail("api.socket", f"too long for a Unix socket (at most {MAX_SOCKET_PATH} bytes)")
     if not _MODE.match(config.api.mode) or int(config.api.mode, 8) & 0o007:

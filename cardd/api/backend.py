@@ -19,8 +19,9 @@ class Backend(Protocol):
     """Implemented by the daemon (and by a fake in tests/api)."""
 
     @property
-    def command_roles(self) -> Mapping[str, Role]:
-        """Command name -> the role it needs; a name not in it is ERROR unknown-command."""
+    def command_roles(self) -> Mapping[str, frozenset[Role]]:
+        """Command name -> the roles that may run it (any one will do); a name not in it is
+        ERROR unknown-command."""
         ...
 
     async def state(self, caller: Caller) -> dict[str, Any]:
@@ -42,6 +43,6 @@ class Backend(Protocol):
         the journal record it made. ``caller`` is who, for the journal."""
         ...
 
-    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: Role) -> None:
+    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         """A command the caller lacks the role for (so the daemon journals the attempt)."""
         ...

@@ -58,6 +58,12 @@ def resolve_role_groups(groups: RoleGroups) -> dict[int, Role]:
     return roles
 
 
+def roles_text(roles: Iterable[Role]) -> str:
+    """The roles a command may be run in, as a message says them: "supervisor or technician"."""
+    wanted = set(roles)
+    return " or ".join(role.value for role in Role if role in wanted)
+
+
 @dataclass(frozen=True)
 class Caller:
     """The identity of one connection, read from the kernel at connect time."""

@@ -11,7 +11,7 @@ may add.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import msgspec
 
@@ -72,6 +72,37 @@ class Command(_Request, tag="COMMAND"):
 
 
 ClientMessage = Union[Watch, StateQuery, LogQuery, Command]
+
+
+# --- the args of the commands that are not table inputs ------------------------------------------
+
+class ExportJournalArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`export_journal`: the daemon writes every record from the first at or after `since` to
+    the last before `until` (one unbroken stretch of the chain; both optional) to a new file in
+    its export directory, and journals an `export` record with the file's SHA-256. Only
+    exported records are ever pruned."""
+    since: UnixTime | None = None
+    until: UnixTime | None = None
+    format: Literal["jsonl", "csv"] = "jsonl"
+
+
+class ExportJournalResult(msgspec.Struct, kw_only=True):
+    """What `export_journal` did: `data.result` of the command record the ACK names."""
+    file: str
+    format: str
+    first_seq: Seq
+    last_seq: Seq
+    count: int
+    sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+    #: the journal's own `export` record (reason JOURNAL_EXPORTED), the one that makes the range prunable
+    record_seq: Seq
+
+
+#: command name -> its args' type and its result's type, for the commands whose args are not an
+#: input record of the deal tracker (those are devices/tracker/inputs.py's)
+COMMAND_TYPES: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
+    "export_journal": (ExportJournalArgs, ExportJournalResult),
+}
 
 
 # --- server -> client -------------------------------------------------------------------------

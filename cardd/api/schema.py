@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from cardd.api.protocol import PROTOCOL_VERSION, ClientMessage, ServerMessage
+from cardd.api.protocol import COMMAND_TYPES, PROTOCOL_VERSION, ClientMessage, ServerMessage
 from core.generated import write_or_check
 
 _REF = "#/$defs/{name}"
@@ -19,8 +19,10 @@ _REF = "#/$defs/{name}"
 
 def schema() -> dict[str, Any]:
     """Both directions of the protocol in one JSON Schema (2020-12)."""
-    (client, server), components = msgspec.json.schema_components((ClientMessage, ServerMessage), ref_template=_REF)
-    defs = dict(components)
+    command_types = [kind for pair in COMMAND_TYPES.values() for kind in pair]
+    (client, server, *_), components = msgspec.json.schema_components((ClientMessage, ServerMessage, *command_types),
+                                                                      ref_template=_REF)
+    defs = dict(components)  # the commands' args and results too: a COMMAND's `args` names them
     defs["ClientMessage"] = {"description": "A request line sent to the daemon", **client}
     defs["ServerMessage"] = {"description": "A line the daemon sends", **server}
     return {

@@ -24,7 +24,7 @@ import structlog
 
 from cardd.api.backend import Backend
 from cardd.api.errors import ApiError, CommandFailed, PeerCredentialsError, SocketInUse
-from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups
+from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
 from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
                                 StateReply, Version, Watch, encode_line, request_decoder)
 from core.errors import CarddError
@@ -425,12 +425,13 @@ class ApiServer:
             known = ", ".join(sorted(self.backend.command_roles))
             return Error(id=request.id, code=ErrorCode.UNKNOWN_COMMAND,
                          message=one_line(f"unknown command {request.name!r} (known: {known})"))
-        if needs not in caller.roles:
-            log.info("API command refused", command=request.name, needs=needs.value, user=caller.user, uid=caller.uid)
+        if not needs & caller.roles:
+            log.info("API command refused", command=request.name, needs=roles_text(needs), user=caller.user,
+                     uid=caller.uid)
             await self.backend.command_refused(request.name, request.args, caller, needs)
             held = ", ".join(sorted(r.value for r in caller.roles)) or "no role"
             return Error(id=request.id, code=ErrorCode.REFUSED,
-                         message=f"command {request.name!r} needs the {needs.value} role; "
+                         message=f"command {request.name!r} needs the {roles_text(needs)} role; "
                                  f"{caller.describe()} holds {held}")
         seq = await self.backend.command(request.name, request.args, caller)
         return Ack(id=request.id, seq=seq)

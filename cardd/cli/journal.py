@@ -1,9 +1,17 @@
 """The journal: ``log`` (query, follow, export) through the API, and ``verify-journal``
-(through the daemon, or straight on a journal file with ``--file``)."""
+(through the daemon, or straight on a journal file with ``--file``).
+
+``log --export FILE`` with at most a time range is the archive export: the daemon writes the
+file in its export directory and journals it (``export_journal``, docs/api.md), then cardctl
+copies it to FILE and checks the copy's SHA-256 against the chain's export record. With
+``--reason``, ``--severity`` or ``--round`` it is a plain copy of the matching records made
+here, which the journal knows nothing of."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +29,8 @@ SEVERITIES = ("info", "warning", "alarm")
 EXPORT_COLUMNS = ("seq", "time", "kind", "source", "reason", "severity", "who", "message", "data")
 #: records per LOG page when following or exporting
 PAGE = 1000
+#: bytes per read when copying the daemon's export file
+COPY_CHUNK = 1 << 20
 
 
 def unix_time(text: str | None) -> float | None:
@@ -82,6 +92,65 @@ class Exporter:
         self.file.close()
 
 
+def archive_export(client: ApiClient, path: Path, fmt: str, since: float | None,
+                   until: float | None) -> dict[str, Any]:
+    """The daemon's export (journaled), copied to ``path`` and checked against the chain's
+    export record; what was done, for the output."""
+    args = {"format": fmt, **({} if since is None else {"since": since}), **({} if until is None else {"until": until})}
+    result = run_command(client, "export_journal", **args)["data"]["result"]
+    with api_errors():
+        noted = client.log(from_seq=result["record_seq"], to_seq=result["record_seq"]).records
+    chain = to_builtins(noted[0])["data"] if noted else {}
+    if [chain.get(k) for k in ("file", "sha256", "first_seq", "last_seq")] != \
+            [result[k] for k in ("file", "sha256", "first_seq", "last_seq")]:
+        raise CliError(f"the daemon's reply does not match its export record (seq {result['record_seq']}) in the "
+                       "journal", EXIT_INTEGRITY)
+    copy_checked(Path(result["file"]), path, chain["sha256"], result["record_seq"])
+    return {"exported": result["count"], "file": str(path), "format": result["format"],
+            "first_seq": result["first_seq"], "last_seq": result["last_seq"], "sha256": result["sha256"],
+            "record_seq": result["record_seq"], "daemon_file": result["file"]}
+
+
+def copy_checked(source: Path, target: Path, sha256: str, record_seq: int) -> None:
+    """Copy the daemon's export file to a new ``target``, hashing it on the way; a copy whose
+    SHA-256 is not the journaled one is removed (exit 5)."""
+    kept = f"the export stays in {source} on the table computer (journal record {record_seq})"
+    try:
+        reader = open(source, "rb")
+    except OSError as exc:
+        raise CliError(f"{source}: {exc.strerror}: cannot read the daemon's export (the export directory's group, "
+                       f"docs/install.md section 13); {kept}", EXIT_FAILURE) from None
+    digest = hashlib.sha256()
+    try:
+        with reader, open(target, "xb") as writer:
+            while chunk := reader.read(COPY_CHUNK):
+                digest.update(chunk)
+                writer.write(chunk)
+            writer.flush()
+            os.fsync(writer.fileno())
+    except FileExistsError:
+        raise CliError(f"{target} exists: an export never overwrites a file; {kept}", EXIT_USAGE) from None
+    except OSError as exc:
+        target.unlink(missing_ok=True)
+        raise CliError(f"{target}: {exc.strerror}; {kept}", EXIT_FAILURE) from None
+    if digest.hexdigest() != sha256:
+        target.unlink(missing_ok=True)
+        raise CliError(f"{source}: SHA-256 {digest.hexdigest()} is not the journaled {sha256} (record {record_seq}): "
+                       "the file changed after the export; copy removed", EXIT_INTEGRITY)
+
+
+def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any]) -> dict[str, Any]:
+    """The records matching a filtered query, written here (not an archive: nothing journaled)."""
+    exporter = Exporter(path, fmt)
+    try:
+        for page in pages(client, **filters):
+            for event in page:
+                exporter.write(event)
+    finally:
+        exporter.close()
+    return {"exported": exporter.count, "file": str(path), "format": exporter.fmt}
+
+
 @click.command("log")
 @click.option("--since", help="from this time (ISO 8601 or Unix seconds)")
 @click.option("--until", help="up to this time")
@@ -90,7 +159,11 @@ class Exporter:
 @click.option("--round", "round_id", type=int, help="only this round")
 @click.option("--limit", type=int, default=100, show_default=True, help="at most this many (the newest query page)")
 @click.option("-f", "--follow", is_flag=True, help="then keep printing new events as they come")
-@click.option("--export", "export_path", type=click.Path(path_type=Path), help="write every match to a new file")
+@click.option("--export", "export_path", type=click.Path(path_type=Path),
+              help="write to a new file. With at most --since/--until: the daemon's archive export, journaled "
+                   "(only exported records are ever pruned), copied here and checked against its SHA-256 in the "
+                   "journal. With --reason/--severity/--round: only a copy of the matching records, not an "
+                   "archive: nothing is journaled and nothing becomes prunable")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
               help="export format (default: from the file name; .csv is CSV, anything else JSON lines)")
 @json_option
@@ -102,7 +175,8 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
     \b
     Example:
       cardctl log --round 12 --severity alarm
-      cardctl log --since 2026-11-23T09:00 --export shift.csv
+      cardctl log --until 2026-09-01 --export archive-to-august.jsonl
+      cardctl log --round 12 --export round-12.csv
       cardctl log --follow --json
     """
     filters = {"since": unix_time(since), "until": unix_time(until), "reason": reason, "severity": severity,
@@ -110,15 +184,18 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
     filters = {k: v for k, v in filters.items() if v is not None}
     with daemon(timeout=None if follow else 30.0) as client, api_errors():
         if export_path is not None:
-            exporter = Exporter(export_path, fmt or ("csv" if export_path.suffix == ".csv" else "jsonl"))
-            try:
-                for page in pages(client, **filters):
-                    for event in page:
-                        exporter.write(event)
-            finally:
-                exporter.close()
-            emit({"exported": exporter.count, "file": str(export_path), "format": exporter.fmt}, as_json,
-                 lambda out: out.print(f"{exporter.count} records written to {export_path} ({exporter.fmt})"))
+            fmt = fmt or ("csv" if export_path.suffix == ".csv" else "jsonl")
+            if export_path.exists():
+                raise CliError(f"{export_path} exists: an export never overwrites a file", EXIT_USAGE)
+            if filters.keys() <= {"since", "until"}:
+                done = archive_export(client, export_path, fmt, unix_time(since), unix_time(until))
+                text = (f"{done['exported']} records (seq {done['first_seq']}..{done['last_seq']}) exported and "
+                        f"journaled (record {done['record_seq']}), written to {export_path} ({fmt}), "
+                        f"SHA-256 {done['sha256']} checked")
+            else:
+                done = query_export(client, export_path, fmt, filters)
+                text = f"{done['exported']} records written to {export_path} ({fmt}; a query, not an archive export)"
+            emit(done, as_json, lambda out: out.print(text))
             return
         if not follow:
             reply = client.log(limit=limit, **filters)

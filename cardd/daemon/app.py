@@ -34,6 +34,7 @@ from cardd.config import CarddConfig
 from cardd.daemon.backend import DaemonBackend, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
+from cardd.daemon.retention import Retention
 from cardd.daemon.simulation import Simulation
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
@@ -73,6 +74,7 @@ class Daemon:
         self.service: TableService | None = None
         self.api: ApiServer | None = None
         self.devices: Devices | None = None
+        self.retention: Retention | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
 
@@ -103,16 +105,19 @@ class Daemon:
             service.restore(start)
         except CarddError as exc:
             raise StartupError(f"journal {path}: cannot restore the table: {exc}") from None
+        api_gid = _api_gid(config.api.group)
+        self.retention = Retention(service, self.journal, config.journal.exports, config.journal.prune_every_s,
+                                   group=api_gid)
         devices = self.devices = Devices(config, service, self.release)
         commands = command_table(simulated=self.simulation is not None)
         runners: dict[str, Runner] = {"device": self._device_command, "journal": self._journal_command}
         if self.simulation is not None:
             runners["simulation"] = self._simulation_command
-        backend = DaemonBackend(service, commands, devices.links, runners)
+        backend = DaemonBackend(service, commands, devices.links, runners, self.retention.status_json)
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,
-                             mode=config.api.mode_bits, group=_api_gid(config.api.group))
+                             mode=config.api.mode_bits, group=api_gid)
         try:
             await self.api.start()
         except ApiError as exc:
@@ -122,7 +127,8 @@ class Daemon:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stopped.set)
         self._tasks = [loop.create_task(service.feed.run_ticks(), name="ticks"),
-                       loop.create_task(self._keep_status(), name="status")]
+                       loop.create_task(self._keep_status(), name="status"),
+                       loop.create_task(self.retention.run(), name="retention")]
         self.notifier.ready(self.status_text())
         self.watchdog.start()
         log.info("cardd started", release=self.release, journal=str(path), socket=str(config.api.socket),
@@ -198,8 +204,11 @@ class Daemon:
                                         self.config.firmware.public_key, shuffle_started, caller.user)
 
     async def _journal_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        """verify_journal: the whole chain walked (off the loop: it reads the file through its own connection)."""
-        assert self.journal is not None
+        """verify_journal: the whole chain walked (off the loop: it reads the file through its own
+        connection); export_journal: retention's."""
+        assert self.journal is not None and self.retention is not None
+        if name == "export_journal":
+            return await self.retention.export(args, caller)
         if args:
             raise CommandFailed(f"{name} takes no args", code="bad-args")
         result = await asyncio.to_thread(self.journal.verify)

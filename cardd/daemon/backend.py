@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from cardd.api.errors import CommandFailed
-from cardd.api.peer import Caller, Role
+from cardd.api.peer import Caller, Role, roles_text
 from cardd.api.protocol import Event, LogQuery
 from cardd.daemon.commands import CommandSpec, build_record
 from cardd.daemon.state import table_state
@@ -19,19 +19,22 @@ Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
 
 class DaemonBackend:
     def __init__(self, service: TableService, commands: Mapping[str, CommandSpec],
-                 links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner]) -> None:
+                 links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner],
+                 retention: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self.service = service
+        self._retention = retention  # STATE's "retention": where export and prune stood last
         self.commands = commands
         self._links = links
         self._runners = runners  # by CommandSpec.kind, for commands that are not table inputs
-        self._roles = {name: spec.role for name, spec in commands.items()}
+        self._roles = {name: spec.roles for name, spec in commands.items()}
 
     @property
-    def command_roles(self) -> Mapping[str, Role]:
+    def command_roles(self) -> Mapping[str, frozenset[Role]]:
         return self._roles
 
     async def state(self, caller: Caller) -> dict[str, Any]:
-        return table_state(self.service.table, self._links(), self.service.journal.last_seq)
+        return {**table_state(self.service.table, self._links(), self.service.journal.last_seq),
+                "retention": self._retention()}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
         records = self.service.journal.query(
@@ -61,7 +64,7 @@ class DaemonBackend:
                                              source=spec.kind)
         return await self.service.commit_of(index)
 
-    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: Role) -> None:
+    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         index = self.service.journal_command(name, args, caller.user, caller.uid,
-                                             refused=f"needs the {needs.value} role")
+                                             refused=f"needs the {roles_text(needs)} role")
         await self.service.commit_of(index)

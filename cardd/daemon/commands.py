@@ -30,6 +30,13 @@ class CommandSpec:
     kind: Kind
     #: the input record a table command applies (None for device and simulation commands)
     record: type | None = None
+    #: other roles that may run it too (never a table command: those act in ``role``)
+    also: frozenset[Role] = frozenset()
+
+    @property
+    def roles(self) -> frozenset[Role]:
+        """Every role that may run it: a caller needs any one of them."""
+        return self.also | {self.role}
 
 
 def _table(name: str, role: Role, record: type) -> CommandSpec:
@@ -69,8 +76,14 @@ DEVICE_COMMANDS: tuple[CommandSpec, ...] = tuple(
     CommandSpec(name, Role.TECHNICIAN, "device")
     for name in ("selftest", "counters", "clear_fault", "start_shuffle", "firmware_update"))
 
-#: the journal's own checks (any supervisor may ask; the daemon reads its file, so no one else must)
-JOURNAL_COMMANDS: tuple[CommandSpec, ...] = (CommandSpec("verify_journal", Role.SUPERVISOR, "journal"),)
+#: the journal's own checks (any supervisor may ask; the daemon reads its file, so no one else must),
+#: and its archive: an export decides which records may later be pruned, so it is the supervisor's
+#: (who answers for the record) and the technician's (who keeps the machine's disk and its
+#: backups), never the dealer's (whose own rounds it holds)
+JOURNAL_COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec("verify_journal", Role.SUPERVISOR, "journal"),
+    CommandSpec("export_journal", Role.SUPERVISOR, "journal", also=frozenset({Role.TECHNICIAN})),
+)
 
 #: under --simulate only: the dealer's hands on the simulated cards (never on a real table)
 SIMULATION_COMMANDS: tuple[CommandSpec, ...] = (

@@ -8,7 +8,9 @@ and only then is each record published to the API, in sequence order.
 
 A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
 journal's writer thread, so the loop goes on reading and applying the next cards while the disk
-syncs; the next batch waits for that commit, then goes the same way. A smaller batch (a card,
+syncs; the next batch waits for that commit, then goes the same way. The journal's own writes (an export's
+record, a prune: :meth:`TableService.journal_write`) take the same thread, in line between two
+commits, and their records are published the same way. A smaller batch (a card,
 a command) is committed on the loop at once: no thread hop in its latency.
 
 The table's snapshot goes into the same transaction, except where a batch holds nothing but
@@ -34,7 +36,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -68,6 +70,7 @@ EVENT_MARKS = "event_marks"
 
 #: a device unit as protocol 1.1 numbers its events: (role, model, serial) of its IDENT
 Unit = tuple[str, str, str]
+_R = TypeVar("_R")
 
 
 def unit_of(ident: Ident | None) -> Unit | None:
@@ -337,17 +340,48 @@ class TableService:
 
     def _commit_in_thread(self) -> None:
         batch, snap = self._close_batch()
-        if self._writer is None:
-            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-writer")
         try:  # the JSON text fixed here, on the loop: the table goes on changing meanwhile
             encoded = self.journal.encode(batch.entries, snap)
         except JournalError as exc:
             self._failed(batch, exc)
             return
-        future = self._writer.submit(self.journal.append_encoded, encoded)
+        self._submit(lambda: self.journal.append_encoded(encoded), batch, snap)
+
+    def _submit(self, commit: Callable[[], list[int]], batch: _Batch, snap: dict[str, Any] | None) -> \
+            concurrent.futures.Future[list[int]]:
+        """``commit`` on the writer thread, as the commit under way; :meth:`_thread_done` after it."""
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-writer")
+        future = self._writer.submit(commit)
         self._in_flight = (future, batch, snap)
         loop = asyncio.get_running_loop()
         future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done, future))
+        return future
+
+    async def journal_write(self, write: Callable[[], _R]) -> _R:
+        """A write of the journal's own (an export's record, a prune) on the writer thread, as one
+        more commit in line: after the commit under way, while the open batch waits; the records it
+        made are then published like a batch's, in seq order. Never on the loop: a prune may take
+        a while."""
+        while self._in_flight is not None:
+            try:
+                await asyncio.wrap_future(self._in_flight[0])
+            except JournalError:
+                pass  # that batch's own failure: _thread_done keeps it for a retry
+            await asyncio.sleep(0)  # _thread_done publishes it (and may start the next commit)
+        own, done = _Batch(), []
+
+        def commit() -> list[int]:
+            before = self.journal.last_seq
+            done.append(write())
+            made = self.journal.query(seq_from=before + 1, limit=None)
+            own.entries = [Entry(kind=r.kind, reason=r.reason, source=r.source, severity=r.severity, who=r.who,
+                                 data=r.data, ts_ns=r.ts_ns) for r in made]
+            return [r.seq for r in made]
+
+        await asyncio.wrap_future(self._submit(commit, own, None))
+        result: _R = done[0]
+        return result
 
     def _thread_done(self, future: concurrent.futures.Future[list[int]]) -> None:
         if self._in_flight is None or self._in_flight[0] is not future:

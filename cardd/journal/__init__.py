@@ -10,14 +10,15 @@ and the guarantees after a crash or a power cut.
 """
 from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalEntryError, JournalError,
                      JournalExportError, JournalNotFound, JournalWriteError)
-from .journal import QUICK_CHECK_RECORDS, Encoded, ExportResult, Journal, PruneResult, VerifyResult
+from .journal import (QUICK_CHECK_RECORDS, Encoded, ExportFile, ExportResult, Journal, PruneResult, RetentionStatus,
+                      VerifyResult)
 from .records import (KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START, KIND_STOP,
                       SEVERITIES, Entry, Record)
 from .schema import MIN_RETENTION_DAYS
 
 __all__ = [
-    "Encoded", "Entry", "ExportResult", "Journal", "JournalBusy", "JournalConfigError", "JournalCorrupt", "JournalEntryError",
+    "Encoded", "Entry", "ExportFile", "ExportResult", "Journal", "JournalBusy", "JournalConfigError", "JournalCorrupt", "JournalEntryError",
     "JournalError", "JournalExportError", "JournalNotFound", "JournalWriteError", "KIND_COMMAND", "KIND_EVENT",
     "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START", "KIND_STOP", "MIN_RETENTION_DAYS", "PruneResult",
-    "QUICK_CHECK_RECORDS", "Record", "SEVERITIES", "VerifyResult",
+    "QUICK_CHECK_RECORDS", "Record", "RetentionStatus", "SEVERITIES", "VerifyResult",
 ]

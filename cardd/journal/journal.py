@@ -75,6 +75,31 @@ class ExportResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ExportFile:
+    """An export file written and fsynced, not yet noted in the chain (:meth:`Journal.note_export`)."""
+    path: Path
+    fmt: str
+    first_seq: int
+    last_seq: int
+    count: int
+    sha256: str  # hex, of the whole file
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionStatus:
+    pruned_through: int  # the anchor: records up to it are gone
+    exported_through: int  # exports cover every record from the anchor up to this seq
+    unexported: int  # records after it
+    oldest_unexported: str | None  # the first of them, ISO-8601 UTC
+    unexported_past_horizon: bool  # that one is already older than the horizon: export it
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"pruned_through": self.pruned_through, "exported_through": self.exported_through,
+                "unexported": self.unexported, "oldest_unexported": self.oldest_unexported,
+                "unexported_past_horizon": self.unexported_past_horizon}
+
+
+@dataclass(frozen=True, slots=True)
 class PruneResult:
     pruned: int
     through_seq: int  # the new anchor: records up to it are gone
@@ -324,7 +349,15 @@ class Journal:
         """Write the records from the first at or after ``since`` to the last before ``until``
         (every seq in between, so an export is one contiguous stretch of the chain) to a new file,
         then note the export in the chain: an "export" record with the range, the file name and
-        the file's SHA-256. Only exported records may be pruned."""
+        the file's SHA-256. Only exported records may be pruned. The two steps are also
+        :meth:`write_export_file` and :meth:`note_export`, for a caller that must do the long
+        one (the file) apart from its other writes."""
+        return self.note_export(self.write_export_file(path, fmt, since=since, until=until), who=who)
+
+    def write_export_file(self, path: Path | str, fmt: str = "jsonl", *, since: datetime | int | None = None,
+                          until: datetime | int | None = None) -> ExportFile:
+        """The first step of :meth:`export`: the file, written and fsynced from one read snapshot
+        on its own connection (appends go on meanwhile), not yet noted in the chain."""
         target = Path(path).absolute()
         reader = _connect(self.path, readonly=True)
         try:
@@ -338,26 +371,52 @@ class Journal:
             raise JournalCorrupt(self.path, None, f"damaged SQLite file while exporting ({exc})") from None
         finally:
             reader.close()
-        data = {"file": str(target), "format": fmt, "sha256": digest, "first_seq": first, "last_seq": last,
-                "count": count}
+        return ExportFile(target, fmt, first, last, count, digest)
+
+    def note_export(self, written: ExportFile, *, who: str = "") -> ExportResult:
+        """The second step of :meth:`export`: the "export" record, and the range in ``exports``
+        (what makes the records prunable), in one transaction."""
+        data = {"file": str(written.path), "format": written.fmt, "sha256": written.sha256,
+                "first_seq": written.first_seq, "last_seq": written.last_seq, "count": written.count}
         note = Entry(kind=KIND_EXPORT, reason=REASON_EXPORTED, source="journal", who=who, data=data)
         note.check(journal_internal=True)
 
         def remember(conn: sqlite3.Connection, record_seq: int) -> None:
-            conn.execute("INSERT INTO exports VALUES (?, ?, ?, ?, ?)", (record_seq, first, last, str(target), digest))
+            conn.execute("INSERT INTO exports VALUES (?, ?, ?, ?, ?)", (record_seq, written.first_seq,
+                                                                        written.last_seq, str(written.path),
+                                                                        written.sha256))
 
         (record_seq,) = self._append(_encode([note], None), before_insert=remember)
-        return ExportResult(target, fmt, first, last, count, digest, record_seq)
+        return ExportResult(written.path, written.fmt, written.first_seq, written.last_seq, written.count,
+                            written.sha256, record_seq)
 
-    def prune(self, now: datetime | int | None = None, *, who: str = "") -> PruneResult:
+    def retention(self, now: datetime | int | None = None) -> RetentionStatus:
+        """Where retention stands: what was pruned, exported, and what is still unexported (a
+        few indexed lookups, never a walk)."""
+        now_ns = self._clock() if now is None else to_ns(now)
+        with self._lock:
+            anchor_seq = self._guarded(lambda c: c.execute("SELECT seq FROM anchor").fetchone()[0])
+            covered = self._guarded(lambda c: _exported_through(c, anchor_seq))
+            oldest = self._guarded(lambda c: c.execute("SELECT ts FROM records WHERE seq = ?",
+                                                       (covered + 1,)).fetchone())
+            last_seq = self._head[0]
+        oldest_ns = None if oldest is None else oldest[0]
+        cutoff = now_ns - self.retention_days * _DAY_NS
+        return RetentionStatus(pruned_through=anchor_seq, exported_through=covered, unexported=last_seq - covered,
+                               oldest_unexported=None if oldest_ns is None else iso_ns(oldest_ns),
+                               unexported_past_horizon=oldest_ns is not None and oldest_ns < cutoff)
+
+    def prune(self, now: datetime | int | None = None, *, who: str = "", max_records: int | None = None) -> PruneResult:
         """Delete the records older than the retention horizon that were exported, oldest first
         and without a gap, never past the latest snapshot. The anchor keeps the last pruned
-        record's seq and hash so the chain still verifies, and a "prune" record notes it."""
+        record's seq and hash so the chain still verifies, and a "prune" record notes it.
+        ``max_records`` bounds one call (one transaction, holding the writer's lock): a caller
+        with a long backlog calls again until ``pruned`` is 0."""
         now_ns = self._clock() if now is None else to_ns(now)
         cutoff = now_ns - self.retention_days * _DAY_NS
         with self._lock:
             anchor_seq = self._guarded(lambda c: c.execute("SELECT seq FROM anchor").fetchone()[0])
-            through = self._guarded(lambda c: _prunable_through(c, anchor_seq, cutoff))
+            through = self._guarded(lambda c: _prunable_through(c, anchor_seq, cutoff, max_records))
         if through <= anchor_seq:
             return PruneResult(0, anchor_seq, None)
         pruned = through - anchor_seq
@@ -608,15 +667,24 @@ def _seq_range(conn: sqlite3.Connection, since: int | None, until: int | None) -
     return first, last
 
 
-def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int) -> int:
-    """The last seq prune may delete: exported without a gap from the anchor, older than the
-    cutoff from the anchor on, and not past the latest snapshot."""
+def _exported_through(conn: sqlite3.Connection, anchor_seq: int) -> int:
+    """The last seq that exports cover without a gap from the anchor on (the anchor if none)."""
     covered = anchor_seq
     for first, last in conn.execute("SELECT first_seq, last_seq FROM exports WHERE last_seq > ? ORDER BY first_seq",
                                     (anchor_seq,)):
         if first > covered + 1:
             break
         covered = max(covered, last)
+    return covered
+
+
+def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int, max_records: int | None) -> int:
+    """The last seq prune may delete: exported without a gap from the anchor, older than the
+    cutoff from the anchor on, not past the latest snapshot, at most ``max_records`` on (which
+    also bounds the search for the first young record)."""
+    covered = _exported_through(conn, anchor_seq)
+    if max_records is not None:
+        covered = min(covered, anchor_seq + max_records)
     if covered == anchor_seq:
         return anchor_seq
     young = conn.execute("SELECT min(seq) FROM records WHERE seq > ? AND seq <= ? AND ts >= ?",

@@ -31,18 +31,19 @@ class FakeDaemon:
     """The backend boundary: a list for a journal and a table of commands, no devices."""
 
     command_roles = {
-        "open_betting": Role.DEALER,
-        "player_decision": Role.DEALER,
-        "continue_round": Role.SUPERVISOR,
-        "void_shoe": Role.SUPERVISOR,
-        "self_test": Role.TECHNICIAN,
-        "clear_device_fault": Role.TECHNICIAN,
+        "open_betting": frozenset({Role.DEALER}),
+        "player_decision": frozenset({Role.DEALER}),
+        "continue_round": frozenset({Role.SUPERVISOR}),
+        "void_shoe": frozenset({Role.SUPERVISOR}),
+        "self_test": frozenset({Role.TECHNICIAN}),
+        "clear_device_fault": frozenset({Role.TECHNICIAN}),
+        "archive": frozenset({Role.SUPERVISOR, Role.TECHNICIAN}),
     }
 
     def __init__(self) -> None:
         self.journal: list[Event] = []
         self.accepted: list[tuple[str, dict[str, Any], Caller]] = []
-        self.refused: list[tuple[str, Caller, Role]] = []
+        self.refused: list[tuple[str, Caller, frozenset[Role]]] = []
         self.replay_reads = 0
         self.queries: list[LogQuery] = []
 
@@ -81,7 +82,7 @@ class FakeDaemon:
         self.accepted.append((name, args, caller))
         return self.journal_event("COMMAND", name=name, who=caller.user).seq
 
-    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: Role) -> None:
+    async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         self.refused.append((name, caller, needs))
 
 

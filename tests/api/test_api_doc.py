@@ -6,12 +6,12 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cardd.api import schema
-from cardd.api.protocol import (CLIENT_CLASSES, PROTOCOL_VERSION, SERVER_CLASSES, class_name, encode_line,
-                                reply_decoder,
-                                request_decoder)
+from cardd.api.protocol import (CLIENT_CLASSES, COMMAND_TYPES, PROTOCOL_VERSION, SERVER_CLASSES, Command,
+                                class_name, encode_line, reply_decoder, request_decoder)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 API_MD = DOCS / "api.md"
@@ -41,6 +41,18 @@ def test_every_example_parses_and_every_class_has_one(title, decoder, classes):
         # nothing in the example that the type would drop (the daemon's messages allow unknown fields)
         assert json.loads(example).items() <= json.loads(encode_line(message)).items(), example
     assert shown == set(classes), f"no example of {sorted(class_name(c) for c in set(classes) - shown)}"
+
+
+def test_every_command_example_with_typed_args_parses_with_its_args_type():
+    typed = [message for message in map(request_decoder.decode, examples("Client to server"))
+             if isinstance(message, Command) and message.name in COMMAND_TYPES]
+    assert {message.name for message in typed} == set(COMMAND_TYPES), "a command with typed args has no example"
+    for message in typed:
+        args_type, _ = COMMAND_TYPES[message.name]
+        decoded = msgspec.convert(message.args, args_type)  # strict: a wrong or unknown arg fails here
+        assert msgspec.to_builtins(decoded).items() >= message.args.items()
+    with pytest.raises(msgspec.ValidationError, match="colour"):
+        msgspec.convert({"colour": "red"}, COMMAND_TYPES["export_journal"][0])
 
 
 def test_the_doc_names_the_protocol_version():
@@ -73,3 +85,5 @@ def test_the_schema_covers_both_directions_and_every_class():
         mapping = defs[name]["discriminator"]["mapping"]
         assert set(mapping) == {class_name(c) for c in classes}
     assert defs["Watch"]["additionalProperties"] is False  # requests are strict
+    for args_type, result_type in COMMAND_TYPES.values():  # the typed commands' args and results too
+        assert defs[args_type.__name__]["additionalProperties"] is False and result_type.__name__ in defs

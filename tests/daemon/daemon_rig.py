@@ -147,10 +147,12 @@ def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
 
 
 def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dict[str, str] | None = None,
-                 api_group: str = "cardd-api") -> Path:
+                 api_group: str = "cardd-api", journal: dict[str, int | str] | None = None) -> Path:
+    """A configuration file for the daemon under ``directory``; ``journal``: more [journal] keys."""
     lines = ["[devices]", f'shoe = "{shoe}"'] + ([f'shuffler = "{shuffler}"'] if shuffler else [])
-    lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]", f'path = "{directory / "journal.sqlite3"}"',
-              "", "[api]", f'socket = "{directory / "cardd.sock"}"', f'group = "{api_group}"']
+    lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]", f'path = "{directory / "journal.sqlite3"}"']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in (journal or {}).items()]
+    lines += ["", "[api]", f'socket = "{directory / "cardd.sock"}"', f'group = "{api_group}"']
     if roles:
         lines += ["", "[roles]"] + [f'{role} = "{group}"' for role, group in roles.items()]
     path = directory / "cardd.toml"

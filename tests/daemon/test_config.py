@@ -47,7 +47,9 @@ def test_a_minimal_file_takes_the_defaults(tmp_path):
         devices=DevicesConfig(shoe="usb://1209:c4d0?serial=SHOE0001", shuffler=None),
         table=TableConfig(rules=Path("/etc/cardd/rules.toml")),
     )
-    assert config.journal == JournalConfig(path=Path("/var/lib/cardd/journal.sqlite3"), retention_days=90)
+    assert config.journal == JournalConfig(path=Path("/var/lib/cardd/journal.sqlite3"), retention_days=90,
+                                           export_dir=None, prune_every_s=3600)
+    assert config.journal.exports == Path("/var/lib/cardd/exports")
     assert config.api.socket == Path("/run/cardd/cardd.sock")
     assert config.api.mode_bits == 0o660
     assert config.api.group == "cardd-api"
@@ -86,7 +88,7 @@ def test_config_error_is_a_cardd_error(tmp_path):
 
 UNKNOWN_OR_MISSING = [
     (MINIMAL + "[journal]\nretension_days = 120\n", "journal.retension_days",
-     "unknown key (allowed in [journal]: path, retention_days)"),
+     "unknown key (allowed in [journal]: export_dir, path, prune_every_s, retention_days)"),
     (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, firmware, journal, log, roles, table)"),
     (MINIMAL + '[log]\n"level\\nERROR: forged" = 1\n', 'log."level\\nERROR: forged"',
      "unknown key (allowed in [log]: format, level)"),
@@ -108,6 +110,15 @@ WRONG_TYPES = [
 OUT_OF_RANGE = [
     (MINIMAL + "[journal]\nretention_days = 30\n", "journal.retention_days",
      "30 is not allowed; expected a whole number from 90 to 36525"),
+    (MINIMAL + "[journal]\nprune_every_s = 0\n", "journal.prune_every_s",
+     "0 is not allowed; expected a whole number from 1 to 86400"),
+    (MINIMAL + '[journal]\nexport_dir = "/srv/exports"\n', "journal.export_dir",
+     '"/srv/exports": expected a directory inside the journal\'s directory /var/lib/cardd (the only place the '
+     'service may write), like "/var/lib/cardd/exports"'),
+    (MINIMAL + '[journal]\nexport_dir = "/var/lib/cardd/../exports"\n', "journal.export_dir",
+     '"/var/lib/cardd/../exports": expected a directory inside the journal\'s directory /var/lib/cardd (the only '
+     'place the service may write), like "/var/lib/cardd/exports"'),
+    (MINIMAL + '[journal]\nexport_dir = "exports"\n', "journal.export_dir", '"exports": expected an absolute path'),
     (MINIMAL + '[log]\nformat = "xml"\n', "log.format", '"xml" is not allowed; expected one of "auto", "console", "json"'),
     (MINIMAL + '[log]\nlevel = "trace"\n', "log.level",
      '"trace" is not allowed; expected one of "debug", "error", "info", "warning"'),

@@ -111,3 +111,36 @@ def test_a_longer_horizon_keeps_more_and_prune_never_passes_the_latest_snapshot(
         k.export(tmp_path / "k.jsonl")
         assert k.prune().through_seq == 1  # records after the snapshot are what a restart replays
         assert [r.seq for r in k.entries_after(1)][:2] == [2, 3]
+
+
+def test_an_export_in_two_steps_writes_the_file_first_and_only_the_note_makes_it_prunable(tmp_path, journal, clock):
+    written = journal.write_export_file(tmp_path / "a.jsonl", until=T0 + 150 * DAY_NS)
+    assert (written.first_seq, written.last_seq, written.count) == (1, 300, 300)
+    assert written.sha256 == hashlib.sha256((tmp_path / "a.jsonl").read_bytes()).hexdigest()
+    assert journal.query(kind="export") == [] and journal.prune().pruned == 0  # a file alone is no export
+    journal.append([card(999, 0)])  # appends go on between the two steps
+    noted = journal.note_export(written, who="tech:bo")
+    assert noted.record_seq == journal.last_seq and journal.query(kind="export")[0].data["sha256"] == written.sha256
+    assert journal.prune().through_seq == 220 and journal.verify().ok
+
+
+def test_a_bounded_prune_takes_its_chunk_and_the_next_call_the_rest(tmp_path, journal):
+    journal.export(tmp_path / "a.jsonl")
+    chunks = []
+    while (result := journal.prune(max_records=100)).pruned:
+        chunks.append((result.pruned, result.through_seq))
+    assert chunks == [(100, 100), (100, 200), (20, 220)]
+    assert len(journal.query(kind="prune")) == 3 and journal.verify().ok
+
+
+def test_the_retention_status_says_what_is_unexported_and_whether_it_is_past_the_horizon(tmp_path, journal, clock):
+    status = journal.retention()
+    assert (status.pruned_through, status.exported_through, status.unexported) == (0, 0, 2 * DAYS)
+    assert status.oldest_unexported == "2020-01-01T00:00:00.000000000Z" and status.unexported_past_horizon
+    journal.export(tmp_path / "a.jsonl", until=T0 + 150 * DAY_NS)  # seqs 1..300, and the export record 401
+    journal.prune()  # through 220, and the prune record 402
+    status = journal.retention()
+    assert (status.pruned_through, status.exported_through, status.unexported) == (220, 300, 102)
+    assert status.oldest_unexported == "2020-05-30T00:00:00.000000000Z"  # day 150: 50 days old, inside the horizon
+    assert not status.unexported_past_horizon
+    assert status.to_json_dict()["unexported"] == 102
