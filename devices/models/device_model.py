@@ -4,7 +4,9 @@ The shuffler and the shoe reader share the link life (offline -> connecting -> i
 on heartbeat loss, fault and back) and differ only in their working states, which each
 subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :class:`Event`:
 DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
-trouble, DEVICE_STATE otherwise.
+trouble (identified again after its link was down counts as leaving it), DEVICE_STATE otherwise.
+A device's fault comes as a Fault event or in its Status (a device reports it after each
+handshake); an IDENT of the same boot again changes nothing the device said since.
 
 Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
 on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests

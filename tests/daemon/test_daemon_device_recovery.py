@@ -5,7 +5,7 @@ status after the handshake, and a repeated IDENT of the same boot undoes nothing
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, remove, state_dir, wait_until, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,13 +27,6 @@ def directory() -> Iterator[Path]:
     path = state_dir()
     yield path
     remove(path)
-
-
-def wait(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
 
 
 def device_states(path: Path, device: str) -> list[tuple[str, str, str]]:
@@ -51,7 +44,7 @@ def test_a_shoe_back_after_an_unplug_is_journaled_as_recovered(directory: Path) 
         client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
         endpoint.call(shoe.load, full_shoe(1))
         endpoint.call(shoe.deal, 4)  # unplugged for 0.5 s after card 2, then back at the same path
-        wait(lambda: endpoint.state()["events_confirmed"] == 5, "the shoe's five events journaled")
+        wait_until(lambda: endpoint.state()["events_confirmed"] == 5, "the shoe's five events journaled")
         client.wait_state(lambda s: s["devices"]["shoe-reader"]["link"] == "up" and s["devices"]["shoe-reader"]["usable"])
         code, err = daemon.stop()
         assert code == 0, err
@@ -98,7 +91,7 @@ def test_a_fault_still_active_after_an_unplug_is_known_again_after_the_replug(di
             client.wait_state(lambda s: s["devices"]["shuffler"]["usable"])
             endpoint.call(shuffler.raise_fault, FaultCode.DOOR_OPEN)  # the dealer opens the door
             client.wait_state(lambda s: s["devices"]["shuffler"]["state"] == "fault")
-            wait(lambda: endpoint.state()["events_confirmed"] == 1, "the Fault event confirmed")
+            wait_until(lambda: endpoint.state()["events_confirmed"] == 1, "the Fault event confirmed")
         client.wait_state(lambda s: s["devices"]["shuffler"]["link"] == "down")
         with PtyEndpoint(shuffler, link=link) as endpoint:  # the same unit, the same boot, plugged in again
             client.wait_state(lambda s: s["devices"]["shuffler"]["link"] == "up"

@@ -6,7 +6,6 @@ it in STATE and clears it (clear_alarm)."""
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import Client, Daemon, journaled_events, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Client, Daemon, journaled_events, remove, state_dir, wait_until, write_config
 
 LOST_EVENTS = ("EVENT_GAP", "EVENTS_LOST", "DEVICE_DROPPED_EVENTS")
 
@@ -38,15 +37,10 @@ def test_an_overflowed_device_buffer_is_journaled_as_alarms_a_supervisor_clears_
         with PtyEndpoint(SimulatedShoe(faults=Faults(event_buffer=4), heartbeat_s=0)) as shoe:
             shoe.call(shoe.device.load, full_shoe(1))
             shoe.call(shoe.device.deal, 10)  # no host yet: ShoeLoaded and cards 1..5 are pushed out
-            deadline = time.monotonic() + 20
-            while shoe.state()["event_index"] < 11:
-                assert time.monotonic() < deadline, shoe.state()
-                time.sleep(0.02)
+            wait_until(lambda: shoe.state()["event_index"] == 11, "eleven events numbered")
             config = write_config(directory, shoe.url, None)
             daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
-            while shoe.state()["events_confirmed"] < 11:
-                assert time.monotonic() < deadline + 20, shoe.state()
-                time.sleep(0.02)
+            wait_until(lambda: shoe.state()["events_confirmed"] == 11, "the daemon confirmed them")
             client = daemon.client()
             state = client.wait_state(lambda s: len(lost_event_alarms(s)) == 2)
             assert sorted((a["reason"], a["source"], a["message"]) for a in lost_event_alarms(state)) == [
@@ -91,10 +85,7 @@ def test_events_pushed_out_of_a_small_buffer_while_streaming_are_an_event_gap_al
             shoe.call(shoe.device.load, full_shoe(6))
             shoe.call(shoe.device.deal, 312)
             last = 1 + 312 + 1  # ShoeLoaded, the cards, ShoeEmpty
-            deadline = time.monotonic() + 120
-            while shoe.state()["events_confirmed"] < last:
-                assert time.monotonic() < deadline, shoe.state()
-                time.sleep(0.1)
+            wait_until(lambda: shoe.state()["events_confirmed"] == last, "the daemon confirmed the last event", 120)
             state = client.wait_state(lambda s: bool(lost_event_alarms(s)))
             gaps = lost_event_alarms(state)
             assert gaps and {(a["reason"], a["source"]) for a in gaps} == {("EVENT_GAP", "shoe-reader")}

@@ -6,9 +6,6 @@ shoe's event mark, or the shoe, plugged back in, is told it has been journaled p
 journal never got, and forgets them."""
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 
 from cardd.journal import Journal
@@ -17,14 +14,7 @@ from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import Daemon, journaled_events, remove, state_dir, write_config
-
-
-def wait(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
+from tests.daemon.daemon_rig import Daemon, journaled_events, remove, state_dir, wait_until, write_config
 
 
 @pytest.mark.timeout(120)
@@ -40,10 +30,10 @@ def test_a_wrong_units_events_do_not_count_for_the_unit_the_table_knows() -> Non
             client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
             endpoint.call(shoe.load, full_shoe(1))
             endpoint.call(shoe.deal, 3)
-            wait(lambda: endpoint.state()["events_confirmed"] == 4, "ShoeLoaded and cards 1..3 journaled")
+            wait_until(lambda: endpoint.state()["events_confirmed"] == 4, "ShoeLoaded and cards 1..3 journaled")
         with PtyEndpoint(shoe, link=aside) as endpoint:  # unplugged: four more cards, kept by the shoe
             endpoint.call(shoe.deal, 4)
-            wait(lambda: endpoint.state()["event_index"] == 8, "cards 4..7 read")
+            wait_until(lambda: endpoint.state()["event_index"] == 8, "cards 4..7 read")
         client.wait_state(lambda s: s["devices"]["shoe-reader"]["link"] == "down")
         shuffler = SimulatedShuffler("SHUF-X")
         with PtyEndpoint(shuffler, link=link) as endpoint:  # the wrong cable: a shuffler on the shoe's port
@@ -51,12 +41,12 @@ def test_a_wrong_units_events_do_not_count_for_the_unit_the_table_knows() -> Non
             for _ in range(6):  # twelve events: more than the shoe ever numbered
                 endpoint.call(shuffler.raise_fault, FaultCode.JAM)
                 endpoint.call(shuffler.clear_fault, FaultCode.JAM)
-            wait(lambda: endpoint.state()["event_index"] == 12, "the shuffler's twelve events")
+            wait_until(lambda: endpoint.state()["event_index"] == 12, "the shuffler's twelve events")
             flushed = endpoint.call(shuffler.flush)  # Endpoint.call awaits it: the daemon's link has them all
             assert flushed is None
         client.wait_state(lambda s: s["devices"]["shoe-reader"]["link"] == "down")
         with PtyEndpoint(shoe, link=link) as endpoint:  # the right cable again
-            wait(lambda: endpoint.state()["events_confirmed"] == 8, "cards 4..7 journaled")
+            wait_until(lambda: endpoint.state()["events_confirmed"] == 8, "cards 4..7 journaled")
             client.wait_state(lambda s: s["shoe"]["cards_out"] == 7)
         code, err = daemon.stop()
         assert code == 0, err
