@@ -46,6 +46,11 @@ def test_an_overflowed_device_buffer_is_journaled_as_alarms_a_supervisor_clears_
             assert sorted((a["reason"], a["source"], a["message"]) for a in lost_event_alarms(state)) == [
                 ("DEVICE_DROPPED_EVENTS", "shoe-reader", "shoe-reader no longer has events 1..7: overflow"),
                 ("EVENTS_LOST", "shoe-reader", "shoe-reader: events 1..7 (7) are lost: overflow")]
+            code, err = daemon.stop()
+            assert code == 0, err
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")  # open alarms outlive a restart
+            client = daemon.client()
+            assert lost_event_alarms(client.state()) == lost_event_alarms(state)
             clear_all(client, lost_event_alarms(state))
             assert lost_event_alarms(client.state()) == []
             code, err = daemon.stop()
