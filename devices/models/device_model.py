@@ -276,12 +276,12 @@ class DeviceModel:
             reason, severity = Reason.DEVICE_OFFLINE, Severity.WARNING
         elif dst == "fault":
             reason, severity = Reason.DEVICE_FAULT, Severity.WARNING
-        elif dst not in TROUBLE and dst != "connecting" and (src in TROUBLE or (src == "connecting" and self._was_offline)):
+        elif dst not in (*TROUBLE, "connecting") and (src in TROUBLE or (src == "connecting" and self._was_offline)):
             reason = Reason.DEVICE_RECOVERED  # back from trouble, or identified again after the link was down
-        if dst not in ("offline", "connecting"):
-            self._was_offline = False
-        elif dst == "offline" and src != "offline":
+        if dst == "offline":
             self._was_offline = True
+        elif dst != "connecting":
+            self._was_offline = False
         data: dict[str, Any] = {"device": self.NAME, "from": src, "to": dst, "trigger": event.event.name}
         if dst == "fault" and self.active_fault is not None:
             data |= {"fault": self.active_fault.code.name, "position": self.active_fault.position,

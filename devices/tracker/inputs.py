@@ -40,8 +40,8 @@ __all__ = [
     "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat",
     "DrawnInErrorDecision", "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold",
     "InputDecodeError", "Insure", "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet",
-    "PlacementError", "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
-    "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "from_json",
+    "PlacementError", "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal",
+    "Resume", "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "from_json",
     "to_json",
 ]
 
