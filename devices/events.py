@@ -75,6 +75,10 @@ class Reason(enum.StrEnum):
     OUT_OF_ORDER_REPORT = "OUT_OF_ORDER_REPORT"  # a shuffler report its shoe's state does not expect: ignored
     REPEATED_READ = "REPEATED_READ"  # a card read with an index already seen since the load: not dealt again
     MISSING_READ = "MISSING_READ"  # a card read skipped indexes: cards left the shoe unseen; round held
+    # appended later: a protocol 1.1 device's events the journal lacks (raised by the daemon, docs/protocol.md §3.2)
+    EVENT_GAP = "EVENT_GAP"  # event indexes skipped in the device's stream
+    EVENTS_LOST = "EVENTS_LOST"  # the device no longer has events the journal lacks
+    DEVICE_DROPPED_EVENTS = "DEVICE_DROPPED_EVENTS"  # the device's own EventsDropped report
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,12 @@ class SimulatedDevice:
         return Status(DeviceState.FAULT if fault else self.device_state, int(fault), self.cards_held(),
                       self.uptime_ms)
 
+    def after_handshake(self) -> list[Message]:
+        """What the device says once a host has shaken hands: its status while a fault is active, so
+        a fault raised at power-on or while no host listened (whose event a host may have journaled
+        before, or never got) reaches the host as firmware reporting its state would."""
+        return [self.status()] if self.active_faults else []
+
     def self_test(self) -> SelfTestResult:
         if self.active_faults:
             names = ", ".join(code.name for code in self.active_faults)

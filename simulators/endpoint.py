@@ -233,7 +233,7 @@ class Endpoint(abc.ABC, Generic[D]):
                             count=report.count, reason=report.reason.name)
                 self._send(report)
             self._stream(Streaming.NUMBERED)
-            return []
+            return self.device.after_handshake()  # after the events resent: the state now has the last word
         replies = self.device.handle(msg)
         if isinstance(msg, Hello) and self.device.speaks_1_1:
             for reply in replies:
@@ -241,6 +241,10 @@ class Endpoint(abc.ABC, Generic[D]):
             replies = []
             # a 1.1 host says ResumeEvents next; a 1.0 host gets bare events, as a 1.0 device sends them
             self._stream(Streaming.HELD if msg.protocol_minor >= 1 else Streaming.PLAIN)
+            if msg.protocol_minor < 1:
+                replies = self.device.after_handshake()
+        elif isinstance(msg, Hello):
+            replies += self.device.after_handshake()
         return replies
 
     def _emit(self, msg: Message) -> None:

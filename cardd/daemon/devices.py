@@ -10,8 +10,11 @@ End-to-end delivery (protocol 1.1, docs/protocol.md §3.2): each numbered event 
 at a handshake the connection asks the service for the highest index journaled for the unit
 that answers (:meth:`TableService.event_marks`: another unit starts from nothing), and after
 each commit the service's ``on_journaled`` confirms the new marks, so a device forgets an event
-only once it is in the journal. A lost event (EVENT_GAP, EVENTS_DROPPED, a device's
-EventsDropped) is journaled as an alarm record (:data:`EVENT_ALARMS`).
+only once it is in the journal. Each record carries the unit the connection had shaken hands
+with when the event came in, so the mark moves for the unit that numbered it. A lost event
+(EVENT_GAP, EVENTS_DROPPED, a device's EventsDropped) is journaled as an alarm record
+(:data:`EVENT_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
+sees in STATE and clears like any other (``clear_alarm``).
 """
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ from cardd.api.errors import CommandFailed
 from cardd.config import CarddConfig
 from core.errors import CarddError
 from cardd.daemon.tracker_service import EventMark, TableService, unit_of
-from cardd.journal import KIND_EVENT, Entry
-from devices.events import Severity
+from cardd.journal import Entry
+from devices.events import Event, Reason, Severity
 from devices.tracker.inputs import DeviceMessage
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import EventIndexError
@@ -40,11 +43,8 @@ from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKin
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 #: a firmware image is read whole; larger files are refused before reading
 MAX_IMAGE_BYTES = 16 << 20
-#: journal reason codes of lost events (docs/deal-tracking.md)
-REASON_EVENT_GAP = "EVENT_GAP"  # indexes the host never got: skipped in the device's stream
-REASON_EVENTS_LOST = "EVENTS_LOST"  # indexes the device no longer has, which the journal does not have
-REASON_DEVICE_DROPPED_EVENTS = "DEVICE_DROPPED_EVENTS"  # the device's own EventsDropped report
-EVENT_ALARMS = {SessionEventKind.EVENT_GAP: REASON_EVENT_GAP, SessionEventKind.EVENTS_DROPPED: REASON_EVENTS_LOST}
+#: the reason codes of lost events the connection reports (docs/deal-tracking.md)
+EVENT_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST}
 
 
 class Devices:
@@ -66,7 +66,7 @@ class Devices:
 
         def message(msg: Message) -> None:
             if isinstance(msg, EventsDropped):
-                self._alarm(device, REASON_DEVICE_DROPPED_EVENTS,
+                self._alarm(device, Reason.DEVICE_DROPPED_EVENTS,
                             Severity.ALARM if msg.reason is DropReason.OVERFLOW else Severity.WARNING,
                             f"{device} no longer has events {msg.first_index}..{msg.first_index + msg.count - 1}: "
                             f"{msg.reason.name.lower()}",
@@ -81,7 +81,8 @@ class Devices:
             on_event(session_event)
 
         def indexed(index: int, msg: Message) -> None:
-            feed.apply(DeviceMessage(device, msg, index))
+            # the unit as the connection knows it now, when the event comes in (not when it is applied)
+            feed.apply(DeviceMessage(device, msg, index, unit_of(connection.ident)))
 
         def journaled_index() -> int:
             mark = self.service.event_marks.get(device)
@@ -91,9 +92,13 @@ class Devices:
                                       on_indexed=indexed)
         return connection
 
-    def _alarm(self, device: str, reason: str, severity: Severity, message: str, **data: Any) -> None:
-        self.service.add(Entry(kind=KIND_EVENT, reason=reason, source=device, severity=severity.value,
-                               data={"message": message, **data}, ts_ns=time.time_ns()))
+    def _alarm(self, device: str, reason: Reason, severity: Severity, message: str, **data: Any) -> None:
+        """Journal a lost-event record; at alarm severity it is also one of the table's open alarms
+        (in its snapshot, committed with this record: add() makes the commit carry one)."""
+        event = Event(reason, device, message, severity, data)
+        if severity is Severity.ALARM:
+            self.service.table.alarms.raise_from(event)
+        self.service.add(Entry.from_event(event, ts_ns=time.time_ns()))
 
     def _confirm(self, marks: Mapping[str, EventMark]) -> None:
         """After a commit: the devices may forget what it journaled (only the unit that numbered it)."""

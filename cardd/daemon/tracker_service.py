@@ -455,12 +455,15 @@ class _JournaledFeed(Feed):
 
 
 def _note_event(batch: _Batch, table: Table, inp: DeviceMessage) -> None:
-    """A numbered event moves its device's mark in ``batch``, under the unit the table's model of
-    that device identified last (the same on the live path and on a replay)."""
+    """A numbered event moves its device's mark in ``batch``, under the unit the record names (the
+    one its connection had shaken hands with); a record without one (an older journal) under the
+    unit the table's model of that device identified last."""
     if not isinstance(inp, DeviceMessage) or inp.event_index is None:
         return
-    model = table.reader if inp.device == table.reader.NAME else table.shuffler
-    unit = unit_of(model.ident)
+    unit = inp.unit
+    if unit is None:
+        model = table.reader if inp.device == table.reader.NAME else table.shuffler
+        unit = unit_of(model.ident)
     mark = batch.marks.get(inp.device)
     batch.marks[inp.device] = EventMark(unit, inp.event_index) if mark is None else mark.after(unit, inp.event_index)
 

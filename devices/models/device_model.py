@@ -4,7 +4,9 @@ The shuffler and the shoe reader share the link life (offline -> connecting -> i
 on heartbeat loss, fault and back) and differ only in their working states, which each
 subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :class:`Event`:
 DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
-trouble, DEVICE_STATE otherwise.
+trouble (identified again after its link was down counts as leaving it), DEVICE_STATE otherwise.
+A device's fault comes as a Fault event or in its Status (a device reports it after each
+handshake); an IDENT of the same boot again changes nothing the device said since.
 
 Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
 on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests
@@ -22,11 +24,12 @@ import structlog
 from transitions import EventData, Machine
 
 from devices.events import Event, EventSink, Reason, Severity
-from firmware_bridge.identity import IdentityTracker
+from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.messages import (
     DeviceState,
     Fault,
     FaultCleared,
+    FaultCode,
     DeviceRole,
     Heartbeat,
     Ident,
@@ -46,6 +49,7 @@ ChangeListener = Callable[["DeviceModel", str, str], None]
 #: States in which a device cannot be trusted; leaving them for a working state is DEVICE_RECOVERED.
 TROUBLE = ("offline", "stale", "fault")
 LIVENESS = (Heartbeat, Status, Ident)
+FAULT_CODES = frozenset(FaultCode)
 
 
 class DeviceModel:
@@ -83,6 +87,7 @@ class DeviceModel:
         self.active_fault: Fault | None = None
         self.rebooted = False  # during an Ident's transition: the device restarted (new boot id)
         self._ident_note: dict[str, Any] | None = None
+        self._was_offline = False  # the link went down since the device was last identified (not at start-up)
         self.machine = Machine(
             model=self,
             states=list(self.states()),
@@ -215,6 +220,14 @@ class DeviceModel:
         if msg.role is not self.ROLE:
             self._refuse_ident(msg)
             return
+        verdict = self.identity.judge(msg).verdict
+        if verdict is Verdict.SAME and self.state in ("idle", *self.WORK_STATES, "fault"):
+            # the same boot saying who it is again (each handshake's IDENT comes twice: answered, then
+            # with CONNECTED, which may follow the device's first events): nothing it told us is undone
+            return
+        if verdict is Verdict.SAME and self.state == "stale":
+            self._back()  # proof of life; a fault outlives the silence
+            return
         self.rebooted = self.identity.observe(msg).rebooted is not None
         self.active_fault = None
         self._ident_note = {"serial": msg.serial, "firmware": msg.firmware_version, "rebooted": self.rebooted}
@@ -232,8 +245,12 @@ class DeviceModel:
             self.refuse_ident()
 
     def _on_status(self, msg: Status) -> None:
-        # Status only forces the states the host cannot infer from other messages.
+        # Status only forces the states the host cannot infer from other messages: a device reports
+        # its status after each handshake, so a fault raised before it (at power-on, while unplugged) is known.
         if msg.state is DeviceState.FAULT and self.state != "fault" and self.may("fail"):
+            if msg.fault in FAULT_CODES and (self.active_fault is None or self.active_fault.code != msg.fault):
+                code = FaultCode(msg.fault)
+                self.active_fault = Fault(code, 0, f"{code.name.lower().replace('_', ' ')} (reported in its status)")
             self.resume_state = self.state
             self.fail()
         elif msg.state is DeviceState.UPDATING and self.may("begin_update"):
@@ -259,8 +276,12 @@ class DeviceModel:
             reason, severity = Reason.DEVICE_OFFLINE, Severity.WARNING
         elif dst == "fault":
             reason, severity = Reason.DEVICE_FAULT, Severity.WARNING
-        elif src in TROUBLE and dst not in TROUBLE and dst != "connecting":
-            reason = Reason.DEVICE_RECOVERED
+        elif dst not in (*TROUBLE, "connecting") and (src in TROUBLE or (src == "connecting" and self._was_offline)):
+            reason = Reason.DEVICE_RECOVERED  # back from trouble, or identified again after the link was down
+        if dst == "offline":
+            self._was_offline = True
+        elif dst != "connecting":
+            self._was_offline = False
         data: dict[str, Any] = {"device": self.NAME, "from": src, "to": dst, "trigger": event.event.name}
         if dst == "fault" and self.active_fault is not None:
             data |= {"fault": self.active_fault.code.name, "position": self.active_fault.position,

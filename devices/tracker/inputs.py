@@ -7,13 +7,15 @@ the events it caused. The players' and dealer's round inputs are the round's own
 
 JSON (:func:`to_json` / :func:`from_json`) is one object per record::
 
-    {"v": 1, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 500}
-    {"v": 1, "type": "DeviceMessage", "device": "shoe-reader", "message": "<hex of messages.encode>"}
+    {"v": 2, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 500}
+    {"v": 2, "type": "DeviceMessage", "device": "shoe-reader", "message": "<hex of messages.encode>", ...}
 
 ``type`` comes from the fixed registry :data:`RECORDS` (nothing is looked up by a name beyond
 it); a card is "AS", a target ``[kind, box, hand]``, an enum its value, a firmware message the hex
 of :func:`firmware_bridge.messages.encode`. The round log of the snapshot, recordings and the
 benchmark all use this form. A record that cannot be decoded raises :class:`InputDecodeError`.
+Version 2 added ``DeviceMessage.unit``; records of version 1 (older journals, recordings and
+snapshots) still decode, without it.
 """
 from __future__ import annotations
 
@@ -38,12 +40,14 @@ __all__ = [
     "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat",
     "DrawnInErrorDecision", "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold",
     "InputDecodeError", "Insure", "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet",
-    "PlacementError", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
-    "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "from_json",
+    "PlacementError", "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal",
+    "Resume", "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "from_json",
     "to_json",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions from_json reads: 1 is version 2 without DeviceMessage.unit
+READABLE_VERSIONS = (1, 2)
 
 
 class InputDecodeError(CarddError, ValueError):
@@ -56,11 +60,13 @@ class InputDecodeError(CarddError, ValueError):
 class DeviceMessage:
     """A message a device sent; ``device`` is the model's name: "shuffler" or "shoe-reader".
     ``event_index``: the number a protocol 1.1 device gave the event (docs/protocol.md §3.2),
-    journaled with it so a restarted host knows what it has; None for the rest."""
+    journaled with it so a restarted host knows what it has; None for the rest. ``unit``: (role,
+    model, serial) of the unit that numbered it, as the connection knew it when the event came in."""
 
     device: str
     message: Message
     event_index: int | None = None
+    unit: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +263,9 @@ def from_json(data: Any) -> Any:
     """The record ``data`` describes; :class:`InputDecodeError` names what is wrong with it."""
     if not isinstance(data, dict):
         raise InputDecodeError(f"an input record is a JSON object, not {type(data).__name__}: {data!r:.80}")
-    if data.get("v") != FORMAT_VERSION:
-        raise InputDecodeError(f"input record version {data.get('v')!r} is not {FORMAT_VERSION}: {data!r:.80}")
+    if data.get("v") not in READABLE_VERSIONS:
+        raise InputDecodeError(f"input record version {data.get('v')!r} is not one of "
+                               f"{', '.join(map(str, READABLE_VERSIONS))}: {data!r:.80}")
     name = data.get("type")
     cls = RECORDS.get(name) if isinstance(name, str) else None
     if cls is None:

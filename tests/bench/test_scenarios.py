@@ -30,8 +30,12 @@ CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
 #:   (issue 7) that came after this library; the simulators have no switch yet to send a repeated or
 #:   skipped index, a shuffler report out of order or a device of the wrong role on a port (they are
 #:   tested in tests/table/test_table_hardening.py through the tracker's input path)
+#: - EVENT_GAP, EVENTS_LOST, DEVICE_DROPPED_EVENTS: the daemon's lost-event alarms, reason codes since
+#:   they became table alarms; provoking them needs a device whose buffer overflows unsent (a slow
+#:   line and a whole shoe dealt at once, or cards dealt while no host listens), which
+#:   tests/daemon/test_daemon_lost_events.py does through the daemon and the scenario steps cannot yet
 EXPECTED_MISSING_REASONS = {"READ_FROM_STALE_DEVICE", "WRONG_DEVICE", "OUT_OF_ORDER_REPORT", "REPEATED_READ",
-                            "MISSING_READ"}
+                            "MISSING_READ", "EVENT_GAP", "EVENTS_LOST", "DEVICE_DROPPED_EVENTS"}
 EXPECTED_MISSING_FAULTS: set[str] = set()
 
 

@@ -142,6 +142,14 @@ def simulate(directory: Path) -> Iterator[Daemon]:
             daemon.stop()
 
 
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``check`` (a simulated device's state, a file) until it holds; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.02)
+
+
 def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CARDD), *args], capture_output=True, text=True, timeout=timeout)
 

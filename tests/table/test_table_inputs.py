@@ -75,7 +75,7 @@ def test_every_record_survives_its_json_form(record: Any) -> None:
 
 
 def test_the_json_form_is_plain_and_readable() -> None:
-    assert i.to_json(SAMPLES[i.Act]) == {"v": 1, "type": "Act", "box": 3, "action": "double", "who": "dealer-1",
+    assert i.to_json(SAMPLES[i.Act]) == {"v": 2, "type": "Act", "box": 3, "action": "double", "who": "dealer-1",
                                          "amount": 300, "player": "p3", "co_players": [
                                              {"player": "p4", "joins": True, "amount": 200, "stays_on": None},
                                              {"player": "p5", "joins": False, "amount": None, "stays_on": None}]}
@@ -83,17 +83,26 @@ def test_the_json_form_is_plain_and_readable() -> None:
              "co_players": [{"player": "b", "joins": False, "stays_on": 2}]}  # left-out fields take their defaults
     assert i.from_json(split) == i.Act(2, Action.SPLIT, "d", player="a",
                                        co_players=(i.CoPlayerChoice("b", False, stays_on=2),))
-    assert i.to_json(SAMPLES[i.ShoeRemainder]) == {"v": 1, "type": "ShoeRemainder", "returned": {"AS": 2, "TD": 0},
+    assert i.to_json(SAMPLES[i.ShoeRemainder]) == {"v": 2, "type": "ShoeRemainder", "returned": {"AS": 2, "TD": 0},
                                                    "who": "dealer-1"}
     assert i.to_json(SAMPLES[i.PlacementError])["assignments"] == [["AS", ["box", 1, 0]], ["TD", ["dealer", None, None]]]
     assert i.to_json(SAMPLES[i.DeviceMessage])["message"] == encode(SAMPLES[i.DeviceMessage].message).hex()
     assert i.from_json({"v": 1, "type": "Act", "box": 1, "action": "hit", "who": "p1"}) == i.Act(1, Action.HIT, "p1")
 
 
+def test_a_device_message_names_the_unit_that_numbered_it_and_version_1_records_still_read() -> None:
+    read = i.DeviceMessage("shoe-reader", SAMPLES[i.DeviceMessage].message, 7, ("shoe", "OS-1", "SN1"))
+    data = json.loads(json.dumps(i.to_json(read)))
+    assert data["v"] == 2 and data["unit"] == ["shoe", "OS-1", "SN1"] and i.from_json(data) == read
+    version_1 = {"v": 1, "type": "DeviceMessage", "device": "shoe-reader", "event_index": 7,
+                 "message": data["message"]}  # as journals, recordings and snapshots before version 2 hold it
+    assert i.from_json(version_1) == i.DeviceMessage("shoe-reader", read.message, 7)
+
+
 @pytest.mark.parametrize("data, names", [
     ([], "a JSON object"),
     ({"type": "Tick"}, "version None"),
-    ({"v": 2, "type": "Tick"}, "version 2"),
+    ({"v": 3, "type": "Tick"}, "version 3 is not one of 1, 2"),
     ({"v": 1, "type": "apply"}, "unknown input record type 'apply'"),
     ({"v": 1, "type": "_Recorder"}, "unknown input record type '_Recorder'"),
     ({"v": 1, "type": "PlaceBet", "box": 1, "player": "p1"}, "PlaceBet: field 'amount' is missing"),

@@ -88,9 +88,9 @@ def test_the_round_log_is_input_records_and_a_bad_snapshot_is_refused_by_name() 
     snap = json.loads(json.dumps(snapshot(rig.table)))
     assert snap["version"] == SNAPSHOT_VERSION == 4
     assert snap["round"]["log"] == [
-        {"v": 1, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 1000},
-        {"v": 1, "type": "NoMoreBets", "who": "dealer-1"},
-        {"v": 1, "type": "CardDealt", "card": "TC"},
+        {"v": 2, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 1000},
+        {"v": 2, "type": "NoMoreBets", "who": "dealer-1"},
+        {"v": 2, "type": "CardDealt", "card": "TC"},
     ]
     with pytest.raises(SnapshotError, match="version 2 is not 4"):
         restore(HouseRules.default(), lambda e: None, {**snap, "version": 2}, clock=rig.clock)
