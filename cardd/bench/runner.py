@@ -239,7 +239,7 @@ class BenchRig:
             self._remainder(step)
         elif isinstance(step, SetFaults):
             endpoint = self.sim.shuffler if step.device == "shuffler" else self.sim.shoe
-            endpoint.set_faults(**Faults.parse(step.set).active())
+            endpoint.set_faults(**Faults.changes(step.set))  # "x=0" switches x off
         elif isinstance(step, Wait):
             self._wait(lambda s: step.met(_at(s, step.path)), step.wanted(), step.timeout,
                        show=lambda s: f"{step.path} = {_at(s, step.path)!r}")
