@@ -60,6 +60,8 @@ from simulators.faults import FaultSpecError, Faults
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
+#: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
+ROLES = ("shuffler", "shoe")
 
 
 class ScenarioError(CarddError, ValueError):

@@ -102,24 +102,8 @@ def test_wrong_role_identifies_as_the_other_device(run_device, device, other):
     run_device(lambda: device(heartbeat_s=0), body)
 
 
-@pytest.mark.parametrize("spec, device, error", [
-    ("repeat_read_at=3", "shuffler", "repeat_read_at is for the shoe only"),
-    ("skip_read_at=3", "shuffler", "skip_read_at is for the shoe only"),
-    ("late_report_at=3", "shoe", "late_report_at is for the shuffler only"),
-])
-def test_the_new_switches_are_refused_on_the_other_device(spec, device, error):
-    with pytest.raises(FaultSpecError, match=error):
-        Faults.parse(spec).check_for(device)
-
-
 @pytest.mark.parametrize("spec, error", [("skip_read_at=0", "a card position, 1 or more"),
                                          ("no_heartbeat=maybe", "no value, or one of")])
 def test_bad_values_say_what_the_switch_takes(spec, error):
     with pytest.raises(FaultSpecError, match=error):
         Faults.parse(spec)
-
-
-def test_the_switches_parse_from_text():
-    faults = Faults.parse("repeat_read_at=2 skip_read_at=5 late_report_at=7 no_heartbeat wrong_role")
-    assert faults.active() == {"repeat_read_at": 2, "skip_read_at": 5, "late_report_at": 7, "no_heartbeat": True,
-                               "wrong_role": True}
