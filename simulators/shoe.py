@@ -59,7 +59,8 @@ class SimulatedShoe(SimulatedDevice):
         self._pending = 0
         self._dealer: asyncio.Task[None] | None = None
         self.cut_at: int | None = None
-        #: the cards that left since the last load, in order (None: unreadable), a card skip_read_at hid too: what a test compares the host's record with
+        #: the cards that left since the last load, in order (None: unreadable; a card skip_read_at hid is
+        #: there too): what a test compares the host's record with
         self.dealt: list[StackCard] = []
         super().__init__(serial, **kwargs)
 

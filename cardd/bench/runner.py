@@ -84,7 +84,8 @@ def run_scenario(path: Path, real: dict[str, str] | None = None,
     except ScenarioError as exc:
         return ScenarioResult(path, False, time.monotonic() - start, str(exc))
     if real:
-        why = needs_simulators(scenario, set(real), by_hand=load_rules(scenario.rules_path(path)).shoe.shuffle == "hand")
+        by_hand = load_rules(scenario.rules_path(path)).shoe.shuffle == "hand"
+        why = needs_simulators(scenario, set(real), by_hand)
         if why:
             return ScenarioResult(path, False, time.monotonic() - start, skipped=f"{path}: {why}")
     directory = Path(tempfile.mkdtemp(prefix="cardbench-", dir="/tmp"))
@@ -245,9 +246,8 @@ class BenchRig:
             top = self.scenario.devices.shuffler.stack
             if top is not None:
                 self.stacked = stacked_shoe(top, self.rules.decks)
-                if not self.by_hand:
-                    shuffler = self.sim.shuffler
-                    shuffler.call(shuffler.device.stack, self.stacked)
+                if self.shuffler_sim is not None and not self.by_hand:
+                    self.shuffler_sim.call(self.shuffler_sim.device.stack, self.stacked)
             self._start_daemon()
         except BaseException:
             self.__exit__()
@@ -362,7 +362,8 @@ class BenchRig:
         elif isinstance(step, Remainder):
             self._remainder(step)
         elif isinstance(step, SetFaults):
-            endpoint = self.sim.shuffler if step.device == "shuffler" else self.sim.shoe
+            endpoint: PtyEndpoint[Any] | None = self.shuffler_sim if step.device == "shuffler" else self.shoe_sim
+            assert endpoint is not None, "needs_simulators() skips a fault for a real device"
             endpoint.set_faults(**Faults.changes(step.set))  # "x=0" switches x off
         elif isinstance(step, Wait):
             self._wait(lambda s: step.met(_at(s, step.path)), step.wanted(), step.timeout,
@@ -438,7 +439,8 @@ class BenchRig:
         if self.stacked is None:
             raise StepFailed("a stacked shoe (the bench counts the remainder from the order it stacked)",
                              "a random shoe")
-        dealt = self.sim.shoe.state()["cards_out"]
+        assert self.shoe_sim is not None, "needs_simulators() skips a stacked shoe on a real shoe"
+        dealt = self.shoe_sim.state()["cards_out"]  # what physically left, read or not
         returned = Counter(self.stacked[dealt:])
         returned.subtract(Card.parse(c) for c in step.drop)
         self.api().command("shoe_remainder", returned={str(c): n for c, n in returned.items() if n > 0})

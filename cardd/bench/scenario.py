@@ -33,7 +33,7 @@ daemon's configuration), refused with the file, the line and what was expected.
     [[step]]
     do = "faults"                         # switch faults on a device now
     device = "shoe"
-    set = "disconnect_for=1 disconnect_at=1"
+    set = "disconnect_for=1 disconnect_at=1"  # "name=0" turns a switch off
     [[step]]
     do = "wait"                           # until STATE at a dotted path equals a value
     path = "shoe.state"
