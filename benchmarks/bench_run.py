@@ -8,6 +8,8 @@ scenarios' own waits; the issue asks for the figure with ``--jobs 2``.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import subprocess
 import sys
 import time
@@ -23,12 +25,19 @@ def main() -> int:
     cardbench = Path(sys.executable).with_name("cardbench")
     library = ROOT / "bench" / "scenarios"
     scenarios = len(list(library.rglob("*.toml")))
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     done = subprocess.run([str(cardbench), "run", str(library), "--jobs", str(args.jobs)],
                           capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    # CPU of cardbench, its simulators and every cardd it started (waited-for children): swings less than
+    # the wall time on a shared machine
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"cardbench run: {scenarios} scenarios, --jobs {args.jobs}: {elapsed:.1f} s wall, "
+          f"{usage.ru_utime + usage.ru_stime:.1f} s CPU (bench, simulators, daemons), load {load:.1f} at start, "
           f"exit {done.returncode} ({'all passed' if done.returncode == 0 else 'FAILURES'})")
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
     return done.returncode
 
 

@@ -186,7 +186,10 @@ class SimulatedDevice:
         return common
 
     def ident(self) -> Ident:
-        return Ident(self.ROLE, self.MODEL, self.serial, self.firmware_version, PROTOCOL_MAJOR,
+        role = self.ROLE
+        if self.faults.wrong_role:  # the device on this port is not the one the host expects
+            role = DeviceRole.SHOE if role is DeviceRole.SHUFFLER else DeviceRole.SHUFFLER
+        return Ident(role, self.MODEL, self.serial, self.firmware_version, PROTOCOL_MAJOR,
                      self.protocol_minor, self.boot_id)
 
     def status(self) -> Status:
@@ -312,4 +315,5 @@ class SimulatedDevice:
     async def _heartbeats(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            self.emit(Heartbeat(self.uptime_ms))
+            if not self.faults.no_heartbeat:
+                self.emit(Heartbeat(self.uptime_ms))

@@ -34,6 +34,9 @@ ONLY_FOR: dict[str, tuple[str, str]] = {
     "riffle_once": ("shuffler", "a shoe does not shuffle"),
     "unreadable_at": ("shoe", "a shuffler does not read cards one by one (foreign=K gives it "
                               "cards it cannot recognise)"),
+    "repeat_read_at": ("shoe", "a shuffler does not read cards one by one"),
+    "skip_read_at": ("shoe", "a shuffler does not read cards one by one"),
+    "late_report_at": ("shuffler", "a shoe sends no shuffle reports"),
 }
 
 
@@ -71,6 +74,19 @@ class Faults:
     #: the device speaks protocol 1.0: no numbered events (nothing is kept or sent again after
     #: a link reset), no request ids; it refuses the 1.1 messages as unknown
     legacy_1_0: bool = False
+    #: the shoe sends the read of card N twice (the same index again, like firmware resending a read)
+    repeat_read_at: int | None = None
+    #: card N leaves the shoe unseen: no read at all, and the next read carries index N + 1
+    skip_read_at: int | None = None
+    #: the shuffler's progress report at N cards counted is sent late: after its ShuffleComplete,
+    #: before the DeckCheckResult (a report out of order), at every shuffle
+    late_report_at: int | None = None
+    #: the device sends no Heartbeat (its other messages still go): a host hears nothing between
+    #: them and must take it for stale
+    no_heartbeat: bool = False
+    #: the device identifies with the other role (a shoe's Ident says shuffler): what a host sees when
+    #: the wrong device is on a port. Takes effect at the next Hello (after a reboot or an unplug)
+    wrong_role: bool = False
     #: how many unconfirmed events the device keeps (docs/protocol.md §3.2); fewer makes the
     #: overflow (EventsDropped OVERFLOW) easy to reach in tests
     event_buffer: int = DEFAULT_CAPACITY
@@ -100,13 +116,19 @@ class Faults:
     @classmethod
     def parse(cls, spec: str | list[str] | None) -> "Faults":
         """Faults from ``"name[=value] ..."`` (spaces or ``;`` between entries)."""
+        return cls(**cls.changes(spec))
+
+    @classmethod
+    def changes(cls, spec: str | list[str] | None) -> dict[str, Any]:
+        """Every switch ``spec`` names, with its value, defaults included: what ``set_faults`` takes
+        to switch faults at run time (``"drop_rate=0"`` turns a switch off; :meth:`active` would drop it)."""
         entries = spec if isinstance(spec, list) else re.split(r"[\s;]+", spec or "")
         values: dict[str, Any] = {}
         for entry in (e.strip() for e in entries):
             if entry:
                 name, _, raw = entry.partition("=")
                 values[name] = _convert(cls, name.strip(), raw.strip() if "=" in entry else None)
-        return cls(**values)
+        return values
 
     def check_for(self, device: str) -> None:
         """FaultSpecError if a switch that is on does nothing on ``device`` ("shoe"/"shuffler")."""

@@ -59,7 +59,8 @@ class SimulatedShoe(SimulatedDevice):
         self._pending = 0
         self._dealer: asyncio.Task[None] | None = None
         self.cut_at: int | None = None
-        #: the cards read since the last load, in order (None: unreadable): what a test compares the host's record with
+        #: the cards that left since the last load, in order (None: unreadable; a card skip_read_at hid is
+        #: there too): what a test compares the host's record with
         self.dealt: list[StackCard] = []
         super().__init__(serial, **kwargs)
 
@@ -148,10 +149,17 @@ class SimulatedShoe(SimulatedDevice):
         self.device_state = DeviceState.DEALING
         self.counters["cards"] += 1
         now = self.uptime_ms
-        if card is None or self.index == self.faults.unreadable_at:
-            self.emit(UnreadableCard(self.index, now))
+        read: Message | None = None
+        if self.index == self.faults.skip_read_at:
+            pass  # the card left unseen: its index is never reported
+        elif card is None or self.index == self.faults.unreadable_at:
+            read = UnreadableCard(self.index, now)
         else:
             face_up = self.index == self.faults.face_up_at
-            self.emit(CardRead(self.index, card, Orientation.FACE_UP if face_up else Orientation.FACE_DOWN, now))
+            read = CardRead(self.index, card, Orientation.FACE_UP if face_up else Orientation.FACE_DOWN, now)
+        if read is not None:
+            self.emit(read)
+            if self.index == self.faults.repeat_read_at:
+                self.emit(read)  # the same read again: the host must not deal it twice
         if self.index == self.cut_at:
             self.emit(CutCardSeen(self.index, now))

@@ -108,7 +108,8 @@ class SimulatedShuffler(SimulatedDevice):
         else:
             cards = misload(self._loaded or full_shoe(decks), self.faults, rng)
         self._loaded = list(cards)  # still in the machine if a reboot cuts the shuffle short
-        if not await self._count(cards):
+        late = await self._count(cards)
+        if late is False:
             return
         self._loaded = []
         if self.stacked is not None:
@@ -120,14 +121,17 @@ class SimulatedShuffler(SimulatedDevice):
         self.counters["shuffles"] += 1
         self.counters["cards"] += len(cards)
         self.emit(ShuffleComplete(len(cards), composition(cards)))
+        if isinstance(late, ShuffleProgress):
+            self.emit(late)  # late_report_at: a count report after the count is complete
         missing, extra, unrecognised = deck_check(cards, decks)
         ok = not (missing or extra or unrecognised)
         self.emit(DeckCheckResult(ok, decks, missing, extra, min(unrecognised, 255)))
         self.device_state = DeviceState.READY
 
-    async def _count(self, cards: list[StackCard]) -> bool:
+    async def _count(self, cards: list[StackCard]) -> bool | ShuffleProgress:
         """Count the cards in steps, stopping where a jam or a face-up card is met.
-        False when the device rebooted part-way (``reboot_at`` cards counted)."""
+        False when the device rebooted part-way (``reboot_at`` cards counted); the report held
+        back by ``late_report_at``, if any, to be sent after ShuffleComplete; else True."""
         total = len(cards)
         stops = {}
         if self.faults.jam is not None or self.faults.jam_needs_clear:
@@ -136,6 +140,7 @@ class SimulatedShuffler(SimulatedDevice):
             stops[self.faults.face_up_at] = (FaultCode.FACE_UP_CARD, None)
         marks = sorted({total * step // PROGRESS_STEPS for step in range(1, PROGRESS_STEPS + 1)} | set(stops))
         counted = 0
+        late: ShuffleProgress | None = None
         for mark in marks:
             await asyncio.sleep(self.shuffle_time_s * (mark - counted) / max(total, 1))
             counted = mark
@@ -143,7 +148,11 @@ class SimulatedShuffler(SimulatedDevice):
                 code, clears_after = stops[mark]
                 self.raise_fault(code, mark)
                 await self.wait_fault_cleared(code, clears_after)
-            self.emit(ShuffleProgress(counted, counted * 100 // max(total, 1)))
+            report = ShuffleProgress(counted, counted * 100 // max(total, 1))
+            if late is None and self.faults.late_report_at is not None and counted >= self.faults.late_report_at:
+                late = report
+            else:
+                self.emit(report)
             if await self.step_reached(counted):
                 return False
-        return True
+        return late or True

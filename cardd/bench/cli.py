@@ -23,7 +23,7 @@ from cardd.bench.junit import write_junit
 from cardd.bench.randomness import ShuffleSource, qualify
 from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
 from cardd.bench.runner import ScenarioResult, run_scenario
-from cardd.bench.scenario import ScenarioError, scenario_files
+from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
 from cardd.bench.soak import plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import RoundResult, SimulationError, Summary, play, rules_for
@@ -31,6 +31,8 @@ from cardd.bench.strategy import STRATEGIES
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
+from drivers.errors import BadURL
+from drivers.urls import parse_url
 
 
 def _quiet_logs() -> None:
@@ -128,12 +130,36 @@ def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json:
         sys.exit(1)
 
 
+def _devices(values: tuple[str, ...]) -> dict[str, str]:
+    """``--device ROLE=URL`` options as role -> URL; one UsageError naming the bad value."""
+    real: dict[str, str] = {}
+    for value in values:
+        role, sep, url = value.partition("=")
+        if not sep or role not in ROLES:
+            raise click.UsageError(f"--device {value!r}: expected ROLE=URL with ROLE one of {', '.join(ROLES)}")
+        if role in real:
+            raise click.UsageError(f"--device {value!r}: the {role} is given twice")
+        try:
+            parse_url(url)
+        except BadURL as exc:
+            raise click.UsageError(f"--device {value!r}: {exc}") from None
+        real[role] = url
+    return real
+
+
 @main.command("run")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="scenarios run in parallel")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
-def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None) -> None:
+@click.option("--device", "devices", multiple=True, metavar="ROLE=URL",
+              help="a real device instead of the simulated one (shuffler=URL, shoe=URL): scenarios that need "
+                   "a fault, a stacked shoe or a simulated unplug are skipped; the cards are moved by hand "
+                   "(the bench asks on stdout)")
+def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices: tuple[str, ...]) -> None:
     """Run scenario files (or folders of them), each in a fresh cardd with its own journal."""
+    real = _devices(devices)
+    if real and jobs > 1:
+        raise click.UsageError(f"--device with --jobs {jobs}: real devices run one scenario at a time (--jobs 1)")
     try:
         files = scenario_files(list(paths))
     except ScenarioError as exc:
@@ -143,23 +169,31 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None) -> None:
     console = Console(stderr=True)
     results: list[ScenarioResult] = []
     start = time.monotonic()
+
+    def say(line: str) -> None:  # to the person at the real devices
+        click.echo(line)
+        sys.stdout.flush()
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("scenarios", total=len(files))
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for future in as_completed([pool.submit(run_scenario, f) for f in files]):
+            for future in as_completed([pool.submit(run_scenario, f, real, say) for f in files]):
                 result = future.result()
                 results.append(result)
                 progress.advance(task)
-                mark = "[green]pass[/]" if result.passed else "[red]FAIL[/]"
+                mark = "[yellow]skip[/]" if result.skipped else "[green]pass[/]" if result.passed else "[red]FAIL[/]"
                 progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
     elapsed = time.monotonic() - start
     results.sort(key=lambda r: str(r.path))
-    failed = [r for r in results if not r.passed]
+    skipped = [r for r in results if r.skipped]
+    failed = [r for r in results if not r.passed and not r.skipped]
+    for result in skipped:
+        console.print(f"[yellow]SKIPPED[/] {result.skipped}", soft_wrap=True)
     for result in failed:
         console.print(f"[red]FAIL[/] {result.message}")
-    console.print(f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/] "
-                  f"in {elapsed:.1f} s ({jobs} job(s))")
+    console.print(f"[bold]{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed, "
+                  f"{len(skipped)} skipped[/] in {elapsed:.1f} s ({jobs} job(s))")
     if junit is not None:
         write_junit(results, junit, elapsed)
     if failed:

@@ -71,8 +71,10 @@ SETTLE_S = 0.3
 FAULT_CLASSES: dict[str, frozenset[str]] = {
     "link": frozenset({"bit_flip_rate", "drop_rate", "byte_at_a_time", "ftdi_batching_ms", "slow_ack_ms"}),
     "device": frozenset({"jam", "jam_needs_clear", "door_open", "face_up_at", "riffle_once", "missing", "extra",
-                         "foreign", "duplicate", "unreadable_at"}),
-    "disconnect-reboot": frozenset({"disconnect_for", "disconnect_at", "reboot_at", "same_nonce"}),
+                         "foreign", "duplicate", "unreadable_at", "repeat_read_at", "skip_read_at",
+                         "late_report_at"}),
+    "disconnect-reboot": frozenset({"disconnect_for", "disconnect_at", "reboot_at", "same_nonce", "no_heartbeat",
+                                    "wrong_role"}),
     "protocol-1.0": frozenset({"legacy_1_0"}),
     "event-buffer": frozenset({"event_buffer"}),
 }
@@ -215,8 +217,8 @@ def record(scenario_path: Path, out: Path, name: str | None = None) -> Recorded:
     """Run the scenario, write ``out/NAME.trace``, replay it and write ``NAME.golden`` from the replay.
     A note when the replay's events differ from the live run's (beyond their order at start-up)."""
     recorder = Recorder()
-    result = run_scenario(scenario_path, lambda scenario, path, directory: RecordingRig(scenario, path, directory,
-                                                                                        recorder))
+    result = run_scenario(scenario_path, make_rig=lambda scenario, path, directory: RecordingRig(scenario, path,
+                                                                                                 directory, recorder))
     if not result.passed:
         return Recorded(scenario_path, None, f"the scenario failed, nothing written: {result.message}")
     scenario = load_scenario(scenario_path)  # the file just ran: it loads

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
 from cardd.api.protocol import LOG_LIMIT_MAX, Event
@@ -32,8 +32,12 @@ from cardd.bench.strategy import STRATEGIES
 from core.cards import Card, shoe_composition
 from devices.game.round_types import Action
 from devices.game.rules import load_rules
+from simulators.endpoint import Endpoint
 from simulators.faults import Faults
+from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
+from simulators.shoe import SimulatedShoe
+from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
 
 #: how long the daemon and its simulated devices may take to come up on a loaded machine
@@ -41,6 +45,8 @@ START_TIMEOUT = 30.0
 #: the API allows 50 requests a second per connection (cardd/api/server.py): the bench makes at most 40
 REQUEST_INTERVAL_S = 1 / 40
 POLL_S = 0.005
+#: how long a person at real hardware may take to do what the bench asks (load the shoe, deal a card)
+OPERATOR_TIMEOUT = 300.0
 
 
 class StepFailed(Exception):
@@ -59,6 +65,7 @@ class ScenarioResult:
     message: str = ""  # a failure: file, step, expected vs got
     steps: int = 0
     reasons: set[str] = field(default_factory=set)  # every reason code the daemon journaled
+    skipped: str = ""  # why the scenario was not run on the real devices (then passed is False too)
 
 
 def cardd_command() -> list[str]:
@@ -66,18 +73,29 @@ def cardd_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "cardd.daemon.main"]
 
 
-def run_scenario(path: Path, make_rig: Callable[[Scenario, Path, Path], BenchRig] | None = None) -> ScenarioResult:
-    """Run one scenario file; ``make_rig`` (scenario, file, state folder) builds the rig (default
-    :class:`BenchRig`; cardbench record passes one that records a trace)."""
+def run_scenario(path: Path, real: dict[str, str] | None = None, say: Callable[[str], None] = print,
+                 make_rig: Callable[[Scenario, Path, Path], BenchRig] | None = None) -> ScenarioResult:
+    """Run one scenario file. ``real``: role ("shuffler", "shoe") -> the URL of a real device used
+    instead of a simulated one; a scenario that needs what real hardware cannot do is skipped (the
+    result says why), and ``say`` asks the person at the hardware to move the cards. ``make_rig``
+    (scenario, file, state folder) builds the rig instead (cardbench record passes one that records
+    a trace; no real devices then)."""
     start = time.monotonic()
+    real = real or {}
     try:
         scenario = load_scenario(path)
     except ScenarioError as exc:
         return ScenarioResult(path, False, time.monotonic() - start, str(exc))
+    if real:
+        by_hand = load_rules(scenario.rules_path(path)).shoe.shuffle == "hand"
+        why = needs_simulators(scenario, set(real), by_hand)
+        if why:
+            return ScenarioResult(path, False, time.monotonic() - start, skipped=f"{path}: {why}")
     directory = Path(tempfile.mkdtemp(prefix="cardbench-", dir="/tmp"))
     os.chmod(directory, 0o755)
     try:
-        with (make_rig or BenchRig)(scenario, path, directory) as rig:
+        with (make_rig(scenario, path, directory) if make_rig is not None
+              else BenchRig(scenario, path, directory, real, say)) as rig:
             for number, step in enumerate(scenario.step, 1):
                 try:
                     rig.do(step)
@@ -94,6 +112,86 @@ def run_scenario(path: Path, make_rig: Callable[[Scenario, Path, Path], BenchRig
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def needs_simulators(scenario: Scenario, real: set[str], by_hand: bool) -> str | None:
+    """Why ``scenario`` cannot run with the ``real`` roles on real hardware (None: it can): a fault
+    injected into a real device, a stacked shoe, or cards to move between a real and a simulated one."""
+    cannot = "which real hardware cannot be made to do"
+    for role in sorted(real):
+        faults = getattr(scenario.devices, role).faults
+        if faults:
+            return f"devices.{role}.faults = {faults!r}: a fault injected into the real {role}, {cannot}"
+    if scenario.devices.shuffler.stack is not None:
+        return "devices.shuffler.stack: a stacked shoe, which the bench cannot put into real hardware"
+    for number, step in enumerate(scenario.step, 1):
+        if isinstance(step, SetFaults) and step.device in real:
+            return f"step {number} (faults): {step.set!r} injected into the real {step.device}, {cannot}"
+        if isinstance(step, Load) and not by_hand and len(real) == 1:
+            (role,) = real
+            other = "shoe" if role == "shuffler" else "shuffler"
+            return f"step {number} (load): the stack cannot move between a real {role} and a simulated {other}"
+    return None
+
+
+class Hands(Protocol):
+    """The dealer's hands: what moves cards physically (the host only ever reads them)."""
+
+    #: how long the bench waits for what they were asked to do to show in STATE
+    timeout: float
+
+    def hand_off(self, penetration: float, cut_at: int | None) -> None:
+        """The shuffled stack from the shuffler into the shoe, the cut card after card ``cut_at``
+        (None: at ``penetration`` of the stack)."""
+
+    def load(self, stack: list[Card] | None, decks: int, penetration: float, cut_at: int | None) -> None:
+        """A hand-shuffled table: the dealer's own shuffle (``stack``, or any order) into the shoe."""
+
+    def deal(self, cards: int) -> None:
+        """The shoe deals ``cards`` cards."""
+
+
+class SimulatedHands:
+    """The bench's own hands on the simulated devices."""
+
+    timeout = 10.0
+
+    def __init__(self, shuffler: Endpoint[SimulatedShuffler] | None, shoe: Endpoint[SimulatedShoe]) -> None:
+        self.shuffler, self.shoe = shuffler, shoe
+
+    def hand_off(self, penetration: float, cut_at: int | None) -> None:
+        assert self.shuffler is not None, "needs_simulators() skips a hand-off from a real shuffler"
+        SimulatedTable(self.shuffler, self.shoe).hand_off(penetration, cut_at)
+
+    def load(self, stack: list[Card] | None, decks: int, penetration: float, cut_at: int | None) -> None:
+        cards = stack if stack is not None else fisher_yates(full_shoe(decks))
+        self.shoe.call(self.shoe.device.load, cards, cut_at or max(1, int(len(cards) * penetration)))
+
+    def deal(self, cards: int) -> None:
+        self.shoe.call(self.shoe.device.deal, cards)
+
+
+class OperatorHands:
+    """A person at real hardware: each move is asked for in one line (``say``); the bench then waits
+    for the devices to report it, as long as a person may need."""
+
+    timeout = OPERATOR_TIMEOUT
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def hand_off(self, penetration: float, cut_at: int | None) -> None:
+        self.say(f"hands: put the shuffled stack into the shoe, the cut card {_cut(penetration, cut_at)}")
+
+    def load(self, stack: list[Card] | None, decks: int, penetration: float, cut_at: int | None) -> None:
+        self.say(f"hands: shuffle {decks} decks by hand into the shoe, the cut card {_cut(penetration, cut_at)}")
+
+    def deal(self, cards: int) -> None:
+        self.say(f"hands: deal {cards} card(s) from the shoe")
+
+
+def _cut(penetration: float, cut_at: int | None) -> str:
+    return f"after card {cut_at}" if cut_at is not None else f"{round(100 * penetration)} % into the stack"
+
+
 def _name(step: Step) -> str:
     tag = type(step).__struct_config__.tag
     return f"{tag} {step.name}" if isinstance(step, Command) else str(tag)
@@ -102,16 +200,28 @@ def _name(step: Step) -> str:
 class BenchRig:
     """The simulated devices, the daemon configured with them, and one API client."""
 
-    def __init__(self, scenario: Scenario, path: Path, directory: Path, sim: SimulatedTable | None = None) -> None:
-        """``sim``: other devices than the scenario's simulators (cardbench replay's traced ones)."""
+    def __init__(self, scenario: Scenario, path: Path, directory: Path, real: dict[str, str] | None = None,
+                 say: Callable[[str], None] = print, sim: SimulatedTable | None = None) -> None:
+        """``real``: role -> URL of a real device; ``sim``: other devices than the scenario's
+        simulators (cardbench replay's traced ones)."""
         self.scenario, self.directory = scenario, directory
         self.rules_path = scenario.rules_path(path)
         self.rules = load_rules(self.rules_path)
+        #: role -> URL of a real device: no simulated one is started for that role
+        self.real = dict(real or {})
         devices = scenario.devices
-        self.sim = sim or SimulatedTable.over_ptys(shuffler_faults=Faults.parse(devices.shuffler.faults),
-                                                   shoe_faults=Faults.parse(devices.shoe.faults))
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
+        self.shuffler_sim: Endpoint[SimulatedShuffler] | None = None
+        self.shoe_sim: Endpoint[SimulatedShoe] | None = None
+        if sim is not None:
+            self.shuffler_sim, self.shoe_sim = sim.shuffler, sim.shoe
+        if "shuffler" not in self.real and self.shuffler_sim is None:
+            self.shuffler_sim = PtyEndpoint(SimulatedShuffler(faults=Faults.parse(devices.shuffler.faults)))
+        if "shoe" not in self.real and self.shoe_sim is None:
+            self.shoe_sim = PtyEndpoint(SimulatedShoe(faults=Faults.parse(devices.shoe.faults)))
+        self.hands: Hands = OperatorHands(say) if self.shoe_sim is None else SimulatedHands(self.shuffler_sim,
+                                                                                            self.shoe_sim)
         self.proc: subprocess.Popen[str] | None = None
         self.stacked: list[Card] | None = None  # the whole order of a stacked shoe (for the remainder)
         self.poll_s = POLL_S  # between reads of STATE while waiting (api() paces the requests themselves)
@@ -121,14 +231,31 @@ class BenchRig:
         self.on_hold: Callable[[str], bool] = lambda why: False
         self.client: ApiClient | None = None
 
+    @property
+    def sim(self) -> SimulatedTable:
+        """Both simulated devices (a run with none of them real, as the soak's)."""
+        assert self.shuffler_sim is not None and self.shoe_sim is not None, "a real device in this run"
+        return SimulatedTable(self.shuffler_sim, self.shoe_sim)
+
+    def _simulated(self) -> list[Endpoint[Any]]:
+        return [ep for ep in (self.shuffler_sim, self.shoe_sim) if ep is not None]
+
+    def url(self, role: str) -> str:
+        if role in self.real:
+            return self.real[role]
+        endpoint = self.shuffler_sim if role == "shuffler" else self.shoe_sim
+        assert endpoint is not None
+        return endpoint.url
+
     def __enter__(self) -> BenchRig:
-        self.sim.start()
         try:
+            for endpoint in self._simulated():
+                endpoint.start()
             top = self.scenario.devices.shuffler.stack
             if top is not None:
                 self.stacked = stacked_shoe(top, self.rules.decks)
-                if not self.by_hand:
-                    self.sim.shuffler.call(self.sim.shuffler.device.stack, self.stacked)
+                if self.shuffler_sim is not None and not self.by_hand:
+                    self.shuffler_sim.call(self.shuffler_sim.device.stack, self.stacked)
             self._start_daemon()
         except BaseException:
             self.__exit__()
@@ -145,7 +272,8 @@ class BenchRig:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.communicate()
-        self.sim.stop()
+        for endpoint in reversed(self._simulated()):
+            endpoint.stop()
 
     @property
     def socket(self) -> Path:
@@ -154,9 +282,9 @@ class BenchRig:
     def _start_daemon(self) -> None:
         d = self.directory
         socket = self.socket
-        shuffler = [] if self.by_hand else [f'shuffler = "{self.sim.shuffler.url}"']
+        shuffler = [] if self.by_hand else [f'shuffler = "{self.url("shuffler")}"']
         (d / "cardd.toml").write_text("\n".join([
-            "[devices]", f'shoe = "{self.sim.shoe.url}"', *shuffler, "",
+            "[devices]", f'shoe = "{self.url("shoe")}"', *shuffler, "",
             "[table]", f'rules = "{self.rules_path}"', "", "[journal]", f'path = "{d / "journal.sqlite3"}"', "",
             "[api]", f'socket = "{socket}"', ""]))
         self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json"],
@@ -218,13 +346,14 @@ class BenchRig:
             self._wait(lambda s: s["shoe"]["state"] == step.until, f"the shoe {step.until}",
                        show=lambda s: f"shoe {s['shoe']['state']}")
         elif isinstance(step, Load):
+            penetration = self.rules.shoe.penetration
             if self.by_hand:
-                self._load_by_hand(step.cut_at)
+                self.hands.load(self.stacked, self.rules.decks, penetration, step.cut_at)
             else:
-                self.sim.hand_off(penetration=self.rules.shoe.penetration, cut_at=step.cut_at)
+                self.hands.hand_off(penetration, step.cut_at)
             states = ("burning", "in_play") if step.until == "loaded" else ("refused",)
             state = self._wait(lambda s: s["shoe"]["state"] in states, f"the shoe {' or '.join(states)}",
-                               show=lambda s: f"shoe {s['shoe']['state']}")
+                               self.hands.timeout, show=lambda s: f"shoe {s['shoe']['state']}")
             if step.burn and step.until == "loaded":
                 for _ in range(state["shoe"]["burn_remaining"]):
                     self._deal(1, wait=True)
@@ -241,20 +370,14 @@ class BenchRig:
         elif isinstance(step, Remainder):
             self._remainder(step)
         elif isinstance(step, SetFaults):
-            endpoint = self.sim.shuffler if step.device == "shuffler" else self.sim.shoe
-            endpoint.set_faults(**Faults.parse(step.set).active())
+            endpoint: Endpoint[Any] | None = self.shuffler_sim if step.device == "shuffler" else self.shoe_sim
+            assert endpoint is not None, "needs_simulators() skips a fault for a real device"
+            endpoint.set_faults(**Faults.changes(step.set))  # "x=0" switches x off
         elif isinstance(step, Wait):
             self._wait(lambda s: step.met(_at(s, step.path)), step.wanted(), step.timeout,
                        show=lambda s: f"{step.path} = {_at(s, step.path)!r}")
         elif isinstance(step, Expect):
             self._expect(step)
-
-    def _load_by_hand(self, cut_at: int | None) -> None:
-        """The dealer's own shuffle (the scenario's stack on top, if any) goes into the shoe."""
-        stack = self.stacked if self.stacked is not None else fisher_yates(full_shoe(self.rules.decks))
-        if cut_at is None:
-            cut_at = max(1, int(len(stack) * self.rules.shoe.penetration))
-        self.sim.shoe.call(self.sim.shoe.device.load, stack, cut_at)
 
     def _command(self, step: Command) -> None:
         try:
@@ -271,10 +394,10 @@ class BenchRig:
     def _deal(self, cards: int, wait: bool) -> None:
         before = self.state()["shoe"]["cards_out"]
         start = time.monotonic()
-        self.sim.shoe.call(self.sim.shoe.device.deal, cards)
+        self.hands.deal(cards)
         if wait:
             self._wait(lambda s: s["shoe"]["cards_out"] >= before + cards, f"{cards} more card(s) out",
-                       show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
+                       self.hands.timeout, show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
             if cards == 1:
                 self.on_card(start)
 
@@ -324,7 +447,8 @@ class BenchRig:
         if self.stacked is None:
             raise StepFailed("a stacked shoe (the bench counts the remainder from the order it stacked)",
                              "a random shoe")
-        dealt = self.sim.shoe.state()["cards_out"]
+        assert self.shoe_sim is not None, "needs_simulators() skips a stacked shoe on a real shoe"
+        dealt = self.shoe_sim.state()["cards_out"]  # what physically left, read or not
         returned = Counter(self.stacked[dealt:])
         returned.subtract(Card.parse(c) for c in step.drop)
         self.api().command("shoe_remainder", returned={str(c): n for c, n in returned.items() if n > 0})

@@ -33,7 +33,7 @@ daemon's configuration), refused with the file, the line and what was expected.
     [[step]]
     do = "faults"                         # switch faults on a device now
     device = "shoe"
-    set = "disconnect_for=1 disconnect_at=1"
+    set = "disconnect_for=1 disconnect_at=1"  # "name=0" turns a switch off
     [[step]]
     do = "wait"                           # until STATE at a dotted path equals a value
     path = "shoe.state"
@@ -60,6 +60,8 @@ from simulators.faults import FaultSpecError, Faults
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
+#: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
+ROLES = ("shuffler", "shoe")
 
 
 class ScenarioError(CarddError, ValueError):

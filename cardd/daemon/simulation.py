@@ -108,7 +108,7 @@ class Simulation:
             spec = self._parse(name, args, _SwitchArgs)
             endpoint = self._endpoint(name, spec.device)
             try:
-                changes = Faults.parse(spec.switches).active()
+                changes = Faults.changes(spec.switches)  # "drop_rate=0" switches a fault off
                 await asyncio.to_thread(endpoint.set_faults, **changes)
             except FaultSpecError as exc:
                 raise CommandFailed(f"sim_switches: {exc}", code="bad-args") from None

@@ -19,23 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "bench" / "scenarios"
 CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
 
-#: Reason codes and fault switches no scenario covers yet. The library is to cover them all (issue 11);
-#: until it does, each is listed here on purpose, so the test fails both when coverage shrinks and
-#: when a scenario covers one of these (then delete it from the list).
-#: - READ_FROM_STALE_DEVICE: the way to provoke it on the simulators is a card read while the shoe's
-#:   line is silent (drop_rate=1), but then the shoe's link fails after its retries and that CardRead
-#:   never reaches the host, even once the line is back (docs/bench.md, "Known gaps"): no scenario can
-#:   expect the alarm until that is settled
-#: - WRONG_DEVICE, OUT_OF_ORDER_REPORT, REPEATED_READ, MISSING_READ: reason codes of the hardening
-#:   (issue 7) that came after this library; the simulators have no switch yet to send a repeated or
-#:   skipped index, a shuffler report out of order or a device of the wrong role on a port (they are
-#:   tested in tests/table/test_table_hardening.py through the tracker's input path)
+#: Reason codes and fault switches no scenario covers. The library covers them all (issue 11); a
+#: code or switch added without a scenario fails the test until one expects it (or it is listed here
+#: on purpose, with the reason).
 #: - EVENT_GAP, EVENTS_LOST, DEVICE_DROPPED_EVENTS: the daemon's lost-event alarms, reason codes since
 #:   they became table alarms; provoking them needs a device whose buffer overflows unsent (a slow
-#:   line and a whole shoe dealt at once, or cards dealt while no host listens), which
-#:   tests/daemon/test_daemon_lost_events.py does through the daemon and the scenario steps cannot yet
-EXPECTED_MISSING_REASONS = {"READ_FROM_STALE_DEVICE", "WRONG_DEVICE", "OUT_OF_ORDER_REPORT", "REPEATED_READ",
-                            "MISSING_READ", "EVENT_GAP", "EVENTS_LOST", "DEVICE_DROPPED_EVENTS"}
+#:   line and a whole shoe dealt at once), which tests/daemon/test_daemon_lost_events.py does through
+#:   the daemon
+EXPECTED_MISSING_REASONS = {"EVENT_GAP", "EVENTS_LOST", "DEVICE_DROPPED_EVENTS"}
 EXPECTED_MISSING_FAULTS: set[str] = set()
 
 

@@ -327,3 +327,17 @@ def wait_for(connect: Callable[[], Client], timeout: float = START_TIMEOUT) -> C
         except OSError:
             assert time.monotonic() < deadline, "cardd never listened"
             time.sleep(0.05)
+
+
+def test_sim_switches_turns_a_fault_on_and_off_again(directory):
+    """``sim_switches`` with ``no_heartbeat`` makes the shoe go stale; ``no_heartbeat=0`` (a switch
+    back at its default) must switch it off again, and the reader comes back."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: s["devices"]["shoe-reader"]["state"] == "idle")
+        client.ok("sim_switches", device="shoe", switches="no_heartbeat")
+        client.wait_state(lambda s: s["devices"]["shoe-reader"]["state"] == "stale")
+        client.ok("sim_switches", device="shoe", switches="no_heartbeat=0")
+        client.wait_state(lambda s: s["devices"]["shoe-reader"]["state"] == "idle")
+        client.close()
+        assert daemon.stop()[0] == 0
