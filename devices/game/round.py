@@ -61,13 +61,12 @@ from devices.game.round_checks import (
 )
 from devices.game.rules import HouseRules
 from devices.game.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
-from core.cards import ALL_CARDS, Card, Rank
+from core.cards import Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target"]
 
 
-_CARD_NAMES = {c: str(c) for c in ALL_CARDS}  # str(Card) builds a new string per card read
 _TARGETS: dict[tuple[int, int], Target] = {}
 
 
@@ -272,7 +271,7 @@ class Round:
             self.dealer_cards.append(card)
         else:
             self._give(self.box_hands[target.box][target.hand], card, initial)  # type: ignore[index]
-        name, where = _CARD_NAMES[card], str(target)
+        name, where = str(card), str(target)
         self._emit(Reason.CARD_ASSIGNED, f"{name} to {where}", card=name, target=where)
         self._advance()
         return target
