@@ -70,24 +70,26 @@ class RoundResult:
     lines: list[dict[str, Any]]  # the settlement's lines (Line.as_data)
     staked: int  # the initial bets, cents
     net: int | Fraction  # what the players won (+) or lost (-), cents, exact
+    dealer_total: int = field(init=False)
+    dealer_outcome: str = field(init=False)  # one of devices.game.dealer_odds.OUTCOMES
 
-    @property
-    def dealer_outcome(self) -> str:
-        """One of devices.game.dealer_odds.OUTCOMES."""
-        total = hand_total(self.dealer)[0]
-        if len(self.dealer) == 2 and total == 21:
-            return "blackjack"
-        return "bust" if total > 21 else str(total)
+    def __post_init__(self) -> None:
+        total = self.dealer_total = hand_total(self.dealer)[0]
+        self.dealer_outcome = "blackjack" if len(self.dealer) == 2 and total == 21 else \
+            "bust" if total > 21 else str(total)
 
     def as_json(self) -> dict[str, Any]:
         return {"round": self.number, "shoe": self.shoe, "up": str(self.up),
-                "dealer": [str(c) for c in self.dealer], "dealer_total": hand_total(self.dealer)[0],
+                "dealer": [str(c) for c in self.dealer], "dealer_total": self.dealer_total,
                 "dealer_outcome": self.dealer_outcome, "hands": self.hands, "settlement": self.lines,
                 "staked": self.staked, "net": str(self.net)}
 
     def json_line(self) -> str:
         """The round's line of ``cardbench simulate`` output (compact JSON, "round" first, no newline)."""
-        return json.dumps(self.as_json(), separators=(",", ":"))
+        return _COMPACT.encode(self.as_json())
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # what json.dumps(..., separators=...) builds per call
 
 
 @dataclass
