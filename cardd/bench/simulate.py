@@ -17,6 +17,7 @@ import math
 import multiprocessing
 import os
 import queue
+import signal
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -368,6 +369,7 @@ def _take(shoes: "multiprocessing.Queue[_ShoeRounds | str]", worker: multiproces
 def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, first: int, step: int,
                 shoes: "multiprocessing.Queue[_ShoeRounds | str]", lines: bool) -> None:
     """A worker: shoes first, first + step, ... until terminated; a SimulationError is sent as its text."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers itself
     try:
         simulation = Simulation(rules, boxes, strategy, seed)
         shoe = first
