@@ -4,7 +4,8 @@
     python -m devices.diagrams --check docs/state-machines.md   # exit 1 when stale (CI)
 
 Nothing here restates a state or a transition: each machine is the product's own (built by
-the same code, or the round's shared one), so a diagram cannot drift from the behaviour.
+the same code, or the round's declared Machine, whose transition table every round runs on), so a
+diagram cannot drift from the behaviour.
 """
 from __future__ import annotations
 

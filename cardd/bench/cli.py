@@ -26,7 +26,7 @@ from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
 from cardd.bench.soak import plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
-from cardd.bench.simulate import RoundResult, SimulationError, Summary, play, rules_for
+from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
@@ -60,26 +60,35 @@ def main() -> None:
 @click.option("--transport", type=click.Choice(["inprocess", "pty"]), default="inprocess", show_default=True,
               help="inprocess: the deal tracker fed in this process; pty: the simulators behind ptys, "
                    "the serial driver, link and session, the library's feed")
+@click.option("--jobs", type=click.IntRange(1), default=None,
+              help="processes dealing shoes (in-process transport; default: the CPUs available); "
+                   "the output does not depend on it")
 def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rules_path: Path | None,
-             out: Path | None, no_rounds: bool, transport: str) -> None:
+             out: Path | None, no_rounds: bool, transport: str, jobs: int | None) -> None:
     """Play ROUNDS rounds through the real deal tracker; one JSON line per round, then a summary."""
     try:
         base = load_rules(rules_path) if rules_path else HouseRules.default()
         rules = rules_for(base, decks, boxes)
     except CarddError as exc:
         raise click.UsageError(str(exc)) from None
+    if transport == "pty" and jobs not in (None, 1):
+        raise click.UsageError(f"--jobs {jobs}: the pty transport deals in one process (one pair of devices)")
     sink: IO[str] | None = None
     if not no_rounds:
         sink = out.open("w") if out else sys.stdout
     # the summary goes where the JSON lines do not
     report = Console(stderr=sink is sys.stdout)
 
-    def write(result: RoundResult) -> None:
-        if sink is not None:
-            sink.write(json.dumps(result.as_json(), separators=(",", ":")) + "\n")
+    def write(line: str) -> None:
+        sink.write(line + "\n")  # type: ignore[union-attr]  # only given when there is a sink
 
     try:
-        summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds, write)
+        if transport == "pty":
+            summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds,
+                           (lambda result: write(result.json_line())) if sink is not None else (lambda result: None))
+        else:
+            summary = run_jobs(rules, rounds, boxes, STRATEGIES[strategy](), seed, jobs or default_jobs(),
+                               write if sink is not None else None)
     except SimulationError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -40,7 +40,7 @@ STEP_TIMEOUT = 30.0
 
 
 class PtySimulation(Simulation):
-    def __init__(self, rules: HouseRules, boxes: int, strategy: Strategy, rng: random.Random, seed: int) -> None:
+    def __init__(self, rules: HouseRules, boxes: int, strategy: Strategy, seed: int) -> None:
         if rules.shoe.shuffle != "automatic":
             raise SimulationError(f"--transport pty needs a table with a shuffler ({rules.name} shuffles by hand)")
         self.sim = SimulatedTable(PtyEndpoint(SimulatedShuffler(shuffle_rng=random.Random(seed))),
@@ -50,7 +50,7 @@ class PtySimulation(Simulation):
         self._connections: list[DeviceConnection] = []
         self.sim.start()
         self._thread.start()
-        super().__init__(rules, boxes, strategy, rng)
+        super().__init__(rules, boxes, strategy, seed)
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -125,5 +125,5 @@ class PtySimulation(Simulation):
 def simulation_for(transport: str, rules: HouseRules, boxes: int, strategy: Strategy, seed: int) -> Simulation:
     """The simulation of ``transport``: "inprocess" (the table fed in this process) or "pty"."""
     if transport == "pty":
-        return PtySimulation(rules, boxes, strategy, random.Random(seed), seed)
-    return Simulation(rules, boxes, strategy, random.Random(seed))
+        return PtySimulation(rules, boxes, strategy, seed)
+    return Simulation(rules, boxes, strategy, seed)

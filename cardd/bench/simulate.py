@@ -12,7 +12,12 @@ table only learns each card as it is read.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import multiprocessing
+import os
+import queue
+import signal
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,7 +30,7 @@ from core.cards import Card, Orientation, shoe_composition
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS
 from devices.game.hand import card_value, hand_total
-from devices.game.round_types import RuleViolation
+from devices.game.round_types import Action, RuleViolation
 from devices.game.rules import HouseRules
 from devices.tracker.inputs import (
     Act, CloseInsurance, DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder,
@@ -37,6 +42,7 @@ from firmware_bridge.messages import (
 )
 
 DEALER = "dealer-1"
+_IN_PLAY = ("in_play", "last_round")  # shoe states a round may open in
 MAX_DECKS = 8
 
 
@@ -65,20 +71,26 @@ class RoundResult:
     lines: list[dict[str, Any]]  # the settlement's lines (Line.as_data)
     staked: int  # the initial bets, cents
     net: int | Fraction  # what the players won (+) or lost (-), cents, exact
+    dealer_total: int = field(init=False)
+    dealer_outcome: str = field(init=False)  # one of devices.game.dealer_odds.OUTCOMES
 
-    @property
-    def dealer_outcome(self) -> str:
-        """One of devices.game.dealer_odds.OUTCOMES."""
-        total = hand_total(self.dealer)[0]
-        if len(self.dealer) == 2 and total == 21:
-            return "blackjack"
-        return "bust" if total > 21 else str(total)
+    def __post_init__(self) -> None:
+        total = self.dealer_total = hand_total(self.dealer)[0]
+        self.dealer_outcome = "blackjack" if len(self.dealer) == 2 and total == 21 else \
+            "bust" if total > 21 else str(total)
 
     def as_json(self) -> dict[str, Any]:
         return {"round": self.number, "shoe": self.shoe, "up": str(self.up),
-                "dealer": [str(c) for c in self.dealer], "dealer_total": hand_total(self.dealer)[0],
+                "dealer": [str(c) for c in self.dealer], "dealer_total": self.dealer_total,
                 "dealer_outcome": self.dealer_outcome, "hands": self.hands, "settlement": self.lines,
                 "staked": self.staked, "net": str(self.net)}
+
+    def json_line(self) -> str:
+        """The round's line of ``cardbench simulate`` output (compact JSON, "round" first, no newline)."""
+        return _COMPACT.encode(self.as_json())
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # what json.dumps(..., separators=...) builds per call
 
 
 @dataclass
@@ -93,14 +105,18 @@ class Summary:
     dealer: dict[str, Counter[str]] = field(default_factory=lambda: {up: Counter() for up in UP_CARDS})
 
     def add(self, result: RoundResult) -> None:
+        self.count(result.staked, result.net, up_key(result.up), result.dealer_outcome)
+
+    def count(self, staked: int, net: int | Fraction, up: str, dealer_outcome: str) -> None:
+        """One round: its initial stakes, the players' net, the dealer's up card (UP_CARDS) and final."""
         self.rounds += 1
-        self.staked += result.staked
-        self.net += result.net
-        x = float(result.net) / result.staked
+        self.staked += staked
+        self.net += net
+        x = float(net) / staked
         delta = x - self._mean
         self._mean += delta / self.rounds
         self._m2 += delta * (x - self._mean)
-        self.dealer[up_key(result.up)][result.dealer_outcome] += 1
+        self.dealer[up][dealer_outcome] += 1
 
     @property
     def house_edge(self) -> float:
@@ -125,17 +141,32 @@ def up_key(card: Card) -> str:
     return UP_CARDS[value - 1]
 
 
-class Simulation:
-    """Rounds of ``boxes`` boxes, one player each at the table minimum, played by ``strategy``."""
+def shoe_rng(seed: int, shoe: int) -> random.Random:
+    """The generator that shuffles shoe number ``shoe`` (1, 2, ...) of a run seeded ``seed``."""
+    return random.Random(f"{seed}:{shoe}")  # a str seed is hashed with SHA-512: the same in every process
 
-    def __init__(self, rules: HouseRules, boxes: int, strategy: Strategy, rng: random.Random) -> None:
-        self.rules, self.boxes, self.strategy, self.rng = rules, boxes, strategy, rng
+
+class Simulation:
+    """Rounds of ``boxes`` boxes, one player each at the table minimum, played by ``strategy``.
+
+    Shoe ``k`` of a run seeded ``seed`` is shuffled by :func:`shoe_rng` (``seed``, ``k``): its own
+    generator, so a process can deal any shoe alone and the rounds do not depend on how a run is
+    split between processes (:func:`run_jobs`).
+    """
+
+    def __init__(self, rules: HouseRules, boxes: int, strategy: Strategy, seed: int) -> None:
+        self.rules, self.boxes, self.strategy, self.seed = rules, boxes, strategy, seed
         self.table = Table(rules, lambda event: None, clock=lambda: 0.0, stale_after_s=1e9)
         self.bet = rules.table.min_per_player
-        self.shoes = 0
+        self.shoes = 0  # the number of the shoe being dealt
         self._stack: list[Card] = []
         self._index = 0
         self._cut_at = 0
+        # the bench's inputs are frozen records: one of each, applied round after round
+        self._open_round, self._no_more_bets, self._close_insurance = OpenRound(), NoMoreBets(DEALER), CloseInsurance(DEALER)
+        self._bets = [PlaceBet(box, f"p{box}", self.bet) for box in range(1, boxes + 1)]
+        self._acts = {(box, action): Act(box, action, DEALER, player=f"p{box}")
+                      for box in range(1, boxes + 1) for action in Action}
         self._connect()
 
     def apply(self, record: TableInput) -> None:
@@ -155,7 +186,7 @@ class Simulation:
 
     def _new_shoe(self) -> None:
         apply, rules, decks = self.apply, self.rules, self.rules.decks
-        if self.shoes:
+        if self._stack:  # the last shoe this table dealt goes back, counted
             apply(ShoeRemainder(dict(Counter(self._stack[self._index:])), DEALER))
         self.shoes += 1
         if rules.shoe.shuffle == "automatic":
@@ -165,7 +196,8 @@ class Simulation:
             apply(HandShuffled(DEALER))
         apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
         stack = [c for c, n in shoe_composition(decks).items() for _ in range(n)]
-        self.rng.shuffle(stack)  # the simulated device's order: the table sees each card only when read
+        # the simulated device's order: the table sees each card only when read
+        shoe_rng(self.seed, self.shoes).shuffle(stack)
         self._stack, self._index = stack, 0
         self._cut_at = int(len(stack) * rules.shoe.penetration)
         for _ in range(rules.shoe.burn_after_shuffle):
@@ -186,14 +218,25 @@ class Simulation:
         for number in range(1, count + 1):
             yield self.play_round(number)
 
+    def shoe_rounds(self, shoe: int) -> Iterator[RoundResult]:
+        """Every round of shoe number ``shoe`` (numbered from 1 within it), dealt on this table next."""
+        self.shoes = shoe - 1
+        self._new_shoe()
+        number = 0
+        while True:
+            number += 1
+            yield self.play_round(number)
+            if self.table.shoe.state not in _IN_PLAY:
+                return
+
     def play_round(self, number: int) -> RoundResult:
         table, apply = self.table, self.apply
-        if table.shoe.state not in ("in_play", "last_round"):
+        if table.shoe.state not in _IN_PLAY:
             self._new_shoe()
-        apply(OpenRound())
-        for box in range(1, self.boxes + 1):
-            apply(PlaceBet(box, f"p{box}", self.bet))
-        apply(NoMoreBets(DEALER))
+        apply(self._open_round)
+        for bet in self._bets:
+            apply(bet)
+        apply(self._no_more_bets)
         r = table.round
         assert r is not None
         decisions: dict[tuple[int, int], list[str]] = {}
@@ -202,14 +245,14 @@ class Simulation:
             if r.expected_next() is not None:
                 read()
             elif r.state == "insurance":
-                apply(CloseInsurance(DEALER))  # neither strategy insures
+                apply(self._close_insurance)  # neither strategy insures
             else:
                 target = r.current_hand
                 assert target is not None and target.box is not None and target.hand is not None
                 hand = r.box_hands[target.box][target.hand]
                 for action in decide(hand.cards, r.dealer_cards[0]):
                     try:
-                        apply(Act(target.box, action, DEALER, player=f"p{target.box}"))
+                        apply(self._acts[target.box, action])
                     except RuleViolation:
                         continue
                     decisions.setdefault((target.box, target.hand), []).append(action.value)
@@ -235,7 +278,7 @@ class Simulation:
 def run(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int,
         each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
     """Play ``rounds`` rounds in-process and return their summary; ``each`` sees every round."""
-    return play(Simulation(rules, boxes, strategy, random.Random(seed)), rounds, each)
+    return play(Simulation(rules, boxes, strategy, seed), rounds, each)
 
 
 def play(simulation: Simulation, rounds: int, each: Callable[[RoundResult], None] = lambda result: None) -> Summary:
@@ -250,3 +293,96 @@ def play(simulation: Simulation, rounds: int, each: Callable[[RoundResult], None
     finally:
         simulation.close()
     return summary
+
+
+# ---- several processes ----------------------------------------------------------------------
+
+#: what a worker sends per shoe: each round's line after its "round" field, stakes, net, up card, final
+_ShoeRounds = list[tuple[str, int, "int | Fraction", str, str]]
+_LINE_HEAD = '{"round":'
+_AHEAD = 4  # shoes a worker may deal before the writer took them (bounds the work thrown away at the end)
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int, jobs: int,
+             line: Callable[[str], None] | None = None) -> Summary:
+    """``rounds`` in-process rounds dealt by ``jobs`` processes; ``line`` gets each round's JSON line, in order.
+
+    Worker ``j`` (0-based) deals shoes j + 1, j + 1 + jobs, ... on its own table, each shoe with its
+    own generator (:func:`shoe_rng`), so every shoe's rounds are what one process dealing every shoe
+    gives: the output does not depend on ``jobs``. This process takes the shoes in order, numbers
+    the rounds, writes them and adds up the summary; the workers stop once it has ``rounds``.
+    ``jobs`` 1 plays in this process.
+    """
+    if rounds < 1:
+        raise SimulationError(f"--rounds {rounds}: at least one round")
+    if jobs < 1:
+        raise SimulationError(f"--jobs {jobs}: at least one")
+    if jobs == 1:
+        return run(rules, rounds, boxes, strategy, seed,
+                   (lambda result: None) if line is None else (lambda result: line(result.json_line())))
+    context = multiprocessing.get_context("fork")  # the workers inherit the rules and the strategy
+    queues = [context.Queue(_AHEAD) for _ in range(jobs)]
+    workers = [context.Process(target=_deal_shoes, args=(rules, boxes, strategy, seed, j + 1, jobs, queues[j],
+                                                          line is not None), daemon=True)
+               for j in range(jobs)]
+    for worker in workers:
+        worker.start()
+    summary = Summary()
+    try:
+        shoe = 0
+        while summary.rounds < rounds:
+            shoe += 1
+            for tail, staked, net, up, outcome in _take(queues[(shoe - 1) % jobs], workers[(shoe - 1) % jobs]):
+                summary.count(staked, net, up, outcome)
+                if line is not None:
+                    line(f'{{"round":{summary.rounds},{tail}')
+                if summary.rounds == rounds:
+                    break
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.join()
+    return summary
+
+
+def _take(shoes: "multiprocessing.Queue[_ShoeRounds | str]", worker: multiprocessing.process.BaseProcess) -> _ShoeRounds:
+    """The next shoe from ``worker``; its error (a str) raised here."""
+    while True:
+        try:
+            got = shoes.get(timeout=1.0)
+        except queue.Empty:
+            if not worker.is_alive():
+                raise SimulationError(f"a simulation process ended (exit code {worker.exitcode}) "
+                                      "before dealing its shoes") from None
+            continue
+        if isinstance(got, str):
+            raise SimulationError(got)
+        return got
+
+
+def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, first: int, step: int,
+                shoes: "multiprocessing.Queue[_ShoeRounds | str]", lines: bool) -> None:
+    """A worker: shoes first, first + step, ... until terminated; a SimulationError is sent as its text."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers itself
+    try:
+        simulation = Simulation(rules, boxes, strategy, seed)
+        shoe = first
+        while True:
+            out: _ShoeRounds = []
+            for result in simulation.shoe_rounds(shoe):
+                text = ""
+                if lines:
+                    text = result.json_line()
+                    assert text.startswith(_LINE_HEAD)  # the round number is the writer's: cut it off
+                    text = text[text.index(",") + 1:]
+                out.append((text, result.staked, result.net, up_key(result.up), result.dealer_outcome))
+            shoes.put(out)
+            shoe += step
+    except CarddError as exc:
+        shoes.put(str(exc))

@@ -10,9 +10,15 @@ from dataclasses import dataclass, field
 from core.cards import Card, Rank
 
 
+# Looked up by the rank's number (an IntEnum indexes a tuple directly): the deal tracker values every
+# card several times, and min(int(rank), 10) or Rank.ACE read from the enum class each cost a call.
+_VALUE_OF_RANK = tuple(min(number, 10) for number in range(len(Rank) + 1))
+_ACE = Rank.ACE
+
+
 def card_value(card: Card) -> int:
     """Blackjack value with an ace as 1: ten, jack, queen and king are all 10."""
-    return min(int(card.rank), 10)
+    return _VALUE_OF_RANK[card.rank]
 
 
 def hand_total(cards: list[Card] | tuple[Card, ...]) -> tuple[int, bool]:
@@ -20,8 +26,10 @@ def hand_total(cards: list[Card] | tuple[Card, ...]) -> tuple[int, bool]:
     hard = 0
     ace = False
     for c in cards:
-        hard += card_value(c)
-        ace = ace or c.rank is Rank.ACE
+        rank = c.rank
+        hard += _VALUE_OF_RANK[rank]
+        if rank is _ACE:
+            ace = True
     if ace and hard <= 11:
         return hard + 10, True
     return hard, False
@@ -59,12 +67,14 @@ class Hand:
 
     def add(self, card: Card) -> None:
         self.cards.append(card)
-        self._hard += card_value(card)
-        self._ace = self._ace or card.rank is Rank.ACE
+        rank = card.rank
+        self._hard += _VALUE_OF_RANK[rank]
+        if rank is _ACE:
+            self._ace = True
 
     def take_last(self) -> Card:
         card = self.cards.pop()
-        self._hard, self._ace = self._hard - card_value(card), any(c.rank is Rank.ACE for c in self.cards)
+        self._hard, self._ace = self._hard - card_value(card), any(c.rank is _ACE for c in self.cards)
         return card
 
     def reset(self) -> None:

@@ -24,7 +24,8 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.apply(record)                             # any of the records of devices.game.inputs, by type
 
 Modules: round_types (Action, Target, errors), round_checks (what the rules allow: they read the
-round and never change it), round_machine (the shared transitions machine), inputs (the records).
+round and never change it), round_machine (the states, declared as a transitions Machine, and the
+table of its transitions), inputs (the records).
 
 Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
 (OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).
@@ -43,7 +44,6 @@ table holds the round, and a supervisor's resume then gives the order up: cards 
 """
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from typing import Any, Callable, Iterable
 
@@ -54,20 +54,19 @@ from devices.game.inputs import (
     PlacePairsBet, ReconstructAndRedeal, ReconstructInitialDeal, ReduceBet, Resume, RoundInput, Void,
 )
 from devices.overrides import OverrideRefused, require_supervisor  # refused overrides raise OverrideRefused
-from devices.game.round_machine import MACHINE, ROUND_STATES, ROUND_TRANSITIONS, Phase, return_phase, take_phase
+from devices.game.round_machine import INITIAL, ROUND_STATES, ROUND_TRANSITIONS, is_live, next_state, triggers_from
 from devices.game.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
 from devices.game.round_checks import (
     Problem, check_action, check_bet, check_insurance, check_pairs_bet, check_reduce, reductions_at_maximum,
 )
 from devices.game.rules import HouseRules
 from devices.game.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
-from core.cards import ALL_CARDS, Card, Rank
+from core.cards import Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
            "RoundError", "RoundHeld", "RuleViolation", "Target"]
 
 
-_CARD_NAMES = {c: str(c) for c in ALL_CARDS}  # str(Card) builds a new string per card read
 _TARGETS: dict[tuple[int, int], Target] = {}
 
 
@@ -105,30 +104,13 @@ class Round:
         self._turn = 0  # index in _order of the first hand not complete (hands never reopen)
         self._redeal_queue: list[Card] = []
         self.draw_seen = False  # a card has reached a player after the initial deal
-        self._phase: Phase | None = take_phase()
-        self._final = ""
-        # a round dropped while live gives its phase back when it is garbage-collected
-        self._release = weakref.finalize(self, return_phase, self._phase)
-
-    @property
-    def state(self) -> str:
-        return self._phase.state if self._phase is not None else self._final
-
-    @property
-    def live(self) -> bool:
-        """Betting or being dealt: not yet complete or void (then the round gave its phase back)."""
-        return self._phase is not None
+        self.state: str = INITIAL  # read only: changed by _go, one of ROUND_STATES
+        self.live = True  # betting or being dealt: not yet complete or void (read only)
 
     def _go(self, trigger: str) -> None:
-        """Fire a transition, then journal the new state. The machine has no callbacks, so nothing
-        runs inside it and the queued machine always executes the trigger at once."""
-        phase = self._phase
-        assert phase is not None, f"round {self.round_id} is {self._final}"
-        MACHINE.events[trigger].trigger(phase)
-        state = phase.state
-        if state in ("complete", "void"):
-            self._final, self._phase = state, None
-            self._release()  # the phase goes back to the pool
+        """Fire a transition of the round machine (round_machine.NEXT), then journal the new state."""
+        self.state = state = next_state(self.state, trigger)
+        self.live = is_live(state)
         self._emit(Reason.ROUND_STATE, f"now {state}", state=state)
 
     def apply(self, op: RoundInput) -> Any:
@@ -289,7 +271,7 @@ class Round:
             self.dealer_cards.append(card)
         else:
             self._give(self.box_hands[target.box][target.hand], card, initial)  # type: ignore[index]
-        name, where = _CARD_NAMES[card], str(target)
+        name, where = str(card), str(target)
         self._emit(Reason.CARD_ASSIGNED, f"{name} to {where}", card=name, target=where)
         self._advance()
         return target
@@ -550,7 +532,7 @@ class Round:
         ``also``: cards in play that no hand took yet (exposed in error), in the order they left
         the shoe after the dealt ones; they go back too and are dealt again after them.
         """
-        if "redeal" not in MACHINE.get_triggers(self.state):  # the machine says where a re-deal may start
+        if "redeal" not in triggers_from(self.state):  # the machine says where a re-deal may start
             raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
         self._supervisor("reconstruct and re-deal", who, role)
         back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)

@@ -1,16 +1,19 @@
-"""The round's state machine: its definition and the one shared ``transitions`` Machine every
-round runs in (drawn from that Machine in docs/state-machines.md).
+"""The round's state machine: its definition, the ``transitions`` Machine that declares it (drawn
+from that Machine in docs/state-machines.md), and the transition table every round runs on.
 
-Building a Machine per round cost ~80 us and adding a model ~25 us, more than a round's own
-work at the table's target of 50,000 cards/s; so each round borrows a pooled :class:`Phase`
-(a model already in the machine) and gives it back when it completes, is voided, or is dropped.
-Not thread-safe: all rounds run on the table's single event loop.
+The Machine is the one definition; rounds do not run inside it. Firing a trigger through
+``transitions`` (event lookup, ``_process`` queue, ``execute``, enter/exit callbacks, debug
+logging) cost about 40 us per state change, about a quarter of a whole round at the bench's
+rate, for a machine that has no conditions and no callbacks. So :data:`NEXT` is read from the
+Machine's own events once, at import, and a round looks its next state up there: the same
+transitions, the same refusal (:class:`transitions.MachineError`) for a trigger its state does
+not allow.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from transitions import Machine
+from transitions import Machine, MachineError
 
 # Holding is orthogonal to these states: a held round keeps its state and resumes where it was.
 ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
@@ -25,30 +28,39 @@ ROUND_TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": "voided", "source": LIVE_STATES, "dest": "void"},
 ]
 
-
-class Phase:
-    """A round's place in the shared machine (the machine's model); pooled and reused."""
-
-    state: str  # set by transitions
-
-
-# No callbacks: nothing runs inside the machine, so the queued machine executes each trigger at
-# once and the round journals the new state itself after the trigger returns.
+# The declaration: no model, no callbacks, no conditions (the table below relies on that).
 MACHINE = Machine(model=[], states=ROUND_STATES, transitions=ROUND_TRANSITIONS, initial="betting",
-                  auto_transitions=False, queued=True)
-_POOL: list[Phase] = []
+                  auto_transitions=False)
+INITIAL: str = MACHINE.initial  # type: ignore[assignment]
 
 
-def take_phase() -> Phase:
-    if _POOL:
-        phase = _POOL.pop()
-        MACHINE.set_state("betting", model=phase)
-    else:
-        phase = Phase()
-        MACHINE.add_model(phase)
-    return phase
+def _compile(machine: Machine) -> dict[str, dict[str, str]]:
+    """trigger -> source state -> destination state, from the Machine's events."""
+    table: dict[str, dict[str, str]] = {}
+    for name, event in machine.events.items():
+        for source, transitions in event.transitions.items():
+            (only,) = transitions  # one unconditional transition per trigger and source
+            assert only.dest is not None and not (only.conditions or only.prepare or only.before or only.after)
+            table.setdefault(name, {})[source] = only.dest
+    return table
 
 
-def return_phase(phase: Phase) -> None:
-    """Back to the pool: on completion or void, or when a round dropped while live is collected."""
-    _POOL.append(phase)
+NEXT = _compile(MACHINE)
+_LIVE = frozenset(LIVE_STATES)
+
+
+def next_state(state: str, trigger: str) -> str:
+    """Where ``trigger`` takes a round in ``state``; MachineError (as the Machine raises it) if nowhere."""
+    dest = NEXT[trigger].get(state)
+    if dest is None:
+        raise MachineError(f"Can't trigger event {trigger} from state {state}!")
+    return dest
+
+
+def is_live(state: str) -> bool:
+    return state in _LIVE
+
+
+def triggers_from(state: str) -> list[str]:
+    """The triggers a round in ``state`` may fire (the Machine's ``get_triggers``)."""
+    return [trigger for trigger, sources in NEXT.items() if state in sources]

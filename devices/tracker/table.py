@@ -47,6 +47,8 @@ from firmware_bridge.messages import (
 )
 
 _CARD_DEALT = {card: CardDealt(card) for card in ALL_CARDS}  # one record per card, not one per read
+# enum members read from their class cost a lookup each; these are read for every event and card
+_ALARM, _FACE_UP = Severity.ALARM, Orientation.FACE_UP
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
 
@@ -119,7 +121,7 @@ class Table:
             return
         if self._caused is not None:
             self._caused.append(event)
-        if event.severity is Severity.ALARM:
+        if event.severity is _ALARM:
             self.alarms.raise_from(event)
         self._sink(event)
 
@@ -283,7 +285,7 @@ class Table:
                        card=str(card), index=index, seen=self.shoe.out[card])
             self._hold(Reason.FOREIGN_CARD, f"foreign {card} at card #{index}")
             return
-        if orientation == Orientation.FACE_UP:
+        if orientation == _FACE_UP:
             self.discard.append(card)
             self._emit(Reason.FACE_UP_CARD, f"card #{index} ({card}) came out face up: misload; card to no hand",
                        Severity.ALARM, card=str(card), index=index)

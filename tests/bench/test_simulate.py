@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from cardd.bench.cli import main
-from cardd.bench.simulate import RoundResult, SimulationError, rules_for, run
+from cardd.bench.simulate import RoundResult, Simulation, SimulationError, rules_for, run
 from cardd.bench.strategy import AlwaysStand, BasicStrategy
 from core.cards import Card
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
@@ -119,6 +118,44 @@ def test_cli_writes_lines_and_summary(tmp_path: Path) -> None:
     assert "house edge" in result.output and "exact" in result.output
 
 
+@pytest.mark.parametrize("rules_name, decks, boxes", [(None, 2, 3), ("casino-001.toml", 6, 2), ("casino-003.toml", 1, 1)])
+def test_jobs_do_not_change_the_output(tmp_path: Path, rules_name: str | None, decks: int, boxes: int) -> None:
+    """Each shoe has its own generator: two or three processes dealing alternate shoes write the
+    same lines, in the same order, and the same summary as one process dealing them all."""
+    outputs, summaries = [], []
+    for jobs in (1, 2, 3):
+        out = tmp_path / f"jobs{jobs}.jsonl"
+        rules = ["--rules", str(ROOT / "rules" / rules_name)] if rules_name else []
+        result = CliRunner().invoke(main, ["simulate", "--rounds", "300", "--decks", str(decks), "--boxes", str(boxes),
+                                           "--seed", "9", "--jobs", str(jobs), "--out", str(out), *rules])
+        assert result.exit_code == 0, result.output
+        outputs.append(out.read_bytes())
+        summaries.append(result.output)
+    assert outputs[0] == outputs[1] == outputs[2] and summaries[0] == summaries[1] == summaries[2]
+    rounds = [json.loads(line) for line in outputs[0].decode().splitlines()]
+    assert [r["round"] for r in rounds] == list(range(1, 301)) and rounds[-1]["shoe"] > 3
+
+
+def test_a_shoe_dealt_alone_is_the_same_shoe() -> None:
+    rules = rules_for(HouseRules.default(), 2, 2)
+    seen: list[RoundResult] = []
+    run(rules, 80, 2, BasicStrategy(), 4, seen.append)
+    third = [r.as_json() | {"round": None} for r in seen if r.shoe == 3]  # numbered within the run
+    alone = [r.as_json() | {"round": None} for r in Simulation(rules, 2, BasicStrategy(), 4).shoe_rounds(3)]
+    assert seen[-1].shoe > 3 and third and alone == third
+
+
+def test_a_worker_error_reaches_the_user() -> None:
+    result = CliRunner().invoke(main, ["simulate", "--rounds", "2000", "--decks", "1", "--boxes", "7", "--jobs", "2",
+                                       "--no-rounds"])
+    assert result.exit_code == 1 and "ran out of cards" in result.output
+
+
+def test_cli_pty_transport_refuses_jobs() -> None:
+    result = CliRunner().invoke(main, ["simulate", "--transport", "pty", "--jobs", "2"])
+    assert result.exit_code == 2 and "--jobs 2" in result.output
+
+
 def test_cli_refuses_a_bad_deck_count() -> None:
     result = CliRunner().invoke(main, ["simulate", "--decks", "9"])
     assert result.exit_code == 2 and "--decks" in result.output
@@ -127,7 +164,7 @@ def test_cli_refuses_a_bad_deck_count() -> None:
 def test_pty_transport_plays_the_same_rounds_through_the_devices() -> None:
     from cardd.bench.pty_transport import PtySimulation
     rules = rules_for(HouseRules.default(), 1, 2)
-    simulation = PtySimulation(rules, 2, BasicStrategy(), random.Random(4), seed=4)
+    simulation = PtySimulation(rules, 2, BasicStrategy(), seed=4)
     try:
         results = list(simulation.rounds(60))
         # the shuffler behind its pty shuffled every shoe; every card came through the feed
