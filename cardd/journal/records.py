@@ -53,11 +53,13 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def _chunk_encoder() -> Callable[[Any, int], Any]:
     """The C encoder ``_CANONICAL.encode`` makes anew on every call (half its time), made once.
     The same C code with the same options: the same text and the same errors."""
-    if json.encoder.c_make_encoder is None:  # a Python without the C accelerator
+    make: Any = getattr(json.encoder, "c_make_encoder", None)  # not in the typeshed stubs
+    if make is None:  # a Python without the C accelerator
         return lambda value, _: (_CANONICAL.encode(value),)
-    return json.encoder.c_make_encoder(  # type: ignore[no-any-return]
+    encoder: Callable[[Any, int], Any] = make(
         {}, _CANONICAL.default, json.encoder.encode_basestring, None, _CANONICAL.key_separator,
         _CANONICAL.item_separator, True, False, False)
+    return encoder
 
 
 _encode_chunks = _chunk_encoder()
