@@ -74,7 +74,17 @@ DeviceKey = tuple[tuple[str, str, Ident | None], ...]
 
 
 def unit_of(ident: Ident | None) -> Unit | None:
-    return None if ident is None else (ident.role.name.lower(), ident.model, ident.serial)
+    if ident is None:
+        return None
+    last, unit = _last_unit
+    if ident is not last:  # asked for every card read: the IDENT object changes only at a handshake
+        unit = (ident.role.name.lower(), ident.model, ident.serial)
+        _last_unit[:] = [ident, unit]
+    return unit
+
+
+#: the last IDENT unit_of was asked about, and its unit
+_last_unit: list[Any] = [None, None]
 
 
 @dataclass(frozen=True, slots=True)

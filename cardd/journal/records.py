@@ -93,6 +93,12 @@ def record_hash(prev: bytes, body: bytes) -> bytes:
     return hashlib.sha256(prev + body).digest()
 
 
+#: (kind, severity, reason, source, who) that passed Entry.check: a record's header is one of
+#: a few hundred, and the regular expressions cost more than the rest of the check
+_CHECKED_HEADERS: set[tuple[Any, ...]] = set()
+_CHECKED_HEADERS_MAX = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """What a caller asks to journal. ``ts_ns`` (UTC nanoseconds) defaults to the append time."""
@@ -113,6 +119,26 @@ class Entry:
 
     def check(self, *, journal_internal: bool = False) -> None:
         """Refuse what could not be stored or would make the encoding ambiguous."""
+        header = (self.kind, self.severity, self.reason, self.source, self.who)
+        try:
+            checked = header in _CHECKED_HEADERS
+        except TypeError:  # a field that is not even hashable: the checks below name it
+            checked = False
+        if not checked:
+            self._check_header(journal_internal)
+            if len(_CHECKED_HEADERS) < _CHECKED_HEADERS_MAX:
+                _CHECKED_HEADERS.add(header)
+        elif self.kind in RESERVED_KINDS and not journal_internal:
+            raise JournalEntryError(f"entry kind {self.kind!r} is written only by the journal itself")
+        if type(self.data) is not dict and not isinstance(self.data, Mapping):
+            raise JournalEntryError(f"entry data must be a JSON object (a mapping), not {type(self.data).__name__}")
+        if self.ts_ns is not None and (isinstance(self.ts_ns, bool) or not isinstance(self.ts_ns, int)
+                                       or self.ts_ns < 0):
+            raise JournalEntryError(f"entry ts_ns {self.ts_ns!r}: nanoseconds since 1970 UTC, an int >= 0")
+
+    def _check_header(self, journal_internal: bool) -> None:
+        """The checks of kind, severity and the text fields, in this order (the same few headers
+        recur: that they passed is kept in _CHECKED_HEADERS)."""
         if not _KIND.fullmatch(self.kind):
             raise JournalEntryError(f"entry kind {self.kind!r}: lower-case letters, digits, '_', '.', '-' "
                                     "(a letter first, at most 32)")
@@ -125,11 +151,6 @@ class Entry:
             if not isinstance(text, str) or len(text) > MAX_TEXT or _CONTROL.search(text):
                 raise JournalEntryError(f"entry {name} {text!r}: text of at most {MAX_TEXT} characters "
                                         "without control characters")
-        if not isinstance(self.data, Mapping):
-            raise JournalEntryError(f"entry data must be a JSON object (a mapping), not {type(self.data).__name__}")
-        if self.ts_ns is not None and (isinstance(self.ts_ns, bool) or not isinstance(self.ts_ns, int)
-                                       or self.ts_ns < 0):
-            raise JournalEntryError(f"entry ts_ns {self.ts_ns!r}: nanoseconds since 1970 UTC, an int >= 0")
 
 
 @dataclass(frozen=True, slots=True)
