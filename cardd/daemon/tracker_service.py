@@ -8,8 +8,10 @@ and only then is each record published to the API, in sequence order.
 
 A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
 journal's writer thread, so the loop goes on reading and applying the next cards while the disk
-syncs; the next batch waits for that commit, then goes the same way. A smaller batch (a card,
-a command) is committed on the loop at once: no thread hop in its latency.
+syncs; the next batch waits for that commit, then goes the same way whatever its size (it
+filled while the disk synced: the cards are still pouring in, a few per loop turn now that the
+link acknowledges a burst before handing it over). Any other smaller batch (a lone card, a
+command) is committed on the loop at once: no thread hop in its latency.
 
 The table's snapshot goes into the same transaction, except where a batch holds nothing but
 card reads and heartbeats from devices whose states did not change (the card path): those
@@ -377,7 +379,9 @@ class TableService:
             self._failed(batch, exc)
             return
         self._committed(batch, snap, seqs)
-        if self._batch.entries or self._batch.waiters:
+        if self._batch.entries:  # came while the disk synced: a burst, however small this batch
+            self._commit_in_thread()
+        elif self._batch.waiters:
             self._schedule_flush()
 
     def _failed(self, batch: _Batch, exc: JournalError) -> None:
