@@ -49,6 +49,10 @@ def discard_outcome(future: asyncio.Future) -> None:
         future.exception()
 
 
+#: frames that restart or establish the link: the payloads before them are handed over first
+_RESETS = frozenset({FrameKind.RESET, FrameKind.RESET_ACK})
+
+
 def _seq_distance(a: int, b: int) -> int:
     """How far ``b`` is ahead of ``a`` in the 8-bit sequence space."""
     return (b - a) % SEQ_MOD
@@ -80,6 +84,7 @@ class Link:
         self._next_seq = 0
         self._rx_next = 0
         self._ack_due = False
+        self._accepted: list[bytes] = []  # in-order payloads of the chunk being read, not yet handed over
         self._nak_sent = False
         self._nak_mark = 0  # furthest out-of-order frame seen since our NAK (see _data)
         self._nak_at = 0.0  # when we last sent a NAK
@@ -138,16 +143,39 @@ class Link:
         return fut
 
     def bytes_received(self, data: bytes) -> None:
-        """Feed bytes from the transport. Never raises; bad bytes are counted in stats.framing."""
+        """Feed bytes from the transport. Never raises; bad bytes are counted in stats.framing.
+
+        The chunk's frames are taken in (sequence checks, ACKs, NAKs) and acknowledged first,
+        and only then are their payloads handed to ``on_payload``: the peer sends its next
+        frames while this side works on these (with the ACK after the payloads, a card burst
+        went at the speed of both sides added together instead of the slower one)."""
         if self._state is LinkState.CLOSED:
             return
+        accepted = self._accepted
         for frame in self._decoder.feed(data):
-            if self._state is LinkState.CLOSED:  # a payload callback closed us mid-batch
-                return
             self._stats.frames_received += 1
+            if accepted and frame.kind in _RESETS:  # what came before a reset is delivered before it
+                self._hand_over()
+                if self._state is LinkState.CLOSED:
+                    return
             self._handle(frame)
         if self._ack_due and self._state is LinkState.UP:
             self._write(Frame(FrameKind.ACK, ack=self._rx_next))
+        if accepted:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The payloads accepted so far, in order, to ``on_payload`` (none once a callback closed
+        or reset the link: as a frame arriving then, the rest is not delivered)."""
+        accepted = self._accepted
+        payloads = accepted[:]
+        accepted.clear()
+        state = self._state
+        for payload in payloads:
+            if self._state is not state:
+                return
+            self._stats.data_delivered += 1
+            call_logged(log, "payload_callback_failed", self._on_payload, payload, link=self.name)
 
     def close(self) -> None:
         """Cancel timers and fail everything outstanding; idempotent."""
@@ -200,8 +228,7 @@ class Link:
             self._rx_next = (self._rx_next + 1) % SEQ_MOD
             self._ack_due = True
             self._nak_sent = False
-            self._stats.data_delivered += 1
-            call_logged(log, "payload_callback_failed", self._on_payload, frame.payload, link=self.name)
+            self._accepted.append(frame.payload)  # handed over after the ACK (bytes_received)
         elif ahead < SEQ_MOD // 2:
             self._stats.out_of_order += 1
             # NAK once per gap, and again when a frame no further ahead than one already seen
@@ -353,6 +380,7 @@ class Link:
         self._unacked.clear()
         self._queue.clear()
         self._next_seq = self._rx_next = 0
+        self._accepted.clear()
         self._ack_due = self._nak_sent = False
         self._nak_mark = self._sent_count = 0
         self._stats.cwnd = self.config.window

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 import struct
 import typing
 from typing import Annotated, ClassVar
@@ -114,6 +115,10 @@ class _FixedBody:
     struct: struct.Struct
     read: tuple[typing.Callable[[int], typing.Any] | None, ...]
     write: tuple[typing.Callable[[typing.Any], int] | None, ...]
+    #: the field values of a message, as a tuple, in one C call
+    values: typing.Callable[[typing.Any], tuple[typing.Any, ...]]
+    #: (position, write) of the fields whose value is not the integer written (a card, an enum)
+    converted: tuple[tuple[int, typing.Callable[[typing.Any], int]], ...]
 
 
 _FIXED: dict[int, _FixedBody] = {}
@@ -140,8 +145,13 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
         layouts = [codec.fixed_layout() for _, codec in cls.FIELDS]
         fixed = [layout for layout in layouts if layout is not None]
         if len(fixed) == len(layouts):
+            names = [name for name, _ in cls.FIELDS]
+            getter = operator.attrgetter(*names) if len(names) > 1 else None
+            values = ((lambda msg: ()) if not names else getter if getter is not None
+                      else (lambda msg, name=names[0]: (getattr(msg, name),)))
             _FIXED[code] = _FixedBody(struct.Struct(">B" + "".join(f.fmt for f in fixed)),
-                                      tuple(f.read for f in fixed), tuple(f.write for f in fixed))
+                                      tuple(f.read for f in fixed), tuple(f.write for f in fixed), values,
+                                      tuple((i, f.write) for i, f in enumerate(fixed) if f.write is not None))
         return cls
 
     return register
@@ -495,16 +505,37 @@ def encode(msg: Message) -> bytes:
     """The link payload for ``msg``: type byte then fields in declaration order."""
     fixed = _FIXED.get(msg.TYPE)
     if fixed is not None:
-        values = [getattr(msg, name) for name, _ in msg.FIELDS]
+        values = fixed.values(msg)
+        if fixed.converted:
+            values = list(values)  # type: ignore[assignment]
+            for i, write in fixed.converted:
+                values[i] = write(values[i])  # type: ignore[index]
         try:
-            return fixed.struct.pack(msg.TYPE, *[value if write is None else write(value)
-                                                 for value, write in zip(values, fixed.write)])
+            return fixed.struct.pack(msg.TYPE, *values)
         except struct.error:
             pass  # a value that does not fit: the field-by-field path below names it
     try:
         return bytes([msg.TYPE]) + b"".join(codec.pack(getattr(msg, name)) for name, codec in msg.FIELDS)
     except BodyError as exc:
         raise ValueError(f"cannot encode {type(msg).__name__}: {exc}") from None
+
+
+#: an Event's type byte and index, before its inner message
+_EVENT_HEAD = struct.Struct(">BI")
+
+
+def _decode_fixed(payload: bytes, offset: int) -> Message | None:
+    """The fixed-width message from ``offset`` to the end of ``payload`` in one step, or None
+    where the field-by-field path must read it (another type, another length, a value out of
+    range: that path names the defect)."""
+    fixed = _FIXED.get(payload[offset])
+    if fixed is None or len(payload) - offset != fixed.struct.size:
+        return None
+    try:
+        return _REGISTRY[payload[offset]](*[raw if read is None else read(raw) for raw, read
+                                             in zip(fixed.struct.unpack_from(payload, offset)[1:], fixed.read)])
+    except KeyError:
+        return None
 
 
 def decode(payload: bytes) -> Message:
@@ -514,13 +545,13 @@ def decode(payload: bytes) -> Message:
     cls = _REGISTRY.get(payload[0])
     if cls is None:
         raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
-    fixed = _FIXED.get(payload[0])
-    if fixed is not None and len(payload) == fixed.struct.size:
-        try:
-            return cls(*[raw if read is None else read(raw)
-                         for raw, read in zip(fixed.struct.unpack(payload)[1:], fixed.read)])
-        except KeyError:
-            pass  # a value out of range: the field-by-field reading below names it
+    quick = _decode_fixed(payload, 0)
+    if quick is not None:
+        return quick
+    if cls is Event and len(payload) > _EVENT_HEAD.size:  # the card path: Event(CardRead) and its kin
+        inner = _decode_fixed(payload, _EVENT_HEAD.size)
+        if inner is not None and type(inner) not in ENVELOPES:
+            return Event(_EVENT_HEAD.unpack_from(payload)[1], inner)
     values = {}
     offset = 1
     try:

@@ -8,10 +8,12 @@ and only then is each record published to the API, in sequence order.
 
 A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
 journal's writer thread, so the loop goes on reading and applying the next cards while the disk
-syncs; the next batch waits for that commit, then goes the same way. The journal's own writes (an export's
-record, a prune: :meth:`TableService.journal_write`) take the same thread, in line between two
-commits, and their records are published the same way. A smaller batch (a card,
-a command) is committed on the loop at once: no thread hop in its latency.
+syncs; the next batch waits for that commit, then goes the same way whatever its size (it
+filled while the disk synced: the cards are still pouring in, a few per loop turn now that the
+link acknowledges a burst before handing it over). The journal's own writes (an export's record,
+a prune: :meth:`TableService.journal_write`) take the same thread, in line between two commits,
+and their records are published the same way. Any other smaller batch (a lone card, a command)
+is committed on the loop at once: no thread hop in its latency.
 
 The table's snapshot goes into the same transaction, except where a batch holds nothing but
 card reads and heartbeats from devices whose states did not change (the card path): those
@@ -71,10 +73,23 @@ EVENT_MARKS = "event_marks"
 #: a device unit as protocol 1.1 numbers its events: (role, model, serial) of its IDENT
 Unit = tuple[str, str, str]
 _R = TypeVar("_R")
+#: all that the device models' checkpoints are made of: (state, resume state, IDENT) of each
+#: model, compared on every commit instead of building (and encoding the IDENT of) both checkpoints
+DeviceKey = tuple[tuple[str, str, Ident | None], ...]
 
 
 def unit_of(ident: Ident | None) -> Unit | None:
-    return None if ident is None else (ident.role.name.lower(), ident.model, ident.serial)
+    if ident is None:
+        return None
+    last, unit = _last_unit
+    if ident is not last:  # asked for every card read: the IDENT object changes only at a handshake
+        unit = (ident.role.name.lower(), ident.model, ident.serial)
+        _last_unit[:] = [ident, unit]
+    return unit
+
+
+#: the last IDENT unit_of was asked about, and its unit
+_last_unit: list[Any] = [None, None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +120,8 @@ class _Batch:
     marks: dict[str, EventMark] = field(default_factory=dict)  # device -> its event mark after this batch
     #: False while the batch holds only card-path inputs (see the module docstring)
     needs_snapshot: bool = False
+    #: what the device models' checkpoints depend on, when this batch's commit carries the snapshot
+    devices: "DeviceKey | None" = None
 
 
 def api_event(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
@@ -136,7 +153,7 @@ class TableService:
         #: when the last snapshot was written (clock), the records since, the device states in it
         self._snapshot_at = -float("inf")
         self._since_snapshot = 0
-        self._snapshot_devices: dict[str, dict[str, Any]] = {}
+        self._snapshot_devices: DeviceKey | None = None
         #: device -> the highest card index (CardRead / UnreadableCard) durably journaled
         self.journaled_reads: dict[str, int] = {}
         #: device -> the highest protocol 1.1 event index durably journaled, and its unit
@@ -315,13 +332,15 @@ class TableService:
 
     def _snapshot_due(self, batch: _Batch) -> dict[str, Any] | None:
         """The snapshot this commit carries, or None on the card path (module docstring)."""
-        devices = {model.NAME: model.checkpoint() for model in (self.table.shuffler, self.table.reader)}
-        if (not batch.needs_snapshot and devices == self._snapshot_devices
+        models = (self.table.shuffler, self.table.reader)
+        key = tuple((model.state, model.resume_state, model.ident) for model in models)
+        if (not batch.needs_snapshot and key == self._snapshot_devices
                 and self._since_snapshot + len(batch.entries) < SNAPSHOT_EVERY_RECORDS
                 and self._clock() - self._snapshot_at < SNAPSHOT_EVERY_S):
             return None
+        batch.devices = key
         marks = self._merge_marks(batch, dict(self.event_marks))  # as they are once this batch is journaled
-        return {TABLE: snapshot(self.table), DEVICE_STATES: devices,
+        return {TABLE: snapshot(self.table), DEVICE_STATES: {model.NAME: model.checkpoint() for model in models},
                 EVENT_MARKS: {device: mark.to_json() for device, mark in marks.items()}}
 
     def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
@@ -394,7 +413,9 @@ class TableService:
             self._failed(batch, exc)
             return
         self._committed(batch, snap, seqs)
-        if self._batch.entries or self._batch.waiters:
+        if self._batch.entries:  # came while the disk synced: a burst, however small this batch
+            self._commit_in_thread()
+        elif self._batch.waiters:
             self._schedule_flush()
 
     def _failed(self, batch: _Batch, exc: JournalError) -> None:
@@ -421,7 +442,7 @@ class TableService:
         if snap is None:
             self._since_snapshot += len(seqs)
         else:
-            self._snapshot_at, self._since_snapshot, self._snapshot_devices = self._clock(), 0, snap[DEVICE_STATES]
+            self._snapshot_at, self._since_snapshot, self._snapshot_devices = self._clock(), 0, batch.devices
         for seq, entry in zip(seqs, batch.entries):
             assert entry.ts_ns is not None
             self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,

@@ -59,7 +59,8 @@ class Encoded:
 
 def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Encoded:
     snapshot_json = None if snapshot is None else canonical_json(dict(snapshot), "the snapshot")
-    datas = [canonical_json(dict(e.data), f"entry {i} ({e.kind} {e.reason}) data") for i, e in enumerate(entries)]
+    datas = [canonical_json(e.data if type(e.data) is dict else dict(e.data), f"entry {i} ({e.kind} {e.reason}) data")
+             for i, e in enumerate(entries)]
     return Encoded(entries, datas, snapshot_json)
 
 

@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from devices.events import Event, Severity
 
@@ -50,11 +50,28 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _chunk_encoder() -> Callable[[Any, int], Any]:
+    """The C encoder ``_CANONICAL.encode`` makes anew on every call (half its time), made once.
+    The same C code with the same options: the same text and the same errors."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)  # not in the typeshed stubs
+    if make is None:  # a Python without the C accelerator
+        return lambda value, _: (_CANONICAL.encode(value),)
+    encoder: Callable[[Any, int], Any] = make(
+        {}, _CANONICAL.default, json.encoder.encode_basestring, None, _CANONICAL.key_separator,
+        _CANONICAL.item_separator, True, False, False)
+    return encoder
+
+
+_encode_chunks = _chunk_encoder()
+
+
 def canonical_json(value: Any, what: str) -> str:
     """The one text a JSON value is stored as: sorted keys, no spaces, UTF-8, no NaN."""
+    global _encode_chunks
     try:
-        return _CANONICAL.encode(value)
+        return "".join(_encode_chunks(value, 0))
     except (TypeError, ValueError) as exc:
+        _encode_chunks = _chunk_encoder()  # a failure may leave its circular-reference marks behind
         raise JournalEntryError(f"{what} is not JSON-serialisable: {exc}") from None
 
 
@@ -74,6 +91,12 @@ def body_bytes(seq: int, ts_ns: int, kind: str, source: str, reason: str, severi
 
 def record_hash(prev: bytes, body: bytes) -> bytes:
     return hashlib.sha256(prev + body).digest()
+
+
+#: (kind, severity, reason, source, who) that passed Entry.check: a record's header is one of
+#: a few hundred, and the regular expressions cost more than the rest of the check
+_CHECKED_HEADERS: set[tuple[Any, ...]] = set()
+_CHECKED_HEADERS_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +119,26 @@ class Entry:
 
     def check(self, *, journal_internal: bool = False) -> None:
         """Refuse what could not be stored or would make the encoding ambiguous."""
+        header = (self.kind, self.severity, self.reason, self.source, self.who)
+        try:
+            checked = header in _CHECKED_HEADERS
+        except TypeError:  # a field that is not even hashable: the checks below name it
+            checked = False
+        if not checked:
+            self._check_header(journal_internal)
+            if len(_CHECKED_HEADERS) < _CHECKED_HEADERS_MAX:
+                _CHECKED_HEADERS.add(header)
+        elif self.kind in RESERVED_KINDS and not journal_internal:
+            raise JournalEntryError(f"entry kind {self.kind!r} is written only by the journal itself")
+        if type(self.data) is not dict and not isinstance(self.data, Mapping):
+            raise JournalEntryError(f"entry data must be a JSON object (a mapping), not {type(self.data).__name__}")
+        if self.ts_ns is not None and (isinstance(self.ts_ns, bool) or not isinstance(self.ts_ns, int)
+                                       or self.ts_ns < 0):
+            raise JournalEntryError(f"entry ts_ns {self.ts_ns!r}: nanoseconds since 1970 UTC, an int >= 0")
+
+    def _check_header(self, journal_internal: bool) -> None:
+        """The checks of kind, severity and the text fields, in this order (the same few headers
+        recur: that they passed is kept in _CHECKED_HEADERS)."""
         if not _KIND.fullmatch(self.kind):
             raise JournalEntryError(f"entry kind {self.kind!r}: lower-case letters, digits, '_', '.', '-' "
                                     "(a letter first, at most 32)")
@@ -108,11 +151,6 @@ class Entry:
             if not isinstance(text, str) or len(text) > MAX_TEXT or _CONTROL.search(text):
                 raise JournalEntryError(f"entry {name} {text!r}: text of at most {MAX_TEXT} characters "
                                         "without control characters")
-        if not isinstance(self.data, Mapping):
-            raise JournalEntryError(f"entry data must be a JSON object (a mapping), not {type(self.data).__name__}")
-        if self.ts_ns is not None and (isinstance(self.ts_ns, bool) or not isinstance(self.ts_ns, int)
-                                       or self.ts_ns < 0):
-            raise JournalEntryError(f"entry ts_ns {self.ts_ns!r}: nanoseconds since 1970 UTC, an int >= 0")
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,6 +221,10 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 def to_json(record: Any) -> dict[str, Any]:
     """The record as a plain JSON object: ``{"v", "type", field...}``."""
+    if type(record) is DeviceMessage:  # every card read: the same object as below, built directly
+        return {"v": FORMAT_VERSION, "type": "DeviceMessage", "device": record.device,
+                "message": encode(record.message).hex(), "event_index": record.event_index,
+                "unit": None if record.unit is None else list(record.unit)}
     name = type(record).__name__
     if RECORDS.get(name) is not type(record) or not is_dataclass(record):
         raise TypeError(f"{type(record).__qualname__} is not an input record (records: {', '.join(RECORDS)})")

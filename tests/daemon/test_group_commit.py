@@ -59,3 +59,43 @@ def test_a_failed_thread_commit_is_written_again_in_order_and_published_once(tmp
         journal.close()
 
     run(main())
+
+
+def test_what_came_while_the_writer_thread_synced_goes_to_the_thread_too(tmp_path: Path, mocker: MockerFixture) -> None:
+    """A burst arrives a few records per loop turn: the batch that filled during a thread commit
+    is committed by the thread as well, however small, so the loop never waits for that fsync;
+    a lone input with no commit under way is still committed on the loop."""
+
+    async def main() -> None:
+        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
+        service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
+        service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
+        threads: list[str] = []
+        syncing = threading.Event()
+        real = journal.append_encoded
+
+        def slow_disk(encoded: Encoded) -> list[int]:  # the boundary: a commit that takes its time
+            threads.append(threading.current_thread().name)
+            if len(threads) == 1:
+                syncing.wait(10)
+            return real(encoded)
+
+        mocker.patch.object(journal, "append_encoded", side_effect=slow_disk)
+        for _ in range(THREAD_COMMIT_RECORDS):
+            service.apply(LinkUp("shoe-reader"))
+            service.apply(LinkDown("shoe-reader"))
+        await until(lambda: threads, what="the writer thread's commit")
+        service.apply(LinkUp("shoe-reader"))  # one record, while the disk syncs
+        syncing.set()
+        await until(lambda: len(threads) == 2 and not service._batch.entries and service._in_flight is None,
+                    what="the second commit")
+        assert [name.split("_")[0] for name in threads] == ["journal-writer"] * 2
+        service.apply(LinkDown("shoe-reader"))  # nothing under way now: committed on the loop
+        await until(lambda: len(threads) == 3, what="the loop's commit")
+        assert threads[2] == threading.current_thread().name
+        service.flush()
+        inputs = [r.data["type"] for r in journal.query(kind="input", limit=None)]
+        assert inputs == ["LinkUp", "LinkDown"] * THREAD_COMMIT_RECORDS + ["LinkUp", "LinkDown"]
+        journal.close()
+
+    run(main())

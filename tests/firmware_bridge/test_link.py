@@ -326,6 +326,26 @@ def test_garbage_between_frames_is_counted_not_fatal():
     run(main())
 
 
+def test_a_burst_is_acknowledged_before_its_payloads_are_handed_over():
+    """The peer may send its next frames while this side works on a burst (docs/protocol.md §2.1)."""
+    async def main():
+        a, b = await up_pair(config=STEADY)
+        acks_seen: list[list[int]] = []
+
+        def on_payload(payload: bytes) -> None:  # the receiver's own code is the boundary here
+            frames = [decode_frame(chunk) for data in b.wire_out.written for chunk in data.split(b"\0") if chunk]
+            acks_seen.append([f.ack for f in frames if f.kind is FrameKind.ACK])
+
+        b.link._on_payload = on_payload
+        burst = [Frame(FrameKind.DATA, seq, 0, f"card {seq}".encode()) for seq in range(3)]
+        b.link.bytes_received(b"".join(encode_frame(f) for f in burst))
+        assert acks_seen == [[3], [3], [3]]  # one ACK for the whole burst, out before the first payload
+        assert b.link.stats.data_delivered == 3
+        close(a, b)
+
+    run(main())
+
+
 def test_closing_from_a_payload_callback_ignores_the_rest_of_the_batch():
     async def main():
         a, b = await up_pair(config=STEADY)

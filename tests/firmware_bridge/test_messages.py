@@ -1,6 +1,7 @@
 """Every message type survives encode/decode, and every defect is a MessageDecodeError."""
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
 
 import pytest
@@ -17,6 +18,7 @@ from firmware_bridge.messages import (
     DeviceRole,
     Ident,
     DeckCheckResult,
+    Event,
     MessageDecodeError,
     ShuffleComplete,
     decode,
@@ -89,6 +91,27 @@ def test_random_payloads_decode_or_fail_cleanly(payload):
         if texts_of(msg) == texts_of(texts_shown(msg)):  # ... whose text needed no escaping
             assert encode(msg) == payload
         assert all(unsafe not in text for text in texts_of(msg) for unsafe in "\x00\x1b\r\n\u202e")
+
+
+FIXED_WIDTH = [cls for cls in message_types().values() if all(codec.fixed_layout() for _, codec in cls.FIELDS)]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.sampled_from(FIXED_WIDTH), st.integers(0, 2**32 - 1), st.binary(max_size=12), st.integers(-1, 1))
+def test_an_event_of_a_fixed_width_message_reads_as_its_inner_message(cls, index, body, off_by):
+    """Event(CardRead) and its kin are read in one step: the same message, or the same error, as
+    the inner message read on its own (out-of-range values and wrong lengths included)."""
+    size = struct.calcsize(">" + "".join(codec.fixed_layout().fmt for _, codec in cls.FIELDS)) + off_by
+    inner = bytes([cls.TYPE]) + (body * 12)[:max(size, 0)]
+    payload = bytes([0x07]) + index.to_bytes(4, "big") + inner
+    try:
+        expected = Event(index, decode(inner))
+    except MessageDecodeError as exc:
+        with pytest.raises(MessageDecodeError) as err:
+            decode(payload)
+        assert f"Event.message: inner message: {exc.reason}" in str(err.value)
+    else:
+        assert decode(payload) == expected
 
 
 @pytest.mark.parametrize("field", ["model", "serial", "firmware_version"])

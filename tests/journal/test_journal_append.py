@@ -95,6 +95,19 @@ def test_a_bad_entry_is_refused_with_what_is_wrong_and_nothing_is_written(journa
     assert journal.last_seq == 0 and journal.entries_after(0) == []
 
 
+def test_a_header_that_passed_once_is_still_checked_for_what_it_may_not_do(journal):
+    """Entry.check remembers headers that passed: a reserved kind the journal itself wrote stays
+    refused to everyone else, and data and time are checked every time."""
+    Entry("export", source="journal").check(journal_internal=True)
+    Entry("event", source="table").check()
+    for entry, complaint in [(Entry("export", source="journal"), "written only by the journal"),
+                             (Entry("event", source="table", data=[1]), "must be a JSON object"),  # type: ignore[arg-type]  # what a caller's bug passes
+                             (Entry("event", source="table", ts_ns=True), "ts_ns True")]:
+        with pytest.raises(JournalEntryError, match=complaint):
+            journal.append([entry])
+    assert journal.last_seq == 0
+
+
 def test_a_snapshot_that_is_not_json_is_refused_and_nothing_is_written(journal):
     with pytest.raises(JournalEntryError, match="the snapshot is not JSON-serialisable"):
         journal.append([card(1, 0)], snapshot={"x": {1, 2}})
