@@ -13,7 +13,10 @@ Measured:
   WATCH subscriber, p50 and p99, with 1 and with 50 subscribers (cards dealt one at a time);
 - sustained card events per second end to end (the shoe deals whole shoes as fast as its
   link takes them; device -> daemon -> journal -> subscriber), and the daemon's CPU per card;
-- start-up time (process start to the API answering), on an empty journal and at the end;
+- start-up time (process start to the API answering), on an empty journal and at the end,
+  and with ``--journal-records N`` (5,000,000: 90 days of a busy table) on that journal padded to
+  N records with journal rounds (benchmarks/journal.py's), the table's latest snapshot written
+  again with the last batch so the daemon restores the same table;
 - idle CPU of the daemon with both devices connected (heartbeats only);
 - resident memory after each batch of shoes, and its trend.
 
@@ -25,9 +28,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import multiprocessing
 import os
+import random
 import selectors
 import shutil
 import socket
@@ -41,6 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cardd.journal import Entry, Journal  # noqa: E402
 from firmware_bridge.messages import CardRead, Message  # noqa: E402
 from simulators.pty_endpoint import PtyEndpoint  # noqa: E402
 from simulators.rig import SimulatedTable  # noqa: E402
@@ -383,6 +389,27 @@ async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
     return trend
 
 
+def grow_journal(path: Path, records: int) -> int:
+    """Pad the daemon's journal to ``records`` with rounds as benchmarks/journal.py writes them
+    (group commits of about 500), the latest snapshot written again with the last batch."""
+    spec = importlib.util.spec_from_file_location("journal_bench", ROOT / "benchmarks" / "journal.py")
+    assert spec is not None and spec.loader is not None
+    journal_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(journal_bench)
+    rng, round_id = random.Random(2026), 1_000_000
+    with Journal.open(path) as journal:
+        latest = journal.latest_snapshot()
+        assert latest is not None, "the daemon wrote no snapshot"
+        while journal.last_seq < records:
+            batch: list[Entry] = []
+            while len(batch) < 500:
+                batch += journal_bench.round_entries(round_id, rng)
+                round_id += 1
+            last = journal.last_seq + len(batch) >= records
+            journal.append(batch, snapshot=latest[1] if last else None)
+        return journal.last_seq
+
+
 async def main(args: argparse.Namespace) -> None:
     directory = Path(tempfile.mkdtemp(prefix="cardd-bench-"))
     bench = Bench(directory, args.profile)
@@ -410,6 +437,15 @@ async def main(args: argparse.Namespace) -> None:
         await bench.stop_daemon()
         startup = await bench.start_daemon(config)
         print(f"start-up (journal of {records:,} records): {startup * 1000:.0f} ms")
+        if args.journal_records:
+            await bench.stop_daemon()
+            began = time.monotonic()
+            records = grow_journal(directory / "journal.sqlite3", args.journal_records)
+            print(f"journal padded to {records:,} records in {time.monotonic() - began:.0f} s")
+            startup = await bench.start_daemon(config)
+            state = await bench.state()
+            print(f"start-up (journal of {records:,} records): {startup * 1000:.0f} ms "
+                  f"(STATE answers at seq {state['seq']:,})")
     finally:
         await bench.stop_daemon()
         if bench.sim is not None:
@@ -427,6 +463,8 @@ if __name__ == "__main__":
     ap.add_argument("--rate-shoes", type=int, default=5, help="shoes dealt flat out for the sustained rate")
     ap.add_argument("--shoes", type=int, default=100, help="shoes dealt for the memory trend")
     ap.add_argument("--idle-seconds", type=float, default=60.0)
+    ap.add_argument("--journal-records", type=int, default=0, metavar="N",
+                    help="at the end, pad the journal to N records (5000000: 90 days) and time the start-up")
     ap.add_argument("--profile", metavar="PREFIX", help="run the daemon under cProfile, writing PREFIX.1, PREFIX.2")
     with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(StampingSelector())) as runner:
         runner.run(main(ap.parse_args()))
