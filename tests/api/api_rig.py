@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,9 +14,6 @@ from cardd.api.peer import Caller, Role, RoleGroups
 from cardd.api.protocol import Event, LogQuery
 from cardd.api.server import ApiServer, Limits
 
-CLIENT_SCRIPT = Path(__file__).with_name("api_client.py")
-#: the client is stdlib only; other uids cannot run a Python under root's home (pyenv)
-CLIENT_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 #: the socket file's group: every foreign client below is in it unless a test says otherwise
 SOCKET_GID = 64100
 DEALER_GID, SUPERVISOR_GID, TECH_GID = 64201, 64202, 64203
@@ -133,16 +126,3 @@ class LineClient:
             await self.writer.wait_closed()
         except (ConnectionError, OSError):
             pass
-
-
-async def run_client(sock: Path, uid: int, gids: Sequence[int], requests: Sequence[dict[str, Any]] = (),
-                     extra_args: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Run tests/api/api_client.py as ``uid`` with primary group ``gids[0]`` and the others as
-    supplementary groups; every line it received, decoded."""
-    proc = await asyncio.create_subprocess_exec(
-        CLIENT_PYTHON, "-I", str(CLIENT_SCRIPT), str(sock), *extra_args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        user=uid, group=gids[0], extra_groups=list(gids[1:]), cwd="/")
-    out, err = await proc.communicate(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
-    assert proc.returncode == 0, err.decode()
-    return [json.loads(line) for line in out.splitlines()]

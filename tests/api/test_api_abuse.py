@@ -12,7 +12,8 @@ from typing import Any
 
 from cardd.api.server import ApiServer, Limits
 
-from tests.api.api_rig import SOCKET_GID, FakeDaemon, LineClient, run_client, serving
+from tests.support.clients import run_client_async
+from tests.api.api_rig import SOCKET_GID, FakeDaemon, LineClient, serving
 from tests.support.poll import until
 
 
@@ -105,7 +106,7 @@ def test_a_client_sending_100_mb_without_a_newline_is_cut_off_and_memory_stays_b
             tracemalloc.start()
             try:
                 base = tracemalloc.get_traced_memory()[0]
-                lines = await deal_while(daemon, server, watcher, lambda: run_client(
+                lines = await deal_while(daemon, server, watcher, lambda: run_client_async(
                     server.path, 64320, [SOCKET_GID], extra_args=["--junk", str(100 << 20)]))
                 peak = tracemalloc.get_traced_memory()[1] - base
             finally:

@@ -13,7 +13,8 @@ from cardd.api.errors import PeerCredentialsError
 from cardd.api.peer import (ALL_ROLES, Role, decode_gids, peer_groups, proc_groups,
                             resolve_role_groups)
 
-from tests.api.api_rig import (DEALER_GID, SOCKET_GID, SUPERVISOR_GID, TECH_GID, FakeDaemon, LineClient, run_client,
+from tests.support.clients import run_client_async
+from tests.api.api_rig import (DEALER_GID, SOCKET_GID, SUPERVISOR_GID, TECH_GID, FakeDaemon, LineClient,
                      serving)
 
 ROLE_GID = {Role.DEALER: DEALER_GID, Role.SUPERVISOR: SUPERVISOR_GID, Role.TECHNICIAN: TECH_GID}
@@ -31,7 +32,7 @@ def test_every_command_is_accepted_in_its_group_and_refused_outside(sock_dir, ro
 
     async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
-            return await run_client(sock_dir / "cardd.sock", uid, [SOCKET_GID, ROLE_GID[role]],
+            return await run_client_async(sock_dir / "cardd.sock", uid, [SOCKET_GID, ROLE_GID[role]],
                                     [command(name) for name in COMMANDS])
 
     version, *replies = asyncio.run(scenario())
@@ -63,7 +64,7 @@ def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock
 
     async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
-            return await run_client(sock_dir / "cardd.sock", 64310, [SOCKET_GID], requests)
+            return await run_client_async(sock_dir / "cardd.sock", 64310, [SOCKET_GID], requests)
 
     version, *replies = asyncio.run(scenario())
     assert version["class"] == "VERSION"
@@ -78,7 +79,7 @@ def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock
 def test_any_role_may_query_and_watch(sock_dir):
     async def scenario() -> list[dict[str, Any]]:
         async with serving(FakeDaemon(), sock_dir):
-            return await run_client(sock_dir / "cardd.sock", 64311, [SOCKET_GID, TECH_GID],
+            return await run_client_async(sock_dir / "cardd.sock", 64311, [SOCKET_GID, TECH_GID],
                                     [{"class": "STATE", "id": "s"}, {"class": "WATCH", "id": "w"}])
 
     _, state, watch = asyncio.run(scenario())
@@ -91,7 +92,7 @@ def test_several_role_groups_give_several_roles_and_the_primary_group_counts(soc
 
     async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
-            return await run_client(sock_dir / "cardd.sock", 64312, [DEALER_GID, SOCKET_GID, SUPERVISOR_GID],
+            return await run_client_async(sock_dir / "cardd.sock", 64312, [DEALER_GID, SOCKET_GID, SUPERVISOR_GID],
                                     [command(name) for name in COMMANDS])
 
     _, *replies = asyncio.run(scenario())
@@ -105,7 +106,7 @@ def test_a_user_outside_the_socket_group_cannot_connect(sock_dir):
         async with serving(FakeDaemon(), sock_dir) as server:
             assert oct(os.stat(server.path).st_mode & 0o777) == "0o660"
             assert os.stat(server.path).st_gid == SOCKET_GID
-            return await run_client(sock_dir / "cardd.sock", 64313, [DEALER_GID], [command("open_betting")])
+            return await run_client_async(sock_dir / "cardd.sock", 64313, [DEALER_GID], [command("open_betting")])
 
     assert asyncio.run(scenario()) == [{"connect": "EACCES"}]
 
@@ -119,7 +120,7 @@ def test_root_holds_every_role_and_a_named_user_is_named(sock_dir):
             client = await LineClient.connect(server.path)
             root_replies = [await client.ask(command(name)) for name in COMMANDS]
             await client.close()
-            await run_client(server.path, nobody.pw_uid, [SOCKET_GID], [command("void_shoe")])
+            await run_client_async(server.path, nobody.pw_uid, [SOCKET_GID], [command("void_shoe")])
             return root_replies
 
     assert {r["class"] for r in asyncio.run(scenario())} == {"ACK"}
@@ -135,7 +136,7 @@ def test_a_caller_with_more_groups_than_so_peergroups_returns_is_read_from_proc(
 
     async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
-            return await run_client(sock_dir / "cardd.sock", 64314, many, [command("void_shoe")])
+            return await run_client_async(sock_dir / "cardd.sock", 64314, many, [command("void_shoe")])
 
     _, reply = asyncio.run(scenario())
     assert reply["class"] == "ACK"

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.daemon.daemon_rig import Daemon, shuffle_and_load
+
 CARDCTL = Path(sys.executable).with_name("cardctl")
 
 
@@ -38,3 +40,16 @@ def device_urls(first_line: str) -> dict[str, str]:
     """The device URLs from ``cardd --simulate``'s first stdout line."""
     parts = dict(part.strip().split(" ", 1) for part in first_line.split(":", 1)[1].split(","))
     return {"shoe": parts["shoe"], "shuffler": parts["shuffler"]}
+
+
+def start_round(daemon: Daemon) -> None:
+    """Shuffle, load and burn through the API; then a round opened and bet through cardctl."""
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+    client.close()
+    sock = daemon.socket_path
+    for args in (("round", "open"), ("round", "bet", "1", "alice", "25"), ("round", "bet", "1", "bob", "10"),
+                 ("round", "bet", "3", "carol", "10.50"), ("round", "no-more-bets")):
+        run = cardctl(sock, *args, "--json")
+        assert run.code == 0, (args, run.err)
+        assert run.json()["kind"] == "input"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
-from tests.cli.cli_rig import CARDCTL, cardctl, device_urls
+from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
-from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, simulate, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, remove, simulate, state_dir, write_config
 
 
 @pytest.fixture
@@ -31,19 +31,6 @@ def daemon(directory: Path) -> Iterator[Daemon]:
         client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         client.close()
         yield running
-
-
-def start_round(daemon: Daemon) -> None:
-    """Shuffle, load and burn through the API; then a round opened and bet through cardctl."""
-    client = daemon.client()
-    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
-    client.close()
-    sock = daemon.socket_path
-    for args in (("round", "open"), ("round", "bet", "1", "alice", "25"), ("round", "bet", "1", "bob", "10"),
-                 ("round", "bet", "3", "carol", "10.50"), ("round", "no-more-bets")):
-        run = cardctl(sock, *args, "--json")
-        assert run.code == 0, (args, run.err)
-        assert run.json()["kind"] == "input"
 
 
 # ---- errors met first ------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +13,7 @@ import pytest
 from cardd.api.client import ApiClient
 from cardd.cli.common import CliError
 from cardd.cli.journal import copy_checked
-from tests.cli.cli_rig import cardctl
-from tests.cli.test_cardctl import start_round
+from tests.cli.cli_rig import cardctl, start_round
 from tests.daemon.daemon_rig import Daemon, remove, simulate, state_dir
 
 
@@ -59,7 +59,9 @@ def test_a_time_range_exports_that_stretch_of_the_chain(daemon, directory):
         records = client.log(limit=1000).records
     middle = records[len(records) // 2]
     target = directory / "from-the-middle.jsonl"
-    run = cardctl(sock, "log", "--since", repr(middle.time), "--export", str(target), "--json")
+    # to the millisecond below: a record's time as a float is a few hundred ns off its own ts_ns
+    since = math.floor(middle.time * 1000) / 1000
+    run = cardctl(sock, "log", "--since", repr(since), "--export", str(target), "--json")
     assert run.code == 0, run.err
     lines = [json.loads(line) for line in target.read_text().splitlines()]
     assert lines[0]["seq"] <= middle.seq and lines[-1]["seq"] == run.json()["last_seq"]

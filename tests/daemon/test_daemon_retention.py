@@ -22,7 +22,7 @@ import pytest
 from cardd.journal import Entry, Journal
 from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import Client, Daemon, remove, state_dir, write_config
-from tests.daemon.test_daemon_roles import run_client
+from tests.support.clients import run_client
 from tests.journal.journal_helpers import DAY_NS
 from tests.support.groups import unix_groups
 

@@ -3,24 +3,18 @@ client in a subprocess with user=, group=, extra_groups=) against cardd's real s
 the Unix groups its configuration names."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from tests.support.clients import run_client
 from tests.support.groups import unix_groups
 from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import deal_one, open_and_bet, shuffle_and_load
 
-CLIENT_SCRIPT = Path(__file__).resolve().parents[1] / "api" / "api_client.py"
-#: the client is stdlib only; other uids cannot run a Python under root's home (pyenv)
-CLIENT_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 GROUPS = {"api": ("cardd-t-api", 64510), "dealer": ("cardd-t-dealer", 64511),
           "supervisor": ("cardd-t-super", 64512), "technician": ("cardd-t-tech", 64513)}
 DEALER_UID, SUPERVISOR_UID, NOBODY_UID, OUTSIDER_UID = 64521, 64522, 64523, 64524
@@ -31,14 +25,6 @@ def groups() -> Iterator[dict[str, int]]:
     """The configured groups, made for the test (names, since the configuration takes names)."""
     with unix_groups(GROUPS) as gids:
         yield gids
-
-
-def run_client(sock: Path, uid: int, gids: Sequence[int], requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    proc = subprocess.run([CLIENT_PYTHON, "-I", str(CLIENT_SCRIPT), str(sock)], user=uid, group=gids[0],
-                          extra_groups=list(gids[1:]), cwd="/", capture_output=True, timeout=30,
-                          input=b"".join(json.dumps(r).encode() + b"\n" for r in requests))
-    assert proc.returncode == 0, proc.stderr.decode()
-    return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
 def command(name: str, **args: Any) -> dict[str, Any]:
