@@ -182,7 +182,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None) -> None:
 def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
          plot: Path | None, report: Path | None) -> None:
     """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
-    console = Console()
+    console = Console(soft_wrap=True)  # a figure stays on one line in a log file
 
     def progress(done: SoakReport) -> None:
         latest = done.memory[-1].rss_kib // 1024 if done.memory else 0

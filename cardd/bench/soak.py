@@ -551,6 +551,7 @@ def plot_png(report: SoakReport) -> bytes:
     histogram.bar(range(len(counts)), counts)
     histogram.set_xticks(range(len(counts)), labels, rotation=30, fontsize=8)
     histogram.set_yscale("log")
+    histogram.set_ylim(bottom=0.5)  # a bucket of one card still shows
     histogram.set_ylabel("cards")
     lat = report.latency_summary()
     histogram.set_title("card latency histogram: " + ", ".join(f"{k} {v:.1f} ms" for k, v in lat.items()))
@@ -566,6 +567,7 @@ def plot_png(report: SoakReport) -> bytes:
             memory.plot(ends, [(y0 + trend.slope_kib_per_1000_rounds / 1000 * x) / 1024 for x in ends], "--",
                         label=f"trend {trend.slope_kib_per_1000_rounds:+.1f} KiB / 1000 rounds")
             memory.legend(loc="lower right")
+    memory.set_ylim(bottom=0)  # RSS from zero: a trend is read against the whole, not magnified
     memory.set_xlabel("round")
     memory.set_ylabel("cardd RSS (MiB)")
     memory.set_title(f"daemon memory over {report.shoes} shoes")
