@@ -37,6 +37,7 @@ import math
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import tempfile
 import threading
@@ -51,7 +52,9 @@ from typing import Any
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, StepFailed
 from cardd.bench.scenario import Load, Scenario, Shuffle
+from cardd.journal.chain import walk
 from cardd.journal.journal import Journal
+from cardd.journal.records import GENESIS_HASH
 from core.cards import Card, Rank, shoe_composition
 from firmware_bridge.messages import CardRead
 from simulators.stack import fisher_yates
@@ -114,6 +117,7 @@ class SoakReport:
     injected: Counter[str] = field(default_factory=Counter)  # FAULTS and UNPLUGS, by name
     resumed: int = 0  # held rounds the soak resumed as a supervisor
     violations: list[str] = field(default_factory=list)
+    chain_checked: int = 0  # records whose hash the rounds' checks walked
     chain_ok: bool = False
     chain_detail: str = ""
     seconds: float = 0.0
@@ -185,6 +189,10 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
                 play.shoe()
                 report.shoes += 1
                 progress(report)
+            unplugs = sum(report.injected[kind] for kind in UNPLUGS)
+            offline = play.watcher.counts_now()["DEVICE_OFFLINE"]
+            if offline < unplugs:
+                report.violations.append(f"{unplugs} unplugs injected, the daemon saw {offline} (DEVICE_OFFLINE)")
         with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
             result = journal.verify()
             report.chain_ok, report.chain_detail = result.ok, str(result)
@@ -194,6 +202,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
         if play is not None:  # the daemon has stopped, so the watcher's connection has ended
             report.events = play.watcher.counts_now()
             play.watcher.close()
+            play.chain.close()
         shutil.rmtree(directory, ignore_errors=True)
     report.seconds = time.monotonic() - start
     return report
@@ -213,6 +222,10 @@ class _Play:
         self.unmatched_reads: deque[tuple[str, float]] = deque()
         self.unmatched_placements: deque[tuple[str, float]] = deque()
         rig.deal_placed = self._deal_placed
+        # the chain as far as it was checked: each round walks on from here over the new records
+        self.chain = sqlite3.connect(f"file:{rig.directory / 'journal.sqlite3'}?mode=ro", uri=True,
+                                     isolation_level=None, check_same_thread=False)
+        self.chain_seq, self.chain_hash = 0, GENESIS_HASH
         rig.display = ApiClient(rig.socket, pace_s=REQUEST_INTERVAL_S)
         rig.on_hold = self._resume
 
@@ -355,6 +368,7 @@ class _Play:
         assigned = Counter(self.watcher.round_cards(r["id"]))
         if on_table != assigned:
             violations.append(f"{where}: cards on the table {dict(on_table)} are not the cards assigned {dict(assigned)}")
+        self._check_chain(where)
         if r["state"] != "complete":
             return
         lines = self.watcher.settled(r["id"])
@@ -367,6 +381,21 @@ class _Play:
         if main != expected:
             wrong = sorted(str(k) for k in set(main) | set(expected) if main.get(k) != expected.get(k))
             violations.append(f"{where}: settled {_nets(main)}, worked by the bench {_nets(expected)} (differ: {wrong})")
+
+
+    def _check_chain(self, where: str) -> None:
+        """The journal's hash chain over the records written since the last round (the journal's
+        own walk, from the last record checked), read from the file the daemon writes."""
+        try:
+            result = walk(self.chain, self.chain_seq, self.chain_hash)
+        except sqlite3.Error as exc:
+            self.report.violations.append(f"{where}: the journal cannot be read: {exc}")
+            return
+        if result.broken is not None:
+            self.report.violations.append(f"{where}: the journal's chain breaks at seq {result.broken.seq}: "
+                                          f"{result.broken.problem}")
+        self.chain_seq, self.chain_hash = result.last_seq, result.last_hash
+        self.report.chain_checked += result.checked
 
 
 def expected_nets(r: dict[str, Any]) -> dict[tuple[str, int, int], Fraction]:
@@ -588,7 +617,7 @@ def summary_lines(report: SoakReport) -> list[str]:
         f"injected: {injected}; held rounds resumed: {report.resumed}",
         "card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()),
         "daemon memory: " + (trend.describe() if trend else "too few samples"),
-        f"journal chain: {report.chain_detail}",
+        f"journal chain, walked round by round: {report.chain_checked} records; at the end: {report.chain_detail}",
     ]
 
 

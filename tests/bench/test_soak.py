@@ -33,7 +33,9 @@ def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path
                                        "--plot", str(png), "--report", str(page)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
-    assert out.endswith("PASS") and "journal chain: VerifyResult(ok=True" in out
+    assert out.endswith("PASS") and "at the end: VerifyResult(ok=True" in out
+    walked = re.search(r"journal chain, walked round by round: (\d+) records", out)
+    assert walked is not None and int(walked[1]) > 1000
     assert f"shoe {SHOES}/{SHOES}:" in out and f"RECONCILED {SHOES}," in out  # every shoe counted back
     injected = re.search(r"injected: (.*?); held rounds resumed: (\d+)", out)
     assert injected is not None
