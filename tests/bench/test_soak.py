@@ -5,7 +5,7 @@ CI: ``--shoes 20`` short shoes (the cut card after 30 cards, about 4 rounds a sh
 and unplugs at 0.15 each (about 40 s on the shared 2-core machine). Before the bench's rig logged to
 a file this run stalled: the daemon's unread stderr pipe filled (64 KiB) and its loop blocked on
 the next log line.
-CARDD_FULL=1: 100 full 6-deck shoes (about 11 minutes).
+CARDD_FULL=1: 40 full 6-deck shoes (about 5 minutes).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from cardd.bench.cli import main
 from cardd.bench.soak import FAULTS, UNPLUGS, MemorySample, SoakReport, expected_nets
 
 FULL = bool(os.environ.get("CARDD_FULL"))
-SHOES = 100 if FULL else 20
+SHOES = 40 if FULL else 20
 
 
 @pytest.mark.soak
