@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -23,8 +24,13 @@ from cardd.bench.junit import write_junit
 from cardd.bench.randomness import ShuffleSource, qualify
 from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
 from cardd.bench.runner import ScenarioResult, run_scenario
+<<<<<<< HEAD
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
 from cardd.bench.soak import plot_png, report_html, soak as run_soak
+=======
+from cardd.bench.scenario import ScenarioError, scenario_files
+from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak, summary_lines
+>>>>>>> wip-soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
@@ -215,25 +221,40 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
                                                .glob("casino-*.toml"))), default="casino-000", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--unplug-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
-              help="chance per round that the shoe is unplugged for a moment")
+              help="chance per round that the shoe is unplugged for a moment (per shoe: the shuffler, mid-shuffle)")
+@click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="chance per round of a shoe fault (a reboot, a noisy line); per shoe: a shuffler jam")
 @click.option("--cut-at", type=click.IntRange(1), default=None, help="the cut card after this card (short shoes)")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="PNG: card latency and daemon memory")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
+              help="PNG: card latency (series and histogram) and daemon memory")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="HTML report with the same figures")
-def soak(shoes: int, rules: str, seed: int, unplug_rate: float, cut_at: int | None, plot: Path | None,
-         report: Path | None) -> None:
+def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
+         plot: Path | None, report: Path | None) -> None:
     """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
-    console = Console()
-    with console.status(f"soaking {shoes} shoe(s) ..."):
-        result = run_soak(shoes, rules, seed, unplug_rate, cut_at)
-    lat = result.latency_summary()
-    console.print(f"{result.shoes} shoes, {result.rounds} rounds, {len(result.latencies_ms)} cards, "
-                  f"{result.unplugs} unplugs in {result.seconds:.1f} s")
-    console.print("card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()))
-    console.print(f"daemon memory: growth {result.memory_growth_kib()} KiB (second half minus first half)")
-    console.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items()) if k))
-    console.print(f"journal chain: {result.chain_detail}")
+    console = Console(soft_wrap=True)  # a figure stays on one line in a log file
+
+    def progress(done: SoakReport) -> None:
+        latest = done.memory[-1].rss_kib // 1024 if done.memory else 0
+        console.print(f"shoe {done.shoes}/{shoes}: {done.rounds} rounds, {done.cards} cards, "
+                      f"{time.monotonic() - start:.0f} s, cardd RSS {latest} MiB, "
+                      f"{len(done.violations)} violation(s)", highlight=False)
+
+    start = time.monotonic()
+    result = run_soak(shoes, rules, seed, unplug_rate, fault_rate, cut_at, progress)
+    for line in summary_lines(result):
+        console.print(line, highlight=False)
+    histogram = RichTable(title="card latency histogram")
+    histogram.add_column("latency")
+    histogram.add_column("cards", justify="right")
+    histogram.add_column("")
+    buckets = result.latency_histogram()
+    most = max((n for _, n in buckets), default=0) or 1
+    for label, n in buckets:
+        histogram.add_row(label, str(n), "#" * math.ceil(40 * n / most))
+    console.print(histogram)
+    console.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items())), highlight=False)
     for violation in result.violations:
-        console.print(f"[red]violation[/] {violation}")
+        console.print(f"[red]violation[/] {violation}", highlight=False)
     if plot or report:
         png = plot_png(result)
         if plot:

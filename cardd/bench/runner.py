@@ -212,6 +212,7 @@ class BenchRig:
         devices = scenario.devices
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
+<<<<<<< HEAD
         self.shuffler_sim: Endpoint[SimulatedShuffler] | None = None
         self.shoe_sim: Endpoint[SimulatedShoe] | None = None
         if sim is not None:
@@ -223,13 +224,20 @@ class BenchRig:
         self.hands: Hands = OperatorHands(say) if self.shoe_sim is None else SimulatedHands(self.shuffler_sim,
                                                                                             self.shoe_sim)
         self.proc: subprocess.Popen[str] | None = None
+=======
+        self.proc: subprocess.Popen[bytes] | None = None
+>>>>>>> wip-soak
         self.stacked: list[Card] | None = None  # the whole order of a stacked shoe (for the remainder)
         self.poll_s = POLL_S  # between reads of STATE while waiting (api() paces the requests themselves)
-        #: after each awaited single card: the monotonic time its deal started
-        self.on_card: Callable[[float], None] = lambda started: None
+        #: deals ``n`` cards and returns once they are placed; a caller that watches the events (the
+        #: soak) sets it, so a card costs no STATE polls (None: poll STATE for the shoe's cards_out)
+        self.deal_placed: Callable[[int], None] | None = None
         #: a held round met while playing: True when it was dealt with (the soak resumes it), False fails
         self.on_hold: Callable[[str], bool] = lambda why: False
         self.client: ApiClient | None = None
+        #: a second client for STATE reads (a pit display beside the dealer's console), each under the
+        #: API's rate per connection; None: STATE on the one client
+        self.display: ApiClient | None = None
 
     @property
     def sim(self) -> SimulatedTable:
@@ -263,21 +271,32 @@ class BenchRig:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.client is not None:
-            self.client.close()
+        for client in (self.client, self.display):
+            if client is not None:
+                client.close()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.communicate(timeout=30)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+<<<<<<< HEAD
                 self.proc.communicate()
         for endpoint in reversed(self._simulated()):
             endpoint.stop()
+=======
+                self.proc.wait()
+        self.sim.stop()
+>>>>>>> wip-soak
 
     @property
     def socket(self) -> Path:
         return self.directory / "cardd.sock"
+
+    @property
+    def log_path(self) -> Path:
+        """The daemon's log (JSON lines)."""
+        return self.directory / "cardd.log"
 
     def _start_daemon(self) -> None:
         d = self.directory
@@ -287,13 +306,16 @@ class BenchRig:
             "[devices]", f'shoe = "{self.url("shoe")}"', *shuffler, "",
             "[table]", f'rules = "{self.rules_path}"', "", "[journal]", f'path = "{d / "journal.sqlite3"}"', "",
             "[api]", f'socket = "{socket}"', ""]))
-        self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # the daemon's log goes to a file: a pipe nobody reads fills up (64 KiB: about 16 shoes of device
+        # and link lines) and the daemon's next log line then blocks its whole loop
+        with self.log_path.open("wb") as log_file:
+            self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json"],
+                                         stdout=subprocess.DEVNULL, stderr=log_file)
         deadline = time.monotonic() + START_TIMEOUT
         while self.client is None:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"cardd exited with {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}"
-                                   if self.proc.stderr else f"cardd exited with {self.proc.returncode}")
+                raise RuntimeError(f"cardd exited with {self.proc.returncode}: "
+                                   f"{self.log_path.read_text(errors='replace')[-2000:]}")
             try:
                 self.client = ApiClient(socket, pace_s=REQUEST_INTERVAL_S)
             except ClientError:
@@ -312,7 +334,7 @@ class BenchRig:
         return self.client
 
     def state(self) -> dict[str, Any]:
-        return self.api().state()
+        return (self.display or self.api()).state()
 
     def _wait(self, check: Callable[[dict[str, Any]], bool], expected: str, timeout: float = 10.0,
               show: Callable[[dict[str, Any]], Any] = lambda s: s) -> dict[str, Any]:
@@ -392,6 +414,7 @@ class BenchRig:
             raise StepFailed(f"ERROR {step.refused}", "ACK")
 
     def _deal(self, cards: int, wait: bool) -> None:
+<<<<<<< HEAD
         before = self.state()["shoe"]["cards_out"]
         start = time.monotonic()
         self.hands.deal(cards)
@@ -400,8 +423,19 @@ class BenchRig:
                        self.hands.timeout, show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
             if cards == 1:
                 self.on_card(start)
+=======
+        if wait and self.deal_placed is not None:
+            self.deal_placed(cards)
+            return
+        before = self.state()["shoe"]["cards_out"] if wait else 0
+        self.sim.shoe.call(self.sim.shoe.device.deal, cards)
+        if wait:
+            self._wait(lambda s: s["shoe"]["cards_out"] >= before + cards, f"{cards} more card(s) out",
+                       show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
+>>>>>>> wip-soak
 
-    def play(self, strategy_name: str) -> None:
+    def play(self, strategy_name: str) -> dict[str, Any]:
+        """Play the live round to its end; STATE then."""
         strategy = STRATEGIES[strategy_name]()
         for _ in range(200):
             state = self.state()
@@ -409,7 +443,7 @@ class BenchRig:
             if r is None:
                 raise StepFailed("a live round to play", "no round")
             if r["state"] in ("complete", "void"):
-                return
+                return state
             if r["held"]:
                 if not self.on_hold(r["held"]):
                     raise StepFailed("a round to play", f"the round held: {r['held']}")

@@ -1,40 +1,110 @@
 """``cardbench soak``: random play through the real daemon, shoe after shoe, with the invariants
-checked after every round, device unplugs at a configurable rate, and the figures a long run
-needs: card latency, event counts, the daemon's memory over the run.
+checked after every round, device faults and unplugs at a configurable rate, and the figures a
+long run needs: a card latency histogram, the count of every event class, the daemon's memory
+trend.
 
 Each shoe is a random order the bench makes (seeded) and stacks in the simulated shuffler, so at
 the shoe's end the bench counts the undealt remainder back for reconciliation, as the shuffler
-would. Rounds: 1 to 3 boxes, basic strategy. Invariants, each round: every card that left the shoe
-is in exactly one place (burn, discard, played, pending, drawn in error: their sum is the shoe's
-``cards_out``), and the round's SETTLED lines add up to minus the house result; each shoe
-reconciles; at the end the journal's hash chain verifies. An unplugged shoe holds the round; the
-soak waits for the shoe and resumes the round as a supervisor would.
+would. Rounds: 1 to 3 boxes, basic strategy.
+
+The bench plays as three clients of the API: the dealer's console (commands and STATE), a
+supervisor (resumes a held round) on the same connection, and a watcher (a WATCH connection on
+its own thread) that sees every event. Each card is dealt and then awaited on the watcher, so a
+card costs the paced console one STATE read, not a poll loop.
+
+Invariants, every round, each worked by the bench from what it saw itself:
+
+- **every card placed once**: the cards the simulated shoe read, in order, are exactly the cards
+  of the BURN and CARD_ASSIGNED events, in order (none lost, none twice); the round's cards in
+  STATE (hands and dealer) are its CARD_ASSIGNED cards; and the table's piles add up to its
+  ``cards_out``;
+- **settlements add up**: each hand's net is worked here from its cards, stake and the dealer's
+  cards (the main bet's rules: 1:1, blackjack 3:2, push, bust, a dealer blackjack takes every
+  other hand with its doubled stake: no hole card), then compared with the round's SETTLED line
+  for that hand; every line adds up to minus the house result;
+- each shoe reconciles; **the chain verifies**: the journal's hash chain at the end, read by the
+  journal's own verifier from the file the daemon wrote.
+
+Card latency: from the simulated shoe emitting the CardRead (a probe on the simulator's ``emit``)
+to the card's event reaching the watcher.
 """
 from __future__ import annotations
 
 import base64
 import html
 import io
+import math
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused
-from cardd.bench.runner import BenchRig, StepFailed
+from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, StepFailed
 from cardd.bench.scenario import Load, Scenario, Shuffle
+from cardd.journal.chain import walk
 from cardd.journal.journal import Journal
-from core.cards import shoe_composition
+from cardd.journal.records import GENESIS_HASH
+from core.cards import Card, Rank, shoe_composition
+from firmware_bridge.messages import CardRead
 from simulators.stack import fisher_yates
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: the events that say where a card read went (a burn card, or a card given to a hand)
+CARD_REASONS = ("BURN", "CARD_ASSIGNED")
+#: the upper edges of the latency histogram's buckets, in ms (the last bucket: everything above)
+LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+#: a run's memory is flat when the fitted trend over the run grows less than this share of its RSS
+FLAT_SHARE = 0.05
+#: the first share of the samples is left out of the trend: imports, caches and the journal's
+#: page cache settle in the first shoes
+WARM_UP_SHARE = 0.1
+#: how long a dealt card may take to be placed, an unplug or reboot included
+CARD_TIMEOUT_S = 15.0
+
+#: faults the soak injects, each recovered without a person: (device, what happens)
+FAULTS = {
+    "shuffler_jam": "the shuffler jams halfway through the shuffle and clears itself after 0.2 s",
+    "shoe_reboot": "the shoe reboots right after its next card (the round is held, then resumed)",
+    "shoe_line_noise": "for one round the shoe's line flips and drops bytes (1 in 500); the link repairs it",
+}
+UNPLUGS = {
+    "shoe_unplug": "the shoe is unplugged for 0.3 s after its next card (the round is held, then resumed)",
+    "shuffler_unplug": "the shuffler is unplugged for 0.3 s while it counts the stack",
+}
+
+
+@dataclass
+class MemorySample:
+    round: int
+    seconds: float  # since the soak started
+    rss_kib: int  # the daemon's VmRSS
+
+
+@dataclass
+class MemoryTrend:
+    start_kib: int
+    end_kib: int
+    slope_kib_per_1000_rounds: float  # least squares over the samples after the warm-up
+    fitted_growth_kib: float  # the slope over the rounds fitted
+    flat: bool
+
+    def describe(self) -> str:
+        verdict = "flat" if self.flat else "NOT flat"
+        return (f"RSS {self.start_kib / 1024:.1f} MiB at the start, {self.end_kib / 1024:.1f} MiB at the end; "
+                f"trend {self.slope_kib_per_1000_rounds:+.1f} KiB per 1000 rounds "
+                f"({self.fitted_growth_kib / 1024:+.2f} MiB over the run): {verdict}")
 
 
 @dataclass
@@ -42,10 +112,12 @@ class SoakReport:
     shoes: int = 0
     rounds: int = 0
     latencies_ms: list[float] = field(default_factory=list)  # one per card, in dealing order
-    memory_kib: list[tuple[int, int]] = field(default_factory=list)  # (round, daemon VmRSS)
-    events: Counter[str] = field(default_factory=Counter)
+    memory: list[MemorySample] = field(default_factory=list)
+    events: Counter[str] = field(default_factory=Counter)  # every record the watcher saw, by reason (or kind)
+    injected: Counter[str] = field(default_factory=Counter)  # FAULTS and UNPLUGS, by name
+    resumed: int = 0  # held rounds the soak resumed as a supervisor
     violations: list[str] = field(default_factory=list)
-    unplugs: int = 0
+    chain_checked: int = 0  # records whose hash the rounds' checks walked
     chain_ok: bool = False
     chain_detail: str = ""
     seconds: float = 0.0
@@ -54,154 +126,432 @@ class SoakReport:
     def passed(self) -> bool:
         return not self.violations and self.chain_ok
 
+    @property
+    def cards(self) -> int:
+        return len(self.latencies_ms)
+
     def latency_summary(self) -> dict[str, float]:
         xs = sorted(self.latencies_ms)
         if not xs:
             return {}
-        return {"median": statistics.median(xs), "p95": xs[int(0.95 * (len(xs) - 1))],
-                "p99": xs[int(0.99 * (len(xs) - 1))], "max": xs[-1]}
+        return {"p50": statistics.median(xs), "p90": _quantile(xs, 0.90), "p99": _quantile(xs, 0.99),
+                "p99.9": _quantile(xs, 0.999), "max": xs[-1]}
 
-    def memory_growth_kib(self) -> int:
-        """Second half's mean minus the first half's (flat memory: near 0)."""
-        values = [kib for _, kib in self.memory_kib]
-        if len(values) < 4:
-            return 0
-        half = len(values) // 2
-        return int(statistics.mean(values[half:]) - statistics.mean(values[:half]))
+    def latency_histogram(self) -> list[tuple[str, int]]:
+        """(bucket, cards): ``< 1 ms``, ``1-2 ms``, ... ``>= 2000 ms``."""
+        counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+        for ms in self.latencies_ms:
+            counts[next((i for i, edge in enumerate(LATENCY_BUCKETS_MS) if ms < edge), len(LATENCY_BUCKETS_MS))] += 1
+        edges = (0, *LATENCY_BUCKETS_MS)
+        labels = [f"< {LATENCY_BUCKETS_MS[0]} ms"]
+        labels += [f"{lo}-{hi} ms" for lo, hi in zip(edges[1:], LATENCY_BUCKETS_MS[1:])]
+        labels.append(f">= {LATENCY_BUCKETS_MS[-1]} ms")
+        return list(zip(labels, counts))
+
+    def memory_trend(self) -> MemoryTrend | None:
+        """The daemon's RSS: a least-squares line over the rounds (after the warm-up); flat when
+        the line grows less than FLAT_SHARE of the RSS over the rounds it fits."""
+        if len(self.memory) < 4:
+            return None
+        fit = self.memory[int(len(self.memory) * WARM_UP_SHARE):]
+        xs, ys = [float(s.round) for s in fit], [float(s.rss_kib) for s in fit]
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+        growth = slope * (xs[-1] - xs[0])
+        return MemoryTrend(self.memory[0].rss_kib, self.memory[-1].rss_kib, 1000 * slope, growth,
+                           growth < FLAT_SHARE * my)
 
 
-def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: float = 0.0,
-         cut_at: int | None = None) -> SoakReport:
-    """Play ``shoes`` shoes through a fresh cardd; ``unplug_rate``: the chance per round that the shoe
-    is unplugged for a moment after its next card; ``cut_at``: the cut card after this card (short
-    shoes for CI; default the rules' penetration)."""
+def _quantile(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, math.ceil(q * len(xs)) - 1)]
+
+
+def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: float = 0.0, fault_rate: float = 0.0,
+         cut_at: int | None = None, progress: Callable[[SoakReport], None] = lambda report: None) -> SoakReport:
+    """Play ``shoes`` shoes through a fresh cardd. ``unplug_rate`` and ``fault_rate``: the chance per
+    round (per shoe for the shuffler's) of an unplug or a device fault (UNPLUGS, FAULTS);
+    ``cut_at``: the cut card after this card (short shoes; default the rules' penetration);
+    ``progress`` is called after every shoe."""
     report = SoakReport()
     rng = random.Random(seed)
     start = time.monotonic()
     directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-", dir="/tmp"))
     os.chmod(directory, 0o755)
     scenario = Scenario(description="soak", rules=rules, step=[])
+    play: _Play | None = None
     try:
         with BenchRig(scenario, ROOT / "rules" / f"{rules}.toml", directory) as rig:
-            watcher = _CardWatcher(rig.socket)
-            rig.on_card = lambda started: report.latencies_ms.append(1000 * watcher.latency(started))
-            rig.on_hold = lambda why: _resume(rig, why)
+            play = _Play(rig, rng, report, unplug_rate, fault_rate, cut_at, start)
             if rig.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
                 rig.api().command("take_seat", player="seated-1")
             for _ in range(shoes):
-                _play_shoe(rig, rng, report, unplug_rate, cut_at)
+                play.shoe()
                 report.shoes += 1
-            report.events = Counter(r.reason for r in rig.journal())
-            watcher.close()
+                progress(report)
+            unplugs = sum(report.injected[kind] for kind in UNPLUGS)
+            offline = play.watcher.counts_now()["DEVICE_OFFLINE"]
+            if offline < unplugs:
+                report.violations.append(f"{unplugs} unplugs injected, the daemon saw {offline} (DEVICE_OFFLINE)")
         with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
             result = journal.verify()
             report.chain_ok, report.chain_detail = result.ok, str(result)
     except (StepFailed, ClientError, RuntimeError) as exc:  # the daemon stuck or gone is a finding too
         report.violations.append(f"shoe {report.shoes + 1}, after {report.rounds} rounds: {exc}")
     finally:
+        if play is not None:  # the daemon has stopped, so the watcher's connection has ended
+            report.events = play.watcher.counts_now()
+            play.watcher.close()
+            play.chain.close()
         shutil.rmtree(directory, ignore_errors=True)
     report.seconds = time.monotonic() - start
     return report
 
 
-def _play_shoe(rig: BenchRig, rng: random.Random, report: SoakReport, unplug_rate: float,
-               cut_at: int | None) -> None:
-    decks = rig.rules.decks
-    order = [card for card, n in shoe_composition(decks).items() for _ in range(n)]
-    order = fisher_yates(order, rng)
-    rig.stacked = order
-    rig.sim.shuffler.call(rig.sim.shuffler.device.stack, order)
-    rig.do(Shuffle())
-    rig.do(Load(cut_at=cut_at))
-    while rig.state()["shoe"]["state"] in ("in_play", "last_round"):
-        if rng.random() < unplug_rate:
-            index = rig.sim.shoe.state()["cards_out"]
-            rig.sim.shoe.set_faults(disconnect_for=0.3, disconnect_at=index + 1)
-            report.unplugs += 1
-        rig.api().command("open_round")
-        boxes = sorted(rng.sample(range(1, rig.rules.table.boxes + 1), rng.randint(1, 3)))
+class _Play:
+    """One soak's play: the shoes, the rounds, the faults, the checks."""
+
+    def __init__(self, rig: BenchRig, rng: random.Random, report: SoakReport, unplug_rate: float,
+                 fault_rate: float, cut_at: int | None, start: float) -> None:
+        self.rig, self.rng, self.report = rig, rng, report
+        self.unplug_rate, self.fault_rate, self.cut_at, self.start = unplug_rate, fault_rate, cut_at, start
+        self.reads = _ReadProbe(rig)
+        self.watcher = _Watcher(rig.socket)
+        self.dealt = 0  # cards the bench had the shoe deal
+        self.matched = 0  # reads matched with their placement event so far
+        self.unmatched_reads: deque[tuple[str, float]] = deque()
+        self.unmatched_placements: deque[tuple[str, float]] = deque()
+        rig.deal_placed = self._deal_placed
+        # the chain as far as it was checked: each round walks on from here over the new records
+        self.chain = sqlite3.connect(f"file:{rig.directory / 'journal.sqlite3'}?mode=ro", uri=True,
+                                     isolation_level=None, check_same_thread=False)
+        self.chain_seq, self.chain_hash = 0, GENESIS_HASH
+        rig.display = ApiClient(rig.socket, pace_s=REQUEST_INTERVAL_S)
+        rig.on_hold = self._resume
+
+    # ---- a shoe and its rounds ----------------------------------------------------------
+
+    def shoe(self) -> None:
+        rig, rng = self.rig, self.rng
+        order = fisher_yates([card for card, n in shoe_composition(rig.rules.decks).items() for _ in range(n)], rng)
+        rig.stacked = order
+        rig.sim.shuffler.call(rig.sim.shuffler.device.stack, order)
+        shuffler_faults = self._shuffler_faults()
+        rig.do(Shuffle())
+        if shuffler_faults:
+            rig.sim.shuffler.set_faults(jam=None, disconnect_for=None, disconnect_at=None)
+        self.reads.new_shoe()
+        rig.do(Load(cut_at=self.cut_at))
+        self._match_reads("the burn")
+        shoe_state = rig.state()["shoe"]["state"]
+        while shoe_state in ("in_play", "last_round"):
+            shoe_state = self._round()
+        dealt = rig.sim.shoe.state()["cards_out"]
+        rig.api().command("shoe_remainder", returned={str(c): n for c, n in Counter(order[dealt:]).items()})
+        shoe_state = rig.state()["shoe"]["state"]
+        if shoe_state != "reconciled":
+            self.report.violations.append(f"shoe {self.report.shoes + 1}: ended {shoe_state}, not reconciled")
+
+    def _round(self) -> str:
+        """One round from open to settled, checked; the shoe's state after it."""
+        rig, rng, rules = self.rig, self.rng, self.rig.rules
+        shoe_faults = self._shoe_faults()
+        api = rig.api()
+        api.command("open_round")
+        boxes = sorted(rng.sample(range(1, rules.table.boxes + 1), rng.randint(1, 3)))
         for box in boxes:
-            rig.api().command("place_bet", box=box, player=f"p{box}", amount=rig.rules.table.min_per_player)
-        rig.api().command("no_more_bets")
-        rig.play("basic")
-        report.rounds += 1
-        _check_round(rig, report)
-        if report.rounds % 5 == 0 and rig.proc is not None:
-            report.memory_kib.append((report.rounds, _rss_kib(rig.proc.pid)))
-    dealt = rig.sim.shoe.state()["cards_out"]
-    returned = Counter(order[dealt:])
-    rig.api().command("shoe_remainder", returned={str(c): n for c, n in returned.items()})
-    shoe = rig.state()["shoe"]["state"]
-    if shoe != "reconciled":
-        report.violations.append(f"shoe {report.shoes + 1}: ended {shoe}, not reconciled")
+            api.command("place_bet", box=box, player=f"p{box}", amount=rules.table.min_per_player)
+        api.command("no_more_bets")
+        self._deal_placed(2 * len(boxes) + 1)  # the initial deal at once: two cards a box, the dealer's one
+        state = rig.play("basic")
+        if shoe_faults:  # one round each: off again before the next card could set them off
+            rig.sim.shoe.set_faults(reboot_at=None, disconnect_for=None, disconnect_at=None, bit_flip_rate=0.0,
+                                    drop_rate=0.0)
+        self.report.rounds += 1
+        self._check_round(state)
+        pid = rig.proc.pid if rig.proc is not None else 0
+        self.report.memory.append(MemorySample(self.report.rounds, time.monotonic() - self.start, _rss_kib(pid)))
+        return str(state["shoe"]["state"])
+
+    def _shuffler_faults(self) -> bool:
+        """Maybe a jam or an unplug for this shoe's shuffle (True: one is set)."""
+        set_one = False
+        if self.rng.random() < self.fault_rate:
+            self.rig.sim.shuffler.set_faults(jam=0.2)
+            self.report.injected["shuffler_jam"] += 1
+            set_one = True
+        if self.rng.random() < self.unplug_rate:
+            at = self.rng.randint(1, 52 * self.rig.rules.decks)  # cards counted
+            self.rig.sim.shuffler.set_faults(disconnect_for=0.3, disconnect_at=at)
+            self.report.injected["shuffler_unplug"] += 1
+            set_one = True
+        return set_one
+
+    def _shoe_faults(self) -> bool:
+        """Maybe a fault or an unplug of the shoe during this round (True: one is set)."""
+        shoe = self.rig.sim.shoe
+        next_card = shoe.state()["cards_out"] + 1
+        set_one = False
+        if self.rng.random() < self.fault_rate:
+            kind = self.rng.choice(["shoe_reboot", "shoe_line_noise"])
+            if kind == "shoe_reboot":
+                shoe.set_faults(reboot_at=next_card)
+            else:
+                shoe.set_faults(bit_flip_rate=0.002, drop_rate=0.002, seed=self.rng.randrange(1 << 30))
+            self.report.injected[kind] += 1
+            set_one = True
+        if self.rng.random() < self.unplug_rate:
+            shoe.set_faults(disconnect_for=0.3, disconnect_at=next_card)
+            self.report.injected["shoe_unplug"] += 1
+            set_one = True
+        return set_one
+
+    # ---- cards ------------------------------------------------------------------------
+
+    def _deal_placed(self, n: int) -> None:
+        """Deal ``n`` cards and wait until the watcher saw them placed. A card still on its way (the
+        shoe unplugged, the round held and resumed) is awaited instead of dealing another."""
+        if self.watcher.placed() >= self.dealt:
+            self.dealt += n
+            self.rig.sim.shoe.call(self.rig.sim.shoe.device.deal, n)
+        want = self.dealt
+        if not self.watcher.wait_placed(want, CARD_TIMEOUT_S, stop_if_held=True):
+            raise StepFailed(f"{want - self.matched} card(s) placed within {CARD_TIMEOUT_S:g} s",
+                             f"{self.watcher.placed() - self.matched} placed")
+        self._match_reads("a deal")
+
+    def _match_reads(self, where: str) -> None:
+        """Each read not matched yet against its placement event: the same card, once; its latency."""
+        reads, placements = self.unmatched_reads, self.unmatched_placements
+        reads += self.reads.take()
+        placements += self.watcher.take_placements()
+        while reads and placements:
+            (card, emitted), (placed, arrived) = reads.popleft(), placements.popleft()
+            if card != placed:
+                self.report.violations.append(f"round {self.report.rounds + 1}, {where}: read {card}, "
+                                              f"but {placed} was placed (card {self.matched + 1} of the run)")
+            self.report.latencies_ms.append(1000 * (arrived - emitted))
+            self.matched += 1
+
+    def _resume(self, why: str) -> bool:
+        """A held round: wait for every device usable again, then resume as a supervisor."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = self.rig.state()
+            if all(d["usable"] for d in state["devices"].values()):
+                try:
+                    self.rig.api().command("resume")
+                    self.report.resumed += 1
+                    return True
+                except CommandRefused:
+                    pass
+            time.sleep(0.05)
+        return False
+
+    # ---- the invariants ------------------------------------------------------------------
+
+    def _check_round(self, state: dict[str, Any]) -> None:
+        r = state["round"]
+        where = f"round {r['id']}"
+        violations = self.report.violations
+        piles, out = state["piles"], state["shoe"]["cards_out"]
+        placed = piles["burn"] + piles["discard"] + piles["played"] + len(piles["pending"]) + len(piles["drawn_in_error"])
+        if placed != out:
+            violations.append(f"{where}: the table's piles hold {placed} cards, {out} are out")
+        if not self.watcher.wait_round_end(r["id"], CARD_TIMEOUT_S):
+            violations.append(f"{where}: no ROUND_STATE {r['state']} at the watcher within {CARD_TIMEOUT_S:g} s")
+            return
+        self._match_reads(where)
+        if self.matched != self.reads.count():
+            violations.append(f"{where}: the shoe read {self.reads.count()} cards this run, {self.matched} were placed")
+        on_table = Counter([c for hands in r["boxes"].values() for h in hands for c in h["cards"]] + r["dealer"]["cards"])
+        assigned = Counter(self.watcher.round_cards(r["id"]))
+        if on_table != assigned:
+            violations.append(f"{where}: cards on the table {dict(on_table)} are not the cards assigned {dict(assigned)}")
+        self._check_chain(where)
+        if r["state"] != "complete":
+            return
+        lines = self.watcher.settled(r["id"])
+        total = sum((Fraction(line["net"]) for line in lines), Fraction(0))
+        if total != -Fraction(r["house_result"]):
+            violations.append(f"{where}: SETTLED lines add up to {total}, the house result is {r['house_result']}")
+        main = {(line["player"], line["box"], line["hand"]): Fraction(line["net"])
+                for line in lines if line["kind"] in ("main", "surrender")}
+        expected = expected_nets(r)
+        if main != expected:
+            wrong = sorted(str(k) for k in set(main) | set(expected) if main.get(k) != expected.get(k))
+            violations.append(f"{where}: settled {_nets(main)}, worked by the bench {_nets(expected)} (differ: {wrong})")
 
 
-#: the event that says where a card read went (a burn card, or a card given to a hand)
-CARD_REASONS = ("BURN", "CARD_ASSIGNED")
+    def _check_chain(self, where: str) -> None:
+        """The journal's hash chain over the records written since the last round (the journal's
+        own walk, from the last record checked), read from the file the daemon writes."""
+        try:
+            result = walk(self.chain, self.chain_seq, self.chain_hash)
+        except sqlite3.Error as exc:
+            self.report.violations.append(f"{where}: the journal cannot be read: {exc}")
+            return
+        if result.broken is not None:
+            self.report.violations.append(f"{where}: the journal's chain breaks at seq {result.broken.seq}: "
+                                          f"{result.broken.problem}")
+        self.chain_seq, self.chain_hash = result.last_seq, result.last_hash
+        self.report.chain_checked += result.checked
 
 
-class _CardWatcher:
-    """A WATCH connection on its own thread: when each card's event reached a subscriber."""
+def expected_nets(r: dict[str, Any]) -> dict[tuple[str, int, int], Fraction]:
+    """Each hand's main-bet net per player, worked from the round's cards in STATE (no insurance or
+    side bets: the soak places none). Independent of devices/game's settlement on purpose."""
+    dealer = [Card.parse(c) for c in r["dealer"]["cards"]]
+    dealer_total, dealer_bj = _total(dealer), len(dealer) == 2 and _total(dealer) == 21
+    nets: dict[tuple[str, int, int], Fraction] = {}
+    for box, hands in r["boxes"].items():
+        for h in hands:
+            cards = [Card.parse(c) for c in h["cards"]]
+            total = _total(cards)
+            blackjack = len(hands) == 1 and len(cards) == 2 and total == 21  # a split hand's 21 is not
+            if h["surrendered"]:
+                times = Fraction(-1, 2)
+            elif total > 21:
+                times = Fraction(-1)
+            elif dealer_bj:
+                times = Fraction(0) if blackjack else Fraction(-1)  # no hole card: doubled stakes lost too
+            elif blackjack:
+                times = Fraction(3, 2)
+            elif dealer_total > 21 or total > dealer_total:
+                times = Fraction(1)
+            else:
+                times = Fraction(0) if total == dealer_total else Fraction(-1)
+            for player, stake in h["stakes"].items():
+                nets[(player, int(box), h["hand"])] = times * (stake + h["doubled"].get(player, 0))
+    return nets
+
+
+def _total(cards: list[Card]) -> int:
+    hard = sum(min(int(c.rank), 10) for c in cards)
+    return hard + 10 if any(c.rank is Rank.ACE for c in cards) and hard <= 11 else hard
+
+
+def _nets(nets: dict[tuple[str, int, int], Fraction]) -> str:
+    return ", ".join(f"{p} box {b} hand {h + 1}: {n}" for (p, b, h), n in sorted(nets.items()))
+
+
+class _ReadProbe:
+    """When the simulated shoe emitted each CardRead (wrapping the simulator's ``emit``), in order; a
+    read emitted again after a reboot or reconnection keeps its first time."""
+
+    def __init__(self, rig: BenchRig) -> None:
+        self._reads: list[tuple[str, float]] = []  # not taken yet
+        self._count = 0
+        self._indexes: set[int] = set()  # this shoe's
+        self._lock = threading.Lock()
+        device = rig.sim.shoe.device
+        emit = device.emit
+
+        def probe(msg: Any) -> None:
+            if isinstance(msg, CardRead):
+                with self._lock:
+                    if msg.index not in self._indexes:
+                        self._indexes.add(msg.index)
+                        self._reads.append((str(msg.card), time.monotonic()))
+                        self._count += 1
+            emit(msg)
+
+        device.emit = probe  # type: ignore[method-assign]  # the one place the soak looks inside the simulator
+
+    def new_shoe(self) -> None:
+        with self._lock:
+            self._indexes.clear()
+
+    def count(self) -> int:
+        """Cards read over the run."""
+        with self._lock:
+            return self._count
+
+    def take(self) -> list[tuple[str, float]]:
+        """The reads (card, when emitted) since the last take."""
+        with self._lock:
+            reads, self._reads = self._reads, []
+            return reads
+
+
+class _Watcher:
+    """A WATCH connection on its own thread: every event counted, the cards placed (with when each
+    arrived), each round's SETTLED lines and end."""
 
     def __init__(self, socket: Path) -> None:
         self.client = ApiClient(socket)
-        self.arrivals: list[float] = []
-        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._placements: list[tuple[str, float]] = []  # not taken yet
+        self._placed = 0
+        self._round_cards: dict[int, list[str]] = {}
+        self._settled: dict[int, list[dict[str, Any]]] = {}
+        self._ended: set[int] = set()
+        self._holds = 0
+        self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="soak-watch", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             for event in self.client.watch():
-                if event.reason in CARD_REASONS:
-                    with self._lock:
-                        self.arrivals.append(time.monotonic())
+                now = time.monotonic()
+                with self._changed:
+                    self._counts[event.reason or event.kind] += 1
+                    data = event.data
+                    if event.reason in CARD_REASONS:
+                        self._placements.append((data["card"], now))
+                        self._placed += 1
+                        if event.reason == "CARD_ASSIGNED":
+                            self._round_cards.setdefault(data["round"], []).append(data["card"])
+                    elif event.reason == "SETTLED":
+                        self._settled.setdefault(data["round"], []).append(data)
+                    elif event.reason == "ROUND_STATE" and data.get("state") in ("complete", "void"):
+                        self._ended.add(data["round"])
+                    elif event.reason == "ROUND_HELD":
+                        self._holds += 1
+                    self._changed.notify_all()
         except ClientError:
             return  # closed at the end of the soak
 
-    def latency(self, started: float) -> float:
-        """From the deal that started at ``started`` to its card's event at the watcher."""
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
-            with self._lock:
-                later = [t for t in self.arrivals[-8:] if t >= started]
-            if later:
-                return later[0] - started
-            time.sleep(0.001)
-        return 5.0
+    def placed(self) -> int:
+        """Cards placed over the run."""
+        with self._changed:
+            return self._placed
+
+    def wait_placed(self, n: int, timeout: float, stop_if_held: bool = False) -> bool:
+        """Until ``n`` cards are placed (True), a round is held meanwhile (True: the caller resumes
+        it and deals on), or ``timeout`` (False)."""
+        with self._changed:
+            holds = self._holds
+            return self._changed.wait_for(lambda: self._placed >= n or (stop_if_held and self._holds > holds), timeout)
+
+    def wait_round_end(self, round_id: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: round_id in self._ended, timeout)
+
+    def take_placements(self) -> list[tuple[str, float]]:
+        """The cards placed (card, when its event arrived) since the last take."""
+        with self._changed:
+            placements, self._placements = self._placements, []
+            return placements
+
+    def round_cards(self, round_id: int) -> list[str]:
+        with self._changed:
+            return list(self._round_cards.pop(round_id, []))
+
+    def settled(self, round_id: int) -> list[dict[str, Any]]:
+        with self._changed:
+            return list(self._settled.pop(round_id, []))
+
+    def counts_now(self) -> Counter[str]:
+        with self._changed:
+            return Counter(self._counts)
 
     def close(self) -> None:
-        self.client.close()
+        """Once the daemon has ended the connection (a join first: closing the stream while the
+        thread reads it would wait for the read's timeout)."""
         self._thread.join(timeout=5)
-
-
-def _resume(rig: BenchRig, why: str) -> bool:
-    """A held round: wait for every device usable again, then resume as a supervisor."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        state = rig.state()
-        if all(d["usable"] for d in state["devices"].values()):
-            try:
-                rig.api().command("resume")
-                return True
-            except CommandRefused:
-                pass
-        time.sleep(0.05)
-    return False
-
-
-def _check_round(rig: BenchRig, report: SoakReport) -> None:
-    state = rig.state()
-    piles, r = state["piles"], state["round"]
-    placed = piles["burn"] + piles["discard"] + piles["played"] + len(piles["pending"]) + len(piles["drawn_in_error"])
-    if placed != state["shoe"]["cards_out"]:
-        report.violations.append(f"round {r['id']}: {placed} cards placed, {state['shoe']['cards_out']} out")
-    if r["state"] == "complete":
-        lines = [rec for rec in rig.api().log(round=r["id"], reason="SETTLED").records]
-        total = sum((Fraction(rec.data["net"]) for rec in lines), Fraction(0))
-        house = Fraction(r["house_result"])
-        if total != -house:
-            report.violations.append(f"round {r['id']}: SETTLED lines add up to {total}, house result {house}")
+        self.client.close()
 
 
 def _rss_kib(pid: int) -> int:
@@ -215,41 +565,74 @@ def _rss_kib(pid: int) -> int:
 
 
 def plot_png(report: SoakReport) -> bytes:
+    """Card latency over the run, its histogram, and the daemon's memory with its trend line."""
     import matplotlib
     matplotlib.use("Agg")  # no display on a bench computer or in CI
     import matplotlib.pyplot as plt
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6))
-    top.plot(report.latencies_ms, linewidth=0.6)
-    top.set_xlabel("card")
-    top.set_ylabel("latency (ms)")
-    top.set_title("card latency: the shoe's deal to the card's event at an API watcher")
-    if report.memory_kib:
-        rounds, kib = zip(*report.memory_kib)
-        bottom.plot(rounds, [k / 1024 for k in kib], marker=".")
-    bottom.set_xlabel("round")
-    bottom.set_ylabel("cardd RSS (MiB)")
-    bottom.set_title("daemon memory")
+    fig, (series, histogram, memory) = plt.subplots(3, 1, figsize=(10, 10))
+    series.plot(report.latencies_ms, ".", markersize=1.5, alpha=0.5)
+    series.set_yscale("log")
+    series.set_xlabel("card (dealing order over the run)")
+    series.set_ylabel("latency (ms)")
+    series.set_title("card latency: the shoe emitting CardRead to its event at an API watcher")
+    labels, counts = zip(*report.latency_histogram())
+    histogram.bar(range(len(counts)), counts)
+    histogram.set_xticks(range(len(counts)), labels, rotation=30, fontsize=8)
+    histogram.set_yscale("log")
+    histogram.set_ylim(bottom=0.5)  # a bucket of one card still shows
+    histogram.set_ylabel("cards")
+    lat = report.latency_summary()
+    histogram.set_title("card latency histogram: " + ", ".join(f"{k} {v:.1f} ms" for k, v in lat.items()))
+    if report.memory:
+        rounds = [s.round for s in report.memory]
+        memory.plot(rounds, [s.rss_kib / 1024 for s in report.memory], linewidth=0.8, label="cardd VmRSS")
+        trend = report.memory_trend()
+        if trend is not None:
+            fit = report.memory[int(len(report.memory) * WARM_UP_SHARE):]
+            y0 = statistics.mean(s.rss_kib for s in fit) - trend.slope_kib_per_1000_rounds / 1000 * statistics.mean(
+                s.round for s in fit)
+            ends = [fit[0].round, fit[-1].round]
+            memory.plot(ends, [(y0 + trend.slope_kib_per_1000_rounds / 1000 * x) / 1024 for x in ends], "--",
+                        label=f"trend {trend.slope_kib_per_1000_rounds:+.1f} KiB / 1000 rounds")
+            memory.legend(loc="lower right")
+    memory.set_ylim(bottom=0)  # RSS from zero: a trend is read against the whole, not magnified
+    memory.set_xlabel("round")
+    memory.set_ylabel("cardd RSS (MiB)")
+    memory.set_title(f"daemon memory over {report.shoes} shoes")
     fig.tight_layout()
     out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=100)
+    fig.savefig(out, format="png", dpi=90)
     plt.close(fig)
     return out.getvalue()
 
 
-def report_html(report: SoakReport, png: bytes) -> str:
+def summary_lines(report: SoakReport) -> list[str]:
+    """The figures, one per line (the CLI prints them, the HTML report shows them)."""
     lat = report.latency_summary()
+    trend = report.memory_trend()
+    injected = ", ".join(f"{k} {v}" for k, v in sorted(report.injected.items())) or "none"
+    return [
+        f"{report.shoes} shoes, {report.rounds} rounds, {report.cards} cards in {report.seconds:.1f} s",
+        f"injected: {injected}; held rounds resumed: {report.resumed}",
+        "card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()),
+        "daemon memory: " + (trend.describe() if trend else "too few samples"),
+        f"journal chain, walked round by round: {report.chain_checked} records; at the end: {report.chain_detail}",
+    ]
+
+
+def report_html(report: SoakReport, png: bytes) -> str:
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in sorted(report.events.items()))
+    buckets = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in report.latency_histogram())
     problems = "".join(f"<li>{html.escape(v)}</li>" for v in report.violations) or "<li>none</li>"
+    figures = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(report))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>cardbench soak</title></head><body>
 <h1>cardbench soak: {"PASS" if report.passed else "FAIL"}</h1>
-<p>{report.shoes} shoes, {report.rounds} rounds, {len(report.latencies_ms)} cards, {report.unplugs} unplugs,
-{report.seconds:.1f} s. Journal chain: {html.escape(report.chain_detail)}.</p>
-<p>Card latency (ms): {", ".join(f"{k} {v:.1f}" for k, v in lat.items())}.
-Memory growth (second half minus first half): {report.memory_growth_kib()} KiB.</p>
+<ul>{figures}</ul>
 <h2>Invariant violations</h2><ul>{problems}</ul>
 <img alt="card latency and daemon memory" src="data:image/png;base64,{base64.b64encode(png).decode()}">
+<h2>Card latency histogram</h2><table><tr><th>latency</th><th>cards</th></tr>{buckets}</table>
 <h2>Events</h2><table><tr><th>reason</th><th>count</th></tr>{rows}</table>
 </body></html>
 """
