@@ -24,13 +24,8 @@ from cardd.bench.junit import write_junit
 from cardd.bench.randomness import ShuffleSource, qualify
 from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
 from cardd.bench.runner import ScenarioResult, run_scenario
-<<<<<<< HEAD
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
-from cardd.bench.soak import plot_png, report_html, soak as run_soak
-=======
-from cardd.bench.scenario import ScenarioError, scenario_files
 from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak, summary_lines
->>>>>>> wip-soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES

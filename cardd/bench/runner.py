@@ -212,7 +212,6 @@ class BenchRig:
         devices = scenario.devices
         # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
-<<<<<<< HEAD
         self.shuffler_sim: Endpoint[SimulatedShuffler] | None = None
         self.shoe_sim: Endpoint[SimulatedShoe] | None = None
         if sim is not None:
@@ -223,10 +222,7 @@ class BenchRig:
             self.shoe_sim = PtyEndpoint(SimulatedShoe(faults=Faults.parse(devices.shoe.faults)))
         self.hands: Hands = OperatorHands(say) if self.shoe_sim is None else SimulatedHands(self.shuffler_sim,
                                                                                             self.shoe_sim)
-        self.proc: subprocess.Popen[str] | None = None
-=======
         self.proc: subprocess.Popen[bytes] | None = None
->>>>>>> wip-soak
         self.stacked: list[Card] | None = None  # the whole order of a stacked shoe (for the remainder)
         self.poll_s = POLL_S  # between reads of STATE while waiting (api() paces the requests themselves)
         #: deals ``n`` cards and returns once they are placed; a caller that watches the events (the
@@ -280,14 +276,9 @@ class BenchRig:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-<<<<<<< HEAD
-                self.proc.communicate()
+                self.proc.wait()
         for endpoint in reversed(self._simulated()):
             endpoint.stop()
-=======
-                self.proc.wait()
-        self.sim.stop()
->>>>>>> wip-soak
 
     @property
     def socket(self) -> Path:
@@ -414,25 +405,14 @@ class BenchRig:
             raise StepFailed(f"ERROR {step.refused}", "ACK")
 
     def _deal(self, cards: int, wait: bool) -> None:
-<<<<<<< HEAD
-        before = self.state()["shoe"]["cards_out"]
-        start = time.monotonic()
-        self.hands.deal(cards)
-        if wait:
-            self._wait(lambda s: s["shoe"]["cards_out"] >= before + cards, f"{cards} more card(s) out",
-                       self.hands.timeout, show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
-            if cards == 1:
-                self.on_card(start)
-=======
         if wait and self.deal_placed is not None:
             self.deal_placed(cards)
             return
         before = self.state()["shoe"]["cards_out"] if wait else 0
-        self.sim.shoe.call(self.sim.shoe.device.deal, cards)
+        self.hands.deal(cards)
         if wait:
             self._wait(lambda s: s["shoe"]["cards_out"] >= before + cards, f"{cards} more card(s) out",
-                       show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
->>>>>>> wip-soak
+                       self.hands.timeout, show=lambda s: f"{s['shoe']['cards_out'] - before} more out")
 
     def play(self, strategy_name: str) -> dict[str, Any]:
         """Play the live round to its end; STATE then."""
