@@ -102,9 +102,14 @@ class Event:
         _SET_WHO(self, who)
 
 
-# the slots' own setters (what object.__setattr__ finds for each field), read once
-_SET_REASON, _SET_SOURCE, _SET_MESSAGE = Event.reason.__set__, Event.source.__set__, Event.message.__set__  # type: ignore[attr-defined]
-_SET_SEVERITY, _SET_DATA, _SET_WHO = Event.severity.__set__, Event.data.__set__, Event.who.__set__  # type: ignore[attr-defined]
+def _slot_setter(name: str) -> Callable[[Event, Any], None]:
+    """The slot's own setter: what object.__setattr__ finds for the field, read once."""
+    setter: Callable[[Event, Any], None] = vars(Event)[name].__set__
+    return setter
+
+
+_SET_REASON, _SET_SOURCE, _SET_MESSAGE = _slot_setter("reason"), _slot_setter("source"), _slot_setter("message")
+_SET_SEVERITY, _SET_DATA, _SET_WHO = _slot_setter("severity"), _slot_setter("data"), _slot_setter("who")
 
 
 EventSink = Callable[[Event], None]
