@@ -50,6 +50,7 @@ ChangeListener = Callable[["DeviceModel", str, str], None]
 #: States in which a device cannot be trusted; leaving them for a working state is DEVICE_RECOVERED.
 TROUBLE = ("offline", "stale", "fault")
 LIVENESS = (Heartbeat, Status, Ident)
+NOT_USABLE = ("offline", "connecting", "stale", "updating")  # states whose reports are not trusted
 FAULT_CODES = frozenset(FaultCode)
 
 
@@ -138,7 +139,7 @@ class DeviceModel(TableDriven):
     @property
     def usable(self) -> bool:
         """Identified, online and heard recently: its reports may be trusted."""
-        return self.ident is not None and self.state not in ("offline", "connecting", "stale", "updating")
+        return self.ident is not None and self.state not in NOT_USABLE
 
     @property
     def healthy(self) -> bool:

@@ -190,6 +190,10 @@ class Table:
 
     def _on_shoe(self, msg: Message) -> None:
         self.reader.on_message(msg)
+        if type(msg) is CardRead and msg.index == self.last_index + 1:  # the hot path: the next card in order
+            self.last_index = msg.index
+            self._on_read(msg)
+            return
         if isinstance(msg, (CardRead, UnreadableCard)) and not self._next_index(msg):
             return
         if isinstance(msg, CardRead):
