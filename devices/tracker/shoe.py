@@ -65,8 +65,14 @@ def describe_counts(counts: Mapping[Card, int]) -> str:
 
 def compare_counts(expected: Mapping[Card, int], actual: Mapping[Card, int]) -> tuple[dict[Card, int], dict[Card, int]]:
     """(missing, extra) per card between what should be there and what is."""
-    missing = {c: expected.get(c, 0) - actual.get(c, 0) for c in ALL_CARDS if actual.get(c, 0) < expected.get(c, 0)}
-    extra = {c: actual.get(c, 0) - expected.get(c, 0) for c in ALL_CARDS if actual.get(c, 0) > expected.get(c, 0)}
+    missing: dict[Card, int] = {}
+    extra: dict[Card, int] = {}
+    for c in ALL_CARDS:  # one pass, each count read once (twice a shoe, every card)
+        should, has = expected.get(c, 0), actual.get(c, 0)
+        if has < should:
+            missing[c] = should - has
+        elif has > should:
+            extra[c] = has - should
     return missing, extra
 
 
