@@ -44,6 +44,7 @@ from firmware_bridge.messages import (
 DEALER = "dealer-1"
 _IN_PLAY = ("in_play", "last_round")  # shoe states a round may open in
 MAX_DECKS = 8
+_FACE_DOWN = Orientation.FACE_DOWN
 
 
 class SimulationError(CarddError, ValueError):
@@ -165,6 +166,7 @@ class Simulation:
         # the bench's inputs are frozen records: one of each, applied round after round
         self._open_round, self._no_more_bets, self._close_insurance = OpenRound(), NoMoreBets(DEALER), CloseInsurance(DEALER)
         self._bets = [PlaceBet(box, f"p{box}", self.bet) for box in range(1, boxes + 1)]
+        self._reads: dict[tuple[int, Card], DeviceMessage] = {}  # at most 52 per position in the shoe
         self._acts = {(box, action): Act(box, action, DEALER, player=f"p{box}")
                       for box in range(1, boxes + 1) for action in Action}
         self._connect()
@@ -210,7 +212,10 @@ class Simulation:
         card = self._stack[self._index]
         self._index += 1
         index = self._index
-        self.apply(DeviceMessage("shoe-reader", CardRead(index, card, Orientation.FACE_DOWN, index)))
+        read = self._reads.get((index, card))
+        if read is None:  # records are frozen: one per (index, card), built the first time a shoe reads it
+            read = self._reads[index, card] = DeviceMessage("shoe-reader", CardRead(index, card, _FACE_DOWN, index))
+        self.apply(read)
         if index == self._cut_at:
             self.apply(DeviceMessage("shoe-reader", CutCardSeen(index, index)))
 
