@@ -192,7 +192,10 @@ class Table:
         self.reader.on_message(msg)
         if type(msg) is CardRead and msg.index == self.last_index + 1:  # the hot path: the next card in order
             self.last_index = msg.index
-            self._on_read(msg)
+            if self.awaiting_entry is None and self.reader.accepts_reads:  # what _on_read checks first
+                self._place(msg.card, msg.orientation, msg.index)
+            else:
+                self._on_read(msg)
             return
         if isinstance(msg, (CardRead, UnreadableCard)) and not self._next_index(msg):
             return
