@@ -12,7 +12,7 @@ table only learns each card as it is read.
 from __future__ import annotations
 
 import dataclasses
-import json
+from json.encoder import encode_basestring_ascii
 import math
 import multiprocessing
 import os
@@ -87,11 +87,27 @@ class RoundResult:
                 "staked": self.staked, "net": str(self.net)}
 
     def json_line(self) -> str:
-        """The round's line of ``cardbench simulate`` output (compact JSON, "round" first, no newline)."""
-        return _COMPACT.encode(self.as_json())
+        """The round's line of ``cardbench simulate`` output: :meth:`as_json` as compact JSON ("round" first,
+        no newline), written out field by field (json's encoder took about 6 us a line, walking the
+        dicts generically); every string quoted by json's own quoting."""
+        hands = ",".join([f'{{"box":{h["box"]},"hand":{h["hand"]},"cards":[{_strings(h["cards"])}],'
+                          f'"decisions":[{_strings(h["decisions"])}],"stake":{h["stake"]},"net":{_q(h["net"])}}}'
+                          for h in self.hands])
+        lines = ",".join([f'{{"player":{_q(ln["player"])},"box":{ln["box"]},'
+                          f'"hand":{"null" if ln["hand"] is None else ln["hand"]},"kind":{_q(ln["kind"])},'
+                          f'"stake":{ln["stake"]},"net":{_q(ln["net"])},"outcome":{_q(ln["outcome"])}}}'
+                          for ln in self.lines])
+        return (f'{{"round":{self.number},"shoe":{self.shoe},"up":{_q(str(self.up))},'
+                f'"dealer":[{_strings([str(c) for c in self.dealer])}],"dealer_total":{self.dealer_total},'
+                f'"dealer_outcome":{_q(self.dealer_outcome)},"hands":[{hands}],"settlement":[{lines}],'
+                f'"staked":{self.staked},"net":{_q(str(self.net))}}}')
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"))  # what json.dumps(..., separators=...) builds per call
+_q: Callable[[str], str] = encode_basestring_ascii  # json's quoting of a string (ensure_ascii, as json.dumps)
+
+
+def _strings(items: list[str]) -> str:
+    return ",".join([_q(s) for s in items])
 
 
 @dataclass

@@ -391,7 +391,8 @@ class Round:
         ``co_players`` holds each co-player's answer to a double or a split.
         """
         self._require(("players",), f"{action} at box {box}", who)
-        action = Action(action)
+        if type(action) is not Action:  # Action(member) is an Enum call: about 1 us a decision
+            action = Action(action)
         choices = tuple(co_players)
         hand = self._decision_hand(box, action)
         problem = check_action(self.rules, self, hand, box, action, amount, player, choices)
