@@ -5,7 +5,7 @@ a card, and decoding it raises :class:`CardCodeError` with the byte in hex.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 from core.errors import CarddError
@@ -55,6 +55,15 @@ class CardCodeError(CarddError, ValueError):
 class Card:
     rank: Rank
     suit: Suit
+    # hash((rank, suit)), what the generated __hash__ computed per call, computed once: the deal
+    # tracker counts and looks cards up by Card many times per card read. Not compared, not shown.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.rank, self.suit)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def to_byte(self) -> int:
         return (int(self.suit) << 4) | int(self.rank)
@@ -64,7 +73,7 @@ class Card:
         suit, rank = code >> 4, code & 0x0F
         if suit > 3 or not 1 <= rank <= 13:
             raise CardCodeError(f"byte 0x{code:02x} is not a card (suit nibble 0-3, rank nibble 1-13)")
-        return cls(Rank(rank), Suit(suit))
+        return _BY_CODE[code]
 
     @classmethod
     def parse(cls, text: str) -> "Card":
@@ -83,6 +92,7 @@ class Card:
 
 _TEXT: tuple[tuple[str, ...], ...] = tuple(tuple([""] + [r.symbol + s.symbol for r in Rank]) for s in Suit)
 ALL_CARDS: tuple[Card, ...] = tuple(Card(r, s) for s in Suit for r in Rank)
+_BY_CODE: dict[int, Card] = {card.to_byte(): card for card in ALL_CARDS}  # cards are values: one of each
 
 
 def shoe_composition(decks: int) -> dict[Card, int]:

@@ -255,7 +255,11 @@ class Round:
     def card_dealt(self, card: Card) -> Target | None:
         if self.held is not None:
             raise RoundHeld(f"round {self.round_id}: card {card} refused: round held ({self.held})")
-        target = self.expected_next()
+        state = self.state
+        if state == "initial_deal":  # expected_next() written out for the first cards, most of them
+            target = self._plan[0] if self._plan else None
+        else:
+            target = self.expected_next()
         if target is None:
             return None
         if self._redeal_queue:
@@ -264,14 +268,14 @@ class Round:
                                    f"back from the shoe, got {card}")
             self._redeal_queue.pop(0)
         self.assignments.append((card, target))
-        initial = self.state == "initial_deal"
+        initial = state == "initial_deal"
         if initial:
             self._plan.pop(0)
         if target is DEALER:
             self.dealer_cards.append(card)
         else:
             self._give(self.box_hands[target.box][target.hand], card, initial)  # type: ignore[index]
-        name, where = str(card), str(target)
+        name, where = str(card), target.text
         self._emit(Reason.CARD_ASSIGNED, f"{name} to {where}", card=name, target=where)
         self._advance()
         return target
@@ -387,7 +391,8 @@ class Round:
         ``co_players`` holds each co-player's answer to a double or a split.
         """
         self._require(("players",), f"{action} at box {box}", who)
-        action = Action(action)
+        if type(action) is not Action:  # Action(member) is an Enum call: about 1 us a decision
+            action = Action(action)
         choices = tuple(co_players)
         hand = self._decision_hand(box, action)
         problem = check_action(self.rules, self, hand, box, action, amount, player, choices)

@@ -5,15 +5,17 @@ The Machine is the one definition; rounds do not run inside it. Firing a trigger
 ``transitions`` (event lookup, ``_process`` queue, ``execute``, enter/exit callbacks, debug
 logging) cost about 40 us per state change, about a quarter of a whole round at the bench's
 rate, for a machine that has no conditions and no callbacks. So :data:`NEXT` is read from the
-Machine's own events once, at import, and a round looks its next state up there: the same
-transitions, the same refusal (:class:`transitions.MachineError`) for a trigger its state does
-not allow.
+Machine's own events once, at import (:func:`devices.machine_table.transition_table`), and a round
+looks its next state up there: the same transitions, the same refusal
+(:class:`transitions.MachineError`) for a trigger its state does not allow.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from transitions import Machine, MachineError
+from transitions import Machine
+
+from devices.machine_table import TransitionTable, next_state as next_in, transition_table
 
 # Holding is orthogonal to these states: a held round keeps its state and resumes where it was.
 ROUND_STATES = ["betting", "initial_deal", "insurance", "players", "dealer", "complete", "void"]
@@ -34,27 +36,13 @@ MACHINE = Machine(model=[], states=ROUND_STATES, transitions=ROUND_TRANSITIONS, 
 INITIAL: str = MACHINE.initial  # type: ignore[assignment]
 
 
-def _compile(machine: Machine) -> dict[str, dict[str, str]]:
-    """trigger -> source state -> destination state, from the Machine's events."""
-    table: dict[str, dict[str, str]] = {}
-    for name, event in machine.events.items():
-        for source, transitions in event.transitions.items():
-            (only,) = transitions  # one unconditional transition per trigger and source
-            assert only.dest is not None and not (only.conditions or only.prepare or only.before or only.after)
-            table.setdefault(name, {})[source] = only.dest
-    return table
-
-
-NEXT = _compile(MACHINE)
+NEXT: TransitionTable = transition_table(MACHINE)
 _LIVE = frozenset(LIVE_STATES)
 
 
 def next_state(state: str, trigger: str) -> str:
     """Where ``trigger`` takes a round in ``state``; MachineError (as the Machine raises it) if nowhere."""
-    dest = NEXT[trigger].get(state)
-    if dest is None:
-        raise MachineError(f"Can't trigger event {trigger} from state {state}!")
-    return dest
+    return next_in(NEXT, state, trigger)
 
 
 def is_live(state: str) -> bool:

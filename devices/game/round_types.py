@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.errors import CarddError
 
@@ -22,12 +22,19 @@ class Target:
     kind: str
     box: int | None = None
     hand: int | None = None
+    # what str() gives, built once: every card assigned names its target in an event
+    text: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind == "dealer":
+            text = "dealer"
+        else:
+            assert self.hand is not None  # a box target always names its hand
+            text = f"box {self.box} hand {self.hand + 1}"
+        object.__setattr__(self, "text", text)
 
     def __str__(self) -> str:
-        if self.kind == "dealer":
-            return "dealer"
-        assert self.hand is not None  # a box target always names its hand
-        return f"box {self.box} hand {self.hand + 1}"
+        return self.text
 
 
 DEALER = Target("dealer")

@@ -21,9 +21,10 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import structlog
-from transitions import EventData, Machine
+from transitions import Machine
 
 from devices.events import Event, EventSink, Reason, Severity
+from devices.machine_table import TableDriven
 from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.messages import (
     DeviceState,
@@ -49,10 +50,11 @@ ChangeListener = Callable[["DeviceModel", str, str], None]
 #: States in which a device cannot be trusted; leaving them for a working state is DEVICE_RECOVERED.
 TROUBLE = ("offline", "stale", "fault")
 LIVENESS = (Heartbeat, Status, Ident)
+NOT_USABLE = ("offline", "connecting", "stale", "updating")  # states whose reports are not trusted
 FAULT_CODES = frozenset(FaultCode)
 
 
-class DeviceModel:
+class DeviceModel(TableDriven):
     NAME: ClassVar[str]
     WORK_STATES: ClassVar[tuple[str, ...]]  # working states besides idle
     WORK_TRANSITIONS: ClassVar[tuple[dict[str, Any], ...]]
@@ -60,10 +62,10 @@ class DeviceModel:
     ROUTINE: ClassVar[frozenset[type]] = frozenset({Heartbeat})  # messages that never move a settled state
     ROUTINE_STATES: ClassVar[frozenset[str]] = frozenset({"idle"})
 
-    state: str  # set by the Machine
-    refuse_ident: Callable[[], bool]  # a trigger, set by the Machine
+    state: str  # set by the Machine, then by the table read from it
+    refuse_ident: Callable[[], bool]  # a trigger, bound to the model
 
-    if TYPE_CHECKING:  # the Machine binds one method per trigger to the model; declared for the type checker
+    if TYPE_CHECKING:  # one method per trigger, bound to the model (TableDriven); declared for the type checker
         def trigger(self, name: str) -> bool: ...
         def connect(self) -> bool: ...
         def identify(self) -> bool: ...
@@ -97,7 +99,8 @@ class DeviceModel:
             queued=True,
             send_event=True,
             after_state_change="_after_change",
-        )
+        )  # the declaration (the diagram is drawn from it); changes run on the table read from it
+        self._run_on_table(self.machine)
 
     # ---- definition (also read by devices.diagrams) ------------------------------------
 
@@ -136,7 +139,7 @@ class DeviceModel:
     @property
     def usable(self) -> bool:
         """Identified, online and heard recently: its reports may be trusted."""
-        return self.ident is not None and self.state not in ("offline", "connecting", "stale", "updating")
+        return self.ident is not None and self.state not in NOT_USABLE
 
     @property
     def healthy(self) -> bool:
@@ -213,9 +216,6 @@ class DeviceModel:
 
     # ---- internals -----------------------------------------------------------------------
 
-    def may(self, trigger: str) -> bool:
-        return trigger in self.machine.get_triggers(self.state)
-
     def _on_ident(self, msg: Ident) -> None:
         if msg.role is not self.ROLE:
             self._refuse_ident(msg)
@@ -266,9 +266,7 @@ class DeviceModel:
             and self.resume_state not in ("connecting", "updating")
         self.trigger("back_to_fault" if faulted else f"back_to_{self.resume_state}")
 
-    def _after_change(self, event: EventData) -> None:
-        assert event.transition is not None  # after_state_change runs inside a transition
-        src, dst = event.transition.source, self.state  # the state is the transition's dest by now
+    def _changed(self, src: str, dst: str, trigger: str) -> None:
         reason, severity = Reason.DEVICE_STATE, Severity.INFO
         if dst == "stale":
             reason, severity = Reason.DEVICE_STALE, Severity.WARNING
@@ -282,13 +280,13 @@ class DeviceModel:
             self._was_offline = True
         elif dst != "connecting":
             self._was_offline = False
-        data: dict[str, Any] = {"device": self.NAME, "from": src, "to": dst, "trigger": event.event.name}
+        data: dict[str, Any] = {"device": self.NAME, "from": src, "to": dst, "trigger": trigger}
         if dst == "fault" and self.active_fault is not None:
             data |= {"fault": self.active_fault.code.name, "position": self.active_fault.position,
                      "detail": self.active_fault.detail}
         if self._ident_note:
             data |= self._ident_note
-        text = f"{self.NAME}: {src} -> {dst} ({event.event.name})"
+        text = f"{self.NAME}: {src} -> {dst} ({trigger})"
         if "fault" in data:
             text += f": {data['fault']} at position {data['position']} {data['detail']}".rstrip()
         log.info("device_state", **data)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from devices.models.device_model import DeviceModel
+from devices.models.device_model import NOT_USABLE as _NOT_USABLE, DeviceModel
 from firmware_bridge.messages import CardRead, DeviceRole, CutCardSeen, Heartbeat, Message, ShoeEmpty, ShoeLoaded, UnreadableCard
 
 
@@ -30,8 +30,9 @@ class ShoeReaderModel(DeviceModel):
 
     @property
     def accepts_reads(self) -> bool:
-        """Card reads count only from a device that is online and heard recently."""
-        return self.usable
+        """Card reads count only from a device that is online and heard recently (``usable``, written
+        out: the table asks for every card read)."""
+        return self.identity.ident is not None and self.state not in _NOT_USABLE
 
     def _on_work_message(self, msg: Message) -> None:
         if isinstance(msg, ShoeLoaded):

@@ -18,10 +18,11 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import structlog
-from transitions import EventData, Machine
+from transitions import Machine
 
 from core.errors import CarddError
 from devices.events import Event, EventSink, Reason, Severity
+from devices.machine_table import TableDriven
 from devices.game.rules import HouseRules, cut_window
 from core.cards import ALL_CARDS, Card, shoe_composition
 from firmware_bridge.messages import DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress
@@ -64,17 +65,23 @@ def describe_counts(counts: Mapping[Card, int]) -> str:
 
 def compare_counts(expected: Mapping[Card, int], actual: Mapping[Card, int]) -> tuple[dict[Card, int], dict[Card, int]]:
     """(missing, extra) per card between what should be there and what is."""
-    missing = {c: expected.get(c, 0) - actual.get(c, 0) for c in ALL_CARDS if actual.get(c, 0) < expected.get(c, 0)}
-    extra = {c: actual.get(c, 0) - expected.get(c, 0) for c in ALL_CARDS if actual.get(c, 0) > expected.get(c, 0)}
+    missing: dict[Card, int] = {}
+    extra: dict[Card, int] = {}
+    for c in ALL_CARDS:  # one pass, each count read once (twice a shoe, every card)
+        should, has = expected.get(c, 0), actual.get(c, 0)
+        if has < should:
+            missing[c] = should - has
+        elif has > should:
+            extra[c] = has - should
     return missing, extra
 
 
-class Shoe:
+class Shoe(TableDriven):
     """One shoe at a time, from its shuffle to its reconciliation."""
 
-    state: str  # set by the Machine
+    state: str  # set by the Machine, then by the table read from it
 
-    if TYPE_CHECKING:  # the Machine binds one method per trigger to the model; declared for the type checker
+    if TYPE_CHECKING:  # one method per trigger, bound to the model (TableDriven); declared for the type checker
         def trigger(self, name: str) -> bool: ...
         def start_shuffle(self) -> bool: ...
         def refuse(self) -> bool: ...
@@ -97,7 +104,8 @@ class Shoe:
             model=self, states=list(SHOE_STATES), transitions=[dict(t) for t in SHOE_TRANSITIONS],
             initial="idle", auto_transitions=False, queued=True, send_event=True,
             after_state_change="_after_change",
-        )
+        )  # the declaration (the diagram is drawn from it); changes run on the table read from it
+        self._run_on_table(self.machine)
 
     # ---- queries --------------------------------------------------------------------------
 
@@ -245,9 +253,6 @@ class Shoe:
         if self.may("finish"):
             self._fire("finish", why=why, cards_out=self.cards_out)
 
-    def may(self, trigger: str) -> bool:
-        return trigger in self.machine.get_triggers(self.state)
-
     # ---- end of the shoe ------------------------------------------------------------------
 
     def reconcile(self, returned: Mapping[Card, int], who: str | None = None) -> bool:
@@ -292,9 +297,7 @@ class Shoe:
         finally:
             self._note = {}
 
-    def _after_change(self, event: EventData) -> None:
-        assert event.transition is not None  # after_state_change runs inside a transition
-        src, dst = event.transition.source, self.state  # the state is the transition's dest by now
+    def _changed(self, src: str, dst: str, trigger: str) -> None:
         note = dict(self._note)
         reason = note.pop("reason", None) or _REASON_FOR_DEST.get(dst, Reason.SHOE_STATE)
         who = note.pop("who", None)
@@ -304,7 +307,7 @@ class Shoe:
         elif note:  # the facts a supervisor reads on the screen: cards, decks, counting device, who
             text += ": " + ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in note.items())
         severity = Severity.ALARM if dst in _ALARMS else Severity.INFO
-        data = {"from": src, "to": dst, "trigger": event.event.name, **note}
+        data = {"from": src, "to": dst, "trigger": trigger, **note}
         log.info("shoe_state", **{k: str(v) for k, v in data.items()})
         self._sink(Event(reason, "shoe", text, severity, data, who))
 

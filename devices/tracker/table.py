@@ -39,7 +39,7 @@ from devices.tracker.inputs import (
 from devices.game.rules import HouseRules
 from devices.models.shoe_reader_model import ShoeReaderModel
 from devices.models.shuffler_model import ShufflerModel
-from devices.tracker.shoe import Shoe
+from devices.tracker.shoe import IN_PLAY as SHOE_IN_PLAY, Shoe
 from core.cards import ALL_CARDS, Card, Orientation
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, Message, ShoeEmpty, ShoeLoaded, ShuffleComplete, ShuffleProgress,
@@ -190,6 +190,13 @@ class Table:
 
     def _on_shoe(self, msg: Message) -> None:
         self.reader.on_message(msg)
+        if type(msg) is CardRead and msg.index == self.last_index + 1:  # the hot path: the next card in order
+            self.last_index = msg.index
+            if self.awaiting_entry is None and self.reader.accepts_reads:  # what _on_read checks first
+                self._place(msg.card, msg.orientation, msg.index)
+            else:
+                self._on_read(msg)
+            return
         if isinstance(msg, (CardRead, UnreadableCard)) and not self._next_index(msg):
             return
         if isinstance(msg, CardRead):
@@ -272,8 +279,9 @@ class Table:
         self._place(msg.card, msg.orientation, msg.index)
 
     def _place(self, card: Card, orientation: Orientation, index: int) -> None:
-        foreign = self.shoe.card_out(card)
-        if not self.shoe.in_play:
+        shoe = self.shoe
+        foreign = shoe.card_out(card)
+        if shoe.state not in SHOE_IN_PLAY:  # shoe.in_play, read for every card
             self.discard.append(card)
             self._emit(Reason.DEALING_BLOCKED, f"card #{index} left the shoe while the shoe is {self.shoe.state}: "
                        "dealing blocked, card to the discard", Severity.ALARM, card=str(card), index=index)
@@ -294,7 +302,7 @@ class Table:
                            Severity.WARNING)
                 self._void_round(Reason.FACE_UP_CARD, "table", Role.DEALER, by_rule=FACE_UP_RULE)
             return
-        if self.shoe.burning and not self.round_live:
+        if shoe.burn_remaining > 0 and not self.round_live:  # shoe.burning: the shoe is in play here
             self.burn_pile.append(card)
             self.shoe.take_burn(card)
             return

@@ -136,6 +136,22 @@ def test_jobs_do_not_change_the_output(tmp_path: Path, rules_name: str | None, d
     assert [r["round"] for r in rounds] == list(range(1, 301)) and rounds[-1]["shoe"] > 3
 
 
+@pytest.mark.parametrize("rules_name", [None, "casino-001.toml", "casino-003.toml", "casino-004.toml"])
+def test_a_line_is_its_round_as_compact_json(rules_name: str | None) -> None:
+    """json_line is written out field by field: it must stay what json.dumps gives for as_json()."""
+    base = load_rules(ROOT / "rules" / rules_name) if rules_name else HouseRules.default()
+    results: list[RoundResult] = []
+    run(rules_for(base, 2, min(3, base.table.boxes)), 300, min(3, base.table.boxes), BasicStrategy(), 11,
+        results.append)
+    by_hand = RoundResult(1, 1, Card.parse("AS"), [Card.parse("AS"), Card.parse("KD")],
+                          [{"box": 1, "hand": 0, "cards": ["9C", "8D"], "decisions": ["stand"], "stake": 10,
+                            "net": "-10"}],
+                          [{"player": 'p"1\u00e9', "box": 1, "hand": None, "kind": "insurance", "stake": 5,
+                            "net": "10", "outcome": "win"}], 10, 0)  # a line with no hand, a name to escape
+    for result in [*results, by_hand]:
+        assert result.json_line() == json.dumps(result.as_json(), separators=(",", ":"))
+
+
 def test_a_shoe_dealt_alone_is_the_same_shoe() -> None:
     rules = rules_for(HouseRules.default(), 2, 2)
     seen: list[RoundResult] = []
