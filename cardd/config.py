@@ -94,6 +94,10 @@ class ApiConfig(_Section, frozen=True):
     #: the socket file's group: API clients join it (and one role group). Not the udev device
     #: group "cardd": being allowed at the devices must not let anyone talk to the daemon
     group: str = "cardd-api"
+    #: requests per second one connection may send, sustained; one more gets ERROR flood and is closed
+    rate: Annotated[float, msgspec.Meta(ge=1.0, le=10_000.0)] = 50.0
+    #: requests one connection may send at once before the rate applies
+    burst: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
 
     @property
     def mode_bits(self) -> int:
@@ -240,6 +244,8 @@ def _describe(kind: schema.Type) -> str:
         if kind.ge is not None and kind.le is not None:
             return f"a whole number from {kind.ge} to {kind.le}"
         return "a whole number"
+    if isinstance(kind, schema.FloatType) and kind.ge is not None and kind.le is not None:
+        return f"a number from {kind.ge:g} to {kind.le:g}"
     if isinstance(kind, schema.CustomType) and kind.cls is Path:
         return "an absolute path (a string)"
     if isinstance(kind, schema.StrType):

@@ -42,8 +42,11 @@ from simulators.stack import fisher_yates, full_shoe
 
 #: how long the daemon and its simulated devices may take to come up on a loaded machine
 START_TIMEOUT = 30.0
-#: the API allows 50 requests a second per connection (cardd/api/server.py): the bench makes at most 40
-REQUEST_INTERVAL_S = 1 / 40
+#: the requests a second per connection the rig's own cardd allows (``[api] rate`` and ``burst`` in
+#: the config it writes; the default 50 would set the bench's pace, not the daemon)
+API_RATE = 1000
+#: each client paces itself to 80 % of that
+REQUEST_INTERVAL_S = 1.25 / API_RATE
 POLL_S = 0.005
 #: how long a person at real hardware may take to do what the bench asks (load the shoe, deal a card)
 OPERATOR_TIMEOUT = 300.0
@@ -296,7 +299,7 @@ class BenchRig:
         (d / "cardd.toml").write_text("\n".join([
             "[devices]", f'shoe = "{self.url("shoe")}"', *shuffler, "",
             "[table]", f'rules = "{self.rules_path}"', "", "[journal]", f'path = "{d / "journal.sqlite3"}"', "",
-            "[api]", f'socket = "{socket}"', ""]))
+            "[api]", f'socket = "{socket}"', f"rate = {API_RATE}", f"burst = {API_RATE}", ""]))
         # the daemon's log goes to a file: a pipe nobody reads fills up (64 KiB: about 16 shoes of device
         # and link lines) and the daemon's next log line then blocks its whole loop
         with self.log_path.open("wb") as log_file:

@@ -29,7 +29,7 @@ import structlog
 from cardd.api.errors import ApiError, CommandFailed
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import Event as ApiEvent
-from cardd.api.server import ApiServer
+from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
 from cardd.daemon.backend import DaemonBackend, Runner
 from cardd.daemon.commands import command_table
@@ -117,6 +117,7 @@ class Daemon:
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,
+                             limits=Limits(rate=config.api.rate, burst=config.api.burst),
                              mode=config.api.mode_bits, group=api_gid)
         try:
             await self.api.start()

@@ -155,12 +155,15 @@ def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
 
 
 def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dict[str, str] | None = None,
-                 api_group: str = "cardd-api", journal: dict[str, int | str] | None = None) -> Path:
-    """A configuration file for the daemon under ``directory``; ``journal``: more [journal] keys."""
+                 api_group: str = "cardd-api", journal: dict[str, int | str] | None = None,
+                 api: dict[str, int | float] | None = None) -> Path:
+    """A configuration file for the daemon under ``directory``; ``journal``, ``api``: more keys of
+    those sections."""
     lines = ["[devices]", f'shoe = "{shoe}"'] + ([f'shuffler = "{shuffler}"'] if shuffler else [])
     lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]", f'path = "{directory / "journal.sqlite3"}"']
     lines += [f"{key} = {json.dumps(value)}" for key, value in (journal or {}).items()]
     lines += ["", "[api]", f'socket = "{directory / "cardd.sock"}"', f'group = "{api_group}"']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in (api or {}).items()]
     if roles:
         lines += ["", "[roles]"] + [f'{role} = "{group}"' for role, group in roles.items()]
     path = directory / "cardd.toml"

@@ -53,6 +53,7 @@ def test_a_minimal_file_takes_the_defaults(tmp_path):
     assert config.api.socket == Path("/run/cardd/cardd.sock")
     assert config.api.mode_bits == 0o660
     assert config.api.group == "cardd-api"
+    assert (config.api.rate, config.api.burst) == (50.0, 200)  # cardd/api/server.py's Limits
     assert config.firmware.public_key is None
     assert config.roles == RolesConfig(dealer="cardd-dealer", supervisor="cardd-supervisor", technician="cardd-tech")
     assert config.log == LogConfig(format="auto", level="info")
@@ -82,6 +83,11 @@ def test_simulated_needs_no_file_and_keeps_everything_under_one_directory(tmp_pa
         fresh.journal.path.parent.rmdir()
 
 
+def test_the_api_limits_may_be_raised_and_a_whole_number_rate_is_read(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL + "[api]\nrate = 1000\nburst = 1000\n"))
+    assert (config.api.rate, config.api.burst) == (1000.0, 1000)
+
+
 def test_config_error_is_a_cardd_error(tmp_path):
     assert isinstance(error_of(tmp_path, ""), CarddError)
 
@@ -103,6 +109,7 @@ WRONG_TYPES = [
     (MINIMAL + "[journal]\nretention_days = 90.0\n", "journal.retention_days",
      "90.0 is not allowed; expected a whole number from 90 to 36525"),
     (MINIMAL + "[api]\nsocket = 5\n", "api.socket", "5 is not allowed; expected an absolute path (a string)"),
+    (MINIMAL + '[api]\nrate = "fast"\n', "api.rate", '"fast" is not allowed; expected a number from 1 to 10000'),
     (MINIMAL + "[firmware]\npublic_key = true\n", "firmware.public_key",
      "true is not allowed; expected an absolute path (a string)"),
     ('log = "json"\n' + MINIMAL, "log", '"json" is not allowed; expected a table with the keys format, level'),
@@ -135,6 +142,11 @@ OUT_OF_RANGE = [
      '"cardd": \'cardd\' is the devices\' group (udev): the API needs its own, like "cardd-api"'),
     (MINIMAL + '[api]\ngroup = "API users"\n', "api.group",
      '"API users": expected a Unix group name (lower-case letters, digits, _ and -)'),
+    (MINIMAL + "[api]\nrate = 0\n", "api.rate", "0 is not allowed; expected a number from 1 to 10000"),
+    (MINIMAL + "[api]\nrate = 2e4\n", "api.rate", "20000.0 is not allowed; expected a number from 1 to 10000"),
+    (MINIMAL + "[api]\nrate = nan\n", "api.rate", "nan is not allowed; expected a number from 1 to 10000"),
+    (MINIMAL + "[api]\nburst = 0\n", "api.burst", "0 is not allowed; expected a whole number from 1 to 100000"),
+    (MINIMAL + "[api]\nburst = 1.5\n", "api.burst", "1.5 is not allowed; expected a whole number from 1 to 100000"),
     (MINIMAL + '[roles]\ndealer = "Dealers!"\n', "roles.dealer",
      '"Dealers!": expected a Unix group name (lower-case letters, digits, _ and -)'),
     (MINIMAL + '[roles]\ntechnician = "cardd-supervisor"\n', "roles.technician",

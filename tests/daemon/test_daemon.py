@@ -3,6 +3,7 @@ round driven through COMMANDs with the simulated shoe's cards, restart after SIG
 since_seq across a restart, and start-up refusals in one line."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
@@ -263,6 +264,31 @@ def test_a_missing_device_is_offline_never_fatal_and_a_command_for_it_names_it(d
     finally:
         code, err = daemon.stop()
     assert code == 0, err
+
+
+def test_a_configured_rate_limit_is_enforced_per_connection(directory):
+    """``[api] rate`` and ``burst`` reach the API (the pattern of tests/api's flood test, through the
+    real daemon): 60 requests at once against a burst of 10 get an ERROR flood and the connection closed."""
+    config = write_config(directory, f"serial://{directory}/no-shoe", None, api={"rate": 2.0, "burst": 10})
+    daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+    try:
+        flooder = daemon.client()
+        flooder.stream.write(b'{"class": "STATE"}\n' * 60)
+        flooder.stream.flush()
+        received = []
+        while line := flooder.stream.readline():
+            received.append(json.loads(line))
+        flooder.close()
+        calm = daemon.client()  # the limit is per connection: another one is answered
+        calm.state()
+        calm.close()
+    finally:
+        code, err = daemon.stop()
+    assert code == 0, err
+    states, last = received[:-1], received[-1]
+    assert 10 <= len(states) < 60 and {r["class"] for r in states} == {"STATE"}, [r["class"] for r in received]
+    assert last["class"] == "ERROR" and last["code"] == "flood"
+    assert last["message"] == "more than 2 requests per second: closing"
 
 
 def test_systemd_hears_ready_status_and_stopping(directory):
