@@ -47,6 +47,38 @@ def main() -> None:
     _quiet_logs()
 
 
+
+def _scenario_files(paths: tuple[Path, ...]) -> list[Path]:
+    """The scenario files named or found under ``paths``; a usage error when there are none."""
+    try:
+        files = scenario_files(list(paths))
+    except ScenarioError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not files:
+        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+    return files
+
+
+def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs: int, junit: Path | None,
+           count_skipped: bool) -> None:
+    """The end of a run or a replay: the skipped and failed ones, the totals, the JUnit file, and
+    exit 1 on any failure."""
+    results.sort(key=lambda r: str(r.path))
+    skipped = [r for r in results if r.skipped]
+    failed = [r for r in results if not r.passed and not r.skipped]
+    for result in skipped:
+        console.print(f"[yellow]SKIPPED[/] {result.skipped}", soft_wrap=True)
+    for result in failed:
+        console.print(f"[red]FAIL[/] {result.message}")
+    totals = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
+    if count_skipped:
+        totals += f", {len(skipped)} skipped"
+    console.print(f"[bold]{totals}[/] in {elapsed:.1f} s ({jobs} job(s))")
+    if junit is not None:
+        write_junit(results, junit, elapsed)
+    if failed:
+        sys.exit(1)
+
 @main.command()
 @click.option("--rounds", type=click.IntRange(1), default=10_000, show_default=True)
 @click.option("--decks", type=click.IntRange(1, 8), default=6, show_default=True)
@@ -170,12 +202,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
     real = _devices(devices)
     if real and jobs > 1:
         raise click.UsageError(f"--device with --jobs {jobs}: real devices run one scenario at a time (--jobs 1)")
-    try:
-        files = scenario_files(list(paths))
-    except ScenarioError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not files:
-        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+    files = _scenario_files(paths)
     console = Console(stderr=True)
     results: list[ScenarioResult] = []
     start = time.monotonic()
@@ -194,20 +221,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
                 progress.advance(task)
                 mark = "[yellow]skip[/]" if result.skipped else "[green]pass[/]" if result.passed else "[red]FAIL[/]"
                 progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
-    elapsed = time.monotonic() - start
-    results.sort(key=lambda r: str(r.path))
-    skipped = [r for r in results if r.skipped]
-    failed = [r for r in results if not r.passed and not r.skipped]
-    for result in skipped:
-        console.print(f"[yellow]SKIPPED[/] {result.skipped}", soft_wrap=True)
-    for result in failed:
-        console.print(f"[red]FAIL[/] {result.message}")
-    console.print(f"[bold]{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed, "
-                  f"{len(skipped)} skipped[/] in {elapsed:.1f} s ({jobs} job(s))")
-    if junit is not None:
-        write_junit(results, junit, elapsed)
-    if failed:
-        sys.exit(1)
+    finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=True)
 
 
 @main.command()
@@ -268,12 +282,7 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
 @click.option("--force", is_flag=True, help="overwrite traces that exist")
 def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
     """Run scenario files (or folders) recording each as OUT/<casino>-<name>.trace, replay it, write its .golden."""
-    try:
-        files = scenario_files(list(paths))
-    except ScenarioError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not files:
-        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+    files = _scenario_files(paths)
     out.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True, soft_wrap=True)
     failed = 0
@@ -320,14 +329,4 @@ def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, juni
             results.append(result)
             mark = ("[green]updated[/]" if update_golden else "[green]pass[/]") if result.passed else "[red]FAIL[/]"
             console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
-    elapsed = time.monotonic() - start
-    results.sort(key=lambda r: str(r.path))
-    failed = [r for r in results if not r.passed]
-    for result in failed:
-        console.print(f"[red]FAIL[/] {result.message}")
-    console.print(f"[bold]{len(results) - len(failed)} passed, {len(failed)} failed[/] in {elapsed:.1f} s "
-                  f"({jobs} job(s))")
-    if junit is not None:
-        write_junit(results, junit, elapsed)
-    if failed:
-        sys.exit(1)
+    finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=False)

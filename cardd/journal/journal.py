@@ -65,17 +65,6 @@ def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Enc
 
 
 @dataclass(frozen=True, slots=True)
-class ExportResult:
-    path: Path
-    fmt: str
-    first_seq: int
-    last_seq: int
-    count: int
-    sha256: str  # hex, of the whole file
-    record_seq: int  # the "export" record that notes it in the chain
-
-
-@dataclass(frozen=True, slots=True)
 class ExportFile:
     """An export file written and fsynced, not yet noted in the chain (:meth:`Journal.note_export`)."""
     path: Path
@@ -84,6 +73,12 @@ class ExportFile:
     last_seq: int
     count: int
     sha256: str  # hex, of the whole file
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult(ExportFile):
+    """An export file noted in the chain."""
+    record_seq: int  # the "export" record that notes it in the chain
 
 
 @dataclass(frozen=True, slots=True)
