@@ -484,30 +484,37 @@ class ApiServer:
         client.pending = []
         client.last_seq = request.since_seq
         try:
-            await self._replay(client, request.since_seq)
+            replayed = await self._replay(client, request.since_seq)
         except BaseException:
             client.watching = False
             client.pending = None
             self._watchers.discard(client)
             raise
         pending, client.pending = client.pending or [], None
+        # the replay reads the journal, which can be ahead of what was published (a commit whose
+        # records are not published yet): the ACK names the last event the client got, not less
+        through = self._last_seq if replayed is None or (self._last_seq or 0) >= replayed else replayed
         if not client.closing:
-            client.send(encode_line(Ack(id=request.id, seq=self._last_seq)))
+            client.send(encode_line(Ack(id=request.id, seq=through)))
         for seq, line in pending:
             client.offer_event(seq, line)
         return None
 
-    async def _replay(self, client: _Client, since_seq: int) -> None:
+    async def _replay(self, client: _Client, since_seq: int) -> int | None:
+        """Send the journal's events after ``since_seq``; the last seq read from it (None: none)."""
         chunk = self.limits.backlog_chunk
-        after = since_seq
+        after, last = since_seq, None
         while not client.closing:
             await client.wait_room(chunk)
             events = await self.backend.events_since(after, chunk)
             for event in events:
                 client.deliver(event.seq, encode_line(event))
+            if events:
+                last = events[-1].seq
             if len(events) < chunk:
-                return
+                return last
             after = events[-1].seq
+        return last
 
 
 def _tag(request: Any) -> str:

@@ -144,9 +144,43 @@ def test_a_replay_longer_than_the_queue_is_paced_by_the_client_not_dropped(sock_
             await client.send({"class": "WATCH", "id": "w", "since_seq": 0})
             await until_replay_waits_or_drops(daemon, server, limits)
             seqs, acks = await read_events(client, 10_000)
-            assert await client.recv() == {"class": "ACK", "id": "w", "seq": None}  # the replay's end
+            # the replay's end, naming the last event replayed (none of them was published here)
+            assert await client.recv() == {"class": "ACK", "id": "w", "seq": 10_000}
             await client.close()
             return seqs, acks
 
     seqs, acks = asyncio.run(scenario())
     assert seqs == list(range(1, 10_001)) and acks == []
+
+
+def test_the_ack_of_a_replay_names_the_last_event_sent_even_when_the_journal_is_ahead_of_publishing(sock_dir):
+    """A group commit's records are in the journal before the loop publishes them: a replay that
+    reads them sends them, and its ACK must not name an earlier seq (a client takes the ACK as the
+    end of the replay); their publication later is not sent twice."""
+    daemon = FakeDaemon()
+
+    async def scenario() -> tuple[list[int], dict[str, Any], list[int]]:
+        async with serving(daemon, sock_dir) as server:
+            for _ in range(5):
+                server.publish(daemon.journal_event())
+            committed = [daemon.journal_event() for _ in range(3)]  # journaled, not published yet
+            client = await LineClient.connect(server.path)
+            await client.send({"class": "WATCH", "id": "w", "since_seq": 2})
+            replayed, ack = [], None
+            while ack is None:
+                line = await client.recv()
+                if line["class"] == "EVENT":
+                    replayed.append(line["seq"])
+                else:
+                    ack = line
+            for event in committed:
+                server.publish(event)
+            server.publish(daemon.journal_event())
+            live = [(await client.recv())["seq"]]
+            await client.close()
+            return replayed, ack, live
+
+    replayed, ack, live = asyncio.run(scenario())
+    assert replayed == [3, 4, 5, 6, 7, 8]
+    assert ack == {"class": "ACK", "id": "w", "seq": 8}
+    assert live == [9]
