@@ -64,9 +64,13 @@ def test_watch_shows_the_boxes_totals_and_an_alarm_appearing_and_clearing(direct
             state = client.wait_state(lambda s: len(s["round"]["boxes"]["5"][0]["cards"]) == 1
                                       and len(s["round"]["dealer"]["cards"]) == 1)
             box2 = state["round"]["boxes"]["2"][0]
-            screen = tmux.wait_for(lambda s: "alice 25.00" in s and "bob 10.00" in s)
-            line = next(row for row in screen.splitlines() if "box 2" in row)
-            assert box2["cards"][0] in line and str(box2["total"]) in line
+
+            def box_2(screen: str) -> str:
+                return next((row for row in screen.splitlines() if "box 2" in row), "")
+
+            # the view follows the events: wait for the card, not only the bets, to be drawn
+            screen = tmux.wait_for(lambda s: "alice 25.00" in s and "bob 10.00" in s and box2["cards"][0] in box_2(s))
+            assert str(box2["total"]) in box_2(screen)
             assert "ALARM" not in screen
             with ApiClient(daemon.socket_path) as other:
                 other.command("sim_fault", device="shuffler", code="jam")
