@@ -10,6 +10,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import IO
@@ -48,14 +49,15 @@ def main() -> None:
 
 
 
-def _scenario_files(paths: tuple[Path, ...]) -> list[Path]:
-    """The scenario files named or found under ``paths``; a usage error when there are none."""
+def _files(paths: tuple[Path, ...], find: Callable[[list[Path]], list[Path]], what: str) -> list[Path]:
+    """The files ``find`` names or finds under ``paths`` (scenarios, traces); a usage error when it
+    refuses a path or finds none."""
     try:
-        files = scenario_files(list(paths))
-    except ScenarioError as exc:
+        files = find(list(paths))
+    except (ScenarioError, ReplayError) as exc:
         raise click.UsageError(str(exc)) from None
     if not files:
-        raise click.UsageError(f"no scenario files (*.toml) under {', '.join(map(str, paths))}")
+        raise click.UsageError(f"no {what} under {', '.join(map(str, paths))}")
     return files
 
 
@@ -202,7 +204,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
     real = _devices(devices)
     if real and jobs > 1:
         raise click.UsageError(f"--device with --jobs {jobs}: real devices run one scenario at a time (--jobs 1)")
-    files = _scenario_files(paths)
+    files = _files(paths, scenario_files, "scenario files (*.toml)")
     console = Console(stderr=True)
     results: list[ScenarioResult] = []
     start = time.monotonic()
@@ -282,7 +284,7 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
 @click.option("--force", is_flag=True, help="overwrite traces that exist")
 def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
     """Run scenario files (or folders) recording each as OUT/<casino>-<name>.trace, replay it, write its .golden."""
-    files = _scenario_files(paths)
+    files = _files(paths, scenario_files, "scenario files (*.toml)")
     out.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True, soft_wrap=True)
     failed = 0
@@ -314,12 +316,7 @@ def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
 def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, junit: Path | None) -> None:
     """Replay traces (or folders of *.trace) into a fresh cardd each; compare the journal with NAME.golden."""
-    try:
-        files = trace_files(list(paths))
-    except ReplayError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not files:
-        raise click.UsageError(f"no traces (*.trace) under {', '.join(map(str, paths))}")
+    files = _files(paths, trace_files, "traces (*.trace)")
     console = Console(stderr=True, soft_wrap=True)
     start = time.monotonic()
     results: list[ScenarioResult] = []

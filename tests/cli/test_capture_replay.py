@@ -6,29 +6,21 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from cardd.journal import Journal
 from core.cards import Card
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import CARDCTL, cardctl
-from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, write_config
 
 STACK = ["AS", "KD", "7H", "2C", "9S", "TD", "3H", "5C", "QS", "4D", "8H", "6S"]
 DEALT = 9
 #: data keys that hold times or boot ids: a replay happens later, on another boot
 VOLATILE = ("time", "boot", "ts_ns", "uptime", "elapsed", "at_ns")
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 def load_and_deal(sim: SimulatedTable) -> None:

@@ -14,14 +14,8 @@ from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
-from tests.daemon.daemon_rig import Daemon, remove, simulate, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, simulate, write_config
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 @pytest.fixture

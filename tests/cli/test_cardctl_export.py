@@ -14,14 +14,8 @@ from cardd.api.client import ApiClient
 from cardd.cli.common import CliError
 from cardd.cli.journal import copy_checked
 from tests.cli.cli_rig import cardctl, start_round
-from tests.daemon.daemon_rig import Daemon, remove, simulate, state_dir
+from tests.daemon.daemon_rig import Daemon, simulate
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 @pytest.fixture

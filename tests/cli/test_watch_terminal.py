@@ -5,23 +5,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
 
 from cardd.api.client import ApiClient
 from tests.cli.cli_rig import CARDCTL
-from tests.daemon.daemon_rig import remove, shuffle_and_load, simulate, state_dir
+from tests.daemon.daemon_rig import shuffle_and_load, simulate
 
 SESSION_PREFIX = "cardctl-watch-test"
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 class Tmux:

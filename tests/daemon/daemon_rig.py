@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cardd.journal import KIND_INPUT, Journal
 from firmware_bridge.messages import CardRead, Message, decode
 
@@ -228,3 +230,12 @@ def open_and_bet(client: Client) -> None:
     client.ok("place_bet", box=1, player="p1", amount=1000)
     client.ok("place_bet", box=3, player="p3", amount=2000)
     client.ok("no_more_bets")
+
+
+@pytest.fixture
+def directory() -> Iterator[Path]:
+    """A fresh state folder for one daemon's journal and socket, removed after the test (the
+    daemon and cli packages' conftest.py make it their fixture)."""
+    path = state_dir()
+    yield path
+    remove(path)

@@ -13,9 +13,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
 
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
@@ -25,12 +24,6 @@ from simulators.rig import SimulatedTable
 
 CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 def play_out(client: Client, deal: Callable[[int], object], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

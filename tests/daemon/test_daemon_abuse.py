@@ -10,24 +10,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 
 from cardd.journal import Journal
-from tests.daemon.daemon_rig import Client, Daemon, journaled_reads, remove, shuffle_and_load, simulate, state_dir
+from tests.daemon.daemon_rig import Client, Daemon, journaled_reads, shuffle_and_load, simulate
 
 FLOOD_BYTES = 100 * 1024 * 1024
 CONNECTIONS = 1000
 #: what the abuse may add to the daemon's resident memory (its queues and buffers are bounded)
 RSS_GROWTH_BOUND_MB = 25.0
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 def rss_mb(daemon: Daemon) -> float:

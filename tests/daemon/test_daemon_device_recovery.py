@@ -5,7 +5,6 @@ status after the handshake, and a repeated IDENT of the same boot undoes nothing
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,10 @@ from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import Daemon, remove, state_dir, wait_until, write_config
+from tests.daemon.daemon_rig import Daemon, wait_until, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 def device_states(path: Path, device: str) -> list[tuple[str, str, str]]:

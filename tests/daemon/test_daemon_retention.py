@@ -13,15 +13,13 @@ import hashlib
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from cardd.journal import Entry, Journal
 from simulators.rig import SimulatedTable
-from tests.daemon.daemon_rig import Client, Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Client, Daemon, write_config
 from tests.support.clients import run_client
 from tests.journal.journal_helpers import DAY_NS
 from tests.support.groups import unix_groups
@@ -76,12 +74,6 @@ def wait_for(check: Any, what: str, timeout: float = 30.0) -> Any:
         time.sleep(0.05)
     return found
 
-
-@pytest.fixture
-def directory() -> Iterator[Path]:
-    path = state_dir()
-    yield path
-    remove(path)
 
 
 def test_export_then_prune_removes_only_exported_records_past_the_horizon(directory):
