@@ -22,12 +22,7 @@ CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
 #: Reason codes and fault switches no scenario covers. The library covers them all (issue 11); a
 #: code or switch added without a scenario fails the test until one expects it (or it is listed here
 #: on purpose, with the reason).
-#: - EVENT_GAP: a device whose event indexes jump while its link is up (its buffer overflowed with
-#:   the events still unsent: a slow line and a whole shoe dealt at once), which
-#:   tests/daemon/test_daemon_lost_events.py provokes through the daemon with a wire held back; the
-#:   scenario steps have no way to hold a wire's bytes (EVENTS_LOST and DEVICE_DROPPED_EVENTS:
-#:   casino-000/shoe-event-buffer-overflow)
-EXPECTED_MISSING_REASONS = {"EVENT_GAP"}
+EXPECTED_MISSING_REASONS: set[str] = set()
 EXPECTED_MISSING_FAULTS: set[str] = set()
 
 
