@@ -8,7 +8,8 @@ devices as the configuration does: ``shoe`` and ``shuffler``.
 End-to-end delivery (protocol 1.1, docs/protocol.md §3.2): each numbered event becomes the same
 :class:`~devices.tracker.inputs.DeviceMessage` input as a plain message, with its event index;
 at a handshake the connection asks the service for the highest index journaled for the unit
-that answers (:meth:`TableService.event_marks`: another unit starts from nothing), and after
+that answers (:attr:`TableService.event_marks`, kept per unit: a unit back on its port after
+another resumes from its own mark; a unit never journaled starts from nothing), and after
 each commit the service's ``on_journaled`` confirms the new marks, so a device forgets an event
 only once it is in the journal. Each record carries the unit the connection had shaken hands
 with when the event came in, so the mark moves for the unit that numbered it. A lost event
@@ -19,7 +20,7 @@ sees in STATE and clears like any other (``clear_alarm``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import msgspec
 from cardd.api.errors import CommandFailed
 from cardd.config import CarddConfig
 from core.errors import CarddError
-from cardd.daemon.tracker_service import EventMark, TableService, unit_of
+from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
 from devices.tracker.inputs import DeviceMessage
@@ -85,8 +86,7 @@ class Devices:
             feed.apply(DeviceMessage(device, msg, index, unit_of(connection.ident)))
 
         def journaled_index() -> int:
-            mark = self.service.event_marks.get(device)
-            return mark.index if mark is not None and mark.unit == unit_of(connection.ident) else 0
+            return self.service.event_marks.get(device, {}).get(unit_of(connection.ident), 0)
 
         connection = DeviceConnection(url, message, event, session, journaled_index=journaled_index,
                                       on_indexed=indexed)
@@ -100,14 +100,14 @@ class Devices:
             self.service.table.alarms.raise_from(event)
         self.service.add(Entry.from_event(event, ts_ns=time.time_ns()))
 
-    def _confirm(self, marks: Mapping[str, EventMark]) -> None:
+    def _confirm(self, marks: EventMarks) -> None:
         """After a commit: the devices may forget what it journaled (only the unit that numbered it)."""
         for name, connection in self.connections.items():
-            mark = marks.get(MODEL_NAMES[name])
-            if mark is None or mark.unit != unit_of(connection.ident):
+            index = marks.get(MODEL_NAMES[name], {}).get(unit_of(connection.ident))
+            if index is None:
                 continue
             try:
-                connection.confirm(mark.index)
+                connection.confirm(index)
             except EventIndexError:  # journaled before a restart, not delivered by this connection: said at resume
                 pass
 

@@ -25,10 +25,11 @@ replayed table's snapshot (a live round comes back held, the devices offline).
 
 After each commit :attr:`TableService.journaled_reads` holds the highest card index journaled
 per device, and :attr:`TableService.event_marks` the highest protocol 1.1 event index journaled
-per device with the unit (role, model, serial) that numbered it; ``on_journaled`` is called with
-the marks that commit moved: the daemon confirms them to the devices (docs/protocol.md §3.2), which
-then forget those events. A restart reads the marks back from the snapshot (:data:`EVENT_MARKS`)
-and the input records after it, so each device resends exactly what was not journaled.
+per device and unit (role, model, serial: each unit numbers its own events), so a unit that comes
+back to a port after another resumes from its own mark; ``on_journaled`` is called with the marks
+that commit moved: the daemon confirms them to the devices (docs/protocol.md §3.2), which then
+forget those events. A restart reads the marks back from the snapshot (:data:`EVENT_MARKS`) and
+the input records after it, so each device resends exactly what was not journaled.
 """
 from __future__ import annotations
 
@@ -67,8 +68,12 @@ THREAD_COMMIT_RECORDS = 16
 #: what the daemon stores as the journal's snapshot: the table's own snapshot under TABLE and
 #: the device models' states under DEVICE_STATES (a bare table snapshot is read as one too)
 TABLE, DEVICE_STATES = "table", "device_states"
-#: ... and the event marks under EVENT_MARKS: {device: {"unit": [role, model, serial], "index": n}}
+#: ... and the event marks under EVENT_MARKS: {device: [{"unit": [role, model, serial], "index": n}, ...]}
+#: (a journal of an older release holds one mark per device, {device: {"unit": ..., "index": n}})
 EVENT_MARKS = "event_marks"
+#: the marks kept per device: those of the units most recently journaled (a unit forgotten would
+#: be asked for its events from the start again, and say the journaled ones are gone)
+MARKS_PER_DEVICE = 16
 
 #: a device unit as protocol 1.1 numbers its events: (role, model, serial) of its IDENT
 Unit = tuple[str, str, str]
@@ -92,23 +97,36 @@ def unit_of(ident: Ident | None) -> Unit | None:
 _last_unit: list[Any] = [None, None]
 
 
-@dataclass(frozen=True, slots=True)
-class EventMark:
-    """The highest event index journaled for a device, and the unit whose numbering it is."""
-    unit: Unit | None
-    index: int
+#: device -> unit (None: not known, an older journal) -> the highest event index journaled for it
+EventMarks = dict[str, dict[Unit | None, int]]
 
-    def after(self, unit: Unit | None, index: int) -> "EventMark":
-        """The mark once event ``index`` of ``unit`` is journaled too (another unit starts afresh)."""
-        return EventMark(unit, index if unit != self.unit else max(self.index, index))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"unit": None if self.unit is None else list(self.unit), "index": self.index}
+def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
+    """``into`` moved on by ``moved`` (each unit's mark only goes up); the unit moved last comes
+    last, and a device keeps the :data:`MARKS_PER_DEVICE` units moved most recently."""
+    for device, units in moved.items():
+        marks = into.setdefault(device, {})
+        for unit, index in units.items():
+            marks[unit] = max(marks.pop(unit, 0), index)
+        for unit in list(marks)[:-MARKS_PER_DEVICE]:
+            del marks[unit]
+    return into
 
-    @classmethod
-    def from_json(cls, data: Any) -> "EventMark":
-        unit = data.get("unit")
-        return cls(None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2])), int(data["index"]))
+
+def marks_to_json(marks: EventMarks) -> dict[str, list[dict[str, Any]]]:
+    return {device: [{"unit": None if unit is None else list(unit), "index": index} for unit, index in units.items()]
+            for device, units in marks.items()}
+
+
+def marks_from_json(data: Mapping[str, Any]) -> EventMarks:
+    """The :data:`EVENT_MARKS` of a snapshot, of this release or the one-mark-per-device form before it."""
+    marks: EventMarks = {}
+    for device, stored in data.items():
+        units = marks[device] = {}
+        for mark in stored if isinstance(stored, list) else [stored]:
+            unit = mark.get("unit")
+            units[None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2]))] = int(mark["index"])
+    return marks
 
 
 @dataclass
@@ -117,7 +135,7 @@ class _Batch:
     #: (index of the entry whose seq answers, future) for commands waiting for their commit
     waiters: list[tuple[int, asyncio.Future[int]]] = field(default_factory=list)
     reads: dict[str, int] = field(default_factory=dict)  # device -> highest card index in this batch
-    marks: dict[str, EventMark] = field(default_factory=dict)  # device -> its event mark after this batch
+    marks: EventMarks = field(default_factory=dict)  # device -> unit -> its highest event index in this batch
     #: False while the batch holds only card-path inputs (see the module docstring)
     needs_snapshot: bool = False
     #: what the device models' checkpoints depend on, when this batch's commit carries the snapshot
@@ -141,7 +159,7 @@ class TableService:
 
     def __init__(self, rules: HouseRules, journal: Journal, publish: Callable[[ApiEvent], None],
                  clock: Callable[[], float] = time.monotonic,
-                 on_journaled: Callable[[Mapping[str, EventMark]], None] | None = None) -> None:
+                 on_journaled: Callable[[EventMarks], None] | None = None) -> None:
         self.rules, self.journal, self._publish = rules, journal, publish
         self._clock = clock
         self.on_journaled = on_journaled
@@ -156,8 +174,8 @@ class TableService:
         self._snapshot_devices: DeviceKey | None = None
         #: device -> the highest card index (CardRead / UnreadableCard) durably journaled
         self.journaled_reads: dict[str, int] = {}
-        #: device -> the highest protocol 1.1 event index durably journaled, and its unit
-        self.event_marks: dict[str, EventMark] = {}
+        #: device -> unit -> the highest protocol 1.1 event index durably journaled
+        self.event_marks: EventMarks = {}
         self.table = Table(rules, self._sink, clock)
         self.feed = _JournaledFeed(self)
 
@@ -172,7 +190,7 @@ class TableService:
         after, stored = latest if latest is not None else (0, None)
         inputs = [r for r in self.journal.entries_after(after) if r.kind == KIND_INPUT]
         if stored is not None and EVENT_MARKS in stored:
-            self.event_marks = {device: EventMark.from_json(mark) for device, mark in stored[EVENT_MARKS].items()}
+            self.event_marks = marks_from_json(stored[EVENT_MARKS])
         if inputs or stored is not None:
             snap = self._replayed(stored, inputs)
             # a live round comes back held: restore() says so through the sink, after the start record
@@ -214,7 +232,7 @@ class TableService:
             except CarddError as exc:  # refused the first time too: it changed what it changed then
                 log.info("replayed_input_refused", seq=record.seq, error=str(exc))
             _note_event(marks, table, inp)
-        self._merge_marks(marks)
+        merge_marks(self.event_marks, marks.marks)
         return snapshot(table)
 
     # ---- the one path -----------------------------------------------------------------------
@@ -307,13 +325,6 @@ class TableService:
                 reads[inp.device] = max(reads.get(inp.device, 0), inp.message.index)
             _note_event(self._batch, self.table, inp)
 
-    def _merge_marks(self, batch: _Batch, into: dict[str, EventMark] | None = None) -> dict[str, EventMark]:
-        """``into`` (default: the journaled marks) moved on by ``batch``'s marks."""
-        marks = self.event_marks if into is None else into
-        for device, mark in batch.marks.items():
-            marks[device] = marks.get(device, EventMark(mark.unit, 0)).after(mark.unit, mark.index)
-        return marks
-
     def _schedule_flush(self) -> None:
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_soon(self._scheduled_flush)
@@ -339,9 +350,10 @@ class TableService:
                 and self._clock() - self._snapshot_at < SNAPSHOT_EVERY_S):
             return None
         batch.devices = key
-        marks = self._merge_marks(batch, dict(self.event_marks))  # as they are once this batch is journaled
+        # the marks as they are once this batch is journaled
+        marks = merge_marks({device: dict(units) for device, units in self.event_marks.items()}, batch.marks)
         return {TABLE: snapshot(self.table), DEVICE_STATES: {model.NAME: model.checkpoint() for model in models},
-                EVENT_MARKS: {device: mark.to_json() for device, mark in marks.items()}}
+                EVENT_MARKS: marks_to_json(marks)}
 
     def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
         batch, self._batch = self._batch, _Batch()
@@ -430,7 +442,7 @@ class TableService:
         batch.entries += later.entries
         for device, index in later.reads.items():
             batch.reads[device] = max(batch.reads.get(device, 0), index)
-        self._merge_marks(later, batch.marks)
+        merge_marks(batch.marks, later.marks)
         batch.needs_snapshot = True
         self._batch = batch
         if self._flush_handle is not None:
@@ -452,9 +464,9 @@ class TableService:
                 future.set_result(seqs[index])
         self.journaled_reads.update(batch.reads)
         if batch.marks:
-            self._merge_marks(batch)
+            merge_marks(self.event_marks, batch.marks)
             if self.on_journaled is not None:
-                self.on_journaled({device: self.event_marks[device] for device in batch.marks})
+                self.on_journaled(batch.marks)
 
 
 class _JournaledFeed(Feed):
@@ -485,8 +497,9 @@ def _note_event(batch: _Batch, table: Table, inp: DeviceMessage) -> None:
     if unit is None:
         model = table.reader if inp.device == table.reader.NAME else table.shuffler
         unit = unit_of(model.ident)
-    mark = batch.marks.get(inp.device)
-    batch.marks[inp.device] = EventMark(unit, inp.event_index) if mark is None else mark.after(unit, inp.event_index)
+    units = batch.marks.setdefault(inp.device, {})  # the card path: no merge_marks() per card
+    if units.get(unit, 0) < inp.event_index:
+        units[unit] = inp.event_index
 
 
 def _card_path(inp: TableInput) -> bool:

@@ -4,10 +4,10 @@ and the same after a restart whether the snapshot holds them or the inputs after
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from pathlib import Path
 
-from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, EventMark, TableService
+from cardd.daemon.tracker_service import (MARKS_PER_DEVICE, SNAPSHOT_EVERY_RECORDS, EventMarks, TableService,
+                                          marks_from_json, marks_to_json, merge_marks)
 from cardd.journal import Journal
 from core.cards import Card, Orientation
 from devices.tracker.inputs import DeviceMessage, LinkUp, from_json, to_json
@@ -39,10 +39,10 @@ def test_marks_move_at_commit_are_confirmed_and_come_back_after_a_restart(tmp_pa
 
     async def live() -> None:
         journal = Journal.open(path, create=True)
-        confirmed: list[dict[str, EventMark]] = []
+        confirmed: list[EventMarks] = []
 
-        def on_journaled(marks: Mapping[str, EventMark]) -> None:
-            confirmed.append(dict(marks))
+        def on_journaled(marks: EventMarks) -> None:
+            confirmed.append({device: dict(units) for device, units in marks.items()})
 
         service = TableService(RULES, journal, lambda event: None, clock=FakeClock(), on_journaled=on_journaled)
         service.restore(start())
@@ -50,11 +50,11 @@ def test_marks_move_at_commit_are_confirmed_and_come_back_after_a_restart(tmp_pa
         service.apply(DeviceMessage("shoe-reader", ShoeLoaded(0), 1))
         assert service.event_marks == {} and confirmed == []  # applied, not journaled yet: nothing to confirm
         await asyncio.sleep(0)
-        assert service.event_marks == {"shoe-reader": EventMark(UNIT, 1)}
-        assert confirmed == [{"shoe-reader": EventMark(UNIT, 1)}]
+        assert service.event_marks == {"shoe-reader": {UNIT: 1}}
+        assert confirmed == [{"shoe-reader": {UNIT: 1}}]
         for index in range(2, SNAPSHOT_EVERY_RECORDS // 4):  # card path: these commits skip the snapshot
             await turn(service, read(index, index - 1))
-        assert confirmed[-1] == {"shoe-reader": EventMark(UNIT, index)}
+        assert confirmed[-1] == {"shoe-reader": {UNIT: index}}
         journal.close()  # a kill: no stop record, no last snapshot
 
     async def restarted() -> TableService:
@@ -65,15 +65,29 @@ def test_marks_move_at_commit_are_confirmed_and_come_back_after_a_restart(tmp_pa
 
     run(live())
     service = run(restarted())
-    assert service.event_marks == {"shoe-reader": EventMark(UNIT, SNAPSHOT_EVERY_RECORDS // 4 - 1)}
+    assert service.event_marks == {"shoe-reader": {UNIT: SNAPSHOT_EVERY_RECORDS // 4 - 1}}
 
     async def other_unit(service: TableService) -> None:
         service.flush()  # the start record's snapshot holds the marks now: the next restart reads them there
         await turn(service, LinkUp("shoe-reader"), DeviceMessage("shoe-reader", OTHER_SHOE))
-        await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(1), 1))  # another unit numbers from 1
-        assert service.event_marks == {"shoe-reader": EventMark(OTHER_UNIT, 1)}
+        await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(1), 1))
+        # another unit numbers from 1, under a mark of its own: the first unit keeps its mark
+        assert service.event_marks == {"shoe-reader": {UNIT: SNAPSHOT_EVERY_RECORDS // 4 - 1, OTHER_UNIT: 1}}
         service.flush()
         service.journal.close()
 
     run(other_unit(service))
-    assert run(restarted()).event_marks == {"shoe-reader": EventMark(OTHER_UNIT, 1)}
+    assert run(restarted()).event_marks == {"shoe-reader": {UNIT: SNAPSHOT_EVERY_RECORDS // 4 - 1, OTHER_UNIT: 1}}
+
+
+def test_marks_are_kept_per_unit_read_in_the_older_form_and_bounded() -> None:
+    older = {"shoe-reader": {"unit": list(UNIT), "index": 8}, "shuffler": {"unit": None, "index": 3}}
+    marks = marks_from_json(older)  # a snapshot of the release that kept one mark per device
+    assert marks == {"shoe-reader": {UNIT: 8}, "shuffler": {None: 3}}
+    merge_marks(marks, {"shoe-reader": {OTHER_UNIT: 2, UNIT: 5}})  # a mark never goes down
+    assert marks["shoe-reader"] == {OTHER_UNIT: 2, UNIT: 8}
+    assert marks_from_json(marks_to_json(marks)) == marks
+    units = [("shoe", "sim", f"S-{n}") for n in range(MARKS_PER_DEVICE + 2)]
+    for unit in units:
+        merge_marks(marks, {"shoe-reader": {unit: 1}})
+    assert list(marks["shoe-reader"]) == units[2:]  # the units journaled longest ago are forgotten
