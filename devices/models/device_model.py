@@ -90,6 +90,8 @@ class DeviceModel(TableDriven):
         self.rebooted = False  # during an Ident's transition: the device restarted (new boot id)
         self._ident_note: dict[str, Any] | None = None
         self._was_offline = False  # the link went down since the device was last identified (not at start-up)
+        #: the IDENT of another role refused since the link came up (a handshake's IDENT comes twice: one alarm)
+        self._refused: Ident | None = None
         self.machine = Machine(
             model=self,
             states=list(self.states()),
@@ -154,6 +156,7 @@ class DeviceModel(TableDriven):
             self.connect()
 
     def link_down(self) -> None:
+        self._refused = None  # what is plugged in next is judged afresh
         if self.state != "offline":
             self.silence.forget()  # gone, not silent: offline, and counted afresh when it is back
             self.disconnect()
@@ -220,6 +223,7 @@ class DeviceModel(TableDriven):
         if msg.role is not self.ROLE:
             self._refuse_ident(msg)
             return
+        self._refused = None
         verdict = self.identity.judge(msg).verdict
         if verdict is Verdict.SAME and self.state in ("idle", *self.WORK_STATES, "fault"):
             # the same boot saying who it is again (each handshake's IDENT comes twice: answered, then
@@ -235,7 +239,11 @@ class DeviceModel(TableDriven):
         self._ident_note, self.rebooted = None, False  # listeners saw it during the transition
 
     def _refuse_ident(self, msg: Ident) -> None:
-        """A device of another role on this port: one alarm; it is never used (its reads are refused)."""
+        """A device of another role on this port: one alarm per connection of it (the same IDENT again
+        changes nothing); it is never used (its reads are refused)."""
+        if msg == self._refused:
+            return
+        self._refused = msg
         data = {"device": self.NAME, "expected": self.ROLE.name, "role": msg.role.name, "serial": msg.serial,
                 "model": msg.model}
         self._sink(Event(Reason.WRONG_DEVICE, self.NAME, f"{self.NAME}: a {msg.role.name} device (serial "

@@ -67,11 +67,13 @@ def test_a_wrong_units_events_do_not_count_for_the_unit_the_table_knows(restart:
             marks = latest[1]["event_marks"]
             lost = [(r.reason, r.data.get("message")) for r in journal.query(min_severity="warning", limit=None)
                     if r.reason in LOST_EVENTS]
+            wrong = journal.query(reason="WRONG_DEVICE", limit=None)
         assert reads == [1, 2, 3, 4, 5, 6, 7]  # every card the shoe read, once
         # the shoe was asked for what followed its own mark (4), not for everything since 1
         assert lost == []
         assert marks == {"shoe-reader": [{"unit": ["shuffler", "CS-6 sim", "SHUF-X"], "index": 12},
                                          {"unit": ["shoe", "OS-1 sim", "SHOE-A"], "index": 8}]}
-
+        # one WRONG_DEVICE for the one time the shuffler was plugged in (its handshake's IDENT comes twice)
+        assert len(wrong) == 1, [r.data for r in wrong]
     finally:
         remove(directory)
