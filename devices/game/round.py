@@ -94,7 +94,7 @@ class Round:
         self.assignments: list[tuple[Card, Target]] = []  # every card taken, in order
         self.flags: list[dict[str, Any]] = []
         self.held: str | None = None
-        self._hold_cause: Reason | None = None
+        self.hold_cause: Reason | None = None  # the reason code of ``held``
         self.settlement: Settlement | None = None
         self.paid_at_once: list[Line] = []  # lines won for certain, journaled (SETTLED) the moment they are
         sb = rules.side_bets
@@ -463,7 +463,7 @@ class Round:
 
     # ----- holds, overrides and the seed procedures -----
     def hold(self, reason: Reason, detail: str) -> None:
-        self.held, self._hold_cause = f"{reason}: {detail}", reason
+        self.held, self.hold_cause = f"{reason}: {detail}", reason
         self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
 
     def _supervisor(self, what: str, who: str, role: Role) -> None:
@@ -472,13 +472,13 @@ class Round:
     def resume(self, who: str, role: Role) -> None:
         self._supervisor("resume", who, role)
         was, self.held = self.held, None
-        if was is not None and self._hold_cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER and self._redeal_queue:
+        if was is not None and self.hold_cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER and self._redeal_queue:
             # another card came back than the re-deal expected: continuing means taking the cards as they
             # come (else the same card holds the round again at once, alarm after alarm)
             expected, self._redeal_queue = self._redeal_queue, []
             self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"re-deal order given up by {who}: the cards are dealt "
                        "as they come out of the shoe", Severity.WARNING, who, expected=[str(c) for c in expected])
-        self._hold_cause = None
+        self.hold_cause = None
         self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
 
     def void(self, reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:

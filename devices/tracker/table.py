@@ -68,8 +68,8 @@ class Table:
         self._caused: list[Event] | None = None  # while apply() runs: the events its input caused
         self.alarms = AlarmBook()
         self.uses_shuffler = rules.shoe.shuffle == "automatic"
-        self.shuffler = ShufflerModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
-        self.reader = ShoeReaderModel(self._journal, clock, stale_after_s, on_change=self._device_changed)
+        self.shuffler = ShufflerModel(self._device_event, clock, stale_after_s, on_change=self._device_changed)
+        self.reader = ShoeReaderModel(self._device_event, clock, stale_after_s, on_change=self._device_changed)
         self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe)
         self.round: Round | None = None
         self.rounds_started = 0
@@ -234,11 +234,17 @@ class Table:
             self._hold(Reason.MISSING_READ, f"card read(s) {missing} missing")
         return True
 
+    def _device_event(self, event: Event) -> None:
+        """A device model's event. A device of another role refused on a port holds the live round,
+        whatever the model's state was (linked, or back from an unplug); a hold because a device
+        was offline gives way to it: the port is up, and what is on it is the trouble now."""
+        self._journal(event)
+        if event.reason is Reason.WRONG_DEVICE and not self._replaying and self._model(event.source) in self.devices():
+            self._hold(Reason.WRONG_DEVICE, f"{event.source}: a device of another role on its port",
+                       over=Reason.DEVICE_OFFLINE)
+
     def _device_changed(self, model: DeviceModel, src: str, dst: str) -> None:
         if self._replaying or model not in self.devices():
-            return
-        if dst == "connecting" and src != "offline":  # another kind of device identified on its port
-            self._hold(Reason.WRONG_DEVICE, f"{model.NAME}: a device of another role on its port")
             return
         if dst == "idle" and model.rebooted and self.round_live:
             # a restart mid-round: what the device did meanwhile is unknown
@@ -255,11 +261,15 @@ class Table:
                        fault=model.active_fault.code.name if model.active_fault else None)
         self._hold(cause, f"{model.NAME} {dst}")
 
-    def _hold(self, cause: Reason, detail: str) -> None:
+    def _hold(self, cause: Reason, detail: str, over: Reason | None = None) -> None:
+        """Hold the live round for ``cause``; a round held already keeps its first cause, unless
+        that is ``over`` (then the round's hold names ``cause``)."""
         if not self.round_live:
             return
         self.holds[str(cause)] = detail
-        if self.round.held is None:  # type: ignore[union-attr]
+        live = self.round
+        assert live is not None  # round_live
+        if live.held is None or (over is not None and live.hold_cause is over):
             self._to_round(Hold(cause, detail))
 
     # ---- card reads -------------------------------------------------------------------------

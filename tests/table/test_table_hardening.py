@@ -12,7 +12,7 @@ from tests.table.table_rig import TableRig, cards
 from core.cards import Card, Orientation, shoe_composition
 from devices.events import Reason, Role, Severity
 from devices.game.rules import HouseRules
-from devices.tracker.inputs import DeviceMessage, LinkUp, Resume, ShoeRemainder, Tick, VoidShoe
+from devices.tracker.inputs import DeviceMessage, LinkDown, LinkUp, Resume, ShoeRemainder, Tick, VoidShoe
 from devices.tracker.shoe import RemainderError
 from devices.tracker.table import Table
 from devices.overrides import OverrideRefused
@@ -163,6 +163,37 @@ def test_a_shuffler_identifying_on_the_shoe_readers_port_is_refused_with_one_eve
     # the right device identifies again: usable
     shoe(rig, Ident(DeviceRole.SHOE, "sim", "shoe-reader-1", "1.0.0", 1, 0, 7))
     assert rig.table.reader.usable
+
+
+
+def test_a_shuffler_on_the_shoe_readers_port_after_an_unplug_holds_the_round_as_wrong_device_once() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.table.apply(LinkDown("shoe-reader"))
+    assert rig.round.held == "DEVICE_OFFLINE: shoe-reader offline"
+    rig.table.apply(LinkUp("shoe-reader"))  # offline -> connecting: no refusal is a transition now
+    imposter = Ident(DeviceRole.SHUFFLER, "sim", "imposter", "1.0.0", 1, 0, 99)
+    caused = shoe(rig, imposter) + shoe(rig, imposter)  # a handshake's IDENT comes twice
+    assert [e.reason for e in caused if e.reason in (Reason.WRONG_DEVICE, Reason.ROUND_HELD)] == \
+        [Reason.WRONG_DEVICE, Reason.ROUND_HELD]
+    assert rig.round.held == "WRONG_DEVICE: shoe-reader: a device of another role on its port"
+    assert set(rig.table.holds) == {"DEVICE_OFFLINE", "WRONG_DEVICE"}
+    rig.table.apply(LinkDown("shoe-reader"))  # plugged in again: another connection, another alarm
+    rig.table.apply(LinkUp("shoe-reader"))
+    assert [e.reason for e in shoe(rig, imposter)].count(Reason.WRONG_DEVICE) == 1
+
+
+
+def test_a_reader_back_from_stale_while_it_waits_for_its_ident_is_no_wrong_device() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.table.apply(LinkDown("shoe-reader"))
+    rig.table.apply(LinkUp("shoe-reader"))
+    rig.clock.now += 10
+    rig.table.apply(Tick())
+    assert rig.table.reader.state == "stale"
+    shoe(rig, Heartbeat(1))  # back to connecting: the same device, still to identify
+    assert rig.table.reader.state == "connecting" and "WRONG_DEVICE" not in rig.table.holds
 
 
 # ---- found by the hostile property test (test_table_hostile.py) -------------------------------
