@@ -9,7 +9,9 @@ to ``on_message``, and :meth:`request` sends one message and waits for the answe
 type. It sends a HEARTBEAT every ``heartbeat_interval`` and reports STALE when the device has
 been silent for ``stale_after`` (:class:`~firmware_bridge.staleness.Staleness`). Every IDENT
 goes through the device's :class:`~firmware_bridge.identity.IdentityTracker`: REPLACED (loudly,
-before REBOOTED) when another unit answers, REBOOTED when the boot id changed.
+before REBOOTED) when another unit answers, REBOOTED when the boot id changed. What a 1.1
+device sends at once after ResumeEvents (EventsDropped, the events it resends) goes to
+``on_message`` after CONNECTED, even when it arrives before the handshake has ended.
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -33,6 +35,8 @@ from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
     Answer,
+    Event,
+    EventsDropped,
     EventsJournaled,
     Heartbeat,
     Hello,
@@ -124,6 +128,10 @@ class DeviceSession:
         self._changed = asyncio.Event()  # anything wait_need() looks at
         self._needs_handshake = True
         self._handshaking = False
+        #: what a 1.1 device says at once after ResumeEvents (the events it resends, EventsDropped),
+        #: when it comes before the link's ACK of ResumeEvents has let the handshake end: handed on
+        #: after CONNECTED, so the owner has the handshake's IDENT (and CONNECTED) before its events
+        self._held_back: list[Message] = []
         self._outage = False  # LINK_FAILED reported, not yet CONNECTED again
         self._heartbeat: asyncio.Task[None] | None = None
         self._closed = False
@@ -188,6 +196,8 @@ class DeviceSession:
                 await self.send(ResumeEvents(journaled_index()))  # before anything else is asked
         except BaseException:
             self._needs_handshake = True
+            self._handshaking = False
+            self._hand_on_held_back()  # nothing lost: what came goes on as it would have without the hold
             raise
         finally:
             self._handshaking = False
@@ -195,6 +205,7 @@ class DeviceSession:
         self._stats.handshakes += 1
         self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
+        self._hand_on_held_back()
         return ident
 
     def reset_link(self) -> None:
@@ -295,7 +306,15 @@ class DeviceSession:
                 self._note_ident(msg)
                 self._needs_handshake = True
                 self._changed.set()
+        elif self._handshaking and isinstance(msg, (Event, EventsDropped)):
+            self._held_back.append(msg)  # see _held_back
+            return
         self._on_message(msg)
+
+    def _hand_on_held_back(self) -> None:
+        held, self._held_back = self._held_back, []
+        for msg in held:
+            self._on_message(msg)
 
     def _note_ident(self, ident: Ident) -> None:
         # a first IDENT in this session that differs from the last one known: it changed while the port was away

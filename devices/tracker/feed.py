@@ -17,7 +17,8 @@ Nothing the tracker raises reaches the connection: a refused or failing input is
 Connection events, as the tracker sees them:
 
 - CONNECTED: :class:`LinkUp`, then the device's IDENT as a :class:`DeviceMessage` (the model
-  compares boot ids itself: a reboot mid-round holds the round);
+  compares boot ids itself: a reboot mid-round holds the round); a 1.1 device's events of that
+  session come after it (the session holds back what comes during its handshake);
 - DISCONNECTED, LINK_FAILED, INCOMPATIBLE: :class:`LinkDown` (the device is out of play);
 - the rest carry nothing new for the tracker: IDENT, REBOOTED and REPLACED come with an IDENT
   the model gets as a message, and STALE/FRESH are decided by the model's own clock (ticks).

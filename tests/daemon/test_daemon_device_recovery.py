@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cardd.journal import Journal
-from firmware_bridge.messages import FaultCode
+from cardd.journal import KIND_INPUT, Journal
+from firmware_bridge.messages import FaultCode, decode
 from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
@@ -47,6 +47,36 @@ def test_a_shoe_back_after_an_unplug_is_journaled_as_recovered(directory: Path) 
                                                ("DEVICE_RECOVERED", "connecting", "idle")]
     recovered = [s for s in states if s[0] == "DEVICE_RECOVERED"]
     assert recovered == [("DEVICE_RECOVERED", "connecting", "idle")]  # once: not at start-up
+
+
+
+def shoe_inputs(path: Path) -> list[str]:
+    """The shoe's input records in journal order: the input type, a message's type and its event index."""
+    with Journal.open(path, readonly=True) as journal:
+        records = journal.query(kind=KIND_INPUT, source="shoe-reader", limit=None)
+    return [r.data["type"] if r.data["type"] != "DeviceMessage" else
+            f"{type(decode(bytes.fromhex(r.data['message']))).__name__}@{r.data.get('event_index')}" for r in records]
+
+
+@pytest.mark.parametrize("batching_ms", [0, 50], ids=["acked-alone", "ack-and-events-in-one-read"])
+def test_the_events_a_shoe_resends_at_a_replug_are_applied_after_its_handshake(directory: Path,
+                                                                             batching_ms: int) -> None:
+    # with FTDI-like batching the link's ACK of ResumeEvents and the events the shoe resends at once
+    # reach the daemon in one read: the events used to be applied before the handshake's LinkUp + IDENT
+    shoe = SimulatedShoe(faults=Faults(disconnect_for=0.5, disconnect_at=2, ftdi_batching_ms=batching_ms))
+    with PtyEndpoint(shoe) as endpoint:
+        daemon = Daemon(["--config", str(write_config(directory, endpoint.url, None))], directory / "cardd.sock")
+        client = daemon.client()
+        client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
+        endpoint.call(shoe.load, full_shoe(1))
+        endpoint.call(shoe.deal, 4)  # cards 3 and 4 are read while the shoe is unplugged: resent at the replug
+        wait_until(lambda: endpoint.state()["events_confirmed"] == 5, "the shoe's five events journaled")
+        code, err = daemon.stop()
+        assert code == 0, err
+    inputs = shoe_inputs(directory / "journal.sqlite3")
+    replug = inputs[inputs.index("LinkDown"):]
+    # the handshake's IDENT (answered), then CONNECTED (LinkUp and the IDENT again), then the events
+    assert replug[:6] == ["LinkDown", "Ident@None", "LinkUp", "Ident@None", "CardRead@4", "CardRead@5"], replug
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["protocol-1.1", "protocol-1.0"])
