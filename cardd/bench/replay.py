@@ -43,7 +43,7 @@ from cardd.cli.trace import (
 )
 from core.errors import CarddError
 from devices.game.rules import load_rules
-from firmware_bridge.messages import Message, ResumeEvents, encode
+from firmware_bridge.messages import Message, encode
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint, Streaming
 from simulators.pty_endpoint import PtyEndpoint
@@ -60,8 +60,6 @@ COMPARED_KINDS = ("event", "command")
 #: data keys that hold times, boot ids, nonces or the peer's uid: a replay happens later, on another boot
 #: (today only ``uid`` occurs in the compared records; the others guard what a new event may carry)
 VOLATILE = frozenset({"time", "ts_ns", "at_ns", "boot_id", "uptime_ms", "device_time_ms", "elapsed_s", "uid", "nonce"})
-#: how long after a host's ResumeEvents a replaying device resends what it kept (_ReplayEndpoint)
-RESUME_PAUSE_S = 0.2
 #: a journal that has not grown for this long after the last entry is complete
 SETTLE_S = 0.3
 
@@ -260,20 +258,6 @@ def trace_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-class _ReplayEndpoint(PtyEndpoint[TraceDevice]):
-    """A traced device's pty that resends the events it kept across a reconnection a moment after
-    the host asked (ResumeEvents): the daemon applies a reconnection's IDENT (its CONNECTED event)
-    and events resent at once in either order (docs/bench.md, "Known gaps"), and a golden file
-    needs one order: the IDENT first, as the daemon means it."""
-
-    def _handle(self, msg: Message) -> list[Message]:
-        if isinstance(msg, ResumeEvents) and self.device.speaks_1_1 and self.loop is not None:
-            resume = super()._handle
-            self.loop.call_later(RESUME_PAUSE_S, resume, msg)
-            return []
-        return super()._handle(msg)
-
-
 class _Replay:
     """The traced devices behind ptys, a fresh daemon on them, and the stream played in order."""
 
@@ -290,7 +274,7 @@ class _Replay:
         if "shuffler" not in trace.devices and not by_hand:
             raise ReplayError(f"{trace.path}:1: the trace has no shuffler, and its rules {rules!r} need one")
         self.endpoints: dict[str, Endpoint[TraceDevice]] = {
-            role: _ReplayEndpoint(TraceDevice.traced(trace, role)) for role in trace.devices}
+            role: PtyEndpoint(TraceDevice.traced(trace, role)) for role in trace.devices}
         # a hand-shuffled table's daemon has no shuffler: the rig still wants one to hold
         shuffler: Endpoint[Any] = self.endpoints.get("shuffler") or PtyEndpoint(SimulatedShuffler())
         sim = SimulatedTable(cast(Any, shuffler), cast(Any, self.endpoints["shoe"]))

@@ -227,7 +227,7 @@ class DeviceModel(TableDriven):
         verdict = self.identity.judge(msg).verdict
         if verdict is Verdict.SAME and self.state in ("idle", *self.WORK_STATES, "fault"):
             # the same boot saying who it is again (each handshake's IDENT comes twice: answered, then
-            # with CONNECTED, which may follow the device's first events): nothing it told us is undone
+            # with CONNECTED): nothing it told us is undone
             return
         if verdict is Verdict.SAME and self.state == "stale":
             self._back()  # proof of life; a fault outlives the silence
