@@ -242,7 +242,8 @@ class Bench:
             f'[devices]\nshoe = "{sim.shoe_url}"\nshuffler = "{sim.shuffler_url}"\n\n'
             f'[table]\nrules = "{ROOT / "rules" / "casino-000.toml"}"\n\n'
             f'[journal]\npath = "{self.directory / "journal.sqlite3"}"\n\n'
-            f'[api]\nsocket = "{self.directory / "cardd.sock"}"\n\n[log]\nlevel = "warning"\n')
+            f'[api]\nsocket = "{self.directory / "cardd.sock"}"\n'
+            f'rate = 10000\nburst = 100000\n\n[log]\nlevel = "warning"\n')
         return config
 
     async def devices(self, op: str, arg: Any = None) -> Any:

@@ -27,7 +27,6 @@ from typing import Annotated, Any, Literal
 import msgspec
 import msgspec.inspect as schema
 
-import simulators  # noqa: F401  (registers sim:// so simulated device URLs validate)
 from core.errors import CarddError
 from drivers.errors import BadURL
 from drivers.factory import make_transport
@@ -280,6 +279,8 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
 
     for key, url in (("devices.shoe", config.devices.shoe), ("devices.shuffler", config.devices.shuffler)):
         if url is not None:
+            if url.startswith("sim:"):  # registers sim://, loaded only for it: a table's daemon never needs them
+                import simulators  # noqa: F401
             try:
                 make_transport(url)  # parses the URL and checks its scheme's options; opens nothing
             except BadURL as exc:

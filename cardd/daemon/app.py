@@ -22,7 +22,7 @@ import signal
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -35,7 +35,6 @@ from cardd.daemon.backend import DaemonBackend, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.retention import Retention
-from cardd.daemon.simulation import Simulation
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
@@ -43,6 +42,9 @@ from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.inputs import ShuffleStarted
 from drivers.aio import cancel_and_wait
+
+if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
+    from cardd.daemon.simulation import Simulation
 
 log = structlog.get_logger(__name__)
 

@@ -16,16 +16,19 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
 from cardd.daemon.app import Daemon, StartupError, release
-from cardd.daemon.simulation import Simulation
 from cardd.logs import configure_logging
 from core.errors import CarddError
 from devices.game.rules import RulesError, load_rules
 from firmware_bridge.firmware import load_public_key
+
+if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
+    from cardd.daemon.simulation import Simulation
 
 EXIT_OK, EXIT_STARTUP, EXIT_CONFIG = 0, 1, 2
 log = structlog.get_logger("cardd")
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.simulate:
             if args.state_dir is not None:
                 args.state_dir.mkdir(parents=True, exist_ok=True)
+            from cardd.daemon.simulation import Simulation
             simulation = Simulation(args.state_dir)
             config = simulation.start()
             config_path = "(--simulate)"

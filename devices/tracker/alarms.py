@@ -6,7 +6,7 @@ clears it by id.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from devices.events import Event, EventSink, Role
@@ -44,7 +44,9 @@ class AlarmBook:
         return [a.reason for a in self.open.values()]
 
     def snapshot(self) -> dict[str, Any]:
-        return {"next_id": self._next_id, "open": [asdict(a) for a in self.open.values()]}
+        # built by hand: dataclasses.asdict deep-copies field by field, and this runs at every snapshot
+        return {"next_id": self._next_id, "open": [
+            {"id": a.id, "reason": a.reason, "source": a.source, "message": a.message} for a in self.open.values()]}
 
     def restore(self, snap: dict[str, Any]) -> None:
         self._next_id = snap["next_id"]
