@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
+from cardd.cli.common import EXIT_STDOUT_CLOSED
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, write_config
+from tests.support.pipes import run_into_closed_pipe
 
 
 
@@ -156,6 +158,15 @@ def test_log_query_follow_and_export(daemon, directory):
     finally:
         follower.terminate()
         follower.wait(10)
+
+
+@pytest.mark.parametrize("view", [(), ("--json",)])
+def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
+    """``cardctl log | head``: once the reader has gone the log ends with the shell's SIGPIPE code,
+    no traceback and no error line."""
+    start_round(daemon)
+    done = run_into_closed_pipe([str(CARDCTL), "--socket", str(daemon.socket_path), "log", *view])
+    assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
 
 
 def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_record(daemon, directory):
