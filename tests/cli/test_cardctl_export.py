@@ -36,8 +36,12 @@ def test_an_archive_export_is_journaled_and_the_copy_is_the_journaled_file(daemo
     with ApiClient(sock) as client:
         (noted,) = client.log(reason="JOURNAL_EXPORTED").records
     assert noted.seq == done["record_seq"] and noted.kind == "export"
+    message = f"exported {done['exported']} record(s) (seq 1..{done['last_seq']}) to {done['daemon_file']}"
     assert noted.data == {"file": done["daemon_file"], "format": "csv", "sha256": digest, "first_seq": 1,
-                          "last_seq": done["last_seq"], "count": done["exported"]}
+                          "last_seq": done["last_seq"], "count": done["exported"], "message": message}
+    # the text view's message column (wide enough for the whole path)
+    shown = cardctl(sock, "log", "--reason", "JOURNAL_EXPORTED", prefix=("env", "COLUMNS=300"))
+    assert shown.code == 0 and message in shown.out
     assert Path(done["daemon_file"]).parent == directory / "exports"  # the daemon's copy stays
     assert Path(done["daemon_file"]).read_bytes() == target.read_bytes()
     rows = list(csv.DictReader(target.open(newline="")))
