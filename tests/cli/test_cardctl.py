@@ -12,6 +12,7 @@ import pytest
 
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
 from cardd.cli.common import EXIT_STDOUT_CLOSED
+from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
@@ -76,8 +77,26 @@ def test_status_json_and_the_table_view(daemon):
     assert run.code == 0, run.err
     document = run.json()
     assert document["protocol"] == "1.0" and document["state"]["devices"]["shoe-reader"]["link"] == "up"
+    client = daemon.client()
+    retention = client.wait_state(lambda s: s["retention"] is not None)["retention"]  # the prune at start
+    client.close()
     text = cardctl(daemon.socket_path, "status")
     assert text.code == 0 and "SHOE0001" in text.out and "alarms: none" in text.out
+    # nothing exported yet: every record waits for an export (more may have come since STATE)
+    assert "retention: pruned through seq 0, exported through seq 0, " in text.out
+    assert f"record(s) not exported (oldest {retention['oldest_unexported']})" in text.out
+
+
+def test_the_retention_line_of_status():
+    assert retention_line(None).startswith("retention: not checked yet")
+    late = {"pruned_through": 100, "exported_through": 120, "unexported": 30,
+            "oldest_unexported": "2026-01-02T03:04:05.000000000Z", "unexported_past_horizon": True}
+    assert retention_line(late) == (
+        "[yellow]retention: pruned through seq 100, exported through seq 120, 30 record(s) not exported "
+        "(oldest 2026-01-02T03:04:05.000000000Z): past the horizon, export them (cardctl log --export FILE)[/]")
+    everything = {**late, "unexported": 0, "oldest_unexported": None, "unexported_past_horizon": False}
+    assert retention_line(everything) == \
+        "retention: pruned through seq 100, exported through seq 120, 0 record(s) not exported"
 
 
 def test_devices_lists_json(daemon):
