@@ -210,9 +210,7 @@ def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_rec
 
 def test_probe_a_device_the_daemon_holds_names_the_holder_and_a_missing_one_hints_devices(directory):
     with simulate(directory) as running:
-        assert running.proc.stdout is not None
-        line = running.proc.stdout.readline()
-        urls = device_urls(line)
+        urls = device_urls(running.stdout().splitlines()[0])  # printed before cardd listens
         client = running.client()
         client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         client.close()
