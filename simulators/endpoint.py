@@ -262,10 +262,16 @@ class Endpoint(abc.ABC, Generic[D]):
         future = self.link.send(encode(msg))
         # a status message lost to a reset is current again when next sent; events are resent by _pump
         future.add_done_callback(discard_outcome)
+        future.add_done_callback(self._sent)
         self._unacked.append(future)
         while self._unacked and self._unacked[0].done():
             self._unacked.popleft()
         return future
+
+    def _sent(self, future: asyncio.Future) -> None:
+        """Any message acknowledged by the link (or its send failed): the backlog _flush() waits on
+        is smaller, whether or not it was an event (a host may send nothing for a long while)."""
+        self._progress.set()
 
     # ---- events (protocol 1.1) -------------------------------------------------------
 
@@ -294,8 +300,7 @@ class Endpoint(abc.ABC, Generic[D]):
             future.add_done_callback(lambda done: self._event_sent(done, in_flight))
 
     def _event_sent(self, future: asyncio.Future, in_flight: set[asyncio.Future]) -> None:
-        in_flight.discard(future)
-        self._progress.set()
+        in_flight.discard(future)  # _sent() woke _flush() already
         if in_flight is self._in_flight:  # not a send of a link that is gone
             self._pump()
 

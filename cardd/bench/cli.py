@@ -1,7 +1,7 @@
 """``cardbench``: the bench's command line (click for the commands, rich for the reports).
 
 Self-contained for now; the shared CLI pieces of cardctl (cardd/cli/common.py) can replace the
-console set-up here once they land.
+console set-up here once they land (the top group already is cardctl's ``Program``).
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
+from cardd.cli.common import Program, ProgramConsole
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
@@ -42,11 +43,10 @@ def _quiet_logs() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
-@click.group()
+@click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
 def main() -> None:
     """cardbench: Monte Carlo, shuffler randomness qualification (docs/bench.md)."""
     _quiet_logs()
-
 
 
 def _files(paths: tuple[Path, ...], find: Callable[[list[Path]], list[Path]], what: str) -> list[Path]:
@@ -112,7 +112,7 @@ def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rule
     if not no_rounds:
         sink = out.open("w") if out else sys.stdout
     # the summary goes where the JSON lines do not
-    report = Console(stderr=sink is sys.stdout)
+    report = ProgramConsole(stderr=sink is sys.stdout)
 
     def write(line: str) -> None:
         sink.write(line + "\n")  # type: ignore[union-attr]  # only given when there is a sink
@@ -164,7 +164,7 @@ def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json:
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))
     else:
-        console = Console()
+        console = ProgramConsole()
         for test in report.tests:
             mark = "[green]pass[/]" if test.passed else "[red]FAIL[/]"
             console.print(f"{mark}  {test.name}: {test.detail}")
@@ -205,7 +205,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
     if real and jobs > 1:
         raise click.UsageError(f"--device with --jobs {jobs}: real devices run one scenario at a time (--jobs 1)")
     files = _files(paths, scenario_files, "scenario files (*.toml)")
-    console = Console(stderr=True)
+    console = ProgramConsole(stderr=True)
     results: list[ScenarioResult] = []
     start = time.monotonic()
 
@@ -242,7 +242,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
 def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
          plot: Path | None, report: Path | None) -> None:
     """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
-    console = Console(soft_wrap=True)  # a figure stays on one line in a log file
+    console = ProgramConsole(soft_wrap=True)  # a figure stays on one line in a log file
 
     def progress(done: SoakReport) -> None:
         latest = done.memory[-1].rss_kib // 1024 if done.memory else 0
@@ -286,7 +286,7 @@ def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
     """Run scenario files (or folders) recording each as OUT/<casino>-<name>.trace, replay it, write its .golden."""
     files = _files(paths, scenario_files, "scenario files (*.toml)")
     out.mkdir(parents=True, exist_ok=True)
-    console = Console(stderr=True, soft_wrap=True)
+    console = ProgramConsole(stderr=True, soft_wrap=True)
     failed = 0
     for path in files:
         name = f"{path.parent.name}-{path.stem}"
@@ -317,7 +317,7 @@ def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
 def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, junit: Path | None) -> None:
     """Replay traces (or folders of *.trace) into a fresh cardd each; compare the journal with NAME.golden."""
     files = _files(paths, trace_files, "traces (*.trace)")
-    console = Console(stderr=True, soft_wrap=True)
+    console = ProgramConsole(stderr=True, soft_wrap=True)
     start = time.monotonic()
     results: list[ScenarioResult] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:

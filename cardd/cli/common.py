@@ -2,12 +2,15 @@
 common options (``--socket``, ``--json``), the one way to reach the daemon, and output.
 
 Exit codes (docs/cardctl.md): 0 ok, 1 failure, 2 usage, 3 device or daemon unreachable,
-4 refused by role, 5 integrity failure. Every failure is one line on stderr, ``cardctl: ...``.
+4 refused by role, 5 integrity failure; 141 when the reader of stdout went away (``| head``).
+Every failure is one line on stderr, ``cardctl: ...``.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +33,8 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_REFUSED = 4
 EXIT_INTEGRITY = 5
+#: stdout's reader went away (``cardctl log | head``): the shell's code for a writer ended by SIGPIPE
+EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 
 #: where the socket is when --socket is not given
 SOCKET_ENV = "CARDD_SOCKET"
@@ -45,9 +50,42 @@ class CliError(CarddError):
         self.exit_code = exit_code
 
 
-def run(group: click.Group, prog: str) -> NoReturn:
+class Program(click.Group):
+    """A program's top group (``cls=Program``; see :func:`run`): when the reader of stdout goes away
+    (``cardctl log | head``) the program ends quietly with EXIT_STDOUT_CLOSED. Caught here, around
+    the subcommand, because click's own main turns a broken pipe into exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            value = super().invoke(ctx)
+            sys.stdout.flush()  # what is still buffered fails here, not at the interpreter's exit
+            return value
+        except BrokenPipeError:  # the API client's socket errors are ClientErrors: this is an output stream
+            _stdout_closed()
+
+
+def _stdout_closed() -> NoReturn:
+    """The Python docs' "Note on SIGPIPE": what is still buffered for stdout goes to /dev/null (the
+    flush at exit would fail again and print a traceback), and the shell's exit code for SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(EXIT_STDOUT_CLOSED)
+
+
+class ProgramConsole(Console):
+    """rich's Console for a program's output: a closed stdout ends the program as :class:`Program`
+    does (rich's own handler exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _stdout_closed()
+
+
+def run(group: Program, prog: str) -> NoReturn:
     """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
-    on stderr with its exit code. Library log lines go to stderr, errors only (the failure itself is our one line):
+    on stderr with its exit code, a closed stdout exits EXIT_STDOUT_CLOSED (:class:`Program`).
+    Library log lines go to stderr, errors only (the failure itself is our one line):
     stdout is the program's answer (--json)."""
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
                         wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
@@ -133,7 +171,7 @@ def to_builtins(value: Any) -> Any:
 # ---- output -------------------------------------------------------------------------------
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    return ProgramConsole(highlight=False, soft_wrap=True)
 
 
 def emit_json(document: Any, stream: IO[str] | None = None) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 
 from cardd.cli import device, firmware, journal, table, trace, watch
-from cardd.cli.common import Options, run, socket_option
+from cardd.cli.common import Options, Program, run, socket_option
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=CONTEXT)
+@click.group(cls=Program, context_settings=CONTEXT)
 @socket_option
 @click.version_option(package_name="cardd", prog_name="cardctl")
 @click.pass_context
@@ -23,7 +23,7 @@ def cli(ctx: click.Context, socket_path: Path) -> None:
     """The technician's and supervisor's tool for cardd: devices, the table, the journal.
 
     Exit codes: 0 ok, 1 failure, 2 usage, 3 device or daemon unreachable, 4 refused by
-    role, 5 integrity failure (docs/cardctl.md).
+    role, 5 integrity failure, 141 stdout closed (| head) (docs/cardctl.md).
 
     \b
     Example:

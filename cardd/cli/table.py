@@ -16,7 +16,7 @@ F = TypeVar("F", bound=Any)
 @click.command()
 @json_option
 def status(as_json: bool) -> None:
-    """The daemon, its devices, the shoe, the round and the open alarms.
+    """The daemon, its devices, the shoe, the round, the open alarms and the journal's retention.
 
     \b
     Example:
@@ -53,6 +53,20 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
         out.print(f"[red]alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}[/]")
     if not state["alarms"]:
         out.print("alarms: none")
+    out.print(retention_line(state.get("retention")))
+
+
+def retention_line(retention: dict[str, Any] | None) -> str:
+    """STATE's ``retention`` in one line (docs/api.md, "STATE"); None until the daemon's first prune."""
+    if retention is None:
+        return "retention: not checked yet (the daemon's first prune runs just after start)"
+    line = (f"retention: pruned through seq {retention['pruned_through']}, exported through seq "
+            f"{retention['exported_through']}, {retention['unexported']} record(s) not exported")
+    if retention["oldest_unexported"] is not None:
+        line += f" (oldest {retention['oldest_unexported']})"
+    if retention["unexported_past_horizon"]:
+        line = f"[yellow]{line}: past the horizon, export them (cardctl log --export FILE)[/]"
+    return line
 
 
 def table_command(name: str, as_json: bool, **args: Any) -> None:

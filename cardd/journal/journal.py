@@ -373,7 +373,9 @@ class Journal:
         """The second step of :meth:`export`: the "export" record, and the range in ``exports``
         (what makes the records prunable), in one transaction."""
         data = {"file": str(written.path), "format": written.fmt, "sha256": written.sha256,
-                "first_seq": written.first_seq, "last_seq": written.last_seq, "count": written.count}
+                "first_seq": written.first_seq, "last_seq": written.last_seq, "count": written.count,
+                "message": f"exported {written.count} record(s) (seq {written.first_seq}..{written.last_seq}) "
+                           f"to {written.path}"}
         note = Entry(kind=KIND_EXPORT, reason=REASON_EXPORTED, source="journal", who=who, data=data)
         note.check(journal_internal=True)
 
@@ -421,7 +423,9 @@ class Journal:
                                                             (through,)).fetchone()[0])
         note = Entry(kind=KIND_PRUNE, reason=REASON_PRUNED, source="journal", who=who,
                      data={"through_seq": through, "anchor_hash": anchor_hash.hex(), "count": pruned,
-                           "horizon_days": self.retention_days, "cutoff": iso_ns(cutoff)})
+                           "horizon_days": self.retention_days, "cutoff": iso_ns(cutoff),
+                           "message": f"pruned {pruned} record(s) (seq {anchor_seq + 1}..{through}): exported, "
+                                      f"older than {self.retention_days} days"})
         note.check(journal_internal=True)
 
         def cut(conn: sqlite3.Connection, record_seq: int) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,12 @@ from click.testing import CliRunner
 from cardd.bench.cli import main
 from cardd.bench.simulate import RoundResult, Simulation, SimulationError, rules_for, run
 from cardd.bench.strategy import AlwaysStand, BasicStrategy
+from cardd.cli.common import EXIT_STDOUT_CLOSED
 from core.cards import Card
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.round_types import Action
 from devices.game.rules import HouseRules, load_rules
+from tests.support.pipes import run_into_closed_pipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,6 +119,17 @@ def test_cli_writes_lines_and_summary(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 40 and all(h["decisions"] in ([], ["stand"]) for r in lines for h in r["hands"])
     assert "house edge" in result.output and "exact" in result.output
+
+
+@pytest.mark.parametrize("options", [("--rounds", "1000", "--jobs", "2"), ("--rounds", "1000", "--jobs", "1"),
+                                     ("--rounds", "1", "--jobs", "1"), ("--rounds", "10", "--no-rounds")])
+def test_a_closed_stdout_ends_the_run_quietly(options: tuple[str, ...]) -> None:
+    """``cardbench simulate | head -2``: the lines meet a pipe nobody reads (1 round: only at the
+    final flush; --no-rounds: rich's summary); the run ends with the shell's SIGPIPE code and
+    nothing on stderr."""
+    cardbench = Path(sys.executable).with_name("cardbench")
+    done = run_into_closed_pipe([str(cardbench), "simulate", "--seed", "1", *options])
+    assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
 
 
 @pytest.mark.parametrize("rules_name, decks, boxes", [(None, 2, 3), ("casino-001.toml", 6, 2), ("casino-003.toml", 1, 1)])

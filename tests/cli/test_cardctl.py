@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
+from cardd.cli.common import EXIT_STDOUT_CLOSED
+from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, write_config
+from tests.support.pipes import run_into_closed_pipe
 
 
 
@@ -74,8 +77,26 @@ def test_status_json_and_the_table_view(daemon):
     assert run.code == 0, run.err
     document = run.json()
     assert document["protocol"] == "1.0" and document["state"]["devices"]["shoe-reader"]["link"] == "up"
+    client = daemon.client()
+    retention = client.wait_state(lambda s: s["retention"] is not None)["retention"]  # the prune at start
+    client.close()
     text = cardctl(daemon.socket_path, "status")
     assert text.code == 0 and "SHOE0001" in text.out and "alarms: none" in text.out
+    # nothing exported yet: every record waits for an export (more may have come since STATE)
+    assert "retention: pruned through seq 0, exported through seq 0, " in text.out
+    assert f"record(s) not exported (oldest {retention['oldest_unexported']})" in text.out
+
+
+def test_the_retention_line_of_status():
+    assert retention_line(None).startswith("retention: not checked yet")
+    late = {"pruned_through": 100, "exported_through": 120, "unexported": 30,
+            "oldest_unexported": "2026-01-02T03:04:05.000000000Z", "unexported_past_horizon": True}
+    assert retention_line(late) == (
+        "[yellow]retention: pruned through seq 100, exported through seq 120, 30 record(s) not exported "
+        "(oldest 2026-01-02T03:04:05.000000000Z): past the horizon, export them (cardctl log --export FILE)[/]")
+    everything = {**late, "unexported": 0, "oldest_unexported": None, "unexported_past_horizon": False}
+    assert retention_line(everything) == \
+        "retention: pruned through seq 100, exported through seq 120, 0 record(s) not exported"
 
 
 def test_devices_lists_json(daemon):
@@ -158,6 +179,15 @@ def test_log_query_follow_and_export(daemon, directory):
         follower.wait(10)
 
 
+@pytest.mark.parametrize("view", [(), ("--json",)])
+def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
+    """``cardctl log | head``: once the reader has gone the log ends with the shell's SIGPIPE code,
+    no traceback and no error line."""
+    start_round(daemon)
+    done = run_into_closed_pipe([str(CARDCTL), "--socket", str(daemon.socket_path), "log", *view])
+    assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
+
+
 def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_record(daemon, directory):
     sock = daemon.socket_path
     run = cardctl(sock, "verify-journal", "--json")
@@ -180,9 +210,7 @@ def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_rec
 
 def test_probe_a_device_the_daemon_holds_names_the_holder_and_a_missing_one_hints_devices(directory):
     with simulate(directory) as running:
-        assert running.proc.stdout is not None
-        line = running.proc.stdout.readline()
-        urls = device_urls(line)
+        urls = device_urls(running.stdout().splitlines()[0])  # printed before cardd listens
         client = running.client()
         client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         client.close()

@@ -36,8 +36,12 @@ def test_an_archive_export_is_journaled_and_the_copy_is_the_journaled_file(daemo
     with ApiClient(sock) as client:
         (noted,) = client.log(reason="JOURNAL_EXPORTED").records
     assert noted.seq == done["record_seq"] and noted.kind == "export"
+    message = f"exported {done['exported']} record(s) (seq 1..{done['last_seq']}) to {done['daemon_file']}"
     assert noted.data == {"file": done["daemon_file"], "format": "csv", "sha256": digest, "first_seq": 1,
-                          "last_seq": done["last_seq"], "count": done["exported"]}
+                          "last_seq": done["last_seq"], "count": done["exported"], "message": message}
+    # the text view's message column (wide enough for the whole path)
+    shown = cardctl(sock, "log", "--reason", "JOURNAL_EXPORTED", prefix=("env", "COLUMNS=300"))
+    assert shown.code == 0 and message in shown.out
     assert Path(done["daemon_file"]).parent == directory / "exports"  # the daemon's copy stays
     assert Path(done["daemon_file"]).read_bytes() == target.read_bytes()
     rows = list(csv.DictReader(target.open(newline="")))
@@ -45,6 +49,8 @@ def test_an_archive_export_is_journaled_and_the_copy_is_the_journaled_file(daemo
         list(range(1, done["exported"] + 1))
     assert rows[1]["prev"] == rows[0]["hash"]
     assert cardctl(sock, "verify-journal").code == 0
+    status = cardctl(sock, "status")  # the export moved STATE's retention, and the status line with it
+    assert status.code == 0 and f"retention: pruned through seq 0, exported through seq {done['last_seq']}," in status.out
 
 
 def test_a_time_range_exports_that_stretch_of_the_chain(daemon, directory):

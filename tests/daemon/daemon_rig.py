@@ -100,18 +100,23 @@ class Client:
 
 
 class Daemon:
-    """``cardd`` running in a subprocess until :meth:`stop` or :meth:`kill`."""
+    """``cardd`` running in a subprocess until :meth:`stop` or :meth:`kill`.
+
+    Its stdout and stderr go to files in the state directory (the socket's), as the bench's rig
+    gives cardd its log file (cardd/bench/runner.py): a pipe nobody reads fills at 64 KiB and the
+    daemon's next log line then blocks its whole loop. Each start in a directory has its own pair,
+    ``cardd-N.out`` and ``cardd-N.log`` (a restart in the same directory takes the next N)."""
 
     def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None) -> None:
         self.socket_path = socket_path
-        self.proc = subprocess.Popen([str(CARDD), "--log-format", "json", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
-                                     env=None if env is None else {**os.environ, **env})
+        self.stdout_path, self.stderr_path = _output_files(socket_path.parent)
+        with self.stdout_path.open("x") as out, self.stderr_path.open("x") as err:
+            self.proc = subprocess.Popen([str(CARDD), "--log-format", "json", *args], stdout=out, stderr=err,
+                                         env=None if env is None else {**os.environ, **env})
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
-                raise AssertionError(f"cardd exited with {self.proc.returncode}: {err[-3000:]}")
+                raise AssertionError(f"cardd exited with {self.proc.returncode}: {self.stderr()[-3000:]}")
             try:
                 Client(socket_path, timeout=2.0).close()
                 return
@@ -122,16 +127,32 @@ class Daemon:
     def client(self) -> Client:
         return Client(self.socket_path)
 
+    def stdout(self) -> str:
+        """What cardd printed so far (``--simulate``: its first line names the devices)."""
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        """cardd's log so far (JSON lines) and any last words."""
+        return self.stderr_path.read_text(errors="replace")
+
     def stop(self) -> tuple[int, str]:
         """SIGTERM: a graceful stop; returns (exit code, stderr)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=30)
-        return self.proc.returncode, err
+        self.proc.wait(timeout=30)
+        return self.proc.returncode, self.stderr()
 
     def kill(self) -> None:
         self.proc.kill()
-        self.proc.communicate(timeout=30)
+        self.proc.wait(timeout=30)
+
+
+def _output_files(directory: Path) -> tuple[Path, Path]:
+    """The next free ``cardd-N.out``, ``cardd-N.log`` pair in ``directory``."""
+    n = 1
+    while (directory / f"cardd-{n}.log").exists() or (directory / f"cardd-{n}.out").exists():
+        n += 1
+    return directory / f"cardd-{n}.out", directory / f"cardd-{n}.log"
 
 
 @contextmanager

@@ -4,6 +4,7 @@ since_seq across a restart, and start-up refusals in one line."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
@@ -61,6 +62,20 @@ def test_version_banner_and_state_shape(directory):
         code, err = daemon.stop()
     assert code == 0, err
     assert not (directory / "cardd.sock").exists()  # a graceful stop removes the socket
+
+
+def test_cardds_output_goes_to_files_in_the_state_directory_not_pipes(directory):
+    """The rig gives cardd files: a pipe nobody reads fills at 64 KiB and the daemon's next log line
+    would then block its loop. stop() still returns what cardd wrote on stderr."""
+    with simulate(directory) as daemon:
+        for fd in (1, 2):  # not pipe:[...]
+            assert Path(os.readlink(f"/proc/{daemon.proc.pid}/fd/{fd}")).parent == directory
+        assert daemon.stdout().startswith("cardd --simulate: journal ")
+        code, err = daemon.stop()
+    assert code == 0 and "cardd started" in err
+    with simulate(directory) as again:  # a restart in the same directory has files of its own
+        assert again.stderr_path != daemon.stderr_path and "cardd started" in again.stop()[1]
+    assert daemon.stderr() == err
 
 
 def test_a_whole_round_through_commands_with_the_simulated_shoe(directory):

@@ -59,7 +59,10 @@ def export(client: Client, **args: Any) -> dict[str, Any]:
     result: dict[str, Any] = done["data"]["result"]
     (noted,) = records(client, from_seq=result["record_seq"], to_seq=result["record_seq"])
     assert (noted["kind"], noted["reason"], noted["who"]) == ("export", "JOURNAL_EXPORTED", done["who"])
-    assert noted["data"] == {k: result[k] for k in ("file", "format", "sha256", "first_seq", "last_seq", "count")}
+    message = f"exported {result['count']} record(s) (seq {result['first_seq']}..{result['last_seq']}) to {result['file']}"
+    assert noted["data"] == {**{k: result[k] for k in ("file", "format", "sha256", "first_seq", "last_seq", "count")},
+                             "message": message}
+    assert noted["message"] == message  # what cardctl log shows
     return result
 
 
@@ -100,6 +103,7 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
             (pruned,) = wait_for(lambda: prunes(client), "the daemon never pruned the exported records")
             assert pruned["data"]["through_seq"] == 100 and pruned["data"]["count"] == 100
             assert pruned["data"]["horizon_days"] == HORIZON_DAYS and pruned["who"] == "cardd"
+            assert pruned["message"] == f"pruned 100 record(s) (seq 1..100): exported, older than {HORIZON_DAYS} days"
             assert records(client, limit=1)[0]["seq"] == 101
             assert records(client, reason="HISTORY", limit=1)[0]["data"] == {"day": 50, "index": 0}
             # STATE says so: records past the horizon wait for an export
@@ -114,6 +118,7 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
             assert (rest["first_seq"], rest["format"]) == (101, "csv") and rest["last_seq"] > 2 * DAYS
             _, second = wait_for(lambda: prunes(client)[1:] and prunes(client), "no second prune")
             assert second["data"]["through_seq"] == 2 * 110 and second["data"]["count"] == 120
+            assert second["message"].startswith("pruned 120 record(s) (seq 101..220)")
             history = records(client, reason="HISTORY")
             assert [r["data"]["day"] for r in history[::PER_DAY]] == list(range(110, DAYS))
             assert records(client, limit=1)[0]["seq"] == 221

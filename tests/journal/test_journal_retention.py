@@ -41,7 +41,7 @@ def test_export_writes_json_lines_and_journals_the_file_and_its_sha256(tmp_path,
     assert note.seq == result.record_seq == journal.last_seq and note.who == "tech:bo"
     assert note.reason == "JOURNAL_EXPORTED"
     assert note.data == {"file": str(target), "format": "jsonl", "sha256": result.sha256, "first_seq": 1,
-                         "last_seq": 14, "count": 14}
+                         "last_seq": 14, "count": 14, "message": f"exported 14 record(s) (seq 1..14) to {target}"}
     assert journal.verify().ok
 
 
@@ -80,6 +80,7 @@ def test_prune_deletes_exported_records_past_the_horizon_and_the_chain_still_ver
     note = journal.query(kind="prune")[0]
     assert note.seq == result.record_seq and note.data["through_seq"] == 220 and note.data["count"] == 220
     assert note.data["horizon_days"] == 90 and note.data["cutoff"] == "2020-04-20T00:00:00.000000000Z"
+    assert note.data["message"] == "pruned 220 record(s) (seq 1..220): exported, older than 90 days"
     assert journal.verify().ok
     assert journal.prune(now).pruned == 0  # nothing more is old enough
     with pytest.raises(JournalError, match="records up to seq 220 were pruned"):
@@ -96,6 +97,8 @@ def test_prune_stops_at_the_first_gap_in_the_exports(tmp_path, journal):
     assert journal.prune().through_seq == 20
     journal.export(tmp_path / "c.jsonl", since=T0 + 10 * DAY_NS, until=T0 + 20 * DAY_NS)  # seqs 21..40
     assert journal.prune().through_seq == 60
+    # the second prune's message names its own range, from the anchor on
+    assert journal.query(kind="prune")[-1].data["message"].startswith("pruned 40 record(s) (seq 21..60)")
     assert journal.verify().ok
 
 
