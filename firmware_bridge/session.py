@@ -196,8 +196,8 @@ class DeviceSession:
                 await self.send(ResumeEvents(journaled_index()))  # before anything else is asked
         except BaseException:
             self._needs_handshake = True
-            self._handshaking = False
-            self._hand_on_held_back()  # nothing lost: what came goes on as it would have without the hold
+            # neither delivered nor confirmed: the device sends them again after the next ResumeEvents
+            self._held_back.clear()
             raise
         finally:
             self._handshaking = False

@@ -36,6 +36,7 @@ from firmware_bridge.messages import (
 from firmware_bridge.session import SessionEventKind as K
 from simulators.event_store import EventStore
 from tests.firmware_bridge.fb_device import FAST_RETRY, QUICK, FakeDevice, kinds
+from tests.firmware_bridge.fb_wire import Wire
 from tests.support.aio import run
 from tests.support.poll import until
 
@@ -289,6 +290,40 @@ def test_a_1_0_device_gets_no_envelopes_and_is_matched_by_type():
         assert (await conn.request(StatusRequest(), expect=Status)).uptime_ms == 1234
         assert [type(m) for m in device.received] == [Hello, StatusRequest]  # no ResumeEvents, no Request
         assert conn.event_stats.resumes == 0
+        await conn.close()
+        line.close()
+
+    run(main())
+
+
+def test_events_held_back_by_a_handshake_that_fails_are_not_delivered():
+    """Events that reach the host while its handshake is under way are held until CONNECTED. Here a
+    device sends one right after its IDENT, before ResumeEvents, and the line to it dies, so
+    ResumeEvents is never acknowledged and the handshake fails: what it held must not reach the
+    application without a CONNECTED (the device resends it after the next ResumeEvents)."""
+    to_host, to_device = Wire(), Wire()
+
+    class HastyDevice(Device11):
+        def _payload(self, payload: bytes) -> None:
+            super()._payload(payload)
+            if isinstance(self.received[-1], Hello):
+                self.send(Event(1, card(1)))  # too early: the host has not said where to resume
+                to_device.cut = True  # and nothing the host sends reaches the device any more
+
+    async def main():
+        device = HastyDevice()
+        line = listen("events-held-then-failed", device.attach, to_host=to_host.carrying, to_device=to_device.carrying)
+        indexed: list[tuple[int, Message]] = []
+        events: list = []
+        conn = DeviceConnection(line.url, lambda m: None, events.append, QUICK, journaled_index=lambda: 0,
+                                on_indexed=lambda i, m: indexed.append((i, m)), backoff=FAST_RETRY)
+        opening = asyncio.ensure_future(conn.open())
+        await until(lambda: K.LINK_FAILED in kinds(events) or opening.done(), timeout=10)
+        await asyncio.sleep(0.05)
+        assert K.IDENT in kinds(events) and K.CONNECTED not in kinds(events)
+        assert indexed == []  # held back, then dropped with the failed handshake: never delivered
+        opening.cancel()
+        await asyncio.gather(opening, return_exceptions=True)
         await conn.close()
         line.close()
 
