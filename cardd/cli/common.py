@@ -53,7 +53,15 @@ class CliError(CarddError):
 class Program(click.Group):
     """A program's top group (``cls=Program``; see :func:`run`): when the reader of stdout goes away
     (``cardctl log | head``) the program ends quietly with EXIT_STDOUT_CLOSED. Caught here, around
-    the subcommand, because click's own main turns a broken pipe into exit 1."""
+    the parsing of the options (``--help``, ``--version``) and around the subcommand, because
+    click's own main turns a broken pipe into exit 1."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except BrokenPipeError:
+            _stdout_closed()
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -188,6 +188,12 @@ def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
 
 
+@pytest.mark.parametrize("options", [("--help",), ("--version",), ("log", "--help")])
+def test_help_into_a_closed_pipe_ends_quietly(options):
+    done = run_into_closed_pipe([str(CARDCTL), *options])
+    assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
+
+
 def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_record(daemon, directory):
     sock = daemon.socket_path
     run = cardctl(sock, "verify-journal", "--json")
