@@ -50,7 +50,7 @@ from devices.events import Event, Severity
 from devices.game.rules import HouseRules
 from devices.tracker.feed import Feed
 from devices.tracker.inputs import DeviceMessage, TableInput, Tick, from_json, to_json
-from devices.tracker.snapshot import restore, snapshot
+from devices.tracker.snapshot import SnapshotError, restore, snapshot
 from devices.tracker.table import Table
 from firmware_bridge.messages import CardRead, Heartbeat, Ident, Status, UnreadableCard
 
@@ -121,11 +121,15 @@ def marks_to_json(marks: EventMarks) -> dict[str, list[dict[str, Any]]]:
 def marks_from_json(data: Mapping[str, Any]) -> EventMarks:
     """The :data:`EVENT_MARKS` of a snapshot, of this release or the one-mark-per-device form before it."""
     marks: EventMarks = {}
-    for device, stored in data.items():
-        units = marks[device] = {}
-        for mark in stored if isinstance(stored, list) else [stored]:
-            unit = mark.get("unit")
-            units[None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2]))] = int(mark["index"])
+    try:
+        for device, stored in data.items():
+            units = marks[device] = {}
+            for mark in stored if isinstance(stored, list) else [stored]:
+                unit = mark.get("unit")
+                units[None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2]))] = int(mark["index"])
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise SnapshotError(f"snapshot: $.{EVENT_MARKS} is not a list of {{unit, index}} per device "
+                            f"({type(exc).__name__}: {exc})") from None
     return marks
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from cardd.daemon.tracker_service import (MARKS_PER_DEVICE, SNAPSHOT_EVERY_RECORDS, EventMarks, TableService,
                                           marks_from_json, marks_to_json, merge_marks)
 from cardd.journal import Journal
 from core.cards import Card, Orientation
 from devices.tracker.inputs import DeviceMessage, LinkUp, from_json, to_json
+from devices.tracker.snapshot import SnapshotError
 from firmware_bridge.messages import CardRead, DeviceRole, Ident, ShoeLoaded
 from tests.daemon.service_rig import RULES, start, turn
 from tests.support.aio import run
@@ -91,3 +94,12 @@ def test_marks_are_kept_per_unit_read_in_the_older_form_and_bounded() -> None:
     for unit in units:
         merge_marks(marks, {"shoe-reader": {unit: 1}})
     assert list(marks["shoe-reader"]) == units[2:]  # the units journaled longest ago are forgotten
+
+
+@pytest.mark.parametrize("stored", [{"shoe-reader": [{"unit": ["shoe"], "index": 3}]},
+                                    {"shoe-reader": [{"unit": None}]},
+                                    {"shoe-reader": ["3"]},
+                                    {"shoe-reader": [{"unit": None, "index": "three"}]}])
+def test_damaged_marks_in_a_snapshot_are_one_snapshot_error(stored) -> None:
+    with pytest.raises(SnapshotError, match=r"\$\.event_marks is not a list of \{unit, index\} per device"):
+        marks_from_json(stored)
