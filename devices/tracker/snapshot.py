@@ -20,6 +20,7 @@ held: it resumes only when the devices are back and a supervisor agrees.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict
@@ -118,21 +119,12 @@ class _Snapshot(_Strict):
     round: _LiveRound | None
 
 
-#: the digest of the last rules asked for: a table keeps one (frozen) HouseRules for its life, and
-#: its snapshot is taken every few hundred cards
-_last_digest: tuple[HouseRules, str] | None = None
-
-
+@functools.lru_cache(maxsize=8)  # a table keeps one (frozen) HouseRules, snapshotted every few hundred cards
 def rules_digest(rules: HouseRules) -> str:
     """SHA-256 of the rules' content (every setting, not the ``name``): the same file gives the same digest."""
-    global _last_digest
-    if _last_digest is not None and _last_digest[0] is rules:
-        return _last_digest[1]
     content = asdict(rules)
     content.pop("name")
-    digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
-    _last_digest = (rules, digest)
-    return digest
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def snapshot(table: Table) -> dict[str, Any]:
