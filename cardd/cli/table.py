@@ -2,6 +2,7 @@
 (``round ...``, ``alarm clear``, ``shoe void``). A refused command says which role it needs."""
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 import click
@@ -88,17 +89,32 @@ def round_group() -> None:
     """
 
 
+#: the largest amount in cents the API carries (a 64-bit integer)
+MAX_CENTS = 2**63 - 1
+
+
 class Cents(click.ParamType):
-    """An amount in units (25 or 25.50), as the API's cents."""
+    """An amount in units (25 or 25.50), as the API's cents: parsed as a decimal, so it is exact,
+    and refused rather than rounded when it is not a whole number of cents."""
     name = "amount"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         try:
-            return round(float(value) * 100)
-        except ValueError:
+            units = Decimal(value.strip())
+        except (InvalidOperation, AttributeError):
             self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
+        if not units.is_finite():  # inf, nan: Decimal takes them, an amount is not one
+            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
+        if units <= 0:
+            self.fail(f"{value}: an amount is more than 0", param, ctx)
+        cents = units * 100
+        if cents != cents.to_integral_value():
+            self.fail(f"{value}: at most 2 decimals (cents)", param, ctx)
+        if cents > MAX_CENTS:  # the table's limits are the daemon's to check; this is what the API carries
+            self.fail(f"{value}: too large for an amount", param, ctx)
+        return int(cents)
 
 
 def stake_arguments(fn: F) -> F:
