@@ -133,7 +133,7 @@ def options() -> Options:
 
 #: an ERROR code from the daemon -> the exit code it means
 _CODE_EXITS = {"refused": EXIT_REFUSED, "device-offline": EXIT_UNREACHABLE, "bad-args": EXIT_USAGE,
-               "unknown-command": EXIT_USAGE}
+               "unknown-command": EXIT_USAGE, "bad-request": EXIT_USAGE}
 
 
 def exit_code_of(exc: ClientError) -> int:

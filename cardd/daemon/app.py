@@ -35,7 +35,7 @@ from cardd.daemon.backend import DaemonBackend, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.retention import Retention
-from cardd.daemon.tracker_service import TableService
+from cardd.daemon.tracker_service import REASON_START, REASON_STOP, TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
@@ -48,8 +48,6 @@ if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulator
 
 log = structlog.get_logger(__name__)
 
-REASON_START = "DAEMON_START"
-REASON_STOP = "DAEMON_STOP"
 #: how often STATUS= is brought up to date
 STATUS_INTERVAL_S = 1.0
 

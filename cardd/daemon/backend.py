@@ -2,19 +2,44 @@
 and COMMANDs, each through the table service's one path."""
 from __future__ import annotations
 
+import difflib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role, roles_text
 from cardd.api.protocol import Event, LogQuery
-from cardd.daemon.commands import CommandSpec, build_record
+from cardd.api.protocol import ErrorCode
+from cardd.daemon.commands import CommandSpec, build_record, command_table
 from cardd.daemon.state import table_state
-from cardd.daemon.tracker_service import TableService, record_event
+from cardd.daemon.tracker_service import (REASON_COMMAND_REFUSED, REASON_START, REASON_STOP, TableService,
+                                          record_event)
+from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED
 from core.errors import CarddError
+from devices.events import Reason
 
 #: a device or simulation command: (name, args, caller) -> what it did, for the journal record
 Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
+
+
+def journal_reasons() -> frozenset[str]:
+    """Every reason code the daemon journals: the devices' and the table's events, the journal's
+    export and prune, the daemon's start, stop and refused commands, and each command that is no
+    table input under its own name in capitals (a table input's record has no reason code).
+    The simulation's commands are in, whether or not this daemon simulates: a journal keeps them."""
+    commands = command_table(simulated=True).values()
+    return frozenset({*(r.value for r in Reason), REASON_EXPORTED, REASON_PRUNED, REASON_START, REASON_STOP, REASON_COMMAND_REFUSED,
+                      *(spec.name.upper() for spec in commands if spec.kind != "table")})
+
+
+def check_reason(reason: str, known: frozenset[str]) -> None:
+    """CommandFailed (bad-request) for a LOG query's reason code that no record can have: a typo
+    would otherwise answer with nothing, as if nothing had happened. Names the close ones."""
+    if reason in known:
+        return
+    close = difflib.get_close_matches(reason, known, n=3)
+    hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(sorted(known))}"
+    raise CommandFailed(f"no such reason code {reason!r}: {hint}", code=ErrorCode.BAD_REQUEST)
 
 
 class DaemonBackend:
@@ -27,6 +52,7 @@ class DaemonBackend:
         self._links = links
         self._runners = runners  # by CommandSpec.kind, for commands that are not table inputs
         self._roles = {name: spec.roles for name, spec in commands.items()}
+        self._reasons = journal_reasons()
 
     @property
     def command_roles(self) -> Mapping[str, frozenset[Role]]:
@@ -37,6 +63,8 @@ class DaemonBackend:
                 "retention": self._retention()}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+        if query.reason is not None:
+            check_reason(query.reason, self._reasons)
         records = self.service.journal.query(
             seq_from=query.from_seq, seq_to=query.to_seq,
             since=None if query.since is None else int(query.since * 1e9),

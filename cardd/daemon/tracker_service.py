@@ -57,6 +57,9 @@ from firmware_bridge.messages import CardRead, Heartbeat, Ident, Status, Unreada
 log = structlog.get_logger(__name__)
 
 REASON_COMMAND_REFUSED = "COMMAND_REFUSED"
+#: the daemon's start and stop records (written by cardd.daemon.app)
+REASON_START = "DAEMON_START"
+REASON_STOP = "DAEMON_STOP"
 #: after a failed commit, the batch is kept and written again this much later
 RETRY_AFTER_S = 1.0
 #: a card-path commit still carries the snapshot when the last one is this old (seconds) ...

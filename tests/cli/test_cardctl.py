@@ -21,13 +21,6 @@ from tests.support.pipes import run_into_closed_pipe
 
 
 
-@pytest.fixture
-def daemon(directory: Path) -> Iterator[Daemon]:
-    with simulate(directory) as running:
-        client = running.client()
-        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
-        client.close()
-        yield running
 
 
 # ---- errors met first ------------------------------------------------------------------------

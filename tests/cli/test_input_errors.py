@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.table import Cents
 from tests.cli.cli_rig import cardctl
+from tests.daemon.daemon_rig import Daemon
 
 
 # ---- amounts (no daemon: a bad amount is refused before cardctl connects) ----------------------
@@ -33,3 +35,19 @@ def test_more_than_2_decimals_is_refused_not_rounded(directory: Path) -> None:
                                               ("90071992547409.93", 9007199254740993)])
 def test_an_amount_is_exact_cents(units: str, cents: int) -> None:
     assert Cents().convert(units, None, None) == cents
+
+
+# ---- the journal's query (a real daemon) -------------------------------------------------------
+
+def test_an_unknown_reason_code_is_refused_naming_the_close_ones(daemon: Daemon) -> None:
+    sock = daemon.socket_path
+    run = cardctl(sock, "log", "--reason", "ROUND_VIOD")
+    assert run.code == 2 and "no such reason code 'ROUND_VIOD'" in run.one_line_error()
+    assert "ROUND_VOID" in run.err and run.out == ""
+    with ApiClient(sock) as client, pytest.raises(CommandRefused) as refused:
+        client.log(reason="ROUND_VIOD")
+    assert refused.value.code == "bad-request"
+    for known in ("ROUND_VOID", "DAEMON_START", "EXPORT_JOURNAL", "JOURNAL_PRUNED", "COMMAND_REFUSED"):
+        assert cardctl(sock, "log", "--reason", known, "--json").code == 0, known
+    started = cardctl(sock, "log", "--reason", "DAEMON_START", "--json").json()["records"]
+    assert [r["reason"] for r in started] == ["DAEMON_START"]
