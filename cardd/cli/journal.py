@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
+from cardd.api.protocol import LOG_LIMIT_MAX
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
                               emit_json, json_option, run_command, to_builtins)
 from cardd.journal import Journal, JournalError
@@ -157,7 +158,7 @@ def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any
 @click.option("--reason", help="only this reason code, e.g. CARD_READ or ROUND_VOID")
 @click.option("--severity", type=click.Choice(SEVERITIES), help="this severity or worse")
 @click.option("--round", "round_id", type=int, help="only this round")
-@click.option("--limit", type=int, default=100, show_default=True, help="at most this many (the newest query page)")
+@click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many (the newest query page)")
 @click.option("-f", "--follow", is_flag=True, help="then keep printing new events as they come")
 @click.option("--export", "export_path", type=click.Path(path_type=Path),
               help="write to a new file. With at most --since/--until: the daemon's archive export, journaled "

@@ -51,3 +51,9 @@ def test_an_unknown_reason_code_is_refused_naming_the_close_ones(daemon: Daemon)
         assert cardctl(sock, "log", "--reason", known, "--json").code == 0, known
     started = cardctl(sock, "log", "--reason", "DAEMON_START", "--json").json()["records"]
     assert [r["reason"] for r in started] == ["DAEMON_START"]
+
+
+@pytest.mark.parametrize("limit", ["100000", "0"])
+def test_a_limit_out_of_range_is_a_usage_error_saying_the_range(daemon: Daemon, limit: str) -> None:
+    run = cardctl(daemon.socket_path, "log", "--limit", limit)
+    assert run.code == 2 and "1<=x<=10000" in run.err and "msgspec" not in run.err and "$.limit" not in run.err
