@@ -20,7 +20,7 @@ from drivers.discovery import discover
 from drivers.errors import BadURL, DeviceBusy, DeviceNotFound, DriverError
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.errors import IncompatibleProtocol
+from firmware_bridge.errors import IncompatibleProtocol, RequestTimeout
 from firmware_bridge.session import SessionConfig
 
 DEVICE_NAMES = ("shoe", "shuffler")
@@ -88,7 +88,15 @@ def device_error(url: str, exc: CarddError) -> CliError:
         return CliError(f"{url}: incompatible firmware: {exc}", EXIT_FAILURE)
     if isinstance(exc, DriverError):
         return CliError(str(exc), EXIT_UNREACHABLE)
-    return CliError(f"{url}: {exc}", EXIT_UNREACHABLE)
+    text = str(exc) if str(exc).startswith(url) else f"{url}: {exc}"  # the session's errors name the URL already
+    if isinstance(exc, RequestTimeout):
+        text += " (not a cardd device, the wrong baud rate, or powered off?)"
+    return CliError(text, EXIT_UNREACHABLE)
+
+
+def link_value(value: int | float) -> str:
+    """A link statistic for a person: counts as they are, times (the floats: seconds) in ms."""
+    return f"{value * 1000:.2f} ms" if isinstance(value, float) else str(value)
 
 
 async def _probe(url: str, timeout: float) -> dict[str, Any]:
@@ -129,7 +137,7 @@ def probe(url: str, timeout: float, as_json: bool) -> None:
         out.print(f"[bold]{found['model']}[/] serial {found['serial']} ({found['role']}) at {url}")
         out.print(f"firmware {found['firmware']}, protocol {found['protocol']}, boot id {found['boot_id']:#x}")
         link = found["stats"].get("link") or {}
-        out.print("link: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in link.items()
+        out.print("link: " + ", ".join(f"{k.replace('_', ' ')} {link_value(v)}" for k, v in link.items()
                                        if isinstance(v, (int, float)) and v))
     emit(found, as_json, render)
 

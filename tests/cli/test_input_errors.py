@@ -2,6 +2,8 @@
 with the usage exit code, never a library's exception or wording."""
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,28 @@ def test_an_unknown_reason_code_is_refused_naming_the_close_ones(daemon: Daemon)
 def test_a_limit_out_of_range_is_a_usage_error_saying_the_range(daemon: Daemon, limit: str) -> None:
     run = cardctl(daemon.socket_path, "log", "--limit", limit)
     assert run.code == 2 and "1<=x<=10000" in run.err and "msgspec" not in run.err and "$.limit" not in run.err
+
+
+# ---- probe -------------------------------------------------------------------------------------
+
+def test_probe_of_a_silent_port_names_the_url_once_with_a_hint() -> None:
+    master, follower = os.openpty()  # a port where nothing answers
+    try:
+        url = f"serial://{os.ttyname(follower)}"
+        run = cardctl(None, "probe", url, "--timeout", "0.2")
+    finally:
+        os.close(master)
+        os.close(follower)
+    line = run.one_line_error()
+    assert run.code == 3 and line.count(url) == 1, line
+    assert "no handshake" in line and "not a cardd device" in line and "baud" in line
+
+
+def test_probe_shows_link_times_in_ms() -> None:
+    from simulators.rig import SimulatedTable
+    with SimulatedTable.over_ptys() as sim:
+        run = cardctl(None, "probe", sim.shoe.url)
+    assert run.code == 0, run.err
+    link = next(line for line in run.out.splitlines() if line.startswith("link: "))
+    assert re.search(r"rtt last \d+\.\d\d ms", link), link
+    assert not re.search(r"\d\.\d{3,}", link), link
