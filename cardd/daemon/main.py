@@ -35,12 +35,16 @@ log = structlog.get_logger("cardd")
 
 
 def check_config(path: str) -> CarddConfig:
-    """The configuration, its rules file and its firmware key, all loaded; ConfigError otherwise."""
+    """The configuration, its rules file and its firmware key, all loaded, and the journal's directory
+    there; ConfigError otherwise."""
     config = load_config(path)
     try:
         load_rules(config.table.rules)
     except RulesError as exc:
         raise ConfigError(path, str(exc), "table.rules") from None
+    journal_dir = config.journal.path.parent
+    if not journal_dir.is_dir():  # the daemon creates the journal, never its directory (the unit's StateDirectory)
+        raise ConfigError(path, f"{config.journal.path}: the directory {journal_dir} does not exist", "journal.path")
     key = config.firmware.public_key
     if key is not None:
         try:

@@ -484,6 +484,8 @@ class Journal:
 def _create(path: Path) -> None:
     """Build the empty journal beside ``path`` and rename it into place, so a file at ``path``
     is always a whole journal (a crash mid-creation leaves only the temporary file)."""
+    if not path.parent.is_dir():  # sqlite would only say "unable to open database file"
+        raise JournalWriteError(f"journal {path} cannot be created: the directory {path.parent} does not exist")
     building = path.with_name(path.name + ".creating")
     for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
         leftover.unlink(missing_ok=True)

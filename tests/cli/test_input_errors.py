@@ -10,8 +10,9 @@ import pytest
 
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.table import Cents
+from cardd.journal import Journal, JournalError
 from tests.cli.cli_rig import cardctl
-from tests.daemon.daemon_rig import Daemon
+from tests.daemon.daemon_rig import Daemon, run_cardd, write_config
 
 
 # ---- amounts (no daemon: a bad amount is refused before cardctl connects) ----------------------
@@ -84,3 +85,23 @@ def test_probe_shows_link_times_in_ms() -> None:
     link = next(line for line in run.out.splitlines() if line.startswith("link: "))
     assert re.search(r"rtt last \d+\.\d\d ms", link), link
     assert not re.search(r"\d\.\d{3,}", link), link
+
+
+# ---- cardd's own start ---------------------------------------------------------------------------
+
+def test_a_missing_journal_directory_is_named_by_check_config_and_at_start(directory: Path) -> None:
+    config = write_config(directory, "serial:///dev/cardd/shoe", None)
+    missing = directory / "no-such-dir"
+    config.write_text(config.read_text().replace(str(directory / "journal.sqlite3"),
+                                                 str(missing / "journal.sqlite3")))
+    for args in (("--check-config",), ()):
+        done = run_cardd(*args, "--config", str(config))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done
+        assert "journal.path" in done.stderr and f"the directory {missing} does not exist" in done.stderr, done
+        assert "unable to open" not in done.stderr
+
+
+def test_the_journal_names_its_missing_directory(directory: Path) -> None:
+    missing = directory / "no-such-dir"
+    with pytest.raises(JournalError, match=f"the directory {missing} does not exist"):
+        Journal.open(missing / "journal.sqlite3", create=True)
