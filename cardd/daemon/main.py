@@ -56,6 +56,16 @@ def check_config(path: str) -> CarddConfig:
     return config
 
 
+def make_state_dir(path: Path) -> None:
+    """--simulate's --state-dir, made if missing; ConfigError (the command line) naming it otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # mkdir's answer for a file there
+        raise ConfigError(f"--state-dir {path}", "not a directory") from None
+    except OSError as exc:
+        raise ConfigError(f"--state-dir {path}", f"cannot be created: {exc.strerror}") from None
+
+
 async def serve(config: CarddConfig, config_path: str, simulation: Simulation | None) -> None:
     daemon = Daemon(config, config_path, simulation=simulation)
     await daemon.start()
@@ -94,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.simulate:
             if args.state_dir is not None:
-                args.state_dir.mkdir(parents=True, exist_ok=True)
+                make_state_dir(args.state_dir)
             from cardd.daemon.simulation import Simulation
             simulation = Simulation(args.state_dir)
             config = simulation.start()

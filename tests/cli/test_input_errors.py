@@ -105,3 +105,10 @@ def test_the_journal_names_its_missing_directory(directory: Path) -> None:
     missing = directory / "no-such-dir"
     with pytest.raises(JournalError, match=f"the directory {missing} does not exist"):
         Journal.open(missing / "journal.sqlite3", create=True)
+
+
+def test_a_state_dir_that_is_a_file_is_named_not_a_directory(directory: Path) -> None:
+    a_file = directory / "state"
+    a_file.write_text("")
+    done = run_cardd("--simulate", "--state-dir", str(a_file))
+    assert done.returncode == 2 and done.stderr == f"cardd: --state-dir {a_file}: not a directory\n", done
