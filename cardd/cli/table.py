@@ -50,10 +50,7 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
               + (f", house {money(r['house_result'])}" if r["house_result"] is not None else ""))
     for hold, why in state["holds"].items():
         out.print(f"[yellow]hold {hold}: {why}[/]")
-    for alarm in state["alarms"]:
-        out.print(f"[red]alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}[/]")
-    if not state["alarms"]:
-        out.print("alarms: none")
+    print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
 
 
@@ -232,14 +229,30 @@ def round_redeal(as_json: bool) -> None:
 
 # ---- alarm, shoe ---------------------------------------------------------------------------
 
-@click.group("alarm")
-def alarm_group() -> None:
-    """Open alarms (clear: supervisor).
+@click.group("alarm", invoke_without_command=True)
+@json_option
+@click.pass_context
+def alarm_group(ctx: click.Context, as_json: bool) -> None:
+    """The open alarms, without a subcommand; clear one (clear: supervisor).
 
     \b
     Example:
+      cardctl alarm
       cardctl alarm clear 3
     """
+    if ctx.invoked_subcommand is not None:
+        return
+    with daemon() as client:
+        alarms = client.state()["alarms"]
+    emit({"alarms": alarms}, as_json, lambda out: print_alarms(out, alarms))
+
+
+def print_alarms(out: Console, alarms: list[dict[str, Any]]) -> None:
+    """STATE's open alarms, one line each (``status`` and ``alarm``)."""
+    for alarm in alarms:
+        out.print(f"[red]alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}[/]")
+    if not alarms:
+        out.print("alarms: none")
 
 
 @alarm_group.command("clear")
@@ -257,7 +270,7 @@ def alarm_clear(alarm_id: int, as_json: bool) -> None:
 
 @click.group("shoe")
 def shoe_group() -> None:
-    """The shoe as a whole (void: supervisor; remainder: dealer).
+    """The shoe as a whole (void: supervisor).
 
     \b
     Example:

@@ -11,7 +11,7 @@ import pytest
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.table import Cents
 from cardd.journal import Journal, JournalError
-from tests.cli.cli_rig import cardctl
+from tests.cli.cli_rig import cardctl, start_round
 from tests.daemon.daemon_rig import Daemon, run_cardd, write_config
 
 
@@ -112,3 +112,25 @@ def test_a_state_dir_that_is_a_file_is_named_not_a_directory(directory: Path) ->
     a_file.write_text("")
     done = run_cardd("--simulate", "--state-dir", str(a_file))
     assert done.returncode == 2 and done.stderr == f"cardd: --state-dir {a_file}: not a directory\n", done
+
+
+# ---- help that is true ---------------------------------------------------------------------------
+
+def test_shoe_help_names_only_its_subcommands() -> None:
+    run = cardctl(None, "shoe", "--help")
+    assert run.code == 0 and "remainder" not in run.out and "void" in run.out
+
+
+def test_alarm_without_a_subcommand_lists_the_open_alarms(daemon: Daemon) -> None:
+    sock = daemon.socket_path
+    assert cardctl(sock, "alarm", "--json").json() == {"alarms": []}
+    assert "alarms: none" in cardctl(sock, "alarm").out
+    start_round(daemon)  # a jam during a round is an alarm
+    client = daemon.client()
+    client.ok("sim_fault", device="shuffler", code="jam")
+    state = client.wait_state(lambda s: bool(s["alarms"]))
+    client.close()
+    listed = cardctl(sock, "alarm", "--json")
+    assert listed.code == 0 and listed.json() == {"alarms": state["alarms"]}
+    view = cardctl(sock, "alarm").out
+    assert all(f"alarm {a['id']}: {a['reason']}" in view for a in state["alarms"]), view
