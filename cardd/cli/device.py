@@ -15,12 +15,14 @@ from rich.table import Table
 
 from cardd.cli.common import (EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, daemon, emit, json_option,
                               run_command)
+from cardd.daemon.devices import MODEL_NAMES
 from core.errors import CarddError
 from drivers.discovery import discover
 from drivers.errors import BadURL, DeviceBusy, DeviceNotFound, DriverError
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import IncompatibleProtocol, RequestTimeout
+from firmware_bridge.messages import FaultCode
 from firmware_bridge.session import SessionConfig
 
 DEVICE_NAMES = ("shoe", "shuffler")
@@ -192,6 +194,12 @@ def clear_fault(device: str, code: str, as_json: bool) -> None:
     Example:
       cardctl clear-fault shuffler jam
     """
+    with daemon() as client:  # a fault that is not there would only time out at the device
+        model = client.state()["devices"].get(MODEL_NAMES[device])
+    known = code.upper() in FaultCode.__members__  # an unknown code: the daemon's refusal lists the known ones
+    if known and model is not None and model["link"] == "up" and model.get("fault") != code.lower():
+        now = f"state {model['state']}" + (f", fault {model['fault']}" if model.get("fault") else "")
+        raise CliError(f"the {device} has no {code} fault ({now})", EXIT_FAILURE)
     result = device_request("clear_fault", as_json, device=device, code=code)["data"]["result"]
     emit(result, as_json, lambda out: out.print(f"{device}: {result['cleared']} cleared"))
 

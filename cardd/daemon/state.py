@@ -49,6 +49,7 @@ def _device(model: DeviceModel, link_up: bool) -> dict[str, Any]:
         "state": model.state,
         "link": "up" if link_up else "down",
         "usable": model.usable,
+        "fault": None if model.active_fault is None else model.active_fault.code.name.lower(),
         "ident": None if ident is None else {"model": ident.model, "serial": ident.serial,
                                              "firmware": ident.firmware_version},
     }

@@ -134,3 +134,19 @@ def test_alarm_without_a_subcommand_lists_the_open_alarms(daemon: Daemon) -> Non
     assert listed.code == 0 and listed.json() == {"alarms": state["alarms"]}
     view = cardctl(sock, "alarm").out
     assert all(f"alarm {a['id']}: {a['reason']}" in view for a in state["alarms"]), view
+
+
+# ---- clear-fault -------------------------------------------------------------------------------
+
+def test_clear_fault_of_a_fault_not_there_is_refused_at_once_saying_the_state(daemon: Daemon) -> None:
+    sock = daemon.socket_path
+    none = cardctl(sock, "clear-fault", "shuffler", "jam")  # not asked: the device would wait 5 s
+    assert none.code == 1 and none.one_line_error() == "cardctl: the shuffler has no jam fault (state idle)"
+    assert cardctl(sock, "clear-fault", "shuffler", "nonsense").code == 2  # the daemon names the known codes
+    client = daemon.client()
+    client.ok("sim_fault", device="shuffler", code="jam")
+    state = client.wait_state(lambda s: s["devices"]["shuffler"]["fault"] == "jam")
+    client.close()
+    assert state["devices"]["shuffler"]["state"] == "fault"
+    assert cardctl(sock, "clear-fault", "shuffler", "jam", "--json").code == 0
+    assert cardctl(sock, "status", "--json").json()["state"]["devices"]["shuffler"]["fault"] is None
