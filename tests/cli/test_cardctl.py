@@ -2,6 +2,7 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, write_config
-from tests.support.pipes import run_into_closed_pipe
+from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
 
 
 
@@ -186,6 +187,15 @@ def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     start_round(daemon)
     done = run_into_closed_pipe([str(CARDCTL), "--socket", str(daemon.socket_path), "log", *view])
     assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
+
+
+def test_watch_on_an_idle_table_ends_once_its_reader_has_gone(daemon):
+    """``cardctl watch --json | head -1`` on a table where nothing happens: no next event would
+    ever meet the closed pipe, so the watch notices the reader going away by itself."""
+    first, code, err = run_until_first_line_read(
+        [str(CARDCTL), "--socket", str(daemon.socket_path), "watch", "--json"], timeout=20)
+    assert json.loads(first)["class"] == "STATE"
+    assert (code, err) == (EXIT_STDOUT_CLOSED, "")
 
 
 @pytest.mark.parametrize("options", [("--help",), ("--version",), ("log", "--help")])
