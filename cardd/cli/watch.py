@@ -80,7 +80,9 @@ def round_view(r: dict[str, Any] | None) -> RenderableType:
             if turn is not None and str(turn[1]) == box and turn[2] == hand["hand"]:
                 notes.append("<- to act")
             stakes = ", ".join(f"{p} {money(a)}" for p, a in hand["stakes"].items())
-            table.add_row(f"box {box}", str(hand["hand"]), " ".join(hand["cards"]), total, stakes, " ".join(notes))
+            # STATE numbers a box's hands from 0; people (and the journal's messages) from 1
+            table.add_row(f"box {box}", str(hand["hand"] + 1), " ".join(hand["cards"]), total, stakes,
+                          " ".join(notes))
     dealer = r["dealer"]
     table.add_row("dealer", "", " ".join(dealer["cards"]), ("soft " if dealer["soft"] else "") + str(dealer["total"]),
                   "", "")
