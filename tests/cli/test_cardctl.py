@@ -3,6 +3,7 @@ devices: every answer parsed from --json, every error one line with its exit cod
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -86,6 +87,22 @@ def test_status_json_and_the_table_view(daemon):
     # nothing exported yet: every record waits for an export (more may have come since STATE)
     assert "retention: pruned through seq 0, exported through seq 0, " in text.out
     assert f"record(s) not exported (oldest {retention['oldest_unexported']})" in text.out
+
+
+def test_status_counts_the_records_not_exported_now_not_at_the_last_prune(daemon):
+    """The daemon checks retention at start and then hourly; the records journaled since count."""
+    client = daemon.client()
+    at_start = client.wait_state(lambda s: s["retention"] is not None)["retention"]
+    client.close()
+    start_round(daemon)  # a shoe shuffled, loaded and burnt, a round opened and bet: dozens of records
+    run = cardctl(daemon.socket_path, "status", "--json")
+    assert run.code == 0, run.err
+    state = run.json()["state"]
+    assert state["retention"]["exported_through"] == at_start["exported_through"] == 0
+    assert state["retention"]["unexported"] == state["seq"] > at_start["unexported"]
+    text = cardctl(daemon.socket_path, "status")
+    shown = re.search(r", (\d+) record\(s\) not exported", text.out)
+    assert shown and int(shown.group(1)) >= state["seq"], text.out  # (the status query may add records)
 
 
 def test_the_retention_line_of_status():
