@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import select
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -185,17 +186,49 @@ class ApiClient:
             raise ClientError(f"{self.path}: LOG: got {type(reply).__name__}")
         return reply
 
-    def watch(self, since_seq: int | None = None) -> Iterator[Event]:
-        """Every event from ``since_seq`` (exclusive) on, then live ones, until the connection ends."""
+    def watch(self, since_seq: int | None = None, hangup_fd: int | None = None) -> Iterator[Event]:
+        """Every event from ``since_seq`` (exclusive) on, then live ones, until the connection ends.
+
+        ``hangup_fd`` (the watcher's stdout): while waiting for the next event, also watch it, and
+        raise BrokenPipeError when it reports a hang-up or error — a pipe whose reader went away,
+        which a quiet table would otherwise reveal only at the next write, hours later."""
         request_id = self._next_id()
         self._send(Watch(id=request_id, enable=True, since_seq=since_seq))
         self._reply(request_id)  # the replayed events come before the ACK
         while True:
             while self.pending_events:
                 yield self.pending_events.pop(0)
+            if hangup_fd is not None:
+                self._wait_for_line(hangup_fd)
             message = self._read()
             if isinstance(message, Event):
                 yield message
+
+    def _wait_for_line(self, hangup_fd: int) -> None:
+        """Return once a line can be read (or the socket ends); BrokenPipeError if ``hangup_fd``
+        hangs up first."""
+        if self._buffered():
+            return
+        poller = select.poll()
+        poller.register(self._sock.fileno(), select.POLLIN)
+        poller.register(hangup_fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
+        timeout = self._sock.gettimeout()
+        ready = dict(poller.poll(None if timeout is None else timeout * 1000))
+        if hangup_fd in ready:
+            raise BrokenPipeError(errno.EPIPE, f"descriptor {hangup_fd} hung up")
+        # else the socket has something (or the wait timed out): the read that follows takes it
+
+    def _buffered(self) -> bool:
+        """Whether the stream holds bytes already, or the socket has some: a peek with the socket
+        non-blocking for a moment, so it never waits."""
+        timeout = self._sock.gettimeout()
+        self._sock.settimeout(0.0)
+        try:
+            return bool(self._stream.peek(1))
+        except OSError:
+            return True  # the read that follows reports it
+        finally:
+            self._sock.settimeout(timeout)
 
     def close(self) -> None:
         self._stream.close()

@@ -313,17 +313,34 @@ class Dealer:
 # ---- the daemon and the view ---------------------------------------------------------------
 
 def start_daemon(directory: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([str(BIN / "cardd"), "--simulate", "--state-dir", str(directory), "--log-format", "json"],
-                            stdout=subprocess.DEVNULL, stderr=open(directory / "cardd.log", "w"), text=True)
+    with open(directory / "cardd.log", "w") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([str(BIN / "cardd"), "--simulate", "--state-dir", str(directory), "--log-format", "json"],
+                                stdout=subprocess.DEVNULL, stderr=log, text=True)
+
+
+def wait_until_serving(proc: subprocess.Popen[str], directory: Path) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
             ApiClient(directory / "cardd.sock", timeout=2).close()
-            return proc
+            return
         except ClientError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"demo: cardd --simulate did not start; see {directory / 'cardd.log'}")
             time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen[Any] | None, signum: int, timeout: float) -> None:
+    """Stop a child the demo started (it may have stopped already: Ctrl-C reaches the whole group)."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signum)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,11 +355,14 @@ def main(argv: list[str] | None = None) -> int:
     socket = directory / "cardd.sock"
     watching = not (args.fast or args.no_watch) and sys.stdout.isatty() and shutil.which("cardctl", path=str(BIN))
     started = time.monotonic()
-    daemon = start_daemon(directory)
-    viewer = None
+    daemon: subprocess.Popen[str] | None = None
+    viewer: subprocess.Popen[bytes] | None = None
     lines: list[str] = []
     say: Callable[[str], None] = lines.append if watching else (lambda text: print(text, flush=True))
+    interrupted = False
     try:
+        daemon = start_daemon(directory)
+        wait_until_serving(daemon, directory)
         if watching:
             viewer = subprocess.Popen([str(BIN / "cardctl"), "--socket", str(socket), "watch"])
         client = ApiClient(socket, timeout=30, pace_s=REQUEST_INTERVAL_S)
@@ -351,12 +371,20 @@ def main(argv: list[str] | None = None) -> int:
         dealer.play_shoe()
         dealer.reconcile()
         client.close()
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        if viewer is not None:
-            viewer.send_signal(signal.SIGINT)
-            viewer.wait(10)
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(30)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        stop(viewer, signal.SIGINT, 10)
+        stop(daemon, signal.SIGTERM, 30)
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        kept = f"the journal is kept in {directory}"
+        if args.state_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+            kept = f"{directory} removed"
+        print(f"\ndemo: interrupted; the daemon is stopped and {kept}", file=sys.stderr)
+        return 130
     elapsed = time.monotonic() - started
     s = dealer.summary
     print(f"\ncardd demo: one 6-deck shoe through the real daemon in {elapsed:.1f} s\n")

@@ -48,7 +48,8 @@ from core.errors import CarddError
 from drivers.factory import open_transport
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.framing import FrameDecoder, FrameKind
+from firmware_bridge.framing import Frame, FrameDecoder, FrameKind
+from firmware_bridge.link_types import SEQ_MOD
 from firmware_bridge.messages import (EVENT_MESSAGES, Counters, CountersRequest, DeviceRole, FirmwareResult,
                                       Heartbeat, Hello, Ident, Message, MessageDecodeError, Refused, SelfTest,
                                       SelfTestResult, Status, StatusRequest, decode, encode)
@@ -247,13 +248,43 @@ def message_line(t: float, device: str, msg: Message) -> dict[str, Any]:
 
 
 def describe(msg: Message) -> dict[str, Any]:
-    """A message as JSON-able fields (enums by name)."""
-    fields = {}
+    """A message as JSON-able fields (enums by name, cards as ``2D``); a message inside one (an
+    Event's) described the same way."""
+    fields: dict[str, Any] = {}
     for name, _ in msg.FIELDS:
         value = getattr(msg, name)
-        fields[name] = value.name if hasattr(value, "name") else (str(value) if not isinstance(
-            value, (int, float, str, bool, type(None))) else value)
+        if isinstance(value, Message):
+            fields[name] = describe(value)
+        else:
+            fields[name] = value.name if hasattr(value, "name") else (str(value) if not isinstance(
+                value, (int, float, str, bool, type(None))) else value)
     return {"type": type(msg).__name__, **fields}
+
+
+class FrameView:
+    """What the read-only monitor shows of each frame it overhears. A DATA frame whose seq came
+    by among the recent ones is the device resending what nobody acknowledged (the monitor never
+    does): it is marked ``retransmitted``, so one card read is not shown as several."""
+
+    def __init__(self) -> None:
+        # a retransmission is within the sender's window, which is under SEQ_MOD / 2 frames;
+        # a seq older than that is new again once the numbers wrap
+        self.recent: collections.deque[int] = collections.deque(maxlen=SEQ_MOD // 2)
+
+    def entry(self, frame: Frame) -> dict[str, Any]:
+        entry: dict[str, Any] = {"frame": frame.kind.name, "seq": frame.seq, "ack": frame.ack}
+        if frame.kind in (FrameKind.RESET, FrameKind.RESET_ACK):
+            self.recent.clear()  # a fresh link numbers its frames from 0 again
+        elif frame.kind is FrameKind.DATA:
+            if frame.seq in self.recent:
+                entry["retransmitted"] = True
+            else:
+                self.recent.append(frame.seq)
+            try:
+                entry["message"] = describe(decode(frame.payload))
+            except MessageDecodeError as exc:
+                entry["bad_payload"] = str(exc)
+        return entry
 
 
 class TraceWriter:
@@ -568,17 +599,12 @@ async def _monitor(url: str, talk: bool, as_json: bool, duration: float | None) 
         return
 
     decoder = FrameDecoder(on_error=lambda exc: show({"frame_error": str(exc)}))
+    frames = FrameView()
 
     class Listener:
         def bytes_received(self, data: bytes) -> None:
             for frame in decoder.feed(data):
-                entry: dict[str, Any] = {"frame": frame.kind.name, "seq": frame.seq, "ack": frame.ack}
-                if frame.kind is FrameKind.DATA:
-                    try:
-                        entry["message"] = describe(decode(frame.payload))
-                    except MessageDecodeError as exc:
-                        entry["bad_payload"] = str(exc)
-                show(entry)
+                show(frames.entry(frame))
 
         def connection_lost(self, exc: Exception | None) -> None:
             show({"link": "lost", "detail": str(exc or "closed")})

@@ -3,6 +3,7 @@ link, the shoe, the round with every box, hand and total, holds and alarms, the 
 Built from one STATE and the WATCH stream (the state is asked again after each event)."""
 from __future__ import annotations
 
+import sys
 from collections import deque
 from datetime import datetime
 from typing import Any
@@ -79,7 +80,9 @@ def round_view(r: dict[str, Any] | None) -> RenderableType:
             if turn is not None and str(turn[1]) == box and turn[2] == hand["hand"]:
                 notes.append("<- to act")
             stakes = ", ".join(f"{p} {money(a)}" for p, a in hand["stakes"].items())
-            table.add_row(f"box {box}", str(hand["hand"]), " ".join(hand["cards"]), total, stakes, " ".join(notes))
+            # STATE numbers a box's hands from 0; people (and the journal's messages) from 1
+            table.add_row(f"box {box}", str(hand["hand"] + 1), " ".join(hand["cards"]), total, stakes,
+                          " ".join(notes))
     dealer = r["dealer"]
     table.add_row("dealer", "", " ".join(dealer["cards"]), ("soft " if dealer["soft"] else "") + str(dealer["total"]),
                   "", "")
@@ -92,13 +95,22 @@ def shown_in_view(kind: str, reason: str) -> bool:
     return kind != "input" and not reason.startswith("SIM_")
 
 
+def stdout_fd() -> int | None:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a stream without one (io.UnsupportedOperation)
+        return None
+
+
 def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int | None) -> None:
     """Show the view (or JSON lines) until the connection ends, Ctrl-C, or ``frames`` frames."""
     state = client.state()
     events: deque[dict[str, Any]] = deque(maxlen=LAST_EVENTS)
     if as_json:
         emit_json({"class": "STATE", "state": state})
-    stream = watcher.watch(since_seq=state["seq"])
+    # a reader that goes away (`cardctl watch --json | head -1`) ends the watch now, not at the
+    # next event's write: the closed-stdout exit of every cardctl command (cli.common)
+    stream = watcher.watch(since_seq=state["seq"], hangup_fd=stdout_fd())
     shown = 1
     if as_json:
         for event in stream:

@@ -45,8 +45,14 @@ class Retention:
         self.status: RetentionStatus | None = None
 
     def status_json(self) -> dict[str, Any] | None:
-        """STATE's "retention": :class:`RetentionStatus` as of the last prune or export."""
-        return None if self.status is None else self.status.to_json_dict()
+        """STATE's "retention": :class:`RetentionStatus` as of the last prune or export (what is
+        pruned and exported changes only then), with ``unexported`` counted now from the journal's
+        last seq: the journal grows between the hourly checks."""
+        if self.status is None:
+            return None
+        status = self.status.to_json_dict()
+        status["unexported"] = self.journal.last_seq - self.status.exported_through
+        return status
 
     async def export(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         """``export_journal``: the file in the export directory, then its record in the chain."""

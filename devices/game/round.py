@@ -60,7 +60,8 @@ from devices.game.round_checks import (
     Problem, check_action, check_bet, check_insurance, check_pairs_bet, check_reduce, reductions_at_maximum,
 )
 from devices.game.rules import HouseRules
-from devices.game.settlement import Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle
+from devices.game.settlement import (Line, Settlement, blackjack_lines, even_money_line, instant_lines, settle,
+                                     units)
 from core.cards import Card, Rank
 
 __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
@@ -147,7 +148,7 @@ class Round:
             raise self._refuse(*problem, who=player)
         stakes = self.wagers.setdefault(box, {})
         stakes[player] = stakes.get(player, 0) + amount
-        self._emit(Reason.ACTION, f"{player} bets {amount} on box {box}", who=player,
+        self._emit(Reason.ACTION, f"{player} bets {units(amount)} on box {box}", who=player,
                    action="bet", box=box, player=player, amount=amount, owner=next(iter(stakes)) == player)
         self._announce_over_maximum(box)
 
@@ -165,7 +166,7 @@ class Round:
             self.pairs_bets.pop((box, player), None)
             if not stakes:
                 del self.wagers[box]
-        self._emit(Reason.ACTION, f"{player} reduces his bet on box {box} to {amount}", who=player,
+        self._emit(Reason.ACTION, f"{player} reduces his bet on box {box} to {units(amount)}", who=player,
                    action="reduce_bet", box=box, player=player, amount=amount)
         self._announce_over_maximum(box)
 
@@ -178,8 +179,8 @@ class Round:
         over = sum(stakes.values()) - self.rules.table.max_per_box
         if over > 0:
             cuts = self.reductions_at_maximum(box)
-            self._emit(Reason.BOX_OVER_MAXIMUM, f"box {box} is {over} over the maximum: the owner has priority; "
-                       + ", ".join(f"{p} reduces by {c}" for p, c in cuts.items()), Severity.WARNING,
+            self._emit(Reason.BOX_OVER_MAXIMUM, f"box {box} is {units(over)} over the maximum: the owner has priority; "
+                       + ", ".join(f"{p} reduces by {units(c)}" for p, c in cuts.items()), Severity.WARNING,
                        box=box, over=over, reduce=cuts)
 
     def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
@@ -189,7 +190,7 @@ class Round:
         if problem:
             raise self._refuse(*problem, who=player)
         self.pairs_bets[(box, player)] = already + amount
-        self._emit(Reason.ACTION, f"{player} bets {amount} on Blackjack Pairs at box {box}", who=player,
+        self._emit(Reason.ACTION, f"{player} bets {units(amount)} on Blackjack Pairs at box {box}", who=player,
                    action="pairs_bet", box=box, player=player, amount=amount)
 
     def no_more_bets(self, who: str | None = None) -> None:
@@ -357,7 +358,7 @@ class Round:
         if problem:
             raise self._refuse(*problem, who=player)
         self.insurance[(box, player)] = amount
-        self._emit(Reason.ACTION, f"{player} insures box {box} for {amount}", who=player,
+        self._emit(Reason.ACTION, f"{player} insures box {box} for {units(amount)}", who=player,
                    action="insurance", box=box, player=player, amount=amount)
 
     def even_money(self, box: int, player: str) -> None:

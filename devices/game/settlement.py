@@ -10,6 +10,7 @@ odd stake); never a float. The house result is minus the sum of the players' net
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Iterable
 
@@ -19,6 +20,14 @@ from core.cards import Card, Rank, Suit
 
 _RED = {Suit.DIAMONDS, Suit.HEARTS}
 Money = int | Fraction  # cents; a Fraction only where a pay ratio leaves part of a cent
+
+
+def units(amount: Money) -> str:
+    """Cents as the units people bet in (and cardctl takes): ``2500`` -> ``25.00``; part of a cent
+    (3:2 on an odd stake) as the further decimals it needs, ``1/2`` -> ``0.005``. For the journal's
+    message text: the data fields keep cents."""
+    value = Decimal(amount.numerator) / Decimal(amount.denominator) / 100
+    return f"{value:.2f}" if value == round(value, 2) else f"{value.normalize():f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +42,7 @@ class Line:
 
     def describe(self) -> str:
         where = f"box {self.box}" + (f" hand {self.hand + 1}" if self.hand is not None else "")
-        return f"{self.player} {self.kind} at {where}: {self.outcome}, stake {self.stake}, net {self.net}"
+        return f"{self.player} {self.kind} at {where}: {self.outcome}, stake {units(self.stake)}, net {units(self.net)}"
 
     def as_data(self) -> dict[str, Any]:
         return {"player": self.player, "box": self.box, "hand": self.hand, "kind": self.kind,

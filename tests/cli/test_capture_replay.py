@@ -4,14 +4,18 @@ daemon journals the same events as one that read the shoe itself (times aside). 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import tty
 from pathlib import Path
 from typing import Any
 
 
 from cardd.journal import Journal
-from core.cards import Card
+from core.cards import Card, Orientation
+from firmware_bridge.framing import Frame, FrameKind, encode_frame
+from firmware_bridge.messages import CardRead, Event, encode
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import CARDCTL, cardctl
 from tests.daemon.daemon_rig import Daemon, write_config
@@ -119,6 +123,37 @@ def test_monitor_only_listens_unless_told_to_talk(tmp_path):
         assert talk.code == 0, talk.err
         events = [json.loads(line) for line in talk.out.splitlines()]
         assert any(e.get("link") == "connected" for e in events)
+
+
+def test_the_read_only_monitor_shows_an_events_card_and_marks_a_resent_frame():
+    """A device nobody acknowledges (the monitor only listens) resends its frame: the monitor
+    shows the event's card as ``4H`` (as --talk does) and marks the copies, so one card read
+    does not look like several. A fresh link (RESET) numbers from 0 again: not a resend."""
+    master, slave = os.openpty()
+    tty.setraw(master)
+    tty.setraw(slave)
+    monitor = subprocess.Popen([str(CARDCTL), "monitor", f"serial://{os.ttyname(slave)}", "--json", "--duration", "3"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert monitor.stdout is not None
+        assert json.loads(monitor.stdout.readline())["link"] == "open"
+        read = Event(index=5, message=CardRead(index=5, card=Card.parse("4H"), orientation=Orientation.FACE_DOWN,
+                                                device_time_ms=1200))
+        data = encode_frame(Frame(FrameKind.DATA, 7, 0, encode(read)))
+        os.write(master, data * 3 + encode_frame(Frame(FrameKind.RESET, payload=b"NEW!")) + data)
+        out, err = monitor.communicate(timeout=30)
+    finally:
+        if monitor.poll() is None:
+            monitor.kill()
+            monitor.wait()
+        os.close(master)
+        os.close(slave)
+    assert monitor.returncode == 0, err
+    frames = [line for line in map(json.loads, out.splitlines()) if "frame" in line]
+    assert [(f["frame"], f.get("retransmitted", False)) for f in frames] == [
+        ("DATA", False), ("DATA", True), ("DATA", True), ("RESET", False), ("DATA", False)]
+    assert frames[0]["message"] == {"type": "Event", "index": 5, "message": {
+        "type": "CardRead", "index": 5, "card": "4H", "orientation": "FACE_DOWN", "device_time_ms": 1200}}
 
 
 def test_a_device_with_another_protocol_major_is_incompatible_firmware_in_one_line(tmp_path):

@@ -2,6 +2,8 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import socket
 import subprocess
@@ -17,7 +19,7 @@ from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, write_config
-from tests.support.pipes import run_into_closed_pipe
+from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
 
 
 
@@ -78,6 +80,22 @@ def test_status_json_and_the_table_view(daemon):
     # nothing exported yet: every record waits for an export (more may have come since STATE)
     assert "retention: pruned through seq 0, exported through seq 0, " in text.out
     assert f"record(s) not exported (oldest {retention['oldest_unexported']})" in text.out
+
+
+def test_status_counts_the_records_not_exported_now_not_at_the_last_prune(daemon):
+    """The daemon checks retention at start and then hourly; the records journaled since count."""
+    client = daemon.client()
+    at_start = client.wait_state(lambda s: s["retention"] is not None)["retention"]
+    client.close()
+    start_round(daemon)  # a shoe shuffled, loaded and burnt, a round opened and bet: dozens of records
+    run = cardctl(daemon.socket_path, "status", "--json")
+    assert run.code == 0, run.err
+    state = run.json()["state"]
+    assert state["retention"]["exported_through"] == at_start["exported_through"] == 0
+    assert state["retention"]["unexported"] == state["seq"] > at_start["unexported"]
+    text = cardctl(daemon.socket_path, "status")
+    shown = re.search(r", (\d+) record\(s\) not exported", text.out)
+    assert shown and int(shown.group(1)) >= state["seq"], text.out  # (the status query may add records)
 
 
 def test_the_retention_line_of_status():
@@ -179,6 +197,15 @@ def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     start_round(daemon)
     done = run_into_closed_pipe([str(CARDCTL), "--socket", str(daemon.socket_path), "log", *view])
     assert (done.returncode, done.stderr) == (EXIT_STDOUT_CLOSED, "")
+
+
+def test_watch_on_an_idle_table_ends_once_its_reader_has_gone(daemon):
+    """``cardctl watch --json | head -1`` on a table where nothing happens: no next event would
+    ever meet the closed pipe, so the watch notices the reader going away by itself."""
+    first, code, err = run_until_first_line_read(
+        [str(CARDCTL), "--socket", str(daemon.socket_path), "watch", "--json"], timeout=20)
+    assert json.loads(first)["class"] == "STATE"
+    assert (code, err) == (EXIT_STDOUT_CLOSED, "")
 
 
 @pytest.mark.parametrize("options", [("--help",), ("--version",), ("log", "--help")])

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.cli.cli_rig import CARDCTL, cardctl
-from tests.daemon.daemon_rig import remove, state_dir
+from tests.daemon.daemon_rig import remove, state_dir, wait_until
 
 
 @pytest.mark.timeout(400)
@@ -36,6 +38,52 @@ def test_the_demo_plays_a_whole_shoe_through_the_daemon_and_its_journal_verifies
         assert verify.code == 0 and verify.json()["ok"] is True
     finally:
         remove(directory)
+
+
+def processes_naming(text: str) -> list[int]:
+    """The pids of the processes whose command line names ``text`` (the demo's own directory)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue  # it ended while we looked
+    return pids
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("whole_group", [True, False], ids=["ctrl-c-in-a-terminal", "sigint-to-the-demo-alone"])
+def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group):
+    """A terminal's Ctrl-C reaches the demo and the daemon it started (one process group); a
+    SIGINT to the demo alone must stop the daemon just the same."""
+    tmp = state_dir()  # the demo's own temporary directory goes in here (TMPDIR)
+    try:
+        demo = subprocess.Popen([sys.executable, "-m", "cardd.cli.demo", "--no-watch"], start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(tmp)})
+        try:
+            assert demo.stdout is not None
+            assert "technician: start the shuffler" in demo.stdout.readline()  # the daemon serves; play began
+            created = list(tmp.glob("cardd-demo-*"))  # (the daemon's simulators make theirs too)
+            assert len(created) == 1
+            assert [pid for pid in processes_naming(str(created[0])) if pid != demo.pid]  # its daemon runs
+            if whole_group:
+                os.killpg(demo.pid, signal.SIGINT)
+            else:
+                demo.send_signal(signal.SIGINT)
+            _, err = demo.communicate(timeout=60)
+        finally:
+            if demo.poll() is None:
+                os.killpg(demo.pid, signal.SIGKILL)
+                demo.wait()
+        assert demo.returncode == 130, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert "interrupted" in err
+        assert list(tmp.iterdir()) == []
+        wait_until(lambda: not processes_naming(str(tmp)), "the demo's daemon stopped", timeout=5)
+    finally:
+        remove(tmp)
 
 
 def test_shell_completion_scripts_and_completions():

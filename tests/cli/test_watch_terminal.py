@@ -63,6 +63,12 @@ def test_watch_shows_the_boxes_totals_and_an_alarm_appearing_and_clearing(direct
             # the view follows the events: wait for the card, not only the bets, to be drawn
             screen = tmux.wait_for(lambda s: "alice 25.00" in s and "bob 10.00" in s and box2["cards"][0] in box_2(s))
             assert str(box2["total"]) in box_2(screen)
+            # its first hand is hand 1, as the journal's message about the card says
+            cells = [cell.strip() for cell in box_2(screen).split("│")]
+            assert cells[cells.index("box 2") + 1] == "1", box_2(screen)
+            with ApiClient(daemon.socket_path) as reader:
+                assigned = [r.message for r in reader.log(reason="CARD_ASSIGNED", limit=100).records]
+            assert any("box 2 hand 1" in message for message in assigned), assigned
             assert "ALARM" not in screen
             with ApiClient(daemon.socket_path) as other:
                 other.command("sim_fault", device="shuffler", code="jam")

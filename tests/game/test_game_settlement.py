@@ -8,7 +8,8 @@ from devices.game.hand import Hand
 from devices.game.rules import HouseRules
 from devices.game.settlement import settle
 
-from tests.game.game_helpers import cards
+from devices.events import Reason
+from tests.game.game_helpers import Recorder, cards, new_round
 
 RULES = HouseRules.default()
 
@@ -45,3 +46,16 @@ def test_lines_are_json_serialisable() -> None:
     data = [ln.as_data() for ln in s.lines]
     assert json.loads(json.dumps(data))[1]["net"] == "2000"
     assert "b main at box 3 hand 1: win" in s.lines[1].describe()
+
+
+def test_journal_messages_say_money_in_units_and_the_data_keeps_cents() -> None:
+    """cardctl takes 25.50 for 2550 cents and shows units: the journal's text says the same
+    units (the data fields, which programs read, stay in cents)."""
+    rec = Recorder()
+    r = new_round(RULES, [(3, "alice", 2550)], rec)
+    r.reduce_bet(3, "alice", 2000)
+    bet, reduced = rec.of(Reason.ACTION)
+    assert bet.message.endswith("alice bets 25.50 on box 3") and bet.data["amount"] == 2550
+    assert reduced.message.endswith("alice reduces his bet on box 3 to 20.00") and reduced.data["amount"] == 2000
+    odd = settle(RULES, [_hand(2, 0, "AS KD", {"a": 1005})], cards("7H TD"), {}, set(), {}, {})
+    assert odd.lines[0].describe() == "a main at box 2 hand 1: blackjack, stake 10.05, net 15.075"
