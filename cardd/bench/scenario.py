@@ -55,6 +55,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from core.cards import Card, CardCodeError
 from core.errors import CarddError
 from simulators.faults import FaultSpecError, Faults
 
@@ -200,6 +201,7 @@ def load_scenario(path: Path) -> Scenario:
     if not rules.exists():
         raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
                             f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
+    _check_cards(path, text, scenario)
     try:
         scenario.fault_switches()
         for setup, device in ((scenario.devices.shuffler, "shuffler"), (scenario.devices.shoe, "shoe")):
@@ -207,6 +209,23 @@ def load_scenario(path: Path) -> Scenario:
     except FaultSpecError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
     return scenario
+
+
+def _check_cards(path: Path, text: str, scenario: Scenario) -> None:
+    """Every card a scenario names is a card, before anything runs (a typo would otherwise stop the run
+    with the card parser's error once the devices and the daemon are up)."""
+    if scenario.devices.shoe.stack is not None:
+        raise ScenarioError(f"{path}:{_line_of(text, '.devices.shoe.stack') or 1}: devices.shoe.stack: expected the "
+                            f"stack under [devices.shuffler] (the shoe deals what is loaded into it)")
+    named = [(".devices.shuffler.stack", "devices.shuffler.stack", scenario.devices.shuffler.stack or [])]
+    named += [(f".step[{i}].drop", f"step {i + 1} (remainder) drop", s.drop)
+              for i, s in enumerate(scenario.step) if isinstance(s, Remainder)]
+    for json_path, what, cards in named:
+        for text_card in cards:
+            try:
+                Card.parse(text_card)
+            except CardCodeError as exc:
+                raise ScenarioError(f"{path}:{_line_of(text, json_path) or 1}: {what}: {exc}") from None
 
 
 def _line_of(text: str, json_path: str) -> int | None:
@@ -226,6 +245,16 @@ def _line_of(text: str, json_path: str) -> int | None:
             if key and re.match(rf"\s*{key}\s*=", lines[i]):
                 return i + 1
         return start + 1
+    device = re.match(r"\.devices\.(\w+)(?:\.(\w+))?", json_path)
+    if device:  # the key inside its [devices.<role>] table, else that table's header
+        headers = [i for i, line in enumerate(lines) if re.match(r"\s*\[", line)]
+        for start in headers:
+            if re.match(rf"\s*\[\s*devices\.{device.group(1)}\s*\]", lines[start]):
+                end = next((h for h in headers if h > start), len(lines))
+                for i in range(start, end):
+                    if device.group(2) and re.match(rf"\s*{device.group(2)}\s*=", lines[i]):
+                        return i + 1
+                return start + 1
     key = re.match(r"\.(\w+)", json_path)
     if key:
         for i, line in enumerate(lines):

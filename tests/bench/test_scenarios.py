@@ -71,6 +71,12 @@ def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
     ('description = "x"\nrules = "casino-999"\nstep = []\n', 2, "rules 'casino-999': expected a rules file"),
     ('descripton = "x"\nstep = []\n', 1, "Object contains unknown field `descripton`"),
     ('description = "x"\nstep = []\nrules = = 1\n', 3, "not valid TOML"),
+    ('description = "x"\nstep = []\n[devices.shoe]\nfaults = ""\n[devices.shuffler]\nfaults = ""\n'
+     'stack = ["2C", "QX"]\n', 7, "devices.shuffler.stack: 'QX' is not a card: expected rank A,2-9,T(10),J,Q,K"),
+    ('description = "x"\nstep = []\n[devices.shoe]\nstack = ["AS"]\n', 4,
+     "devices.shoe.stack: expected the stack under [devices.shuffler]"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "remainder"\ndrop = ["1S"]\n', 6,
+     "step 2 (remainder) drop: '1S' is not a card"),
 ])
 def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
         tmp_path: Path, text: str, where: int, what: str) -> None:
