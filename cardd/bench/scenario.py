@@ -48,21 +48,36 @@ daemon's configuration), refused with the file, the line and what was expected.
 """
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import msgspec
 
+from cardd.daemon.app import REASON_START, REASON_STOP
+from cardd.daemon.commands import command_table
+from cardd.daemon.tracker_service import REASON_COMMAND_REFUSED
+from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED
 from core.cards import Card, CardCodeError
 from core.errors import CarddError
+from devices.events import Reason
 from simulators.faults import FaultSpecError, Faults
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
 #: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
 ROLES = ("shuffler", "shoe")
+#: the commands a scenario may send: the daemon's table (the bench's daemon is no ``--simulate`` one)
+COMMANDS = command_table(simulated=False)
+#: the reasons an open alarm carries: the device models' and the tracker's events
+ALARM_REASONS = frozenset(r.value for r in Reason)
+#: the reasons the daemon journals (``expect``'s ``events``/``no_events``): the events, its own
+#: records, and the record of each command that is no table input (its name in capitals)
+JOURNAL_REASONS = ALARM_REASONS | {REASON_START, REASON_STOP, REASON_COMMAND_REFUSED, REASON_EXPORTED,
+                                   REASON_PRUNED} | {spec.name.upper() for spec in COMMANDS.values() if spec.record is None}
 
 
 class ScenarioError(CarddError, ValueError):
@@ -202,6 +217,7 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
                             f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
     _check_cards(path, text, scenario)
+    _check_names(path, text, scenario)
     try:
         scenario.fault_switches()
         for setup, device in ((scenario.devices.shuffler, "shuffler"), (scenario.devices.shoe, "shoe")):
@@ -226,6 +242,32 @@ def _check_cards(path: Path, text: str, scenario: Scenario) -> None:
                 Card.parse(text_card)
             except CardCodeError as exc:
                 raise ScenarioError(f"{path}:{_line_of(text, json_path) or 1}: {what}: {exc}") from None
+
+
+def _check_names(path: Path, text: str, scenario: Scenario) -> None:
+    """Command names and reason codes are the daemon's, before a daemon starts (a typo would
+    otherwise fail the run at that step, or an expectation of an event that never exists pass)."""
+    for i, step in enumerate(scenario.step):
+        if isinstance(step, Command) and step.name not in COMMANDS:
+            raise ScenarioError(f"{path}:{_line_of(text, f'.step[{i}].name') or 1}: step {i + 1} (command): unknown "
+                                f"command {step.name!r}{_did_you_mean(step.name, COMMANDS)}: expected one of "
+                                f"{', '.join(sorted(COMMANDS))}")
+        if isinstance(step, Expect):
+            for key, codes, known in (("events", step.events, JOURNAL_REASONS),
+                                      ("no_events", step.no_events, JOURNAL_REASONS),
+                                      ("alarms", step.alarms or [], ALARM_REASONS)):
+                wanted = ("an alarm's reason (devices/events.py Reason)" if key == "alarms" else
+                          "a journaled reason (devices/events.py Reason, or one of the daemon's own records)")
+                for code in codes:
+                    if code not in known:
+                        raise ScenarioError(
+                            f"{path}:{_line_of(text, f'.step[{i}].{key}') or 1}: step {i + 1} (expect) {key}: unknown "
+                            f"reason code {code!r}{_did_you_mean(code, known)}: expected {wanted}")
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _line_of(text: str, json_path: str) -> int | None:
