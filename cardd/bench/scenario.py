@@ -57,10 +57,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from cardd.daemon.app import REASON_START, REASON_STOP
+from cardd.daemon.app import JOURNALED_REASONS
 from cardd.daemon.commands import command_table
-from cardd.daemon.tracker_service import REASON_COMMAND_REFUSED
-from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED
 from core.cards import Card, CardCodeError
 from core.errors import CarddError
 from devices.events import Reason
@@ -74,10 +72,6 @@ ROLES = ("shuffler", "shoe")
 COMMANDS = command_table(simulated=False)
 #: the reasons an open alarm carries: the device models' and the tracker's events
 ALARM_REASONS = frozenset(r.value for r in Reason)
-#: the reasons the daemon journals (``expect``'s ``events``/``no_events``): the events, its own
-#: records, and the record of each command that is no table input (its name in capitals)
-JOURNAL_REASONS = ALARM_REASONS | {REASON_START, REASON_STOP, REASON_COMMAND_REFUSED, REASON_EXPORTED,
-                                   REASON_PRUNED} | {spec.name.upper() for spec in COMMANDS.values() if spec.record is None}
 
 
 class ScenarioError(CarddError, ValueError):
@@ -253,8 +247,8 @@ def _check_names(path: Path, text: str, scenario: Scenario) -> None:
                                 f"command {step.name!r}{_did_you_mean(step.name, COMMANDS)}: expected one of "
                                 f"{', '.join(sorted(COMMANDS))}")
         if isinstance(step, Expect):
-            for key, codes, known in (("events", step.events, JOURNAL_REASONS),
-                                      ("no_events", step.no_events, JOURNAL_REASONS),
+            for key, codes, known in (("events", step.events, JOURNALED_REASONS),
+                                      ("no_events", step.no_events, JOURNALED_REASONS),
                                       ("alarms", step.alarms or [], ALARM_REASONS)):
                 wanted = ("an alarm's reason (devices/events.py Reason)" if key == "alarms" else
                           "a journaled reason (devices/events.py Reason, or one of the daemon's own records)")

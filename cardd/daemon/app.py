@@ -35,10 +35,12 @@ from cardd.daemon.backend import DaemonBackend, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.retention import Retention
-from cardd.daemon.tracker_service import TableService
+from cardd.daemon.tracker_service import REASON_COMMAND_REFUSED, TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
+from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
+from devices.events import Reason
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.inputs import ShuffleStarted
 from drivers.aio import cancel_and_wait
@@ -50,6 +52,12 @@ log = structlog.get_logger(__name__)
 
 REASON_START = "DAEMON_START"
 REASON_STOP = "DAEMON_STOP"
+#: every reason a record of this daemon's journal carries: the devices' and the tracker's events,
+#: the daemon's own records, and each command record (a command that is no table input: its name in
+#: capitals). A table input's record carries none (""): it is not a reason code.
+JOURNALED_REASONS: frozenset[str] = frozenset(
+    {r.value for r in Reason} | {REASON_START, REASON_STOP, REASON_COMMAND_REFUSED, REASON_EXPORTED, REASON_PRUNED}
+    | {spec.name.upper() for spec in command_table(simulated=True).values() if spec.record is None})
 #: how often STATUS= is brought up to date
 STATUS_INTERVAL_S = 1.0
 
