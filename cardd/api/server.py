@@ -451,8 +451,9 @@ class ApiServer:
         needs = self.backend.command_roles.get(request.name)
         if needs is None:
             known = ", ".join(sorted(self.backend.command_roles))
+            # the client's name is cut to a line; the list of known commands never is (it is the help)
             return Error(id=request.id, code=ErrorCode.UNKNOWN_COMMAND,
-                         message=one_line(f"unknown command {request.name!r} (known: {known})"))
+                         message=f"{one_line(f'unknown command {request.name!r}')} (known: {known})")
         if not needs & caller.roles:
             log.info("API command refused", command=request.name, needs=roles_text(needs), user=caller.user,
                      uid=caller.uid)

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from cardd.bench.junit import write_junit
-from cardd.bench.randomness import ShuffleSource, qualify
+from cardd.bench.randomness import MINIMUM_SHUFFLES, ShuffleSource, qualify
 from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
 from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
@@ -150,6 +150,10 @@ def print_summary(console: Console, summary: Summary, rules: HouseRules, strateg
     console.print(grid)
 
 
+#: ``cardbench randomness``: no test failed, but too few shuffles for every test to judge
+EXIT_INCONCLUSIVE = 3
+
+
 @main.command()
 @click.option("--shuffles", type=click.IntRange(2), default=2000, show_default=True)
 @click.option("--decks", type=click.IntRange(1, 8), default=1, show_default=True)
@@ -158,7 +162,8 @@ def print_summary(console: Console, summary: Summary, rules: HouseRules, strateg
 @click.option("--seed", type=int, default=None, help="seed the simulated shuffler (default: its system random)")
 @click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
 def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json: bool) -> None:
-    """Qualify the shuffler: every shuffle dealt through the reader, then chi-squared, runs, correlation."""
+    """Qualify the shuffler: every shuffle dealt through the reader, then chi-squared, runs, correlation.
+    Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (fewer than 260 shuffles and nothing failed)."""
     source = ShuffleSource(decks, fault=None if fault == "none" else fault, seed=seed)
     report = qualify(source.orders(shuffles), decks)
     if as_json:
@@ -166,12 +171,13 @@ def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json:
     else:
         console = ProgramConsole()
         for test in report.tests:
-            mark = "[green]pass[/]" if test.passed else "[red]FAIL[/]"
+            mark = "[yellow]n/a[/] " if not test.conclusive else "[green]pass[/]" if test.passed else "[red]FAIL[/]"
             console.print(f"{mark}  {test.name}: {test.detail}")
-        console.print("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]",
-                      f"({shuffles} shuffles of {decks} deck(s), fault {fault})")
-    if not report.passed:
-        sys.exit(1)
+        colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report.verdict]
+        console.print(f"[bold {colour}]{report.verdict}[/]", f"({shuffles} shuffles of {decks} deck(s), fault {fault})"
+                      + (f"; a PASS needs at least {MINIMUM_SHUFFLES} shuffles" if report.verdict == "INCONCLUSIVE" else ""))
+    if report.verdict != "PASS":
+        sys.exit(1 if report.verdict == "FAIL" else EXIT_INCONCLUSIVE)
 
 
 def _devices(values: tuple[str, ...]) -> dict[str, str]:

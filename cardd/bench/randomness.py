@@ -27,7 +27,7 @@ import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from core.cards import ALL_CARDS, Card
 from core.errors import CarddError
@@ -103,10 +103,12 @@ class TestResult:
     p_value: float
     passed: bool
     detail: str
+    #: False when the sample is too small for the test's approximation: its outcome is no evidence
+    conclusive: bool = True
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "statistic": self.statistic, "p_value": self.p_value, "passed": self.passed,
-                "detail": self.detail}
+                "conclusive": self.conclusive, "detail": self.detail}
 
 
 @dataclass(frozen=True)
@@ -116,12 +118,20 @@ class Report:
     tests: tuple[TestResult, ...]
 
     @property
+    def verdict(self) -> Literal["PASS", "FAIL", "INCONCLUSIVE"]:
+        """FAIL when a test that can judge fails; else INCONCLUSIVE when one cannot judge (too few
+        shuffles); PASS only when every test judged and passed."""
+        if any(t.conclusive and not t.passed for t in self.tests):
+            return "FAIL"
+        return "PASS" if all(t.conclusive for t in self.tests) else "INCONCLUSIVE"
+
+    @property
     def passed(self) -> bool:
-        return all(t.passed for t in self.tests)
+        return self.verdict == "PASS"
 
     def as_json(self) -> dict[str, Any]:
-        return {"shuffles": self.shuffles, "decks": self.decks, "passed": self.passed,
-                "level": 1 - LEVEL, "tests": [t.as_json() for t in self.tests]}
+        return {"shuffles": self.shuffles, "decks": self.decks, "verdict": self.verdict, "passed": self.passed,
+                "minimum_shuffles": MINIMUM_SHUFFLES, "level": 1 - LEVEL, "tests": [t.as_json() for t in self.tests]}
 
 
 def chi2_sf(x: float, df: int) -> float:
@@ -175,10 +185,12 @@ def _chi_squared(orders: list[list[Card]], n: int) -> TestResult:
     total, df = sum(raw) * table_scale, (len(ALL_CARDS) - 1) * (n - 1)
     p = chi2_sf(total, df)
     passed = len(failing) <= allowed and p >= LEVEL
-    low = " (fewer than 5 expected per cell: too few shuffles)" if expected < 5 else ""
+    conclusive = len(orders) >= MINIMUM_SHUFFLES  # expected = shuffles / 52 per cell, whatever the decks
+    low = "" if conclusive else (f"; not judged: {expected:.2f} expected per cell, the chi-squared tail needs 5 "
+                                 f"(at least {MINIMUM_SHUFFLES} shuffles)")
     return TestResult("chi-squared card x position", total, p, passed,
                       f"table chi2 {total:.1f} on {df} df, p = {p:.4f}; cards failing at 99 %: {len(failing)} "
-                      f"(chance allows {allowed}){': ' + ', '.join(failing[:8]) if failing else ''}{low}")
+                      f"(chance allows {allowed}){': ' + ', '.join(failing[:8]) if failing else ''}{low}", conclusive)
 
 
 def _places(order: list[Card], decks: int) -> list[int]:

@@ -48,20 +48,32 @@ daemon's configuration), refused with the file, the line and what was expected.
 """
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import msgspec
 
+from cardd.daemon.backend import journal_reasons
+from cardd.daemon.commands import command_table
+from core.cards import Card, CardCodeError
 from core.errors import CarddError
+from devices.events import Reason
 from simulators.faults import FaultSpecError, Faults
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_DIR = ROOT / "rules"
 #: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
 ROLES = ("shuffler", "shoe")
+#: the commands a scenario may send: the daemon's table (the bench's daemon is no ``--simulate`` one)
+COMMANDS = command_table(simulated=False)
+#: the reasons an open alarm carries: the device models' and the tracker's events
+ALARM_REASONS = frozenset(r.value for r in Reason)
+#: every reason a record of the daemon's journal can carry (what `events` and `no_events` name)
+JOURNALED = journal_reasons()
 
 
 class ScenarioError(CarddError, ValueError):
@@ -200,6 +212,8 @@ def load_scenario(path: Path) -> Scenario:
     if not rules.exists():
         raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
                             f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
+    _check_cards(path, text, scenario)
+    _check_names(path, text, scenario)
     try:
         scenario.fault_switches()
         for setup, device in ((scenario.devices.shuffler, "shuffler"), (scenario.devices.shoe, "shoe")):
@@ -207,6 +221,49 @@ def load_scenario(path: Path) -> Scenario:
     except FaultSpecError as exc:
         raise ScenarioError(f"{path}: {exc}") from None
     return scenario
+
+
+def _check_cards(path: Path, text: str, scenario: Scenario) -> None:
+    """Every card a scenario names is a card, before anything runs (a typo would otherwise stop the run
+    with the card parser's error once the devices and the daemon are up)."""
+    if scenario.devices.shoe.stack is not None:
+        raise ScenarioError(f"{path}:{_line_of(text, '.devices.shoe.stack') or 1}: devices.shoe.stack: expected the "
+                            f"stack under [devices.shuffler] (the shoe deals what is loaded into it)")
+    named = [(".devices.shuffler.stack", "devices.shuffler.stack", scenario.devices.shuffler.stack or [])]
+    named += [(f".step[{i}].drop", f"step {i + 1} (remainder) drop", s.drop)
+              for i, s in enumerate(scenario.step) if isinstance(s, Remainder)]
+    for json_path, what, cards in named:
+        for text_card in cards:
+            try:
+                Card.parse(text_card)
+            except CardCodeError as exc:
+                raise ScenarioError(f"{path}:{_line_of(text, json_path) or 1}: {what}: {exc}") from None
+
+
+def _check_names(path: Path, text: str, scenario: Scenario) -> None:
+    """Command names and reason codes are the daemon's, before a daemon starts (a typo would
+    otherwise fail the run at that step, or an expectation of an event that never exists pass)."""
+    for i, step in enumerate(scenario.step):
+        if isinstance(step, Command) and step.name not in COMMANDS:
+            raise ScenarioError(f"{path}:{_line_of(text, f'.step[{i}].name') or 1}: step {i + 1} (command): unknown "
+                                f"command {step.name!r}{_did_you_mean(step.name, COMMANDS)}: expected one of "
+                                f"{', '.join(sorted(COMMANDS))}")
+        if isinstance(step, Expect):
+            for key, codes, known in (("events", step.events, JOURNALED),
+                                      ("no_events", step.no_events, JOURNALED),
+                                      ("alarms", step.alarms or [], ALARM_REASONS)):
+                wanted = ("an alarm's reason (devices/events.py Reason)" if key == "alarms" else
+                          "a journaled reason (devices/events.py Reason, or one of the daemon's own records)")
+                for code in codes:
+                    if code not in known:
+                        raise ScenarioError(
+                            f"{path}:{_line_of(text, f'.step[{i}].{key}') or 1}: step {i + 1} (expect) {key}: unknown "
+                            f"reason code {code!r}{_did_you_mean(code, known)}: expected {wanted}")
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _line_of(text: str, json_path: str) -> int | None:
@@ -226,6 +283,16 @@ def _line_of(text: str, json_path: str) -> int | None:
             if key and re.match(rf"\s*{key}\s*=", lines[i]):
                 return i + 1
         return start + 1
+    device = re.match(r"\.devices\.(\w+)(?:\.(\w+))?", json_path)
+    if device:  # the key inside its [devices.<role>] table, else that table's header
+        headers = [i for i, line in enumerate(lines) if re.match(r"\s*\[", line)]
+        for start in headers:
+            if re.match(rf"\s*\[\s*devices\.{device.group(1)}\s*\]", lines[start]):
+                end = next((h for h in headers if h > start), len(lines))
+                for i in range(start, end):
+                    if device.group(2) and re.match(rf"\s*{device.group(2)}\s*=", lines[i]):
+                        return i + 1
+                return start + 1
     key = re.match(r"\.(\w+)", json_path)
     if key:
         for i, line in enumerate(lines):

@@ -10,8 +10,12 @@ import msgspec
 import pytest
 
 from cardd.api import schema
-from cardd.api.protocol import (CLIENT_CLASSES, COMMAND_TYPES, PROTOCOL_VERSION, SERVER_CLASSES, Command,
-                                class_name, encode_line, reply_decoder, request_decoder)
+from cardd.api.protocol import (CLIENT_CLASSES, COMMAND_TYPES, PROTOCOL_VERSION, SERVER_CLASSES, Command, Event,
+                                LogQuery, LogReply, Version, class_name, encode_line, reply_decoder, request_decoder)
+from cardd.daemon.app import release
+from cardd.daemon.backend import journal_reasons
+from cardd.daemon.commands import command_table
+from cardd.journal import KIND_INPUT
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 API_MD = DOCS / "api.md"
@@ -53,6 +57,26 @@ def test_every_command_example_with_typed_args_parses_with_its_args_type():
         assert msgspec.to_builtins(decoded).items() >= message.args.items()
     with pytest.raises(msgspec.ValidationError, match="colour"):
         msgspec.convert({"colour": "red"}, COMMAND_TYPES["export_journal"][0])
+
+
+def test_the_examples_use_the_daemons_own_reason_codes_and_commands():
+    """An example a reader copies must work: a reason code that no record carries finds nothing."""
+    requests = [request_decoder.decode(e) for e in examples("Client to server")]
+    replies = [reply_decoder.decode(e) for e in examples("Server to client")]
+    journaled = journal_reasons()
+    events = [m for m in replies if isinstance(m, Event)]
+    events += [r for m in replies if isinstance(m, LogReply) for r in m.records]
+    assert events
+    for event in events:  # a table input's record has no reason; every other record one the daemon writes
+        assert (event.reason == "") == (event.kind == KIND_INPUT), event
+        assert event.kind == KIND_INPUT or event.reason in journaled, f"no record carries {event.reason!r}"
+    for query in requests:
+        if isinstance(query, LogQuery) and query.reason is not None:
+            assert query.reason in journaled, f"no record carries {query.reason!r}"
+        if isinstance(query, Command):
+            assert query.name in command_table(simulated=True), query.name
+    (version,) = [m for m in replies if isinstance(m, Version)]
+    assert version.release == release(), "VERSION's release is what the daemon says"
 
 
 def test_the_doc_names_the_protocol_version():

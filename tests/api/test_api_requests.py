@@ -11,6 +11,7 @@ import pytest
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.protocol import LogQuery
 from cardd.api.server import ApiServer, Limits
+from cardd.daemon.commands import command_table
 
 from tests.api.api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
 
@@ -82,6 +83,23 @@ def test_a_bad_request_gets_one_error_line_and_the_connection_stays(sock_dir, li
     assert error["class"] == "ERROR" and error["id"] == request_id and error["code"] == code, error
     assert str(error["message"]).startswith(message) and "\n" not in str(error["message"]), error
     assert after["class"] == "STATE" and after["id"] == "after"
+
+
+def test_an_unknown_command_error_lists_every_command_in_full(sock_dir):
+    """The daemon's command table is longer than an ERROR's usual cut: the list is the help, never cut."""
+    daemon = FakeDaemon()
+    daemon.command_roles = {spec.name: spec.roles for spec in command_table(simulated=False).values()}
+
+    async def scenario() -> dict[str, Any]:
+        async with serving(daemon, sock_dir) as server:
+            client = await LineClient.connect(server.path)
+            reply = await client.ask({"class": "COMMAND", "id": "q", "name": "open_rnd"})
+            await client.close()
+            return reply
+
+    error = asyncio.run(scenario())
+    known = ", ".join(sorted(daemon.command_roles))
+    assert error["code"] == "unknown-command" and error["message"] == f"unknown command 'open_rnd' (known: {known})"
 
 
 def test_blank_lines_are_ignored(sock_dir):

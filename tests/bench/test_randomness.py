@@ -9,13 +9,21 @@ import pytest
 from click.testing import CliRunner
 
 from cardd.bench.cli import main
-from cardd.bench.randomness import ShuffleSource, binomial_allowance, chi2_sf, qualify
+from cardd.bench.randomness import MINIMUM_SHUFFLES, ShuffleSource, binomial_allowance, chi2_sf, qualify
 from simulators.faults import FaultSpecError, Faults
 from simulators.shoe import SimulatedShoe
 from simulators.stack import riffle_once
 
 #: CI size; the full qualification (docs/bench.md) is 100,000 shuffles
 SHUFFLES = 100_000 if os.environ.get("CARDD_FULL") else 1040
+#: the CLI test's size: like SHUFFLES, at or above the minimum, so a pass there is a PASS verdict
+CLI_SHUFFLES = 520
+
+
+def test_the_sizes_ci_runs_are_enough_for_a_verdict() -> None:
+    # 5 expected per cell of the card-by-position table: shuffles x decks / (52 x decks) >= 5
+    assert MINIMUM_SHUFFLES == 260
+    assert SHUFFLES >= MINIMUM_SHUFFLES and CLI_SHUFFLES >= MINIMUM_SHUFFLES
 
 
 @pytest.mark.soak
@@ -64,8 +72,26 @@ def test_statistics_helpers() -> None:
 
 
 def test_cli_pass_and_fail() -> None:
-    ok = CliRunner().invoke(main, ["randomness", "--shuffles", "520", "--seed", "9", "--json"])
+    ok = CliRunner().invoke(main, ["randomness", "--shuffles", str(CLI_SHUFFLES), "--seed", "9", "--json"])
     assert ok.exit_code == 0, ok.output
-    assert json.loads(ok.output)["passed"] is True
-    bad = CliRunner().invoke(main, ["randomness", "--shuffles", "520", "--seed", "9", "--fault", "riffle_once"])
+    assert json.loads(ok.output)["passed"] is True and json.loads(ok.output)["verdict"] == "PASS"
+    bad = CliRunner().invoke(main, ["randomness", "--shuffles", str(CLI_SHUFFLES), "--seed", "9",
+                                    "--fault", "riffle_once"])
     assert bad.exit_code == 1 and "FAIL" in bad.output
+
+
+def test_too_few_shuffles_for_the_chi_squared_cells_is_no_pass() -> None:
+    few = CliRunner().invoke(main, ["randomness", "--shuffles", "10", "--seed", "1"])
+    assert few.exit_code == 3, few.output
+    assert "INCONCLUSIVE" in few.output and "PASS (" not in few.output and "at least 260 shuffles" in few.output
+    as_json = json.loads(CliRunner().invoke(main, ["randomness", "--shuffles", "10", "--seed", "1", "--json"]).output)
+    assert as_json["verdict"] == "INCONCLUSIVE" and as_json["passed"] is False
+    assert [t["conclusive"] for t in as_json["tests"]] == [False, True, True]
+    # one short of the minimum is still no verdict; the minimum itself judges
+    assert qualify(ShuffleSource(1, seed=1).orders(MINIMUM_SHUFFLES - 1), 1).verdict == "INCONCLUSIVE"
+    assert qualify(ShuffleSource(1, seed=1).orders(MINIMUM_SHUFFLES), 1).verdict == "PASS"
+
+
+def test_a_failure_the_other_tests_can_judge_fails_below_the_minimum() -> None:
+    few = CliRunner().invoke(main, ["randomness", "--shuffles", "20", "--seed", "9", "--fault", "riffle_once"])
+    assert few.exit_code == 1 and "FAIL" in few.output

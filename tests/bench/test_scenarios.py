@@ -71,6 +71,20 @@ def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
     ('description = "x"\nrules = "casino-999"\nstep = []\n', 2, "rules 'casino-999': expected a rules file"),
     ('descripton = "x"\nstep = []\n', 1, "Object contains unknown field `descripton`"),
     ('description = "x"\nstep = []\nrules = = 1\n', 3, "not valid TOML"),
+    ('description = "x"\nstep = []\n[devices.shoe]\nfaults = ""\n[devices.shuffler]\nfaults = ""\n'
+     'stack = ["2C", "QX"]\n', 7, "devices.shuffler.stack: 'QX' is not a card: expected rank A,2-9,T(10),J,Q,K"),
+    ('description = "x"\nstep = []\n[devices.shoe]\nstack = ["AS"]\n', 4,
+     "devices.shoe.stack: expected the stack under [devices.shuffler]"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "remainder"\ndrop = ["1S"]\n', 6,
+     "step 2 (remainder) drop: '1S' is not a card"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "command"\nname = "open_rnd"\n', 6,
+     "step 2 (command): unknown command 'open_rnd' (did you mean 'open_round'?): expected one of act, ask_for_box,"),
+    ('description = "x"\n[[step]]\ndo = "expect"\nevents = ["BURN", "SETLED"]\n', 4,
+     "step 1 (expect) events: unknown reason code 'SETLED' (did you mean 'SETTLED'?): expected a journaled reason"),
+    ('description = "x"\n[[step]]\ndo = "expect"\nevents = ["BURN"]\nno_events = ["ROUND_VOIDED"]\n', 5,
+     "step 1 (expect) no_events: unknown reason code 'ROUND_VOIDED' (did you mean 'ROUND_VOID'?)"),
+    ('description = "x"\n[[step]]\ndo = "expect"\nalarms = ["COMMAND_REFUSED"]\n', 4,
+     "step 1 (expect) alarms: unknown reason code 'COMMAND_REFUSED'"),
 ])
 def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
         tmp_path: Path, text: str, where: int, what: str) -> None:
@@ -80,6 +94,22 @@ def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
     message = str(caught.value)
     assert what in message
     assert message.startswith(f"{path}:{where}: "), message
+
+
+def test_the_daemon_own_records_may_be_expected(tmp_path: Path) -> None:
+    path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "expect"\n'
+                              'events = ["DAEMON_START", "SELFTEST"]\nno_events = ["COMMAND_REFUSED", "JOURNAL_EXPORTED"]\n')
+    assert load_scenario(path).expected_reasons() == {"DAEMON_START", "SELFTEST"}
+
+
+def test_a_missing_event_names_what_was_journaled_without_an_empty_reason(tmp_path: Path) -> None:
+    path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "shuffle"\n'
+                              '[[step]]\ndo = "expect"\nevents = ["SHOE_VOID"]\n')
+    result = run_scenario(path)
+    assert not result.passed
+    assert result.message.startswith(f"{path}: step 2 (expect): expected events ['SHOE_VOID'], got none of them; "
+                                      "journaled: ['DAEMON_START', "), result.message
+    assert "''" not in result.message, result.message
 
 
 def test_a_bad_fault_switch_is_refused(tmp_path: Path) -> None:
