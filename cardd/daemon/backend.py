@@ -33,8 +33,9 @@ def journal_reasons() -> frozenset[str]:
 
 
 def check_reason(reason: str, known: frozenset[str]) -> None:
-    """CommandFailed (bad-request) for a LOG query's reason code that no record can have: a typo
-    would otherwise answer with nothing, as if nothing had happened. Names the close ones."""
+    """CommandFailed (bad-request) for a LOG query's reason code that found nothing and that this
+    daemon never journals: a typo would otherwise answer with nothing, as if nothing had happened.
+    Names the close ones."""
     if reason in known:
         return
     close = difflib.get_close_matches(reason, known, n=3)
@@ -63,13 +64,13 @@ class DaemonBackend:
                 "retention": self._retention()}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
-        if query.reason is not None:
-            check_reason(query.reason, self._reasons)
         records = self.service.journal.query(
             seq_from=query.from_seq, seq_to=query.to_seq,
             since=None if query.since is None else int(query.since * 1e9),
             until=None if query.until is None else int(query.until * 1e9),
             reason=query.reason, min_severity=query.severity, round_id=query.round, limit=query.limit + 1)
+        if query.reason is not None and not records:  # an older release's code still finds its records
+            check_reason(query.reason, self._reasons)
         return [record_event(r) for r in records[:query.limit]], len(records) > query.limit
 
     async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
