@@ -41,6 +41,7 @@ from cardd.cli.trace import (
     ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Commanded, Handled, Said, Trace, TraceDevice,
     TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
 )
+from cardd.daemon.devices import MODEL_NAMES
 from core.errors import CarddError
 from devices.game.rules import load_rules
 from firmware_bridge.messages import Message, encode
@@ -52,8 +53,6 @@ from simulators.shuffler import SimulatedShuffler
 
 TRACE_SUFFIX = ".trace"
 GOLDEN_SUFFIX = ".golden"
-#: the daemon's name for each device role
-DAEMON_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 #: journal record kinds compared: the table's events, device commands, and the API's inputs
 #: (a device's inputs carry its clock and boot id, which no replay can repeat)
 COMPARED_KINDS = ("event", "command")
@@ -328,7 +327,7 @@ class _Replay:
 
     def _hand(self, entry: Handled) -> None:
         endpoint = self.endpoints[entry.device]
-        name = DAEMON_NAMES[entry.device]
+        name = MODEL_NAMES[entry.device]
         if entry.hand == "faults":
             changes = switches(entry.set)
             endpoint.set_faults(**changes)
