@@ -26,6 +26,9 @@ def units(amount: Money) -> str:
     """Cents as the units people bet in (and cardctl takes): ``2500`` -> ``25.00``; part of a cent
     (3:2 on an odd stake) as the further decimals it needs, ``1/2`` -> ``0.005``. For the journal's
     message text: the data fields keep cents."""
+    if amount.denominator == 1:  # whole cents, nearly every amount: no Decimal (a message per bet and hand)
+        whole, cents = divmod(abs(int(amount.numerator)), 100)
+        return f"{'-' if amount < 0 else ''}{whole}.{cents:02d}"
     value = Decimal(amount.numerator) / Decimal(amount.denominator) / 100
     return f"{value:.2f}" if value == round(value, 2) else f"{value.normalize():f}"
 
