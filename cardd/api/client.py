@@ -15,6 +15,7 @@ import errno
 import itertools
 import select
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -80,6 +81,9 @@ class ApiClient:
             self._sock.connect(str(self.path))
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             self._sock.close()
+            if self.path.exists() and not stat.S_ISSOCK(self.path.stat().st_mode):  # a mistyped --socket
+                raise ClientError(f"{self.path}: not a socket (cardd's API socket is {DEFAULT_SOCKET}; "
+                                  "--socket or CARDD_SOCKET names another)") from exc
             raise DaemonNotRunning(f"{self.path}: cardd is not running (start it: sudo systemctl start cardd)") from exc
         except PermissionError as exc:
             self._sock.close()

@@ -214,12 +214,17 @@ def load_scenario(path: Path) -> Scenario:
                             f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
     _check_cards(path, text, scenario)
     _check_names(path, text, scenario)
-    try:
-        scenario.fault_switches()
-        for setup, device in ((scenario.devices.shuffler, "shuffler"), (scenario.devices.shoe, "shoe")):
-            Faults.parse(setup.faults).check_for(device)
-    except FaultSpecError as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
+    # each fault spec where it is written: the devices' own, then each faults step's
+    specs: list[tuple[str, str, str]] = [
+        (".devices.shuffler.faults", scenario.devices.shuffler.faults, "shuffler"),
+        (".devices.shoe.faults", scenario.devices.shoe.faults, "shoe")]
+    specs += [(f".step[{i}].set", step.set, step.device) for i, step in enumerate(scenario.step)
+              if isinstance(step, SetFaults)]
+    for spec_path, spec, device in specs:
+        try:
+            Faults.parse(spec).check_for(device)
+        except FaultSpecError as exc:
+            raise ScenarioError(f"{path}:{_line_of(text, spec_path) or 1}: {exc}") from None
     return scenario
 
 

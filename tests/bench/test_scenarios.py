@@ -118,6 +118,16 @@ def test_a_bad_fault_switch_is_refused(tmp_path: Path) -> None:
         load_scenario(path)
     result = CliRunner().invoke(main, ["run", str(path)])
     assert result.exit_code == 1 and "jam is for the shuffler only" in result.output
+    assert load_error(path).startswith(f"{path}:4: ")  # the line of its faults key
+    in_a_step = scenario(tmp_path, 'description = "x"\n\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "faults"\n'
+                                   'device = "shoe"\nset = "jam=1"\n', "step.toml")
+    assert load_error(in_a_step).startswith(f"{in_a_step}:8: ") and "shuffler only" in load_error(in_a_step)
+
+
+def load_error(path: Path) -> str:
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(path)
+    return str(refused.value)
 
 
 def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:

@@ -43,6 +43,15 @@ def test_a_stale_socket_is_no_daemon(directory):
         ApiClient(directory / "cardd.sock")
 
 
+def test_a_socket_path_that_is_a_plain_file_is_named_not_a_socket(directory):
+    plain = directory / "notes.txt"
+    plain.write_text("not cardd\n")
+    run = cardctl(plain, "status")
+    assert run.code != 0 and run.out == ""
+    assert run.one_line_error().endswith("notes.txt: not a socket (cardd's API socket is /run/cardd/cardd.sock; "
+                                         "--socket or CARDD_SOCKET names another)")
+
+
 def test_socket_permission_denied_names_the_group_to_join(daemon):
     run = cardctl(daemon.socket_path, "status", prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"))
     assert run.code == 3
