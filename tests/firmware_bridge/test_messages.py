@@ -88,7 +88,9 @@ def test_random_payloads_decode_or_fail_cleanly(payload):
     except MessageDecodeError as exc:
         assert payload[:8].hex(" ") in str(exc)
     else:
-        if texts_of(msg) == texts_of(texts_shown(msg)):  # ... whose text needed no escaping
+        # the same bytes again, unless the host escaped a text (an escape always writes a backslash;
+        # escaping is not reversible, and escaped text is left as it is when escaped again)
+        if not any("\\" in text for text in texts_of(msg)):
             assert encode(msg) == payload
         assert all(unsafe not in text for text in texts_of(msg) for unsafe in "\x00\x1b\r\n\u202e")
 
