@@ -40,6 +40,10 @@ ONLY_FOR: dict[str, tuple[str, str]] = {
 }
 
 
+#: the wire faults that impair the bytes of a live link (the disconnects are the device's own moves)
+WIRE_SWITCHES = ("bit_flip_rate", "drop_rate", "byte_at_a_time", "ftdi_batching_ms", "slow_ack_ms")
+
+
 @dataclass
 class Faults:
     # -- device faults -------------------------------------------------------------------

@@ -47,6 +47,7 @@ from devices.game.rules import load_rules
 from firmware_bridge.messages import Message, encode
 from simulators.device import SimulatedDevice
 from simulators.endpoint import Endpoint, Streaming
+from simulators.faults import WIRE_SWITCHES
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
 from simulators.shuffler import SimulatedShuffler
@@ -66,7 +67,7 @@ SETTLE_S = 0.3
 #: the simulators' fault switches (simulators/faults.py) in the classes tests/traces/ covers, each
 #: with at least one trace (docs/bench.md); ``seed`` only seeds the others
 FAULT_CLASSES: dict[str, frozenset[str]] = {
-    "link": frozenset({"bit_flip_rate", "drop_rate", "byte_at_a_time", "ftdi_batching_ms", "slow_ack_ms"}),
+    "link": frozenset(WIRE_SWITCHES),
     "device": frozenset({"jam", "jam_needs_clear", "door_open", "face_up_at", "riffle_once", "missing", "extra",
                          "foreign", "duplicate", "unreadable_at", "repeat_read_at", "skip_read_at",
                          "late_report_at"}),

@@ -29,6 +29,7 @@ from cardd.bench.scenario import (
     load_scenario,
 )
 from cardd.bench.strategy import STRATEGIES
+from cardd.cli.common import stop_child
 from core.cards import Card, shoe_composition
 from devices.game.round_types import Action
 from devices.game.rules import load_rules
@@ -273,13 +274,7 @@ class BenchRig:
         for client in (self.client, self.display):
             if client is not None:
                 client.close()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_child(self.proc, signal.SIGTERM, 30)
         for endpoint in reversed(self._simulated()):
             endpoint.stop()
 

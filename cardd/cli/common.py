@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -204,3 +205,17 @@ def money(cents: float | int | None) -> str:
 def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
     """The error to raise: ``raise fail("...", EXIT_...)``."""
     return CliError(message, exit_code)
+
+
+def stop_child(proc: subprocess.Popen[Any] | None, signum: int, timeout: float) -> None:
+    """Stop a child process this program started (it may have ended already: a Ctrl-C reaches the
+    whole process group): ``signum``, then SIGKILL if it is still there after ``timeout`` seconds."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signum)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

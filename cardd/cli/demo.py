@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
-from cardd.cli.common import money
+from cardd.cli.common import money, stop_child
 from cardd.journal import Journal
 
 BIN = Path(sys.executable).parent
@@ -330,19 +330,6 @@ def wait_until_serving(proc: subprocess.Popen[str], directory: Path) -> None:
             time.sleep(0.05)
 
 
-def stop(proc: subprocess.Popen[Any] | None, signum: int, timeout: float) -> None:
-    """Stop a child the demo started (it may have stopped already: Ctrl-C reaches the whole group)."""
-    if proc is None:
-        return
-    if proc.poll() is None:
-        proc.send_signal(signum)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cardd.cli.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--fast", action="store_true", help="no pauses and no live view: seconds, not minutes")
@@ -375,8 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         interrupted = True
     finally:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
-        stop(viewer, signal.SIGINT, 10)
-        stop(daemon, signal.SIGTERM, 30)
+        stop_child(viewer, signal.SIGINT, 10)
+        stop_child(daemon, signal.SIGTERM, 30)
         signal.signal(signal.SIGINT, previous)
     if interrupted:
         kept = f"the journal is kept in {directory}"

@@ -55,7 +55,7 @@ from firmware_bridge.messages import (EVENT_MESSAGES, Counters, CountersRequest,
                                       SelfTestResult, Status, StatusRequest, decode, encode)
 from firmware_bridge.session import SessionConfig, SessionEvent
 from simulators.device import SimulatedDevice
-from simulators.faults import Faults
+from simulators.faults import WIRE_SWITCHES, Faults
 from simulators.pty_endpoint import PtyEndpoint
 
 TRACE_FORMAT = 2
@@ -412,8 +412,7 @@ def capture(url: str, path: Path, count: int | None, duration: float | None, as_
 ANSWERED_BY_REPLAY = (Hello, StatusRequest, Heartbeat, CountersRequest, SelfTest)
 #: fault switches that act on the link, not on what the device says: a replay puts them back
 #: (the device faults are in the recorded messages already)
-LINK_SWITCHES = ("bit_flip_rate", "drop_rate", "byte_at_a_time", "ftdi_batching_ms", "slow_ack_ms", "seed",
-                 "event_buffer", "same_nonce")
+LINK_SWITCHES = (*WIRE_SWITCHES, "seed", "event_buffer", "same_nonce")
 #: the longest a replay waits for the host to take one traced message
 TAKE_TIMEOUT_S = 10.0
 
