@@ -8,9 +8,9 @@ pty (the daemon opens them with the serial driver exactly as real devices), so n
 devices nor the subscribers (here, in the benchmark's own process) share a GIL with the other.
 Measured:
 
-- latency from the shoe writing a CardRead (the moment the simulated device emits it,
-  CLOCK_MONOTONIC, which both processes share) to its journaled input record arriving at a
-  WATCH subscriber, p50 and p99, with 1 and with 50 subscribers (cards dealt one at a time);
+- latency from the shoe writing a CardRead (the moment the simulated device writes the bytes
+  holding its frame to the pty, CLOCK_MONOTONIC, which both processes share) to its journaled
+  input record arriving at a WATCH subscriber, p50 and p99, with 1 and with 50 subscribers (cards dealt one at a time);
 - sustained card events per second end to end (the shoe deals whole shoes as fast as its
   link takes them; device -> daemon -> journal -> subscriber), and the daemon's CPU per card;
 - start-up time (process start to the API answering), on an empty journal and at the end,
@@ -18,6 +18,10 @@ Measured:
   N records with journal rounds (benchmarks/journal.py's), the table's latest snapshot written
   again with the last batch so the daemon restores the same table;
 - idle CPU of the daemon with both devices connected (heartbeats only);
+- the floor under the latency: one card's durable commit (its two records) alone, on the same
+  disk, one every 5 ms as the latency phase deals them and back to back (a disk left idle a
+  few milliseconds syncs slower: on this kind of virtual machine, 0.3 ms back to back and
+  0.7-0.9 ms with 5 ms between);
 - resident memory after each batch of shoes, and its trend.
 
 The cards of the throughput and memory runs are dealt with no round open: the tracker takes
@@ -173,17 +177,27 @@ def _devices(conn: Connection) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     sim = SimulatedTable.over_ptys(shuffle_time_s=0.0)
     sim.start()
-    emitted: dict[int, float] = {}
+    emitted: dict[int, float] = {}  # card index -> when the shoe wrote the bytes holding it
+    unwritten: list[int] = []  # cards the shoe read whose bytes it has not written yet
     shoe = sim.shoe
-    original = shoe.device.emit
-
-    def emit(msg: Message) -> None:  # the moment the shoe reports the card (on its own loop)
-        if isinstance(msg, CardRead):
-            emitted.setdefault(msg.index, time.monotonic())
-        original(msg)
-
-    shoe.device.emit = emit  # type: ignore[method-assign]
     assert isinstance(shoe, PtyEndpoint) and isinstance(sim.shuffler, PtyEndpoint)
+    assert shoe.wire is not None
+    original_emit, original_write = shoe.device.emit, shoe.wire._raw_write
+
+    def emit(msg: Message) -> None:  # the shoe reports a card: its frame is on the next write
+        if isinstance(msg, CardRead) and msg.index not in emitted:
+            unwritten.append(msg.index)
+        original_emit(msg)
+
+    def write_raw(data: bytes) -> None:  # the moment the device writes to its line (an ACK written
+        now = time.monotonic()  # before the card's frame would stamp it early: never late)
+        for index in unwritten:
+            emitted.setdefault(index, now)
+        unwritten.clear()
+        original_write(data)
+
+    shoe.device.emit = emit
+    shoe.wire._raw_write = write_raw  # the wire's hand on the pty (the endpoint's _write_raw)
     conn.send((shoe.url, sim.shuffler.url))
     try:
         while True:
@@ -202,6 +216,7 @@ def _devices(conn: Connection) -> None:
                 result = dict(emitted)
             elif op == "clear":
                 emitted.clear()
+                unwritten.clear()
             conn.send(result)
     finally:
         sim.stop()
@@ -390,6 +405,29 @@ async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
     return trend
 
 
+def commit_floor(directory: Path, gap_s: float, commits: int = 300) -> tuple[float, float]:
+    """The durable commit alone, in this process, of what one card makes (its input record and
+    the event it caused) to a fresh journal on the same disk, one every ``gap_s`` seconds (as
+    the latency phase deals them): the part of a card's latency the disk and SQLite take,
+    whatever the daemon does. (p50, p99) in ms."""
+    path = directory / "floor.sqlite3"
+    samples: list[float] = []
+    with Journal.open(path, create=True) as journal:
+        for index in range(1, commits + 1):
+            entries = [Entry("input", source="shoe", data={"type": "DeviceMessage", "device": "shoe",
+                                                           "message": f"30{index:04x}0301", "event_index": index}),
+                       Entry("event", "CARD_DRAWN_IN_ERROR", "shoe", severity="warning",
+                             data={"card": "4H", "index": index, "message": f"card {index} drawn in error"})]
+            began = time.perf_counter()
+            journal.append(entries)
+            samples.append(time.perf_counter() - began)
+            time.sleep(gap_s)
+    for leftover in directory.glob("floor.sqlite3*"):
+        leftover.unlink()
+    samples.sort()
+    return statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
+
+
 def grow_journal(path: Path, records: int) -> int:
     """Pad the daemon's journal to ``records`` with rounds as benchmarks/journal.py writes them
     (group commits of about 500), the latest snapshot written again with the last batch."""
@@ -419,6 +457,10 @@ async def main(args: argparse.Namespace) -> None:
         startup = await bench.start_daemon(config)
         print(f"start-up (empty journal): {startup * 1000:.0f} ms to the API's VERSION line")
         await bench.until(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        for gap in (0.005, 0.0):
+            p50, p99 = commit_floor(directory, gap)
+            print(f"the floor: one card's durable commit alone (2 records, same disk), "
+                  f"{'one every 5 ms' if gap else 'back to back'}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
         for subs in (1, 50):
             p50, p99 = await latency(bench, subs, args.cards)
             print(f"latency CardRead written -> subscriber, {subs:2d} subscriber(s), {args.cards} cards: "
