@@ -44,6 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -342,8 +343,36 @@ class Bench:
 
     def cpu_seconds(self) -> float:
         assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu(self.proc.pid)
+
+    def cpu(self) -> "Cpu":
+        """The CPU seconds used so far by the daemon, the devices' process and this one."""
+        assert self.sim is not None and self.sim.proc.pid is not None
+        return Cpu(self.cpu_seconds(), process_cpu(self.sim.proc.pid), time.process_time())
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """CPU of the three processes of the benchmark: who limits the sustained rate (they share
+    this machine's cores; a real shoe has its own processor)."""
+    daemon: float = 0.0
+    devices: float = 0.0
+    subscriber: float = 0.0
+
+    def __add__(self, other: "Cpu") -> "Cpu":
+        return Cpu(self.daemon + other.daemon, self.devices + other.devices, self.subscriber + other.subscriber)
+
+    def __sub__(self, other: "Cpu") -> "Cpu":
+        return Cpu(self.daemon - other.daemon, self.devices - other.devices, self.subscriber - other.subscriber)
+
+    def __mul__(self, factor: float) -> "Cpu":
+        return Cpu(self.daemon * factor, self.devices * factor, self.subscriber * factor)
 
 
 async def latency(bench: Bench, subscribers: int, cards: int) -> tuple[float, float]:
@@ -366,30 +395,30 @@ async def latency(bench: Bench, subscribers: int, cards: int) -> tuple[float, fl
     return statistics.median(samples) * 1000, samples[int(len(samples) * 0.99)] * 1000
 
 
-async def deal_shoe(bench: Bench, watchers: Watchers) -> tuple[int, float, float]:
+async def deal_shoe(bench: Bench, watchers: Watchers) -> tuple[int, float, Cpu]:
     """One whole shoe dealt as fast as the link takes it: (cards, seconds to the last arrival,
-    the daemon's CPU seconds meanwhile)."""
+    the CPU seconds each process used meanwhile)."""
     await bench.new_shoe()
     watchers.clear()
     cards: int = await bench.devices("cards_held")
-    cpu, began = bench.cpu_seconds(), time.monotonic()
+    before, began = bench.cpu(), time.monotonic()
     await bench.devices("deal", cards)
     await watchers.wait_for(cards)
-    cpu = bench.cpu_seconds() - cpu
-    return cards, max(watchers.arrived(0).values()) - began, cpu
+    used = bench.cpu() - before
+    return cards, max(watchers.arrived(0).values()) - began, used
 
 
-async def throughput(bench: Bench, shoes: int) -> tuple[int, float, float]:
-    """(cards, cards/s, daemon CPU microseconds per card) over ``shoes`` shoes dealt flat out."""
+async def throughput(bench: Bench, shoes: int) -> tuple[int, float, Cpu]:
+    """(cards, cards/s, CPU microseconds per card of each process) over ``shoes`` shoes dealt flat out."""
     watchers = await Watchers.connect(bench.sock, 1)
-    total, took, cpu = 0, 0.0, 0.0
+    total, took, cpu = 0, 0.0, Cpu()
     try:
         for _ in range(shoes):
             cards, seconds, used = await deal_shoe(bench, watchers)
             total, took, cpu = total + cards, took + seconds, cpu + used  # CPU in clock ticks: 10 ms steps
     finally:
         watchers.close()
-    return total, total / took, cpu / total * 1e6
+    return total, total / took, cpu * (1e6 / total)
 
 
 async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
@@ -467,7 +496,9 @@ async def main(args: argparse.Namespace) -> None:
                   f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
         cards, rate, cpu_us = await throughput(bench, args.rate_shoes)
         print(f"sustained: {cards} card reads ({args.rate_shoes} shoes) end to end at {rate:,.0f} cards/s "
-              f"(1 subscriber); daemon CPU {cpu_us:.0f} us per card")
+              f"(1 subscriber); CPU per card: daemon {cpu_us.daemon:.0f} us, simulated devices "
+              f"{cpu_us.devices:.0f} us, subscriber {cpu_us.subscriber:.0f} us "
+              f"({os.cpu_count()} cores shared)")
         trend = await many_shoes(bench, args.shoes)
         print("RSS after shoes: " + ", ".join(f"{n}: {mb:.1f} MB" for n, mb in trend))
         await asyncio.sleep(2)  # let the last commits settle before idling
