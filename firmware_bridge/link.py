@@ -85,6 +85,9 @@ class Link:
         self._rx_next = 0
         self._ack_due = False
         self._accepted: list[bytes] = []  # in-order payloads of the chunk being read, not yet handed over
+        self._handing_over = False  # on_payload is running: a reset or close it asks for waits (_hand_over)
+        self._reset_asked: tuple[str, bytes | None] | None = None  # (why, nonce) of a reset() asked meanwhile
+        self._close_asked = False  # close() asked meanwhile
         self._nak_sent = False
         self._nak_mark = 0  # furthest out-of-order frame seen since our NAK (see _data)
         self._nak_at = 0.0  # when we last sent a NAK
@@ -115,12 +118,18 @@ class Link:
 
     def reset(self, why: str = "requested", *, nonce: bytes | None = None) -> None:
         """Start a fresh link: everything unacknowledged fails with LinkReset, seqs restart at 0.
-        ``nonce``: the RESET's nonce instead of a random one (simulated firmware with a bad RNG)."""
+        ``nonce``: the RESET's nonce instead of a random one (simulated firmware with a bad RNG).
+
+        Asked for by an ``on_payload`` callback, it takes effect once the rest of the payloads
+        already acknowledged to the peer are handed over (see :meth:`bytes_received`)."""
         if self._state is LinkState.CLOSED:
             raise LinkFailed(f"{self.name}: link is closed")
-        self._restart_sequences(LinkReset(f"{self.name}: link reset ({why}) before the frame was acknowledged"))
         if nonce is not None and len(nonce) != NONCE_LEN:
             raise ValueError(f"{self.name}: a RESET nonce is {NONCE_LEN} bytes, got {len(nonce)}")
+        if self._handing_over:
+            self._reset_asked = (why, nonce)
+            return
+        self._restart_sequences(LinkReset(f"{self.name}: link reset ({why}) before the frame was acknowledged"))
         self._my_nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         self._state = LinkState.RESETTING
         self._stats.resets_sent += 1
@@ -148,7 +157,11 @@ class Link:
         The chunk's frames are taken in (sequence checks, ACKs, NAKs) and acknowledged first,
         and only then are their payloads handed to ``on_payload``: the peer sends its next
         frames while this side works on these (with the ACK after the payloads, a card burst
-        went at the speed of both sides added together instead of the slower one)."""
+        went at the speed of both sides added together instead of the slower one).
+
+        Every payload acknowledged is handed over, exactly once: a :meth:`reset` or :meth:`close`
+        that ``on_payload`` asks for takes effect after the rest of them (what it sends
+        meanwhile fails with that reset, as anything unacknowledged would)."""
         if self._state is LinkState.CLOSED:
             return
         accepted = self._accepted
@@ -165,21 +178,33 @@ class Link:
             self._hand_over()
 
     def _hand_over(self) -> None:
-        """The payloads accepted so far, in order, to ``on_payload`` (none once a callback closed
-        or reset the link: as a frame arriving then, the rest is not delivered)."""
+        """The payloads accepted so far, in order, to ``on_payload``; then a reset or close a
+        callback asked for meanwhile (the peer has their ACK: none of them may be lost)."""
         accepted = self._accepted
         payloads = accepted[:]
         accepted.clear()
-        state = self._state
-        for payload in payloads:
-            if self._state is not state:
-                return
-            self._stats.data_delivered += 1
-            call_logged(log, "payload_callback_failed", self._on_payload, payload, link=self.name)
+        self._handing_over = True
+        try:
+            for payload in payloads:
+                self._stats.data_delivered += 1
+                call_logged(log, "payload_callback_failed", self._on_payload, payload, link=self.name)
+        finally:
+            self._handing_over = False
+        reset_asked, self._reset_asked = self._reset_asked, None
+        if self._close_asked:
+            self._close_asked = False
+            self.close()
+        elif reset_asked is not None:
+            why, nonce = reset_asked
+            self.reset(why, nonce=nonce)
 
     def close(self) -> None:
-        """Cancel timers and fail everything outstanding; idempotent."""
+        """Cancel timers and fail everything outstanding; idempotent. Asked for by an
+        ``on_payload`` callback, it takes effect as :meth:`reset` does."""
         if self._state is LinkState.CLOSED:
+            return
+        if self._handing_over:
+            self._close_asked = True
             return
         self._restart_sequences(LinkFailed(f"{self.name}: link closed before the frame was acknowledged"))
         self._set_state(LinkState.CLOSED, LinkEvent.CLOSED, "closed")

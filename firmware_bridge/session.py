@@ -11,7 +11,9 @@ been silent for ``stale_after`` (:class:`~firmware_bridge.staleness.Staleness`).
 goes through the device's :class:`~firmware_bridge.identity.IdentityTracker`: REPLACED (loudly,
 before REBOOTED) when another unit answers, REBOOTED when the boot id changed. What a 1.1
 device sends at once after ResumeEvents (EventsDropped, the events it resends) goes to
-``on_message`` after CONNECTED, even when it arrives before the handshake has ended.
+``on_message`` after CONNECTED, even when it arrives before the handshake has ended. After
+every handshake with a 1.0 device it asks for the device's Status (StatusRequest): that
+device's events, a FaultCleared among them, are lost in a link reset.
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -28,7 +30,14 @@ from typing import Any, Callable, TypeVar
 import structlog
 
 from drivers.aio import RateLimitedLog, cancel_and_wait
-from firmware_bridge.errors import IncompatibleProtocol, LinkReset, RequestRefused, RequestTimeout, SessionClosed
+from firmware_bridge.errors import (
+    IncompatibleProtocol,
+    LinkReset,
+    ProtocolError,
+    RequestRefused,
+    RequestTimeout,
+    SessionClosed,
+)
 from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkStats, discard_outcome
 from firmware_bridge.messages import (
@@ -46,6 +55,8 @@ from firmware_bridge.messages import (
     Refused,
     Request,
     ResumeEvents,
+    Status,
+    StatusRequest,
     decode,
     encode,
 )
@@ -134,6 +145,7 @@ class DeviceSession:
         self._held_back: list[Message] = []
         self._outage = False  # LINK_FAILED reported, not yet CONNECTED again
         self._heartbeat: asyncio.Task[None] | None = None
+        self._status_ask: asyncio.Task[None] | None = None  # a 1.0 device's Status, asked after a handshake
         self._closed = False
 
     # ---- what the owner does ------------------------------------------------------------
@@ -206,6 +218,10 @@ class DeviceSession:
         self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
         self._hand_on_held_back()
+        if not self.speaks_1_1:
+            if self._status_ask is not None:
+                self._status_ask.cancel()  # of the last handshake: its link was reset, it fails anyway
+            self._status_ask = self._loop.create_task(self._ask_status(), name=f"status {self.device}")
         return ident
 
     def reset_link(self) -> None:
@@ -221,6 +237,7 @@ class DeviceSession:
         self._closed = True
         self._changed.set()
         await cancel_and_wait(self._heartbeat)
+        await cancel_and_wait(self._status_ask)
         self._fail_pending(SessionClosed(f"{self.device}: {why}"))
         self.link.close()
 
@@ -269,6 +286,15 @@ class DeviceSession:
             self._pending.remove(entry)
             if not fut.cancel():  # done: failed while send() waited, whose own error reached the caller
                 discard_outcome(fut)
+
+    async def _ask_status(self) -> None:
+        """A 1.0 device's events, a FaultCleared among them, are lost in a link reset: after each
+        handshake its Status says what it is now. The answer goes to ``on_message`` like any other;
+        a request (not a bare send), so a request of the application waiting for a Status gets its own."""
+        try:
+            await self.request(StatusRequest(), expect=Status, timeout=self.config.handshake_timeout)
+        except ProtocolError as exc:  # reset, closed, silent or refused: the next handshake asks again
+            self._log.info("status_not_answered", device=self.device, error=str(exc))
 
     # ---- link callbacks --------------------------------------------------------------
 

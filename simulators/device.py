@@ -120,8 +120,11 @@ class SimulatedDevice:
         self.device_state = DeviceState.IDLE
         self.firmware_rx = FirmwareReceiver(self._public_key)
         self.reboots = 0
-        # what a real device persists (docs/protocol.md §3.2): reboot() keeps it, a factory reset does not
-        self.events = EventStore(self.faults.event_buffer)
+        # what a real device persists (docs/protocol.md §3.2): reboot() keeps it, a factory reset does not;
+        # the other unit that ``wrong_role`` stands for numbers its own events
+        self._own_events = EventStore(self.faults.event_buffer)
+        self._other_events = EventStore(self.faults.event_buffer)
+        self._as_other = False  # the last Hello was answered as that other unit (wrong_role)
         self._boot()
 
     def state(self) -> dict[str, Any]:
@@ -142,7 +145,14 @@ class SimulatedDevice:
         faults = self.faults.replace(**changes)
         faults.check_for(self.ROLE.name.lower())
         self.faults = faults
-        self.events.capacity = faults.event_buffer  # a smaller buffer pushes out the oldest at the next event
+        for store in (self._own_events, self._other_events):
+            store.capacity = faults.event_buffer  # a smaller buffer pushes out the oldest at the next event
+
+    @property
+    def events(self) -> EventStore:
+        """The numbered events of the unit the host was last told this is: with ``wrong_role``
+        (from the Hello after it is switched on) the other unit's own store, numbered from 1."""
+        return self._other_events if self._as_other else self._own_events
 
     @property
     def protocol_minor(self) -> int:
@@ -175,7 +185,7 @@ class SimulatedDevice:
 
     def handlers(self) -> dict[type[Message], Handler]:
         common: dict[type[Message], Handler] = {
-            Hello: lambda m: [self.ident()],
+            Hello: self._hello,
             StatusRequest: lambda m: [self.status()],
             Heartbeat: lambda m: [],
             CountersRequest: lambda m: [Counters(**self.counters)],
@@ -185,12 +195,23 @@ class SimulatedDevice:
         common.update({cls: self._firmware for cls in FIRMWARE_MESSAGES})
         return common
 
+    def _hello(self, msg: Hello) -> list[Message]:
+        self._as_other = self.faults.wrong_role  # a device swapped on the port answers from now on
+        return [self.ident()]
+
     def ident(self) -> Ident:
-        role = self.ROLE
-        if self.faults.wrong_role:  # the device on this port is not the one the host expects
+        role, serial = self.ROLE, self.serial
+        if self._as_other:  # the device on this port is not the one the host expects: another unit
             role = DeviceRole.SHOE if role is DeviceRole.SHUFFLER else DeviceRole.SHUFFLER
-        return Ident(role, self.MODEL, self.serial, self.firmware_version, PROTOCOL_MAJOR,
+            serial = self.other_serial
+        return Ident(role, self.MODEL, serial, self.firmware_version, PROTOCOL_MAJOR,
                      self.protocol_minor, self.boot_id)
+
+    @property
+    def other_serial(self) -> str:
+        """The serial of the unit ``wrong_role`` stands for (check_serial's limit: ours shortened if need be)."""
+        suffix = "-WRONG"
+        return self.serial.encode("utf-8")[:255 - len(suffix)].decode("utf-8", "ignore") + suffix
 
     def status(self) -> Status:
         fault = next(iter(self.active_faults), 0)

@@ -467,19 +467,23 @@ class Round:
         self.held, self.hold_cause = f"{reason}: {detail}", reason
         self._emit(Reason.ROUND_HELD, f"held: {detail}", Severity.ALARM, cause=str(reason), detail=detail)
 
+    def _release(self) -> None:
+        """No hold any more, and no cause of one (resume, void, re-deal)."""
+        self.held = self.hold_cause = None
+
     def _supervisor(self, what: str, who: str, role: Role) -> None:
         require_supervisor(self._sink, "round", f"round {self.round_id}: {what}", who, role)
 
     def resume(self, who: str, role: Role) -> None:
         self._supervisor("resume", who, role)
-        was, self.held = self.held, None
-        if was is not None and self.hold_cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER and self._redeal_queue:
+        was, cause = self.held, self.hold_cause
+        self._release()
+        if was is not None and cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER and self._redeal_queue:
             # another card came back than the re-deal expected: continuing means taking the cards as they
             # come (else the same card holds the round again at once, alarm after alarm)
             expected, self._redeal_queue = self._redeal_queue, []
             self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"re-deal order given up by {who}: the cards are dealt "
                        "as they come out of the shoe", Severity.WARNING, who, expected=[str(c) for c in expected])
-        self.hold_cause = None
         self._emit(Reason.ROUND_RESUMED, f"resumed by {who} (was held: {was})", who=who)
 
     def void(self, reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
@@ -492,7 +496,7 @@ class Round:
             raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
         if by_rule is None:
             self._supervisor("void", who, role)
-        self.held = None
+        self._release()
         self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
                    cause=str(reason), by_rule=by_rule, returned=self._stakes_in_play(),
                    voided_paid_at_once=[line.describe() for line in self.paid_at_once])
@@ -543,7 +547,8 @@ class Round:
         self._supervisor("reconstruct and re-deal", who, role)
         back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)
         withdrawn = [line.describe() for line in self.paid_at_once]  # won again when the same cards come again
-        self.assignments, self.held = [], None
+        self.assignments = []
+        self._release()
         self._start_initial_deal()
         self._redeal_queue = back
         self._emit(Reason.CARDS_TO_BOX_WITHOUT_WAGER, f"{len(back)} cards in play reconstructed, "

@@ -6,7 +6,8 @@ subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :
 DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
 trouble (identified again after its link was down counts as leaving it), DEVICE_STATE otherwise.
 A device's fault comes as a Fault event or in its Status (a device reports it after each
-handshake); an IDENT of the same boot again changes nothing the device said since.
+handshake), and ends with a FaultCleared event or a Status without a fault (the host asks a 1.0
+device for its Status after each handshake: its FaultCleared may have been lost in a link reset); an IDENT of the same boot again changes nothing the device said since.
 
 Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
 on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests
@@ -254,14 +255,20 @@ class DeviceModel(TableDriven):
 
     def _on_status(self, msg: Status) -> None:
         # Status only forces the states the host cannot infer from other messages: a device reports
-        # its status after each handshake, so a fault raised before it (at power-on, while unplugged) is known.
-        if msg.state is DeviceState.FAULT and self.state != "fault" and self.may("fail"):
-            if msg.fault in FAULT_CODES and (self.active_fault is None or self.active_fault.code != msg.fault):
-                code = FaultCode(msg.fault)
-                self.active_fault = Fault(code, 0, f"{code.name.lower().replace('_', ' ')} (reported in its status)")
-            self.resume_state = self.state
-            self.fail()
-        elif msg.state is DeviceState.UPDATING and self.may("begin_update"):
+        # its status after each handshake, so a fault raised before it (at power-on, while unplugged) is known,
+        # and a fault it no longer has ends here (a 1.0 device's FaultCleared lost in a link reset).
+        if msg.state is DeviceState.FAULT:
+            if self.state != "fault" and self.may("fail"):
+                if msg.fault in FAULT_CODES and (self.active_fault is None or self.active_fault.code != msg.fault):
+                    code = FaultCode(msg.fault)
+                    self.active_fault = Fault(code, 0, f"{code.name.lower().replace('_', ' ')} (reported in its status)")
+                self.resume_state = self.state
+                self.fail()
+            return
+        if self.state == "fault":
+            self.active_fault = None
+            self._back()
+        if msg.state is DeviceState.UPDATING and self.may("begin_update"):
             self.begin_update()
 
     def _on_work_message(self, msg: Message) -> None:

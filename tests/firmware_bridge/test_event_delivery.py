@@ -21,6 +21,7 @@ from firmware_bridge.messages import (
     Event,
     EventsDropped,
     EventsJournaled,
+    Heartbeat,
     Hello,
     Ident,
     Message,
@@ -288,10 +289,42 @@ def test_a_1_0_device_gets_no_envelopes_and_is_matched_by_type():
         conn = DeviceConnection(line.url, None, None, QUICK, journaled_index=lambda: 7, backoff=FAST_RETRY)
         await conn.open()
         assert (await conn.request(StatusRequest(), expect=Status)).uptime_ms == 1234
-        assert [type(m) for m in device.received] == [Hello, StatusRequest]  # no ResumeEvents, no Request
+        # no ResumeEvents, no Request; the host's own StatusRequest after the handshake, then this one
+        await until(lambda: len([m for m in device.received if not isinstance(m, Heartbeat)]) == 3)
+        assert [type(m) for m in device.received if not isinstance(m, Heartbeat)] == [Hello, StatusRequest, StatusRequest]
         assert conn.event_stats.resumes == 0
         await conn.close()
         line.close()
+
+    run(main())
+
+
+def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1_1_device_never():
+    """A 1.0 device's events are lost in a link reset (a FaultCleared among them): its Status, asked
+    for after each handshake, says what it is now. A 1.1 device resends its events instead."""
+    async def main():
+        device = FakeDevice()  # IDENT says 1.0
+        line = listen("events-legacy-status", device.attach)
+        conn = DeviceConnection(line.url, None, None, QUICK, backoff=FAST_RETRY)
+
+        def asked() -> list[type]:  # heartbeats go at any time: not what this is about
+            return [type(m) for m in device.received if not isinstance(m, Heartbeat)]
+
+        await conn.open()
+        await until(lambda: len(asked()) == 2)
+        device.reboot()  # the device resets the link: a new handshake
+        await until(lambda: len(asked()) == 4)
+        assert asked() == [Hello, StatusRequest] * 2
+        await conn.close()
+        line.close()
+
+        rig = Rig("events-no-status")
+        await rig.open()
+        rig.device.reboot()
+        await until(lambda: len(rig.device.resumes) == 2)
+        await rig.conn.send(Heartbeat(0))  # acknowledged: what the host sent before it has arrived
+        assert StatusRequest not in map(type, rig.device.received)
+        await rig.close()
 
     run(main())
 

@@ -346,15 +346,56 @@ def test_a_burst_is_acknowledged_before_its_payloads_are_handed_over():
     run(main())
 
 
-def test_closing_from_a_payload_callback_ignores_the_rest_of_the_batch():
+def test_closing_from_a_payload_callback_delivers_the_acknowledged_rest_first():
     async def main():
         a, b = await up_pair(config=STEADY)
-        b.link._on_payload = lambda payload: b.link.close()  # the receiver's own code is the boundary here
+        got: list[bytes] = []
+
+        def on_payload(payload: bytes) -> None:  # the receiver's own code is the boundary here
+            got.append(payload)
+            b.link.close()
+            assert b.link.state is LinkState.UP  # not yet: the rest of the batch was acknowledged
+
+        b.link._on_payload = on_payload
         batch = [Frame(FrameKind.DATA, 0, 0, b"bye"), Frame(FrameKind.DATA, 1, 0, b"more"),
-                 Frame(FrameKind.RESET, payload=b"abcd")]
+                 Frame(FrameKind.RESET, payload=b"abcd"), Frame(FrameKind.DATA, 0, 0, b"after")]
         b.link.bytes_received(b"".join(encode_frame(f) for f in batch))
-        assert b.link.state is LinkState.CLOSED  # neither the next DATA nor a RESET revives it
-        assert b.link.stats.data_delivered == 1 and b.link.stats.peer_resets == 1
+        assert got == [b"bye", b"more"]  # both had their ACK ...
+        assert b.link.state is LinkState.CLOSED  # ... then the close: neither a RESET nor DATA revives it
+        assert b.link.stats.data_delivered == 2 and b.link.stats.peer_resets == 1
         a.link.close()
+
+    run(main())
+
+
+def test_resetting_from_a_payload_callback_loses_no_acknowledged_payload():
+    """A real pair: B's callback resets the link at the first payload of a burst that B has
+    already acknowledged; A's sends all succeed, so B must hand over every one before the reset."""
+    async def main():
+        a, b = await up_pair(config=STEADY)
+        got: list[bytes] = []
+
+        def on_payload(payload: bytes) -> None:  # the receiver's own code is the boundary here
+            got.append(payload)
+            if payload == b"reset now":
+                b.link.reset("application asked")
+                b.link.send(b"sent before the reset applies").add_done_callback(late.append)
+
+        late: list[asyncio.Future] = []
+        b.link._on_payload = on_payload
+        a.wire_out.cut = True  # A's burst is caught and given to B as one read
+        burst = [b"reset now", b"card 1", b"card 2"]
+        sends = [a.link.send(p) for p in burst]
+        b.link.bytes_received(b"".join(a.wire_out.written[-3:]))
+        a.wire_out.cut = False
+        await asyncio.gather(*sends)  # B acknowledged all three ...
+        assert got == burst  # ... and delivered them all, the reset after them
+        with pytest.raises(LinkReset, match="application asked"):
+            late[0].result()  # unacknowledged when the reset applied
+        await until(lambda: b.link.state is LinkState.UP and a.events[-1][0] is LinkEvent.PEER_RESET)
+        assert b.link.stats.resets_sent == 1 and b.link.stats.data_delivered == 3
+        await a.link.send(b"next")  # the new link, from seq 0
+        assert got == [*burst, b"next"]
+        close(a, b)
 
     run(main())

@@ -60,7 +60,8 @@ def test_handshake_request_and_messages():
         assert await anext(stream, "ended") == "ended"
         assert await hung_up(device) == 1
         s = session.stats
-        assert s.messages_received == 3 and s.requests == 2 and s.handshakes == 1 and s.link is not None and s.link.data_delivered == 3
+        # the IDENT, two Status (the host asks a 1.0 device for it after the handshake) and the read
+        assert s.messages_received == 4 and s.requests == 3 and s.handshakes == 1 and s.link is not None and s.link.data_delivered == 4
 
     run(main())
 
@@ -180,9 +181,10 @@ def test_bad_payload_is_reported_not_fatal():
 
 def test_port_loss_ends_the_session_and_the_connection_waits_for_the_device():
     async def main():
-        conn, device, line, _, events = connection()
+        conn, device, line, messages, events = connection()
         await conn.open()
         session = session_of(conn)
+        await until(lambda: Status in map(type, messages))  # the 1.0 device's Status, asked after the handshake
         stream = conn.messages()
         waiter = asyncio.ensure_future(anext(stream, "ended"))
         await settle()

@@ -79,7 +79,7 @@ class Recorder:
 
 def snapshot(r: Round) -> Any:
     """Everything a refusal must leave untouched."""
-    return copy.deepcopy((r.state, r.held, r.wagers, r.pairs_bets, r.insurance, r.even_money_taken,
+    return copy.deepcopy((r.state, r.held, r.hold_cause, r.wagers, r.pairs_bets, r.insurance, r.even_money_taken,
                           [vars(h) for h in r.hands], r.dealer_cards, r.assignments, r._plan,
                           r._redeal_queue, r.draw_seen))
 

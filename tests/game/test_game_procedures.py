@@ -143,6 +143,19 @@ def test_reconstruct_and_redeal_takes_the_same_cards_back_in_order() -> None:
     assert settlement_of(r).per_player() == {"a": 0, "b": -10000}
 
 
+def test_a_redeal_or_a_void_ends_the_hold_and_its_cause() -> None:
+    """Both clear ``held``; they left ``hold_cause`` behind, a round without a hold that still named why."""
+    r, _ = started()
+    deal(r, "TS 9S 6H")
+    r.hold(Reason.CARDS_TO_BOX_WITHOUT_WAGER, "a card on box 3, which has no wager")
+    r.reconstruct_and_redeal("sup-9", Role.SUPERVISOR)
+    assert (r.held, r.hold_cause) == (None, None)
+    deal(r, "TS 9S 6H")
+    r.hold(Reason.FACE_UP_CARD, "face-up card from the shoe")
+    r.void(Reason.FACE_UP_CARD, "sup-9", Role.SUPERVISOR)
+    assert (r.state, r.held, r.hold_cause) == ("void", None, None)
+
+
 def test_redeal_undoes_splits_and_doubles() -> None:
     r, _ = started([(1, "a", 10000)])
     deal(r, "8S 6H 8C")

@@ -91,14 +91,23 @@ def test_no_heartbeat_silences_heartbeats_until_switched_off(run_device):
 
 @pytest.mark.parametrize("device, other", [(SimulatedShoe, DeviceRole.SHUFFLER),
                                            (SimulatedShuffler, DeviceRole.SHOE)])
-def test_wrong_role_identifies_as_the_other_device(run_device, device, other):
+def test_wrong_role_identifies_as_another_unit_of_the_other_kind(run_device, device, other):
+    """Another unit: its own serial and its own event numbering (a real device of the other kind
+    numbers its own events), from the Hello after the switch until the Hello after it is off."""
     async def body(h):
         assert h.send(HELLO)[0].role is device.ROLE
+        own = h.device.events
+        own.add(Heartbeat(1))  # stands for an event the device numbered as itself
         h.device.set_faults(wrong_role=True)
+        assert h.device.events is own  # not before the host is told who answers
         [ident] = h.send(HELLO)
-        assert isinstance(ident, Ident) and ident.role is other and ident.serial == h.device.serial
+        assert isinstance(ident, Ident) and ident.role is other and ident.serial == h.device.other_serial
+        assert ident.serial != h.device.serial and h.device.events is not own and h.device.events.last_index == 0
+        assert h.device.events.add(Heartbeat(2)) == 1  # numbered from 1, by itself
         h.device.set_faults(wrong_role=False)
-        assert h.send(HELLO)[0].role is device.ROLE
+        [ident] = h.send(HELLO)
+        assert (ident.role, ident.serial) == (device.ROLE, h.device.serial)
+        assert h.device.events is own and own.last_index == 1
     run_device(lambda: device(heartbeat_s=0), body)
 
 

@@ -16,6 +16,7 @@ from devices.game.round import Action, RuleViolation
 from devices.overrides import TableError
 from devices.game.rules import HouseRules
 from devices.tracker.snapshot import restore, snapshot
+from cardd.daemon.state import table_state
 from core.cards import Card
 from firmware_bridge.messages import CutCardSeen, Fault, FaultCode, ShoeEmpty, ShoeLoaded
 
@@ -126,6 +127,22 @@ def test_a_supervisor_who_resumes_a_redeal_that_got_another_card_continues_with_
     assert r.state == "players" and r.box_hands[1][0].cards == cards("9S 5D") and r.dealer_cards == cards("TH")
     rig.assert_ledger()
     assert _power_cycle(rig).round.box_hands[1][0].cards == cards("9S 5D")
+
+
+def test_a_redeal_of_a_held_redeal_leaves_no_hold_in_the_round_the_state_or_the_snapshot() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TH 9S 5D")
+    rig.table.apply(CardsToBoxWithoutWager("sup-1", Role.SUPERVISOR))
+    rig.read("9S")  # back in another order: held
+    assert rig.round.hold_cause is Reason.CARDS_TO_BOX_WITHOUT_WAGER
+    rig.table.apply(CardsToBoxWithoutWager("sup-1", Role.SUPERVISOR))  # the supervisor takes them back again
+    r = rig.round
+    assert (r.held, r.hold_cause, rig.table.holds) == (None, None, {})
+    assert table_state(rig.table, {"shuffler": True, "shoe-reader": True}, 0)["round"]["held"] is None
+    restored = restore(rig.rules, lambda e: None, json.loads(json.dumps(snapshot(rig.table))), hold=False,
+                       clock=rig.clock).round
+    assert restored is not None and (restored.held, restored.hold_cause) == (None, None)
 
 
 @pytest.mark.parametrize("key, count", [("AS", 1), (Card.parse("AS"), -1), (Card.parse("AS"), 1.0), (Card.parse("AS"), True)])

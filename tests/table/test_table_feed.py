@@ -16,10 +16,13 @@ from devices.game.rules import HouseRules
 from devices.tracker.feed import Feed
 from devices.tracker.inputs import DeviceMessage, NoMoreBets, OpenRound, PlaceBet, ShuffleStarted, TableInput, Tick
 from devices.tracker.table import Table
-from firmware_bridge.messages import DeviceRole, Heartbeat, Ident, StartShuffle
+from firmware_bridge.messages import DeviceRole, FaultCleared, FaultCode, Heartbeat, Ident, StartShuffle, Status
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
+from simulators.faults import Faults
+from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
+from simulators.shuffler import SimulatedShuffler
 
 from tests.support.poll import until
 from tests.support.recorders import FakeClock
@@ -95,6 +98,47 @@ def test_a_shoe_that_goes_away_takes_the_reader_offline() -> None:
 
     with SimulatedTable.over_ptys(shuffle_time_s=0) as sim:
         asyncio.run(main(sim))
+
+
+@pytest.mark.timeout(60)
+def test_a_1_0_shuffler_whose_fault_cleared_was_lost_in_a_link_reset_is_idle_after_the_handshake() -> None:
+    """A 1.0 device keeps nothing across a link reset: its FaultCleared lost with the link's
+    reset left the table's shuffler in fault until a replug. The host now asks for its Status
+    after every handshake with a 1.0 device, and a Status without a fault ends the fault."""
+    journal: list[Event] = []
+    table = Table(HouseRules.default(), journal.append)
+    heard: list[type] = []
+    feed = Feed(table, on_applied=lambda inp, caused: heard.append(type(getattr(inp, "message", inp))))
+    shuffler = SimulatedShuffler(faults=Faults(legacy_1_0=True))
+
+    def close_door_unheard(endpoint: PtyEndpoint) -> None:  # on the device's loop, all at once
+        shuffler.set_faults(drop_rate=1.0)  # the FaultCleared frame goes nowhere
+        shuffler.close_door()
+        shuffler.set_faults(drop_rate=0.0)
+        assert endpoint.link is not None
+        endpoint.link.reset("firmware gave up on the FaultCleared")  # no unplug, no reboot
+
+    async def main(endpoint: PtyEndpoint) -> None:
+        on_message, on_event = feed.callbacks("shuffler")
+        conn = DeviceConnection(endpoint.url, on_message, on_event, SessionConfig(host_name="feed-test"))
+        try:
+            await conn.open()
+            await asyncio.to_thread(endpoint.call, shuffler.raise_fault, FaultCode.DOOR_OPEN)
+            await until(lambda: table.shuffler.state == "fault", what="the Fault event")
+            session = conn.session
+            assert session is not None and session.stats.handshakes == 1
+            await asyncio.to_thread(endpoint.call, close_door_unheard, endpoint)
+            await until(lambda: session.stats.handshakes == 2, what="the handshake after the device's reset")
+            await until(lambda: table.shuffler.state == "idle", what="the Status asked for after it")
+            assert conn.session is session  # the same port all along: no LinkDown, nothing replugged
+        finally:
+            await conn.close()
+
+    with PtyEndpoint(shuffler) as endpoint:
+        asyncio.run(main(endpoint))
+    assert FaultCleared not in heard and Status in heard  # the host learnt it from the Status alone
+    recovered = [e for e in journal if e.reason is Reason.DEVICE_RECOVERED and e.source == "shuffler"]
+    assert [(e.data["from"], e.data["to"]) for e in recovered] == [("fault", "idle")]
 
 
 def test_connection_events_bring_a_device_up_and_down() -> None:
