@@ -182,23 +182,22 @@ def _devices(conn: Connection) -> None:
     unwritten: list[int] = []  # cards the shoe read whose bytes it has not written yet
     shoe = sim.shoe
     assert isinstance(shoe, PtyEndpoint) and isinstance(sim.shuffler, PtyEndpoint)
-    assert shoe.wire is not None
-    original_emit, original_write = shoe.device.emit, shoe.wire._raw_write
+    original_emit, original_drain = shoe.device.emit, shoe._drain
 
-    def emit(msg: Message) -> None:  # the shoe reports a card: its frame is on the next write
+    def emit(msg: Message) -> None:  # the shoe reports a card: its frame is in the next write
         if isinstance(msg, CardRead) and msg.index not in emitted:
             unwritten.append(msg.index)
         original_emit(msg)
 
-    def write_raw(data: bytes) -> None:  # the moment the device writes to its line (an ACK written
-        now = time.monotonic()  # before the card's frame would stamp it early: never late)
+    def drain() -> None:  # the moment the device writes to its line (what it wrote before a card's
+        now = time.monotonic()  # frame left would stamp that card early: never late)
         for index in unwritten:
             emitted.setdefault(index, now)
         unwritten.clear()
-        original_write(data)
+        original_drain()
 
     shoe.device.emit = emit
-    shoe.wire._raw_write = write_raw  # the wire's hand on the pty (the endpoint's _write_raw)
+    shoe._drain = drain  # type: ignore[method-assign]
     conn.send((shoe.url, sim.shuffler.url))
     try:
         while True:
