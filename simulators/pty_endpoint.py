@@ -100,19 +100,13 @@ class PtyEndpoint(Endpoint[D]):
     def _write_raw(self, data: bytes) -> None:
         if self._master < 0:
             return  # unplugged: bytes go nowhere, like a cable that is out
-        waiting = bool(self._pending)  # if so, a drain is scheduled or the writer callback armed
+        waiting = bool(self._pending)  # if so, the writer callback is armed: queue behind it
         self._pending += data
         if not waiting:
-            # what the device writes in this loop turn goes out in one write at its end, as a
-            # USB-serial chip sends several frames in one packet (a write per frame cost the
-            # simulator a fifth of its time in a card burst)
-            assert self.loop is not None
-            self.loop.call_soon(self._drain)
+            self._drain()
 
     def _drain(self) -> None:
         assert self.loop is not None
-        if self._master < 0:
-            return  # unplugged since the drain was scheduled (_unplug dropped what waited)
         try:
             while self._pending:
                 n = os.write(self._master, self._pending)
