@@ -86,6 +86,44 @@ def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group)
         remove(tmp)
 
 
+@pytest.mark.timeout(400)
+def test_ctrl_c_during_the_summary_ends_in_one_line_and_removes_the_directory():
+    """The shoe played, the daemon stopped, the summary half printed: a Ctrl-C there ends the demo
+    as one anywhere else does. The summary waits at its gate (a FIFO nobody opens for writing)
+    after its reconciliation line, so the Ctrl-C lands inside it, however slow the machine."""
+    tmp, gates = state_dir(), state_dir()  # the gate apart: tmp must end up empty
+    gate = gates / "summary"
+    os.mkfifo(gate)
+    try:
+        demo = subprocess.Popen([sys.executable, "-m", "cardd.cli.demo", "--fast", "--summary-gate", str(gate)],
+                                start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(tmp)})
+        try:
+            assert demo.stdout is not None
+            for line in demo.stdout:
+                if line.startswith("reconciliation: "):
+                    break
+            else:
+                raise AssertionError(f"the demo ended before its summary: {demo.wait()}, {demo.stderr.read()[-3000:]}"
+                                     if demo.stderr else "no summary")
+            assert [pid for pid in processes_naming(str(tmp)) if pid != demo.pid] == []  # the daemon stopped first
+            assert len(list(tmp.glob("cardd-demo-*"))) == 1  # its journal is still there, for the summary
+            os.killpg(demo.pid, signal.SIGINT)
+            rest, err = demo.communicate(timeout=60)
+        finally:
+            if demo.poll() is None:
+                os.killpg(demo.pid, signal.SIGKILL)
+                demo.wait()
+        assert demo.returncode == 130, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert "interrupted" in err
+        assert "journal:" not in rest  # it stopped at the gate, before the journal's check
+        assert list(tmp.iterdir()) == []
+    finally:
+        remove(tmp)
+        remove(gates)
+
+
 def test_shell_completion_scripts_and_completions():
     for shell in ("bash", "zsh", "fish"):
         script = subprocess.run([str(CARDCTL)], env={**os.environ, "_CARDCTL_COMPLETE": f"{shell}_source"},
