@@ -77,22 +77,17 @@ def retention_line(retention: dict[str, Any] | None) -> str:
     return line
 
 
-def table_command(name: str, as_json: bool, **args: Any) -> None:
-    """Send table command ``name``; print the journal record it made (or the one-line refusal)."""
+def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), **args: Any) -> dict[str, Any] | None:
+    """Send table command ``name``; print the journal record it made (or the one-line refusal).
+    With ``outcomes``, also what it led to (where the card went, whether the shoe reconciled):
+    the first record after its own with one of these reasons, the record's ``outcome`` with
+    --json; returned (None without ``outcomes``)."""
     with daemon() as client:
         record = run_command(client, name, **args)
-    emit(record, as_json, lambda out: out.print(f"{name}: ok (journal seq {record['seq']})"))
-
-
-def table_command_with_outcome(name: str, as_json: bool, outcomes: tuple[str, ...], **args: Any) -> dict[str, Any]:
-    """Send table command ``name`` and print what it led to: the first record after its own with
-    a reason in ``outcomes`` (where the card went, whether the shoe reconciled). With --json, the
-    command's record with that one as ``outcome``. Returns the outcome record."""
-    with daemon() as client:
-        record = run_command(client, name, **args)
-        outcome = outcome_of(client, record["seq"], outcomes)
-    emit({**record, "outcome": outcome}, as_json,
-         lambda out: out.print(f"{name}: ok (journal seq {record['seq']})\n{outcome['message']}"))
+        outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
+    lines = [f"{name}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
+    emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
+         lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
     return outcome
 
 
@@ -201,8 +196,7 @@ def round_drawn_in_error(seen: str, as_json: bool) -> None:
       cardctl round drawn-in-error exposed
       cardctl round drawn-in-error unexposed --json
     """
-    table_command_with_outcome("drawn_in_error", as_json, ("CARD_DRAWN_IN_ERROR",),
-                               exposed=DRAWN_IN_ERROR_CHOICES[seen])
+    table_command("drawn_in_error", as_json, ("CARD_DRAWN_IN_ERROR",), exposed=DRAWN_IN_ERROR_CHOICES[seen])
 
 
 def stake_command(name: str, command: str, doc: str) -> click.Command:
@@ -382,9 +376,8 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
     if bool(cards) == (counts_file is not None):
         raise click.UsageError("give the counted cards (CARD=N ...) or --file FILE, one of the two")
     returned = read_counts(counts_file) if counts_file is not None else parse_counts(cards)
-    outcome = table_command_with_outcome("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"),
-                                         returned=returned)
-    if outcome["reason"] == "RECONCILIATION_FAILED":
+    outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"), returned=returned)
+    if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
         raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
 
 
