@@ -7,7 +7,9 @@ co-player on some), basic-strategy decisions, insurance and surrender where offe
 face-up misload that voids its round, one shuffler jam mid-round that the supervisor clears,
 one unplug and replug of the shoe; then the stub back to the shuffler and the reconciliation.
 Then a summary: rounds played and voided, cards, money per box, alarms and how each was
-resolved, the reconciliation, the journal and the line that verifies it.
+resolved, the reconciliation, the journal and the line that verifies it. Ctrl-C at any moment,
+the summary included, ends it with one line and exit 130: the live view and the daemon stopped,
+its temporary directory removed.
 
     python -m cardd.cli.demo [--fast] [--seed N] [--no-watch] [--state-dir DIR]
 """
@@ -26,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
@@ -336,44 +339,64 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=3, help="the players' random choices")
     ap.add_argument("--no-watch", action="store_true", help="no live view (it needs a terminal anyway)")
     ap.add_argument("--state-dir", type=Path, default=None, help="where the journal goes (default: a new directory)")
+    # the tests' fixed point in the summary (see print_summary); not for people, so not in --help
+    ap.add_argument("--summary-gate", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    directory = args.state_dir or Path(tempfile.mkdtemp(prefix="cardd-demo-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    socket = directory / "cardd.sock"
     watching = not (args.fast or args.no_watch) and sys.stdout.isatty() and shutil.which("cardctl", path=str(BIN))
     started = time.monotonic()
+    directory: Path | None = args.state_dir
     daemon: subprocess.Popen[str] | None = None
     viewer: subprocess.Popen[bytes] | None = None
     lines: list[str] = []
     say: Callable[[str], None] = lines.append if watching else (lambda text: print(text, flush=True))
-    interrupted = False
+    signal.signal(signal.SIGINT, interrupted_once)
     try:
-        daemon = start_daemon(directory)
-        wait_until_serving(daemon, directory)
-        if watching:
-            viewer = subprocess.Popen([str(BIN / "cardctl"), "--socket", str(socket), "watch"])
-        client = ApiClient(socket, timeout=30, pace_s=REQUEST_INTERVAL_S)
-        dealer = Dealer(client, random.Random(args.seed), 0.0 if args.fast else PACE_S, say)
-        dealer.shuffle_and_load()
-        dealer.play_shoe()
-        dealer.reconcile()
-        client.close()
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
-        stop_child(viewer, signal.SIGINT, 10)
-        stop_child(daemon, signal.SIGTERM, 30)
-        signal.signal(signal.SIGINT, previous)
-    if interrupted:
+        try:
+            directory = directory or Path(tempfile.mkdtemp(prefix="cardd-demo-"))
+            directory.mkdir(parents=True, exist_ok=True)
+            socket = directory / "cardd.sock"
+            daemon = start_daemon(directory)
+            wait_until_serving(daemon, directory)
+            if watching:
+                viewer = subprocess.Popen([str(BIN / "cardctl"), "--socket", str(socket), "watch"])
+            client = ApiClient(socket, timeout=30, pace_s=REQUEST_INTERVAL_S)
+            dealer = Dealer(client, random.Random(args.seed), 0.0 if args.fast else PACE_S, say)
+            dealer.shuffle_and_load()
+            dealer.play_shoe()
+            dealer.reconcile()
+            client.close()
+        finally:
+            stop_children(viewer, daemon)
+        print_summary(dealer.summary, time.monotonic() - started, directory, args.summary_gate)
+    except KeyboardInterrupt:  # at any moment, the summary included: one line, nothing left behind
+        stop_children(viewer, daemon)  # again: the Ctrl-C may have come while they were being stopped
         kept = f"the journal is kept in {directory}"
         if args.state_dir is None:
-            shutil.rmtree(directory, ignore_errors=True)
-            kept = f"{directory} removed"
+            if directory is not None:  # (None: the Ctrl-C came before it was made)
+                shutil.rmtree(directory, ignore_errors=True)
+            kept = f"{directory or 'its directory'} removed"
         print(f"\ndemo: interrupted; the daemon is stopped and {kept}", file=sys.stderr)
         return 130
-    elapsed = time.monotonic() - started
-    s = dealer.summary
+    return 0
+
+
+def interrupted_once(signum: int, frame: FrameType | None) -> None:
+    """The first Ctrl-C ends the demo (KeyboardInterrupt wherever it is); a second one must not
+    cut the cleanup short, so from then on SIGINT is ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def stop_children(viewer: subprocess.Popen[bytes] | None, daemon: subprocess.Popen[str] | None) -> None:
+    """The live view, then the daemon (its simulated devices stop with it); either may be gone."""
+    stop_child(viewer, signal.SIGINT, 10)
+    stop_child(daemon, signal.SIGTERM, 30)
+
+
+def print_summary(s: Summary, elapsed: float, directory: Path, gate: Path | None) -> None:
+    """What the shoe did, and the journal's check. ``gate`` (the tests' --summary-gate, a FIFO):
+    once the lines above the journal's check are out, wait there until a writer opens it; the
+    tests' fixed point to press Ctrl-C in the middle of the summary."""
     print(f"\ncardd demo: one 6-deck shoe through the real daemon in {elapsed:.1f} s\n")
     print(f"rounds played: {s.rounds}, voided: {len(s.voided)} ({', '.join(s.voided) or 'none'})")
     print(f"cards dealt: {s.cards_dealt}, returned undealt: {s.returned}")
@@ -383,13 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     print("alarms and holds:")
     for line in s.alarms or ["none"]:
         print(f"  {line}")
-    print(f"reconciliation: {s.reconciliation}")
+    print(f"reconciliation: {s.reconciliation}", flush=True)
+    if gate is not None:
+        gate.open().close()
     with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
         checked = journal.verify()
     print(f"journal: {directory / 'journal.sqlite3'} ({checked.checked} records, chain "
           f"{'intact' if checked.ok else 'BROKEN at ' + str(checked.first_bad_seq)})")
     print(f"verify it: {BIN / 'cardctl'} verify-journal --file {directory / 'journal.sqlite3'}")
-    return 0
 
 
 if __name__ == "__main__":

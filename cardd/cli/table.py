@@ -1,15 +1,21 @@
 """The table through the daemon: ``status``, and the dealer's and supervisor's commands
-(``round ...``, ``alarm clear``, ``shoe void``). A refused command says which role it needs."""
+(``round ...``, ``alarm clear``, ``shoe void``, ``shoe remainder``). A refused command says which
+role it needs: the daemon checks every role, cardctl only relays."""
 from __future__ import annotations
 
+import json
+from collections import Counter
 from decimal import Decimal, InvalidOperation
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from cardd.cli.common import daemon, emit, json_option, money, run_command
+from cardd.api.client import ApiClient
+from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, run_command, \
+    to_builtins
+from devices.tracker.table import DRAWN_IN_ERROR_WAITS
 
 F = TypeVar("F", bound=Any)
 
@@ -50,6 +56,10 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
               + (f", house {money(r['house_result'])}" if r["house_result"] is not None else ""))
     for hold, why in state["holds"].items():
         out.print(f"[yellow]hold {hold}: {why}[/]")
+    waiting = state["piles"]["drawn_in_error"]
+    if waiting:
+        out.print(f"[yellow]drawn in error, waiting for the dealer: {', '.join(waiting)} "
+                  f"({SETTLE_DRAWN_IN_ERROR})[/]")
     print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
 
@@ -67,11 +77,34 @@ def retention_line(retention: dict[str, Any] | None) -> str:
     return line
 
 
-def table_command(name: str, as_json: bool, **args: Any) -> None:
-    """Send table command ``name``; print the journal record it made (or the one-line refusal)."""
+def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), **args: Any) -> dict[str, Any] | None:
+    """Send table command ``name``; print the journal record it made (or the one-line refusal).
+    With ``outcomes``, also what it led to (where the card went, whether the shoe reconciled):
+    the first record after its own with one of these reasons, the record's ``outcome`` with
+    --json; returned (None without ``outcomes``)."""
     with daemon() as client:
         record = run_command(client, name, **args)
-    emit(record, as_json, lambda out: out.print(f"{name}: ok (journal seq {record['seq']})"))
+        outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
+    lines = [f"{name}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
+    emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
+         lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
+    return outcome
+
+
+def outcome_of(client: ApiClient, seq: int, reasons: tuple[str, ...]) -> dict[str, Any]:
+    """The first record after ``seq`` with one of ``reasons``: the table applies a command and
+    journals what it caused in the same commit, before the ACK, so it is already there."""
+    with api_errors():
+        after = client.log(from_seq=seq + 1, limit=OUTCOME_WINDOW).records
+    for record in after:
+        if record.reason in reasons:
+            return dict(to_builtins(record))
+    raise CliError(f"journal seq {seq}: no {' or '.join(reasons)} record follows the command (see cardctl log)")
+
+
+#: how many records after a command's own are searched for what it caused (the same commit's,
+#: with at most a few device reads that came in between)
+OUTCOME_WINDOW = 50
 
 
 # ---- round ---------------------------------------------------------------------------------
@@ -125,13 +158,45 @@ def stake_arguments(fn: F) -> F:
 @round_group.command("open")
 @json_option
 def round_open(as_json: bool) -> None:
-    """Open a round for bets (dealer).
+    """Open a round for bets (dealer). Refused while a card drawn in error waits for the
+    dealer: ``cardctl round drawn-in-error`` settles it first.
 
     \b
     Example:
       cardctl round open
     """
-    table_command("open_round", as_json)
+    try:
+        table_command("open_round", as_json)
+    except CliError as exc:
+        message = str(exc)
+        if DRAWN_IN_ERROR_WAITS not in message:
+            raise
+        raise CliError(message.replace(DRAWN_IN_ERROR_WAITS, f"{DRAWN_IN_ERROR_WAITS}: {SETTLE_DRAWN_IN_ERROR}"),
+                       exc.exit_code) from None
+
+
+#: the command that settles a card drawn in error (named where one waits)
+SETTLE_DRAWN_IN_ERROR = "cardctl round drawn-in-error exposed|unexposed"
+#: the dealer's two answers about a card drawn in error -> the API's ``exposed``
+DRAWN_IN_ERROR_CHOICES = {"exposed": True, "unexposed": False}
+
+
+@round_group.command("drawn-in-error")
+@click.argument("seen", metavar="exposed|unexposed", type=click.Choice(tuple(DRAWN_IN_ERROR_CHOICES)))
+@json_option
+def round_drawn_in_error(seen: str, as_json: bool) -> None:
+    """The dealer's word on a card drawn in error (dealer): a card drawn after the dealer's
+    finished hand, or between rounds. exposed: the players saw it, it is discarded; unexposed:
+    nobody saw it, it is kept face down as the next round's burn card (the house rules' procedure,
+    docs/deal-tracking.md). No round opens while one waits; several wait in the order they were
+    drawn, and each answer settles the oldest. Prints where the card went.
+
+    \b
+    Example:
+      cardctl round drawn-in-error exposed
+      cardctl round drawn-in-error unexposed --json
+    """
+    table_command("drawn_in_error", as_json, ("CARD_DRAWN_IN_ERROR",), exposed=DRAWN_IN_ERROR_CHOICES[seen])
 
 
 def stake_command(name: str, command: str, doc: str) -> click.Command:
@@ -270,11 +335,12 @@ def alarm_clear(alarm_id: int, as_json: bool) -> None:
 
 @click.group("shoe")
 def shoe_group() -> None:
-    """The shoe as a whole (void: supervisor).
+    """The shoe as a whole (void: supervisor; remainder: dealer).
 
     \b
     Example:
       cardctl shoe void
+      cardctl shoe remainder --file stub.json
     """
 
 
@@ -288,6 +354,57 @@ def shoe_void(as_json: bool) -> None:
       cardctl shoe void
     """
     table_command("void_shoe", as_json)
+
+
+@shoe_group.command("remainder")
+@click.argument("cards", nargs=-1, metavar="[CARD[=N]]...")
+@click.option("--file", "counts_file", type=click.File("r"), metavar="FILE",
+              help='the count as a JSON object, card -> number ({"AS": 2, "7H": 1}); - reads stdin')
+@json_option
+def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json: bool) -> None:
+    """Reconcile a complete shoe (dealer): the undealt cards behind the cut card, counted per
+    card as they went back to the shuffler. Cards dealt plus these must be the verified shoe,
+    card for card: RECONCILED, or RECONCILIATION_FAILED naming the missing and extra cards (an
+    alarm a supervisor clears; exit 1). Give each card with its count (AS=2; a card alone is one,
+    and repeats add up), or the whole count in a JSON file. Refused until the shoe is complete.
+
+    \b
+    Example:
+      cardctl shoe remainder AS=2 7H KD=3
+      cardctl shoe remainder --file stub.json
+    """
+    if bool(cards) == (counts_file is not None):
+        raise click.UsageError("give the counted cards (CARD=N ...) or --file FILE, one of the two")
+    returned = read_counts(counts_file) if counts_file is not None else parse_counts(cards)
+    outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"), returned=returned)
+    if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
+        raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
+
+
+def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
+    """``AS=2 7H 7H`` -> {"AS": 2, "7H": 2}; the daemon checks the cards themselves."""
+    counts: Counter[str] = Counter()
+    for token in tokens:
+        card, _, number = token.partition("=")
+        if not card or (number and not number.isdigit()) or (not number and token.endswith("=")):
+            raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
+                                     param_hint="CARD[=N]")
+        counts[card] += int(number) if number else 1
+    return dict(counts)
+
+
+def read_counts(stream: IO[str]) -> dict[str, Any]:
+    """The JSON object of --file (its values are the daemon's to check, as any command's args)."""
+    try:
+        counts = json.load(stream)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{stream.name}: not JSON ({exc})", param_hint="--file") from None
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{stream.name}: not a text file", param_hint="--file") from None
+    if not isinstance(counts, dict):
+        raise click.BadParameter(f"{stream.name}: a JSON object of card -> count, not {type(counts).__name__}",
+                                 param_hint="--file")
+    return counts
 
 
 COMMANDS = (status, round_group, alarm_group, shoe_group)

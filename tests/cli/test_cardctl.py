@@ -308,5 +308,13 @@ def test_a_command_outside_the_callers_role_exits_4_naming_the_role(directory, r
             assert refused.code == 4
             assert "supervisor" in refused.one_line_error()
             assert cardctl(running.socket_path, "counters", "shoe", prefix=as_dealer).code == 4
+            # the dealer's between-round commands: the daemon checks the role, cardctl relays
+            passed = cardctl(running.socket_path, "round", "drawn-in-error", "exposed", prefix=as_dealer)
+            assert passed.code == 1 and "no card drawn in error waits" in passed.one_line_error()
+            no_role = ("setpriv", f"--reuid={DEALER_UID}", f"--regid={role_groups['api']}",
+                       f"--groups={role_groups['api']}")
+            for command in (("round", "drawn-in-error", "unexposed"), ("shoe", "remainder", "AS=1")):
+                refused = cardctl(running.socket_path, *command, prefix=no_role)
+                assert refused.code == 4 and "dealer" in refused.one_line_error(), refused.err
         finally:
             running.stop()

@@ -7,6 +7,8 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,29 @@ def processes_naming(text: str) -> list[int]:
     return pids
 
 
+@contextmanager
+def interruptible_demo(tmp: Path, *options: str) -> Iterator[subprocess.Popen[str]]:
+    """The demo in a session of its own (a terminal's process group), its temporary directory in
+    ``tmp`` (TMPDIR); killed with its group in the end if it is still there."""
+    demo = subprocess.Popen([sys.executable, "-m", "cardd.cli.demo", *options], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})
+    try:
+        yield demo
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+
+
+def assert_ended_by_ctrl_c(demo: subprocess.Popen[str], err: str, tmp: Path) -> None:
+    """Exit 130 with one line, no traceback, and nothing left in ``tmp``."""
+    assert demo.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "interrupted" in err
+    assert list(tmp.iterdir()) == []
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("whole_group", [True, False], ids=["ctrl-c-in-a-terminal", "sigint-to-the-demo-alone"])
 def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group):
@@ -59,10 +84,7 @@ def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group)
     SIGINT to the demo alone must stop the daemon just the same."""
     tmp = state_dir()  # the demo's own temporary directory goes in here (TMPDIR)
     try:
-        demo = subprocess.Popen([sys.executable, "-m", "cardd.cli.demo", "--no-watch"], start_new_session=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "TMPDIR": str(tmp)})
-        try:
+        with interruptible_demo(tmp, "--no-watch") as demo:
             assert demo.stdout is not None
             assert "technician: start the shuffler" in demo.stdout.readline()  # the daemon serves; play began
             created = list(tmp.glob("cardd-demo-*"))  # (the daemon's simulators make theirs too)
@@ -73,17 +95,37 @@ def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group)
             else:
                 demo.send_signal(signal.SIGINT)
             _, err = demo.communicate(timeout=60)
-        finally:
-            if demo.poll() is None:
-                os.killpg(demo.pid, signal.SIGKILL)
-                demo.wait()
-        assert demo.returncode == 130, err
-        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-        assert "interrupted" in err
-        assert list(tmp.iterdir()) == []
+        assert_ended_by_ctrl_c(demo, err, tmp)
         wait_until(lambda: not processes_naming(str(tmp)), "the demo's daemon stopped", timeout=5)
     finally:
         remove(tmp)
+
+
+@pytest.mark.timeout(400)
+def test_ctrl_c_during_the_summary_ends_in_one_line_and_removes_the_directory():
+    """The shoe played, the daemon stopped, the summary half printed: a Ctrl-C there ends the demo
+    as one anywhere else does. The summary waits at its gate (a FIFO nobody opens for writing)
+    after its reconciliation line, so the Ctrl-C lands inside it, however slow the machine."""
+    tmp, gates = state_dir(), state_dir()  # the gate apart: tmp must end up empty
+    gate = gates / "summary"
+    os.mkfifo(gate)
+    try:
+        with interruptible_demo(tmp, "--fast", "--summary-gate", str(gate)) as demo:
+            assert demo.stdout is not None and demo.stderr is not None
+            for line in demo.stdout:
+                if line.startswith("reconciliation: "):
+                    break
+            else:
+                raise AssertionError(f"the demo ended before its summary: {demo.wait()}, {demo.stderr.read()[-3000:]}")
+            assert [pid for pid in processes_naming(str(tmp)) if pid != demo.pid] == []  # the daemon stopped first
+            assert len(list(tmp.glob("cardd-demo-*"))) == 1  # its journal is still there, for the summary
+            os.killpg(demo.pid, signal.SIGINT)
+            rest, err = demo.communicate(timeout=60)
+        assert_ended_by_ctrl_c(demo, err, tmp)
+        assert "journal:" not in rest  # it stopped at the gate, before the journal's check
+    finally:
+        remove(tmp)
+        remove(gates)
 
 
 def test_shell_completion_scripts_and_completions():

@@ -246,6 +246,27 @@ def deal_one(client: Client, deal: Callable[[int], object]) -> dict[str, Any]:
     return client.wait_state(lambda s: s["shoe"]["cards_out"] == before + 1)
 
 
+def play_out(client: Client, deal: Callable[[int], object], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Deal and decide until the round is over; ``check`` sees the STATE after every step."""
+    for _ in range(60):
+        state = client.state()
+        check(state)
+        r = state["round"]
+        if r["state"] in ("complete", "void"):
+            return state
+        if r["next"] is not None:
+            deal_one(client, deal)
+        elif r["state"] == "insurance":
+            client.ok("close_insurance")
+        elif r["turn"] is not None:
+            client.ok("act", box=r["turn"][1], action="stand")
+    raise AssertionError(f"the round never finished: {state}")
+
+
+def sim_deal(client: Client) -> Callable[[int], object]:
+    return lambda n: client.ok("sim_deal", cards=n)
+
+
 def open_and_bet(client: Client) -> None:
     client.ok("open_round")
     client.ok("place_bet", box=1, player="p1", amount=1000)

@@ -19,33 +19,13 @@ from typing import Any
 
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
-    CARDD, START_TIMEOUT, Client, Daemon, deal_one, open_and_bet, remove, run_cardd, shuffle_and_load, simulate, state_dir, write_config,
+    CARDD, START_TIMEOUT, Client, Daemon, deal_one, open_and_bet, play_out, remove, run_cardd, shuffle_and_load, sim_deal,
+    simulate, state_dir, write_config,
 )
 from simulators.rig import SimulatedTable
 
 CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
 
-
-
-def play_out(client: Client, deal: Callable[[int], object], check: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Deal and decide until the round is over; ``check`` sees the STATE after every step."""
-    for _ in range(60):
-        state = client.state()
-        check(state)
-        r = state["round"]
-        if r["state"] in ("complete", "void"):
-            return state
-        if r["next"] is not None:
-            deal_one(client, deal)
-        elif r["state"] == "insurance":
-            client.ok("close_insurance")
-        elif r["turn"] is not None:
-            client.ok("act", box=r["turn"][1], action="stand")
-    raise AssertionError(f"the round never finished: {state}")
-
-
-def sim_deal(client: Client) -> Callable[[int], object]:
-    return lambda n: client.ok("sim_deal", cards=n)
 
 
 def test_version_banner_and_state_shape(directory):
