@@ -347,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     directory: Path | None = args.state_dir
     daemon: subprocess.Popen[str] | None = None
     viewer: subprocess.Popen[bytes] | None = None
-    lines: list[str] = []
-    say: Callable[[str], None] = lines.append if watching else (lambda text: print(text, flush=True))
+    # with the live view on the terminal the dealer's commentary would tear its screen: the view
+    # shows what the journal records instead, and the commentary is for the plain run
+    say: Callable[[str], None] = (lambda text: None) if watching else (lambda text: print(text, flush=True))
     signal.signal(signal.SIGINT, interrupted_once)
     try:
         try:
