@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
@@ -27,6 +28,7 @@ from rich.console import Console
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
 from core.errors import CarddError
+from devices.game.settlement import units
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -198,8 +200,10 @@ def emit(document: Any, as_json: bool, render: Callable[[Console], None]) -> Non
         render(console())
 
 
-def money(cents: float | int | None) -> str:
-    return "-" if cents is None else f"{cents / 100:,.2f}"
+def money(cents: int | str | Fraction | None) -> str:
+    """An amount of STATE (cents: an int, or "p/q" where a pay ratio leaves part of a cent) in units
+    for a view, with thousands separators: ``125050`` -> ``1,250.50``; ``-`` for none."""
+    return "-" if cents is None else units(Fraction(cents), grouping=True)
 
 
 def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
