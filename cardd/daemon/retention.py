@@ -21,7 +21,7 @@ import structlog
 
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller
-from cardd.api.protocol import ExportJournalArgs, ExportJournalResult
+from cardd.api.protocol import ErrorCode, ExportJournalArgs, ExportJournalResult
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import ExportFile, Journal, JournalError, RetentionStatus
 
@@ -63,7 +63,7 @@ class Retention:
         try:
             request = msgspec.convert(args, ExportJournalArgs)
         except msgspec.ValidationError as exc:
-            raise CommandFailed(f"export_journal: {exc}", code="bad-args") from None
+            raise CommandFailed(f"export_journal: {exc}", code=ErrorCode.BAD_ARGS) from None
         since = None if request.since is None else round(request.since * 1e9)
         until = None if request.until is None else round(request.until * 1e9)
         written = await asyncio.to_thread(self._write_file, request.format, since, until)
