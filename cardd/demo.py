@@ -31,6 +31,7 @@ from devices.events import Event, Reason, Role, Severity
 from devices.game.hand import card_value, hand_total
 from devices.game.round import Action, Round, RuleViolation
 from devices.game.rules import HouseRules, RulesError, load_rules
+from devices.game.settlement import Money, units
 from devices.tracker.feed import Feed
 from devices.tracker.inputs import (
     Act, CloseInsurance, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder, ShuffleStarted, VoidShoe,
@@ -252,8 +253,9 @@ def _strategy(cards: list[Card], total: int, soft: bool, up: int) -> list[Action
     return first + ([Action.HIT, Action.STAND] if wants_card else [Action.STAND, Action.HIT])
 
 
-def _money(cents, sign: bool = True) -> str:
-    return f"{float(cents) / 100:{'+' if sign else ''}.2f}"
+def _money(cents: Money, sign: bool = True) -> str:
+    """Units for the demo's lines, signed where a result (+ the house wins) is shown."""
+    return ("+" if sign and cents >= 0 else "") + units(cents, grouping=True)
 
 
 async def run(rules: HouseRules, shuffle_seconds: float, pace: float, out: TextIO | None = None,

@@ -2,9 +2,11 @@
 
 The simulator owns the master side and also keeps the slave open (raw mode), so the line
 settings hold and the master never sees EIO while the host closes and reopens the port.
-``path`` is a symlink (given with ``link``, else in a private temp dir) that always points at
-the current pty: a ``disconnect_for`` fault closes the pty (the host reads EIO, as on an
-unplug) and later makes a new one behind the same path, as udev does on a replug.
+``path`` is a symlink (given with ``link``, or named by the device's role in ``directory``, else
+in a private temp dir) that always points at the current pty: a ``disconnect_for`` fault closes
+the pty (the host reads EIO, as on an unplug) and later makes a new one behind the same path, as
+udev does on a replug. A private temp dir is removed when the endpoint stops, so a process killed
+with SIGKILL leaves it behind: a caller with a directory of its own gives that.
 """
 from __future__ import annotations
 
@@ -25,16 +27,18 @@ READ_CHUNK = 4096
 
 
 class PtyEndpoint(Endpoint[D]):
-    def __init__(self, device: D, *, link: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, device: D, *, link: str | None = None, directory: str | os.PathLike[str] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(device, **kwargs)
         #: the stable path the host opens (a symlink to the current pty)
         self.path: str
-        self._tmpdir: str | None
+        self._tmpdir: str | None = None
         if link:
-            self.path, self._tmpdir = link, None
+            self.path = link
         else:
-            self._tmpdir = tempfile.mkdtemp(prefix="cardd-sim-")
-            self.path = os.path.join(self._tmpdir, device.ROLE.name.lower())
+            if directory is None:
+                directory = self._tmpdir = tempfile.mkdtemp(prefix="cardd-sim-")
+            self.path = os.path.join(directory, device.ROLE.name.lower())
         #: the pty behind ``path`` right now
         self.tty: str | None = None
         self._master = self._slave = -1

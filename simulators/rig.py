@@ -9,6 +9,7 @@ never over a host link: the host learns each card only when the shoe reads it.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from simulators.endpoint import Endpoint
@@ -29,11 +30,13 @@ class SimulatedTable:
     @classmethod
     def over_ptys(cls, *, shuffle_time_s: float = 0.0, pace_s: float | None = None,
                   shuffler_faults: Faults | None = None, shoe_faults: Faults | None = None,
-                  **device_kwargs: Any) -> "SimulatedTable":
-        """A shuffler and a shoe, each on its own pseudo-terminal (not started yet)."""
+                  directory: str | os.PathLike[str] | None = None, **device_kwargs: Any) -> "SimulatedTable":
+        """A shuffler and a shoe, each on its own pseudo-terminal (not started yet); their paths in
+        ``directory`` (``shuffler``, ``shoe``) when given, else each in a private temp dir."""
         return cls(
-            PtyEndpoint(SimulatedShuffler(shuffle_time_s=shuffle_time_s, faults=shuffler_faults, **device_kwargs)),
-            PtyEndpoint(SimulatedShoe(pace_s=pace_s, faults=shoe_faults, **device_kwargs)),
+            PtyEndpoint(SimulatedShuffler(shuffle_time_s=shuffle_time_s, faults=shuffler_faults, **device_kwargs),
+                        directory=directory),
+            PtyEndpoint(SimulatedShoe(pace_s=pace_s, faults=shoe_faults, **device_kwargs), directory=directory),
         )
 
     def start(self) -> "SimulatedTable":

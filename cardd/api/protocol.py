@@ -176,9 +176,15 @@ class ErrorCode:
     BUSY = "busy"                    # too many connections; closed
     REFUSED = "refused"              # the caller lacks the role the request needs
     UNKNOWN_COMMAND = "unknown-command"
+    BAD_ARGS = "bad-args"            # a command's args: a field wrong, missing or not allowed (named)
+    DEVICE_OFFLINE = "device-offline"  # a device command for a device whose link is down
     FAILED = "failed"                # the daemon could not do the command (the message says why)
     INTERNAL = "internal"            # a fault in the daemon; logged there
     LAGGING = "lagging"              # DISCONNECT: the client did not read fast enough
+
+
+#: every code an ERROR or DISCONNECT may carry
+ERROR_CODES = frozenset(value for name, value in vars(ErrorCode).items() if name.isupper())
 
 
 def class_name(struct_type: type[msgspec.Struct]) -> str:

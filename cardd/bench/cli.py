@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import IO
 
 import click
-import structlog
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
@@ -30,7 +29,7 @@ from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import Program, ProgramConsole
+from cardd.cli.common import Program, ProgramConsole, logs_to_stderr
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
@@ -38,15 +37,12 @@ from drivers.errors import BadURL
 from drivers.urls import parse_url
 
 
-def _quiet_logs() -> None:
-    # the table logs every device and shoe transition; a bench run reports its own figures
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-
-
 @click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
 def main() -> None:
     """cardbench: Monte Carlo, shuffler randomness qualification (docs/bench.md)."""
-    _quiet_logs()
+    # the table logs every device and shoe transition: warnings only (a bench run reports its own
+    # figures), on stderr, never among simulate's JSON lines
+    logs_to_stderr(logging.WARNING)
 
 
 def _files(paths: tuple[Path, ...], find: Callable[[list[Path]], list[Path]], what: str) -> list[Path]:

@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from cardd.api.protocol import ERROR_CODES
 from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
 from core.cards import Card, CardCodeError
@@ -246,13 +247,17 @@ def _check_cards(path: Path, text: str, scenario: Scenario) -> None:
 
 
 def _check_names(path: Path, text: str, scenario: Scenario) -> None:
-    """Command names and reason codes are the daemon's, before a daemon starts (a typo would
-    otherwise fail the run at that step, or an expectation of an event that never exists pass)."""
+    """Command names, ERROR codes and reason codes are the daemon's, before a daemon starts (a typo
+    would otherwise fail the run at that step, or an expectation of an event that never exists pass)."""
     for i, step in enumerate(scenario.step):
         if isinstance(step, Command) and step.name not in COMMANDS:
             raise ScenarioError(f"{path}:{_line_of(text, f'.step[{i}].name') or 1}: step {i + 1} (command): unknown "
                                 f"command {step.name!r}{_did_you_mean(step.name, COMMANDS)}: expected one of "
                                 f"{', '.join(sorted(COMMANDS))}")
+        if isinstance(step, Command) and step.refused is not None and step.refused not in ERROR_CODES:
+            raise ScenarioError(f"{path}:{_line_of(text, f'.step[{i}].refused') or 1}: step {i + 1} (command) refused: "
+                                f"unknown ERROR code {step.refused!r}{_did_you_mean(step.refused, ERROR_CODES)}: "
+                                f"expected one of {', '.join(sorted(ERROR_CODES))} (docs/api.md, ERROR)")
         if isinstance(step, Expect):
             for key, codes, known in (("events", step.events, JOURNALED),
                                       ("no_events", step.no_events, JOURNALED),

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
@@ -26,7 +27,9 @@ from rich.console import Console
 
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
+from cardd.api.protocol import ErrorCode
 from core.errors import CarddError
+from devices.game.settlement import units
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -91,13 +94,24 @@ class ProgramConsole(Console):
         _stdout_closed()
 
 
+def logs_to_stderr(level: int) -> None:
+    """The libraries' log lines at ``level`` and above, on stderr: a program's stdout is its answer
+    (--json, JSON lines), where a log line would break the reader's parse."""
+    structlog.configure(logger_factory=_stderr_logger, wrapper_class=structlog.make_filtering_bound_logger(level))
+
+
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    """On the stderr of the moment, as structlog's default is on the stdout of the moment (a test's
+    captured stream too: a stream held from configure time may be closed by the next log line)."""
+    return structlog.PrintLogger(sys.stderr)
+
+
 def run(group: Program, prog: str) -> NoReturn:
     """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
     on stderr with its exit code, a closed stdout exits EXIT_STDOUT_CLOSED (:class:`Program`).
     Library log lines go to stderr, errors only (the failure itself is our one line):
     stdout is the program's answer (--json)."""
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-                        wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    logs_to_stderr(logging.ERROR)
     try:
         group.main(prog_name=prog)
     except CliError as exc:
@@ -133,8 +147,8 @@ def options() -> Options:
 # ---- the daemon ---------------------------------------------------------------------------
 
 #: an ERROR code from the daemon -> the exit code it means
-_CODE_EXITS = {"refused": EXIT_REFUSED, "device-offline": EXIT_UNREACHABLE, "bad-args": EXIT_USAGE,
-               "unknown-command": EXIT_USAGE, "bad-request": EXIT_USAGE}
+_CODE_EXITS = {ErrorCode.REFUSED: EXIT_REFUSED, ErrorCode.DEVICE_OFFLINE: EXIT_UNREACHABLE,
+               ErrorCode.BAD_ARGS: EXIT_USAGE, ErrorCode.UNKNOWN_COMMAND: EXIT_USAGE, ErrorCode.BAD_REQUEST: EXIT_USAGE}
 
 
 def exit_code_of(exc: ClientError) -> int:
@@ -198,8 +212,10 @@ def emit(document: Any, as_json: bool, render: Callable[[Console], None]) -> Non
         render(console())
 
 
-def money(cents: float | int | None) -> str:
-    return "-" if cents is None else f"{cents / 100:,.2f}"
+def money(cents: int | str | Fraction | None) -> str:
+    """An amount of STATE (cents: an int, or "p/q" where a pay ratio leaves part of a cent) in units
+    for a view, with thousands separators: ``125050`` -> ``1,250.50``; ``-`` for none."""
+    return "-" if cents is None else units(Fraction(cents), grouping=True)
 
 
 def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:

@@ -27,6 +27,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -73,7 +74,8 @@ def basic_strategy(cards: list[str], total: int, soft: bool, up: int, first_deci
 class Summary:
     rounds: int = 0
     voided: list[str] = field(default_factory=list)
-    money: dict[int, int] = field(default_factory=lambda: defaultdict(int))  # box -> players' result (cents)
+    #: box -> players' result (cents; a Fraction where a 3:2 on an odd stake leaves half a cent)
+    money: dict[int, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
     alarms: list[str] = field(default_factory=list)
     reconciliation: str = ""
     cards_dealt: int = 0
@@ -308,7 +310,7 @@ class Dealer:
             self.say(f"round {round_id}: void, bets returned")
             return
         for record in self.log(round=round_id, reason="SETTLED", limit=1000).records:
-            self.summary.money[int(record.data["box"])] += int(float(record.data["net"]))
+            self.summary.money[int(record.data["box"])] += Fraction(record.data["net"])  # "p/q" or whole cents
         self.say(f"round {round_id}: complete, house {money(r['house_result'])}")
         self.pause()
 

@@ -155,7 +155,7 @@ def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any
 @click.command("log")
 @click.option("--since", help="from this time (ISO 8601 or Unix seconds)")
 @click.option("--until", help="up to this time")
-@click.option("--reason", help="only this reason code, e.g. CARD_READ or ROUND_VOID")
+@click.option("--reason", help="only this reason code, e.g. CARD_ASSIGNED or ROUND_VOID")
 @click.option("--severity", type=click.Choice(SEVERITIES), help="this severity or worse")
 @click.option("--round", "round_id", type=int, help="only this round")
 @click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many (the newest query page)")

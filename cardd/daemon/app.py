@@ -28,7 +28,7 @@ import structlog
 
 from cardd.api.errors import ApiError, CommandFailed
 from cardd.api.peer import Caller, Role
-from cardd.api.protocol import Event as ApiEvent
+from cardd.api.protocol import ErrorCode, Event as ApiEvent
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
 from cardd.daemon.backend import DaemonBackend, Runner
@@ -211,7 +211,7 @@ class Daemon:
         if name == "export_journal":
             return await self.retention.export(args, caller)
         if args:
-            raise CommandFailed(f"{name} takes no args", code="bad-args")
+            raise CommandFailed(f"{name} takes no args", code=ErrorCode.BAD_ARGS)
         result = await asyncio.to_thread(self.journal.verify)
         return {"journal": str(self.journal.path), "ok": result.ok, "checked": result.checked,
                 "first_bad_seq": result.first_bad_seq, "problem": result.problem}

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role
+from cardd.api.protocol import ErrorCode
 from devices.tracker import inputs
 from devices.tracker.inputs import InputDecodeError
 
@@ -110,7 +111,7 @@ def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any
     forged = [key for key in CREDENTIAL_FIELDS if key in args]
     if forged:
         raise CommandFailed(f"{spec.name}: {', '.join(forged)} come(s) from your credentials, not from args",
-                            code="bad-args")
+                            code=ErrorCode.BAD_ARGS)
     data: dict[str, Any] = {**args, "v": inputs.FORMAT_VERSION, "type": spec.record.__name__}
     if "who" in names:
         data["who"] = caller.user
@@ -119,11 +120,11 @@ def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any
     try:
         return inputs.from_json(data)
     except InputDecodeError as exc:
-        raise CommandFailed(f"{spec.name}: {exc}", code="bad-args") from None
+        raise CommandFailed(f"{spec.name}: {exc}", code=ErrorCode.BAD_ARGS) from None
 
 
 def acting_role(spec: CommandSpec, caller: Caller) -> Role:
     """The role the caller acts in: the command's own (the server checked the caller holds it)."""
     if spec.role not in caller.roles:
-        raise CommandFailed(f"{spec.name} needs the {spec.role.value} role", code="refused")
+        raise CommandFailed(f"{spec.name} needs the {spec.role.value} role", code=ErrorCode.REFUSED)
     return spec.role

@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from cardd.api.errors import CommandFailed
+from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig
 from core.errors import CarddError
 from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
@@ -128,9 +129,9 @@ class Devices:
         connection = self.connections.get(name)
         if connection is None:
             raise CommandFailed(f"no device {name!r} at this table (devices: {', '.join(self.connections)})",
-                                code="bad-args")
+                                code=ErrorCode.BAD_ARGS)
         if not connection.connected:
-            raise CommandFailed(f"device {name} ({connection.url}) is offline", code="device-offline")
+            raise CommandFailed(f"device {name} ({connection.url}) is offline", code=ErrorCode.DEVICE_OFFLINE)
         return connection
 
 
@@ -160,7 +161,7 @@ def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
     try:
         return msgspec.convert(args, kind)
     except msgspec.ValidationError as exc:
-        raise CommandFailed(f"{name}: {exc}".replace("`$.", "`"), code="bad-args") from None
+        raise CommandFailed(f"{name}: {exc}".replace("`$.", "`"), code=ErrorCode.BAD_ARGS) from None
 
 
 async def run_device_command(name: str, args: dict[str, Any], devices: Devices, decks: int,
@@ -182,7 +183,7 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
                 code = FaultCode[parsed.code.upper()]
             except KeyError:
                 raise CommandFailed(f"clear_fault: code {parsed.code!r} is not a fault "
-                                    f"({', '.join(c.name.lower() for c in FaultCode)})", code="bad-args") from None
+                                    f"({', '.join(c.name.lower() for c in FaultCode)})", code=ErrorCode.BAD_ARGS) from None
             conn = devices.connected(parsed.device)
             cleared = await conn.send_expecting(ClearFault(code), FaultCleared, timeout=5.0)  # an event in 1.1
             return {"cleared": cleared.code.name.lower()}
@@ -198,7 +199,7 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
         raise
     except CarddError as exc:  # the device refused, timed out or went away: one line, named
         raise CommandFailed(f"{name}: {exc}") from None
-    raise CommandFailed(f"{name} is not a device command", code="unknown-command")
+    raise CommandFailed(f"{name} is not a device command", code=ErrorCode.UNKNOWN_COMMAND)
 
 
 async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | None, who: str) -> dict[str, Any]:
@@ -209,7 +210,7 @@ async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | Non
         key = load_public_key(public_key.read_bytes())
         path = Path(args.image)
         if not path.is_absolute():
-            raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code="bad-args")
+            raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code=ErrorCode.BAD_ARGS)
         if path.stat().st_size > MAX_IMAGE_BYTES:
             raise CommandFailed(f"firmware_update: {path} is larger than {MAX_IMAGE_BYTES} bytes")
         signed = SignedImage.from_bytes(path.read_bytes())

@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--simulate", action="store_true",
                     help="built-in simulated shuffler and shoe behind real ptys; no configuration file")
     ap.add_argument("--state-dir", type=Path, default=None,
-                    help="with --simulate: where the journal and socket go (default: a new temporary directory, "
-                         "removed on exit)")
+                    help="with --simulate: where the journal, the socket and the devices' ptys go (default: a new "
+                         "temporary directory, removed on exit)")
     ap.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 or 2)")
     ap.add_argument("--log-format", choices=("auto", "console", "json"), default=None,
                     help="auto: readable on a terminal, JSON lines otherwise (default: the configuration's)")

@@ -21,7 +21,7 @@ import structlog
 
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller
-from cardd.api.protocol import ExportJournalArgs, ExportJournalResult
+from cardd.api.protocol import ErrorCode, ExportJournalArgs, ExportJournalResult
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import ExportFile, Journal, JournalError, RetentionStatus
 
@@ -47,9 +47,13 @@ class Retention:
     def status_json(self) -> dict[str, Any] | None:
         """STATE's "retention": :class:`RetentionStatus` as of the last prune or export (what is
         pruned and exported changes only then), with ``unexported`` counted now from the journal's
-        last seq: the journal grows between the hourly checks."""
+        last seq: the journal grows between the hourly checks. When everything had been exported
+        at the last check and records came since, the first of them (``oldest_unexported``) is
+        looked up now, once: it stays the oldest until the next export or prune notes a status."""
         if self.status is None:
             return None
+        if self.status.oldest_unexported is None and self.journal.last_seq > self.status.exported_through:
+            self.status = self.journal.retention()  # a few indexed lookups, once a check at most
         status = self.status.to_json_dict()
         status["unexported"] = self.journal.last_seq - self.status.exported_through
         return status
@@ -59,7 +63,7 @@ class Retention:
         try:
             request = msgspec.convert(args, ExportJournalArgs)
         except msgspec.ValidationError as exc:
-            raise CommandFailed(f"export_journal: {exc}", code="bad-args") from None
+            raise CommandFailed(f"export_journal: {exc}", code=ErrorCode.BAD_ARGS) from None
         since = None if request.since is None else round(request.since * 1e9)
         until = None if request.until is None else round(request.until * 1e9)
         written = await asyncio.to_thread(self._write_file, request.format, since, until)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from cardd.api.errors import CommandFailed
+from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig, DevicesConfig, simulated
 from firmware_bridge.messages import FaultCode
 from simulators.endpoint import Endpoint
@@ -45,10 +46,12 @@ class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 class Simulation:
     def __init__(self, directory: Path | None = None) -> None:
-        self.table = SimulatedTable.over_ptys()
         #: a directory made here (none given) is removed by stop(), the journal in it too
         self._made = directory is None
         self.directory = Path(tempfile.mkdtemp(prefix="cardd-sim-")) if directory is None else directory
+        # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
+        # outside its --state-dir (ptys' private temp dirs went only on a normal exit)
+        self.table = SimulatedTable.over_ptys(directory=self.directory)
 
     def start(self) -> CarddConfig:
         """Start the devices; the built-in configuration, with their ptys as the device URLs."""
@@ -70,7 +73,7 @@ class Simulation:
         only once the shoe is complete: before that its cards are undealt and stay unseen)."""
         if name == "sim_load_shoe":
             if args:
-                raise CommandFailed("sim_load_shoe takes no args", code="bad-args")
+                raise CommandFailed("sim_load_shoe takes no args", code=ErrorCode.BAD_ARGS)
             try:
                 cards = await asyncio.to_thread(self.table.hand_off)
             except RuntimeError as exc:
@@ -80,15 +83,15 @@ class Simulation:
             try:
                 parsed = msgspec.convert(args, _DealArgs)
             except msgspec.ValidationError as exc:
-                raise CommandFailed(f"sim_deal: {exc}", code="bad-args") from None
+                raise CommandFailed(f"sim_deal: {exc}", code=ErrorCode.BAD_ARGS) from None
             if not 1 <= parsed.cards <= MAX_DEAL:
-                raise CommandFailed(f"sim_deal: cards {parsed.cards}: from 1 to {MAX_DEAL}", code="bad-args")
+                raise CommandFailed(f"sim_deal: cards {parsed.cards}: from 1 to {MAX_DEAL}", code=ErrorCode.BAD_ARGS)
             shoe = self.table.shoe
             await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)
             return {"cards": parsed.cards}
         if name == "sim_unload_shoe":
             if args:
-                raise CommandFailed("sim_unload_shoe takes no args", code="bad-args")
+                raise CommandFailed("sim_unload_shoe takes no args", code=ErrorCode.BAD_ARGS)
             if shoe_state != "complete":
                 raise CommandFailed(f"sim_unload_shoe: the shoe is {shoe_state}: the stub comes out once it is complete")
             shoe = self.table.shoe
@@ -100,7 +103,7 @@ class Simulation:
             try:
                 code = FaultCode[fault.code.upper()]
             except KeyError:
-                raise CommandFailed(f"sim_fault: code {fault.code!r} is not a fault", code="bad-args") from None
+                raise CommandFailed(f"sim_fault: code {fault.code!r} is not a fault", code=ErrorCode.BAD_ARGS) from None
             endpoint = self._endpoint(name, fault.device)
             await asyncio.to_thread(endpoint.call, endpoint.device.raise_fault, code)
             return {"device": fault.device, "code": code.name.lower()}
@@ -111,20 +114,20 @@ class Simulation:
                 changes = Faults.changes(spec.switches)  # "drop_rate=0" switches a fault off
                 await asyncio.to_thread(endpoint.set_faults, **changes)
             except FaultSpecError as exc:
-                raise CommandFailed(f"sim_switches: {exc}", code="bad-args") from None
+                raise CommandFailed(f"sim_switches: {exc}", code=ErrorCode.BAD_ARGS) from None
             return {"device": spec.device, "switches": changes}
-        raise CommandFailed(f"{name} is not a simulation command", code="unknown-command")
+        raise CommandFailed(f"{name} is not a simulation command", code=ErrorCode.UNKNOWN_COMMAND)
 
     @staticmethod
     def _parse(name: str, args: dict[str, Any], kind: type[S]) -> S:
         try:
             return msgspec.convert(args, kind)
         except msgspec.ValidationError as exc:
-            raise CommandFailed(f"{name}: {exc}", code="bad-args") from None
+            raise CommandFailed(f"{name}: {exc}", code=ErrorCode.BAD_ARGS) from None
 
     def _endpoint(self, name: str, device: str) -> Endpoint[Any]:
         if device == "shoe":
             return self.table.shoe
         if device == "shuffler":
             return self.table.shuffler
-        raise CommandFailed(f"{name}: device {device!r}: shoe or shuffler", code="bad-args")
+        raise CommandFailed(f"{name}: device {device!r}: shoe or shuffler", code=ErrorCode.BAD_ARGS)

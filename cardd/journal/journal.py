@@ -88,11 +88,12 @@ class RetentionStatus:
     unexported: int  # records after it
     oldest_unexported: str | None  # the first of them, ISO-8601 UTC
     unexported_past_horizon: bool  # that one is already older than the horizon: export it
+    horizon_days: int  # the retention horizon: exported records older than this are pruned
 
     def to_json_dict(self) -> dict[str, Any]:
         return {"pruned_through": self.pruned_through, "exported_through": self.exported_through,
                 "unexported": self.unexported, "oldest_unexported": self.oldest_unexported,
-                "unexported_past_horizon": self.unexported_past_horizon}
+                "unexported_past_horizon": self.unexported_past_horizon, "horizon_days": self.horizon_days}
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +403,8 @@ class Journal:
         cutoff = now_ns - self.retention_days * _DAY_NS
         return RetentionStatus(pruned_through=anchor_seq, exported_through=covered, unexported=last_seq - covered,
                                oldest_unexported=None if oldest_ns is None else iso_ns(oldest_ns),
-                               unexported_past_horizon=oldest_ns is not None and oldest_ns < cutoff)
+                               unexported_past_horizon=oldest_ns is not None and oldest_ns < cutoff,
+                               horizon_days=self.retention_days)
 
     def prune(self, now: datetime | int | None = None, *, who: str = "", max_records: int | None = None) -> PruneResult:
         """Delete the records older than the retention horizon that were exported, oldest first

@@ -11,9 +11,16 @@ from devices.game.hand import Hand, card_value
 from devices.game.inputs import CoPlayerChoice
 from devices.game.round_types import Action, Target
 from devices.game.rules import HouseRules
+from devices.game.settlement import units
 from core.cards import Card, Rank
 
 Problem = tuple[str, str] | None
+
+
+def _amount(value: object) -> str:
+    """An amount a refusal names: in units like every message (the data keep cents); as it came
+    when it is not whole cents at all (a float, a string), since that is what is wrong with it."""
+    return units(value) if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
 
 class RoundView(Protocol):
@@ -34,18 +41,18 @@ def check_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, 
     if not 1 <= box <= t.boxes:
         return "no_such_box", f"box {box} does not exist (boxes 1..{t.boxes})"
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-        return "bet_amount", f"bet {amount!r} on box {box} is not a positive whole number of cents"
+        return "bet_amount", f"bet {_amount(amount)} on box {box} is not a positive amount in whole cents"
     if player not in stakes and len(stakes) >= t.players_per_box:
         return "players_per_box", f"box {box} already has {len(stakes)} players (at most {t.players_per_box})"
     if stakes.get(player, 0) + amount < t.min_per_player:
-        return "table_minimum", f"{player}'s bet {stakes.get(player, 0) + amount} on box {box} is below " \
-                                f"the minimum per player {t.min_per_player}"
+        return "table_minimum", f"{player}'s bet {units(stakes.get(player, 0) + amount)} on box {box} is below " \
+                                f"the minimum per player {units(t.min_per_player)}"
     total = sum(stakes.values()) + amount
     if total > t.max_per_box:
         owner = next(iter(stakes), player)
         # seed 003: the owner has priority (his own stake within the maximum); the co-players then reduce
         if not (t.owner_priority_at_maximum and player == owner and stakes.get(player, 0) + amount <= t.max_per_box):
-            return "box_maximum", f"box {box} would hold {total}, above the maximum per box {t.max_per_box}"
+            return "box_maximum", f"box {box} would hold {units(total)}, above the maximum per box {units(t.max_per_box)}"
     return None
 
 
@@ -79,11 +86,11 @@ def check_reduce(rules: HouseRules, stakes: dict[str, int], box: int, player: st
     if player not in stakes:
         return "reduce_needs_wager", f"{player} has no bet on box {box} to reduce"
     if isinstance(amount, bool) or not isinstance(amount, int) or not 0 <= amount < stakes[player]:
-        return "bet_amount", f"{player}'s new bet {amount!r} on box {box} must be lower than {stakes[player]} " \
+        return "bet_amount", f"{player}'s new bet {_amount(amount)} on box {box} must be lower than {units(stakes[player])} " \
                              "(0 withdraws it)"
     if 0 < amount < rules.table.min_per_player:
-        return "table_minimum", f"{player}'s bet {amount} on box {box} is below the minimum per player " \
-                                f"{rules.table.min_per_player} (0 withdraws it)"
+        return "table_minimum", f"{player}'s bet {units(amount)} on box {box} is below the minimum per player " \
+                                f"{units(rules.table.min_per_player)} (0 withdraws it)"
     return None
 
 
@@ -126,8 +133,8 @@ def check_pairs_bet(rules: HouseRules, stakes: dict[str, int], box: int, player:
     if player not in stakes:
         return "side_bet_needs_wager", f"{player} has no wager on box {box}"
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0 or not bp.min <= already + amount <= bp.max:
-        with_ = f" (with {already} already)" if already else ""
-        return "side_bet_limits", f"Blackjack Pairs bet {amount!r}{with_} outside {bp.min}..{bp.max}"
+        with_ = f" (with {units(already)} already)" if already else ""
+        return "side_bet_limits", f"Blackjack Pairs bet {_amount(amount)}{with_} outside {units(bp.min)}..{units(bp.max)}"
     return None
 
 
@@ -139,17 +146,17 @@ def check_insurance(rules: HouseRules, box_hands: dict[int, list[Hand]], box: in
     if (box, player) in insured:
         return "insurance_once", f"{player} already insured box {box}"
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < rules.insurance_min:
-        return "insurance_minimum", f"insurance {amount!r} is below the minimum {rules.insurance_min}"
+        return "insurance_minimum", f"insurance {_amount(amount)} is below the minimum {units(rules.insurance_min)}"
     if rules.insurance.max == "half_all_bets":  # one insurance line for all his boxes
         stake = sum(hs[0].stakes.get(player, 0) for hs in box_hands.values())
         already = sum(a for (_, p), a in insured.items() if p == player)
         if 2 * (already + amount) > stake:
-            return "insurance_half_bet", f"insurance {amount} (with {already} already) exceeds half of all " \
-                                         f"{player}'s bets {stake}"
+            return "insurance_half_bet", f"insurance {units(amount)} (with {units(already)} already) exceeds half of " \
+                                         f"all {player}'s bets {units(stake)}"
         return None
     stake = hands[0].stakes[player]
     if 2 * amount > stake:
-        return "insurance_half_bet", f"insurance {amount} exceeds half of {player}'s bet {stake} on box {box}"
+        return "insurance_half_bet", f"insurance {units(amount)} exceeds half of {player}'s bet {units(stake)} on box {box}"
     return None
 
 
@@ -223,8 +230,9 @@ def _check_double_amount(rules: HouseRules, hand: Hand, amount: int | None, stak
     whole = amount is None or isinstance(amount, int) and not isinstance(amount, bool)  # cents, never a float
     if not whole or amount is not None and amount != stake and not (
             rules.play.double_for_less and rules.table.min_per_player <= amount <= stake):
-        allowed = f"{rules.table.min_per_player}..{stake}" if rules.play.double_for_less else f"exactly {stake}"
-        return "double_amount", f"double for {amount} at {hand.label()}: allowed {allowed}"
+        allowed = (f"{units(rules.table.min_per_player)}..{units(stake)}" if rules.play.double_for_less
+                   else f"exactly {units(stake)}")
+        return "double_amount", f"double for {_amount(amount)} at {hand.label()}: allowed {allowed}"
     return None
 
 

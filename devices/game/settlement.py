@@ -22,15 +22,18 @@ _RED = {Suit.DIAMONDS, Suit.HEARTS}
 Money = int | Fraction  # cents; a Fraction only where a pay ratio leaves part of a cent
 
 
-def units(amount: Money) -> str:
+def units(amount: Money, *, grouping: bool = False) -> str:
     """Cents as the units people bet in (and cardctl takes): ``2500`` -> ``25.00``; part of a cent
-    (3:2 on an odd stake) as the further decimals it needs, ``1/2`` -> ``0.005``. For the journal's
-    message text: the data fields keep cents."""
+    (3:2 on an odd stake) as the further decimals it needs, ``1/2`` -> ``0.005``. Exact: never a
+    float. The one money formatter: the journal's message text (the data fields keep cents) and
+    cardctl's views. ``grouping`` puts thousands separators in (``1,250.00``) for a person reading
+    a view; messages go without, so an amount in one can be typed back to cardctl as it stands."""
+    separator = "," if grouping else ""
     if amount.denominator == 1:  # whole cents, nearly every amount: no Decimal (a message per bet and hand)
         whole, cents = divmod(abs(int(amount.numerator)), 100)
-        return f"{'-' if amount < 0 else ''}{whole}.{cents:02d}"
+        return f"{'-' if amount < 0 else ''}{whole:{separator}}.{cents:02d}"
     value = Decimal(amount.numerator) / Decimal(amount.denominator) / 100
-    return f"{value:.2f}" if value == round(value, 2) else f"{value.normalize():f}"
+    return f"{value:{separator}.2f}" if value == round(value, 2) else f"{value.normalize():{separator}f}"
 
 
 @dataclass(frozen=True, slots=True)

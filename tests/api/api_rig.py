@@ -13,6 +13,8 @@ from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role, RoleGroups
 from cardd.api.protocol import Event, LogQuery
 from cardd.api.server import ApiServer, Limits
+from cardd.journal.records import KIND_EVENT
+from devices.events import Reason
 
 #: the socket file's group: every foreign client below is in it unless a test says otherwise
 SOCKET_GID = 64100
@@ -40,8 +42,9 @@ class FakeDaemon:
         self.replay_reads = 0
         self.queries: list[LogQuery] = []
 
-    def journal_event(self, reason: str = "CARD_READ", **data: Any) -> Event:
-        event = Event(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind="card",
+    def journal_event(self, reason: str = Reason.CARD_ASSIGNED.value, **data: Any) -> Event:
+        """A record as the daemon journals one: by default the event of a card read and assigned."""
+        event = Event(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind=KIND_EVENT,
                       source="shoe-1", reason=reason, severity="info", message=reason.lower(), data=data)
         self.journal.append(event)
         return event

@@ -11,9 +11,17 @@ import pytest
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.protocol import LogQuery
 from cardd.api.server import ApiServer, Limits
+from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
+from cardd.journal.records import KIND_EVENT
 
 from tests.api.api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
+
+
+def test_the_rig_journals_a_reason_and_kind_the_daemon_journals() -> None:
+    """A LOG filter test against the rig means something only for a reason the daemon has."""
+    event = FakeDaemon().journal_event()
+    assert event.reason in journal_reasons() and event.kind == KIND_EVENT
 
 
 def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
@@ -39,9 +47,9 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
     assert state["class"] == "STATE" and state["id"] == "s1" and state["state"]["shoe"] == {"cards_left": 411}
     assert log["class"] == "LOG" and log["id"] == "l1" and log["more"] is False
     assert [r["seq"] for r in log["records"]] == [2, 3, 4]
-    assert log["records"][0] == {"class": "EVENT", "seq": 2, "time": 1_700_000_001.0, "kind": "card",
-                                 "source": "shoe-1", "reason": "CARD_READ", "severity": "info", "who": None,
-                                 "message": "card_read", "data": {}}
+    assert log["records"][0] == {"class": "EVENT", "seq": 2, "time": 1_700_000_001.0, "kind": "event",
+                                 "source": "shoe-1", "reason": "CARD_ASSIGNED", "severity": "info", "who": None,
+                                 "message": "card_assigned", "data": {}}
     assert [r["seq"] for r in limited["records"]] == [1, 2] and limited["more"] is True
     assert ack == {"class": "ACK", "id": "c1", "seq": 6}
     assert daemon.queries[2] == LogQuery(id="l3", since=1_700_000_000.5, until=1_700_000_100.0, severity="alarm",

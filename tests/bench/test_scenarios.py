@@ -64,6 +64,15 @@ def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
     assert result.message == f"{path}: step 1 (command take_seat): expected ERROR failed, got ACK"
 
 
+def test_a_refusal_with_the_daemon_s_own_code_passes(tmp_path: Path) -> None:
+    """bad-args is what the daemon answers for a command's wrong field (docs/api.md, ERROR): a
+    scenario may expect it, and the real daemon gives it."""
+    path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "command"\nname = "take_seat"\n'
+                              'args = { player = 9 }\nrefused = "bad-args"\n')
+    result = run_scenario(path)
+    assert result.passed, result.message
+
+
 @pytest.mark.parametrize("text, where, what", [
     ('description = "x"\n[[step]]\ndo = "deal"\ncards = "two"\n', 4, "Expected `int`, got `str`"),
     ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "dance"\n', 5, "Invalid value 'dance'"),
@@ -85,6 +94,9 @@ def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
      "step 1 (expect) no_events: unknown reason code 'ROUND_VOIDED' (did you mean 'ROUND_VOID'?)"),
     ('description = "x"\n[[step]]\ndo = "expect"\nalarms = ["COMMAND_REFUSED"]\n', 4,
      "step 1 (expect) alarms: unknown reason code 'COMMAND_REFUSED'"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "command"\nname = "open_round"\n'
+     'refused = "faild"\n', 7, "step 2 (command) refused: unknown ERROR code 'faild' (did you mean 'failed'?): "
+     "expected one of bad-args, bad-json, bad-request, busy, device-offline, failed,"),
 ])
 def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
         tmp_path: Path, text: str, where: int, what: str) -> None:

@@ -5,12 +5,15 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
 from click.testing import CliRunner
+from pytest_mock import MockerFixture
 
 from cardd.bench.cli import main
-from cardd.bench.simulate import RoundResult, Simulation, SimulationError, rules_for, run
+from cardd.bench.simulate import RoundResult, Simulation, SimulationError, Summary, rules_for, run
 from cardd.bench.strategy import AlwaysStand, BasicStrategy
 from cardd.cli.common import EXIT_STDOUT_CLOSED
 from core.cards import Card
@@ -119,6 +122,25 @@ def test_cli_writes_lines_and_summary(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 40 and all(h["decisions"] in ([], ["stand"]) for r in lines for h in r["hands"])
     assert "house edge" in result.output and "exact" in result.output
+
+
+def test_stdout_holds_only_the_json_lines_when_a_library_warns(mocker: MockerFixture) -> None:
+    """A warning logged during the run (a link, a device, the tracker: none does on a healthy run,
+    so the test has the run's start log one as the firmware bridge would) goes to stderr:
+    ``cardbench simulate | jq`` reads JSON lines only."""
+    import cardd.bench.cli as bench_cli
+    real = bench_cli.run_jobs
+
+    def warns_then_runs(*args: Any, **kw: Any) -> Summary:
+        structlog.get_logger("firmware_bridge.link").warning("link_failed", link="shoe", why="test")
+        return real(*args, **kw)
+
+    mocker.patch.object(bench_cli, "run_jobs", side_effect=warns_then_runs)
+    result = CliRunner().invoke(main, ["simulate", "--rounds", "5", "--jobs", "1", "--seed", "2"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 5 and all(isinstance(json.loads(line), dict) for line in lines), result.stdout
+    assert "link_failed" in result.stderr and "house edge" in result.stderr
 
 
 @pytest.mark.parametrize("options", [("--rounds", "1000", "--jobs", "2"), ("--rounds", "1000", "--jobs", "1"),

@@ -171,7 +171,8 @@ def test_log_query_follow_and_export(daemon, directory):
     run = cardctl(sock, "log", "--round", "1", "--json")
     assert run.code == 0, run.err
     reasons = [r["reason"] for r in run.json()["records"]]
-    assert "CARD_ASSIGNED" in reasons or "CARD_READ" in reasons or reasons
+    assert reasons == ["ACTION", "ACTION", "ACTION", "ROUND_STATE"], reasons  # round 1's bets, then its deal
+    assert run.json()["records"][2]["message"] == "round 1: carol bets 10.50 on box 3"  # units, as cardctl took them
     assert all(r["data"].get("round") in (1, None) for r in run.json()["records"])
     alarms = cardctl(sock, "log", "--severity", "alarm", "--json").json()["records"]
     assert all(r["severity"] == "alarm" for r in alarms)

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused
+from cardd.cli.common import money
 from cardd.cli.table import Cents
 from cardd.journal import Journal, JournalError
+from devices.game.settlement import units
 from tests.cli.cli_rig import cardctl, start_round
 from tests.daemon.daemon_rig import Daemon, run_cardd, write_config
 
@@ -38,6 +40,19 @@ def test_more_than_2_decimals_is_refused_not_rounded(directory: Path) -> None:
                                               ("90071992547409.93", 9007199254740993)])
 def test_an_amount_is_exact_cents(units: str, cents: int) -> None:
     assert Cents().convert(units, None, None) == cents
+
+
+@pytest.mark.parametrize(("cents", "shown"), [(2550, "25.50"), (-125050, "-1,250.50"), ("3015/2", "15.075"),
+                                              (9007199254740993, "90,071,992,547,409.93"), (None, "-")])
+def test_views_show_state_amounts_exactly_in_units_with_thousands(cents: int | str | None, shown: str) -> None:
+    """STATE's cents (an int, or "p/q" where 3:2 on an odd stake leaves half a cent) through the one
+    formatter the journal's messages use: exact, never through a float."""
+    assert money(cents) == shown
+
+
+@pytest.mark.parametrize("cents", [1, 2550, 123456789, 9007199254740993])
+def test_an_amount_in_a_journal_message_can_be_typed_back_to_cardctl(cents: int) -> None:
+    assert Cents().convert(units(cents), None, None) == cents
 
 
 # ---- the journal's query (a real daemon) -------------------------------------------------------

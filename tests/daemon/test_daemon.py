@@ -310,16 +310,22 @@ def test_a_graceful_stop_is_journaled(directory):
     assert (stop.kind, stop.reason, stop.source) == ("stop", "DAEMON_STOP", "cardd") and stop.seq > seq
 
 
+def simulate_banner(proc: subprocess.Popen[str]) -> tuple[Path, Path, Path, Path]:
+    """The journal, socket, shoe and shuffler paths a ``cardd --simulate`` prints first."""
+    assert proc.stdout is not None
+    banner = next(line for line in proc.stdout if line.startswith("cardd --simulate:"))
+    found = re.fullmatch(r"cardd --simulate: journal (\S+), socket (\S+), shoe serial://(\S+), "
+                         r"shuffler serial://(\S+)\n", banner)
+    assert found is not None, banner
+    journal, sock, shoe, shuffler = (Path(found[i]) for i in range(1, 5))
+    return journal, sock, shoe, shuffler
+
+
 def test_simulate_without_a_state_dir_removes_its_temporary_directories_on_exit() -> None:
     proc = subprocess.Popen([str(CARDD), "--simulate", "--log-format", "json"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     try:
-        assert proc.stdout is not None
-        banner = next(line for line in proc.stdout if line.startswith("cardd --simulate:"))
-        found = re.fullmatch(r"cardd --simulate: journal (\S+), socket (\S+), shoe serial://(\S+), "
-                             r"shuffler serial://(\S+)\n", banner)
-        assert found is not None, banner
-        journal, sock, shoe, shuffler = (Path(found[i]) for i in range(1, 5))
+        journal, sock, shoe, shuffler = simulate_banner(proc)
         made = {journal.parent, shoe.parent, shuffler.parent}
         assert all(path.name.startswith("cardd-sim-") and path.is_dir() for path in made)
         wait_for(lambda: Client(sock, timeout=2.0)).close()
@@ -331,6 +337,29 @@ def test_simulate_without_a_state_dir_removes_its_temporary_directories_on_exit(
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
+
+
+def test_a_simulate_daemon_killed_with_sigkill_leaves_nothing_outside_its_state_dir(directory: Path) -> None:
+    """The crash tests SIGKILL ``cardd --simulate --state-dir D``: no exit code runs, so whatever it
+    made outside D (its devices' ptys had a temporary directory each) would stay in /tmp for good."""
+    proc = subprocess.Popen([str(CARDD), "--simulate", "--state-dir", str(directory), "--log-format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        journal, sock, shoe, shuffler = simulate_banner(proc)
+        assert (journal.parent, sock.parent) == (directory, directory)
+        assert (shoe, shuffler) == (directory / "shoe", directory / "shuffler")
+        wait_for(lambda: Client(sock, timeout=2.0)).close()
+        assert shoe.is_symlink() and Path(os.readlink(shoe)).parts[:3] == ("/", "dev", "pts")
+    finally:
+        proc.kill()
+        proc.communicate()
+    # a restart on the same directory takes the stale links over
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        assert client.wait_state(lambda s: s["devices"]["shoe-reader"]["link"] == "up")
+        client.close()
+        assert daemon.stop()[0] == 0
+    assert not shoe.exists() and not shuffler.exists()
 
 
 def wait_for(connect: Callable[[], Client], timeout: float = START_TIMEOUT) -> Client:

@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 
+from cardd.daemon.retention import Retention
+from cardd.daemon.tracker_service import TableService
 from cardd.journal import Entry, Journal
+from cardd.journal.records import iso_ns
+from devices.game.rules import load_rules
 from simulators.rig import SimulatedTable
+from tests.support.aio import run
 from tests.daemon.daemon_rig import Client, Daemon, write_config
 from tests.support.clients import run_client
 from tests.journal.journal_helpers import DAY_NS
@@ -30,6 +35,7 @@ HORIZON_DAYS = 90
 GROUPS = {"api": ("cardd-r-api", 64530), "dealer": ("cardd-r-dealer", 64531),
           "supervisor": ("cardd-r-super", 64532), "technician": ("cardd-r-tech", 64533)}
 DEALER_UID, SUPERVISOR_UID, TECH_UID = 64541, 64542, 64543
+RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
 
 
 def day_ns(now: int, day: int) -> int:
@@ -110,6 +116,7 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
             status = wait_for(lambda: (found := client.state()["retention"]) and found["pruned_through"] == 100
                               and found, "STATE never showed the prune")
             assert status["exported_through"] == 100 and status["unexported_past_horizon"] is True
+            assert status["horizon_days"] == HORIZON_DAYS  # the daemon's setting (the config's default)
             assert status["oldest_unexported"].startswith(time.strftime("%Y-%m-%d", time.gmtime(day_ns(now, 50) / 1e9)))
 
             # everything exported: only what is past the horizon goes (days ..109 = seqs ..220);
@@ -151,6 +158,36 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
         finally:
             code, err = daemon.stop()
         assert code == 0, err
+
+
+def test_the_oldest_unexported_record_is_looked_up_when_asked_after_a_check_that_saw_none(tmp_path):
+    """A check (the daemon's prune, here the daemon's own Retention over a real journal) that saw
+    every record exported notes no oldest; records journaled after it are shown at once, not an
+    hour later at the next check. (In the daemon each check follows a record of its own, start,
+    export or prune, so the journal it sees is never all exported; a new empty one is.)"""
+    async def main() -> None:
+        with Journal.open(tmp_path / "journal.sqlite3", create=True, retention_days=HORIZON_DAYS) as journal:
+            service = TableService(RULES, journal, lambda event: None)
+            retention = Retention(service, journal, tmp_path / "exports", every_s=3600)
+            try:
+                assert await retention.prune() == 0
+                assert retention.status_json() == {"pruned_through": 0, "exported_through": 0, "unexported": 0,
+                                                   "oldest_unexported": None, "unexported_past_horizon": False,
+                                                   "horizon_days": HORIZON_DAYS}
+                now = time.time_ns()
+                old, new = now - (HORIZON_DAYS + 10) * DAY_NS, now - DAY_NS
+                journal.append([Entry("event", "HISTORY", "test", data={"age": "old"}, ts_ns=old),
+                                Entry("event", "HISTORY", "test", data={"age": "new"}, ts_ns=new)])
+                status = retention.status_json()
+                assert status == {"pruned_through": 0, "exported_through": 0, "unexported": 2,
+                                  "oldest_unexported": iso_ns(old), "unexported_past_horizon": True,
+                                  "horizon_days": HORIZON_DAYS}
+                journal.append([Entry("event", "HISTORY", "test", data={"age": "newer"}, ts_ns=now)])
+                assert retention.status_json() == {**status, "unexported": 3}  # still the first of them
+            finally:
+                service.flush()
+
+    run(main())
 
 
 def test_a_supervisor_or_a_technician_may_export_a_dealer_is_refused_and_journaled(directory):

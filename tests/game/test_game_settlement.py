@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
+
+import pytest
 
 from devices.game.hand import Hand
 from devices.game.rules import HouseRules
-from devices.game.settlement import settle
+from devices.game.round import Action, RuleViolation
+from devices.game.settlement import settle, units
 
 from devices.events import Reason
-from tests.game.game_helpers import Recorder, cards, new_round
+from tests.game.game_helpers import Recorder, cards, deal, new_round
 
 RULES = HouseRules.default()
 
@@ -59,3 +64,42 @@ def test_journal_messages_say_money_in_units_and_the_data_keeps_cents() -> None:
     assert reduced.message.endswith("alice reduces his bet on box 3 to 20.00") and reduced.data["amount"] == 2000
     odd = settle(RULES, [_hand(2, 0, "AS KD", {"a": 1005})], cards("7H TD"), {}, set(), {}, {})
     assert odd.lines[0].describe() == "a main at box 2 hand 1: blackjack, stake 10.05, net 15.075"
+
+
+@pytest.mark.parametrize(("cents", "grouping", "text"), [
+    (2550, False, "25.50"), (-5, False, "-0.05"), (0, False, "0.00"),
+    (123456789, False, "1234567.89"), (123456789, True, "1,234,567.89"),
+    (Fraction(1, 2), False, "0.005"), (Fraction(-301501, 2), True, "-1,507.505"),
+    (Fraction(4000, 2), True, "20.00"),  # a Fraction of whole cents
+    (9007199254740993, True, "90,071,992,547,409.93"),  # beyond a float's 53 bits: still exact
+])
+def test_units_is_exact_and_groups_thousands_only_when_asked(cents: int | Fraction, grouping: bool, text: str) -> None:
+    assert units(cents, grouping=grouping) == text
+
+
+def _refusal(call: Callable[..., Any], *args: Any, **kw: Any) -> str:
+    with pytest.raises(RuleViolation) as refused:
+        call(*args, **kw)
+    return refused.value.message
+
+
+def test_refusals_name_amounts_in_units_like_every_other_message() -> None:
+    """Default table: minimum 10.00 a player, maximum 1,000.00 a box; insurance up to half the bet."""
+    rec = Recorder()
+    r = new_round(RULES, [(3, "alice", 2550), (5, "bob", 90000)], rec)
+    assert "alice's bet 5.50 on box 4 is below the minimum per player 10.00" in _refusal(r.place_bet, 4, "alice", 550)
+    assert "box 5 would hold 1025.50, above the maximum per box 1000.00" in _refusal(r.place_bet, 5, "carol", 12550)
+    assert "alice's bet 5.00 on box 3 is below the minimum per player 10.00 (0 withdraws it)" \
+        in _refusal(r.reduce_bet, 3, "alice", 500)
+    assert "alice's new bet 30.00 on box 3 must be lower than 25.50" in _refusal(r.reduce_bet, 3, "alice", 3000)
+    assert "bet 25.5 on box 2 is not a positive amount in whole cents" in _refusal(r.place_bet, 2, "dan", 25.5)
+    assert "bet -5.00 on box 2 is not a positive amount in whole cents" in _refusal(r.place_bet, 2, "dan", -500)
+    # the journal's ACTION_REFUSED message is the same text
+    assert [e.message for e in rec.of(Reason.ACTION_REFUSED)][0].endswith("below the minimum per player 10.00")
+    r.no_more_bets("dealer-1")
+    deal(r, "7S 8D AH 9C 9H")  # box 3: 7S 9C, box 5: 8D 9H, the dealer an ace (no hole card)
+    assert "insurance 12.80 exceeds half of alice's bet 25.50 on box 3" in _refusal(r.insure, 3, "alice", 1280)
+    assert "insurance 0.50 is below the minimum 1.00" in _refusal(r.insure, 3, "alice", 50)
+    r.close_insurance("dealer-1")
+    assert "double for 20.00 at" in (text := _refusal(r.act, 3, Action.DOUBLE, "dealer-1", amount=2000)) \
+        and text.endswith("allowed exactly 25.50")
