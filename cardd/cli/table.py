@@ -386,7 +386,8 @@ def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for token in tokens:
         card, _, number = token.partition("=")
-        if not card or (number and not number.isdigit()) or (not number and token.endswith("=")):
+        # ASCII digits only: str.isdigit() also takes "²" or "①", which int() refuses
+        if not card or (number and not (number.isascii() and number.isdigit())) or (not number and token.endswith("=")):
             raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
                                      param_hint="CARD[=N]")
         counts[card] += int(number) if number else 1

@@ -42,6 +42,14 @@ def test_an_amount_is_exact_cents(units: str, cents: int) -> None:
     assert Cents().convert(units, None, None) == cents
 
 
+@pytest.mark.parametrize("token", ["AS=\u00b2", "AS=\u2460", "AS=1\u00b2"])
+def test_a_remainder_count_in_digits_that_are_no_number_is_a_usage_error(directory: Path, token: str) -> None:
+    """str.isdigit() takes a superscript 2 or a circled 1, which int() then refuses: one usage line,
+    never the ValueError's traceback."""
+    run = cardctl(directory / "cardd.sock", "shoe", "remainder", token)
+    assert run.code == 2 and "Traceback" not in run.err and "a card with its count" in run.err, run.err
+
+
 @pytest.mark.parametrize(("cents", "shown"), [(2550, "25.50"), (-125050, "-1,250.50"), ("3015/2", "15.075"),
                                               (9007199254740993, "90,071,992,547,409.93"), (None, "-")])
 def test_views_show_state_amounts_exactly_in_units_with_thousands(cents: int | str | None, shown: str) -> None:
