@@ -85,9 +85,8 @@ class Link:
         self._rx_next = 0
         self._ack_due = False
         self._accepted: list[bytes] = []  # in-order payloads of the chunk being read, not yet handed over
-        self._handing_over = False  # on_payload is running: a reset or close it asks for waits (_hand_over)
+        self._handing_over = False  # on_payload is running: a reset it asks for waits (_hand_over)
         self._reset_asked: tuple[str, bytes | None] | None = None  # (why, nonce) of a reset() asked meanwhile
-        self._close_asked = False  # close() asked meanwhile
         self._nak_sent = False
         self._nak_mark = 0  # furthest out-of-order frame seen since our NAK (see _data)
         self._nak_at = 0.0  # when we last sent a NAK
@@ -159,9 +158,10 @@ class Link:
         frames while this side works on these (with the ACK after the payloads, a card burst
         went at the speed of both sides added together instead of the slower one).
 
-        Every payload acknowledged is handed over, exactly once: a :meth:`reset` or :meth:`close`
-        that ``on_payload`` asks for takes effect after the rest of them (what it sends
-        meanwhile fails with that reset, as anything unacknowledged would)."""
+        Every payload acknowledged is handed over, exactly once: a :meth:`reset` that
+        ``on_payload`` asks for takes effect after the rest of them (what it sends meanwhile
+        fails with that reset, as anything unacknowledged would). A :meth:`close` it asks for
+        takes effect at once: nothing more is handed over."""
         if self._state is LinkState.CLOSED:
             return
         accepted = self._accepted
@@ -178,33 +178,31 @@ class Link:
             self._hand_over()
 
     def _hand_over(self) -> None:
-        """The payloads accepted so far, in order, to ``on_payload``; then a reset or close a
-        callback asked for meanwhile (the peer has their ACK: none of them may be lost)."""
+        """The payloads accepted so far, in order, to ``on_payload``; then a reset a callback
+        asked for meanwhile (the peer has their ACK: none of them may be lost). A callback that
+        closed the link ends it: this side gave the link up, its payloads included."""
         accepted = self._accepted
         payloads = accepted[:]
         accepted.clear()
         self._handing_over = True
         try:
             for payload in payloads:
+                if self._state is LinkState.CLOSED:
+                    break
                 self._stats.data_delivered += 1
                 call_logged(log, "payload_callback_failed", self._on_payload, payload, link=self.name)
         finally:
             self._handing_over = False
         reset_asked, self._reset_asked = self._reset_asked, None
-        if self._close_asked:
-            self._close_asked = False
-            self.close()
-        elif reset_asked is not None:
+        if reset_asked is not None and self._state is not LinkState.CLOSED:
             why, nonce = reset_asked
             self.reset(why, nonce=nonce)
 
     def close(self) -> None:
-        """Cancel timers and fail everything outstanding; idempotent. Asked for by an
-        ``on_payload`` callback, it takes effect as :meth:`reset` does."""
+        """Cancel timers and fail everything outstanding; idempotent. At once, also when an
+        ``on_payload`` callback asks for it: no payload is handed over after it (a reset
+        asked for before it is not done)."""
         if self._state is LinkState.CLOSED:
-            return
-        if self._handing_over:
-            self._close_asked = True
             return
         self._restart_sequences(LinkFailed(f"{self.name}: link closed before the frame was acknowledged"))
         self._set_state(LinkState.CLOSED, LinkEvent.CLOSED, "closed")

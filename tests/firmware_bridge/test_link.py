@@ -346,23 +346,32 @@ def test_a_burst_is_acknowledged_before_its_payloads_are_handed_over():
     run(main())
 
 
-def test_closing_from_a_payload_callback_delivers_the_acknowledged_rest_first():
+def test_closing_from_a_payload_callback_delivers_nothing_more():
+    """A close is this side giving the link up (a device it no longer trusts, the application
+    going away): the rest of the batch, acknowledged or not, never reaches the application. A
+    reset asked for before it in the same batch does not revive the link."""
     async def main():
         a, b = await up_pair(config=STEADY)
         got: list[bytes] = []
 
         def on_payload(payload: bytes) -> None:  # the receiver's own code is the boundary here
             got.append(payload)
-            b.link.close()
-            assert b.link.state is LinkState.UP  # not yet: the rest of the batch was acknowledged
+            if payload == b"reset":
+                b.link.reset("application asked")
+            else:
+                b.link.close()
+                assert b.link.state is LinkState.CLOSED  # at once, in the callback
 
         b.link._on_payload = on_payload
-        batch = [Frame(FrameKind.DATA, 0, 0, b"bye"), Frame(FrameKind.DATA, 1, 0, b"more"),
-                 Frame(FrameKind.RESET, payload=b"abcd"), Frame(FrameKind.DATA, 0, 0, b"after")]
+        batch = [Frame(FrameKind.DATA, 0, 0, b"reset"), Frame(FrameKind.DATA, 1, 0, b"bye"),
+                 Frame(FrameKind.DATA, 2, 0, b"more"), Frame(FrameKind.RESET, payload=b"abcd"),
+                 Frame(FrameKind.DATA, 0, 0, b"after")]
         b.link.bytes_received(b"".join(encode_frame(f) for f in batch))
-        assert got == [b"bye", b"more"]  # both had their ACK ...
-        assert b.link.state is LinkState.CLOSED  # ... then the close: neither a RESET nor DATA revives it
-        assert b.link.stats.data_delivered == 2 and b.link.stats.peer_resets == 1
+        assert got == [b"reset", b"bye"]  # nothing after the close
+        assert b.link.state is LinkState.CLOSED  # neither the reset asked before nor the peer's RESET revives it
+        stats = b.link.stats  # the one peer reset is up_pair's; the reset asked for never went out
+        assert (stats.data_delivered, stats.peer_resets, stats.resets_sent) == (2, 1, 0)
+        assert [e for e, _ in b.events] == [LinkEvent.PEER_RESET, LinkEvent.CLOSED]
         a.link.close()
 
     run(main())
