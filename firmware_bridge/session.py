@@ -220,7 +220,9 @@ class DeviceSession:
         self._hand_on_held_back()
         if not self.speaks_1_1:
             if self._status_ask is not None:
-                self._status_ask.cancel()  # of the last handshake: its link was reset, it fails anyway
+                # the last handshake's, if still waiting: its link was reset (it fails anyway), or an
+                # unasked IDENT called for this handshake (no reset: this one asks again)
+                self._status_ask.cancel()
             self._status_ask = self._loop.create_task(self._ask_status(), name=f"status {self.device}")
         return ident
 
