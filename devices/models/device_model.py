@@ -184,6 +184,8 @@ class DeviceModel(TableDriven):
             return
         if self.state == "stale":
             if isinstance(msg, LIVENESS):
+                if isinstance(msg, Status) and msg.state is not DeviceState.FAULT:
+                    self.active_fault = None  # its fault ended while it was silent: not back through fault
                 self._back()
             else:
                 return  # not proof of life; the table refuses what it carries

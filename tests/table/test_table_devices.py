@@ -78,6 +78,19 @@ def test_a_fault_outlives_a_silence() -> None:
     assert m.state == "fault"
 
 
+def test_a_stale_device_whose_status_says_no_fault_comes_back_where_it_was_not_through_fault() -> None:
+    m, events, clock = reader()
+    m.on_message(ShoeLoaded(0))
+    m.on_message(Fault(FaultCode.SENSOR, 0, ""))
+    clock.now += 5
+    m.check_heartbeat()
+    assert m.state == "stale"
+    before = len(events)
+    m.on_message(Status(DeviceState.IDLE, 0, 312, 1000))  # the fault ended while it was silent
+    assert m.state == "loaded" and m.active_fault is None
+    assert [e.reason for e in events[before:]] == [Reason.DEVICE_RECOVERED]  # no DEVICE_FAULT on the way
+
+
 def test_status_reports_faults_and_reboot_shows_in_ident() -> None:
     m, events, _ = reader()
     m.on_message(Status(DeviceState.FAULT, 1, 0, 0))
