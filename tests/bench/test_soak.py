@@ -26,6 +26,7 @@ SHOES = 40 if FULL else 20
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(1800 if FULL else 300)  # the full size runs for minutes: the suite's 120 s cut it short
 def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path: Path) -> None:
     png, page = tmp_path / "soak.png", tmp_path / "soak.html"
     size = ["--shoes", str(SHOES)] + ([] if FULL else ["--cut-at", "30"])
