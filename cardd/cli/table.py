@@ -385,9 +385,9 @@ def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
     """``AS=2 7H 7H`` -> {"AS": 2, "7H": 2}; the daemon checks the cards themselves."""
     counts: Counter[str] = Counter()
     for token in tokens:
-        card, _, number = token.partition("=")
+        card, equals, number = token.partition("=")
         # ASCII digits only: str.isdigit() also takes "²" or "①", which int() refuses
-        if not card or (number and not (number.isascii() and number.isdigit())) or (not number and token.endswith("=")):
+        if not card or (equals and not (number.isascii() and number.isdigit())):
             raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
                                      param_hint="CARD[=N]")
         counts[card] += int(number) if number else 1
