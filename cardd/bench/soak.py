@@ -72,6 +72,8 @@ FLAT_SHARE = 0.05
 WARM_UP_SHARE = 0.1
 #: how long a dealt card may take to be placed, an unplug or reboot included
 CARD_TIMEOUT_S = 15.0
+#: how long a held round may wait for every device to be usable again and its resume accepted
+RESUME_TIMEOUT_S = 30.0
 
 #: faults the soak injects, each recovered without a person: (device, what happens)
 FAULTS = {
@@ -334,19 +336,27 @@ class _Play:
             self.matched += 1
 
     def _resume(self, why: str) -> bool:
-        """A held round: wait for every device usable again, then resume as a supervisor."""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            state = self.rig.state()
-            if all(d["usable"] for d in state["devices"].values()):
+        """A held round: wait for every device usable again, then resume as a supervisor. Not
+        within RESUME_TIMEOUT_S: StepFailed naming the hold and what was still missing (the soak
+        ends with it as a violation)."""
+        deadline = time.monotonic() + RESUME_TIMEOUT_S
+        while True:
+            devices = self.rig.state()["devices"]
+            unusable = [f"{name} {device['state']} (link {device['link']})"
+                        for name, device in sorted(devices.items()) if not device["usable"]]
+            if unusable:
+                missing = "not usable: " + ", ".join(unusable)
+            else:
                 try:
                     self.rig.api().command("resume")
                     self.report.resumed += 1
                     return True
-                except CommandRefused:
-                    pass
+                except CommandRefused as exc:
+                    missing = f"resume refused: ERROR {exc.code}: {exc}"
+            if time.monotonic() >= deadline:
+                raise StepFailed(f"the round held ({why}) resumed within {RESUME_TIMEOUT_S:g} s "
+                                 "(every device usable, then resume accepted)", missing)
             time.sleep(0.05)
-        return False
 
     # ---- the invariants ------------------------------------------------------------------
 

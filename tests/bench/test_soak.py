@@ -10,16 +10,23 @@ CARDD_FULL=1: 40 full 6-deck shoes (about 5 minutes).
 from __future__ import annotations
 
 import os
+import random
 import re
+import shutil
+import tempfile
+import time
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_mock import MockerFixture
 from click.testing import CliRunner
 
 from cardd.bench.cli import main
-from cardd.bench.soak import FAULTS, UNPLUGS, MemorySample, SoakReport, expected_nets
+from cardd.bench.runner import BenchRig, StepFailed
+from cardd.bench.scenario import Scenario
+from cardd.bench.soak import FAULTS, ROOT, UNPLUGS, MemorySample, SoakReport, _Play, expected_nets
 
 FULL = bool(os.environ.get("CARDD_FULL"))
 SHOES = 40 if FULL else 20
@@ -50,6 +57,30 @@ def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path
     text = page.read_text()
     assert "<h1>cardbench soak: PASS</h1>" in text and "data:image/png;base64," in text
     assert "<h2>Card latency histogram</h2>" in text
+
+
+def test_a_round_held_longer_than_the_resume_timeout_fails_the_soak_saying_what_it_waited_for(
+        mocker: MockerFixture) -> None:
+    # the shoe unplugged at its 3rd card (the first round's deal) and away for longer than the test:
+    # the soak's wait for the resume gives up with one message, it does not wait on
+    mocker.patch("cardd.bench.soak.RESUME_TIMEOUT_S", 1.0)
+    directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-test-", dir="/tmp"))  # a socket path under 108 bytes
+    report = SoakReport()
+    try:
+        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), ROOT / "rules" / "casino-000.toml",
+                      directory) as rig:
+            play = _Play(rig, random.Random(3), report, 0.0, 0.0, 30, time.monotonic())
+            rig.sim.shoe.set_faults(disconnect_for=600.0, disconnect_at=3)
+            with pytest.raises(StepFailed) as failed:
+                play.shoe()
+        play.watcher.close()
+        play.chain.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    message = str(failed.value)
+    assert message.startswith("expected the round held (") and "resumed within 1 s (every device usable" in message
+    assert message.endswith("got not usable: shoe-reader offline (link down)")
+    assert report.resumed == 0
 
 
 def test_a_violation_fails_the_soak() -> None:
