@@ -30,6 +30,7 @@ import msgspec.inspect as schema
 from core.errors import CarddError
 from drivers.errors import BadURL
 from drivers.factory import make_transport
+from drivers.reconnect import Backoff
 
 DEFAULT_PATH = Path("/etc/cardd/cardd.toml")
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +64,10 @@ class DevicesConfig(_Section, frozen=True):
     shoe: str
     #: the shuffler's URL; left out at a hand-shuffled table
     shuffler: str | None = None
+    #: seconds a device's port must stay open for its reopen schedule (0.1 s doubling to 5 s) to
+    #: start over; a port that dropped sooner is taken for a flapping device and the next reopen
+    #: waits one step longer (drivers/reconnect.py)
+    reconnect_stable_s: Annotated[float, msgspec.Meta(ge=0.0, le=3600.0)] = Backoff().stable
 
 
 class TableConfig(_Section, frozen=True):

@@ -205,10 +205,13 @@ class BenchRig:
     """The simulated devices, the daemon configured with them, and one API client."""
 
     def __init__(self, scenario: Scenario, path: Path, directory: Path, real: dict[str, str] | None = None,
-                 say: Callable[[str], None] = print, sim: SimulatedTable | None = None) -> None:
+                 say: Callable[[str], None] = print, sim: SimulatedTable | None = None,
+                 reconnect_stable_s: float | None = None) -> None:
         """``real``: role -> URL of a real device; ``sim``: other devices than the scenario's
-        simulators (cardbench replay's traced ones)."""
+        simulators (cardbench replay's traced ones); ``reconnect_stable_s``: the daemon's
+        ``[devices] reconnect_stable_s`` (None: its default)."""
         self.scenario, self.directory = scenario, directory
+        self.reconnect_stable_s = reconnect_stable_s
         self.rules_path = scenario.rules_path(path)
         self.rules = load_rules(self.rules_path)
         #: role -> URL of a real device: no simulated one is started for that role
@@ -291,8 +294,9 @@ class BenchRig:
         d = self.directory
         socket = self.socket
         shuffler = [] if self.by_hand else [f'shuffler = "{self.url("shuffler")}"']
+        stable = [] if self.reconnect_stable_s is None else [f"reconnect_stable_s = {self.reconnect_stable_s}"]
         (d / "cardd.toml").write_text("\n".join([
-            "[devices]", f'shoe = "{self.url("shoe")}"', *shuffler, "",
+            "[devices]", f'shoe = "{self.url("shoe")}"', *shuffler, *stable, "",
             "[table]", f'rules = "{self.rules_path}"', "", "[journal]", f'path = "{d / "journal.sqlite3"}"', "",
             "[api]", f'socket = "{socket}"', f"rate = {API_RATE}", f"burst = {API_RATE}", ""]))
         # the daemon's log goes to a file: a pipe nobody reads fills up (64 KiB: about 16 shoes of device

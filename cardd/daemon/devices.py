@@ -34,6 +34,7 @@ from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
 from devices.tracker.inputs import DeviceMessage
+from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import EventIndexError
 from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware
@@ -54,6 +55,7 @@ class Devices:
         self.config = config
         self.service = service
         session = SessionConfig(host_name=f"cardd {release}"[:32])
+        self.backoff = Backoff(stable=config.devices.reconnect_stable_s)
         urls = {"shoe": config.devices.shoe, "shuffler": config.devices.shuffler}
         self.connections: dict[str, DeviceConnection] = {}
         for name, url in urls.items():
@@ -90,7 +92,7 @@ class Devices:
             return self.service.event_marks.get(device, {}).get(unit_of(connection.ident), 0)
 
         connection = DeviceConnection(url, message, event, session, journaled_index=journaled_index,
-                                      on_indexed=indexed)
+                                      on_indexed=indexed, backoff=self.backoff)
         return connection
 
     def _alarm(self, device: str, reason: Reason, severity: Severity, message: str, **data: Any) -> None:

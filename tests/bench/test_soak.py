@@ -9,6 +9,7 @@ CARDD_FULL=1: 40 full 6-deck shoes (about 5 minutes).
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -26,7 +27,8 @@ from click.testing import CliRunner
 from cardd.bench.cli import main
 from cardd.bench.runner import BenchRig, StepFailed
 from cardd.bench.scenario import Scenario
-from cardd.bench.soak import FAULTS, ROOT, UNPLUGS, MemorySample, SoakReport, _Play, expected_nets
+from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, ROOT, UNPLUGS, MemorySample, SoakReport, _Play,
+                              expected_nets)
 
 FULL = bool(os.environ.get("CARDD_FULL"))
 SHOES = 40 if FULL else 20
@@ -81,6 +83,36 @@ def test_a_round_held_longer_than_the_resume_timeout_fails_the_soak_saying_what_
     assert message.startswith("expected the round held (") and "resumed within 1 s (every device usable" in message
     assert message.endswith("got not usable: shoe-reader offline (link down)")
     assert report.resumed == 0
+
+
+def _shoe_retries(log: Path) -> list[tuple[int, float]]:
+    """(attempt, delay) of every reopen of the shoe's port the daemon logged."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return [(line["attempt"], line["delay"]) for line in lines
+            if line["event"] == "port_retrying" and line["device"].endswith("/shoe")]
+
+
+def test_the_soaks_daemon_reopens_a_shoe_unplugged_every_round_at_the_first_backoff_steps() -> None:
+    # a shoe unplugged in every round is up less than the daemon's default 5 s between unplugs: a
+    # flapping device by that rule, so each reopen waited longer, up to 5 s (the full soak spent 90 %
+    # of its time there). The soak's daemon starts the schedule over at every reopen.
+    directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-test-", dir="/tmp"))
+    report = SoakReport()
+    try:
+        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), ROOT / "rules" / "casino-000.toml",
+                      directory, reconnect_stable_s=RECONNECT_STABLE_S) as rig:
+            play = _Play(rig, random.Random(3), report, 1.0, 0.0, 30, time.monotonic())
+            play.shoe()
+            retries = _shoe_retries(rig.log_path)
+        play.watcher.close()
+        play.chain.close()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    assert report.violations == [] and report.rounds >= 3
+    assert report.injected["shoe_unplug"] == report.rounds == report.resumed
+    # each unplug: the pty is away 0.3 s, so the first reopens find no device; then it is back
+    assert [attempt for attempt, _ in retries].count(1) == report.rounds
+    assert max(delay for _, delay in retries) <= 0.4, retries
 
 
 def test_a_violation_fails_the_soak() -> None:

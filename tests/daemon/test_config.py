@@ -88,6 +88,12 @@ def test_the_api_limits_may_be_raised_and_a_whole_number_rate_is_read(tmp_path):
     assert (config.api.rate, config.api.burst) == (1000.0, 1000)
 
 
+def test_the_reconnect_schedule_starts_over_after_5_s_open_unless_configured(tmp_path):
+    assert load_config(write(tmp_path, MINIMAL)).devices.reconnect_stable_s == 5.0  # drivers' Backoff.stable
+    config = load_config(write(tmp_path, MINIMAL.replace("\n\n", "\nreconnect_stable_s = 0\n\n")))
+    assert config.devices.reconnect_stable_s == 0.0  # a whole number is read as seconds too
+
+
 def test_config_error_is_a_cardd_error(tmp_path):
     assert isinstance(error_of(tmp_path, ""), CarddError)
 
@@ -147,6 +153,8 @@ OUT_OF_RANGE = [
     (MINIMAL + "[api]\nrate = nan\n", "api.rate", "nan is not allowed; expected a number from 1 to 10000"),
     (MINIMAL + "[api]\nburst = 0\n", "api.burst", "0 is not allowed; expected a whole number from 1 to 100000"),
     (MINIMAL + "[api]\nburst = 1.5\n", "api.burst", "1.5 is not allowed; expected a whole number from 1 to 100000"),
+    (MINIMAL.replace("\n\n", "\nreconnect_stable_s = -1\n\n"), "devices.reconnect_stable_s",
+     "-1 is not allowed; expected a number from 0 to 3600"),
     (MINIMAL + '[roles]\ndealer = "Dealers!"\n', "roles.dealer",
      '"Dealers!": expected a Unix group name (lower-case letters, digits, _ and -)'),
     (MINIMAL + '[roles]\ntechnician = "cardd-supervisor"\n', "roles.technician",
