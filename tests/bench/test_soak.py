@@ -2,10 +2,11 @@
 and unplugs, the latency histogram, event counts, memory trend, PNG plot and HTML report.
 
 CI: ``--shoes 20`` short shoes (the cut card after 30 cards, about 4 rounds a shoe) with faults
-and unplugs at 0.15 each (about 40 s on the shared 2-core machine). Before the bench's rig logged to
+and unplugs at 0.15 each (about 11 s on the shared 2-core machine). Before the bench's rig logged to
 a file this run stalled: the daemon's unread stderr pipe filled (64 KiB) and its loop blocked on
 the next log line.
-CARDD_FULL=1: 40 full 6-deck shoes (about 5 minutes).
+CARDD_FULL=1: 40 full 6-deck shoes (about 2 minutes; 14 minutes while the soak's daemon took the
+shoe, unplugged about once a second, for a flapping device and waited 5 s at each unplug).
 """
 from __future__ import annotations
 
