@@ -62,53 +62,48 @@ def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path
     assert "<h2>Card latency histogram</h2>" in text
 
 
+def _short_shoe(report: SoakReport, unplug_rate: float, **shoe_faults: Any) -> list[tuple[int, float]]:
+    """One short shoe (the cut card after card 30, seed 3) of the soak's play through a rig like the
+    soak's, the shoe's ``shoe_faults`` set first; the reopens of the shoe's port the daemon logged,
+    as (attempt, delay). What the play raises is raised."""
+    directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-test-", dir="/tmp"))  # a socket path under 108 bytes
+    play: _Play | None = None
+    try:
+        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), ROOT / "rules" / "casino-000.toml",
+                      directory, reconnect_stable_s=RECONNECT_STABLE_S) as rig:
+            play = _Play(rig, random.Random(3), report, unplug_rate, 0.0, 30, time.monotonic())
+            rig.sim.shoe.set_faults(**shoe_faults)
+            play.shoe()
+            lines = [json.loads(line) for line in rig.log_path.read_text().splitlines() if line.startswith("{")]
+            return [(line["attempt"], line["delay"]) for line in lines
+                    if line["event"] == "port_retrying" and line["device"].endswith("/shoe")]
+    finally:
+        if play is not None:  # the daemon has stopped, so the watcher's connection has ended
+            play.watcher.close()
+            play.chain.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def test_a_round_held_longer_than_the_resume_timeout_fails_the_soak_saying_what_it_waited_for(
         mocker: MockerFixture) -> None:
     # the shoe unplugged at its 3rd card (the first round's deal) and away for longer than the test:
     # the soak's wait for the resume gives up with one message, it does not wait on
     mocker.patch("cardd.bench.soak.RESUME_TIMEOUT_S", 1.0)
-    directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-test-", dir="/tmp"))  # a socket path under 108 bytes
     report = SoakReport()
-    try:
-        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), ROOT / "rules" / "casino-000.toml",
-                      directory) as rig:
-            play = _Play(rig, random.Random(3), report, 0.0, 0.0, 30, time.monotonic())
-            rig.sim.shoe.set_faults(disconnect_for=600.0, disconnect_at=3)
-            with pytest.raises(StepFailed) as failed:
-                play.shoe()
-        play.watcher.close()
-        play.chain.close()
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with pytest.raises(StepFailed) as failed:
+        _short_shoe(report, 0.0, disconnect_for=600.0, disconnect_at=3)
     message = str(failed.value)
     assert message.startswith("expected the round held (") and "resumed within 1 s (every device usable" in message
     assert message.endswith("got not usable: shoe-reader offline (link down)")
     assert report.resumed == 0
 
 
-def _shoe_retries(log: Path) -> list[tuple[int, float]]:
-    """(attempt, delay) of every reopen of the shoe's port the daemon logged."""
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    return [(line["attempt"], line["delay"]) for line in lines
-            if line["event"] == "port_retrying" and line["device"].endswith("/shoe")]
-
-
 def test_the_soaks_daemon_reopens_a_shoe_unplugged_every_round_at_the_first_backoff_steps() -> None:
     # a shoe unplugged in every round is up less than the daemon's default 5 s between unplugs: a
     # flapping device by that rule, so each reopen waited longer, up to 5 s (the full soak spent 90 %
     # of its time there). The soak's daemon starts the schedule over at every reopen.
-    directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-test-", dir="/tmp"))
     report = SoakReport()
-    try:
-        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), ROOT / "rules" / "casino-000.toml",
-                      directory, reconnect_stable_s=RECONNECT_STABLE_S) as rig:
-            play = _Play(rig, random.Random(3), report, 1.0, 0.0, 30, time.monotonic())
-            play.shoe()
-            retries = _shoe_retries(rig.log_path)
-        play.watcher.close()
-        play.chain.close()
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    retries = _short_shoe(report, 1.0)
     assert report.violations == [] and report.rounds >= 3
     assert report.injected["shoe_unplug"] == report.rounds == report.resumed
     # each unplug: the pty is away 0.3 s, so the first reopens find no device; then it is back
