@@ -326,13 +326,13 @@ def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1
         await until(lambda: len(rig.device.resumes) == 2)
         await rig.conn.send(Heartbeat(0))  # acknowledged: what the host sent before it has arrived
         assert StatusRequest not in map(type, rig.device.received)
-        for reason, asked in ((DropReason.CONFIRMED, []), (DropReason.OVERFLOW, [StatusRequest()])):
+        for reason, requests in ((DropReason.CONFIRMED, []), (DropReason.OVERFLOW, [StatusRequest()])):
             rig.device.reboot()
             await until(lambda: len(rig.device.resumes) == 3)
             rig.device.send(EventsDropped(1, 5, reason))  # its answer to ResumeEvents
             await until(lambda: EventsDropped(1, 5, reason) in rig.messages)
             await rig.conn.send(Heartbeat(0))
-            assert [r.message for r in rig.device.requests] == asked, reason
+            assert [r.message for r in rig.device.requests] == requests, reason
             rig.device.resumes.pop()
         rig.device.send(Answer(rig.device.requests[0].request_id, Status(DeviceState.IDLE, 0, 0, 1)))
         await until(lambda: Status(DeviceState.IDLE, 0, 0, 1) in rig.messages)  # to the application, like any
