@@ -41,6 +41,29 @@ def test_flush_ends_on_the_link_ack_of_a_message_that_is_not_an_event() -> None:
         asyncio.run(main(endpoint))
 
 
+def test_on_write_is_called_as_the_device_writes_to_its_line() -> None:
+    """The public hook benchmarks/daemon.py stamps the cards with: a message sent is written to
+    the line (and the hook called) before the send returns, then the host reads it."""
+    async def main(endpoint: PtyEndpoint) -> None:
+        host = await open_host(endpoint.url, QUIET_HOST)
+        marks: list[str] = []
+        try:
+            def send() -> None:  # on the device's loop: nothing else is written meanwhile
+                endpoint.on_write = lambda: marks.append("write")
+                marks.append("send")
+                endpoint.device.emit(Heartbeat(43))
+                marks.append("sent")
+                endpoint.on_write = None
+            await asyncio.to_thread(endpoint.call, send)
+            assert marks == ["send", "write", "sent"]
+            await host.until(lambda: Heartbeat(43) in host.of(Heartbeat))
+        finally:
+            await host.conn.close()
+
+    with PtyEndpoint(SimulatedShoe(heartbeat_s=0)) as endpoint:
+        asyncio.run(main(endpoint))
+
+
 class RebootsOnClearFault(SimulatedShoe):
     """Reboots at once, inside the payload callback, when told to clear a fault; notes every
     message it handles with the boot it was handled in."""
