@@ -182,22 +182,21 @@ def _devices(conn: Connection) -> None:
     unwritten: list[int] = []  # cards the shoe read whose bytes it has not written yet
     shoe = sim.shoe
     assert isinstance(shoe, PtyEndpoint) and isinstance(sim.shuffler, PtyEndpoint)
-    original_emit, original_drain = shoe.device.emit, shoe._drain
+    original_emit = shoe.device.emit
 
     def emit(msg: Message) -> None:  # the shoe reports a card: its frame is in the next write
         if isinstance(msg, CardRead) and msg.index not in emitted:
             unwritten.append(msg.index)
         original_emit(msg)
 
-    def drain() -> None:  # the moment the device writes to its line (what it wrote before a card's
+    def written() -> None:  # the moment the device writes to its line (what it wrote before a card's
         now = time.monotonic()  # frame left would stamp that card early: never late)
         for index in unwritten:
             emitted.setdefault(index, now)
         unwritten.clear()
-        original_drain()
 
     shoe.device.emit = emit
-    shoe._drain = drain  # type: ignore[method-assign]
+    shoe.on_write = written
     conn.send((shoe.url, sim.shuffler.url))
     try:
         while True:

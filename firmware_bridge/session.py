@@ -13,7 +13,9 @@ before REBOOTED) when another unit answers, REBOOTED when the boot id changed. W
 device sends at once after ResumeEvents (EventsDropped, the events it resends) goes to
 ``on_message`` after CONNECTED, even when it arrives before the handshake has ended. After
 every handshake with a 1.0 device it asks for the device's Status (StatusRequest): that
-device's events, a FaultCleared among them, are lost in a link reset.
+device's events, a FaultCleared among them, are lost in a link reset; and so, once, after a
+1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full buffer
+pushed out.
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -44,6 +46,7 @@ from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
     Answer,
+    DropReason,
     Event,
     EventsDropped,
     EventsJournaled,
@@ -145,7 +148,8 @@ class DeviceSession:
         self._held_back: list[Message] = []
         self._outage = False  # LINK_FAILED reported, not yet CONNECTED again
         self._heartbeat: asyncio.Task[None] | None = None
-        self._status_ask: asyncio.Task[None] | None = None  # a 1.0 device's Status, asked after a handshake
+        #: a 1.0 device's Status, asked after a handshake (a 1.1 device's, after its events overflowed)
+        self._status_ask: asyncio.Task[None] | None = None
         self._closed = False
 
     # ---- what the owner does ------------------------------------------------------------
@@ -219,11 +223,7 @@ class DeviceSession:
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
         self._hand_on_held_back()
         if not self.speaks_1_1:
-            if self._status_ask is not None:
-                # the last handshake's, if still waiting: its link was reset (it fails anyway), or an
-                # unasked IDENT called for this handshake (no reset: this one asks again)
-                self._status_ask.cancel()
-            self._status_ask = self._loop.create_task(self._ask_status(), name=f"status {self.device}")
+            self._ask_status_now()
         return ident
 
     def reset_link(self) -> None:
@@ -289,10 +289,18 @@ class DeviceSession:
             if not fut.cancel():  # done: failed while send() waited, whose own error reached the caller
                 discard_outcome(fut)
 
+    def _ask_status_now(self) -> None:
+        """Ask for the device's Status (:meth:`_ask_status`). One asked before that still waits is
+        given up: its link was reset (it fails anyway), or an unasked IDENT called for this handshake."""
+        if self._status_ask is not None:
+            self._status_ask.cancel()
+        self._status_ask = self._loop.create_task(self._ask_status(), name=f"status {self.device}")
+
     async def _ask_status(self) -> None:
-        """A 1.0 device's events, a FaultCleared among them, are lost in a link reset: after each
-        handshake its Status says what it is now. The answer goes to ``on_message`` like any other;
-        a request (not a bare send), so a request of the application waiting for a Status gets its own."""
+        """A 1.0 device's events, a FaultCleared among them, are lost in a link reset, and a 1.1
+        device's that its full buffer pushed out (EventsDropped(OVERFLOW)): its Status says what it
+        is now. The answer goes to ``on_message`` like any other; a request (not a bare send), so a
+        request of the application waiting for a Status gets its own."""
         try:
             await self.request(StatusRequest(), expect=Status, timeout=self.config.handshake_timeout)
         except ProtocolError as exc:  # reset, closed, silent or refused: the next handshake asks again
@@ -337,12 +345,22 @@ class DeviceSession:
         elif self._handshaking and isinstance(msg, (Event, EventsDropped)):
             self._held_back.append(msg)  # see _held_back
             return
+        elif type(msg) is EventsDropped:
+            self._events_dropped(msg)
         self._on_message(msg)
 
     def _hand_on_held_back(self) -> None:
         held, self._held_back = self._held_back, []
         for msg in held:
+            if type(msg) is EventsDropped:
+                self._events_dropped(msg)
             self._on_message(msg)
+
+    def _events_dropped(self, msg: EventsDropped) -> None:
+        """Events a full buffer pushed out may have ended a fault: the device's Status says. Asked
+        as it is handed on, so its answer comes after the events the device resends."""
+        if msg.reason is DropReason.OVERFLOW:
+            self._ask_status_now()
 
     def _note_ident(self, ident: Ident) -> None:
         # a first IDENT in this session that differs from the last one known: it changed while the port was away

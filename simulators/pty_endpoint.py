@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import tty
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
@@ -43,6 +43,9 @@ class PtyEndpoint(Endpoint[D]):
         self.tty: str | None = None
         self._master = self._slave = -1
         self._pending = bytearray()
+        #: called on the device's loop each time it is about to write bytes to its line (what it
+        #: sent before then is in them): benchmarks/daemon.py stamps the cards it sent with it
+        self.on_write: Callable[[], None] | None = None
 
     @property
     def url(self) -> str:
@@ -111,6 +114,8 @@ class PtyEndpoint(Endpoint[D]):
 
     def _drain(self) -> None:
         assert self.loop is not None
+        if self.on_write is not None:
+            self.on_write()
         try:
             while self._pending:
                 n = os.write(self._master, self._pending)

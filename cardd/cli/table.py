@@ -68,7 +68,8 @@ def retention_line(retention: dict[str, Any] | None) -> str:
     """STATE's ``retention`` in one line (docs/api.md, "STATE"); None until the daemon's first prune."""
     if retention is None:
         return "retention: not checked yet (the daemon's first prune runs just after start)"
-    line = (f"retention: pruned through seq {retention['pruned_through']}, exported through seq "
+    line = (f"retention ({retention['horizon_days']}-day horizon): pruned through seq {retention['pruned_through']}, "
+            f"exported through seq "
             f"{retention['exported_through']}, {retention['unexported']} record(s) not exported")
     if retention["oldest_unexported"] is not None:
         line += f" (oldest {retention['oldest_unexported']})"

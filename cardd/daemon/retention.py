@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,17 +44,15 @@ class Retention:
         self.group = group  # the API socket's group: export files are given to it
         #: where retention stood after the last prune or export (None before the first)
         self.status: RetentionStatus | None = None
+        service.on_committed = self._committed
 
     def status_json(self) -> dict[str, Any] | None:
         """STATE's "retention": :class:`RetentionStatus` as of the last prune or export (what is
         pruned and exported changes only then), with ``unexported`` counted now from the journal's
-        last seq: the journal grows between the hourly checks. When everything had been exported
-        at the last check and records came since, the first of them (``oldest_unexported``) is
-        looked up now, once: it stays the oldest until the next export or prune notes a status."""
+        last seq: the journal grows between the hourly checks. Never a journal lookup: this runs
+        on the loop, and the journal's lock may be the writer thread's through an fsync."""
         if self.status is None:
             return None
-        if self.status.oldest_unexported is None and self.journal.last_seq > self.status.exported_through:
-            self.status = self.journal.retention()  # a few indexed lookups, once a check at most
         status = self.status.to_json_dict()
         status["unexported"] = self.journal.last_seq - self.status.exported_through
         return status
@@ -123,8 +122,20 @@ class Retention:
                 log.error("journal prune failed", error=str(exc))
             await asyncio.sleep(self.every_s)
 
+    def _committed(self, first_seq: int, first_ts_ns: int) -> None:
+        """After each commit (on the loop): when the last check saw every record exported, the
+        first record written since is the oldest unexported until the next check."""
+        status = self.status
+        if status is not None and status.oldest_unexported is None and first_seq == status.exported_through + 1:
+            self.status = status.oldest_written(first_ts_ns, time.time_ns())
+
     async def _note_status(self) -> None:
-        self.status = status = await asyncio.to_thread(self.journal.retention)
+        status = await asyncio.to_thread(self.journal.retention)
+        if status.oldest_unexported is None and self.journal.last_seq > status.exported_through:
+            # records came between the lookup and now, before _committed could see this status:
+            # the first of them is in the journal now
+            status = await asyncio.to_thread(self.journal.retention)
+        self.status = status
         if status.unexported_past_horizon:
             log.warning("journal records past the retention horizon are not exported",
                         oldest_unexported=status.oldest_unexported, unexported=status.unexported)

@@ -170,6 +170,8 @@ class TableService:
         self.rules, self.journal, self._publish = rules, journal, publish
         self._clock = clock
         self.on_journaled = on_journaled
+        #: called after each commit with its first record's seq and time (ns): retention's oldest unexported
+        self.on_committed: Callable[[int, int], None] | None = None
         self._batch = _Batch()
         self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
@@ -469,6 +471,10 @@ class TableService:
         for index, future in batch.waiters:
             if not future.done():
                 future.set_result(seqs[index])
+        if seqs and self.on_committed is not None:
+            first_ts = batch.entries[0].ts_ns
+            assert first_ts is not None
+            self.on_committed(seqs[0], first_ts)
         self.journaled_reads.update(batch.reads)
         if batch.marks:
             merge_marks(self.event_marks, batch.marks)

@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -94,6 +94,12 @@ class RetentionStatus:
         return {"pruned_through": self.pruned_through, "exported_through": self.exported_through,
                 "unexported": self.unexported, "oldest_unexported": self.oldest_unexported,
                 "unexported_past_horizon": self.unexported_past_horizon, "horizon_days": self.horizon_days}
+
+    def oldest_written(self, ts_ns: int, now_ns: int) -> "RetentionStatus":
+        """This status once its oldest unexported record is known: the one stamped ``ts_ns``
+        (the first written after a check that saw every record exported)."""
+        return replace(self, oldest_unexported=iso_ns(ts_ns),
+                       unexported_past_horizon=ts_ns < now_ns - self.horizon_days * _DAY_NS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,12 +405,9 @@ class Journal:
             oldest = self._guarded(lambda c: c.execute("SELECT ts FROM records WHERE seq = ?",
                                                        (covered + 1,)).fetchone())
             last_seq = self._head[0]
-        oldest_ns = None if oldest is None else oldest[0]
-        cutoff = now_ns - self.retention_days * _DAY_NS
-        return RetentionStatus(pruned_through=anchor_seq, exported_through=covered, unexported=last_seq - covered,
-                               oldest_unexported=None if oldest_ns is None else iso_ns(oldest_ns),
-                               unexported_past_horizon=oldest_ns is not None and oldest_ns < cutoff,
-                               horizon_days=self.retention_days)
+        status = RetentionStatus(pruned_through=anchor_seq, exported_through=covered, unexported=last_seq - covered,
+                                 oldest_unexported=None, unexported_past_horizon=False, horizon_days=self.retention_days)
+        return status if oldest is None else status.oldest_written(oldest[0], now_ns)
 
     def prune(self, now: datetime | int | None = None, *, who: str = "", max_records: int | None = None) -> PruneResult:
         """Delete the records older than the retention horizon that were exported, oldest first

@@ -6,8 +6,10 @@ subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :
 DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
 trouble (identified again after its link was down counts as leaving it), DEVICE_STATE otherwise.
 A device's fault comes as a Fault event or in its Status (a device reports it after each
-handshake), and ends with a FaultCleared event or a Status without a fault (the host asks a 1.0
-device for its Status after each handshake: its FaultCleared may have been lost in a link reset); an IDENT of the same boot again changes nothing the device said since.
+handshake); one in fault that reports another (either way) has that one now, journaled as
+DEVICE_FAULT again; the fault ends with a FaultCleared event or a Status without a fault (the host asks a 1.0
+device for its Status after each handshake: its FaultCleared may have been lost in a link reset;
+a 1.1 device after its full event buffer pushed events out); an IDENT of the same boot again changes nothing the device said since.
 
 Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
 on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests
@@ -186,13 +188,18 @@ class DeviceModel(TableDriven):
             if isinstance(msg, LIVENESS):
                 if isinstance(msg, Status) and msg.state is not DeviceState.FAULT:
                     self.active_fault = None  # its fault ended while it was silent: not back through fault
+                elif isinstance(msg, Status) and self.active_fault is not None:
+                    # back to fault with the fault it has now (the status goes on to _on_status)
+                    self.active_fault = self._status_fault(msg.fault) or self.active_fault
                 self._back()
             else:
                 return  # not proof of life; the table refuses what it carries
         if isinstance(msg, Fault):
-            if self.state != "fault" or self.active_fault is None or self.active_fault.code != msg.code:
+            if self.state == "fault":
+                self._fault_now(msg, "fault")
+            else:
                 self.active_fault = msg
-                if self.state != "fault" and self.may("fail"):
+                if self.may("fail"):
                     self.resume_state = self.state
                     self.fail()
         elif isinstance(msg, FaultCleared):
@@ -260,10 +267,13 @@ class DeviceModel(TableDriven):
         # its status after each handshake, so a fault raised before it (at power-on, while unplugged) is known,
         # and a fault it no longer has ends here (a 1.0 device's FaultCleared lost in a link reset).
         if msg.state is DeviceState.FAULT:
-            if self.state != "fault" and self.may("fail"):
-                if msg.fault in FAULT_CODES and (self.active_fault is None or self.active_fault.code != msg.fault):
-                    code = FaultCode(msg.fault)
-                    self.active_fault = Fault(code, 0, f"{code.name.lower().replace('_', ' ')} (reported in its status)")
+            fault = self._status_fault(msg.fault)
+            if self.state == "fault":
+                if fault is not None:
+                    self._fault_now(fault, "status")
+            elif self.may("fail"):
+                if fault is not None and (self.active_fault is None or self.active_fault.code != fault.code):
+                    self.active_fault = fault
                 self.resume_state = self.state
                 self.fail()
             return
@@ -272,6 +282,30 @@ class DeviceModel(TableDriven):
             self._back()
         if msg.state is DeviceState.UPDATING and self.may("begin_update"):
             self.begin_update()
+
+    @staticmethod
+    def _status_fault(code: int) -> Fault | None:
+        """The fault a Status names (None for a code this host does not know)."""
+        if code not in FAULT_CODES:
+            return None
+        fault = FaultCode(code)
+        return Fault(fault, 0, f"{fault.name.lower().replace('_', ' ')} (reported in its status)")
+
+    def _fault_now(self, fault: Fault, via: str) -> None:
+        """A device in fault says what is wrong now: another fault than the active one replaces it
+        (its FaultCleared ends the fault, the old one's no longer does), journaled as DEVICE_FAULT
+        like the first; the model stays in fault (no transition, no new hold)."""
+        previous = self.active_fault
+        if previous is not None and previous.code == fault.code:
+            return
+        self.active_fault = fault
+        data = {"device": self.NAME, "from": "fault", "to": "fault", "trigger": via,
+                "fault": fault.code.name, "position": fault.position, "detail": fault.detail,
+                "previous": None if previous is None else previous.code.name}
+        was = "" if previous is None else f" (was {previous.code.name})"
+        text = f"{self.NAME}: fault now {fault.code.name} at position {fault.position} {fault.detail}".rstrip() + was
+        log.info("device_fault_changed", **data)
+        self._sink(Event(Reason.DEVICE_FAULT, self.NAME, text, Severity.WARNING, data))
 
     def _on_work_message(self, msg: Message) -> None:
         """Subclasses map their own messages to their work triggers."""

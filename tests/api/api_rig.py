@@ -11,9 +11,10 @@ from typing import Any
 
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role, RoleGroups
-from cardd.api.protocol import Event, LogQuery
+from cardd.api.protocol import ErrorCode, Event, LogQuery
 from cardd.api.server import ApiServer, Limits
-from cardd.journal.records import KIND_EVENT
+from cardd.daemon.commands import command_table
+from cardd.journal.records import KIND_COMMAND, KIND_EVENT, KIND_INPUT
 from devices.events import Reason
 
 #: the socket file's group: every foreign client below is in it unless a test says otherwise
@@ -22,18 +23,14 @@ DEALER_GID, SUPERVISOR_GID, TECH_GID = 64201, 64202, 64203
 ROLE_GROUPS: RoleGroups = {Role.DEALER: DEALER_GID, Role.SUPERVISOR: SUPERVISOR_GID, Role.TECHNICIAN: TECH_GID}
 
 
-class FakeDaemon:
-    """The backend boundary: a list for a journal and a table of commands, no devices."""
+#: the daemon's own command table (not simulating): the rig cannot drift from the product
+COMMANDS = command_table(simulated=False)
 
-    command_roles = {
-        "open_betting": frozenset({Role.DEALER}),
-        "player_decision": frozenset({Role.DEALER}),
-        "continue_round": frozenset({Role.SUPERVISOR}),
-        "void_shoe": frozenset({Role.SUPERVISOR}),
-        "self_test": frozenset({Role.TECHNICIAN}),
-        "clear_device_fault": frozenset({Role.TECHNICIAN}),
-        "archive": frozenset({Role.SUPERVISOR, Role.TECHNICIAN}),
-    }
+
+class FakeDaemon:
+    """The backend boundary: a list for a journal and the daemon's table of commands, no devices."""
+
+    command_roles: dict[str, frozenset[Role]] = {name: spec.roles for name, spec in COMMANDS.items()}
 
     def __init__(self) -> None:
         self.journal: list[Event] = []
@@ -42,10 +39,11 @@ class FakeDaemon:
         self.replay_reads = 0
         self.queries: list[LogQuery] = []
 
-    def journal_event(self, reason: str = Reason.CARD_ASSIGNED.value, **data: Any) -> Event:
+    def journal_event(self, reason: str = Reason.CARD_ASSIGNED.value, *, kind: str = KIND_EVENT,
+                      source: str = "shoe-1", who: str | None = None, **data: Any) -> Event:
         """A record as the daemon journals one: by default the event of a card read and assigned."""
-        event = Event(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind=KIND_EVENT,
-                      source="shoe-1", reason=reason, severity="info", message=reason.lower(), data=data)
+        event = Event(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind=kind,
+                      source=source, reason=reason, severity="info", who=who, message=reason.lower(), data=data)
         self.journal.append(event)
         return event
 
@@ -73,10 +71,17 @@ class FakeDaemon:
         return found
 
     async def command(self, name: str, args: dict[str, Any], caller: Caller) -> int:
-        if args.get("fail"):
-            raise CommandFailed(f"cannot {name} now: the round is held", code="held")
+        if args.get("fail"):  # as the table refuses a command (a TableError: the daemon's ERROR failed)
+            raise CommandFailed(f"cannot {name} now: the round is held", code=ErrorCode.FAILED)
         self.accepted.append((name, args, caller))
-        return self.journal_event("COMMAND", name=name, who=caller.user).seq
+        spec = COMMANDS[name]
+        if spec.kind == "table":  # the daemon journals a table command as its input record: no reason code
+            assert spec.record is not None
+            return self.journal_event("", kind=KIND_INPUT, source="api", who=caller.user,
+                                      type=spec.record.__name__, **args).seq
+        # any other under its name in capitals (TableService.journal_command)
+        return self.journal_event(name.upper(), kind=KIND_COMMAND, source=spec.kind, who=caller.user,
+                                  command=name, uid=caller.uid, args=args).seq
 
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         self.refused.append((name, caller, needs))

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
-from cardd.api.protocol import LogQuery
+from cardd.api.peer import ALL_ROLES, Caller
+from cardd.api.protocol import ERROR_CODES, Event, LogQuery
 from cardd.api.server import ApiServer, Limits
 from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
-from cardd.journal.records import KIND_EVENT
+from cardd.journal.records import KIND_COMMAND, KIND_EVENT, KIND_INPUT
 
 from tests.api.api_rig import ROLE_GROUPS, FakeDaemon, LineClient, serving
 
@@ -22,6 +23,26 @@ def test_the_rig_journals_a_reason_and_kind_the_daemon_journals() -> None:
     """A LOG filter test against the rig means something only for a reason the daemon has."""
     event = FakeDaemon().journal_event()
     assert event.reason in journal_reasons() and event.kind == KIND_EVENT
+
+
+def test_the_rig_has_the_daemons_commands_and_journals_them_as_the_daemon_does() -> None:
+    """Its commands are the daemon's (names and roles); an accepted one is journaled as the daemon
+    journals it: a table input's record without a reason code, any other under a reason the daemon
+    journals. Its errors carry the API's own codes."""
+    daemon = FakeDaemon()
+    assert daemon.command_roles == {spec.name: spec.roles for spec in command_table(simulated=False).values()}
+    root = Caller(pid=1, uid=0, gid=0, user="root", groups=frozenset({0}), roles=ALL_ROLES)
+
+    async def commands() -> list[Event]:
+        for name in ("open_round", "selftest", "export_journal"):
+            await daemon.command(name, {}, root)
+        return daemon.journal
+
+    table, device, journal = asyncio.run(commands())
+    assert (table.kind, table.reason, table.source, table.data) == (KIND_INPUT, "", "api", {"type": "OpenRound"})
+    for event in (device, journal):
+        assert event.kind == KIND_COMMAND and event.reason in journal_reasons(), event
+    assert {code for _, _, code, _ in BAD_LINES} <= ERROR_CODES
 
 
 def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
@@ -68,7 +89,7 @@ BAD_LINES = [
     (b'{"class": "WATCH", "since_seq": "3"}\n', None, "bad-request", "Expected int | null, got str at since_seq"),
     (b'{"class": "COMMAND", "name": "void_shoe"}\n', None, "bad-request", "Object missing required field id"),
     (b'{"class": "COMMAND", "id": "q", "name": "fly"}\n', "q", "unknown-command", "unknown command 'fly' (known: "),
-    (b'{"class": "COMMAND", "id": "q", "name": "void_shoe", "args": {"fail": 1}}\n', "q", "held",
+    (b'{"class": "COMMAND", "id": "q", "name": "void_shoe", "args": {"fail": 1}}\n', "q", "failed",
      "cannot void_shoe now: the round is held"),
     (b'{"class": "LOG", "id": "bug", "reason": "BUG"}\n', "bug", "internal", "the daemon failed on this request"),
     (b'{"class": "WATCH", "id": "w"}\n{"class": "WATCH", "id": "w2"}\n', "w2", "bad-request", "already watching"),
@@ -95,8 +116,7 @@ def test_a_bad_request_gets_one_error_line_and_the_connection_stays(sock_dir, li
 
 def test_an_unknown_command_error_lists_every_command_in_full(sock_dir):
     """The daemon's command table is longer than an ERROR's usual cut: the list is the help, never cut."""
-    daemon = FakeDaemon()
-    daemon.command_roles = {spec.name: spec.roles for spec in command_table(simulated=False).values()}
+    daemon = FakeDaemon()  # the daemon's own command table
 
     async def scenario() -> dict[str, Any]:
         async with serving(daemon, sock_dir) as server:

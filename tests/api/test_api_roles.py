@@ -60,7 +60,7 @@ def test_every_command_is_accepted_in_its_group_and_refused_outside(sock_dir, ro
 def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock_dir):
     daemon = FakeDaemon()
     requests = [{"class": "STATE", "id": "s"}, {"class": "LOG", "id": "l"}, {"class": "WATCH", "id": "w"},
-                command("open_betting")]
+                command("open_round")]
 
     async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
@@ -70,10 +70,10 @@ def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock
     assert version["class"] == "VERSION"
     assert [(r["class"], r["code"], r["id"]) for r in replies] == [
         ("ERROR", "refused", "s"), ("ERROR", "refused", "l"), ("ERROR", "refused", "w"),
-        ("ERROR", "refused", "c-open_betting")]
+        ("ERROR", "refused", "c-open_round")]
     assert "STATE needs one of the roles dealer, supervisor, technician" in str(replies[0]["message"])
     assert "holds no role" in str(replies[3]["message"])
-    assert [(n, c.uid) for n, c, _ in daemon.refused] == [("open_betting", 64310)]
+    assert [(n, c.uid) for n, c, _ in daemon.refused] == [("open_round", 64310)]
 
 
 def test_any_role_may_query_and_watch(sock_dir):
@@ -106,7 +106,7 @@ def test_a_user_outside_the_socket_group_cannot_connect(sock_dir):
         async with serving(FakeDaemon(), sock_dir) as server:
             assert oct(os.stat(server.path).st_mode & 0o777) == "0o660"
             assert os.stat(server.path).st_gid == SOCKET_GID
-            return await run_client_async(sock_dir / "cardd.sock", 64313, [DEALER_GID], [command("open_betting")])
+            return await run_client_async(sock_dir / "cardd.sock", 64313, [DEALER_GID], [command("open_round")])
 
     assert asyncio.run(scenario()) == [{"connect": "EACCES"}]
 

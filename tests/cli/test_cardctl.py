@@ -87,7 +87,8 @@ def test_status_json_and_the_table_view(daemon):
     text = cardctl(daemon.socket_path, "status")
     assert text.code == 0 and "SHOE0001" in text.out and "alarms: none" in text.out
     # nothing exported yet: every record waits for an export (more may have come since STATE)
-    assert "retention: pruned through seq 0, exported through seq 0, " in text.out
+    assert (f"retention ({retention['horizon_days']}-day horizon): pruned through seq 0, exported through seq 0, "
+            in text.out)
     assert f"record(s) not exported (oldest {retention['oldest_unexported']})" in text.out
 
 
@@ -110,13 +111,13 @@ def test_status_counts_the_records_not_exported_now_not_at_the_last_prune(daemon
 def test_the_retention_line_of_status():
     assert retention_line(None).startswith("retention: not checked yet")
     late = {"pruned_through": 100, "exported_through": 120, "unexported": 30,
-            "oldest_unexported": "2026-01-02T03:04:05.000000000Z", "unexported_past_horizon": True}
+            "oldest_unexported": "2026-01-02T03:04:05.000000000Z", "unexported_past_horizon": True, "horizon_days": 120}
     assert retention_line(late) == (
-        "[yellow]retention: pruned through seq 100, exported through seq 120, 30 record(s) not exported "
+        "[yellow]retention (120-day horizon): pruned through seq 100, exported through seq 120, 30 record(s) not exported "
         "(oldest 2026-01-02T03:04:05.000000000Z): past the horizon, export them (cardctl log --export FILE)[/]")
     everything = {**late, "unexported": 0, "oldest_unexported": None, "unexported_past_horizon": False}
     assert retention_line(everything) == \
-        "retention: pruned through seq 100, exported through seq 120, 0 record(s) not exported"
+        "retention (120-day horizon): pruned through seq 100, exported through seq 120, 0 record(s) not exported"
 
 
 def test_devices_lists_json(daemon):

@@ -50,7 +50,7 @@ def test_an_archive_export_is_journaled_and_the_copy_is_the_journaled_file(daemo
     assert rows[1]["prev"] == rows[0]["hash"]
     assert cardctl(sock, "verify-journal").code == 0
     status = cardctl(sock, "status")  # the export moved STATE's retention, and the status line with it
-    assert status.code == 0 and f"retention: pruned through seq 0, exported through seq {done['last_seq']}," in status.out
+    assert status.code == 0 and f"-day horizon): pruned through seq 0, exported through seq {done['last_seq']}," in status.out
 
 
 def test_a_time_range_exports_that_stretch_of_the_chain(daemon, directory):

@@ -83,3 +83,30 @@ def test_watch_shows_the_boxes_totals_and_an_alarm_appearing_and_clearing(direct
         finally:
             tmux.close()
             client.close()
+
+
+def test_watch_shows_a_card_drawn_in_error_until_the_dealer_settles_it(directory):
+    """A card drawn between rounds waits for the dealer's word (exposed or not) and no round opens
+    meanwhile: the view names the card and the command, as ``cardctl status`` does."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        tmux = Tmux(f"{SESSION_PREFIX}-{directory.name}", [str(CARDCTL), "--socket", str(daemon.socket_path), "watch"])
+        try:
+            shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+            screen = tmux.wait_for(lambda s: "in_play" in s)
+            assert "DRAWN IN ERROR" not in screen
+            client.ok("sim_deal", cards=1)  # no round open
+            card, = client.wait_state(lambda s: bool(s["piles"]["drawn_in_error"]))["piles"]["drawn_in_error"]
+            screen = tmux.wait_for(lambda s: "DRAWN IN ERROR" in s)
+            lines = screen.splitlines()
+            at = next(i for i, line in enumerate(lines) if "DRAWN IN ERROR" in line)
+            # the detail cell as it reads, wrapped over the lines of its row
+            detail = " ".join(line.split("│")[2].strip() for line in lines[at:at + 3] if line.count("│") == 3)
+            assert f"{card}: waiting for the dealer (cardctl round drawn-in-error exposed|unexposed)" in detail, screen
+            client.ok("drawn_in_error", exposed=True)
+            screen = tmux.wait_for(lambda s: "DRAWN IN ERROR" not in s)
+            assert any(row.split("│")[1].strip() == "none" for row in screen.splitlines() if row.count("│") == 3), screen
+        finally:
+            tmux.close()
+            client.close()

@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -160,11 +163,36 @@ def test_export_then_prune_removes_only_exported_records_past_the_horizon(direct
         assert code == 0, err
 
 
-def test_the_oldest_unexported_record_is_looked_up_when_asked_after_a_check_that_saw_none(tmp_path):
+@contextmanager
+def journal_held(journal: Journal) -> Iterator[None]:
+    """The journal's lock held by another thread, as the writer thread holds it through a commit's
+    fsync or a prune chunk, until the block ends (or 10 s pass: the block waited for it)."""
+    held, release, waited = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        with journal._lock:
+            held.set()
+            if not release.wait(10):
+                waited.append(True)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait()
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join()
+    assert not waited, "the block waited for the journal's lock"
+
+
+def test_records_after_a_check_that_saw_none_unexported_show_the_oldest_without_a_journal_lookup(tmp_path):
     """A check (the daemon's prune, here the daemon's own Retention over a real journal) that saw
     every record exported notes no oldest; records journaled after it are shown at once, not an
-    hour later at the next check. (In the daemon each check follows a record of its own, start,
-    export or prune, so the journal it sees is never all exported; a new empty one is.)"""
+    hour later at the next check, and STATE asks the journal nothing for it (it is answered on
+    the loop, while the writer thread may hold the journal's lock). (In the daemon each check
+    follows a record of its own, start, export or prune, so the journal it sees is never all
+    exported; a new empty one is.)"""
     async def main() -> None:
         with Journal.open(tmp_path / "journal.sqlite3", create=True, retention_days=HORIZON_DAYS) as journal:
             service = TableService(RULES, journal, lambda event: None)
@@ -176,14 +204,18 @@ def test_the_oldest_unexported_record_is_looked_up_when_asked_after_a_check_that
                                                    "horizon_days": HORIZON_DAYS}
                 now = time.time_ns()
                 old, new = now - (HORIZON_DAYS + 10) * DAY_NS, now - DAY_NS
-                journal.append([Entry("event", "HISTORY", "test", data={"age": "old"}, ts_ns=old),
-                                Entry("event", "HISTORY", "test", data={"age": "new"}, ts_ns=new)])
-                status = retention.status_json()
+                service.add(Entry("event", "HISTORY", "test", data={"age": "old"}, ts_ns=old))
+                await service.commit_of(service.add(Entry("event", "HISTORY", "test", data={"age": "new"}, ts_ns=new)))
+                with journal_held(journal):
+                    status = retention.status_json()
                 assert status == {"pruned_through": 0, "exported_through": 0, "unexported": 2,
                                   "oldest_unexported": iso_ns(old), "unexported_past_horizon": True,
                                   "horizon_days": HORIZON_DAYS}
-                journal.append([Entry("event", "HISTORY", "test", data={"age": "newer"}, ts_ns=now)])
-                assert retention.status_json() == {**status, "unexported": 3}  # still the first of them
+                await service.commit_of(service.add(Entry("event", "HISTORY", "test", data={"age": "newer"},
+                                                          ts_ns=now)))
+                with journal_held(journal):
+                    assert retention.status_json() == {**status, "unexported": 3}  # still the first of them
+                assert retention.status_json() == {**journal.retention().to_json_dict()}  # as a check would note
             finally:
                 service.flush()
 

@@ -11,7 +11,8 @@ from typing import Callable
 import pytest
 
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.messages import CardRead, DropReason, EventsDropped, Message, ShoeEmpty, Status, StatusRequest
+from firmware_bridge.messages import (CardRead, DeviceState, DropReason, EventsDropped, Fault, FaultCleared, FaultCode,
+                                     Heartbeat, Message, ShoeEmpty, Status, StatusRequest)
 from firmware_bridge.session import SessionConfig, SessionEvent
 from firmware_bridge.session import SessionEventKind as K
 from simulators.endpoint import Endpoint
@@ -186,6 +187,46 @@ def test_an_overflowing_buffer_is_reported_with_what_it_pushed_out(link_path):
             assert [e.detail for e in second.host.events if e.kind is K.EVENTS_DROPPED] == [
                 "events 1..13 (13) are lost: overflow"]
             assert conn.event_stats.dropped_by_device == 13 and K.EVENT_GAP not in second.kinds()
+        finally:
+            await conn.close()
+
+    with endpoint:
+        asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_a_fault_cleared_that_an_overflow_pushed_out_ends_with_the_status_the_host_asks_for(link_path):
+    """The host journaled a jam; while no host listens the jam is cleared and the dealer goes on,
+    and the device's full buffer pushes the FaultCleared out. The next host is told what is lost
+    (EventsDropped(OVERFLOW)) and asks, once, for the device's Status: no fault."""
+    device = SimulatedShoe(faults=Faults(event_buffer=4), heartbeat_s=0)
+    endpoint, _ = make_endpoint(link_path, device)
+
+    async def main():
+        first = Journal()
+        conn = first.connect(endpoint)
+        await conn.open()
+        endpoint.call(device.raise_fault, FaultCode.JAM)
+        await first.until(lambda: [type(m) for _, m in first.records] == [Fault])
+        await device_state(endpoint, lambda s: s["events_confirmed"] == 1)
+        await conn.close()
+        endpoint.call(device.clear_fault, FaultCode.JAM)  # event 2, pushed out by the 6 below
+        endpoint.call(device.load, full_shoe(1))
+        endpoint.call(device.deal, 5)
+        await device_state(endpoint, lambda s: s["event_index"] == 8)
+
+        second = Journal(confirmed=first.confirmed)
+        conn = second.connect(endpoint)
+        await conn.open()
+        try:
+            await second.until(lambda: len(second.records) == 4 and bool(second.host.of(Status)))
+            assert second.host.of(EventsDropped) == [EventsDropped(2, 3, DropReason.OVERFLOW)]
+            assert FaultCleared not in [type(m) for _, m in second.records]  # lost: only the Status says
+            status, = second.host.of(Status)
+            assert (status.state, status.fault) == (DeviceState.DEALING, 0)  # cards still in it, no fault
+            await conn.send(Heartbeat(0))  # acknowledged: anything asked before it has arrived
+            assert (await device_state(endpoint, lambda s: True))["faults_active"] == []
+            assert len(second.host.of(Status)) == 1  # asked once
         finally:
             await conn.close()
 

@@ -299,9 +299,11 @@ def test_a_1_0_device_gets_no_envelopes_and_is_matched_by_type():
     run(main())
 
 
-def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1_1_device_never():
+def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1_1_device_only_after_an_overflow():
     """A 1.0 device's events are lost in a link reset (a FaultCleared among them): its Status, asked
-    for after each handshake, says what it is now. A 1.1 device resends its events instead."""
+    for after each handshake, says what it is now. A 1.1 device resends its events instead; only
+    those its full buffer pushed out (EventsDropped(OVERFLOW)) are lost, and then it is asked once.
+    Events a host confirmed before (CONFIRMED) were journaled: nothing to ask."""
     async def main():
         device = FakeDevice()  # IDENT says 1.0
         line = listen("events-legacy-status", device.attach)
@@ -324,6 +326,16 @@ def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1
         await until(lambda: len(rig.device.resumes) == 2)
         await rig.conn.send(Heartbeat(0))  # acknowledged: what the host sent before it has arrived
         assert StatusRequest not in map(type, rig.device.received)
+        for reason, requests in ((DropReason.CONFIRMED, []), (DropReason.OVERFLOW, [StatusRequest()])):
+            rig.device.reboot()
+            await until(lambda: len(rig.device.resumes) == 3)
+            rig.device.send(EventsDropped(1, 5, reason))  # its answer to ResumeEvents
+            await until(lambda: EventsDropped(1, 5, reason) in rig.messages)
+            await rig.conn.send(Heartbeat(0))
+            assert [r.message for r in rig.device.requests] == requests, reason
+            rig.device.resumes.pop()
+        rig.device.send(Answer(rig.device.requests[0].request_id, Status(DeviceState.IDLE, 0, 0, 1)))
+        await until(lambda: Status(DeviceState.IDLE, 0, 0, 1) in rig.messages)  # to the application, like any
         await rig.close()
 
     run(main())

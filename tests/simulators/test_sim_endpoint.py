@@ -1,12 +1,16 @@
 """The endpoint's flush (what a device awaits before a reboot or an unplug): it ends when the
-link has acknowledged every message sent, events or not, without waiting for the host to speak."""
+link has acknowledged every message sent, events or not, without waiting for the host to speak.
+Each link the endpoint makes is the device's only while it is current: a device that rebooted
+inside a payload callback gets nothing more of the old link."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
-from firmware_bridge.messages import Heartbeat
+from firmware_bridge.framing import Frame, FrameKind, encode_frame
+from firmware_bridge.link import LinkState
+from firmware_bridge.messages import ClearFault, FaultCode, Heartbeat, Message, StatusRequest, encode
 from firmware_bridge.session import SessionConfig
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
@@ -35,3 +39,68 @@ def test_flush_ends_on_the_link_ack_of_a_message_that_is_not_an_event() -> None:
 
     with PtyEndpoint(SimulatedShoe(heartbeat_s=0)) as endpoint:
         asyncio.run(main(endpoint))
+
+
+def test_on_write_is_called_as_the_device_writes_to_its_line() -> None:
+    """The public hook benchmarks/daemon.py stamps the cards with: a message sent is written to
+    the line (and the hook called) before the send returns, then the host reads it."""
+    async def main(endpoint: PtyEndpoint) -> None:
+        host = await open_host(endpoint.url, QUIET_HOST)
+        marks: list[str] = []
+        try:
+            def send() -> None:  # on the device's loop: nothing else is written meanwhile
+                endpoint.on_write = lambda: marks.append("write")
+                marks.append("send")
+                endpoint.device.emit(Heartbeat(43))
+                marks.append("sent")
+                endpoint.on_write = None
+            await asyncio.to_thread(endpoint.call, send)
+            assert marks == ["send", "write", "sent"]
+            await host.until(lambda: Heartbeat(43) in host.of(Heartbeat))
+        finally:
+            await host.conn.close()
+
+    with PtyEndpoint(SimulatedShoe(heartbeat_s=0)) as endpoint:
+        asyncio.run(main(endpoint))
+
+
+class RebootsOnClearFault(SimulatedShoe):
+    """Reboots at once, inside the payload callback, when told to clear a fault; notes every
+    message it handles with the boot it was handled in."""
+
+    def __init__(self) -> None:
+        super().__init__(heartbeat_s=0)
+        self.handled: list[tuple[int, str]] = []
+
+    def handle(self, msg: Message) -> list[Message]:
+        self.handled.append((self.boot_id, type(msg).__name__))
+        if isinstance(msg, ClearFault):
+            self.reboot()
+            return []
+        return super().handle(msg)
+
+
+def test_a_device_that_reboots_inside_a_payload_callback_gets_nothing_more_of_the_old_link() -> None:
+    """Two messages in one chunk: the first reboots the device, which starts a new link. The
+    second was the old link's (acknowledged on it, to the device as it was): the rebooted device
+    never handles it; each link the endpoint makes hands its payloads to the device only while
+    it is the device's link."""
+    device = RebootsOnClearFault()
+    with PtyEndpoint(device) as endpoint:
+        boot = device.boot_id
+        chunk = b"".join(encode_frame(frame) for frame in (
+            Frame(FrameKind.RESET, payload=b"host"),  # the host's RESET: the device's link is up
+            Frame(FrameKind.DATA, seq=0, payload=encode(ClearFault(FaultCode.JAM))),
+            Frame(FrameKind.DATA, seq=1, payload=encode(StatusRequest()))))
+
+        def feed() -> tuple[int, str | None, list[tuple[int, str]]]:
+            old = endpoint.link
+            assert old is not None and old.state is LinkState.DOWN  # waiting for a host's RESET
+            old.bytes_received(chunk)
+            new = endpoint.link
+            assert new is not None and new is not old
+            return device.boot_id, new.state.value, list(device.handled)
+
+        rebooted, state, handled = endpoint.call(feed)
+        assert rebooted != boot and state == "resetting"  # the new link says RESET to the host
+        assert handled == [(boot, "ClearFault")]

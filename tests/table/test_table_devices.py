@@ -68,6 +68,45 @@ def test_fault_and_clear_return_to_the_state_before() -> None:
     assert m.state == "loaded"
 
 
+def test_a_device_in_fault_that_reports_another_fault_has_that_one_now_journaled() -> None:
+    """The device says what is wrong now, in its Status (asked after a handshake) or a Fault event:
+    the model's active fault follows it, one DEVICE_FAULT names the change, and only the current
+    fault's clearing ends it."""
+    m, events, _ = reader()
+    m.on_message(ShoeLoaded(0))
+    m.on_message(Fault(FaultCode.JAM, 3, "card stuck"))
+    before = len(events)
+    m.on_message(Status(DeviceState.FAULT, FaultCode.COVER_OPEN, 312, 1000))
+    assert m.state == "fault" and m.active_fault is not None and m.active_fault.code is FaultCode.COVER_OPEN
+    changed, = events[before:]
+    assert changed.reason is Reason.DEVICE_FAULT and changed.source == "shoe-reader"
+    assert changed.data == {"device": "shoe-reader", "from": "fault", "to": "fault", "trigger": "status",
+                            "fault": "COVER_OPEN", "position": 0, "detail": "cover open (reported in its status)",
+                            "previous": "JAM"}
+    assert changed.message == ("shoe-reader: fault now COVER_OPEN at position 0 cover open (reported in its "
+                               "status) (was JAM)")
+    m.on_message(Status(DeviceState.FAULT, FaultCode.COVER_OPEN, 312, 1000))  # the same again: nothing new
+    m.on_message(FaultCleared(FaultCode.JAM))  # the fault it no longer has
+    assert m.state == "fault" and len(events) == before + 1
+    m.on_message(Fault(FaultCode.MOTOR, 0, "motor stalled"))  # a Fault event the same way
+    assert m.active_fault == Fault(FaultCode.MOTOR, 0, "motor stalled")
+    assert events[-1].reason is Reason.DEVICE_FAULT and events[-1].data["trigger"] == "fault"
+    assert events[-1].message == "shoe-reader: fault now MOTOR at position 0 motor stalled (was COVER_OPEN)"
+    m.on_message(FaultCleared(FaultCode.MOTOR))
+    assert m.state == "loaded" and m.active_fault is None and events[-1].reason is Reason.DEVICE_RECOVERED
+
+
+def test_a_device_stale_in_fault_comes_back_with_the_fault_its_status_names() -> None:
+    m, events, clock = reader()
+    m.on_message(Fault(FaultCode.SENSOR, 0, ""))
+    clock.now += 5
+    m.check_heartbeat()
+    before = len(events)
+    m.on_message(Status(DeviceState.FAULT, FaultCode.DOOR_OPEN, 0, 1000))
+    back, = events[before:]  # one event: back to fault, naming the fault it has now
+    assert m.state == "fault" and back.reason is Reason.DEVICE_FAULT and back.data["fault"] == "DOOR_OPEN"
+
+
 def test_a_fault_outlives_a_silence() -> None:
     m, _, clock = reader()
     m.on_message(Fault(FaultCode.SENSOR, 0, ""))
