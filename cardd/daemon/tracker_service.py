@@ -249,8 +249,10 @@ class TableService:
         Raises what the table raises for a refused input; the input is journaled either way,
         except a tick or a heartbeat that caused nothing (after a restore the devices start offline anyway)."""
         batch = self._batch
-        if type(inp) is DeviceMessage and type(inp.message) is CardRead:
-            return self._apply_card(batch, inp, who)
+        if type(inp) is DeviceMessage:
+            read = inp.message
+            if type(read) is CardRead:
+                return self._apply_card(batch, inp, read, who)
         at = len(batch.entries)
         batch.entries.append(Entry(kind=KIND_INPUT, source=_source(inp), who=who, data=to_json(inp),
                                    ts_ns=time.time_ns()))
@@ -268,11 +270,11 @@ class TableService:
             self._note_read(inp)
         return caused
 
-    def _apply_card(self, batch: _Batch, inp: DeviceMessage, who: str) -> list[Event]:
+    def _apply_card(self, batch: _Batch, inp: DeviceMessage, read: CardRead, who: str) -> list[Event]:
         """:meth:`apply` of a card read, the input of nearly every record: the same steps with the
         questions a card read answers the same way every time (source, card path, routine, read,
         event) answered once."""
-        device, msg = inp.device, inp.message
+        device = inp.device
         batch.entries.append(Entry(kind=KIND_INPUT, source=device, who=who, data=to_json(inp), ts_ns=time.time_ns()))
         if self._flush_handle is None:  # _schedule_flush
             self._flush_handle = asyncio.get_running_loop().call_soon(self._scheduled_flush)
@@ -280,8 +282,8 @@ class TableService:
             return self.table.apply(inp)
         finally:  # journaled either way: its read and its event index count, applied or refused
             reads = batch.reads
-            if reads.get(device, 0) < msg.index:
-                reads[device] = msg.index
+            if reads.get(device, 0) < read.index:
+                reads[device] = read.index
             if inp.event_index is not None:
                 _note_event(batch, self.table, inp)
 
