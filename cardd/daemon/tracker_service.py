@@ -276,14 +276,11 @@ class TableService:
         event) answered once."""
         device = inp.device
         batch.entries.append(Entry(kind=KIND_INPUT, source=device, who=who, data=to_json(inp), ts_ns=time.time_ns()))
-        if self._flush_handle is None:  # _schedule_flush
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._scheduled_flush)
+        self._schedule_flush()
         try:
             return self.table.apply(inp)
         finally:  # journaled either way: its read and its event index count, applied or refused
-            reads = batch.reads
-            if reads.get(device, 0) < read.index:
-                reads[device] = read.index
+            _note_index(batch.reads, device, read.index)
             if inp.event_index is not None:
                 _note_event(batch, self.table, inp)
 
@@ -349,8 +346,7 @@ class TableService:
     def _note_read(self, inp: TableInput) -> None:
         if isinstance(inp, DeviceMessage):
             if isinstance(inp.message, (CardRead, UnreadableCard)):
-                reads = self._batch.reads
-                reads[inp.device] = max(reads.get(inp.device, 0), inp.message.index)
+                _note_index(self._batch.reads, inp.device, inp.message.index)
             _note_event(self._batch, self.table, inp)
 
     def _schedule_flush(self) -> None:
@@ -528,6 +524,12 @@ def _note_event(batch: _Batch, table: Table, inp: DeviceMessage) -> None:
     units = batch.marks.setdefault(inp.device, {})  # the card path: no merge_marks() per card
     if units.get(unit, 0) < inp.event_index:
         units[unit] = inp.event_index
+
+
+def _note_index(reads: dict[str, int], device: str, index: int) -> None:
+    """``device``'s highest card index in a batch moved on to ``index``."""
+    if reads.get(device, 0) < index:
+        reads[device] = index
 
 
 def _card_path(inp: TableInput) -> bool:
