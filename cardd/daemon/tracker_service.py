@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -204,7 +203,7 @@ class TableService:
             self.table = restore(self.rules, self._sink, snap, clock=self._clock)
         held = self._batch.entries
         if start.ts_ns is None:
-            start = dataclasses.replace(start, ts_ns=time.time_ns())
+            start = start._replace(ts_ns=time.time_ns())
         self._batch = _Batch(entries=[start, *held], needs_snapshot=True)
         self.feed = _JournaledFeed(self)
         seqs = self._commit()
