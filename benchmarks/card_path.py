@@ -14,7 +14,7 @@ card a card drawn in error) and ``rounds`` (recorded shoes of random rounds: car
 hands, settlement). Prints CPU microseconds per card (all threads: ``process_time``) and the
 cards/s of this one process.
 
-    .venv/bin/python benchmarks/card_path.py [--shoes 10] [--stream no-round|rounds] [--burst 16] [--profile FILE]
+    .venv/bin/python benchmarks/card_path.py [--shoes 10] [--stream no-round|rounds] [--burst 16] [--window 128] [--profile FILE]
                                              [--no-freeze]
 """
 from __future__ import annotations
@@ -135,6 +135,7 @@ async def run(args: argparse.Namespace) -> None:
         profile = cProfile.Profile() if args.profile else None
         if profile is not None:
             profile.enable()
+        sent = 0
         began_cpu, began = time.process_time(), time.perf_counter()
         for at in range(0, len(steps), args.burst):
             for payload, record in steps[at:at + args.burst]:
@@ -142,10 +143,12 @@ async def run(args: argparse.Namespace) -> None:
                     event = decode(payload)
                     assert isinstance(event, Event) and isinstance(record, DeviceMessage)
                     feed.apply(DeviceMessage(SHOE, event.message, event.index, UNIT))
+                    sent = event.index
                 else:
                     feed.apply(record)
             await asyncio.sleep(0)
-            while len(service._batch.entries) > args.backlog:  # a device stops at its window of unconfirmed events
+            # the shoe stops at its window of events not yet journaled (confirmed), as a 1.1 device does
+            while sent - service.event_marks.get(SHOE, {}).get(UNIT, 0) > args.window:
                 await asyncio.sleep(0.0002)
         service.flush()
         last = journal.last_seq
@@ -181,7 +184,8 @@ def main() -> None:
     ap.add_argument("--shoes", type=int, default=10)
     ap.add_argument("--stream", choices=("no-round", "rounds"), default="no-round")
     ap.add_argument("--burst", type=int, default=16)
-    ap.add_argument("--backlog", type=int, default=256, help="records waiting for a commit before the cards pause")
+    ap.add_argument("--window", type=int, default=128,
+                    help="the shoe's events not yet journaled before it pauses (a commit holds about twice as many records)")
     ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-000.toml")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--profile", metavar="FILE")
