@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -206,7 +205,7 @@ class TableService:
             self.table = restore(self.rules, self._sink, snap, clock=self._clock)
         held = self._batch.entries
         if start.ts_ns is None:
-            start = dataclasses.replace(start, ts_ns=time.time_ns())
+            start = start._replace(ts_ns=time.time_ns())
         self._batch = _Batch(entries=[start, *held], needs_snapshot=True)
         self.feed = _JournaledFeed(self)
         seqs = self._commit()
@@ -251,6 +250,10 @@ class TableService:
         Raises what the table raises for a refused input; the input is journaled either way,
         except a tick or a heartbeat that caused nothing (after a restore the devices start offline anyway)."""
         batch = self._batch
+        if type(inp) is DeviceMessage:
+            read = inp.message
+            if type(read) is CardRead:
+                return self._apply_card(batch, inp, read, who)
         at = len(batch.entries)
         batch.entries.append(Entry(kind=KIND_INPUT, source=_source(inp), who=who, data=to_json(inp),
                                    ts_ns=time.time_ns()))
@@ -267,6 +270,20 @@ class TableService:
         else:
             self._note_read(inp)
         return caused
+
+    def _apply_card(self, batch: _Batch, inp: DeviceMessage, read: CardRead, who: str) -> list[Event]:
+        """:meth:`apply` of a card read, the input of nearly every record: the same steps with the
+        questions a card read answers the same way every time (source, card path, routine, read,
+        event) answered once."""
+        device = inp.device
+        batch.entries.append(Entry(kind=KIND_INPUT, source=device, who=who, data=to_json(inp), ts_ns=time.time_ns()))
+        self._schedule_flush()
+        try:
+            return self.table.apply(inp)
+        finally:  # journaled either way: its read and its event index count, applied or refused
+            _note_index(batch.reads, device, read.index)
+            if inp.event_index is not None:
+                _note_event(batch, self.table, inp)
 
     async def command(self, inp: TableInput, who: str, uid: int, name: str) -> int:
         """An API command: applied, then ACKed with its input record's seq once journaled. A
@@ -330,8 +347,7 @@ class TableService:
     def _note_read(self, inp: TableInput) -> None:
         if isinstance(inp, DeviceMessage):
             if isinstance(inp.message, (CardRead, UnreadableCard)):
-                reads = self._batch.reads
-                reads[inp.device] = max(reads.get(inp.device, 0), inp.message.index)
+                _note_index(self._batch.reads, inp.device, inp.message.index)
             _note_event(self._batch, self.table, inp)
 
     def _schedule_flush(self) -> None:
@@ -513,6 +529,12 @@ def _note_event(batch: _Batch, table: Table, inp: DeviceMessage) -> None:
     units = batch.marks.setdefault(inp.device, {})  # the card path: no merge_marks() per card
     if units.get(unit, 0) < inp.event_index:
         units[unit] = inp.event_index
+
+
+def _note_index(reads: dict[str, int], device: str, index: int) -> None:
+    """``device``'s highest card index in a batch moved on to ``index``."""
+    if reads.get(device, 0) < index:
+        reads[device] = index
 
 
 def _card_path(inp: TableInput) -> bool:
