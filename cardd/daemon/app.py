@@ -50,6 +50,9 @@ log = structlog.get_logger(__name__)
 
 #: how often STATUS= is brought up to date
 STATUS_INTERVAL_S = 1.0
+#: the journal's WAL is checkpointed this often after new records, on a worker thread, so that
+#: SQLite's own checkpoint never lands inside a card's commit (Journal.checkpoint)
+CHECKPOINT_INTERVAL_S = 1.0
 
 
 def release() -> str:
@@ -129,7 +132,8 @@ class Daemon:
             loop.add_signal_handler(signum, self._stopped.set)
         self._tasks = [loop.create_task(service.feed.run_ticks(), name="ticks"),
                        loop.create_task(self._keep_status(), name="status"),
-                       loop.create_task(self.retention.run(), name="retention")]
+                       loop.create_task(self.retention.run(), name="retention"),
+                       loop.create_task(self._keep_checkpointed(), name="checkpoint")]
         self.notifier.ready(self.status_text())
         self.watchdog.start()
         log.info("cardd started", release=self.release, journal=str(path), socket=str(config.api.socket),
@@ -193,6 +197,25 @@ class Daemon:
         while True:
             self.watchdog.status(self.status_text())
             await asyncio.sleep(STATUS_INTERVAL_S)
+
+    async def _keep_checkpointed(self) -> None:
+        """Checkpoint the journal's WAL each CHECKPOINT_INTERVAL_S after new records. A failure is
+        logged once (and again when it changes), never raised: the commits go on, and SQLite's
+        own checkpoint keeps the WAL bounded."""
+        journal, checkpointed_seq, failure = self.journal, -1, ""
+        assert journal is not None
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            seq = journal.last_seq
+            if seq == checkpointed_seq:
+                continue
+            try:
+                await asyncio.to_thread(journal.checkpoint)
+                checkpointed_seq, failure = seq, ""
+            except JournalError as exc:
+                if str(exc) != failure:
+                    failure = str(exc)
+                    log.warning("journal checkpoint failed", error=failure)
 
     async def _device_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         assert self.devices is not None and self.service is not None

@@ -20,7 +20,7 @@ from typing import Any
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
     CARDD, START_TIMEOUT, Client, Daemon, deal_one, open_and_bet, play_out, remove, run_cardd, shuffle_and_load, sim_deal,
-    simulate, state_dir, write_config,
+    simulate, state_dir, wait_until, write_config,
 )
 from simulators.rig import SimulatedTable
 
@@ -308,6 +308,30 @@ def test_a_graceful_stop_is_journaled(directory):
         assert journal.verify().ok
         stop = journal.query(newest_first=True, limit=1)[0]
     assert (stop.kind, stop.reason, stop.source) == ("stop", "DAEMON_STOP", "cardd") and stop.seq > seq
+
+
+def _records_in_the_database_file_alone(journal_path: Path, copy: Path) -> int:
+    """The records the database file holds without its WAL: what checkpoints copied into it."""
+    copy.write_bytes(journal_path.read_bytes())
+    conn = sqlite3.connect(copy)
+    try:
+        return int(conn.execute("SELECT count(*) FROM records").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_the_running_daemon_checkpoints_its_wal_off_the_card_path(directory, tmp_path):
+    # the daemon's own task copies the WAL into the database file each second after new records,
+    # so SQLite's checkpoint (at 1,000 WAL pages) never lands in a card's commit; a handful of
+    # records here, which SQLite alone would have left in the WAL until the daemon stopped
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        seq = client.state()["seq"]
+        client.close()
+        journal_path = directory / "journal.sqlite3"
+        wait_until(lambda: _records_in_the_database_file_alone(journal_path, tmp_path / "copy.db") >= seq,
+                   "the daemon's checkpoint of its WAL into the database file", timeout=10)
+        assert daemon.proc.poll() is None
 
 
 def simulate_banner(proc: subprocess.Popen[str]) -> tuple[Path, Path, Path, Path]:

@@ -189,3 +189,52 @@ def test_a_full_disk_fails_the_whole_append_and_the_journal_goes_on_after(journa
     journal._conn.execute("PRAGMA max_page_count = 1073741823")
     assert journal.append([card(3, 0)]) == [7]
     assert journal.verify().ok
+
+
+def _db_and_wal_bytes(path) -> tuple[int, int]:
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size, wal.stat().st_size if wal.exists() else 0
+
+
+def test_checkpoints_off_the_card_path_keep_sqlites_own_out_of_every_commit(tmp_path, journal):
+    # SQLite checkpoints inside the commit that takes the WAL past 1,000 pages (about every
+    # 200th lone card: the whole WAL copied and the database fsynced on one card's path); a
+    # checkpoint every 50 commits (the daemon: each second) keeps every commit from doing it
+    path = tmp_path / "j.db"
+    for index in range(600):  # ~5 WAL pages a commit: 3,000 pages
+        db_before = _db_and_wal_bytes(path)[0]
+        journal.append([card(1, index), card(1, index)])
+        assert _db_and_wal_bytes(path)[0] == db_before, f"commit {index + 1} copied WAL pages into the database"
+        if index % 50 == 49:
+            assert journal.checkpoint() == 0  # nobody reads: every page copied
+    assert _db_and_wal_bytes(path)[1] < 400 * 4096  # the WAL started over after each checkpoint
+    assert journal.verify().ok and journal.last_seq == 1200
+
+
+def test_without_checkpoints_sqlites_own_keeps_the_wal_bounded(tmp_path, journal):
+    path = tmp_path / "j.db"
+    db_before = _db_and_wal_bytes(path)[0]
+    for index in range(600):  # ~3,000 WAL pages
+        journal.append([card(1, index), card(1, index)])
+    db_bytes, wal_bytes = _db_and_wal_bytes(path)
+    assert wal_bytes < 1100 * (4096 + 24) and db_bytes > db_before
+    assert journal.verify().ok
+
+
+def test_a_checkpoint_runs_beside_the_writer_and_not_after_close(tmp_path, journal):
+    writer = threading.Thread(target=lambda: [journal.append([card(1, i)]) for i in range(200)])
+    writer.start()
+    while writer.is_alive():
+        journal.checkpoint()
+    writer.join()
+    assert journal.verify().ok and journal.last_seq == 200
+    journal.close()
+    with pytest.raises(JournalError, match="no checkpoint"):
+        journal.checkpoint()
+
+
+def test_a_read_only_journal_does_not_checkpoint(tmp_path, journal):
+    journal.append([card(1, 0)])
+    with Journal.open(tmp_path / "j.db", readonly=True) as reader:
+        with pytest.raises(JournalError, match="read-only: no checkpoint"):
+            reader.checkpoint()
