@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +47,9 @@ def check_config(path: str) -> CarddConfig:
     journal_dir = config.journal.path.parent
     if not journal_dir.is_dir():  # the daemon creates the journal, never its directory (the unit's StateDirectory)
         raise ConfigError(path, f"{config.journal.path}: the directory {journal_dir} does not exist", "journal.path")
+    unwritable = journal_not_writable(config.journal.path)
+    if unwritable is not None:
+        raise ConfigError(path, unwritable, "journal.path")
     key = config.firmware.public_key
     if key is not None:
         try:
@@ -55,6 +59,21 @@ def check_config(path: str) -> CarddConfig:
         except CarddError as exc:
             raise ConfigError(path, f"{key}: {exc}", "firmware.public_key") from None
     return config
+
+
+def journal_not_writable(journal: Path) -> str | None:
+    """What stops this user (the service's, under ``--check-config`` as docs/install.md runs it)
+    from writing ``journal``: its directory (SQLite makes the -wal and -shm files there) or one of
+    its files left owned by another user (say, a technician's tool run as root); None if nothing."""
+    user = f"the user running cardd (uid {os.getuid()})"
+    directory = journal.parent
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return (f"{journal}: {user} cannot write in the directory {directory} (SQLite makes the journal and its "
+                f"-wal and -shm files there): make it the service user's (chown cardd:cardd {directory})")
+    for file in (journal, journal.with_name(journal.name + "-wal"), journal.with_name(journal.name + "-shm")):
+        if file.exists() and not os.access(file, os.R_OK | os.W_OK):
+            return f"{file}: {user} cannot write it: make it the service user's (chown cardd:cardd {file})"
+    return None
 
 
 def make_state_dir(path: Path) -> None:

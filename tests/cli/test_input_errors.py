@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ from cardd.cli.table import Cents
 from cardd.journal import Journal, JournalError
 from devices.game.settlement import units
 from tests.cli.cli_rig import cardctl, start_round
-from tests.daemon.daemon_rig import Daemon, run_cardd, write_config
+from cardd.daemon.main import main as cardd_main
+from tests.daemon.daemon_rig import RULES, Daemon, run_cardd, write_config
 
 
 # ---- amounts (no daemon: a bad amount is refused before cardctl connects) ----------------------
@@ -122,6 +124,62 @@ def test_a_missing_journal_directory_is_named_by_check_config_and_at_start(direc
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done
         assert "journal.path" in done.stderr and f"the directory {missing} does not exist" in done.stderr, done
         assert "unable to open" not in done.stderr
+
+
+SERVICE_UID = 64531  # no such user: the service user of a test, without a passwd entry
+
+
+def run_cardd_as(uid: int, *args: str) -> tuple[int, str]:
+    """cardd's main() in a child forked from this process that became ``uid`` (group ``uid``, no
+    others): its exit code and what it printed. Forked, not run: another uid cannot run the
+    Python installed under root's home; the child's checks meet the kernel's real permissions.
+    The child checks the configuration once as root first (never starts a daemon as root)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        code = 99
+        try:
+            os.close(read_end)
+            # once as root first: the modules its path imports lazily (termios, ...) are loaded
+            # while they can be, from a Python the uid below could not read
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            cardd_main(["--check-config", *(a for a in args if a != "--check-config")])
+            sys.stdout = sys.stderr = os.fdopen(write_end, "w")
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            code = cardd_main(list(args))
+        except BaseException as exc:  # the test shows it
+            print(f"child failed: {exc!r}", file=sys.stderr)
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as printed:
+        out = printed.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out
+
+
+def test_a_journal_directory_the_service_user_cannot_write_is_named_by_check_config_and_at_start(
+        directory: Path) -> None:
+    """The directory root made (0755, root's): the service user could read its configuration and
+    would die at the first commit; --check-config, run as that user, names the directory instead."""
+    config = write_config(directory, "serial:///dev/cardd/shoe", None)
+    for args in (("--check-config",), ()):
+        code, err = run_cardd_as(SERVICE_UID, *args, "--config", str(config))
+        assert code == 2 and err.count("\n") == 1, err
+        assert "journal.path" in err and f"cannot write in the directory {directory}" in err, err
+        assert f"uid {SERVICE_UID}" in err and "chown cardd:cardd" in err, err
+    os.chown(directory, SERVICE_UID, SERVICE_UID)  # the service's now, but a journal file left by root
+    Journal.open(directory / "journal.sqlite3", create=True).close()
+    code, err = run_cardd_as(SERVICE_UID, "--check-config", "--config", str(config))
+    assert code == 2 and f"{directory / 'journal.sqlite3'}: the user running cardd" in err, err
+    for made in directory.glob("journal.sqlite3*"):
+        os.chown(made, SERVICE_UID, SERVICE_UID)
+    code, out = run_cardd_as(SERVICE_UID, "--check-config", "--config", str(config))
+    assert code == 0 and out.endswith(": ok (rules " + str(RULES) + f", journal {directory / 'journal.sqlite3'}, "
+                                      f"socket {directory / 'cardd.sock'})\n"), out
 
 
 def test_the_journal_names_its_missing_directory(directory: Path) -> None:
