@@ -15,7 +15,6 @@ from rich.table import Table
 from cardd.api.client import ApiClient
 from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, run_command, \
     to_builtins
-from devices.tracker.table import DRAWN_IN_ERROR_WAITS
 
 F = TypeVar("F", bound=Any)
 
@@ -169,11 +168,21 @@ def round_open(as_json: bool) -> None:
     try:
         table_command("open_round", as_json)
     except CliError as exc:
-        message = str(exc)
-        if DRAWN_IN_ERROR_WAITS not in message:
+        waiting = drawn_in_error_waiting()  # named from the table's state, not from the refusal's wording
+        if not waiting:
             raise
-        raise CliError(message.replace(DRAWN_IN_ERROR_WAITS, f"{DRAWN_IN_ERROR_WAITS}: {SETTLE_DRAWN_IN_ERROR}"),
-                       exc.exit_code) from None
+        raise CliError(f"{exc}; {', '.join(waiting)} drawn in error: {SETTLE_DRAWN_IN_ERROR}", exc.exit_code) from None
+
+
+def drawn_in_error_waiting() -> list[str]:
+    """The cards drawn in error that wait for the dealer's word (STATE's pile), oldest first; none
+    if the daemon cannot say."""
+    try:
+        with daemon() as client, api_errors():
+            pile = client.state().get("piles", {}).get("drawn_in_error", [])
+    except CliError:
+        return []
+    return [str(card) for card in pile]
 
 
 #: the command that settles a card drawn in error (named where one waits)

@@ -51,8 +51,6 @@ _CARD_DEALT = {card: CardDealt(card) for card in ALL_CARDS}  # one record per ca
 _ALARM, _FACE_UP = Severity.ALARM, Orientation.FACE_UP
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
-#: why no round opens while a card drawn in error waits (a client that settles it names its own command)
-DRAWN_IN_ERROR_WAITS = "a card drawn in error waits for the dealer (exposed or not)"
 
 
 class Table:
@@ -422,7 +420,7 @@ class Table:
         elif self.shoe.burning:  # the cut card came out during the burn
             problems.append(f"{self.shoe.burn_remaining} burn card(s) still to come")
         if self.drawn_in_error:
-            problems.append(DRAWN_IN_ERROR_WAITS)
+            problems.append("a card drawn in error waits for the dealer (exposed or not)")
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered")
         problems += [f"foreign card alarm {a.id} is open (a supervisor clears it)"  # an integrity failure stops play

@@ -42,7 +42,7 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
     refused = cardctl(sock, "round", "open")
     assert refused.code == 1
     assert refused.one_line_error() == ("cardctl: cannot open a round: a card drawn in error waits for the dealer "
-                                        f"(exposed or not): {SETTLE}")
+                                        f"(exposed or not); {first}, {second} drawn in error: {SETTLE}")
     status = cardctl(sock, "status")
     assert f"drawn in error, waiting for the dealer: {first}, {second} ({SETTLE})" in status.out
 
