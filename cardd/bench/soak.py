@@ -128,6 +128,9 @@ class SoakReport:
     chain_ok: bool = False
     chain_detail: str = ""
     seconds: float = 0.0
+    #: a failed soak's folder (the journal, the daemon's log cardd.log), kept for inspection;
+    #: a passed soak's is removed
+    kept_folder: Path | None = None
 
     @property
     def passed(self) -> bool:
@@ -211,7 +214,10 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
             report.events = play.watcher.counts_now()
             play.watcher.close()
             play.chain.close()
-        shutil.rmtree(directory, ignore_errors=True)
+        if report.passed:
+            shutil.rmtree(directory, ignore_errors=True)
+        else:  # what the daemon journaled and logged is the only trace of a failure seen once in 2,000 shoes
+            report.kept_folder = directory
     report.seconds = time.monotonic() - start
     return report
 
@@ -634,7 +640,8 @@ def summary_lines(report: SoakReport) -> list[str]:
         "card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()),
         "daemon memory: " + (trend.describe() if trend else "too few samples"),
         f"journal chain, walked round by round: {report.chain_checked} records; at the end: {report.chain_detail}",
-    ]
+    ] + ([] if report.kept_folder is None else
+         [f"the run's folder is kept for inspection: {report.kept_folder} (journal.sqlite3, the daemon's log cardd.log)"])
 
 
 def report_html(report: SoakReport, png: bytes) -> str:

@@ -29,7 +29,8 @@ from cardd.bench.cli import main
 from cardd.bench.runner import BenchRig, StepFailed
 from cardd.bench.scenario import Scenario
 from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, ROOT, UNPLUGS, MemorySample, SoakReport, _Play,
-                              expected_nets)
+                              expected_nets, soak, summary_lines)
+from cardd.journal import Journal
 
 FULL = bool(os.environ.get("CARDD_FULL"))
 SHOES = 40 if FULL else 20
@@ -109,6 +110,30 @@ def test_the_soaks_daemon_reopens_a_shoe_unplugged_every_round_at_the_first_back
     # each unplug: the pty is away 0.3 s, so the first reopens find no device; then it is back
     assert [attempt for attempt, _ in retries].count(1) == report.rounds
     assert max(delay for _, delay in retries) <= 0.4, retries
+
+
+def test_a_failed_soak_keeps_its_folder_with_the_journal_and_the_daemons_log(mocker: MockerFixture) -> None:
+    # every round unplugs the shoe for 0.3 s; a resume awaited 0.01 s fails the first of them
+    mocker.patch("cardd.bench.soak.RESUME_TIMEOUT_S", 0.01)
+    report = soak(1, unplug_rate=1.0, cut_at=30)
+    try:
+        assert not report.passed and report.violations, report
+        kept = report.kept_folder
+        assert kept is not None and (kept / "cardd.log").stat().st_size > 0
+        with Journal.open(kept / "journal.sqlite3", readonly=True) as journal:
+            assert journal.verify().ok and journal.last_seq > 0
+        assert summary_lines(report)[-1] == (f"the run's folder is kept for inspection: {kept} (journal.sqlite3, "
+                                             "the daemon's log cardd.log)")
+    finally:
+        if report.kept_folder is not None:
+            shutil.rmtree(report.kept_folder)
+
+
+def test_a_passed_soak_leaves_no_folder_behind() -> None:
+    before = set(Path("/tmp").glob("cardbench-soak-*"))
+    report = soak(1, cut_at=30)
+    assert report.passed and report.kept_folder is None, report.violations
+    assert set(Path("/tmp").glob("cardbench-soak-*")) <= before
 
 
 def test_a_violation_fails_the_soak() -> None:
