@@ -141,8 +141,8 @@ class DeviceConnection:
     @property
     def resumed_from(self) -> int | None:
         """The index the host told the device at the last handshake (ResumeEvents): the device
-        resends what follows it. 0: this host had journaled none of this unit's events; None: no
-        1.1 handshake yet, or this host keeps no journal (NO_JOURNAL)."""
+        resends what follows it. 0: the application had journaled none of this unit's events;
+        None: no handshake with a 1.1 device yet, or it was told NO_JOURNAL (only new events)."""
         return self._resumed_from
 
     @property
@@ -388,7 +388,7 @@ class DeviceConnection:
             self._delivery.resume(journaled)
         if journaled is not None:
             self._confirm_sent = max(self._confirm_sent, journaled)
-        self._resumed_from = journaled if self._journaled_index is not None else None
+        self._resumed_from = journaled
         log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
         return NO_JOURNAL if journaled is None else journaled
 

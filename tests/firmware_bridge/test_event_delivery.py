@@ -266,12 +266,21 @@ def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journale
         run(main(endpoint))
 
 
-def test_a_host_without_a_journal_has_resumed_from_nothing():
+def test_resumed_from_is_what_the_last_resume_events_said():
     async def main():
-        rig = Rig("events-resumed-from-none")
+        rig = Rig("events-resumed-from")  # no journal: NO_JOURNAL, then the last event delivered
         assert rig.conn.resumed_from is None  # no handshake yet
         await rig.open()
         assert rig.device.resumes == [NO_JOURNAL] and rig.conn.resumed_from is None
+        for index in (1, 2, 3):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 3)
+        rig.device.reboot()
+        await until(lambda: len(rig.device.resumes) == 2)
+        assert rig.device.resumes[-1] == 3 and rig.conn.resumed_from == 3
+        rig.device.send(EventsDropped(4, 2, DropReason.CONFIRMED))  # another host's: no journal here to lack them
+        await until(lambda: EventsDropped(4, 2, DropReason.CONFIRMED) in rig.messages)
+        assert K.EVENTS_DROPPED not in kinds(rig.events)
         await rig.close()
 
     run(main())
