@@ -107,6 +107,7 @@ class DeviceConnection:
         self._confirm_sent = 0  # ... and the highest told to the device
         self._confirm_due = False  # a confirmation is scheduled for the end of this loop turn
         self._unit: tuple[Any, ...] | None = None  # (role, model, serial) of the unit the event mark belongs to
+        self._resumed_from: int | None = None  # what the last ResumeEvents said (None: none yet, or NO_JOURNAL)
         self._confirm_in_flight: asyncio.Future | None = None  # the EventsJournaled the link has not delivered yet
         self._backoff, self._sleep = backoff, sleep
         self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
@@ -136,6 +137,13 @@ class DeviceConnection:
     def session(self) -> DeviceSession | None:
         """The session on the port open now (None while the device is away)."""
         return self._session
+
+    @property
+    def resumed_from(self) -> int | None:
+        """The index the host told the device at the last handshake (ResumeEvents): the device
+        resends what follows it. 0: the application had journaled none of this unit's events;
+        None: no handshake with a 1.1 device yet, or it was told NO_JOURNAL (only new events)."""
+        return self._resumed_from
 
     @property
     def event_stats(self) -> DeliveryStats:
@@ -380,6 +388,7 @@ class DeviceConnection:
             self._delivery.resume(journaled)
         if journaled is not None:
             self._confirm_sent = max(self._confirm_sent, journaled)
+        self._resumed_from = journaled
         log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
         return NO_JOURNAL if journaled is None else journaled
 
@@ -401,11 +410,23 @@ class DeviceConnection:
             return
         if isinstance(msg, EventsDropped):
             lost = self._delivery.dropped(msg.first_index, msg.count)
-            # CONFIRMED: another host journaled them; alarming only where a journal should have them
-            if lost and (msg.reason is DropReason.OVERFLOW or self._journaled_index is not None):
+            if lost and self._lost_to_journal(msg.reason):
                 self._emit(SessionEvent(SessionEventKind.EVENTS_DROPPED, self.url,
                                         f"events {lost[0]}..{lost[-1]} ({len(lost)}) are lost: {msg.reason.name.lower()}"))
+            elif lost:
+                log.info("events_confirmed_elsewhere", device=self.url, first=lost[0], last=lost[-1],
+                         resumed_from=self._resumed_from)
         self._deliver(msg)
+
+    def _lost_to_journal(self, reason: DropReason) -> bool:
+        """Whether events the device no longer has are missing from what this application should
+        have. OVERFLOW: always, nobody confirmed them. CONFIRMED: a host journaled them; they are
+        missing here only when the application keeps a journal and had journaled some of this unit's
+        events (resumed from above 0). Resumed from 0 they are another host's (a unit from another
+        table) or ones whose mark the application let go of: none of them is lost to it."""
+        if reason is DropReason.OVERFLOW:
+            return True
+        return self._journaled_index is not None and bool(self._resumed_from)
 
     def _indexed(self, event: Event) -> None:
         deliver, skipped = self._delivery.accept(event.index)

@@ -15,7 +15,8 @@ only once it is in the journal. Each record carries the unit the connection had 
 with when the event came in, so the mark moves for the unit that numbered it. A lost event
 (EVENT_GAP, EVENTS_DROPPED, a device's EventsDropped) is journaled as an alarm record
 (:data:`EVENT_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
-sees in STATE and clears like any other (``clear_alarm``).
+sees in STATE and clears like any other (``clear_alarm``). Events another host confirmed, told
+by a unit this journal has no mark of (resumed from 0), are journaled as INFO: no alarm.
 """
 from __future__ import annotations
 
@@ -70,11 +71,7 @@ class Devices:
 
         def message(msg: Message) -> None:
             if isinstance(msg, EventsDropped):
-                self._alarm(device, Reason.DEVICE_DROPPED_EVENTS,
-                            Severity.ALARM if msg.reason is DropReason.OVERFLOW else Severity.WARNING,
-                            f"{device} no longer has events {msg.first_index}..{msg.first_index + msg.count - 1}: "
-                            f"{msg.reason.name.lower()}",
-                            first_index=msg.first_index, count=msg.count, drop_reason=msg.reason.name.lower())
+                self._dropped(device, msg, connection.resumed_from)
                 return
             on_message(msg)
 
@@ -94,6 +91,23 @@ class Devices:
         connection = DeviceConnection(url, message, event, session, journaled_index=journaled_index,
                                       on_indexed=indexed, backoff=self.backoff)
         return connection
+
+    def _dropped(self, device: str, msg: EventsDropped, resumed_from: int | None) -> None:
+        """Journal a device's EventsDropped. Events a host confirmed (CONFIRMED), told by a unit this
+        journal keeps no mark of (resumed from 0), are either another table's (a spare unit) or
+        journaled here already (a unit whose mark was let go, MARKS_PER_DEVICE): nothing this journal
+        counted on is gone, so an INFO record and no alarm for a supervisor."""
+        last = msg.first_index + msg.count - 1
+        detail = f"{device} no longer has events {msg.first_index}..{last}: {msg.reason.name.lower()}"
+        if msg.reason is DropReason.OVERFLOW:
+            severity = Severity.ALARM
+        elif resumed_from == 0:
+            severity = Severity.INFO
+            detail += " (by another host: this journal has none of this unit's events)"
+        else:
+            severity = Severity.WARNING
+        self._alarm(device, Reason.DEVICE_DROPPED_EVENTS, severity, detail, first_index=msg.first_index,
+                    count=msg.count, drop_reason=msg.reason.name.lower(), resumed_from=resumed_from)
 
     def _alarm(self, device: str, reason: Reason, severity: Severity, message: str, **data: Any) -> None:
         """Journal a lost-event record; at alarm severity it is also one of the table's open alarms

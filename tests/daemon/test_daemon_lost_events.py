@@ -2,7 +2,8 @@
 daemon journals an alarm for what the device says it dropped (DEVICE_DROPPED_EVENTS), for what
 is lost to the journal (EVENTS_LOST) and for indexes skipped in the device's stream (EVENT_GAP),
 and journals the rest once each. Each alarm is one of the table's open alarms: a supervisor sees
-it in STATE and clears it (clear_alarm)."""
+it in STATE and clears it (clear_alarm). Events another host confirmed, told by a unit this
+journal has no mark of (a shoe from another table), are no alarm: an INFO record says so."""
 from __future__ import annotations
 
 import re
@@ -116,3 +117,53 @@ def test_events_pushed_out_of_a_small_buffer_while_streaming_are_an_event_gap_al
         assert sorted(indexes + skipped) == list(range(1, last + 1))
     finally:
         remove(directory)
+
+
+@pytest.mark.timeout(180)
+def test_a_shoe_from_another_table_raises_no_alarm_for_the_events_that_table_journaled() -> None:
+    """A spare shoe dealt at another table, whose daemon journaled and confirmed its events, is
+    brought to this table's daemon (another journal, no mark of the unit: told 0). The shoe says
+    the events that host confirmed are gone: that is journaled as an INFO record naming another
+    host, not as an EVENTS_LOST alarm a supervisor must clear; what it deals here is journaled as
+    always."""
+    other_table, this_table = state_dir(), state_dir()
+    shoe = SimulatedShoe("SHOE-SPARE", heartbeat_s=0)
+    try:
+        link = str(other_table / "shoe")
+        with PtyEndpoint(shoe, link=link) as endpoint:
+            daemon = Daemon(["--config", str(write_config(other_table, f"serial://{link}", None))],
+                            other_table / "cardd.sock")
+            daemon.client().wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
+            endpoint.call(shoe.load, full_shoe(1))
+            endpoint.call(shoe.deal, 3)
+            wait_until(lambda: endpoint.state()["events_confirmed"] == 4, "ShoeLoaded and cards 1..3 journaled there")
+            code, err = daemon.stop()
+            assert code == 0, err
+        link = str(this_table / "shoe")
+        with PtyEndpoint(shoe, link=link) as endpoint:
+            daemon = Daemon(["--config", str(write_config(this_table, f"serial://{link}", None))],
+                            this_table / "cardd.sock")
+            client = daemon.client()
+            client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
+            endpoint.call(shoe.load, full_shoe(1))  # loaded again at this table
+            endpoint.call(shoe.deal, 2)
+            wait_until(lambda: endpoint.state()["events_confirmed"] == 7, "ShoeLoaded and two cards journaled here")
+            state = client.wait_state(lambda s: s["shoe"]["cards_out"] == 2)
+            assert lost_event_alarms(state) == []
+            code, err = daemon.stop()
+            assert code == 0, err
+        with Journal.open(this_table / "journal.sqlite3", readonly=True) as journal:
+            assert journal.verify().ok
+            dropped = journal.query(reason="DEVICE_DROPPED_EVENTS", limit=None)
+            lost = journal.query(reason="EVENTS_LOST", limit=None)
+            events = journaled_events(journal, "shoe-reader")
+        assert [(r.source, r.severity, r.data["message"], r.data["drop_reason"], r.data["resumed_from"])
+                for r in dropped] == [("shoe-reader", "info", "shoe-reader no longer has events 1..4: confirmed "
+                                       "(by another host: this journal has none of this unit's events)",
+                                       "confirmed", 0)]
+        assert lost == []
+        assert [index for index, _ in events] == [5, 6, 7]  # what was dealt here, once each
+        assert [msg.index for _, msg in events if isinstance(msg, CardRead)] == [1, 2]
+    finally:
+        remove(other_table)
+        remove(this_table)

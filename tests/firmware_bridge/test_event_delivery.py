@@ -1,7 +1,9 @@
 """Protocol 1.1 on the host, against a device written here on a mem:// line: numbered events
 (resume point, duplicates dropped, gaps reported, confirmations coalesced) and request ids
 (each answer to its own request, a late answer taken by none). The device's buffer is tested
-alone (EventStore); tests/e2e/test_e2e_events.py runs the whole path over ptys and pyusb."""
+alone (EventStore); tests/e2e/test_e2e_events.py runs the whole path over ptys and pyusb. What a
+unit that another host confirmed events of says (EventsDropped CONFIRMED) runs a simulated shoe
+behind a real pty."""
 from __future__ import annotations
 
 import asyncio
@@ -34,8 +36,12 @@ from firmware_bridge.messages import (
     DeviceState,
     decode,
 )
+from firmware_bridge.session import SessionConfig, SessionEvent
 from firmware_bridge.session import SessionEventKind as K
 from simulators.event_store import EventStore
+from simulators.pty_endpoint import PtyEndpoint
+from simulators.shoe import SimulatedShoe
+from simulators.stack import full_shoe
 from tests.firmware_bridge.fb_device import FAST_RETRY, QUICK, FakeDevice, kinds
 from tests.firmware_bridge.fb_wire import Wire
 from tests.support.aio import run
@@ -207,6 +213,74 @@ def test_events_the_device_no_longer_has_are_reported_and_passed_on():
         assert [e.detail for e in rig.events if e.kind is K.EVENTS_DROPPED] == ["events 1..4 (4) are lost: overflow"]
         assert EventsDropped(1, 4, DropReason.OVERFLOW) in rig.messages  # for the journal
         assert K.EVENT_GAP not in kinds(rig.events) and rig.conn.event_stats.dropped_by_device == 4
+        await rig.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("resumed_from", [0, 2], ids=["no-mark-of-this-unit", "journaled-some-of-them"])
+def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journaled_some_of_them(resumed_from):
+    """A shoe dealt at another table, whose host journaled and confirmed its events 1..4, comes to
+    this host. Told 0 (this journal has none of the unit's events: a spare shoe, or a unit whose mark
+    the application let go of) it says 1..4 are gone, and nothing this journal counted on is:
+    EventsDropped goes on for the record, no EVENTS_DROPPED. Told 2 (this journal had 1..2) it says
+    3..4 are gone, and those this journal lacks: EVENTS_DROPPED, as before."""
+    shoe = SimulatedShoe("SHOE-SPARE", heartbeat_s=0)
+    config = SessionConfig(stale_after=10.0)
+
+    async def device_state(endpoint: PtyEndpoint, predicate) -> dict:
+        while not predicate(state := await asyncio.to_thread(endpoint.state)):
+            await asyncio.sleep(0.01)
+        return state
+
+    async def main(endpoint: PtyEndpoint) -> None:
+        other: DeviceConnection  # the other table's host: journals each event and confirms it
+        other = DeviceConnection(endpoint.url, None, None, config, journaled_index=lambda: 0,
+                                 on_indexed=lambda index, _: other.confirm(index))
+        await other.open()
+        endpoint.call(shoe.load, full_shoe(1))
+        endpoint.call(shoe.deal, 3)
+        await asyncio.wait_for(device_state(endpoint, lambda s: s["events_confirmed"] == 4), 10)
+        await other.close()
+
+        indexed: list[int] = []
+        messages: list[Message] = []
+        events: list[SessionEvent] = []
+        conn = DeviceConnection(endpoint.url, messages.append, events.append, config,
+                                journaled_index=lambda: resumed_from, on_indexed=lambda i, _: indexed.append(i))
+        try:
+            await conn.open()
+            endpoint.call(shoe.deal, 1)  # dealt here: event 5, journaled like any
+            await until(lambda: indexed == [5])
+            dropped = EventsDropped(resumed_from + 1, 4 - resumed_from, DropReason.CONFIRMED)
+            assert [m for m in messages if isinstance(m, EventsDropped)] == [dropped]  # for the journal
+            lost = [e.detail for e in events if e.kind is K.EVENTS_DROPPED]
+            assert lost == ([] if resumed_from == 0 else ["events 3..4 (2) are lost: confirmed"])
+            assert conn.resumed_from == resumed_from
+            stats = conn.event_stats
+            assert (stats.dropped_by_device, stats.gaps, stats.duplicates_dropped) == (4 - resumed_from, 0, 0)
+        finally:
+            await conn.close()
+
+    with PtyEndpoint(shoe) as endpoint:
+        run(main(endpoint))
+
+
+def test_resumed_from_is_what_the_last_resume_events_said():
+    async def main():
+        rig = Rig("events-resumed-from")  # no journal: NO_JOURNAL, then the last event delivered
+        assert rig.conn.resumed_from is None  # no handshake yet
+        await rig.open()
+        assert rig.device.resumes == [NO_JOURNAL] and rig.conn.resumed_from is None
+        for index in (1, 2, 3):
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 3)
+        rig.device.reboot()
+        await until(lambda: len(rig.device.resumes) == 2)
+        assert rig.device.resumes[-1] == 3 and rig.conn.resumed_from == 3
+        rig.device.send(EventsDropped(4, 2, DropReason.CONFIRMED))  # another host's: no journal here to lack them
+        await until(lambda: EventsDropped(4, 2, DropReason.CONFIRMED) in rig.messages)
+        assert K.EVENTS_DROPPED not in kinds(rig.events)
         await rig.close()
 
     run(main())
