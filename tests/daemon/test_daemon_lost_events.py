@@ -159,7 +159,8 @@ def test_a_shoe_from_another_table_raises_no_alarm_for_the_events_that_table_jou
             events = journaled_events(journal, "shoe-reader")
         assert [(r.source, r.severity, r.data["message"], r.data["drop_reason"], r.data["resumed_from"])
                 for r in dropped] == [("shoe-reader", "info", "shoe-reader no longer has events 1..4: confirmed "
-                                       "(by another host: this journal has none of this unit's events)",
+                                       "(confirmed before this journal kept a mark of this unit: another table's "
+                                       "events, or ones journaled here before its mark was let go)",
                                        "confirmed", 0)]
         assert lost == []
         assert [index for index, _ in events] == [5, 6, 7]  # what was dealt here, once each
