@@ -82,10 +82,9 @@ class Watchers:
     measure the daemon's fan-out, not 50 asyncio readers (about 40 us each) queued behind each
     other in this process; and nothing polls while waiting for a card."""
 
-    def __init__(self, socks: list[socket.socket]) -> None:
+    def __init__(self, socks: list[socket.socket], selector: StampingSelector) -> None:
+        """``selector``: the one the running loop was made with (it stamps the chunks)."""
         self.loop = asyncio.get_running_loop()
-        selector = getattr(self.loop, "_selector")
-        assert isinstance(selector, StampingSelector), "run the benchmark on a StampingSelector loop"
         self.selector = selector
         self.socks = socks
         self.chunks: list[list[tuple[float, bytes]]] = [[] for _ in socks]
@@ -97,7 +96,7 @@ class Watchers:
             self.loop.add_reader(sock.fileno(), self._readable, n)
 
     @classmethod
-    async def connect(cls, path: Path, clients: int) -> "Watchers":
+    async def connect(cls, path: Path, clients: int, selector: StampingSelector) -> "Watchers":
         socks, early = [], []
         for _ in range(clients):
             reader, writer = await asyncio.open_unix_connection(str(path))
@@ -108,7 +107,7 @@ class Watchers:
             early.append(bytes(reader._buffer))  # type: ignore[attr-defined]
             socks.append(writer.get_extra_info("socket").dup())
             writer.transport.abort()  # the stream lets go; the duplicate stays open
-        watchers = cls(socks)
+        watchers = cls(socks, selector)
         for n, data in enumerate(early):
             if data:
                 watchers._take(n, time.monotonic(), data)
@@ -242,8 +241,9 @@ class Devices:
 
 
 class Bench:
-    def __init__(self, directory: Path, profile: str | None = None) -> None:
-        self.directory, self.profile, self.profiles = directory, profile, 0
+    def __init__(self, directory: Path, selector: StampingSelector, profile: str | None = None) -> None:
+        """``selector``: the benchmark loop's (its WATCH clients' chunks are stamped with it)."""
+        self.directory, self.selector, self.profile, self.profiles = directory, selector, profile, 0
         self.sim: Devices | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.control: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -374,7 +374,7 @@ class Cpu:
 
 
 async def latency(bench: Bench, subscribers: int, cards: int) -> tuple[float, float]:
-    watchers = await Watchers.connect(bench.sock, subscribers)
+    watchers = await Watchers.connect(bench.sock, subscribers, bench.selector)
     try:
         await bench.new_shoe()
         watchers.clear()
@@ -408,7 +408,7 @@ async def deal_shoe(bench: Bench, watchers: Watchers) -> tuple[int, float, Cpu]:
 
 async def throughput(bench: Bench, shoes: int) -> tuple[int, float, Cpu]:
     """(cards, cards/s, CPU microseconds per card of each process) over ``shoes`` shoes dealt flat out."""
-    watchers = await Watchers.connect(bench.sock, 1)
+    watchers = await Watchers.connect(bench.sock, 1, bench.selector)
     total, took, cpu = 0, 0.0, Cpu()
     try:
         for _ in range(shoes):
@@ -420,7 +420,7 @@ async def throughput(bench: Bench, shoes: int) -> tuple[int, float, Cpu]:
 
 
 async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
-    watchers = await Watchers.connect(bench.sock, 1)
+    watchers = await Watchers.connect(bench.sock, 1, bench.selector)
     trend = []
     try:
         for n in range(1, shoes + 1):
@@ -476,9 +476,9 @@ def grow_journal(path: Path, records: int) -> int:
         return journal.last_seq
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace, selector: StampingSelector) -> None:
     directory = Path(tempfile.mkdtemp(prefix="cardd-bench-"))
-    bench = Bench(directory, args.profile)
+    bench = Bench(directory, selector, args.profile)
     try:
         config = bench.start_devices()
         startup = await bench.start_daemon(config)
@@ -538,5 +538,6 @@ if __name__ == "__main__":
     ap.add_argument("--journal-records", type=int, default=0, metavar="N",
                     help="at the end, pad the journal to N records (5000000: 90 days) and time the start-up")
     ap.add_argument("--profile", metavar="PREFIX", help="run the daemon under cProfile, writing PREFIX.1, PREFIX.2")
-    with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(StampingSelector())) as runner:
-        runner.run(main(ap.parse_args()))
+    selector = StampingSelector()
+    with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(selector)) as runner:
+        runner.run(main(ap.parse_args(), selector))
