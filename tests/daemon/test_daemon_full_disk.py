@@ -39,7 +39,8 @@ class Statuses:
     """What the daemon says to systemd in STATUS=, from a socket standing in for systemd's."""
 
     def __init__(self, listener: socket.socket) -> None:
-        self.listener, self.said = listener, []
+        self.listener = listener
+        self.said: list[str] = []
 
     def latest(self) -> str:
         """The last STATUS= sent so far ("" before the first)."""
