@@ -378,11 +378,13 @@ class TableService:
         if self._writer is not None:
             self._writer.shutdown()
             self._writer = None
-        while self._batch.entries or self._batch.waiters:  # twice after a failure: JOURNAL_WRITE_RESUMED
-            self._commit()
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
+        try:
+            while self._batch.entries or self._batch.waiters:  # twice after a failure: JOURNAL_WRITE_RESUMED
+                self._commit()
+        finally:  # no retry of a failed one after this: the caller closes the journal
+            if self._flush_handle is not None:
+                self._flush_handle.cancel()
+                self._flush_handle = None
 
     # ---- group commit -----------------------------------------------------------------------
 
@@ -521,6 +523,7 @@ class TableService:
             batch.reads[device] = max(batch.reads.get(device, 0), index)
         merge_marks(batch.marks, later.marks)
         batch.needs_snapshot = True
+        batch.own = False  # a failed journal_write's: it holds the open batch now, written by the retry
         self._batch = batch
         if first:  # in STATE at once; its record waits with the others (the snapshot carries the alarm)
             event = Event(Reason.JOURNAL_WRITE_FAILED, JOURNAL_SOURCE,
