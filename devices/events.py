@@ -79,6 +79,9 @@ class Reason(enum.StrEnum):
     EVENT_GAP = "EVENT_GAP"  # event indexes skipped in the device's stream
     EVENTS_LOST = "EVENTS_LOST"  # the device no longer has events the journal lacks
     DEVICE_DROPPED_EVENTS = "DEVICE_DROPPED_EVENTS"  # the device's own EventsDropped report
+    # appended later: the daemon's journal could not be written (its disk full; cardd/daemon/tracker_service.py)
+    JOURNAL_WRITE_FAILED = "JOURNAL_WRITE_FAILED"  # a commit failed: its records are kept and written again
+    JOURNAL_WRITE_RESUMED = "JOURNAL_WRITE_RESUMED"  # the first commit after a failure: how long, how many waited
 
 
 @dataclass(frozen=True, slots=True, init=False)

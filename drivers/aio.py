@@ -48,6 +48,14 @@ class RateLimitedLog:
     def warning(self, event: str, key: str = "", **fields: Any) -> None:
         self._line("warning", event, key, fields)
 
+    def error(self, event: str, key: str = "", **fields: Any) -> None:
+        self._line("error", event, key, fields)
+
+    def flush(self, event: str, key: str = "") -> None:
+        """End this kind's interval now: its summary (if any was left out) is written, and its next
+        line is written again (a trouble that ended and may come back)."""
+        self._summarise((event, key))
+
     def _line(self, level: str, event: str, key: str, fields: dict[str, Any]) -> None:
         now = (self._clock or monotonic)()
         kind = (event, key)

@@ -190,7 +190,9 @@ class Daemon:
         r = table.round
         round_text = "no round" if r is None else f"round {r.round_id} {r.state}" + (" HELD" if r.held else "")
         devices = ", ".join(f"{m.NAME} {m.state}" for m in table.devices())
-        return (f"shoe {table.shoe.state} ({table.shoe.cards_out} out); {round_text}; "
+        failure = self.service.write_failure  # first: STATUS= is cut at its end
+        return (("" if failure is None else f"JOURNAL CANNOT WRITE ({failure}); ") +
+                f"shoe {table.shoe.state} ({table.shoe.cards_out} out); {round_text}; "
                 f"{len(table.alarms.open)} alarm(s); {devices}")
 
     async def _keep_status(self) -> None:

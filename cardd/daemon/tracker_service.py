@@ -30,6 +30,14 @@ back to a port after another resumes from its own mark; ``on_journaled`` is call
 that commit moved: the daemon confirms them to the devices (docs/protocol.md §3.2), which then
 forget those events. A restart reads the marks back from the snapshot (:data:`EVENT_MARKS`) and
 the input records after it, so each device resends exactly what was not journaled.
+
+A commit that fails (the disk holding the journal is full) loses nothing: its batch is kept, in
+front of what comes meanwhile, and written again every :data:`RETRY_AFTER_S`. The first failure
+opens a JOURNAL_WRITE_FAILED alarm at once (in STATE; its record waits with the others), commands
+waiting on a commit get one line saying their record is kept (:func:`not_journaled_yet`), no new
+round opens, and ``journal_commit_failed`` is logged at most every :data:`FAILED_LOG_EVERY_S`.
+The first commit that succeeds is followed by a JOURNAL_WRITE_RESUMED record: how long writing
+failed and how many records waited. The alarm stays open until a supervisor clears it.
 """
 from __future__ import annotations
 
@@ -43,14 +51,16 @@ from typing import Any, TypeVar
 import structlog
 
 from cardd.api.protocol import Event as ApiEvent
-from cardd.journal import KIND_COMMAND, KIND_INPUT, Entry, Journal, JournalError, Record
+from cardd.journal import KIND_COMMAND, KIND_INPUT, Entry, Journal, JournalError, JournalWriteError, Record
 from core.errors import CarddError
-from devices.events import Event, Severity
+from devices.events import Event, Reason, Severity
 from devices.game.rules import HouseRules
+from devices.overrides import TableError
 from devices.tracker.feed import Feed
-from devices.tracker.inputs import DeviceMessage, TableInput, Tick, from_json, to_json
+from devices.tracker.inputs import DeviceMessage, OpenRound, TableInput, Tick, from_json, to_json
 from devices.tracker.snapshot import SnapshotError, restore, snapshot
 from devices.tracker.table import Table
+from drivers.aio import RateLimitedLog
 from firmware_bridge.messages import CardRead, Heartbeat, Ident, Status, UnreadableCard
 
 log = structlog.get_logger(__name__)
@@ -61,6 +71,10 @@ REASON_START = "DAEMON_START"
 REASON_STOP = "DAEMON_STOP"
 #: after a failed commit, the batch is kept and written again this much later
 RETRY_AFTER_S = 1.0
+#: while commits keep failing, ``journal_commit_failed`` is logged at most this often (seconds)
+FAILED_LOG_EVERY_S = 60.0
+#: the source of the journal's own alarm and records (JOURNAL_WRITE_FAILED, JOURNAL_WRITE_RESUMED)
+JOURNAL_SOURCE = "journal"
 #: a card-path commit still carries the snapshot when the last one is this old (seconds) ...
 SNAPSHOT_EVERY_S = 0.5
 #: ... or this many records back (what a restart replays is at most about this much)
@@ -137,6 +151,21 @@ def marks_from_json(data: Mapping[str, Any]) -> EventMarks:
 
 
 @dataclass
+class _WriteFailure:
+    """Commits have failed since ``since`` (the service's clock): the last one's ``cause``, and
+    the retries that failed after the first."""
+    since: float
+    cause: str
+    retries: int = 0
+
+
+def not_journaled_yet(cause: str) -> JournalWriteError:
+    """What a command waiting on a failed commit gets: its record is kept, not lost."""
+    return JournalWriteError(f"not journaled yet: {cause}; it is kept and written again every {RETRY_AFTER_S:g} s",
+                             cause)
+
+
+@dataclass
 class _Batch:
     entries: list[Entry] = field(default_factory=list)
     #: (index of the entry whose seq answers, future) for commands waiting for their commit
@@ -147,6 +176,8 @@ class _Batch:
     needs_snapshot: bool = False
     #: what the device models' checkpoints depend on, when this batch's commit carries the snapshot
     devices: "DeviceKey | None" = None
+    #: a write of the journal's own (journal_write): its success says nothing of the batches kept
+    own: bool = False
 
 
 def api_event(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
@@ -185,8 +216,16 @@ class TableService:
         self.journaled_reads: dict[str, int] = {}
         #: device -> unit -> the highest protocol 1.1 event index durably journaled
         self.event_marks: EventMarks = {}
+        #: since the first of the failed commits not yet followed by one that succeeded
+        self._failure: _WriteFailure | None = None
+        self._failure_log = RateLimitedLog(log, interval_s=FAILED_LOG_EVERY_S, burst=1, clock=clock)
         self.table = Table(rules, self._sink, clock)
         self.feed = _JournaledFeed(self)
+
+    @property
+    def write_failure(self) -> str | None:
+        """Why the journal cannot be written now (its last commit failed), or None."""
+        return None if self._failure is None else self._failure.cause
 
     # ---- start-up ---------------------------------------------------------------------------
 
@@ -289,6 +328,10 @@ class TableService:
     async def command(self, inp: TableInput, who: str, uid: int, name: str) -> int:
         """An API command: applied, then ACKed with its input record's seq once journaled. A
         refusal is journaled as a refused command (who, uid) and raised."""
+        if self._failure is not None and type(inp) is OpenRound:  # journaled later, like any record
+            why = f"cannot open a round while the journal cannot write ({self._failure.cause})"
+            self.add(_refused(name, to_json(inp), who, uid, why))
+            raise TableError(why)
         batch = self._batch
         at = len(batch.entries)
         try:
@@ -336,8 +379,13 @@ class TableService:
         if self._writer is not None:
             self._writer.shutdown()
             self._writer = None
-        if self._batch.entries or self._batch.waiters:
-            self._commit()
+        try:
+            while self._batch.entries or self._batch.waiters:  # twice after a failure: JOURNAL_WRITE_RESUMED
+                self._commit()
+        finally:  # no retry of a failed one after this: the caller closes the journal
+            if self._flush_handle is not None:
+                self._flush_handle.cancel()
+                self._flush_handle = None
 
     # ---- group commit -----------------------------------------------------------------------
 
@@ -426,7 +474,7 @@ class TableService:
             except JournalError:
                 pass  # that batch's own failure: _thread_done keeps it for a retry
             await asyncio.sleep(0)  # _thread_done publishes it (and may start the next commit)
-        own, done = _Batch(), []
+        own, done = _Batch(own=True), []
 
         def commit() -> list[int]:
             before = self.journal.last_seq
@@ -458,11 +506,17 @@ class TableService:
 
     def _failed(self, batch: _Batch, exc: JournalError) -> None:
         """Nothing of ``batch`` was written: its waiters fail, its records go back in front of
-        what was added since, and the whole is written again a little later."""
-        log.error("journal_commit_failed", records=len(batch.entries), error=str(exc))
+        what was added since, and the whole is written again a little later. The first failure
+        opens the JOURNAL_WRITE_FAILED alarm (module docstring)."""
+        cause = exc.cause if isinstance(exc, JournalWriteError) else str(exc)
+        failure, first = self._failure, self._failure is None
+        if failure is None:
+            failure = self._failure = _WriteFailure(self._clock(), cause)
+        else:
+            failure.cause, failure.retries = cause, failure.retries + 1
         for _, future in batch.waiters:
             if not future.done():
-                future.set_exception(exc)
+                future.set_exception(not_journaled_yet(cause))
         later = self._batch
         batch.waiters = [(index + len(batch.entries), future) for index, future in later.waiters]
         batch.entries += later.entries
@@ -470,7 +524,17 @@ class TableService:
             batch.reads[device] = max(batch.reads.get(device, 0), index)
         merge_marks(batch.marks, later.marks)
         batch.needs_snapshot = True
+        batch.own = False  # a failed journal_write's: it holds the open batch now, written by the retry
         self._batch = batch
+        if first:  # in STATE at once; its record waits with the others (the snapshot carries the alarm)
+            event = Event(Reason.JOURNAL_WRITE_FAILED, JOURNAL_SOURCE,
+                          f"the journal cannot be written ({cause}): its records are kept and written again "
+                          f"every {RETRY_AFTER_S:g} s; no new round opens until it can", Severity.ALARM,
+                          {"cause": cause})
+            self.table.alarms.raise_from(event)
+            batch.entries.append(Entry.from_event(event, ts_ns=time.time_ns()))
+        self._failure_log.error("journal_commit_failed", records=len(batch.entries), retries=failure.retries,
+                                failing_for_s=round(self._clock() - failure.since, 1), error=str(exc))
         if self._flush_handle is not None:
             self._flush_handle.cancel()
         self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
@@ -497,6 +561,21 @@ class TableService:
             merge_marks(self.event_marks, batch.marks)
             if self.on_journaled is not None:
                 self.on_journaled(batch.marks)
+        if self._failure is not None and not batch.own:
+            self._resumed(self._failure, len(seqs))
+
+    def _resumed(self, failure: _WriteFailure, records: int) -> None:
+        """The first commit after failed ones: say so in the journal (in the next commit) and the log."""
+        self._failure = None
+        self._failure_log.flush("journal_commit_failed")  # its count of lines left out, before this one
+        failed_for = round(self._clock() - failure.since, 1)
+        log.warning("journal_commit_resumed", failed_for_s=failed_for, records=records, retries=failure.retries)
+        self.add(Entry.from_event(Event(
+            Reason.JOURNAL_WRITE_RESUMED, JOURNAL_SOURCE,
+            f"the journal is written again after {failed_for:g} s of failed commits ({failure.cause}): "
+            f"{records} record(s) had waited", Severity.INFO,
+            {"failed_for_s": failed_for, "records": records, "retries": failure.retries, "cause": failure.cause}),
+            ts_ns=time.time_ns()))
 
 
 class _JournaledFeed(Feed):

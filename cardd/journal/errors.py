@@ -27,7 +27,14 @@ class JournalEntryError(JournalError, ValueError):
 
 
 class JournalWriteError(JournalError):
-    """A write the file system or SQLite refused (disk full, read-only file); nothing was written."""
+    """A write the file system or SQLite refused (disk full, read-only file); nothing was written.
+
+    ``cause`` says what went wrong in a few words without the journal's name (``disk full: 4096
+    bytes free in /var/lib/cardd``): what the daemon shows in STATUS= and in its ERROR lines."""
+
+    def __init__(self, message: str, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = message if cause is None else cause
 
 
 class JournalExportError(JournalError):

@@ -6,6 +6,7 @@ docs/journal.md for the file format, the hash encoding and the retention rules.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -35,6 +36,11 @@ _DAY_NS = 86_400 * 1_000_000_000
 _MMAP_BYTES = 1 << 30  # verify reads through a memory map: about 20 % faster on a big journal
 # SQLite result codes that mean the file itself is damaged or is not a database
 _DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_FORMAT"}
+#: with less than this free beside the journal, an SQLite I/O or "full" error is the disk being full
+#: (SQLite says SQLITE_IOERR_SHMSIZE when the -shm cannot grow, SQLITE_FULL when a page cannot be
+#: written): never read as damage
+FULL_DISK_BYTES = 1 << 20
+_FULL_DISK_CODES = ("SQLITE_FULL", "SQLITE_IOERR")
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +249,11 @@ class Journal:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
+                full = _full_disk(self.path, exc)
+                cause = f"{exc} (SQLite {getattr(exc, 'sqlite_errorname', 'error')})" if full is None else \
+                    f"disk full: {full[0]} bytes free in {self.path.parent}"
                 raise JournalWriteError(f"journal {self.path}: append of {len(rows)} record(s) failed, nothing "
-                                        f"written: {exc}") from None
+                                        f"written: {cause}", cause) from None
             self._head = (seq, prev)
         return [row[0] for row in rows]
 
@@ -540,6 +549,10 @@ def _create(path: Path) -> None:
         fsync_dir(path.parent)
     except (OSError, sqlite3.Error) as exc:
         building.unlink(missing_ok=True)
+        full = _full_disk(path, exc)
+        if full is not None:
+            raise JournalWriteError(f"journal {path} cannot be created: the disk holding it is full ({full[0]} bytes "
+                                    f"free in {path.parent}; {full[1]}): free space there") from None
         raise JournalWriteError(f"journal {path} cannot be created: {exc}") from None
 
 
@@ -586,10 +599,35 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
 
 
 def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
+    full = _full_disk(path, exc)
+    if full is not None:  # an I/O error on a full disk (the -shm cannot grow) is no damage
+        return JournalWriteError(f"journal {path}: the disk holding it is full ({full[0]} bytes free in {path.parent}; "
+                                 f"{full[1]}): free space there; the journal is not damaged",
+                                 f"disk full: {full[0]} bytes free in {path.parent}")
     name = getattr(exc, "sqlite_errorname", "")
     if any(name.startswith(code) for code in _DAMAGE_CODES):
         return JournalCorrupt(path, None, f"damaged or not an SQLite database ({exc})")
     return JournalError(f"journal {path}: {exc}")
+
+
+def _full_disk(path: Path, exc: BaseException) -> tuple[int, str] | None:
+    """(bytes free beside ``path``, what failed) when ``exc`` is how a full disk shows: ENOSPC, or an
+    SQLite full or I/O error with under :data:`FULL_DISK_BYTES` free there; None otherwise."""
+    if isinstance(exc, OSError):
+        if exc.errno != errno.ENOSPC:
+            return None
+        what = exc.strerror or "no space left on device"
+    else:
+        code = getattr(exc, "sqlite_errorname", "")
+        if not code.startswith(_FULL_DISK_CODES):
+            return None
+        what = f"SQLite {code}: {exc}"
+    try:
+        stat = os.statvfs(path.parent)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    return (free, what) if free < FULL_DISK_BYTES or isinstance(exc, OSError) else None
 
 
 def _first_unreadable_seq(conn: sqlite3.Connection) -> int | None:

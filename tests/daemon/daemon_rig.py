@@ -105,13 +105,17 @@ class Daemon:
     Its stdout and stderr go to files in the state directory (the socket's), as the bench's rig
     gives cardd its log file (cardd/bench/runner.py): a pipe nobody reads fills at 64 KiB and the
     daemon's next log line then blocks its whole loop. Each start in a directory has its own pair,
-    ``cardd-N.out`` and ``cardd-N.log`` (a restart in the same directory takes the next N)."""
+    ``cardd-N.out`` and ``cardd-N.log`` (a restart in the same directory takes the next N).
+    ``prefix`` runs cardd through another command that execs it (the same pid), e.g. into a mount
+    namespace (tests/support/full_disk.py)."""
 
-    def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None,
+                 prefix: list[str] | None = None) -> None:
         self.socket_path = socket_path
         self.stdout_path, self.stderr_path = _output_files(socket_path.parent)
         with self.stdout_path.open("x") as out, self.stderr_path.open("x") as err:
-            self.proc = subprocess.Popen([str(CARDD), "--log-format", "json", *args], stdout=out, stderr=err,
+            self.proc = subprocess.Popen([*(prefix or []), str(CARDD), "--log-format", "json", *args], stdout=out,
+                                         stderr=err,
                                          env=None if env is None else {**os.environ, **env})
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -181,10 +185,11 @@ def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dic
                  api_group: str = "cardd-api", journal: dict[str, int | str] | None = None,
                  api: dict[str, int | float] | None = None) -> Path:
     """A configuration file for the daemon under ``directory``; ``journal``, ``api``: more keys of
-    those sections."""
+    those sections (the journal's ``path`` is ``directory/journal.sqlite3`` unless given)."""
+    journal = {"path": str(directory / "journal.sqlite3"), **(journal or {})}
     lines = ["[devices]", f'shoe = "{shoe}"'] + ([f'shuffler = "{shuffler}"'] if shuffler else [])
-    lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]", f'path = "{directory / "journal.sqlite3"}"']
-    lines += [f"{key} = {json.dumps(value)}" for key, value in (journal or {}).items()]
+    lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in journal.items()]
     lines += ["", "[api]", f'socket = "{directory / "cardd.sock"}"', f'group = "{api_group}"']
     lines += [f"{key} = {json.dumps(value)}" for key, value in (api or {}).items()]
     if roles:

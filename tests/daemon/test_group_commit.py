@@ -99,3 +99,34 @@ def test_what_came_while_the_writer_thread_synced_goes_to_the_thread_too(tmp_pat
         journal.close()
 
     run(main())
+
+
+def test_a_failed_write_of_the_journals_own_opens_the_alarm_and_the_next_commit_resumes(
+        tmp_path: Path, monkeypatch) -> None:
+    """A prune or an export record that cannot be written (the disk full) is a failed write like a
+    batch's: the JOURNAL_WRITE_FAILED alarm opens, and the open batch's next commit resumes the
+    journal with a JOURNAL_WRITE_RESUMED record after it."""
+    monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
+
+    async def main() -> None:
+        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
+        service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
+        first = service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
+
+        def full_disk() -> None:  # the boundary: a write the disk refused, nothing written
+            raise JournalWriteError("journal x: prune failed, nothing written", "disk full: 0 bytes free in /x")
+
+        try:
+            await service.journal_write(full_disk)
+        except JournalWriteError:
+            pass
+        assert service.write_failure == "disk full: 0 bytes free in /x"
+        assert [a.reason for a in service.table.alarms.open.values()] == ["JOURNAL_WRITE_FAILED"]
+        service.apply(LinkUp("shoe-reader"))
+        await until(lambda: service.write_failure is None and journal.last_seq > first + 2, what="the resume")
+        service.flush()
+        reasons = [r.reason or r.data.get("type") for r in journal.query(seq_from=first + 1, limit=None)]
+        assert reasons[0] == "JOURNAL_WRITE_FAILED" and reasons[-1] == "JOURNAL_WRITE_RESUMED" and "LinkUp" in reasons
+        journal.close()
+
+    run(main())
