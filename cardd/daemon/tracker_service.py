@@ -526,7 +526,11 @@ class TableService:
         batch.needs_snapshot = True
         batch.own = False  # a failed journal_write's: it holds the open batch now, written by the retry
         self._batch = batch
-        if first:  # in STATE at once; its record waits with the others (the snapshot carries the alarm)
+        already_open = any(alarm.reason == Reason.JOURNAL_WRITE_FAILED for alarm in self.table.alarms.open.values())
+        # in STATE at once; its record waits with the others (the snapshot carries the alarm). A disk
+        # that is nearly full fails and resumes again and again (a checkpoint frees WAL space): one
+        # alarm until a supervisor clears it, each episode's JOURNAL_WRITE_RESUMED record says the rest
+        if first and not already_open:
             event = Event(Reason.JOURNAL_WRITE_FAILED, JOURNAL_SOURCE,
                           f"the journal cannot be written ({cause}): its records are kept and written again "
                           f"every {RETRY_AFTER_S:g} s; no new round opens until it can", Severity.ALARM,

@@ -130,3 +130,33 @@ def test_a_failed_write_of_the_journals_own_opens_the_alarm_and_the_next_commit_
         journal.close()
 
     run(main())
+
+
+def test_a_journal_that_fails_and_resumes_again_and_again_keeps_one_alarm_open(tmp_path: Path, monkeypatch) -> None:
+    """A nearly full disk: commits fail, one succeeds (a checkpoint freed WAL space), fail again.
+    One JOURNAL_WRITE_FAILED alarm stays open (a supervisor clears it once); each episode ends in
+    its own JOURNAL_WRITE_RESUMED record."""
+    monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
+
+    async def main() -> None:
+        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
+        service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
+        first = service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
+
+        def full_disk() -> None:  # the boundary: a write the disk refused, nothing written
+            raise JournalWriteError("journal x: prune failed, nothing written", "disk full: 0 bytes free in /x")
+
+        for episode in range(3):
+            try:
+                await service.journal_write(full_disk)
+            except JournalWriteError:
+                pass
+            assert [a.reason for a in service.table.alarms.open.values()] == ["JOURNAL_WRITE_FAILED"], episode
+            service.apply(LinkUp("shoe-reader") if episode % 2 == 0 else LinkDown("shoe-reader"))
+            await until(lambda: service.write_failure is None, what="the resume")
+        service.flush()
+        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
+        assert reasons.count("JOURNAL_WRITE_FAILED") == 1 and reasons.count("JOURNAL_WRITE_RESUMED") == 3, reasons
+        journal.close()
+
+    run(main())
