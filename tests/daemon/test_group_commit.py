@@ -101,6 +101,19 @@ def test_what_came_while_the_writer_thread_synced_goes_to_the_thread_too(tmp_pat
     run(main())
 
 
+def started_service(directory: Path) -> tuple[Journal, TableService, int]:
+    """A service on a new journal, restored: (the journal, the service, its start record's seq)."""
+    journal = Journal.open(directory / "journal.sqlite3", create=True)
+    service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
+    return journal, service, service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
+
+
+def refused_by_a_full_disk() -> None:
+    """A journal write of the journal's own (a prune) that the disk refused, nothing written: the
+    boundary, as :meth:`Journal.prune` raises it."""
+    raise JournalWriteError("journal x: prune failed, nothing written", "disk full: 0 bytes free in /x")
+
+
 def test_a_failed_write_of_the_journals_own_opens_the_alarm_and_the_next_commit_resumes(
         tmp_path: Path, monkeypatch) -> None:
     """A prune or an export record that cannot be written (the disk full) is a failed write like a
@@ -109,15 +122,9 @@ def test_a_failed_write_of_the_journals_own_opens_the_alarm_and_the_next_commit_
     monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
 
     async def main() -> None:
-        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
-        service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
-        first = service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
-
-        def full_disk() -> None:  # the boundary: a write the disk refused, nothing written
-            raise JournalWriteError("journal x: prune failed, nothing written", "disk full: 0 bytes free in /x")
-
+        journal, service, first = started_service(tmp_path)
         try:
-            await service.journal_write(full_disk)
+            await service.journal_write(refused_by_a_full_disk)
         except JournalWriteError:
             pass
         assert service.write_failure == "disk full: 0 bytes free in /x"
@@ -139,16 +146,10 @@ def test_a_journal_that_fails_and_resumes_again_and_again_keeps_one_alarm_open(t
     monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
 
     async def main() -> None:
-        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
-        service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
-        first = service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
-
-        def full_disk() -> None:  # the boundary: a write the disk refused, nothing written
-            raise JournalWriteError("journal x: prune failed, nothing written", "disk full: 0 bytes free in /x")
-
+        journal, service, first = started_service(tmp_path)
         for episode in range(3):
             try:
-                await service.journal_write(full_disk)
+                await service.journal_write(refused_by_a_full_disk)
             except JournalWriteError:
                 pass
             assert [a.reason for a in service.table.alarms.open.values()] == ["JOURNAL_WRITE_FAILED"], episode
