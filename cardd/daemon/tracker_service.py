@@ -51,7 +51,8 @@ from typing import Any, TypeVar
 import structlog
 
 from cardd.api.protocol import Event as ApiEvent
-from cardd.journal import KIND_COMMAND, KIND_INPUT, Entry, Journal, JournalError, JournalWriteError, Record
+from cardd.journal import (KIND_COMMAND, KIND_INPUT, Encoded, Entry, Journal, JournalEntryError, JournalError,
+                           JournalWriteError, Record)
 from core.errors import CarddError
 from devices.events import Event, Reason, Severity
 from devices.game.rules import HouseRules
@@ -433,10 +434,26 @@ class TableService:
         batch, self._batch = self._batch, _Batch()
         return batch, self._snapshot_due(batch)
 
+    def _encoded(self, batch: _Batch, snap: dict[str, Any] | None) -> Encoded:
+        """The batch checked and its JSON text fixed. An entry the journal refuses (a text with a
+        control character that slipped past a check, data that is not JSON) would fail every retry
+        and hold every record behind it for good: it is made storable instead (Entry.storable:
+        what it says kept, why in its data) and logged."""
+        try:
+            return self.journal.encode(batch.entries, snap)
+        except JournalEntryError:
+            for at, entry in enumerate(batch.entries):
+                try:
+                    self.journal.encode([entry])
+                except JournalEntryError as exc:
+                    batch.entries[at] = entry.storable(str(exc))
+                    log.error("journal_entry_repaired", at=at, reason=str(entry.reason)[:64], error=str(exc))
+            return self.journal.encode(batch.entries, snap)  # the snapshot itself refused: a failure
+
     def _commit(self) -> list[int]:
         batch, snap = self._close_batch()
         try:
-            seqs = self.journal.append(batch.entries, snapshot=snap)
+            seqs = self.journal.append_encoded(self._encoded(batch, snap))
         except JournalError as exc:
             self._failed(batch, exc)
             raise
@@ -446,7 +463,7 @@ class TableService:
     def _commit_in_thread(self) -> None:
         batch, snap = self._close_batch()
         try:  # the JSON text fixed here, on the loop: the table goes on changing meanwhile
-            encoded = self.journal.encode(batch.entries, snap)
+            encoded = self._encoded(batch, snap)
         except JournalError as exc:
             self._failed(batch, exc)
             return

@@ -144,6 +144,23 @@ class Entry(NamedTuple):
                                        or self.ts_ns < 0):
             raise JournalEntryError(f"entry ts_ns {self.ts_ns!r}: nanoseconds since 1970 UTC, an int >= 0")
 
+    def storable(self, refused: str) -> "Entry":
+        """This entry, which :meth:`check` or the JSON encoding refused (``refused``: why), made
+        storable without losing what it says: control characters in its texts written as ``\\xNN``,
+        texts cut to :data:`MAX_TEXT`, data that is not JSON kept as its ``repr``, and why in
+        ``data["journal_repaired"]``. For a caller that must never drop a record (the daemon)."""
+        try:
+            data: dict[str, Any] = json.loads(canonical_json(dict(self.data), "data"))
+        except (JournalEntryError, TypeError, ValueError):
+            data = {"unstorable_data": _visible(repr(self.data), 4 * MAX_TEXT)}
+        data["journal_repaired"] = _visible(refused, 4 * MAX_TEXT)
+        kind = self.kind if isinstance(self.kind, str) and _KIND.fullmatch(self.kind) \
+            and self.kind not in RESERVED_KINDS else "repaired"
+        severity = self.severity if self.severity in SEVERITIES else Severity.WARNING.value
+        ts_ns = self.ts_ns if type(self.ts_ns) is int and self.ts_ns >= 0 else None
+        return Entry(kind=kind, reason=_visible(self.reason, MAX_TEXT), source=_visible(self.source, MAX_TEXT),
+                     severity=severity, who=_visible(self.who, MAX_TEXT), data=data, ts_ns=ts_ns)
+
     def _check_header(self, journal_internal: bool) -> None:
         """The checks of kind, severity and the text fields, in this order (the same few headers
         recur: that they passed is kept in _CHECKED_HEADERS)."""
@@ -159,6 +176,12 @@ class Entry(NamedTuple):
             if not isinstance(text, str) or len(text) > MAX_TEXT or _CONTROL.search(text):
                 raise JournalEntryError(f"entry {name} {text!r}: text of at most {MAX_TEXT} characters "
                                         "without control characters")
+
+
+def _visible(text: object, limit: int) -> str:
+    """``text`` with its control characters written as ``\\xNN``, at most ``limit`` characters."""
+    shown = _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text if isinstance(text, str) else repr(text))
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
 @dataclass(frozen=True, slots=True)

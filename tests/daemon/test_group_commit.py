@@ -7,6 +7,7 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
 from pytest_mock import MockerFixture
 
 import cardd.daemon.tracker_service as tracker_service
@@ -161,3 +162,45 @@ def test_a_journal_that_fails_and_resumes_again_and_again_keeps_one_alarm_open(t
         journal.close()
 
     run(main())
+
+
+def test_an_entry_the_journal_refuses_is_journaled_made_storable_and_holds_nothing_back(tmp_path: Path) -> None:
+    """A text with a control character that slipped past the API's checks (the journal's hash uses
+    0x1F as its separator) used to fail its batch's commit, and every retry, holding every later
+    card and command back for good. It is journaled made storable, with why, and the rest goes on."""
+
+    async def main() -> None:
+        journal, service, first = started_service(tmp_path)
+        at = service.journal_command("dealer_change", {"note": "x"}, "dana\x1fevil", 1001)
+        answer = service.commit_of(at)
+        service.apply(LinkUp("shoe-reader"))
+        seq = await answer
+        service.apply(LinkDown("shoe-reader"))
+        await until(lambda: journal.last_seq > seq + 1, what="the next commit")
+        assert service.write_failure is None and not service.table.alarms.open
+        service.flush()
+        records = journal.query(seq_from=first + 1, limit=None)
+        repaired = next(r for r in records if r.seq == seq)
+        assert repaired.who == "dana\\x1fevil" and repaired.data["note"] == "x"
+        assert "entry who 'dana\\x1fevil'" in repaired.data["journal_repaired"]
+        assert "control characters" in repaired.data["journal_repaired"]
+        types = [r.data.get("type") for r in records]
+        assert types.index("LinkUp") < types.index("LinkDown")
+        assert journal.verify().ok
+        journal.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("entry", [
+    Entry(kind="command", reason="X\x00", source="api", who="a" * 300, data={"n": 1}),
+    Entry(kind="export", reason="R", data={"bad": {1, 2}}, severity="loud", ts_ns=-5),
+])
+def test_storable_keeps_what_an_entry_says_in_a_form_the_journal_takes(tmp_path: Path, entry: Entry) -> None:
+    storable = entry.storable("why")
+    storable.check()
+    with Journal.open(tmp_path / "journal.sqlite3", create=True) as journal:
+        [seq] = journal.append([storable])
+        [record] = journal.query(seq_from=seq, limit=None)
+    assert record.data["journal_repaired"] == "why"
+    assert record.reason.startswith(entry.reason[:1]) and len(record.who) <= 256
