@@ -523,10 +523,10 @@ class TableService:
 
     def _failed(self, batch: _Batch, exc: JournalError) -> None:
         """Nothing of ``batch`` was written: its waiters fail, its records go back in front of
-        what was added since, and the whole is written again a little later. The first failure
-        opens the JOURNAL_WRITE_FAILED alarm (module docstring)."""
+        what was added since, and the whole is written again a little later. A failure opens the
+        JOURNAL_WRITE_FAILED alarm unless it is open (module docstring)."""
         cause = exc.cause if isinstance(exc, JournalWriteError) else str(exc)
-        failure, first = self._failure, self._failure is None
+        failure = self._failure
         if failure is None:
             failure = self._failure = _WriteFailure(self._clock(), cause)
         else:
@@ -546,8 +546,9 @@ class TableService:
         already_open = any(alarm.reason == Reason.JOURNAL_WRITE_FAILED for alarm in self.table.alarms.open.values())
         # in STATE at once; its record waits with the others (the snapshot carries the alarm). A disk
         # that is nearly full fails and resumes again and again (a checkpoint frees WAL space): one
-        # alarm until a supervisor clears it, each episode's JOURNAL_WRITE_RESUMED record says the rest
-        if first and not already_open:
+        # alarm until a supervisor clears it, each episode's JOURNAL_WRITE_RESUMED record says the rest.
+        # Cleared while the journal still cannot write, it opens again at the next failed retry.
+        if not already_open:
             event = Event(Reason.JOURNAL_WRITE_FAILED, JOURNAL_SOURCE,
                           f"the journal cannot be written ({cause}): its records are kept and written again "
                           f"every {RETRY_AFTER_S:g} s; no new round opens until it can", Severity.ALARM,

@@ -15,7 +15,8 @@ from cardd.api.protocol import Event as ApiEvent
 from cardd.daemon.tracker_service import THREAD_COMMIT_RECORDS, TableService
 from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalWriteError
 from devices.game.rules import load_rules
-from devices.tracker.inputs import LinkDown, LinkUp
+from devices.events import Role
+from devices.tracker.inputs import ClearAlarm, LinkDown, LinkUp
 from tests.support.aio import run
 from tests.support.poll import until
 from tests.support.recorders import FakeClock
@@ -204,3 +205,37 @@ def test_storable_keeps_what_an_entry_says_in_a_form_the_journal_takes(tmp_path:
         [record] = journal.query(seq_from=seq, limit=None)
     assert record.data["journal_repaired"] == "why"
     assert record.reason.startswith(entry.reason[:1]) and len(record.who) <= 256
+
+
+def test_the_alarm_cleared_while_the_journal_still_cannot_write_opens_again(tmp_path: Path, monkeypatch) -> None:
+    """A supervisor who clears JOURNAL_WRITE_FAILED while the disk is still full has not made it
+    writable: the next failed retry opens the alarm again, so STATE never hides the failure."""
+    monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
+
+    async def main() -> None:
+        journal, service, first = started_service(tmp_path)
+        full = {"yes": True}
+        real_append = journal.append_encoded
+
+        def append_encoded(encoded: Encoded) -> list[int]:  # the boundary: the disk refuses while full
+            if full["yes"]:
+                raise JournalWriteError("journal x: append failed, nothing written", "disk full: 0 bytes free in /x")
+            return real_append(encoded)
+
+        monkeypatch.setattr(journal, "append_encoded", append_encoded)
+        service.apply(LinkUp("shoe-reader"))
+        await until(lambda: bool(service.table.alarms.open), what="the alarm")
+        [alarm_id] = service.table.alarms.open
+        service.apply(ClearAlarm(alarm_id=alarm_id, who="sam", role=Role.SUPERVISOR))
+        assert not service.table.alarms.open
+        await until(lambda: bool(service.table.alarms.open), what="the alarm again")
+        assert [a.reason for a in service.table.alarms.open.values()] == ["JOURNAL_WRITE_FAILED"]
+        full["yes"] = False
+        await until(lambda: service.write_failure is None, what="the resume")
+        service.flush()
+        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
+        assert reasons.count("JOURNAL_WRITE_FAILED") == 2 and "ALARM_CLEARED" in reasons, reasons
+        assert reasons.index("ALARM_CLEARED") < len(reasons) - 1 - reasons[::-1].index("JOURNAL_WRITE_FAILED")
+        journal.close()
+
+    run(main())
