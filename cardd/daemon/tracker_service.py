@@ -369,11 +369,16 @@ class TableService:
         return future
 
     def flush(self) -> None:
-        """Commit the open batch now, after the writer thread's commit under way (shutdown)."""
-        if self._in_flight is not None:
-            future = self._in_flight[0]
+        """Commit the open batch now, after the writer thread's commit under way (shutdown): when
+        this returns, everything journaled is published, in seq order."""
+        if self._in_flight is not None:  # done here, starting no other thread commit (_thread_done would)
+            future, batch, snap = self._in_flight
             concurrent.futures.wait([future])
-            self._thread_done(future)
+            self._in_flight = None
+            try:
+                self._committed(batch, snap, future.result())
+            except JournalError as exc:
+                self._failed(batch, exc)  # its records back in front of the open batch, written below
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -236,6 +237,30 @@ def test_the_alarm_cleared_while_the_journal_still_cannot_write_opens_again(tmp_
         reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
         assert reasons.count("JOURNAL_WRITE_FAILED") == 2 and "ALARM_CLEARED" in reasons, reasons
         assert reasons.index("ALARM_CLEARED") < len(reasons) - 1 - reasons[::-1].index("JOURNAL_WRITE_FAILED")
+        journal.close()
+
+    run(main())
+
+
+def test_flush_publishes_everything_journaled_in_seq_order_with_a_thread_commit_under_way(tmp_path: Path) -> None:
+    """Shutdown's flush with the writer thread's commit under way and more records behind it: it
+    used to start one more thread commit for them, written but not yet published when flush returned."""
+
+    async def main() -> None:
+        journal = Journal.open(tmp_path / "journal.sqlite3", create=True)
+        published: list[int] = []
+        service = TableService(RULES, journal, lambda event: published.append(event.seq), clock=FakeClock())
+        service.restore(Entry(kind=KIND_START, reason="TEST_START", source="test", data={}))
+        published.clear()
+        for n in range(THREAD_COMMIT_RECORDS + 4):
+            service.add(Entry(kind="note", reason="BURST", data={"n": n}, ts_ns=time.time_ns()))
+        await asyncio.sleep(0)  # the group commit's turn: a burst, to the writer thread
+        assert service._in_flight is not None
+        for n in range(3):
+            service.add(Entry(kind="note", reason="BEHIND", data={"n": n}, ts_ns=time.time_ns()))
+        service.flush()
+        journaled = [r.seq for reason in ("BURST", "BEHIND") for r in journal.query(reason=reason, limit=None)]
+        assert published == sorted(journaled) and len(journaled) == THREAD_COMMIT_RECORDS + 7
         journal.close()
 
     run(main())
