@@ -86,6 +86,23 @@ def test_a_whole_round_through_commands_with_the_simulated_shoe(directory):
         assert journal.verify().ok
 
 
+def test_a_player_name_with_control_characters_is_refused_and_the_table_goes_on(directory):
+    """A console's player name with a terminal escape: the bet is ERROR bad-args, and the journal
+    keeps committing (it once took the name as a refused bet's ``who``, refused that record at
+    its group commit and then failed every commit after it: every command and card)."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        reply = client.command("place_bet", box=1, player="\x1b[31mX\r\nY", amount=500)
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args", reply
+        assert "PlaceBet.player" in reply["message"]
+        seq = client.ok("counters", device="shoe")  # journaled: the commits go on
+        record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
+        assert record["reason"] == "COUNTERS"
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
 def test_state_never_shows_an_undealt_card(directory):
     """The test owns the simulated devices (so it knows the stack) and configures cardd with their ptys."""
     with SimulatedTable.over_ptys() as sim:
