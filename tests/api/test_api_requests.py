@@ -80,6 +80,11 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
 BAD_LINES = [
     (b"{nope\n", None, "bad-json", "not a JSON line: object keys must be strings (byte 1)"),
     (b"\xff\xfe\n", None, "bad-json", "not a JSON line"),
+    # well-formed JSON but a string that is not UTF-8 (a console sending Latin-1 "José"): it once
+    # ended the connection with no reply, and a traceback in the daemon's log
+    (b'{"class": "STATE", "id": "Jos\xe9"}\n', None, "bad-json", "not a JSON line: a string is not UTF-8"),
+    (b'{"class": "COMMAND", "id": "c", "name": "place_bet", "args": {"player": "\xff"}}\n', None, "bad-json",
+     "not a JSON line: a string is not UTF-8"),
     (b'{"class": "HELLO", "id": "h"}\n', "h", "bad-request",
      "unknown class 'HELLO' (a request is WATCH, STATE, LOG or COMMAND)"),
     (b'{"id": "x"}\n', "x", "bad-request", "Object missing required field class"),
