@@ -65,6 +65,18 @@ def test_an_amount_in_a_journal_message_can_be_typed_back_to_cardctl(cents: int)
     assert Cents().convert(units(cents), None, None) == cents
 
 
+@pytest.mark.parametrize(("option", "value"), [("--since", "nan"), ("--since", "inf"), ("--until", "-5"),
+                                               ("--since", "99999999999999"), ("--until", "1969-07-20"),
+                                               ("--round", "-1")])
+def test_a_time_or_round_the_journal_cannot_have_is_a_usage_error(directory: Path, option: str, value: str) -> None:
+    """Refused before cardctl connects, naming the value: it once reached the API client's own check
+    (msgspec's "Expected `float` >= 0.0 - at `$.since`", exit 1) or, beyond 2262, the daemon
+    (its journal query overflowed: "the daemon failed on this request")."""
+    run = cardctl(directory / "cardd.sock", "log", f"{option}={value}")
+    assert run.code == 2, run.err
+    assert value in run.err and "`" not in run.err and "$." not in run.err and "Traceback" not in run.err
+
+
 # ---- the journal's query (a real daemon) -------------------------------------------------------
 
 def test_an_unknown_reason_code_is_refused_naming_the_close_ones(daemon: Daemon) -> None:
