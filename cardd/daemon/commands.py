@@ -127,13 +127,13 @@ def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any
 
 
 def _check_text(name: str, value: Any, where: str) -> None:
-    """Refuse (bad-args) a text field the journal could not store as a record's ``who``: a
+    """Refuse (bad-args) an empty text field, or one the journal could not store as a record's ``who``: a
     player's name becomes the ``who`` of his bet's record, and a record the journal refuses would
     fail its whole group commit (every card and command after it) rather than this command."""
     if isinstance(value, str):
-        if not is_header_text(value):
+        if not value or not is_header_text(value):  # an empty name bet as "'s bet 25.00" too
             raise CommandFailed(f"{name}: {where}: {value[:40]!r}{'...' if len(value) > 40 else ''} is not a name "
-                                f"(at most {MAX_TEXT} characters, no control characters)", code=ErrorCode.BAD_ARGS)
+                                f"(1 to {MAX_TEXT} characters, no control characters)", code=ErrorCode.BAD_ARGS)
     elif isinstance(value, tuple):
         for i, item in enumerate(value):
             _check_text(name, item, f"{where}[{i}]")
