@@ -293,7 +293,7 @@ def round_continue(as_json: bool) -> None:
 @round_group.command("redeal")
 @json_option
 def round_redeal(as_json: bool) -> None:
-    """Void a held round and redeal it (supervisor).
+    """Void the live round, held or not, and redeal it (supervisor): a re-deal the supervisor declares.
 
     \b
     Example:
