@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
+from core.cards import Card
+from core.errors import CarddError
 from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, run_command, \
     to_builtins
 
@@ -400,8 +402,18 @@ def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
         if not card or (equals and not (number.isascii() and number.isdigit())):
             raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
                                      param_hint="CARD[=N]")
-        counts[card] += int(number) if number else 1
+        counts[canonical_card(card)] += int(number) if number else 1
     return dict(counts)
+
+
+def canonical_card(text: str) -> str:
+    """``10H``, ``th`` -> ``TH``: one card typed two ways adds up as any repeat does (the daemon
+    refuses two spellings of one card in one count); a text that is no card goes as typed, for
+    the daemon to name."""
+    try:
+        return str(Card.parse(text))
+    except (CarddError, ValueError):
+        return text
 
 
 def read_counts(stream: IO[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.common import money
-from cardd.cli.table import Cents
+from cardd.cli.table import Cents, parse_counts
 from cardd.journal import Journal, JournalError
 from devices.game.settlement import units
 from tests.cli.cli_rig import cardctl, start_round
@@ -50,6 +50,14 @@ def test_a_remainder_count_in_digits_that_are_no_number_is_a_usage_error(directo
     never the ValueError's traceback."""
     run = cardctl(directory / "cardd.sock", "shoe", "remainder", token)
     assert run.code == 2 and "Traceback" not in run.err and "a card with its count" in run.err, run.err
+
+
+@pytest.mark.parametrize(("tokens", "counts"), [
+    (("TH=2", "10H=3"), {"TH": 5}), (("as", "AS=2", "As"), {"AS": 4}), (("ZZ", "7h=1"), {"ZZ": 1, "7H": 1})])
+def test_a_card_typed_two_ways_in_a_remainder_adds_up(tokens: tuple[str, ...], counts: dict[str, int]) -> None:
+    """The remainder's counts reach the daemon once per card: "TH" and "10H" were two keys of one
+    card there, and one count replaced the other (5 tens of hearts reconciled as 3)."""
+    assert parse_counts(tokens) == counts
 
 
 @pytest.mark.parametrize(("cents", "shown"), [(2550, "25.50"), (-125050, "-1,250.50"), ("3015/2", "15.075"),
