@@ -419,7 +419,9 @@ def canonical_card(text: str) -> str:
 def read_counts(stream: IO[str]) -> dict[str, Any]:
     """The JSON object of --file (its values are the daemon's to check, as any command's args)."""
     try:
-        counts = json.load(stream)
+        counts = json.load(stream, object_pairs_hook=_refuse_repeated_keys)
+    except RepeatedKey as exc:  # json keeps the last of a repeated key: one count would vanish
+        raise click.BadParameter(f"{stream.name}: {exc}", param_hint="--file") from None
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"{stream.name}: not JSON ({exc})", param_hint="--file") from None
     except UnicodeDecodeError:
@@ -428,6 +430,18 @@ def read_counts(stream: IO[str]) -> dict[str, Any]:
         raise click.BadParameter(f"{stream.name}: a JSON object of card -> count, not {type(counts).__name__}",
                                  param_hint="--file")
     return counts
+
+
+class RepeatedKey(ValueError):
+    """A JSON object of --file with one key twice."""
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise RepeatedKey(f"{', '.join(repeated)} given more than once: give each card once, with its whole count")
+    return dict(pairs)
 
 
 COMMANDS = (status, round_group, alarm_group, shoe_group)

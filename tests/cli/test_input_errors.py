@@ -7,11 +7,12 @@ import re
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.common import money
-from cardd.cli.table import Cents, parse_counts
+from cardd.cli.table import Cents, parse_counts, read_counts
 from cardd.journal import Journal, JournalError
 from devices.game.settlement import units
 from tests.cli.cli_rig import cardctl, start_round
@@ -58,6 +59,18 @@ def test_a_card_typed_two_ways_in_a_remainder_adds_up(tokens: tuple[str, ...], c
     """The remainder's counts reach the daemon once per card: "TH" and "10H" were two keys of one
     card there, and one count replaced the other (5 tens of hearts reconciled as 3)."""
     assert parse_counts(tokens) == counts
+
+
+def test_a_remainder_file_with_a_card_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    """json keeps the last of a repeated key: {"AS": 1, "AS": 2} went to the daemon as AS=2."""
+    stub = tmp_path / "stub.json"
+    stub.write_text('{"AS": 1, "7H": 1, "AS": 2}')
+    with stub.open() as stream, pytest.raises(click.BadParameter) as refused:
+        read_counts(stream)
+    assert "AS given more than once" in str(refused.value.message)
+    stub.write_text('{"AS": 1, "7H": 1}')
+    with stub.open() as stream:
+        assert read_counts(stream) == {"AS": 1, "7H": 1}
 
 
 @pytest.mark.parametrize(("cents", "shown"), [(2550, "25.50"), (-125050, "-1,250.50"), ("3015/2", "15.075"),
