@@ -160,7 +160,7 @@ def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any
 @click.option("--reason", help="only this reason code, e.g. CARD_ASSIGNED or ROUND_VOID")
 @click.option("--severity", type=click.Choice(SEVERITIES), help="this severity or worse")
 @click.option("--round", "round_id", type=click.IntRange(min=0), help="only this round")
-@click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many (the newest query page)")
+@click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many, the oldest first (--since for the latest ones)")
 @click.option("-f", "--follow", is_flag=True, help="then keep printing new events as they come")
 @click.option("--export", "export_path", type=click.Path(path_type=Path),
               help="write to a new file. With at most --since/--until: the daemon's archive export, journaled "
@@ -242,7 +242,7 @@ def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> Non
                       e["severity"], e["reason"], e["message"], e.get("who") or "")
     out.print(table)
     if more:
-        out.print("(more: raise --limit or narrow the query)")
+        out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")
 
 
 @click.command("verify-journal")

@@ -98,6 +98,13 @@ def test_a_time_or_round_the_journal_cannot_have_is_a_usage_error(directory: Pat
     assert value in run.err and "`" not in run.err and "$." not in run.err and "Traceback" not in run.err
 
 
+def test_log_help_says_the_oldest_records_come_first() -> None:
+    """LOG answers oldest first; --limit's help said "the newest query page", and a supervisor asking
+    for the last alarms got the first ones of a 90-day journal."""
+    run = cardctl(None, "log", "--help")
+    assert run.code == 0 and "oldest first" in run.out and "newest" not in run.out
+
+
 # ---- the journal's query (a real daemon) -------------------------------------------------------
 
 def test_an_unknown_reason_code_is_refused_naming_the_close_ones(daemon: Daemon) -> None:
