@@ -17,7 +17,7 @@ from cardd.daemon.commands import CommandSpec, build_record, command_table
 from cardd.daemon.state import table_state
 from cardd.daemon.tracker_service import (REASON_COMMAND_REFUSED, REASON_START, REASON_STOP, TableService,
                                           record_event)
-from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED
+from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED, SEVERITIES
 from core.errors import CarddError
 from devices.events import Reason
 
@@ -81,6 +81,9 @@ class DaemonBackend:
                 "retention": self._retention()}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+        if query.severity is not None and query.severity not in SEVERITIES:  # a wrong field: not "failed"
+            raise CommandFailed(f"severity {query.severity!r}: one of {', '.join(SEVERITIES)}",
+                                code=ErrorCode.BAD_REQUEST)
         records = self.service.journal.query(
             seq_from=query.from_seq, seq_to=query.to_seq,
             since=None if query.since is None else int(query.since * 1e9),

@@ -125,6 +125,18 @@ def test_a_refused_command_journals_at_most_a_kibibyte_of_what_the_client_sent(d
         assert daemon.stop()[0] == 0
 
 
+def test_a_log_query_for_a_severity_that_is_none_is_a_bad_request(directory):
+    """docs/api.md: a wrong field is bad-request; the journal's refusal came back as "failed"."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        reply = client.request({"class": "LOG", "severity": "boom"})
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-request", reply
+        assert reply["message"] == "severity 'boom': one of info, warning, alarm"
+        assert client.request({"class": "LOG", "severity": "alarm"})["class"] == "LOG"
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
 def test_state_never_shows_an_undealt_card(directory):
     """The test owns the simulated devices (so it knows the stack) and configures cardd with their ptys."""
     with SimulatedTable.over_ptys() as sim:
