@@ -156,8 +156,10 @@ def load_public_key(data: bytes) -> Ed25519PublicKey:
         if len(data) == 32:
             return Ed25519PublicKey.from_public_bytes(data)
         key = serialization.load_pem_public_key(data)
-    except ValueError as exc:
-        raise FirmwareError(f"not an Ed25519 public key (32 raw bytes or PEM): {exc}") from None
+    except ValueError:  # cryptography's text names its own internals (ASN.1 tags, a FAQ link): ours says what the file is
+        what = ("a PEM block whose public key cannot be read (damaged, or a private key or certificate)"
+                if data.lstrip().startswith(b"-----BEGIN") else f"{len(data)} bytes, not PEM")
+        raise FirmwareError(f"not an Ed25519 public key (32 raw bytes or PEM): {what}") from None
     if not isinstance(key, Ed25519PublicKey):
         raise FirmwareError(f"public key is {type(key).__name__}, firmware needs Ed25519")
     return key

@@ -21,11 +21,16 @@ PROTOCOL_VERSION = "1.0"
 #: the most records one LOG query returns (larger queries page with from_seq)
 LOG_LIMIT_MAX = 10_000
 
-Seq = Annotated[int, msgspec.Meta(ge=0, description="journal sequence number")]
+#: the journal keeps seqs and nanosecond times in SQLite's 64-bit INTEGER: a request beyond it is
+#: bad-request naming the field, not an overflow inside the daemon
+MAX_SEQ = 2**63 - 1
+MAX_UNIX_TIME = MAX_SEQ // 10**9  # 2262-04-11, in whole seconds
+
+Seq = Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ, description="journal sequence number")]
 #: chosen by the client, echoed in the one reply to that request
 RequestId = Annotated[str, msgspec.Meta(max_length=128, description="chosen by the client, echoed in the reply")]
 #: Unix time in seconds (UTC), fractions allowed
-UnixTime = Annotated[float, msgspec.Meta(ge=0, description="Unix time, seconds (UTC)")]
+UnixTime = Annotated[float, msgspec.Meta(ge=0, le=MAX_UNIX_TIME, description="Unix time, seconds (UTC)")]
 
 
 class _Request(msgspec.Struct, tag_field="class", forbid_unknown_fields=True, kw_only=True):

@@ -62,8 +62,10 @@ def one_line(text: str) -> str:
     return flat if len(flat) <= MESSAGE_MAX else flat[:MESSAGE_MAX - 3] + "..."
 
 
-def explain_invalid(exc: msgspec.DecodeError) -> tuple[str, str]:
+def explain_invalid(exc: msgspec.DecodeError | UnicodeDecodeError) -> tuple[str, str]:
     """(code, message) for a line msgspec refused, in words rather than msgspec's notation."""
+    if isinstance(exc, UnicodeDecodeError):  # msgspec's own, for a string that is not UTF-8
+        return ErrorCode.BAD_JSON, "not a JSON line: a string is not UTF-8"
     text = str(exc).replace("`", "")
     if not isinstance(exc, msgspec.ValidationError):
         return ErrorCode.BAD_JSON, one_line(f"not a JSON line: {text.removeprefix('JSON is malformed: ')}")
@@ -79,7 +81,7 @@ def request_id(line: bytes) -> str | None:
     """The ``id`` of a line that is not a valid request, when it has a usable one."""
     try:
         raw = msgspec.json.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     found = raw.get("id") if isinstance(raw, dict) else None
     return found if isinstance(found, str) and len(found) <= 128 else None
@@ -410,7 +412,7 @@ class ApiServer:
         """Exactly one reply to one line."""
         try:
             request = request_decoder.decode(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string that is not UTF-8: the latter
             code, message = explain_invalid(exc)
             client.send(encode_line(Error(id=request_id(line), code=code, message=message)))
             return

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.api.protocol import LOG_LIMIT_MAX
+from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
                               emit_json, json_option, run_command, to_builtins)
 from cardd.journal import Journal, JournalError
@@ -39,13 +39,15 @@ def unix_time(text: str | None) -> float | None:
     if text is None:
         return None
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: give ISO 8601 (2026-11-23T10:00:00) or Unix seconds") from None
+        try:
+            seconds = datetime.fromisoformat(text).timestamp()
+        except (ValueError, OverflowError):
+            raise click.BadParameter(f"{text!r}: give ISO 8601 (2026-11-23T10:00:00) or Unix seconds") from None
+    if not 0 <= seconds <= MAX_UNIX_TIME:  # nan and inf too: the API would refuse it in msgspec's words
+        raise click.BadParameter(f"{text!r}: a time from 1970 to 2262 (what the journal's times can be)")
+    return seconds
 
 
 def render_event(event: dict[str, Any]) -> str:
@@ -157,8 +159,8 @@ def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any
 @click.option("--until", help="up to this time")
 @click.option("--reason", help="only this reason code, e.g. CARD_ASSIGNED or ROUND_VOID")
 @click.option("--severity", type=click.Choice(SEVERITIES), help="this severity or worse")
-@click.option("--round", "round_id", type=int, help="only this round")
-@click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many (the newest query page)")
+@click.option("--round", "round_id", type=click.IntRange(min=0), help="only this round")
+@click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many, the oldest first (--since for the latest ones)")
 @click.option("-f", "--follow", is_flag=True, help="then keep printing new events as they come")
 @click.option("--export", "export_path", type=click.Path(path_type=Path),
               help="write to a new file. With at most --since/--until: the daemon's archive export, journaled "
@@ -240,7 +242,7 @@ def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> Non
                       e["severity"], e["reason"], e["message"], e.get("who") or "")
     out.print(table)
     if more:
-        out.print("(more: raise --limit or narrow the query)")
+        out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")
 
 
 @click.command("verify-journal")

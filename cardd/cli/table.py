@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
+from core.cards import Card
+from core.errors import CarddError
 from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, run_command, \
     to_builtins
 
@@ -293,7 +295,7 @@ def round_continue(as_json: bool) -> None:
 @round_group.command("redeal")
 @json_option
 def round_redeal(as_json: bool) -> None:
-    """Void a held round and redeal it (supervisor).
+    """Void the live round, held or not, and redeal it (supervisor): a re-deal the supervisor declares.
 
     \b
     Example:
@@ -400,14 +402,26 @@ def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
         if not card or (equals and not (number.isascii() and number.isdigit())):
             raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
                                      param_hint="CARD[=N]")
-        counts[card] += int(number) if number else 1
+        counts[canonical_card(card)] += int(number) if number else 1
     return dict(counts)
+
+
+def canonical_card(text: str) -> str:
+    """``10H``, ``th`` -> ``TH``: one card typed two ways adds up as any repeat does (the daemon
+    refuses two spellings of one card in one count); a text that is no card goes as typed, for
+    the daemon to name."""
+    try:
+        return str(Card.parse(text))
+    except (CarddError, ValueError):
+        return text
 
 
 def read_counts(stream: IO[str]) -> dict[str, Any]:
     """The JSON object of --file (its values are the daemon's to check, as any command's args)."""
     try:
-        counts = json.load(stream)
+        counts = json.load(stream, object_pairs_hook=_refuse_repeated_keys)
+    except RepeatedKey as exc:  # json keeps the last of a repeated key: one count would vanish
+        raise click.BadParameter(f"{stream.name}: {exc}", param_hint="--file") from None
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"{stream.name}: not JSON ({exc})", param_hint="--file") from None
     except UnicodeDecodeError:
@@ -416,6 +430,18 @@ def read_counts(stream: IO[str]) -> dict[str, Any]:
         raise click.BadParameter(f"{stream.name}: a JSON object of card -> count, not {type(counts).__name__}",
                                  param_hint="--file")
     return counts
+
+
+class RepeatedKey(ValueError):
+    """A JSON object of --file with one key twice."""
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise RepeatedKey(f"{', '.join(repeated)} given more than once: give each card once, with its whole count")
+    return dict(pairs)
 
 
 COMMANDS = (status, round_group, alarm_group, shoe_group)

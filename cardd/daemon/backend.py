@@ -3,6 +3,8 @@ and COMMANDs, each through the table service's one path."""
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -10,16 +12,31 @@ from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role, roles_text
 from cardd.api.protocol import Event, LogQuery
 from cardd.api.protocol import ErrorCode
+from cardd.api.server import one_line
 from cardd.daemon.commands import CommandSpec, build_record, command_table
 from cardd.daemon.state import table_state
 from cardd.daemon.tracker_service import (REASON_COMMAND_REFUSED, REASON_START, REASON_STOP, TableService,
                                           record_event)
-from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED
+from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED, SEVERITIES
 from core.errors import CarddError
 from devices.events import Reason
 
 #: a device or simulation command: (name, args, caller) -> what it did, for the journal record
 Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
+
+
+#: the most bytes of a refused command's args (as JSON) its journal record keeps: a client may send
+#: 64 KiB a line, and even one without a role is journaled; a record is never pruned for 90 days
+MAX_REFUSED_ARGS = 1024
+
+
+def refused_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A refused command's args as its record keeps them: whole up to MAX_REFUSED_ARGS, else their
+    size and SHA-256 (a console's own log can still be matched to it)."""
+    text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    if len(text) <= MAX_REFUSED_ARGS:
+        return args
+    return {"too_long": {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}}
 
 
 def journal_reasons() -> frozenset[str]:
@@ -64,6 +81,9 @@ class DaemonBackend:
                 "retention": self._retention()}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+        if query.severity is not None and query.severity not in SEVERITIES:  # a wrong field: not "failed"
+            raise CommandFailed(f"severity {query.severity!r}: one of {', '.join(SEVERITIES)}",
+                                code=ErrorCode.BAD_REQUEST)
         records = self.service.journal.query(
             seq_from=query.from_seq, seq_to=query.to_seq,
             since=None if query.since is None else int(query.since * 1e9),
@@ -85,8 +105,9 @@ class DaemonBackend:
             result = await self._runners[spec.kind](name, args, caller)
         except CarddError as exc:
             code = exc.code if isinstance(exc, CommandFailed) else "failed"
-            index = self.service.journal_command(name, args, caller.user, caller.uid, refused=str(exc),
-                                                 source=spec.kind)
+            # the client's line as the client got it (cut, one line): the text may quote what it sent
+            index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
+                                                 refused=one_line(str(exc)), source=spec.kind)
             await self.service.commit_of(index)
             raise CommandFailed(str(exc), code=code) from None
         index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
@@ -94,6 +115,6 @@ class DaemonBackend:
         return await self.service.commit_of(index)
 
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
-        index = self.service.journal_command(name, args, caller.user, caller.uid,
+        index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
                                              refused=f"needs the {roles_text(needs)} role")
         await self.service.commit_of(index)

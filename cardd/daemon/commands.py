@@ -16,6 +16,7 @@ from typing import Any, Literal
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
+from cardd.journal.records import MAX_TEXT, is_header_text
 from devices.tracker import inputs
 from devices.tracker.inputs import InputDecodeError
 
@@ -118,9 +119,27 @@ def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any
     if "role" in names:
         data["role"] = acting_role(spec, caller).value
     try:
-        return inputs.from_json(data)
+        record = inputs.from_json(data)
     except InputDecodeError as exc:
         raise CommandFailed(f"{spec.name}: {exc}", code=ErrorCode.BAD_ARGS) from None
+    _check_text(spec.name, record, spec.record.__name__)
+    return record
+
+
+def _check_text(name: str, value: Any, where: str) -> None:
+    """Refuse (bad-args) an empty text field, or one the journal could not store as a record's ``who``: a
+    player's name becomes the ``who`` of his bet's record, and a record the journal refuses would
+    fail its whole group commit (every card and command after it) rather than this command."""
+    if isinstance(value, str):
+        if not value or not is_header_text(value):  # an empty name bet as "'s bet 25.00" too
+            raise CommandFailed(f"{name}: {where}: {value[:40]!r}{'...' if len(value) > 40 else ''} is not a name "
+                                f"(1 to {MAX_TEXT} characters, no control characters)", code=ErrorCode.BAD_ARGS)
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            _check_text(name, item, f"{where}[{i}]")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            _check_text(name, getattr(value, field.name), f"{where}.{field.name}")
 
 
 def acting_role(spec: CommandSpec, caller: Caller) -> Role:

@@ -44,6 +44,12 @@ REASON_PRUNED = "JOURNAL_PRUNED"
 _KIND = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_TEXT = 256
+
+
+def is_header_text(text: object) -> bool:
+    """Whether ``text`` may be a record's reason, source or who: at most MAX_TEXT characters,
+    no control character (a person's name from the API becomes a ``who``)."""
+    return isinstance(text, str) and len(text) <= MAX_TEXT and not _CONTROL.search(text)
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -173,7 +179,7 @@ class Entry(NamedTuple):
             raise JournalEntryError(f"entry severity {self.severity!r}: one of {', '.join(SEVERITIES)}")
         for name in ("reason", "source", "who"):
             text = getattr(self, name)
-            if not isinstance(text, str) or len(text) > MAX_TEXT or _CONTROL.search(text):
+            if not is_header_text(text):
                 raise JournalEntryError(f"entry {name} {text!r}: text of at most {MAX_TEXT} characters "
                                         "without control characters")
 

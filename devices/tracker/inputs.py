@@ -314,8 +314,14 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise InputDecodeError(f"{where}: expected an object, got {value!r:.60}")
-        return {_decode(args[0], k, f"{where} key {k!r}"): _decode(args[1], v, f"{where}[{k!r}]")
-                for k, v in value.items()}
+        decoded: dict[Any, Any] = {}
+        spelled: dict[Any, str] = {}
+        for k, v in value.items():
+            key = _decode(args[0], k, f"{where} key {k!r}")
+            if key in decoded:  # "TH" and "10H", "AS" and "as": one would silently replace the other's count
+                raise InputDecodeError(f"{where}: keys {spelled[key]!r} and {k!r} are the same ({key}): give it once")
+            decoded[key], spelled[key] = _decode(args[1], v, f"{where}[{k!r}]"), k
+        return decoded
     if tp is bool or tp is str:
         if not isinstance(value, tp):
             raise InputDecodeError(f"{where}: expected {tp.__name__}, got {value!r:.60}")

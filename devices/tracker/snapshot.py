@@ -182,7 +182,8 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
         table._replaying = False
     _check_invariants(table, s)
     if hold:
-        table._hold(Reason.DEVICE_OFFLINE, "power restored: devices reconnecting")
+        # the snapshot cannot tell a stop from a crash or a power cut (the journal's DAEMON_STOP can)
+        table._hold(Reason.DEVICE_OFFLINE, "the daemon restarted mid-round: devices reconnecting")
     return table
 
 

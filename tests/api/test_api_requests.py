@@ -80,6 +80,11 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
 BAD_LINES = [
     (b"{nope\n", None, "bad-json", "not a JSON line: object keys must be strings (byte 1)"),
     (b"\xff\xfe\n", None, "bad-json", "not a JSON line"),
+    # well-formed JSON but a string that is not UTF-8 (a console sending Latin-1 "José"): it once
+    # ended the connection with no reply, and a traceback in the daemon's log
+    (b'{"class": "STATE", "id": "Jos\xe9"}\n', None, "bad-json", "not a JSON line: a string is not UTF-8"),
+    (b'{"class": "COMMAND", "id": "c", "name": "place_bet", "args": {"player": "\xff"}}\n', None, "bad-json",
+     "not a JSON line: a string is not UTF-8"),
     (b'{"class": "HELLO", "id": "h"}\n', "h", "bad-request",
      "unknown class 'HELLO' (a request is WATCH, STATE, LOG or COMMAND)"),
     (b'{"id": "x"}\n', "x", "bad-request", "Object missing required field class"),
@@ -87,6 +92,14 @@ BAD_LINES = [
     (b'{"class": "LOG", "id": "l", "limit": 0}\n', "l", "bad-request", "Expected int >= 1 at limit"),
     (b'{"class": "LOG", "id": "l", "colour": "red"}\n', "l", "bad-request", "Object contains unknown field colour"),
     (b'{"class": "WATCH", "since_seq": "3"}\n', None, "bad-request", "Expected int | null, got str at since_seq"),
+    # beyond the journal's 64-bit integers (nanoseconds, seqs): refused here, not an overflow in the
+    # daemon's journal query answered "internal" (cardctl log --since 99999999999999)
+    (b'{"class": "LOG", "id": "t", "since": 99999999999999}\n', "t", "bad-request",
+     "Expected float <= 9223372036.0 at since"),
+    (b'{"class": "LOG", "id": "f", "from_seq": 99999999999999999999}\n', "f", "bad-request",
+     "Expected int <= 9223372036854775807 at from_seq"),
+    (b'{"class": "WATCH", "id": "w", "since_seq": 9223372036854775808}\n', "w", "bad-request",
+     "Expected int <= 9223372036854775807 at since_seq"),
     (b'{"class": "COMMAND", "name": "void_shoe"}\n', None, "bad-request", "Object missing required field id"),
     (b'{"class": "COMMAND", "id": "q", "name": "fly"}\n', "q", "unknown-command", "unknown command 'fly' (known: "),
     (b'{"class": "COMMAND", "id": "q", "name": "void_shoe", "args": {"fail": 1}}\n', "q", "failed",

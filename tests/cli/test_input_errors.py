@@ -7,11 +7,12 @@ import re
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.common import money
-from cardd.cli.table import Cents
+from cardd.cli.table import Cents, parse_counts, read_counts
 from cardd.journal import Journal, JournalError
 from devices.game.settlement import units
 from tests.cli.cli_rig import cardctl, start_round
@@ -52,6 +53,26 @@ def test_a_remainder_count_in_digits_that_are_no_number_is_a_usage_error(directo
     assert run.code == 2 and "Traceback" not in run.err and "a card with its count" in run.err, run.err
 
 
+@pytest.mark.parametrize(("tokens", "counts"), [
+    (("TH=2", "10H=3"), {"TH": 5}), (("as", "AS=2", "As"), {"AS": 4}), (("ZZ", "7h=1"), {"ZZ": 1, "7H": 1})])
+def test_a_card_typed_two_ways_in_a_remainder_adds_up(tokens: tuple[str, ...], counts: dict[str, int]) -> None:
+    """The remainder's counts reach the daemon once per card: "TH" and "10H" were two keys of one
+    card there, and one count replaced the other (5 tens of hearts reconciled as 3)."""
+    assert parse_counts(tokens) == counts
+
+
+def test_a_remainder_file_with_a_card_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    """json keeps the last of a repeated key: {"AS": 1, "AS": 2} went to the daemon as AS=2."""
+    stub = tmp_path / "stub.json"
+    stub.write_text('{"AS": 1, "7H": 1, "AS": 2}')
+    with stub.open() as stream, pytest.raises(click.BadParameter) as refused:
+        read_counts(stream)
+    assert "AS given more than once" in str(refused.value.message)
+    stub.write_text('{"AS": 1, "7H": 1}')
+    with stub.open() as stream:
+        assert read_counts(stream) == {"AS": 1, "7H": 1}
+
+
 @pytest.mark.parametrize(("cents", "shown"), [(2550, "25.50"), (-125050, "-1,250.50"), ("3015/2", "15.075"),
                                               (9007199254740993, "90,071,992,547,409.93"), (None, "-")])
 def test_views_show_state_amounts_exactly_in_units_with_thousands(cents: int | str | None, shown: str) -> None:
@@ -63,6 +84,26 @@ def test_views_show_state_amounts_exactly_in_units_with_thousands(cents: int | s
 @pytest.mark.parametrize("cents", [1, 2550, 123456789, 9007199254740993])
 def test_an_amount_in_a_journal_message_can_be_typed_back_to_cardctl(cents: int) -> None:
     assert Cents().convert(units(cents), None, None) == cents
+
+
+@pytest.mark.parametrize(("option", "value"), [("--since", "nan"), ("--since", "inf"), ("--until", "-5"),
+                                               ("--since", "99999999999999"), ("--until", "1969-07-20"),
+                                               ("--round", "-1")])
+def test_a_time_or_round_the_journal_cannot_have_is_a_usage_error(directory: Path, option: str, value: str) -> None:
+    """Refused before cardctl connects, naming the value: it once reached the API client's own check
+    (msgspec's "Expected `float` >= 0.0 - at `$.since`", exit 1) or, beyond 2262, the daemon
+    (its journal query overflowed: "the daemon failed on this request")."""
+    run = cardctl(directory / "cardd.sock", "log", f"{option}={value}")
+    assert run.code == 2, run.err
+    assert value in run.err and "`" not in run.err and "$." not in run.err and "Traceback" not in run.err
+
+
+def test_log_help_says_the_oldest_records_come_first() -> None:
+    """LOG answers oldest first; --limit's help said "the newest query page", and a supervisor asking
+    for the last alarms got the first ones of a 90-day journal."""
+    run = cardctl(None, "log", "--help")
+    text = " ".join(run.out.split())  # click wraps the help to the terminal
+    assert run.code == 0 and "the oldest first" in text and "newest" not in text
 
 
 # ---- the journal's query (a real daemon) -------------------------------------------------------

@@ -52,3 +52,26 @@ def test_a_wrong_arg_is_one_error_naming_the_field(name, args, message):
         build_record(command_table(False)[name], args, caller(Role.DEALER, Role.SUPERVISOR))
     assert message in str(caught.value) and str(caught.value).startswith(f"{name}: ")
     assert caught.value.code == "bad-args"
+
+
+@pytest.mark.parametrize(("name", "args", "field"), [
+    ("place_bet", {"box": 1, "player": "\x1b[31mX\r\nY", "amount": 500}, "PlaceBet.player"),
+    ("insure", {"box": 1, "player": "p" * 257, "amount": 500}, "Insure.player"),
+    ("take_seat", {"player": "tab\there"}, "TakeSeat.player"),
+    ("place_bet", {"box": 1, "player": "", "amount": 500}, "PlaceBet.player"),
+    ("act", {"box": 1, "action": "double", "player": "p1",
+             "co_players": [{"player": "p2", "joins": True}, {"player": "bell\x07", "joins": False}]},
+     "Act.co_players[1].player"),
+])
+def test_a_name_the_journal_cannot_store_as_who_is_refused_as_a_bad_arg(name, args, field):
+    """A player's name becomes the ``who`` of his input's records (a refused bet's too): one the
+    journal refuses (a control character, more than 256 characters) must be this command's
+    bad-args, not a record that fails every group commit after it."""
+    with pytest.raises(CommandFailed) as caught:
+        build_record(command_table(False)[name], args, caller(Role.DEALER))
+    assert caught.value.code == "bad-args"
+    assert str(caught.value).startswith(f"{name}: {field}: ") and "is not a name (1 to 256 characters, no control" \
+        in str(caught.value)
+    assert "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
+    # the longest name the journal takes still is one
+    build_record(command_table(False)["take_seat"], {"player": "p" * 256}, caller(Role.DEALER))

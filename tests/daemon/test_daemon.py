@@ -86,6 +86,57 @@ def test_a_whole_round_through_commands_with_the_simulated_shoe(directory):
         assert journal.verify().ok
 
 
+def test_a_player_name_with_control_characters_is_refused_and_the_table_goes_on(directory):
+    """A console's player name with a terminal escape: the bet is ERROR bad-args, and the journal
+    keeps committing (it once took the name as a refused bet's ``who``, refused that record at
+    its group commit and then failed every commit after it: every command and card)."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        reply = client.command("place_bet", box=1, player="\x1b[31mX\r\nY", amount=500)
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-args", reply
+        assert "PlaceBet.player" in reply["message"]
+        seq = client.ok("counters", device="shoe")  # journaled: the commits go on
+        record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
+        assert record["reason"] == "COUNTERS"
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
+def test_a_refused_command_journals_at_most_a_kibibyte_of_what_the_client_sent(directory):
+    """A refused attempt is journaled (even one from a caller without a role), and a record stays 90
+    days: 64 KiB of args (or a 64 KiB field name quoted by the refusal) once went in whole, and four
+    connections of a user with no role added 39 MB to the journal in 4 s."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        for args in ({"device": "shoe", "junk": "x" * 60_000}, {"device": "shoe", "y" * 60_000: 1}):
+            reply = client.command("selftest", **args)
+            assert reply["class"] == "ERROR" and reply["code"] == "bad-args", reply
+            record = client.request({"class": "LOG", "reason": "COMMAND_REFUSED", "limit": 10})["records"][-1]
+            assert len(json.dumps(record)) < 2048, len(json.dumps(record))
+            assert record["data"]["command"] == "selftest" and record["who"] == "root"
+        assert record["data"]["args"]["too_long"]["bytes"] > 60_000
+        small = client.command("selftest", device="shoe", junk=1)
+        assert small["class"] == "ERROR"
+        record = client.request({"class": "LOG", "reason": "COMMAND_REFUSED", "limit": 10})["records"][-1]
+        assert record["data"]["args"] == {"device": "shoe", "junk": 1}  # a short one is kept whole
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
+def test_a_log_query_for_a_severity_that_is_none_is_a_bad_request(directory):
+    """docs/api.md: a wrong field is bad-request; the journal's refusal came back as "failed"."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        reply = client.request({"class": "LOG", "severity": "boom"})
+        assert reply["class"] == "ERROR" and reply["code"] == "bad-request", reply
+        assert reply["message"] == "severity 'boom': one of info, warning, alarm"
+        assert client.request({"class": "LOG", "severity": "alarm"})["class"] == "LOG"
+        client.close()
+        assert daemon.stop()[0] == 0
+
+
 def test_state_never_shows_an_undealt_card(directory):
     """The test owns the simulated devices (so it knows the stack) and configures cardd with their ptys."""
     with SimulatedTable.over_ptys() as sim:

@@ -95,6 +95,20 @@ def test_public_key_loading(keys):
         load_public_key(b"nonsense")
 
 
+@pytest.mark.parametrize(("data", "what"), [
+    (b"nonsense", "8 bytes, not PEM"),
+    (b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n", "a PEM block whose public key cannot be read"),
+    (b"-----BEGIN PUBLIC KEY-----\nnot base64 at all\n", "a PEM block whose public key cannot be read"),
+])
+def test_a_key_file_that_is_no_key_is_one_line_in_our_words(data, what):
+    """cardd --check-config and cardctl firmware flash --key show this line: cryptography's own text
+    (a FAQ link, ASN.1 tags) said nothing to a technician."""
+    with pytest.raises(FirmwareError) as err:
+        load_public_key(data)
+    assert str(err.value).startswith(f"not an Ed25519 public key (32 raw bytes or PEM): {what}")
+    assert "cryptography" not in str(err.value) and "ASN.1" not in str(err.value)
+
+
 def test_device_check_accepts_a_good_image(signed, keys):
     raw_key = public_key_bytes(keys[1])
     args = (signed.header_bytes, signed.image, signed.sha256, signed.signature)

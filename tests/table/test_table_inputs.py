@@ -128,6 +128,11 @@ def test_a_device_message_names_the_unit_that_numbered_it_and_version_1_records_
      "DeviceMessage.message: not an encoded firmware message"),
     ({"v": 1, "type": "ShoeRemainder", "returned": {"AS": 1, "XX": 2}, "who": "d"},
      "ShoeRemainder.returned key 'XX': not a card"),
+    # one card spelled twice: its counts once replaced each other (5 ten of hearts counted as 3)
+    ({"v": 1, "type": "ShoeRemainder", "returned": {"TH": 2, "10H": 3}, "who": "d"},
+     "ShoeRemainder.returned: keys 'TH' and '10H' are the same (TH): give it once"),
+    ({"v": 1, "type": "ShoeRemainder", "returned": {"as": 1, "AS": 1}, "who": "d"},
+     "ShoeRemainder.returned: keys 'as' and 'AS' are the same (AS)"),
     ({"v": 1, "type": "PlacementError", "who": "s", "role": "supervisor", "assignments": [["AS", ["hand", 1, 0]]]},
      "PlacementError.assignments[0][1]: a target is"),
 ])

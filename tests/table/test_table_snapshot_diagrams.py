@@ -46,6 +46,9 @@ def test_snapshot_restores_round_shoe_alarms_and_holds_the_round() -> None:
     assert r.state == "players" and r.current_hand is not None and r.current_hand.box == 3 and r.held is not None
     assert [str(c) for c in r.dealer_cards] == ["5D"]
     assert [e.reason for e in events] == [Reason.ROUND_HELD]  # the replay itself journals nothing
+    # what the supervisor reads: a restart, whatever ended the last run (it once said "power
+    # restored" after a graceful stop)
+    assert "the daemon restarted mid-round" in events[0].message and "power" not in events[0].message
     # back on its feet: devices reconnect, a supervisor agrees, the round goes on
     connect_devices(t, boot=9)
     t.apply(Resume("sup-1", Role.SUPERVISOR))
