@@ -349,9 +349,12 @@ class TableService:
         its index in the open batch (for :meth:`commit_of`)."""
         if refused is not None:
             entry = _refused(name, data, who, uid, refused, source=source)
-        else:
+        else:  # a message, as every record has one for `cardctl log` (what was done, to what, by whom)
+            args = data.get("args")
+            device = args.get("device") if isinstance(args, Mapping) else None
+            message = f"{name}{f' of {device}' if isinstance(device, str) else ''} by {who or '?'} (uid {uid})"
             entry = Entry(kind=KIND_COMMAND, reason=name.upper(), source=source, severity=severity, who=who,
-                          data={"command": name, "uid": uid, **data}, ts_ns=time.time_ns())
+                          data={"command": name, "uid": uid, "message": message, **data}, ts_ns=time.time_ns())
         return self.add(entry)
 
     def add(self, entry: Entry) -> int:

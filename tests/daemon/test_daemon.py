@@ -274,9 +274,11 @@ def test_technician_commands_reach_the_devices_and_are_journaled(directory):
         record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
         assert record["kind"] == "command" and record["who"] == "root"
         assert record["data"]["result"]["passed"] is True
+        assert record["data"]["message"] == "selftest of shoe by root (uid 0)"  # what `cardctl log` shows
         seq = client.ok("counters", device="shuffler")
         record = client.request({"class": "LOG", "from_seq": seq, "to_seq": seq})["records"][0]
         assert set(record["data"]["result"]) == {"shuffles", "cards", "jams", "faults"}
+        assert record["data"]["message"] == "counters of shuffler by root (uid 0)"
         reply = client.command("selftest", device="toaster")
         assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "toaster" in reply["message"]
         reply = client.command("clear_fault", device="shoe", code="gremlins")
