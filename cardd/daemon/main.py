@@ -24,9 +24,12 @@ import structlog
 
 from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
 from cardd.daemon.app import Daemon, StartupError, release
+from cardd.daemon.tracker_service import table_rules_of
+from cardd.journal import Journal, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
 from devices.game.rules import RulesError, load_rules
+from devices.tracker.snapshot import rules_changed
 from firmware_bridge.firmware import load_public_key
 
 if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
@@ -41,7 +44,7 @@ def check_config(path: str) -> CarddConfig:
     there; ConfigError otherwise."""
     config = load_config(path)
     try:
-        load_rules(config.table.rules)
+        rules = load_rules(config.table.rules)
     except RulesError as exc:
         raise ConfigError(path, str(exc), "table.rules") from None
     journal_dir = config.journal.path.parent
@@ -50,6 +53,10 @@ def check_config(path: str) -> CarddConfig:
     unwritable = journal_not_writable(config.journal.path)
     if unwritable is not None:
         raise ConfigError(path, unwritable, "journal.path")
+    ran_under = journal_rules(config.journal.path)
+    changed = None if ran_under is None else rules_changed(ran_under, rules)
+    if changed is not None:  # the daemon would refuse to start on this journal
+        raise ConfigError(path, f"{config.table.rules}: {changed} (journal {config.journal.path})", "table.rules")
     key = config.firmware.public_key
     if key is not None:
         try:
@@ -74,6 +81,19 @@ def journal_not_writable(journal: Path) -> str | None:
         if file.exists() and not os.access(file, os.R_OK | os.W_OK):
             return f"{file}: {user} cannot write it: make it the service user's (chown cardd:cardd {file})"
     return None
+
+
+def journal_rules(journal: Path) -> tuple[str, str] | None:
+    """(name, sha256) of the house rules the table in ``journal`` ran under; None for no journal
+    yet, or one the daemon's start will name the trouble of."""
+    if not journal.exists():
+        return None
+    try:
+        with Journal.open(journal, readonly=True) as opened:
+            latest = opened.latest_snapshot()
+    except JournalError:
+        return None
+    return None if latest is None else table_rules_of(latest[1])
 
 
 def make_state_dir(path: Path) -> None:

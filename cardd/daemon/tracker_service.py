@@ -119,6 +119,15 @@ _last_unit: list[Any] = [None, None]
 EventMarks = dict[str, dict[Unit | None, int]]
 
 
+def table_rules_of(stored: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, sha256) of the house rules a journal's stored snapshot was taken under, if it says."""
+    table = stored.get(TABLE, stored)
+    rules = table.get("rules") if isinstance(table, Mapping) else None
+    if not isinstance(rules, Mapping) or not isinstance(rules.get("sha256"), str):
+        return None
+    return str(rules.get("name", "?")), rules["sha256"]
+
+
 def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
     """``into`` moved on by ``moved`` (each unit's mark only goes up); the unit moved last comes
     last, and a device keeps the :data:`MARKS_PER_DEVICE` units moved most recently."""

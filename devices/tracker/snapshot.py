@@ -54,6 +54,21 @@ class SnapshotError(TableError, ValueError):
     """A snapshot this table cannot restore: names what is wrong and where."""
 
 
+#: what to do about a table that ran under other house rules (the rules do not change under a table)
+RULES_CHANGED_HINT = ("a table's house rules do not change under its journal: set the rules back to those it ran "
+                      "under")
+
+
+def rules_changed(ran_under: tuple[str, str], rules: HouseRules) -> str | None:
+    """Why a table that ran under ``ran_under`` (name, sha256 of its content) cannot be restored
+    under ``rules``; None when they are the same rules (the name alone may differ)."""
+    digest = rules_digest(rules)
+    if ran_under[1] == digest:
+        return None
+    return (f"the table ran under other house rules ({ran_under[0]!r}, sha256 {ran_under[1][:12]}...), not these "
+            f"({rules.name!r}, sha256 {digest[:12]}...): {RULES_CHANGED_HINT}")
+
+
 # ---- the schema: every key, its type and its range ------------------------------------------
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True):
@@ -162,10 +177,9 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
         s = msgspec.convert(snap, _Snapshot, strict=True)
     except msgspec.ValidationError as exc:
         raise SnapshotError(f"table snapshot: {exc}") from None
-    digest = rules_digest(rules)
-    if s.rules.sha256 != digest:
-        raise SnapshotError(f"table snapshot was taken under other rules ({s.rules.name!r}, sha256 "
-                            f"{s.rules.sha256[:12]}...), not these ({rules.name!r}, sha256 {digest[:12]}...)")
+    changed = rules_changed((s.rules.name, s.rules.sha256), rules)
+    if changed is not None:
+        raise SnapshotError(f"table snapshot: {changed}")
     if s.shoe.state not in SHOE_STATES:
         raise SnapshotError(f"table snapshot: $.shoe.state {s.shoe.state!r:.40} is not a shoe state "
                             f"({', '.join(SHOE_STATES)})")

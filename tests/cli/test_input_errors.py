@@ -223,6 +223,28 @@ def test_a_journal_directory_the_service_user_cannot_write_is_named_by_check_con
                                       f"socket {directory / 'cardd.sock'})\n"), out
 
 
+def test_rules_other_than_those_the_journals_table_ran_under_are_named_by_check_config_and_at_start(
+        directory: Path) -> None:
+    """A table's house rules do not change under its journal (the snapshot would be restored under
+    other payouts and limits): --check-config says so before a restart, naming both rules, as the
+    start does; the rules it ran under are fine again."""
+    config = write_config(directory, "serial:///dev/cardd/shoe", None)
+    daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+    code, err = daemon.stop()
+    assert code == 0, err
+    other = RULES.with_name("casino-001.toml")
+    config.write_text(config.read_text().replace(str(RULES), str(other)))
+    for args in (("--check-config",), ()):
+        done = run_cardd(*args, "--config", str(config))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done
+        assert re.search(r"table\.rules.*the table ran under other house rules \('casino-000', sha256 [0-9a-f]{12}"
+                         r"\.\.\.\), not these \('casino-001', sha256 [0-9a-f]{12}\.\.\.\): a table's house rules do "
+                         r"not change under its journal: set the rules back to those it ran under \(journal ",
+                         done.stderr), done.stderr
+    config.write_text(config.read_text().replace(str(other), str(RULES)))
+    assert run_cardd("--check-config", "--config", str(config)).returncode == 0
+
+
 def test_the_journal_names_its_missing_directory(directory: Path) -> None:
     missing = directory / "no-such-dir"
     with pytest.raises(JournalError, match=f"the directory {missing} does not exist"):

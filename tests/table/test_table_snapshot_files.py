@@ -127,7 +127,7 @@ def test_a_snapshot_is_refused_under_other_rules_even_when_both_have_no_name(tmp
     eight.write_text('[shoe]\nshuffle = "hand"\ndecks = 8\n', encoding="utf-8")
     other = load_rules(eight)
     assert other.name == HouseRules.default().name
-    refused(rig, snap, "other rules", rules=other)
+    refused(rig, snap, "other house rules", rules=other)
     renamed = tmp_path / "renamed.toml"
     renamed.write_text('name = "Table 7"\n', encoding="utf-8")  # the same content under another name
     restore(load_rules(renamed), lambda e: None, snap, clock=rig.clock)
