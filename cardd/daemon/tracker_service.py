@@ -32,12 +32,14 @@ forget those events. A restart reads the marks back from the snapshot (:data:`EV
 the input records after it, so each device resends exactly what was not journaled.
 
 A commit that fails (the disk holding the journal is full) loses nothing: its batch is kept, in
-front of what comes meanwhile, and written again every :data:`RETRY_AFTER_S`. The first failure
-opens a JOURNAL_WRITE_FAILED alarm at once (in STATE; its record waits with the others), commands
+front of what comes meanwhile, and written again every :data:`RETRY_AFTER_S`. A failure opens a
+JOURNAL_WRITE_FAILED alarm at once unless one is open (in STATE; its record waits with the others), commands
 waiting on a commit get one line saying their record is kept (:func:`not_journaled_yet`), no new
 round opens, and ``journal_commit_failed`` is logged at most every :data:`FAILED_LOG_EVERY_S`.
 The first commit that succeeds is followed by a JOURNAL_WRITE_RESUMED record: how long writing
-failed and how many records waited. The alarm stays open until a supervisor clears it.
+failed and how many records waited. The alarm stays open until a supervisor clears it (cleared
+while commits still fail, it opens again). An entry the journal refuses for what it holds would
+fail every retry: it is journaled made storable instead (:meth:`TableService._encoded`).
 """
 from __future__ import annotations
 
