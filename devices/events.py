@@ -82,6 +82,8 @@ class Reason(enum.StrEnum):
     # appended later: the daemon's journal could not be written (its disk full; cardd/daemon/tracker_service.py)
     JOURNAL_WRITE_FAILED = "JOURNAL_WRITE_FAILED"  # a commit failed: its records are kept and written again
     JOURNAL_WRITE_RESUMED = "JOURNAL_WRITE_RESUMED"  # the first commit after a failure: how long, how many waited
+    # appended later: the daemon restarted under other house rules, between shoes (devices/tracker/snapshot.py)
+    RULES_CHANGED = "RULES_CHANGED"
 
 
 @dataclass(frozen=True, slots=True, init=False)

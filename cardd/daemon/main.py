@@ -24,12 +24,12 @@ import structlog
 
 from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
 from cardd.daemon.app import Daemon, StartupError, release
-from cardd.daemon.tracker_service import table_rules_of
-from cardd.journal import Journal, JournalError
+from cardd.daemon.tracker_service import stored_table
+from cardd.journal import KIND_INPUT, Journal, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
-from devices.game.rules import RulesError, load_rules
-from devices.tracker.snapshot import rules_changed
+from devices.game.rules import HouseRules, RulesError, load_rules
+from devices.tracker.snapshot import rules_change_refused
 from firmware_bridge.firmware import load_public_key
 
 if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
@@ -53,10 +53,9 @@ def check_config(path: str) -> CarddConfig:
     unwritable = journal_not_writable(config.journal.path)
     if unwritable is not None:
         raise ConfigError(path, unwritable, "journal.path")
-    ran_under = journal_rules(config.journal.path)
-    changed = None if ran_under is None else rules_changed(ran_under, rules)
-    if changed is not None:  # the daemon would refuse to start on this journal
-        raise ConfigError(path, f"{config.table.rules}: {changed} (journal {config.journal.path})", "table.rules")
+    refused = rules_change_refused_by(config.journal.path, rules)
+    if refused is not None:  # the daemon would refuse to start on this journal
+        raise ConfigError(path, f"{config.table.rules}: {refused} (journal {config.journal.path})", "table.rules")
     key = config.firmware.public_key
     if key is not None:
         try:
@@ -83,17 +82,22 @@ def journal_not_writable(journal: Path) -> str | None:
     return None
 
 
-def journal_rules(journal: Path) -> tuple[str, str] | None:
-    """(name, sha256) of the house rules the table in ``journal`` ran under; None for no journal
-    yet, or one the daemon's start will name the trouble of."""
+def rules_change_refused_by(journal: Path, rules: HouseRules) -> str | None:
+    """Why the table in ``journal`` may not go on under ``rules`` (other house rules, not between
+    shoes after a clean stop: the start would refuse); None for no journal yet, the same rules, an
+    allowed change, or a journal whose trouble the start will name."""
     if not journal.exists():
         return None
     try:
         with Journal.open(journal, readonly=True) as opened:
             latest = opened.latest_snapshot()
+            if latest is None:
+                return None
+            after, stored = latest
+            clean_stop = not any(r.kind == KIND_INPUT for r in opened.entries_after(after))
     except JournalError:
         return None
-    return None if latest is None else table_rules_of(latest[1])
+    return rules_change_refused(stored_table(stored), rules, clean_stop=clean_stop)
 
 
 def make_state_dir(path: Path) -> None:

@@ -121,13 +121,10 @@ _last_unit: list[Any] = [None, None]
 EventMarks = dict[str, dict[Unit | None, int]]
 
 
-def table_rules_of(stored: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(name, sha256) of the house rules a journal's stored snapshot was taken under, if it says."""
-    table = stored.get(TABLE, stored)
-    rules = table.get("rules") if isinstance(table, Mapping) else None
-    if not isinstance(rules, Mapping) or not isinstance(rules.get("sha256"), str):
-        return None
-    return str(rules.get("name", "?")), rules["sha256"]
+def stored_table(stored: Mapping[str, Any]) -> Any:
+    """The table's own snapshot in what the daemon stored as the journal's snapshot (a bare table
+    snapshot, from an older release, is one)."""
+    return stored[TABLE] if DEVICE_STATES in stored else stored
 
 
 def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
@@ -253,8 +250,9 @@ class TableService:
             self.event_marks = marks_from_json(stored[EVENT_MARKS])
         if inputs or stored is not None:
             snap = self._replayed(stored, inputs)
-            # a live round comes back held: restore() says so through the sink, after the start record
-            self.table = restore(self.rules, self._sink, snap, clock=self._clock)
+            # a live round comes back held: restore() says so through the sink, after the start record;
+            # other house rules only between shoes after a clean stop (nothing journaled after the snapshot)
+            self.table = restore(self.rules, self._sink, snap, clock=self._clock, clean_stop=not inputs)
         held = self._batch.entries
         if start.ts_ns is None:
             start = start._replace(ts_ns=time.time_ns())

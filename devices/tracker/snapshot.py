@@ -30,7 +30,7 @@ import msgspec
 
 from core.cards import ALL_CARDS, Card
 from core.errors import CarddError
-from devices.events import EventSink, Reason
+from devices.events import Event, EventSink, Reason, Severity
 from devices.game.inputs import ROUND_INPUTS
 from devices.game.round import Round
 from devices.game.rules import HouseRules
@@ -54,19 +54,46 @@ class SnapshotError(TableError, ValueError):
     """A snapshot this table cannot restore: names what is wrong and where."""
 
 
-#: what to do about a table that ran under other house rules (the rules do not change under a table)
-RULES_CHANGED_HINT = ("a table's house rules do not change under its journal: set the rules back to those it ran "
-                      "under")
+#: the shoe's states between shoes, where the house rules may change (a restart under other rules)
+RULES_CHANGE_STATES = ("idle", "reconciled", "void")
+#: when the house rules may change, said where they may not
+RULES_CHANGE_WHEN = ("house rules change only between shoes (the shoe reconciled or void, nothing held or waiting) "
+                     "and after a clean stop of cardd; until then set the rules back to those it ran under")
 
 
 def rules_changed(ran_under: tuple[str, str], rules: HouseRules) -> str | None:
-    """Why a table that ran under ``ran_under`` (name, sha256 of its content) cannot be restored
-    under ``rules``; None when they are the same rules (the name alone may differ)."""
+    """``the table ran under ... not these ...`` when ``ran_under`` (name, sha256 of the content)
+    are other rules than ``rules``; None when they are the same (the name alone may differ)."""
     digest = rules_digest(rules)
     if ran_under[1] == digest:
         return None
     return (f"the table ran under other house rules ({ran_under[0]!r}, sha256 {ran_under[1][:12]}...), not these "
-            f"({rules.name!r}, sha256 {digest[:12]}...): {RULES_CHANGED_HINT}")
+            f"({rules.name!r}, sha256 {digest[:12]}...)")
+
+
+def rules_change_refused(snap: Any, rules: HouseRules, *, clean_stop: bool) -> str | None:
+    """Why the table ``snap`` describes may not go on under ``rules`` (one line: both rules, what is
+    in the way, what to do); None when they are its own rules or it is between shoes and cardd
+    stopped cleanly (``clean_stop``: nothing was journaled after ``snap``). A snapshot that is not
+    one is left to :func:`restore` to name."""
+    try:
+        s = msgspec.convert(snap, _Snapshot, strict=True)
+    except msgspec.ValidationError:
+        return None
+    changed = rules_changed((s.rules.name, s.rules.sha256), rules)
+    if changed is None:
+        return None
+    if s.shoe.state not in RULES_CHANGE_STATES:  # no round is live in these: a void shoe voided its own
+        blocked = f"the shoe is {s.shoe.state}"
+    elif s.holds:
+        blocked = "the table is held"
+    elif s.piles.drawn_in_error or s.piles.pending or s.queued_reads or s.awaiting_entry is not None:
+        blocked = "cards wait to be settled"
+    elif not clean_stop:
+        blocked = "cardd did not stop cleanly: records were journaled after its last snapshot"
+    else:
+        return None
+    return f"{changed} and {blocked}: {RULES_CHANGE_WHEN}"
 
 
 # ---- the schema: every key, its type and its range ------------------------------------------
@@ -163,9 +190,13 @@ def snapshot(table: Table) -> dict[str, Any]:
     }
 
 
-def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True, **table_kw: Any) -> Table:
+def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True, clean_stop: bool = False,
+            **table_kw: Any) -> Table:
     """A table in the state ``snap`` describes; a live round comes back held (unless ``hold`` is
     False: the table exactly as it was, for replaying the inputs journaled after ``snap``).
+    Under other house rules than ``snap``'s only between shoes after a clean stop
+    (:func:`rules_change_refused`): the closed round is left behind (its payouts were the old
+    rules') and a RULES_CHANGED event goes to ``sink``.
 
     Raises :class:`SnapshotError` (and only that) for anything wrong in ``snap``.
     """
@@ -177,9 +208,13 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
         s = msgspec.convert(snap, _Snapshot, strict=True)
     except msgspec.ValidationError as exc:
         raise SnapshotError(f"table snapshot: {exc}") from None
-    changed = rules_changed((s.rules.name, s.rules.sha256), rules)
-    if changed is not None:
-        raise SnapshotError(f"table snapshot: {changed}")
+    ran_under = (s.rules.name, s.rules.sha256)
+    changed = rules_changed(ran_under, rules) is not None
+    if changed:
+        refused = rules_change_refused(snap, rules, clean_stop=clean_stop)
+        if refused is not None:
+            raise SnapshotError(f"table snapshot: {refused}")
+        s = msgspec.structs.replace(s, round=None)
     if s.shoe.state not in SHOE_STATES:
         raise SnapshotError(f"table snapshot: $.shoe.state {s.shoe.state!r:.40} is not a shoe state "
                             f"({', '.join(SHOE_STATES)})")
@@ -195,6 +230,12 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
     finally:
         table._replaying = False
     _check_invariants(table, s)
+    if changed:
+        digest = rules_digest(rules)
+        sink(Event(Reason.RULES_CHANGED, "table",
+                   f"house rules changed between shoes: {ran_under[0]!r} (sha256 {ran_under[1][:12]}...) -> "
+                   f"{rules.name!r} (sha256 {digest[:12]}...)", Severity.WARNING,
+                   {"from": {"name": ran_under[0], "sha256": ran_under[1]}, "to": {"name": rules.name, "sha256": digest}}))
     if hold:
         # the snapshot cannot tell a stop from a crash or a power cut (the journal's DAEMON_STOP can)
         table._hold(Reason.DEVICE_OFFLINE, "the daemon restarted mid-round: devices reconnecting")

@@ -13,9 +13,12 @@ import pytest
 from cardd.api.client import ApiClient, CommandRefused
 from cardd.cli.common import money
 from cardd.cli.table import Cents, parse_counts, read_counts
-from cardd.journal import Journal, JournalError
+from cardd.journal import Entry, Journal, JournalError
+from devices.game.rules import HouseRules
 from devices.game.settlement import units
+from devices.tracker.snapshot import snapshot
 from tests.cli.cli_rig import cardctl, start_round
+from tests.table.table_rig import TableRig
 from cardd.daemon.main import main as cardd_main
 from tests.daemon.daemon_rig import RULES, Daemon, run_cardd, write_config
 
@@ -223,26 +226,42 @@ def test_a_journal_directory_the_service_user_cannot_write_is_named_by_check_con
                                       f"socket {directory / 'cardd.sock'})\n"), out
 
 
-def test_rules_other_than_those_the_journals_table_ran_under_are_named_by_check_config_and_at_start(
-        directory: Path) -> None:
-    """A table's house rules do not change under its journal (the snapshot would be restored under
-    other payouts and limits): --check-config says so before a restart, naming both rules, as the
-    start does; the rules it ran under are fine again."""
+def test_other_house_rules_between_shoes_after_a_clean_stop_are_taken_and_journaled(directory: Path) -> None:
+    """The table stopped cleanly between shoes (here before its first): --check-config takes other
+    rules, and the start journals RULES_CHANGED from the old to the new (name and SHA-256). Where
+    the change is refused (a shoe in play, an unclean stop) both name it: tests/table/
+    test_table_snapshot_files.py has the rule, the test below the daemon's refusal."""
     config = write_config(directory, "serial:///dev/cardd/shoe", None)
-    daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
-    code, err = daemon.stop()
+    code, err = Daemon(["--config", str(config)], directory / "cardd.sock").stop()
     assert code == 0, err
     other = RULES.with_name("casino-001.toml")
     config.write_text(config.read_text().replace(str(RULES), str(other)))
+    checked = run_cardd("--check-config", "--config", str(config))
+    assert checked.returncode == 0, checked.stderr
+    code, err = Daemon(["--config", str(config)], directory / "cardd.sock").stop()
+    assert code == 0, err
+    with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+        [changed] = journal.query(reason="RULES_CHANGED", limit=None)
+        assert journal.verify().ok
+    assert (changed.severity, changed.data["from"]["name"], changed.data["to"]["name"]) == (
+        "warning", "casino-000", "casino-001")
+    assert changed.data["message"].startswith("house rules changed between shoes: 'casino-000' (sha256 ")
+
+
+def test_other_house_rules_mid_shoe_are_named_by_check_config_and_at_start(directory: Path) -> None:
+    """A journal whose table has a shoe in play (built by the table's own rig): other rules are
+    refused by --check-config and at start, in one line naming both rules and what is in the way."""
+    rig = TableRig(HouseRules.default())  # shuffled, verified, loaded, burnt: the shoe in play
+    with Journal.open(directory / "journal.sqlite3", create=True) as journal:
+        journal.append([Entry(kind="start", reason="TEST_START", source="test")],
+                       snapshot={"table": snapshot(rig.table), "device_states": {}})
+    config = write_config(directory, "serial:///dev/cardd/shoe", None)
     for args in (("--check-config",), ()):
         done = run_cardd(*args, "--config", str(config))
         assert done.returncode == 2 and done.stderr.count("\n") == 1, done
-        assert re.search(r"table\.rules.*the table ran under other house rules \('casino-000', sha256 [0-9a-f]{12}"
-                         r"\.\.\.\), not these \('casino-001', sha256 [0-9a-f]{12}\.\.\.\): a table's house rules do "
-                         r"not change under its journal: set the rules back to those it ran under \(journal ",
-                         done.stderr), done.stderr
-    config.write_text(config.read_text().replace(str(other), str(RULES)))
-    assert run_cardd("--check-config", "--config", str(config)).returncode == 0
+        assert re.search(r"table\.rules: .*casino-000\.toml: the table ran under other house rules \('default', "
+                         r"sha256 [0-9a-f]{12}\.\.\.\), not these \('casino-000', sha256 [0-9a-f]{12}\.\.\.\) and the "
+                         r"shoe is in_play: house rules change only between shoes", done.stderr), done.stderr
 
 
 def test_the_journal_names_its_missing_directory(directory: Path) -> None:

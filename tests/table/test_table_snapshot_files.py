@@ -17,7 +17,8 @@ from tests.table.table_rig import TableRig
 
 from devices.game.inputs import Action
 from devices.game.rules import HouseRules, load_rules
-from devices.tracker.inputs import Act
+from devices.events import Event, Reason, Role, Severity
+from devices.tracker.inputs import Act, VoidShoe
 from devices.tracker.snapshot import SnapshotError, restore, snapshot
 
 
@@ -184,3 +185,39 @@ def test_randomly_damaged_snapshots_restore_consistently_or_are_one_snapshot_err
     except SnapshotError:
         return
     assert t.placed() == +t.shoe.out
+
+
+def eight_decks(tmp_path: Path) -> HouseRules:
+    other = tmp_path / "eight.toml"
+    other.write_text('name = "Eight"\n[shoe]\nshuffle = "hand"\ndecks = 8\n', encoding="utf-8")
+    return load_rules(other)
+
+
+def test_other_house_rules_are_refused_mid_shoe_and_after_an_unclean_stop_naming_what_is_in_the_way(
+        tmp_path: Path) -> None:
+    rig = live_table()  # a shoe in play, a round live
+    snap = snapshot(rig.table)
+    with pytest.raises(SnapshotError) as err:
+        restore(eight_decks(tmp_path), lambda e: None, snap, clock=rig.clock, clean_stop=True)
+    assert "not these ('Eight', sha256" in str(err.value) and "and the shoe is in_play: house rules change only " \
+        "between shoes" in str(err.value), str(err.value)
+    rig.table.apply(VoidShoe("sam", Role.SUPERVISOR))  # between shoes now, its round void
+    between = snapshot(rig.table)
+    with pytest.raises(SnapshotError, match="and cardd did not stop cleanly: records were journaled after"):
+        restore(eight_decks(tmp_path), lambda e: None, between, clock=rig.clock, clean_stop=False)
+
+
+def test_other_house_rules_go_on_between_shoes_after_a_clean_stop_and_say_so(tmp_path: Path) -> None:
+    rig = live_table()
+    rig.table.apply(VoidShoe("sam", Role.SUPERVISOR))
+    before = snapshot(rig.table)
+    assert before["shoe"]["state"] == "void" and before["alarms"]["open"]
+    told: list[Event] = []
+    table = restore(eight_decks(tmp_path), told.append, before, clock=rig.clock, clean_stop=True)
+    assert table.rules.name == "Eight" and table.rules.decks == 8
+    [changed] = [e for e in told if e.reason == Reason.RULES_CHANGED]
+    assert changed.severity == Severity.WARNING and changed.data["from"]["name"] == HouseRules.default().name
+    assert changed.data["to"]["name"] == "Eight" and changed.message.startswith("house rules changed between shoes: ")
+    after = snapshot(table)
+    assert after["round"] is None and after["alarms"] == before["alarms"]  # open alarms carried over
+    assert after["shoe"]["state"] == "void" and after["rounds_started"] == before["rounds_started"]
