@@ -348,8 +348,11 @@ class TableService:
             self.apply(inp, who)
         except CarddError as exc:
             batch.entries[at] = _refused(name, to_json(inp), who, uid, str(exc), at_ns=batch.entries[at].ts_ns)
-            await self.commit_of(at)
-            raise
+            try:
+                await self.commit_of(at)
+            except JournalWriteError:
+                pass  # its refusal record is kept; "not journaled yet" would tell the caller it was applied
+            raise exc from None
         return await self.commit_of(at)
 
     def journal_command(self, name: str, data: Mapping[str, Any], who: str, uid: int, *, refused: str | None = None,
