@@ -108,7 +108,7 @@ class DaemonBackend:
             # the client's line as the client got it (cut, one line): the text may quote what it sent
             index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
                                                  refused=one_line(str(exc)), source=spec.kind)
-            await self.service.commit_of(index)
+            await self.service.refusal_journaled(index)
             raise CommandFailed(str(exc), code=code) from None
         index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
                                              source=spec.kind)
@@ -117,4 +117,4 @@ class DaemonBackend:
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
                                              refused=f"needs the {roles_text(needs)} role")
-        await self.service.commit_of(index)
+        await self.service.refusal_journaled(index)

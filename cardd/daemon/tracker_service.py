@@ -348,7 +348,7 @@ class TableService:
             self.apply(inp, who)
         except CarddError as exc:
             batch.entries[at] = _refused(name, to_json(inp), who, uid, str(exc), at_ns=batch.entries[at].ts_ns)
-            await self.commit_of(at)
+            await self.refusal_journaled(at)
             raise
         return await self.commit_of(at)
 
@@ -365,6 +365,15 @@ class TableService:
             entry = Entry(kind=KIND_COMMAND, reason=name.upper(), source=source, severity=severity, who=who,
                           data={"command": name, "uid": uid, "message": message, **data}, ts_ns=time.time_ns())
         return self.add(entry)
+
+    async def refusal_journaled(self, index: int) -> None:
+        """Wait until the refusal record ``index`` of the open batch is journaled. While the journal
+        cannot write it is kept like any record, and the caller goes on to raise the refusal itself:
+        "not journaled yet ... it is kept" would tell a client its refused command was applied."""
+        try:
+            await self.commit_of(index)
+        except JournalWriteError:
+            pass
 
     def add(self, entry: Entry) -> int:
         """Add a record that is no table input to the open batch; returns its index there."""

@@ -15,6 +15,10 @@ import cardd.daemon.tracker_service as tracker_service
 from cardd.api.protocol import Event as ApiEvent
 from cardd.daemon.tracker_service import THREAD_COMMIT_RECORDS, TableService
 from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalWriteError
+from core.errors import CarddError
+from cardd.api.peer import Caller
+from cardd.daemon.backend import DaemonBackend
+from cardd.daemon.commands import command_table
 from devices.game.rules import load_rules
 from devices.events import Role
 from devices.tracker.inputs import ClearAlarm, LinkDown, LinkUp
@@ -261,6 +265,59 @@ def test_flush_publishes_everything_journaled_in_seq_order_with_a_thread_commit_
         service.flush()
         journaled = [r.seq for reason in ("BURST", "BEHIND") for r in journal.query(reason=reason, limit=None)]
         assert published == sorted(journaled) and len(journaled) == THREAD_COMMIT_RECORDS + 7
+        journal.close()
+
+    run(main())
+
+
+def test_a_command_refused_while_the_journal_cannot_write_is_told_its_refusal(
+        tmp_path: Path, monkeypatch, mocker: MockerFixture) -> None:
+    """A command the table refuses changed nothing: while commits fail its caller must hear the
+    refusal, not "not journaled yet ... it is kept" (which says it was applied: do not send it
+    again). Its refusal record is kept and journaled with the rest."""
+    monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
+
+    async def main() -> None:
+        journal, service, first = started_service(tmp_path)
+        real_append = journal.append_encoded
+        mocker.patch.object(journal, "append_encoded", side_effect=JournalWriteError(
+            "journal x: append failed, nothing written", "disk full: 0 bytes free in /x"))
+        with pytest.raises(CarddError) as refused:
+            await service.command(ClearAlarm(alarm_id=999, who="sam", role=Role.SUPERVISOR), "sam", 1001,
+                                  "clear_alarm")
+        assert not isinstance(refused.value, JournalWriteError), str(refused.value)
+        assert service.write_failure == "disk full: 0 bytes free in /x"
+        mocker.patch.object(journal, "append_encoded", side_effect=real_append)
+        await until(lambda: service.write_failure is None, what="the resume")
+        service.flush()
+        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
+        assert "COMMAND_REFUSED" in reasons, reasons
+        journal.close()
+
+    run(main())
+
+
+def test_a_command_refused_for_its_role_while_the_journal_cannot_write_returns_to_be_refused(
+        tmp_path: Path, monkeypatch, mocker: MockerFixture) -> None:
+    """The API's role refusal waits on its refusal record's commit, then answers REFUSED: while
+    commits fail that wait must not raise "not journaled yet ... it is kept" instead (which says
+    the command was applied)."""
+    monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
+
+    async def main() -> None:
+        journal, service, first = started_service(tmp_path)
+        real_append = journal.append_encoded
+        mocker.patch.object(journal, "append_encoded", side_effect=JournalWriteError(
+            "journal x: append failed, nothing written", "disk full: 0 bytes free in /x"))
+        backend = DaemonBackend(service, command_table(simulated=False), dict, {})
+        caller = Caller(pid=1, uid=1001, gid=1001, user="dana", groups=frozenset(), roles=frozenset({Role.DEALER}))
+        await backend.command_refused("clear_alarm", {"alarm_id": 1}, caller, frozenset({Role.SUPERVISOR}))
+        assert service.write_failure == "disk full: 0 bytes free in /x"
+        mocker.patch.object(journal, "append_encoded", side_effect=real_append)
+        await until(lambda: service.write_failure is None, what="the resume")
+        service.flush()
+        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
+        assert "COMMAND_REFUSED" in reasons, reasons
         journal.close()
 
     run(main())
