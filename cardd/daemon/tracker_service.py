@@ -539,6 +539,11 @@ class TableService:
         try:
             seqs = future.result()
         except JournalError as exc:
+            if batch.own and not isinstance(exc, JournalWriteError):
+                # a prune's or an export's own trouble (a damaged page it read): its caller gets it;
+                # nothing was kept and nothing says the journal cannot be written
+                self._schedule_flush()
+                return
             self._failed(batch, exc)
             return
         self._committed(batch, snap, seqs)

@@ -14,7 +14,7 @@ from pytest_mock import MockerFixture
 import cardd.daemon.tracker_service as tracker_service
 from cardd.api.protocol import Event as ApiEvent
 from cardd.daemon.tracker_service import THREAD_COMMIT_RECORDS, TableService
-from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalWriteError
+from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalCorrupt, JournalWriteError
 from core.errors import CarddError
 from cardd.api.peer import Caller
 from cardd.daemon.backend import DaemonBackend
@@ -318,6 +318,29 @@ def test_a_command_refused_for_its_role_while_the_journal_cannot_write_returns_t
         service.flush()
         reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
         assert "COMMAND_REFUSED" in reasons, reasons
+        journal.close()
+
+    run(main())
+
+
+def test_a_journal_write_of_its_own_failing_for_damage_opens_no_write_alarm(tmp_path: Path) -> None:
+    """A prune that reads a damaged page fails for its caller (the retention task logs it); it says
+    nothing of whether the journal can be written: no JOURNAL_WRITE_FAILED, rounds still open."""
+
+    async def main() -> None:
+        journal, service, first = started_service(tmp_path)
+
+        def damaged() -> None:  # the boundary: what Journal.prune raises on a damaged page
+            raise JournalCorrupt(journal.path, 3, "damaged SQLite file while pruning")
+
+        with pytest.raises(JournalCorrupt):
+            await service.journal_write(damaged)
+        assert service.write_failure is None and not service.table.alarms.open
+        service.apply(LinkUp("shoe-reader"))
+        await until(lambda: journal.last_seq > first, what="the next commit")
+        service.flush()
+        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
+        assert not [r for r in reasons if r.startswith("JOURNAL_WRITE")], reasons
         journal.close()
 
     run(main())
