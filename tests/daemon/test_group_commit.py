@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -270,6 +271,24 @@ def test_flush_publishes_everything_journaled_in_seq_order_with_a_thread_commit_
     run(main())
 
 
+async def refused_while_the_disk_is_full(directory: Path, mocker: MockerFixture,
+                                         refuse: Callable[[TableService], Awaitable[None]]) -> list[str]:
+    """``refuse`` run on a service whose journal's commits fail (the disk full: the boundary), then
+    the disk freed: the reasons journaled after the start, once writing resumed."""
+    journal, service, first = started_service(directory)
+    real_append = journal.append_encoded
+    mocker.patch.object(journal, "append_encoded", side_effect=JournalWriteError(
+        "journal x: append failed, nothing written", "disk full: 0 bytes free in /x"))
+    await refuse(service)
+    assert service.write_failure == "disk full: 0 bytes free in /x"
+    mocker.patch.object(journal, "append_encoded", side_effect=real_append)
+    await until(lambda: service.write_failure is None, what="the resume")
+    service.flush()
+    reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
+    journal.close()
+    return reasons
+
+
 def test_a_command_refused_while_the_journal_cannot_write_is_told_its_refusal(
         tmp_path: Path, monkeypatch, mocker: MockerFixture) -> None:
     """A command the table refuses changed nothing: while commits fail its caller must hear the
@@ -277,24 +296,13 @@ def test_a_command_refused_while_the_journal_cannot_write_is_told_its_refusal(
     again). Its refusal record is kept and journaled with the rest."""
     monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
 
-    async def main() -> None:
-        journal, service, first = started_service(tmp_path)
-        real_append = journal.append_encoded
-        mocker.patch.object(journal, "append_encoded", side_effect=JournalWriteError(
-            "journal x: append failed, nothing written", "disk full: 0 bytes free in /x"))
+    async def refuse(service: TableService) -> None:
         with pytest.raises(CarddError) as refused:
             await service.command(ClearAlarm(alarm_id=999, who="sam", role=Role.SUPERVISOR), "sam", 1001,
                                   "clear_alarm")
         assert not isinstance(refused.value, JournalWriteError), str(refused.value)
-        assert service.write_failure == "disk full: 0 bytes free in /x"
-        mocker.patch.object(journal, "append_encoded", side_effect=real_append)
-        await until(lambda: service.write_failure is None, what="the resume")
-        service.flush()
-        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
-        assert "COMMAND_REFUSED" in reasons, reasons
-        journal.close()
 
-    run(main())
+    assert "COMMAND_REFUSED" in run(refused_while_the_disk_is_full(tmp_path, mocker, refuse))
 
 
 def test_a_command_refused_for_its_role_while_the_journal_cannot_write_returns_to_be_refused(
@@ -304,23 +312,12 @@ def test_a_command_refused_for_its_role_while_the_journal_cannot_write_returns_t
     the command was applied)."""
     monkeypatch.setattr(tracker_service, "RETRY_AFTER_S", 0.01)
 
-    async def main() -> None:
-        journal, service, first = started_service(tmp_path)
-        real_append = journal.append_encoded
-        mocker.patch.object(journal, "append_encoded", side_effect=JournalWriteError(
-            "journal x: append failed, nothing written", "disk full: 0 bytes free in /x"))
+    async def refuse(service: TableService) -> None:
         backend = DaemonBackend(service, command_table(simulated=False), dict, {})
         caller = Caller(pid=1, uid=1001, gid=1001, user="dana", groups=frozenset(), roles=frozenset({Role.DEALER}))
         await backend.command_refused("clear_alarm", {"alarm_id": 1}, caller, frozenset({Role.SUPERVISOR}))
-        assert service.write_failure == "disk full: 0 bytes free in /x"
-        mocker.patch.object(journal, "append_encoded", side_effect=real_append)
-        await until(lambda: service.write_failure is None, what="the resume")
-        service.flush()
-        reasons = [r.reason for r in journal.query(seq_from=first + 1, limit=None)]
-        assert "COMMAND_REFUSED" in reasons, reasons
-        journal.close()
 
-    run(main())
+    assert "COMMAND_REFUSED" in run(refused_while_the_disk_is_full(tmp_path, mocker, refuse))
 
 
 def test_a_journal_write_of_its_own_failing_for_damage_opens_no_write_alarm(tmp_path: Path) -> None:
