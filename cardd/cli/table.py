@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from core.cards import Card
-from core.errors import CarddError
 from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, run_command, \
     to_builtins
+from core.cards import Card
+from core.errors import CarddError
 
 F = TypeVar("F", bound=Any)
 
@@ -437,8 +437,7 @@ class RepeatedKey(ValueError):
 
 
 def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    repeated = sorted(key for key, times in Counter(key for key, _ in pairs).items() if times > 1)
     if repeated:
         raise RepeatedKey(f"{', '.join(repeated)} given more than once: give each card once, with its whole count")
     return dict(pairs)

@@ -103,7 +103,8 @@ class Devices:
             severity = Severity.ALARM
         elif resumed_from == 0:
             severity = Severity.INFO
-            detail += " (confirmed before this journal kept a mark of this unit: another table's events, or ones journaled here before its mark was let go)"
+            detail += (" (confirmed before this journal kept a mark of this unit: another table's events, or ones "
+                       "journaled here before its mark was let go)")
         else:
             severity = Severity.WARNING
         self._alarm(device, Reason.DEVICE_DROPPED_EVENTS, severity, detail, first_index=msg.first_index,

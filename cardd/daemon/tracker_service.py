@@ -127,6 +127,14 @@ def stored_table(stored: Mapping[str, Any]) -> Any:
     return stored[TABLE] if DEVICE_STATES in stored else stored
 
 
+def journaled_state(journal: Journal) -> tuple[dict[str, Any] | None, list[Record]]:
+    """What a restart restores from: the latest stored snapshot (None: none yet) and the input
+    records journaled after it (none after a clean stop: the stop record's commit carries one)."""
+    latest = journal.latest_snapshot()
+    after, stored = latest if latest is not None else (0, None)
+    return stored, [r for r in journal.entries_after(after) if r.kind == KIND_INPUT]
+
+
 def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
     """``into`` moved on by ``moved`` (each unit's mark only goes up); the unit moved last comes
     last, and a device keeps the :data:`MARKS_PER_DEVICE` units moved most recently."""
@@ -243,9 +251,7 @@ class TableService:
         table as it was (their events were journaled then: replayed muted), then ``start``
         journaled with what the restore caused (a live round comes back held). Returns the seq
         of the start record."""
-        latest = self.journal.latest_snapshot()
-        after, stored = latest if latest is not None else (0, None)
-        inputs = [r for r in self.journal.entries_after(after) if r.kind == KIND_INPUT]
+        stored, inputs = journaled_state(self.journal)
         if stored is not None and EVENT_MARKS in stored:
             self.event_marks = marks_from_json(stored[EVENT_MARKS])
         if inputs or stored is not None:
@@ -263,10 +269,8 @@ class TableService:
 
     def _replayed(self, stored: dict[str, Any] | None, inputs: list[Record]) -> dict[str, Any]:
         """The table snapshot of the table ``stored`` describes after ``inputs``."""
-        snap: dict[str, Any] | None = stored
-        devices: dict[str, dict[str, Any]] = {}
-        if stored is not None and DEVICE_STATES in stored:
-            snap, devices = stored[TABLE], stored[DEVICE_STATES]
+        snap: dict[str, Any] | None = None if stored is None else stored_table(stored)
+        devices: dict[str, dict[str, Any]] = {} if stored is None else stored.get(DEVICE_STATES, {})
         if not inputs:
             assert snap is not None
             return snap

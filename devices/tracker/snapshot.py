@@ -81,8 +81,11 @@ def rules_change_refused(snap: Any, rules: HouseRules, *, clean_stop: bool) -> s
     except msgspec.ValidationError:
         return None
     changed = rules_changed((s.rules.name, s.rules.sha256), rules)
-    if changed is None:
-        return None
+    return None if changed is None else _rules_change_refused(s, changed, clean_stop)
+
+
+def _rules_change_refused(s: "_Snapshot", changed: str, clean_stop: bool) -> str | None:
+    """:func:`rules_change_refused` of a decoded snapshot whose rules ``changed`` (its words)."""
     if s.shoe.state not in RULES_CHANGE_STATES:  # no round is live in these: a void shoe voided its own
         blocked = f"the shoe is {s.shoe.state}"
     elif s.holds:
@@ -209,9 +212,9 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
     except msgspec.ValidationError as exc:
         raise SnapshotError(f"table snapshot: {exc}") from None
     ran_under = (s.rules.name, s.rules.sha256)
-    changed = rules_changed(ran_under, rules) is not None
-    if changed:
-        refused = rules_change_refused(snap, rules, clean_stop=clean_stop)
+    changed = rules_changed(ran_under, rules)
+    if changed is not None:
+        refused = _rules_change_refused(s, changed, clean_stop)
         if refused is not None:
             raise SnapshotError(f"table snapshot: {refused}")
         s = msgspec.structs.replace(s, round=None)
@@ -230,7 +233,7 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
     finally:
         table._replaying = False
     _check_invariants(table, s)
-    if changed:
+    if changed is not None:
         digest = rules_digest(rules)
         sink(Event(Reason.RULES_CHANGED, "table",
                    f"house rules changed between shoes: {ran_under[0]!r} (sha256 {ran_under[1][:12]}...) -> "
