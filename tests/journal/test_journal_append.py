@@ -8,6 +8,8 @@ import pytest
 
 from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, JournalEntryError, JournalError,
                            JournalNotFound, JournalWriteError)
+from cardd.journal.journal import Encoded
+from cardd.journal.records import canonical_json
 from devices.events import Event, Reason, Severity
 from tests.journal.journal_helpers import T0, FakeClock, card, fill
 
@@ -160,6 +162,41 @@ def test_the_sql_guards_refuse_edits_behind_the_journals_back(tmp_path, journal,
     finally:
         conn.close()
     assert journal.verify().ok
+
+
+def test_an_append_of_any_size_writes_the_records_one_at_a_time_would(tmp_path, journal):
+    """Long appends go to SQLite in statements of many rows (journal._insert_records): the same
+    records, hashes and seqs as appends of one record each."""
+    sizes = [1, 2, 7, 8, 9, 63, 64, 65, 130]
+    batches, index = [], 0
+    for size in sizes:
+        batches.append([card(index // 10, i, reason_text=f"r{i}") for i in range(index, index + size)])
+        index += size
+    with Journal.open(tmp_path / "single.db", create=True, clock=FakeClock()) as single:
+        for batch in batches:
+            assert journal.append(batch) == [single.append([entry])[0] for entry in batch]
+        assert journal.entries_after(0) == single.entries_after(0)
+    assert journal.last_seq == sum(sizes) and journal.verify().ok
+
+
+@pytest.mark.parametrize("size", [3, 20, 130])
+def test_a_record_the_sql_guards_refuse_inside_a_long_append_fails_all_of_it(journal, size):
+    """A row SQLite's triggers refuse, in the middle of a statement of many rows, fails the whole
+    append: nothing of it is stored, and the journal goes on (Entry.check is bypassed here)."""
+    fill(journal, rounds=1, per_round=3)
+    entries = [card(2, i) for i in range(size)]
+    entries[size // 2] = entries[size // 2]._replace(source="sh\x1foe")
+    encoded = Encoded(entries, [canonical_json(dict(e.data), "data") for e in entries], None)
+    with pytest.raises(JournalWriteError, match=f"append of {size} record.s. failed, nothing written: "
+                                                "a journal record field may not contain the separator"):
+        journal.append_encoded(encoded)
+    head = journal._head
+    journal._head = (head[0], bytes(32))  # a writer that lost track of the head
+    with pytest.raises(JournalWriteError, match="the next seq and the previous record's hash"):
+        journal.append([card(2, i) for i in range(size)])
+    journal._head = head
+    assert journal.last_seq == 3 and len(journal.entries_after(0)) == 3
+    assert journal.append([card(2, i) for i in range(size)])[-1] == 3 + size and journal.verify().ok
 
 
 def test_appends_from_several_threads_interleave_whole_and_the_chain_holds(journal):
