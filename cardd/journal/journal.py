@@ -28,7 +28,7 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalErr
 from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
-                      Record, body_bytes, canonical_json, iso_ns, record_hash, round_of, to_ns)
+                      Record, RecordRow, canonical_json, chain_rows, iso_ns, to_ns)
 from .schema import APPLICATION_ID, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES
 
 QUICK_CHECK_RECORDS = 1000  # records re-hashed on every open, back from the head
@@ -221,18 +221,11 @@ class Journal:
             self._require_writer()
             now = self._clock()
             seq, prev = self._head
-            rows = []
-            for entry, data_json in zip(entries, datas):
-                seq += 1
-                ts = now if entry.ts_ns is None else entry.ts_ns
-                round_id = round_of(entry.data)
-                digest = record_hash(prev, body_bytes(seq, ts, entry.kind, entry.source, entry.reason,
-                                                      entry.severity, entry.who, round_id, data_json))
-                rows.append((seq, ts, entry.kind, entry.source, entry.reason, entry.severity, entry.who, round_id,
-                             data_json, prev, digest))
-                prev = digest
+            rows = chain_rows(entries, datas, seq, prev, now)
             if not rows and snapshot_json is None:
                 return []
+            if rows:
+                seq, prev = rows[-1][0], rows[-1][-1]
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -788,7 +781,7 @@ _INSERT_ROWS = {rows: f"INSERT INTO records ({RECORD_COLUMNS}) VALUES " + ",".jo
                                                         _INSERT_ROWS_MAX.bit_length())))}
 
 
-def _insert_records(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+def _insert_records(conn: sqlite3.Connection, rows: list[RecordRow]) -> None:
     """Insert ``rows`` (the records' columns), in order. Each row still goes through the
     triggers, which see the rows before it, of its own statement too."""
     done, total = 0, len(rows)

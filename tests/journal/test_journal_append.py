@@ -1,15 +1,17 @@
 """Writing and restoring: group commit, the snapshot in the same transaction, the guards."""
 from __future__ import annotations
 
+import enum
 import sqlite3
 import threading
+from types import MappingProxyType
 
 import pytest
 
 from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, JournalEntryError, JournalError,
                            JournalNotFound, JournalWriteError)
 from cardd.journal.journal import Encoded
-from cardd.journal.records import canonical_json
+from cardd.journal.records import body_bytes, canonical_json, record_hash, round_of
 from devices.events import Event, Reason, Severity
 from tests.journal.journal_helpers import T0, FakeClock, card, fill
 
@@ -177,6 +179,32 @@ def test_an_append_of_any_size_writes_the_records_one_at_a_time_would(tmp_path, 
             assert journal.append(batch) == [single.append([entry])[0] for entry in batch]
         assert journal.entries_after(0) == single.entries_after(0)
     assert journal.last_seq == sum(sizes) and journal.verify().ok
+
+
+def test_each_record_is_hashed_over_the_documented_body_whatever_its_round(journal):
+    """The writer's unrolled loop (records.chain_rows) against the reference: round_of, body_bytes
+    and record_hash, over every kind of round value and texts that are str subclasses."""
+    class Box(enum.IntEnum):
+        ONE = 1
+
+    class Text(str):
+        def __str__(self) -> str:
+            return "not what is stored"
+
+    rounds: list[object] = [None, "", "7", 7, -3, True, False, 7.5, Box.ONE, Text("9"), [1], {"n": 1}, 10**30]
+    entries = [Entry("event", Reason.CARD_DRAWN_IN_ERROR, Text("shoe"), Severity.WARNING, who="dealer:é",
+                     data={"round": r, "i": i}) for i, r in enumerate(rounds)]
+    entries += [Entry("input", data=MappingProxyType({"round": 4})), Entry("input", ts_ns=0)]
+    journal.append(entries[:5])
+    journal.append(entries[5:])
+    prev = bytes(32)
+    for entry, record in zip(entries, journal.entries_after(0), strict=True):
+        assert record.round == round_of(entry.data)
+        body = body_bytes(record.seq, record.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
+                          entry.who, round_of(entry.data), canonical_json(dict(entry.data), "data"))
+        assert (record.prev, record.hash) == (prev, record_hash(prev, body))
+        prev = record.hash
+    assert journal.verify().ok
 
 
 @pytest.mark.parametrize("size", [3, 20, 130])
