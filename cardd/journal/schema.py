@@ -60,9 +60,11 @@ BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
 CREATE TRIGGER records_delete_only_pruned BEFORE DELETE ON records
 WHEN OLD.seq > (SELECT seq FROM anchor)
 BEGIN SELECT RAISE(ABORT, 'journal records are deleted only by prune, up to the anchor'); END;
+-- the last record (the anchor when none is left) must be seq - 1 and hold the hash prev: one step
+-- to the end of the rowid b-tree per insert (LEGACY_APPEND_IN_ORDER: the same rule, as older journals hold it)
 CREATE TRIGGER records_append_in_order BEFORE INSERT ON records
-WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM records), (SELECT seq FROM anchor)) + 1
-  OR NEW.prev IS NOT coalesce((SELECT hash FROM records WHERE seq = NEW.seq - 1), (SELECT hash FROM anchor))
+WHEN coalesce((SELECT seq + 1 IS NEW.seq AND hash IS NEW.prev FROM records ORDER BY seq DESC LIMIT 1),
+              (SELECT seq + 1 IS NEW.seq AND hash IS NEW.prev FROM anchor)) IS NOT 1
 BEGIN SELECT RAISE(ABORT, 'a journal record must carry the next seq and the previous record''s hash'); END;
 -- the hash encoding joins fields with 0x1F: no field may hold one, so the bytes fix the fields
 CREATE TRIGGER records_no_separator BEFORE INSERT ON records
@@ -90,6 +92,15 @@ CREATE TRIGGER exports_no_delete BEFORE DELETE ON exports
 BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 """
 TRIGGER_NAMES = frozenset(re.findall(r"CREATE TRIGGER (\w+)", TRIGGERS))
+#: records_append_in_order as journals made before 2026-11-27 hold it: the same rule, two lookups
+#: of the records a row (the check on open asks for the guards by name, so both forms pass; a
+#: journal keeps the form it was made with: a schema is never rewritten in place)
+LEGACY_APPEND_IN_ORDER = """
+CREATE TRIGGER records_append_in_order BEFORE INSERT ON records
+WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM records), (SELECT seq FROM anchor)) + 1
+  OR NEW.prev IS NOT coalesce((SELECT hash FROM records WHERE seq = NEW.seq - 1), (SELECT hash FROM anchor))
+BEGIN SELECT RAISE(ABORT, 'a journal record must carry the next seq and the previous record''s hash'); END;
+"""
 SCHEMA = TABLES + TRIGGERS
 
 

@@ -12,6 +12,7 @@ from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, Jour
                            JournalNotFound, JournalWriteError)
 from cardd.journal.journal import Encoded
 from cardd.journal.records import body_bytes, canonical_json, record_hash, round_of
+from cardd.journal.schema import LEGACY_APPEND_IN_ORDER
 from devices.events import Event, Reason, Severity
 from tests.journal.journal_helpers import T0, FakeClock, card, fill
 
@@ -225,6 +226,64 @@ def test_a_record_the_sql_guards_refuse_inside_a_long_append_fails_all_of_it(jou
     journal._head = head
     assert journal.last_seq == 3 and len(journal.entries_after(0)) == 3
     assert journal.append([card(2, i) for i in range(size)])[-1] == 3 + size and journal.verify().ok
+
+
+def _append_guard_in_form(path, form: str) -> None:
+    """A new journal at ``path`` whose records_append_in_order is in ``form``: "current" (what
+    Journal.open creates) or "legacy" (as journals made before 2026-11-27 hold it)."""
+    Journal.open(path, create=True).close()
+    if form == "legacy":
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("DROP TRIGGER records_append_in_order")
+            conn.execute(LEGACY_APPEND_IN_ORDER)
+        finally:
+            conn.close()
+
+
+@pytest.mark.parametrize("form", ["current", "legacy"])
+def test_the_append_guard_wants_the_next_seq_and_the_previous_hash_in_both_its_forms(tmp_path, form):
+    path = tmp_path / "j.db"
+    _append_guard_in_form(path, form)
+    conn = sqlite3.connect(path, isolation_level=None)
+    insert = "INSERT INTO records VALUES (?, 0, 'event', '', '', 'info', '', NULL, '{}', ?, ?)"
+    h1, h2, anchor = b"1" * 32, b"2" * 32, b"a" * 32
+    try:
+        first_wrong: list[tuple[int, object]] = [(2, bytes(32)), (1, h1), (0, bytes(32)), (1, None)]
+        for seq, prev in first_wrong:  # the first record: seq 1, zero prev
+            with pytest.raises(sqlite3.IntegrityError, match="the next seq and the previous record's hash"):
+                conn.execute(insert, (seq, prev, h1))
+        conn.execute(insert, (1, bytes(32), h1))
+        second_wrong: list[tuple[int, object]] = [(1, bytes(32)), (3, h1), (2, bytes(32)), (2, h2), (2, h1.hex())]
+        for seq, prev in second_wrong:
+            with pytest.raises(sqlite3.IntegrityError, match="the next seq and the previous record's hash"):
+                conn.execute(insert, (seq, prev, h2))
+        conn.execute(insert, (2, h1, h2))
+        # no record left after a prune: the anchor is the record before
+        conn.execute("DROP TRIGGER records_delete_only_pruned")
+        conn.execute("DROP TRIGGER anchor_forward")
+        conn.execute("DELETE FROM records")
+        conn.execute("UPDATE anchor SET seq = 5, hash = ?", (anchor,))
+        after_prune_wrong: list[tuple[int, object]] = [(3, h2), (6, h2), (5, anchor), (7, anchor)]
+        for seq, prev in after_prune_wrong:
+            with pytest.raises(sqlite3.IntegrityError, match="the next seq and the previous record's hash"):
+                conn.execute(insert, (seq, prev, h1))
+        conn.execute(insert, (6, anchor, h1))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("form", ["current", "legacy"])
+def test_a_journal_opens_and_appends_whichever_form_of_the_append_guard_it_holds(tmp_path, form):
+    path = tmp_path / "j.db"
+    _append_guard_in_form(path, form)
+    with Journal.open(path) as journal:
+        fill(journal, rounds=2, per_round=9)
+        assert journal.verify().ok and journal.last_seq == 18
+    conn = sqlite3.connect(path)
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_append_in_order'").fetchone()
+    conn.close()
+    assert ("max(seq)" in sql) == (form == "legacy")  # a journal keeps the form it was made with
 
 
 def test_appends_from_several_threads_interleave_whole_and_the_chain_holds(journal):
