@@ -142,6 +142,14 @@ class _Client:
 
     def offer_event(self, seq: int, line: bytes) -> None:
         """A published event: queued once, in sequence order, never twice."""
+        if (self.pending is None and seq > self.last_seq and not self.closing
+                and len(self.queue) < self.limits.queue):
+            # the hot path (every record, every watcher): deliver() and send() in one step
+            self.last_seq = seq
+            self.queue.append(line)
+            if self._flush_handle is None:
+                self._flush_handle = self.loop.call_soon(self._flush)
+            return
         if self.pending is not None:
             if len(self.pending) >= self.limits.queue:
                 self.drop_lagging()
