@@ -223,6 +223,9 @@ class TableService:
         self.on_journaled = on_journaled
         #: called after each commit with its first record's seq and time (ns): retention's oldest unexported
         self.on_committed: Callable[[int, int], None] | None = None
+        #: called after each commit's records were handed to ``publish``: the API writes them now
+        #: (ApiServer.flush), before the confirms the commit sends the devices, not a loop turn later
+        self.on_published: Callable[[], None] | None = None
         self._batch = _Batch()
         self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
@@ -617,6 +620,8 @@ class TableService:
             assert entry.ts_ns is not None
             self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
                                     entry.who, entry.data))
+        if seqs and self.on_published is not None:
+            self.on_published()
         for index, future in batch.waiters:
             if not future.done():
                 future.set_result(seqs[index])
