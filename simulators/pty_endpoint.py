@@ -110,14 +110,15 @@ class PtyEndpoint(Endpoint[D]):
     def _from_host(self, data: bytes) -> None:
         # the frames the host's bytes release (the ACKs let the window send more) are written
         # together once they are all taken in: the same bytes in the same order, one write
-        # instead of one a frame (a write to a pty is the device's dearest step)
+        # instead of one a frame (each write is a syscall and wakes the host for a read of its
+        # own, and each of its reads is an ACK for this side to take in)
         self._corked = True
         try:
             super()._from_host(data)
-        finally:
+        finally:  # whatever happened, what was sent goes out
             self._corked = False
-        if self._pending and not self._writer_armed:
-            self._drain()
+            if self._pending and not self._writer_armed:
+                self._drain()
 
     def _write_raw(self, data: bytes) -> None:
         if self._master < 0:
