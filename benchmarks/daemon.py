@@ -18,15 +18,15 @@ Measured:
   N records with journal rounds (benchmarks/journal.py's), the table's latest snapshot written
   again with the last batch so the daemon restores the same table;
 - idle CPU of the daemon with both devices connected (heartbeats only);
-- the floor under the latency: one card's durable commit (its two records) alone, on the same
+- the floor under the latency: one card's durable commit (its one record) alone, on the same
   disk, one every 5 ms as the latency phase deals them and back to back (a disk left idle a
   few milliseconds syncs slower: on this kind of virtual machine, 0.3 ms back to back and
   0.7-0.9 ms with 5 ms between);
 - resident memory after each batch of shoes, and its trend.
 
 The cards of the throughput and memory runs are dealt with no round open: the tracker takes
-each as a card drawn in error (a warning event), so each card read still makes an input
-record and an event, journaled and published.
+each as a card drawn in error (a warning event carrying the read), so each card read still
+makes a record, journaled and published.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cardd.journal import Entry, Journal  # noqa: E402
+from cardd.journal import INPUT_KEY, Entry, Journal, input_of  # noqa: E402
 from firmware_bridge.messages import CardRead, Message  # noqa: E402
 from simulators.pty_endpoint import PtyEndpoint  # noqa: E402
 from simulators.rig import SimulatedTable  # noqa: E402
@@ -59,6 +59,9 @@ from multiprocessing.connection import Connection  # noqa: E402
 
 CARDD = Path(sys.executable).with_name("cardd")
 CARD_READ_HEX = "30"  # CardRead's type code, the first byte of its encoding
+#: in an API line, what only a record carrying a card read holds: its input's encoded message (the
+#: event the read caused carries it under the journal's INPUT_KEY; the API's JSON has no spaces)
+CARD_READ_LINE = b'"message":"' + CARD_READ_HEX.encode()
 
 
 class StampingSelector(selectors.EpollSelector):
@@ -127,7 +130,7 @@ class Watchers:
         self.chunks[n].append((when, data))
         lines = (self._tails[n] + data).split(b"\n")
         self._tails[n] = lines.pop()
-        self.counts[n] += sum(1 for line in lines if b'"DeviceMessage"' in line and b'"kind":"input"' in line)
+        self.counts[n] += sum(1 for line in lines if CARD_READ_LINE in line)
         if self._want is not None and min(self.counts) >= self._want[0] and not self._want[1].done():
             self._want[1].set_result(None)
 
@@ -155,12 +158,10 @@ class Watchers:
             lines = (tail + data).split(b"\n")
             tail = lines.pop()
             for line in lines:
-                if b'"DeviceMessage"' not in line:
+                if CARD_READ_LINE not in line:
                     continue
-                event = json.loads(line)
-                hexed = event["data"].get("message", "")
-                if event["kind"] == "input" and hexed.startswith(CARD_READ_HEX):
-                    arrived.setdefault(int(hexed[2:6], 16), when)
+                read = input_of(*(lambda e: (e["kind"], e["data"]))(json.loads(line)))
+                arrived.setdefault(int(read["message"][2:6], 16), when)
         return arrived
 
     def close(self) -> None:
@@ -433,18 +434,18 @@ async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
 
 
 def commit_floor(directory: Path, gap_s: float, commits: int = 300) -> tuple[float, float]:
-    """The durable commit alone, in this process, of what one card makes (its input record and
-    the event it caused) to a fresh journal on the same disk, one every ``gap_s`` seconds (as
+    """The durable commit alone, in this process, of what one card makes (the event it caused,
+    carrying the read: one record) to a fresh journal on the same disk, one every ``gap_s`` seconds (as
     the latency phase deals them): the part of a card's latency the disk and SQLite take,
     whatever the daemon does. (p50, p99) in ms."""
     path = directory / "floor.sqlite3"
     samples: list[float] = []
     with Journal.open(path, create=True) as journal:
         for index in range(1, commits + 1):
-            entries = [Entry("input", source="shoe", data={"type": "DeviceMessage", "device": "shoe",
-                                                           "message": f"30{index:04x}0301", "event_index": index}),
-                       Entry("event", "CARD_DRAWN_IN_ERROR", "shoe", severity="warning",
-                             data={"card": "4H", "index": index, "message": f"card {index} drawn in error"})]
+            read = {"type": "DeviceMessage", "device": "shoe", "message": f"30{index:04x}0301", "event_index": index}
+            entries = [Entry("event", "CARD_DRAWN_IN_ERROR", "shoe", severity="warning",
+                             data={"card": "4H", "index": index, "message": f"card {index} drawn in error",
+                                   INPUT_KEY: read})]
             began = time.perf_counter()
             journal.append(entries)
             samples.append(time.perf_counter() - began)
@@ -486,7 +487,7 @@ async def main(args: argparse.Namespace, selector: StampingSelector) -> None:
         await bench.until(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         for gap in (0.005, 0.0):
             p50, p99 = commit_floor(directory, gap)
-            print(f"the floor: one card's durable commit alone (2 records, same disk), "
+            print(f"the floor: one card's durable commit alone (1 record, same disk), "
                   f"{'one every 5 ms' if gap else 'back to back'}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
         for subs in (1, 50):
             p50, p99 = await latency(bench, subs, args.cards)

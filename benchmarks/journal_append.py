@@ -2,10 +2,11 @@
 
 What the daemon's journal writer thread spends: :meth:`Journal.append_encoded` of entries the
 loop already checked and encoded (``Journal.encode``, not timed), on a real journal (WAL,
-synchronous=FULL, its triggers and indexes) in a fresh directory. Each card read is two records,
-as the daemon journals it: the ``input`` (the device message) and the ``event`` it caused
-(``no-round``: a card drawn in error, a warning with no round, as ``benchmarks/daemon.py``
-deals; ``rounds``: a card assigned in a round, info, indexed by its round).
+synchronous=FULL, its triggers and indexes) in a fresh directory. Each card read is one record,
+as the daemon journals it since schema version 2: the ``event`` it caused carrying the read
+(the device message) under ``data["input"]`` (``no-round``: a card drawn in error, a warning
+with no round, as ``benchmarks/daemon.py`` deals; ``rounds``: a card assigned in a round, info,
+indexed by its round).
 
 For each batch size (records a commit) it prints the CPU microseconds (``process_time``: user
 and system, so the fsync's kernel time too) per commit and per record, then the straight line
@@ -27,26 +28,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cardd.journal import Entry, Journal  # noqa: E402
+from cardd.journal import INPUT_KEY, Entry, Journal  # noqa: E402
 
 T0_NS = 1_795_000_000_000_000_000
 
 
 def card_entries(index: int, stream: str) -> list[Entry]:
-    """One card read's two records, as the daemon writes them."""
-    message = f"30{index % 65536:04x}0301"
-    read = Entry("input", source="shoe-reader", data={"type": "DeviceMessage", "device": "shoe-reader",
-                                                      "message": message, "event_index": index},
-                 ts_ns=T0_NS + index * 1000)
+    """One card read's record, as the daemon writes it: the event, carrying the read."""
+    read = {"type": "DeviceMessage", "device": "shoe-reader", "message": f"30{index % 65536:04x}0301",
+            "event_index": index}
     if stream == "rounds":
-        event = Entry("event", "CARD_ASSIGNED", "shoe-reader", data={
-            "round": index // 20, "card": "4H", "box": index % 7, "index": index % 20,
-            "message": f"round {index // 20}: card 4H to box {index % 7}"}, ts_ns=T0_NS + index * 1000 + 1)
-    else:
-        event = Entry("event", "CARD_DRAWN_IN_ERROR", "shoe-reader", severity="warning",
-                      data={"card": "4H", "index": index, "message": f"card 4H drawn in error (read {index})"},
-                      ts_ns=T0_NS + index * 1000 + 1)
-    return [read, event]
+        return [Entry("event", "CARD_ASSIGNED", "shoe-reader", data={
+            "round": index // 20, "card": "4H", "box": index % 7, "index": index % 20, INPUT_KEY: read,
+            "message": f"round {index // 20}: card 4H to box {index % 7}"}, ts_ns=T0_NS + index * 1000)]
+    return [Entry("event", "CARD_DRAWN_IN_ERROR", "shoe-reader", severity="warning", ts_ns=T0_NS + index * 1000,
+                  data={"card": "4H", "index": index, INPUT_KEY: read,
+                        "message": f"card 4H drawn in error (read {index})"})]
 
 
 def measure(directory: Path, batch: int, records: int, stream: str) -> float:

@@ -69,6 +69,8 @@ _CRC = struct.Struct(">H")
 
 def cobs_encode(data: bytes) -> bytes:
     """COBS-encode ``data``: the result holds no 0x00 byte."""
+    if len(data) < 254:
+        return bytes(_cobs_short(data, b""))
     out = bytearray()
     blocks = bytes(data).split(b"\x00")
     for i, block in enumerate(blocks):
@@ -82,6 +84,20 @@ def cobs_encode(data: bytes) -> bytes:
         out.append(len(block) + 1)
         out += block
     return bytes(out)
+
+
+def _cobs_short(data: bytes, head: bytes = b"\x00") -> bytearray:
+    """``head`` then COBS of ``data`` (under 254 bytes: no run can fill a block, so every block
+    is its code then its bytes): each zero becomes the code of the block after it, in place."""
+    out = bytearray(head)
+    pos = len(out)
+    out += b"\x00"
+    out += data
+    for block in bytes(data).split(b"\x00"):
+        code = len(block) + 1
+        out[pos] = code
+        pos += code
+    return out
 
 
 def cobs_decode(data: bytes) -> bytes:
@@ -128,7 +144,22 @@ def frame_bytes(frame: Frame) -> bytes:
 
 def encode_frame(frame: Frame) -> bytes:
     """The frame as sent on the wire: ``00 COBS(frame_bytes) 00``."""
-    return b"\x00" + cobs_encode(frame_bytes(frame)) + b"\x00"
+    return wire_frame(frame.kind, frame.seq, frame.ack, frame.payload)
+
+
+def wire_frame(kind: int, seq: int, ack: int, payload: bytes) -> bytes:
+    """:func:`encode_frame` of ``Frame(kind, seq, ack, payload)`` without making the Frame (the
+    link sends every frame through here)."""
+    n = len(payload)
+    if n > MAX_PAYLOAD:
+        raise ValueError(f"payload of {n} bytes exceeds MAX_PAYLOAD ({MAX_PAYLOAD})")
+    body = _HEADER.pack(kind, seq, ack, n) + payload
+    body += _CRC.pack(crc16(body))
+    if n < 254 - HEADER_LEN - CRC_LEN:  # a card's frame: COBS in place, the delimiters around it
+        out = _cobs_short(body)
+        out.append(0)
+        return bytes(out)
+    return b"\x00" + cobs_encode(body) + b"\x00"
 
 
 def parse_frame(raw: bytes, shown: bytes | None = None) -> Frame:

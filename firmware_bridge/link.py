@@ -19,7 +19,7 @@ import structlog
 from core.callbacks import call_logged
 from drivers.aio import RateLimitedLog
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
-from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, encode_frame
+from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, wire_frame
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
     MIN_CWND,
     NONCE_LEN,
@@ -133,7 +133,7 @@ class Link:
         self._state = LinkState.RESETTING
         self._stats.resets_sent += 1
         self._log.info("link_reset", link=self.name, why=why, nonce=self._my_nonce.hex())
-        self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
+        self._write(FrameKind.RESET, 0, 0, self._my_nonce)
         self._arm_timer()
 
     def send(self, payload: bytes) -> asyncio.Future:
@@ -173,7 +173,7 @@ class Link:
                     return
             self._handle(frame)
         if self._ack_due and self._state is LinkState.UP:
-            self._write(Frame(FrameKind.ACK, ack=self._rx_next))
+            self._write(FrameKind.ACK, 0, self._rx_next)
         if accepted:
             self._hand_over()
 
@@ -240,10 +240,10 @@ class Link:
             self._stats.peer_resets += 1
             self._restart_sequences(LinkReset(f"{self.name}: peer reset the link before acknowledging"))
             self._my_nonce = None
-            self._write(Frame(FrameKind.RESET_ACK, payload=nonce))
+            self._write(FrameKind.RESET_ACK, 0, 0, nonce)
             self._set_state(LinkState.UP, LinkEvent.PEER_RESET, f"peer reset (nonce {nonce.hex()})")
         else:  # a repeat of a RESET we already accepted: our RESET_ACK was lost, say it again
-            self._write(Frame(FrameKind.RESET_ACK, payload=nonce))
+            self._write(FrameKind.RESET_ACK, 0, 0, nonce)
 
     def _data(self, frame: Frame) -> None:
         ahead = _seq_distance(self._rx_next, frame.seq)
@@ -262,7 +262,7 @@ class Link:
                 self._nak_sent = True
                 self._nak_at = now
                 self._stats.naks_sent += 1
-                self._write(Frame(FrameKind.NAK, ack=self._rx_next))
+                self._write(FrameKind.NAK, 0, self._rx_next)
             self._nak_mark = ahead
         else:
             self._stats.duplicates_dropped += 1
@@ -342,7 +342,7 @@ class Link:
 
     def _send_data(self, out: _Outgoing) -> None:
         out.sent_at = self._loop.time()
-        self._write(Frame(FrameKind.DATA, out.seq, self._rx_next, out.payload))
+        self._write(FrameKind.DATA, out.seq, self._rx_next, out.payload)
         if self._timer is None:
             self._arm_timer(probe=True)
 
@@ -371,7 +371,7 @@ class Link:
         if self._state is LinkState.RESETTING:
             assert self._my_nonce is not None, "a link resetting has its nonce"
             self._stats.resets_sent += 1
-            self._write(Frame(FrameKind.RESET, payload=self._my_nonce))
+            self._write(FrameKind.RESET, 0, 0, self._my_nonce)
             self._arm_timer()
         elif self._unacked:
             self._retransmit()
@@ -409,12 +409,13 @@ class Link:
         self._stats.cwnd = self.config.window
         self._retries = 0
 
-    def _write(self, frame: Frame) -> None:
-        if frame.kind in (FrameKind.DATA, FrameKind.ACK, FrameKind.NAK):
-            self._ack_due = False  # every one of these carries our current ack
+    def _write(self, kind: FrameKind, seq: int, ack: int, payload: bytes = b"") -> None:
+        """Put the frame ``Frame(kind, seq, ack, payload)`` on the wire."""
+        if kind not in _RESETS:
+            self._ack_due = False  # DATA, ACK and NAK each carry our current ack
         self._stats.frames_sent += 1
         try:
-            self._write_bytes(encode_frame(frame))
+            self._write_bytes(wire_frame(kind, seq, ack, payload))
         except Exception as exc:  # a dead transport: the retry timer and the session deal with it
             self._stats.write_errors += 1
             self._log.warning("link_write_failed", link=self.name, error=str(exc))

@@ -503,6 +503,13 @@ EVENT_MESSAGES: frozenset[type[Message]] = frozenset({
 
 def encode(msg: Message) -> bytes:
     """The link payload for ``msg``: type byte then fields in declaration order."""
+    if type(msg) is Event and type(msg.message) not in ENVELOPES:  # the card path: Event(CardRead) and its kin
+        try:
+            head = _EVENT_HEAD.pack(Event.TYPE, msg.index)
+        except struct.error:
+            pass  # an index that does not fit: the field-by-field path below names it
+        else:
+            return head + encode(msg.message)
     fixed = _FIXED.get(msg.TYPE)
     if fixed is not None:
         values = fixed.values(msg)

@@ -329,6 +329,9 @@ class DeviceSession:
             self._emit(SessionEventKind.BAD_MESSAGE, str(exc))
             return
         self._stats.messages_received += 1
+        if type(msg) is Event and not self._pending and not self._handshaking:
+            self._on_message(msg)  # the hot path (every card read): what the steps below do for it
+            return
         if isinstance(msg, Answer):
             answered = self._answer_by_id(msg)
             msg = msg.message  # the application sees answers as before, unwrapped

@@ -263,12 +263,16 @@ class Endpoint(abc.ABC, Generic[D]):
             return  # no proof of life into a link nobody listens on
         self._send(msg)
 
-    def _send(self, msg: Message) -> asyncio.Future:
+    def _send(self, msg: Message, in_flight: set[asyncio.Future] | None = None) -> asyncio.Future:
+        """Send ``msg``; an event's send goes into ``in_flight`` (the set of the link it was sent
+        on) until the link acknowledged it or gave up on it."""
         assert self.link is not None
         future = self.link.send(encode(msg))
-        # a status message lost to a reset is current again when next sent; events are resent by _pump
-        future.add_done_callback(discard_outcome)
-        future.add_done_callback(self._sent)
+        if in_flight is None:
+            future.add_done_callback(self._sent)
+        else:  # one callback, not three: each costs a loop handle per card
+            in_flight.add(future)
+            future.add_done_callback(lambda done: self._event_sent(done, in_flight))
         self._unacked.append(future)
         while self._unacked and self._unacked[0].done():
             self._unacked.popleft()
@@ -277,6 +281,8 @@ class Endpoint(abc.ABC, Generic[D]):
     def _sent(self, future: asyncio.Future) -> None:
         """Any message acknowledged by the link (or its send failed): the backlog _flush() waits on
         is smaller, whether or not it was an event (a host may send nothing for a long while)."""
+        # a status message lost to a reset is current again when next sent; events are resent by _pump
+        discard_outcome(future)
         self._progress.set()
 
     # ---- events (protocol 1.1) -------------------------------------------------------
@@ -298,15 +304,14 @@ class Endpoint(abc.ABC, Generic[D]):
             index = self._next_event
             self._next_event += 1
             if self.streaming is Streaming.NUMBERED:
-                future = self._send(Event(index, store.get(index)))
+                self._send(Event(index, store.get(index)), in_flight)
             else:  # a 1.0 host confirms nothing: what it got is all it gets
-                future = self._send(store.get(index))
+                self._send(store.get(index), in_flight)
                 store.confirm(index)
-            in_flight.add(future)
-            future.add_done_callback(lambda done: self._event_sent(done, in_flight))
 
     def _event_sent(self, future: asyncio.Future, in_flight: set[asyncio.Future]) -> None:
-        in_flight.discard(future)  # _sent() woke _flush() already
+        self._sent(future)
+        in_flight.discard(future)
         if in_flight is self._in_flight:  # not a send of a link that is gone
             self._pump()
 

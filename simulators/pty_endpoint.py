@@ -43,6 +43,8 @@ class PtyEndpoint(Endpoint[D]):
         self.tty: str | None = None
         self._master = self._slave = -1
         self._pending = bytearray()
+        self._writer_armed = False  # _drain waits for the pty to take more (the bytes are in _pending)
+        self._corked = False  # taking in the host's bytes: what that makes the device send goes in one write
         #: called on the device's loop each time it is about to write bytes to its line (what it
         #: sent before then is in them): benchmarks/daemon.py stamps the cards it sent with it
         self.on_write: Callable[[], None] | None = None
@@ -82,6 +84,7 @@ class PtyEndpoint(Endpoint[D]):
         assert self.loop is not None
         self.loop.remove_reader(self._master)
         self.loop.remove_writer(self._master)
+        self._writer_armed = False
         os.close(self._master)
         os.close(self._slave)
         self._master = self._slave = -1
@@ -104,12 +107,25 @@ class PtyEndpoint(Endpoint[D]):
         if data:
             self._from_host(data)
 
+    def _from_host(self, data: bytes) -> None:
+        # the frames the host's bytes release (the ACKs let the window send more) are written
+        # together once they are all taken in: the same bytes in the same order, one write
+        # instead of one a frame (each write is a syscall and wakes the host for a read of its
+        # own, and each of its reads is an ACK for this side to take in)
+        self._corked = True
+        try:
+            super()._from_host(data)
+        finally:  # whatever happened, what was sent goes out
+            self._corked = False
+            if self._pending and not self._writer_armed:
+                self._drain()
+
     def _write_raw(self, data: bytes) -> None:
         if self._master < 0:
             return  # unplugged: bytes go nowhere, like a cable that is out
-        waiting = bool(self._pending)  # if so, the writer callback is armed: queue behind it
+        waiting = bool(self._pending)  # if so, the writer callback is armed or the write corked: queue behind it
         self._pending += data
-        if not waiting:
+        if not waiting and not self._corked:
             self._drain()
 
     def _drain(self) -> None:
@@ -121,6 +137,10 @@ class PtyEndpoint(Endpoint[D]):
                 n = os.write(self._master, self._pending)
                 del self._pending[:n]
         except BlockingIOError:
-            self.loop.add_writer(self._master, self._drain)
+            if not self._writer_armed:
+                self.loop.add_writer(self._master, self._drain)
+                self._writer_armed = True
             return
-        self.loop.remove_writer(self._master)
+        if self._writer_armed:
+            self.loop.remove_writer(self._master)
+            self._writer_armed = False

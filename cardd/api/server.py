@@ -5,7 +5,8 @@ it encodes the event once and appends the line to each watcher's bounded queue, 
 waiting on any client. Each connection has a reader (requests, one reply each, in order)
 and a writer (the queue to the socket). What a loop turn queued for a client goes to its
 socket in one write at the end of that turn, straight from the loop (no task to wake: with 50
-watchers that was most of the fan-out's time); only while the socket's buffer is full does
+watchers that was most of the fan-out's time), or at once when the daemon calls
+:meth:`ApiServer.flush` after a commit's records; only while the socket's buffer is full does
 the writer task take over and wait for the peer. A watcher whose queue is full is told
 DISCONNECT and dropped; it reconnects with WATCH since_seq and misses nothing.
 """
@@ -125,6 +126,12 @@ class _Client:
             self._flush_handle = self.loop.call_soon(self._flush)
         return True
 
+    def flush_now(self) -> None:
+        """:meth:`_flush` now instead of at the end of this loop turn (ApiServer.flush)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
+
     def _flush(self) -> None:
         """What this loop turn queued, in one write (module docstring); the writer task's job
         instead while it waits for the peer or the socket's buffer is full."""
@@ -142,6 +149,14 @@ class _Client:
 
     def offer_event(self, seq: int, line: bytes) -> None:
         """A published event: queued once, in sequence order, never twice."""
+        if (self.pending is None and seq > self.last_seq and not self.closing
+                and len(self.queue) < self.limits.queue):
+            # the hot path (every record, every watcher): deliver() and send() in one step
+            self.last_seq = seq
+            self.queue.append(line)
+            if self._flush_handle is None:
+                self._flush_handle = self.loop.call_soon(self._flush)
+            return
         if self.pending is not None:
             if len(self.pending) >= self.limits.queue:
                 self.drop_lagging()
@@ -347,6 +362,13 @@ class ApiServer:
         self._last_seq = event.seq
         for client in tuple(self._watchers):
             client.offer_event(event.seq, line)
+
+    def flush(self) -> None:
+        """Write what :meth:`publish` queued for each watcher now, not at the end of this loop turn:
+        the daemon calls it after each commit's records, so a card's line leaves before the rest of
+        what the commit does (confirming the events to the devices). One write a watcher still."""
+        for client in tuple(self._watchers):
+            client.flush_now()
 
     # -- connections ---------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -42,6 +42,7 @@ from cardd.cli.trace import (
     TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
 )
 from cardd.daemon.devices import MODEL_NAMES
+from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.errors import CarddError
 from devices.game.rules import load_rules
 from firmware_bridge.messages import Message, encode
@@ -410,7 +411,8 @@ def normalise(records: list[Event]) -> list[str]:
     for r in records:
         if r.kind not in COMPARED_KINDS and not (r.kind == "input" and r.source == "api"):
             continue
-        data = {k: v for k, v in r.data.items() if k != "message"}
+        # an event carries the card read that caused it (INPUT_KEY): a device's input, not compared
+        data = {k: v for k, v in r.data.items() if k != "message" and not (k == INPUT_KEY and r.kind == KIND_EVENT)}
         lines.append((r.source, json.dumps({"kind": r.kind, "source": r.source, "reason": r.reason,
                                             "severity": r.severity, "who": _stable(r.who, user),
                                             "message": _stable(r.message, user), "data": _stable(data, user)},

@@ -101,6 +101,7 @@ class Daemon:
         except OSError as exc:
             raise StartupError(f"journal {path}: {exc.strerror}") from None
         service = self.service = TableService(rules, self.journal, self._publish)
+        service.on_published = self._published
         start = Entry(kind=KIND_START, reason=REASON_START, source="cardd", data={
             "release": self.release, "config": self.config_path, "rules": rules.name, "rules_sha256": rules_hash,
             "simulated": self.simulation is not None, "message": f"{self.release} started"})
@@ -181,6 +182,10 @@ class Daemon:
     def _publish(self, event: ApiEvent) -> None:
         if self.api is not None:
             self.api.publish(event)
+
+    def _published(self) -> None:
+        if self.api is not None:
+            self.api.flush()
 
     def status_text(self) -> str:
         """STATUS=: what the table is doing, in one line."""

@@ -2,7 +2,8 @@
 
 Device messages (through the feed), link changes, ticks and API commands all go through
 :meth:`TableService.apply`. Each input applied adds an ``input`` record (the record's JSON
-form) and a record per event it caused to the open batch; at the end of the loop turn the
+form) and a record per event it caused to the open batch, except that a card read and the first
+event it caused are one record, the event's carrying the read (journal ``INPUT_KEY``); at the end of the loop turn the
 batch is written in ONE journal transaction (group commit, a ``call_soon``-scheduled flush),
 and only then is each record published to the API, in sequence order.
 
@@ -53,8 +54,8 @@ from typing import Any, TypeVar
 import structlog
 
 from cardd.api.protocol import Event as ApiEvent
-from cardd.journal import (KIND_COMMAND, KIND_INPUT, Encoded, Entry, Journal, JournalEntryError, JournalError,
-                           JournalWriteError, Record)
+from cardd.journal import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_INPUT, Encoded, Entry, Journal,
+                           JournalEntryError, JournalError, JournalWriteError, Record, input_of)
 from core.errors import CarddError
 from devices.events import Event, Reason, Severity
 from devices.game.rules import HouseRules
@@ -128,11 +129,13 @@ def stored_table(stored: Mapping[str, Any]) -> Any:
 
 
 def journaled_state(journal: Journal) -> tuple[dict[str, Any] | None, list[Record]]:
-    """What a restart restores from: the latest stored snapshot (None: none yet) and the input
-    records journaled after it (none after a clean stop: the stop record's commit carries one)."""
+    """What a restart restores from: the latest stored snapshot (None: none yet) and the records
+    journaled after it that carry an input (none after a clean stop: the stop record's commit
+    carries a snapshot): input records, and the events that carry the card read that caused them."""
     latest = journal.latest_snapshot()
     after, stored = latest if latest is not None else (0, None)
-    return stored, [r for r in journal.entries_after(after) if r.kind == KIND_INPUT]
+    return stored, [r for r in journal.entries_after(after)
+                    if r.kind == KIND_INPUT or (r.kind == KIND_EVENT and INPUT_KEY in r.data)]
 
 
 def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
@@ -220,6 +223,9 @@ class TableService:
         self.on_journaled = on_journaled
         #: called after each commit with its first record's seq and time (ns): retention's oldest unexported
         self.on_committed: Callable[[int, int], None] | None = None
+        #: called after each commit's records were handed to ``publish``: the API writes them now
+        #: (ApiServer.flush), before the confirms the commit sends the devices, not a loop turn later
+        self.on_published: Callable[[], None] | None = None
         self._batch = _Batch()
         self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
@@ -288,7 +294,7 @@ class TableService:
                 if checkpoint is not None:
                     model.resume_checkpoint(checkpoint)
         for record in inputs:
-            inp = from_json(record.data)
+            inp = from_json(input_of(record.kind, record.data))
             try:
                 table.apply(inp)
             except CarddError as exc:  # refused the first time too: it changed what it changed then
@@ -328,16 +334,24 @@ class TableService:
     def _apply_card(self, batch: _Batch, inp: DeviceMessage, read: CardRead, who: str) -> list[Event]:
         """:meth:`apply` of a card read, the input of nearly every record: the same steps with the
         questions a card read answers the same way every time (source, card path, routine, read,
-        event) answered once."""
+        event) answered once. The read and the first event it caused become one record, the
+        event's carrying the read (journal INPUT_KEY): half the records of the card path."""
         device = inp.device
-        batch.entries.append(Entry(kind=KIND_INPUT, source=device, who=who, data=to_json(inp), ts_ns=time.time_ns()))
+        entries = batch.entries
+        at, data, ts_ns = len(entries), to_json(inp), time.time_ns()
+        entries.append(Entry(kind=KIND_INPUT, source=device, who=who, data=data, ts_ns=ts_ns))
         self._schedule_flush()
         try:
-            return self.table.apply(inp)
+            caused = self.table.apply(inp)
         finally:  # journaled either way: its read and its event index count, applied or refused
             _note_index(batch.reads, device, read.index)
             if inp.event_index is not None:
                 _note_event(batch, self.table, inp)
+        if len(entries) > at + 1 and batch is self._batch:
+            event = entries[at + 1]
+            if event.kind == KIND_EVENT and INPUT_KEY not in event.data:  # stamped when the read came in
+                entries[at:at + 2] = [event._replace(data={**event.data, INPUT_KEY: data}, ts_ns=ts_ns)]
+        return caused
 
     async def command(self, inp: TableInput, who: str, uid: int, name: str) -> int:
         """An API command: applied, then ACKed with its input record's seq once journaled. A
@@ -606,6 +620,8 @@ class TableService:
             assert entry.ts_ns is not None
             self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
                                     entry.who, entry.data))
+        if seqs and self.on_published is not None:
+            self.on_published()
         for index, future in batch.waiters:
             if not future.done():
                 future.set_result(seqs[index])

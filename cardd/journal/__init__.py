@@ -12,12 +12,12 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalEnt
                      JournalExportError, JournalNotFound, JournalWriteError)
 from .journal import (QUICK_CHECK_RECORDS, Encoded, ExportFile, ExportResult, Journal, PruneResult, RetentionStatus,
                       VerifyResult)
-from .records import (KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START, KIND_STOP,
-                      SEVERITIES, Entry, Record)
+from .records import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START,
+                      KIND_STOP, SEVERITIES, Entry, Record, input_of)
 from .schema import MIN_RETENTION_DAYS
 
 __all__ = [
-    "Encoded", "Entry", "ExportFile", "ExportResult", "Journal", "JournalBusy", "JournalConfigError", "JournalCorrupt", "JournalEntryError",
+    "INPUT_KEY", "input_of", "Encoded", "Entry", "ExportFile", "ExportResult", "Journal", "JournalBusy", "JournalConfigError", "JournalCorrupt", "JournalEntryError",
     "JournalError", "JournalExportError", "JournalNotFound", "JournalWriteError", "KIND_COMMAND", "KIND_EVENT",
     "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START", "KIND_STOP", "MIN_RETENTION_DAYS", "PruneResult",
     "QUICK_CHECK_RECORDS", "Record", "RetentionStatus", "SEVERITIES", "VerifyResult",

@@ -29,7 +29,8 @@ from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
                       Record, RecordRow, canonical_json, chain_rows, iso_ns, to_ns)
-from .schema import APPLICATION_ID, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES
+from .schema import (APPLICATION_ID, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS, SCHEMA,
+                     SCHEMA_VERSION, TRIGGER_NAMES)
 
 QUICK_CHECK_RECORDS = 1000  # records re-hashed on every open, back from the head
 KEEP_SNAPSHOTS = 3
@@ -161,6 +162,7 @@ class Journal:
             journal._check_on_open(quick_check_records)
             if not readonly:
                 fsync_dir(path.parent)  # the WAL file now exists: make its directory entry durable
+                journal._mark_current_version()
         except BaseException:
             journal.close()
             raise
@@ -490,6 +492,15 @@ class Journal:
         except sqlite3.Error as exc:
             raise _as_journal_error(self.path, exc) from None
 
+    def _mark_current_version(self) -> None:
+        """An older journal opened for writing is marked with this release's version before the first
+        record of the new form goes in (schema.SCHEMA_VERSION: the older records stay as they are)."""
+        def mark(conn: sqlite3.Connection) -> None:
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        with self._lock:
+            self._guarded(mark)
+
     def _check_on_open(self, quick_check_records: int) -> None:
         conn = self._conn
         try:
@@ -498,9 +509,10 @@ class Journal:
             if application_id != APPLICATION_ID:
                 raise JournalCorrupt(self.path, None, f"an SQLite file but not a cardd journal "
                                      f"(application_id {application_id:#x})")
-            if version != SCHEMA_VERSION:
+            if version not in READABLE_SCHEMA_VERSIONS:
                 raise JournalError(f"journal {self.path} has schema version {version}; this cardd reads "
-                                   f"version {SCHEMA_VERSION}")
+                                   f"version{'s' if len(READABLE_SCHEMA_VERSIONS) > 1 else ''} "
+                                   f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
             missing = _missing_guards(conn)
             if missing:
                 raise JournalCorrupt(self.path, None, missing)

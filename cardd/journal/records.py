@@ -38,6 +38,11 @@ KIND_COMMAND = "command"
 KIND_EXPORT = "export"  # written only by Journal.export
 KIND_PRUNE = "prune"  # written only by Journal.prune
 RESERVED_KINDS = frozenset({KIND_EXPORT, KIND_PRUNE})
+#: a card read and the first event it caused are ONE record (since schema version 2): the event's,
+#: carrying the input under this key of its data. A card read is nearly every record of a day, so
+#: this halves what the journal writes and a subscriber reads; every other input keeps a record of
+#: its own (docs/journal.md "What a record holds")
+INPUT_KEY = "input"
 REASON_EXPORTED = "JOURNAL_EXPORTED"
 REASON_PRUNED = "JOURNAL_PRUNED"
 
@@ -260,6 +265,17 @@ class Record:
         return {"seq": self.seq, "time": self.time_iso, "ts_ns": self.ts_ns, "kind": self.kind,
                 "source": self.source, "reason": self.reason, "severity": self.severity, "who": self.who,
                 "round": self.round, "data": self.data, "prev": self.prev.hex(), "hash": self.hash.hex()}
+
+
+def input_of(kind: str, data: Mapping[str, Any]) -> Any:
+    """The tracker input a record journals (its JSON object), or None: an input record's data, or
+    the input an event record carries (:data:`INPUT_KEY`). What a restart replays and what a
+    check that every card read was journaled once reads."""
+    if kind == KIND_INPUT:
+        return data
+    if kind == KIND_EVENT:
+        return data.get(INPUT_KEY)
+    return None
 
 
 def iso_ns(ts_ns: int) -> str:

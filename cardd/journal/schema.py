@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 
 APPLICATION_ID = 0x43415244  # "CARD": PRAGMA application_id marks the file as a cardd journal
-SCHEMA_VERSION = 1
+#: 2: a card read and the first event it caused are one record (records.INPUT_KEY). A journal of
+#: version 1 is read as it is and marked 2 when opened for writing (its records stay valid):
+#: a release that reads only version 1 then refuses it instead of replaying it wrongly
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 MIN_RETENTION_DAYS = 90
 _DAY_NS = 86_400 * 1_000_000_000
 # the machine's clock in UTC nanoseconds, as SQLite can compute it
@@ -94,7 +98,7 @@ BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 TRIGGER_NAMES = frozenset(re.findall(r"CREATE TRIGGER (\w+)", TRIGGERS))
 #: records_append_in_order as journals made before 2026-11-27 hold it: the same rule, two lookups
 #: of the records a row (the check on open asks for the guards by name, so both forms pass; a
-#: journal keeps the form it was made with: a schema is never rewritten in place)
+#: journal keeps the form it was made with: no trigger is rewritten in place)
 LEGACY_APPEND_IN_ORDER = """
 CREATE TRIGGER records_append_in_order BEFORE INSERT ON records
 WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM records), (SELECT seq FROM anchor)) + 1

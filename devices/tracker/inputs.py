@@ -56,7 +56,7 @@ class InputDecodeError(CarddError, ValueError):
 
 # ---- devices ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class DeviceMessage:
     """A message a device sent; ``device`` is the model's name: "shuffler" or "shoe-reader".
     ``event_index``: the number a protocol 1.1 device gave the event (docs/protocol.md §3.2),
@@ -67,6 +67,19 @@ class DeviceMessage:
     message: Message
     event_index: int | None = None
     unit: tuple[str, str, str] | None = None
+
+    def __init__(self, device: str, message: Message, event_index: int | None = None,
+                 unit: tuple[str, str, str] | None = None) -> None:
+        # Written out, as devices.events.Event's: one is made for every card read, and a frozen
+        # dataclass's own __init__ looks object.__setattr__ up for every field
+        _SET_DEVICE(self, device)
+        _SET_MESSAGE(self, message)
+        _SET_EVENT_INDEX(self, event_index)
+        _SET_UNIT(self, unit)
+
+
+_SET_DEVICE, _SET_MESSAGE = vars(DeviceMessage)["device"].__set__, vars(DeviceMessage)["message"].__set__
+_SET_EVENT_INDEX, _SET_UNIT = vars(DeviceMessage)["event_index"].__set__, vars(DeviceMessage)["unit"].__set__
 
 
 @dataclass(frozen=True, slots=True)

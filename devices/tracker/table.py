@@ -49,6 +49,9 @@ from firmware_bridge.messages import (
 _CARD_DEALT = {card: CardDealt(card) for card in ALL_CARDS}  # one record per card, not one per read
 # enum members read from their class cost a lookup each; these are read for every event and card
 _ALARM, _FACE_UP = Severity.ALARM, Orientation.FACE_UP
+_WARNING, _DRAWN_IN_ERROR = Severity.WARNING, Reason.CARD_DRAWN_IN_ERROR
+_DRAWN_IN_ERROR_TEXT = (" drawn after the dealer's finished hand: the dealer says whether it was exposed (discard) "
+                        "or not (next round's burn card)")
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
 
@@ -319,22 +322,22 @@ class Table:
         if self.pending or not self._give(card):  # no hand was waiting for it
             self.pending.append(card)
             self._unexpected(card, index)
-        self._round_step_done()
+        if self.round is not None:  # no round: no step to finish (a card with no round open)
+            self._round_step_done()
 
     def _unexpected(self, card: Card, index: int | None) -> None:
         """``index`` None: a card exposed in error that the round ended without needing."""
         r = self.round
-        if r is None or not r.live:
+        if r is None or not r.live:  # every card read with no round open (the daemon benchmark's cards)
             self.pending.remove(card)
             self.drawn_in_error.append(card)
-            what = f"card #{index} ({card})" if index is not None else f"{card}, exposed in error and not needed,"
-            self._emit(Reason.CARD_DRAWN_IN_ERROR, f"{what} drawn after the dealer's finished hand: the "
-                       "dealer says whether it was exposed (discard) or not (next round's burn card)",
-                       Severity.WARNING, card=str(card), index=index)
+            name = str(card)
+            what = f"card #{index} ({name})" if index is not None else f"{name}, exposed in error and not needed,"
+            self._emit(_DRAWN_IN_ERROR, what + _DRAWN_IN_ERROR_TEXT, _WARNING, card=name, index=index)
         else:
             why = "the round is held" if r.held else f"no card expected while {r.state}"
             self._emit(Reason.CARD_EXPOSED_IN_ERROR, f"card #{index} ({card}) exposed in error ({why}): "
-                       "it is used as the next card", Severity.WARNING, card=str(card), index=index)
+                       "it is used as the next card", _WARNING, card=str(card), index=index)
 
     def _give(self, card: Card) -> bool:
         """Hand ``card`` to the live round if one of its hands expects a card now."""

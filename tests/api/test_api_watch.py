@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 from typing import Any
 
 from cardd.api.server import ApiServer, Limits
@@ -184,3 +186,41 @@ def test_the_ack_of_a_replay_names_the_last_event_sent_even_when_the_journal_is_
     assert replayed == [3, 4, 5, 6, 7, 8]
     assert ack == {"class": "ACK", "id": "w", "seq": 8}
     assert live == [9]
+
+
+def test_flush_writes_what_was_published_at_once_in_one_write_a_watcher(sock_dir):
+    """The daemon calls flush() after a commit's records: they leave before anything else the
+    commit does (the devices' confirms), not at the end of the loop turn."""
+    daemon = FakeDaemon()
+
+    async def scenario() -> tuple[bytes, bytes]:
+        loop = asyncio.get_running_loop()
+        async with serving(daemon, sock_dir) as server:
+            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            raw.setblocking(False)
+            await loop.sock_connect(raw, str(server.path))
+            received = b""
+            raw_lines: list[dict[str, Any]] = []
+            await loop.sock_sendall(raw, b'{"class": "WATCH", "id": "w"}\n')
+            while not any(line.get("class") == "ACK" for line in raw_lines):
+                received += await loop.sock_recv(raw, 65536)
+                *complete, rest = received.split(b"\n")
+                raw_lines += [json.loads(line) for line in complete]
+                received = rest
+            server.publish(daemon.journal_event())
+            server.publish(daemon.journal_event())
+            try:
+                before = raw.recv(65536)  # nothing yet: publish queues for the end of the loop turn
+            except BlockingIOError:
+                before = b""
+            server.flush()  # no await between: written now
+            try:
+                after = raw.recv(65536)
+            except BlockingIOError:
+                after = b""
+            raw.close()
+            return before, after
+
+    before, after = asyncio.run(scenario())
+    assert before == b""
+    assert [json.loads(line)["seq"] for line in after.splitlines()] == [1, 2]

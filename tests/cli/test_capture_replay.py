@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-from cardd.journal import Journal
+from cardd.journal import INPUT_KEY, Journal
 from core.cards import Card, Orientation
 from firmware_bridge.framing import Frame, FrameKind, encode_frame
 from firmware_bridge.messages import CardRead, Event, encode
@@ -42,10 +42,11 @@ def stable(value: Any) -> Any:
 
 def table_events(journal_path: Path) -> list[tuple[Any, ...]]:
     """The events the daemon journaled (not the raw inputs, whose bytes carry the device's
-    clock and boot id), times aside."""
+    clock and boot id, nor the card read an event carries), times aside."""
     with Journal.open(journal_path, readonly=True) as journal:
         records = journal.query(limit=10_000)
-    return [(r.source, r.reason, json.dumps(stable(r.data), sort_keys=True)) for r in records if r.kind == "event"]
+    return [(r.source, r.reason, json.dumps(stable({k: v for k, v in r.data.items() if k != INPUT_KEY}), sort_keys=True))
+            for r in records if r.kind == "event"]
 
 
 def run_daemon(directory: Path, shoe_url: str) -> list[tuple[Any, ...]]:

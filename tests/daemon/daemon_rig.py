@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cardd.journal import KIND_INPUT, Journal
+from cardd.journal import Journal, input_of
 from firmware_bridge.messages import CardRead, Message, decode
 
 CARDD = Path(sys.executable).with_name("cardd")
@@ -199,27 +199,32 @@ def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dic
     return path
 
 
+def journaled_messages(journal: Journal, device: str) -> list[dict[str, Any]]:
+    """Every DeviceMessage input of ``device`` the journal holds, in seq order: input records and
+    the card reads carried by the events they caused (journal INPUT_KEY)."""
+    found = []
+    for record in journal.query(limit=None):
+        data = input_of(record.kind, record.data)
+        if data is not None and data.get("type") == "DeviceMessage" and data.get("device") == device:
+            found.append(data)
+    return found
+
+
 def journaled_reads(journal: Journal) -> list[int]:
     """The index of every CardRead the journal holds as an input, in seq order."""
     indices = []
-    for record in journal.query(kind=KIND_INPUT, source="shoe-reader", limit=None):
-        data = record.data
-        if data.get("type") == "DeviceMessage":
-            message = decode(bytes.fromhex(data["message"]))
-            if isinstance(message, CardRead):
-                indices.append(message.index)
+    for data in journaled_messages(journal, "shoe-reader"):
+        message = decode(bytes.fromhex(data["message"]))
+        if isinstance(message, CardRead):
+            indices.append(message.index)
     return indices
 
 
 def journaled_events(journal: Journal, device: str) -> list[tuple[int, Message]]:
     """Every numbered event (protocol 1.1) of ``device`` the journal holds as an input: (event
     index, message), in seq order."""
-    events = []
-    for record in journal.query(kind=KIND_INPUT, source=device, limit=None):
-        data = record.data
-        if data.get("type") == "DeviceMessage" and data.get("event_index") is not None:
-            events.append((data["event_index"], decode(bytes.fromhex(data["message"]))))
-    return events
+    return [(data["event_index"], decode(bytes.fromhex(data["message"])))
+            for data in journaled_messages(journal, device) if data.get("event_index") is not None]
 
 
 def remove(directory: Path) -> None:

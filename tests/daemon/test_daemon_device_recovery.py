@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cardd.journal import KIND_INPUT, Journal
+from cardd.journal import Journal, input_of
 from firmware_bridge.messages import FaultCode, decode
 from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
@@ -53,9 +53,10 @@ def test_a_shoe_back_after_an_unplug_is_journaled_as_recovered(directory: Path) 
 def shoe_inputs(path: Path) -> list[str]:
     """The shoe's input records in journal order: the input type, a message's type and its event index."""
     with Journal.open(path, readonly=True) as journal:
-        records = journal.query(kind=KIND_INPUT, source="shoe-reader", limit=None)
-    return [r.data["type"] if r.data["type"] != "DeviceMessage" else
-            f"{type(decode(bytes.fromhex(r.data['message']))).__name__}@{r.data.get('event_index')}" for r in records]
+        inputs = [input_of(r.kind, r.data) for r in journal.query(limit=None)]
+    shoe = [data for data in inputs if data is not None and data.get("device") == "shoe-reader"]
+    return [data["type"] if data["type"] != "DeviceMessage" else
+            f"{type(decode(bytes.fromhex(data['message']))).__name__}@{data.get('event_index')}" for data in shoe]
 
 
 @pytest.mark.parametrize("batching_ms", [0, 50], ids=["acked-alone", "ack-and-events-in-one-read"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from structlog.testing import capture_logs
 
 from core.cards import Card, Orientation
 from drivers.memory import listen
@@ -163,6 +164,28 @@ def test_the_host_resumes_from_its_journal_and_gets_each_index_once_in_order():
         assert [i for i, _ in rig.indexed] == [3, 4, 5] and rig.indexed[0][1] == card(3)
         assert not any(isinstance(m, CardRead) for m in rig.messages)  # on_indexed instead, not both
         assert rig.conn.event_stats.duplicates_dropped == 3 and K.EVENT_GAP not in kinds(rig.events)
+        await rig.close()
+
+    run(main())
+
+
+def test_an_on_indexed_that_fails_is_logged_and_the_events_after_it_still_come():
+    async def main():
+        rig = Rig("events-callback-fails", journaled=0)
+
+        def indexed(index: int, msg: Message) -> None:
+            if index == 2:
+                raise RuntimeError("the owner's bug")
+            rig.indexed.append((index, msg))
+        rig.conn._on_indexed = indexed
+        await rig.open()
+        with capture_logs() as logs:
+            for index in (1, 2, 3):
+                rig.device.send(Event(index, card(index)))
+            await until(lambda: len(rig.indexed) == 2)
+        assert [i for i, _ in rig.indexed] == [1, 3] and rig.conn.event_stats.delivered == 3
+        [failed] = [e for e in logs if e["event"] == "on_indexed_failed"]
+        assert (failed["device"], failed["message"], failed["log_level"]) == (rig.line.url, "CardRead", "error")
         await rig.close()
 
     run(main())
