@@ -7,12 +7,11 @@ from pathlib import Path
 
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import INPUT_KEY, KIND_EVENT, KIND_INPUT, Journal, input_of
-from core.cards import Card, Orientation, shoe_composition
-from devices.tracker.inputs import DeviceMessage, LinkUp, to_json
+from core.cards import Card, Orientation
+from devices.tracker.inputs import DeviceMessage, to_json
 from devices.tracker.snapshot import snapshot
-from firmware_bridge.messages import (CardRead, DeckCheckResult, DeviceRole, Ident, ShoeLoaded, ShuffleComplete,
-                                      ShuffleProgress)
-from tests.daemon.service_rig import RULES, start, turn
+from firmware_bridge.messages import CardRead, ShoeLoaded
+from tests.daemon.service_rig import RULES, linked_and_shuffled, start, turn
 from tests.support.aio import run
 from tests.support.recorders import FakeClock
 
@@ -24,12 +23,7 @@ SECOND = DeviceMessage("shoe-reader", CardRead(2, Card.parse("9H"), Orientation.
 
 
 async def dealt_one_burn_card(service: TableService) -> None:
-    for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
-        await turn(service, LinkUp(name), DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 7)))
-    composition = shoe_composition(RULES.decks)
-    await turn(service, DeviceMessage("shuffler", ShuffleProgress(0, 0)),
-               DeviceMessage("shuffler", ShuffleComplete(sum(composition.values()), composition)),
-               DeviceMessage("shuffler", DeckCheckResult(True, RULES.decks, (), (), 0)))
+    await linked_and_shuffled(service)
     await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(0), 1))
     await turn(service, READ)
 

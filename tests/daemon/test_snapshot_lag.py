@@ -6,12 +6,11 @@ from pathlib import Path
 
 from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, TableService
 from cardd.journal import Journal
-from core.cards import Card, Orientation, shoe_composition
-from devices.tracker.inputs import DeviceMessage, LinkUp, NoMoreBets, OpenRound, PlaceBet
+from core.cards import Card, Orientation
+from devices.tracker.inputs import DeviceMessage, NoMoreBets, OpenRound, PlaceBet
 from devices.tracker.snapshot import restore, snapshot
-from firmware_bridge.messages import (CardRead, DeckCheckResult, DeviceRole, Heartbeat, Ident, ShoeLoaded,
-                                      ShuffleComplete, ShuffleProgress)
-from tests.daemon.service_rig import RULES, start, turn
+from firmware_bridge.messages import CardRead, Heartbeat, ShoeLoaded
+from tests.daemon.service_rig import RULES, linked_and_shuffled, start, turn
 from tests.support.aio import run
 from tests.support.recorders import FakeClock
 
@@ -28,12 +27,7 @@ def test_a_restart_replays_the_card_reads_after_the_last_snapshot_exactly(tmp_pa
         journal = Journal.open(path, create=True)
         service = TableService(RULES, journal, lambda event: None, clock=clock)
         service.restore(start())
-        for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
-            await turn(service, LinkUp(name), DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 7)))
-        composition = shoe_composition(RULES.decks)
-        await turn(service, DeviceMessage("shuffler", ShuffleProgress(0, 0)),
-                   DeviceMessage("shuffler", ShuffleComplete(sum(composition.values()), composition)),
-                   DeviceMessage("shuffler", DeckCheckResult(True, RULES.decks, (), (), 0)))
+        await linked_and_shuffled(service)
         await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(0)))
         index = 0
         for _ in range(RULES.shoe.burn_after_shuffle):
