@@ -118,6 +118,9 @@ def unit_of(ident: Ident | None) -> Unit | None:
 _last_unit: list[Any] = [None, None]
 
 
+#: the kinds of record that may carry an input (journal.input_of): only their data is read at a restart
+_CARRY_INPUTS = frozenset({KIND_INPUT, KIND_EVENT})
+
 #: device -> unit (None: not known, an older journal) -> the highest event index journaled for it
 EventMarks = dict[str, dict[Unit | None, int]]
 
@@ -128,14 +131,18 @@ def stored_table(stored: Mapping[str, Any]) -> Any:
     return stored[TABLE] if DEVICE_STATES in stored else stored
 
 
-def journaled_state(journal: Journal) -> tuple[dict[str, Any] | None, list[Record]]:
-    """What a restart restores from: the latest stored snapshot (None: none yet) and the records
-    journaled after it that carry an input (none after a clean stop: the stop record's commit
-    carries a snapshot): input records, and the events that carry the card read that caused them."""
+#: an input journaled after the latest snapshot: (the seq of the record carrying it, its JSON form)
+JournaledInput = tuple[int, Any]
+
+
+def journaled_state(journal: Journal) -> tuple[dict[str, Any] | None, list[JournaledInput]]:
+    """What a restart restores from: the latest stored snapshot (None: none yet) and the inputs
+    journaled after it (none after a clean stop: the stop record's commit carries a snapshot), as
+    journal.input_of reads them: input records, and the card reads their events carry."""
     latest = journal.latest_snapshot()
     after, stored = latest if latest is not None else (0, None)
-    return stored, [r for r in journal.entries_after(after)
-                    if r.kind == KIND_INPUT or (r.kind == KIND_EVENT and INPUT_KEY in r.data)]
+    carried = ((r.seq, input_of(r.kind, r.data)) for r in journal.entries_after(after) if r.kind in _CARRY_INPUTS)
+    return stored, [(seq, inp) for seq, inp in carried if inp is not None]
 
 
 def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
@@ -273,7 +280,7 @@ class TableService:
         seqs = self._commit()
         return seqs[0]
 
-    def _replayed(self, stored: dict[str, Any] | None, inputs: list[Record]) -> dict[str, Any]:
+    def _replayed(self, stored: dict[str, Any] | None, inputs: list[JournaledInput]) -> dict[str, Any]:
         """The table snapshot of the table ``stored`` describes after ``inputs``."""
         snap: dict[str, Any] | None = None if stored is None else stored_table(stored)
         devices: dict[str, dict[str, Any]] = {} if stored is None else stored.get(DEVICE_STATES, {})
@@ -293,12 +300,12 @@ class TableService:
                 checkpoint = devices.get(model.NAME)
                 if checkpoint is not None:
                     model.resume_checkpoint(checkpoint)
-        for record in inputs:
-            inp = from_json(input_of(record.kind, record.data))
+        for seq, journaled in inputs:
+            inp = from_json(journaled)
             try:
                 table.apply(inp)
             except CarddError as exc:  # refused the first time too: it changed what it changed then
-                log.info("replayed_input_refused", seq=record.seq, error=str(exc))
+                log.info("replayed_input_refused", seq=seq, error=str(exc))
             _note_event(marks, table, inp)
         merge_marks(self.event_marks, marks.marks)
         return snapshot(table)
@@ -347,7 +354,7 @@ class TableService:
             _note_index(batch.reads, device, read.index)
             if inp.event_index is not None:
                 _note_event(batch, self.table, inp)
-        if len(entries) > at + 1 and batch is self._batch:
+        if len(entries) > at + 1:
             event = entries[at + 1]
             if event.kind == KIND_EVENT and INPUT_KEY not in event.data:  # stamped when the read came in
                 entries[at:at + 2] = [event._replace(data={**event.data, INPUT_KEY: data}, ts_ns=ts_ns)]

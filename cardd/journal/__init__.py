@@ -17,8 +17,9 @@ from .records import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INP
 from .schema import MIN_RETENTION_DAYS
 
 __all__ = [
-    "INPUT_KEY", "input_of", "Encoded", "Entry", "ExportFile", "ExportResult", "Journal", "JournalBusy", "JournalConfigError", "JournalCorrupt", "JournalEntryError",
-    "JournalError", "JournalExportError", "JournalNotFound", "JournalWriteError", "KIND_COMMAND", "KIND_EVENT",
-    "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START", "KIND_STOP", "MIN_RETENTION_DAYS", "PruneResult",
-    "QUICK_CHECK_RECORDS", "Record", "RetentionStatus", "SEVERITIES", "VerifyResult",
+    "Encoded", "Entry", "ExportFile", "ExportResult", "INPUT_KEY", "Journal", "JournalBusy", "JournalConfigError",
+    "JournalCorrupt", "JournalEntryError", "JournalError", "JournalExportError", "JournalNotFound",
+    "JournalWriteError", "KIND_COMMAND", "KIND_EVENT", "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START",
+    "KIND_STOP", "MIN_RETENTION_DAYS", "PruneResult", "QUICK_CHECK_RECORDS", "Record", "RetentionStatus",
+    "SEVERITIES", "VerifyResult", "input_of",
 ]

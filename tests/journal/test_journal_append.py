@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 import sqlite3
 import threading
+from contextlib import closing
 from types import MappingProxyType
 
 import pytest
@@ -233,12 +234,9 @@ def _append_guard_in_form(path, form: str) -> None:
     Journal.open creates) or "legacy" (as journals made before 2026-11-27 hold it)."""
     Journal.open(path, create=True).close()
     if form == "legacy":
-        conn = sqlite3.connect(path, isolation_level=None)
-        try:
+        with closing(sqlite3.connect(path, isolation_level=None)) as conn:
             conn.execute("DROP TRIGGER records_append_in_order")
             conn.execute(LEGACY_APPEND_IN_ORDER)
-        finally:
-            conn.close()
 
 
 @pytest.mark.parametrize("form", ["current", "legacy"])
@@ -280,9 +278,8 @@ def test_a_journal_opens_and_appends_whichever_form_of_the_append_guard_it_holds
     with Journal.open(path) as journal:
         fill(journal, rounds=2, per_round=9)
         assert journal.verify().ok and journal.last_seq == 18
-    conn = sqlite3.connect(path)
-    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_append_in_order'").fetchone()
-    conn.close()
+    with closing(sqlite3.connect(path)) as conn:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records_append_in_order'").fetchone()
     assert ("max(seq)" in sql) == (form == "legacy")  # a journal keeps the form it was made with
 
 

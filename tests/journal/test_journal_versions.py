@@ -3,6 +3,7 @@ release's version when opened for writing (its records as they were)."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,21 +13,14 @@ from cardd.journal.schema import SCHEMA_VERSION
 
 
 def user_version(path: Path) -> int:
-    conn = sqlite3.connect(path)
-    try:
+    with closing(sqlite3.connect(path)) as conn:
         version: int = conn.execute("PRAGMA user_version").fetchone()[0]
         return version
-    finally:
-        conn.close()
 
 
 def set_user_version(path: Path, version: int) -> None:
-    conn = sqlite3.connect(path)
-    try:
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute(f"PRAGMA user_version = {version}")
-        conn.commit()
-    finally:
-        conn.close()
 
 
 @pytest.fixture
