@@ -80,7 +80,8 @@ class Endpoint(abc.ABC, Generic[D]):
         self._stopped: asyncio.Event | None = None
         self.streaming = Streaming.HELD
         self._next_event = 0  # the index of the next event to send on this link
-        self._in_flight: set[asyncio.Future] = set()  # event sends the link has not acknowledged
+        #: event sends on this link not yet seen acknowledged, in order (see _events_acked)
+        self._in_flight: deque[asyncio.Future] = deque()
         self._progress = asyncio.Event()  # anything _flush() looks at changed
         self.link_events: list[tuple[str, str]] = []
 
@@ -202,10 +203,13 @@ class Endpoint(abc.ABC, Generic[D]):
         self.link_events.append((event.value, detail))
         if event in (LinkEvent.UP, LinkEvent.PEER_RESET, LinkEvent.FAILED):
             self._hold_events()  # what was in flight is sent again once a host resumes
+        else:  # closed: what was in flight failed
+            self._settle_failed(self._in_flight)
 
     def _hold_events(self) -> None:
         self.streaming = Streaming.HELD
-        self._in_flight = set()  # the old link's sends fail on their own; their callbacks see another set
+        self._settle_failed(self._in_flight)
+        self._in_flight = deque()  # the old link's sends failed (a reset or close fails them all at once)
         self._progress.set()
 
     # ---- device side ---------------------------------------------------------------
@@ -263,20 +267,29 @@ class Endpoint(abc.ABC, Generic[D]):
             return  # no proof of life into a link nobody listens on
         self._send(msg)
 
-    def _send(self, msg: Message, in_flight: set[asyncio.Future] | None = None) -> asyncio.Future:
-        """Send ``msg``; an event's send goes into ``in_flight`` (the set of the link it was sent
-        on) until the link acknowledged it or gave up on it."""
+    def _send(self, msg: Message) -> asyncio.Future:
+        """Send ``msg`` (not an event: see _send_event); the backlog _flush() waits on counts it
+        until the link acknowledged it or gave up on it."""
         assert self.link is not None
         future = self.link.send(encode(msg))
-        if in_flight is None:
-            future.add_done_callback(self._sent)
-        else:  # one callback, not three: each costs a loop handle per card
-            in_flight.add(future)
-            future.add_done_callback(lambda done: self._event_sent(done, in_flight))
+        future.add_done_callback(self._sent)
         self._unacked.append(future)
         while self._unacked and self._unacked[0].done():
             self._unacked.popleft()
         return future
+
+    def _send_event(self, msg: Message) -> None:
+        """Send an event (or a 1.0 host's bare event) on the link as it is now. Its send has no
+        done callback (each would cost a loop handle a card): the link acknowledges sends in
+        order, so _events_acked finds them done at the front of _in_flight after each chunk
+        of the host's bytes; a reset or close fails them all at once, and a link event says so."""
+        assert self.link is not None
+        future = self.link.send(encode(msg))
+        if future.done():  # refused at once (the link's queue full): this link's stream goes on past it
+            discard_outcome(future)
+            self._progress.set()
+            return
+        self._in_flight.append(future)
 
     def _sent(self, future: asyncio.Future) -> None:
         """Any message acknowledged by the link (or its send failed): the backlog _flush() waits on
@@ -304,22 +317,37 @@ class Endpoint(abc.ABC, Generic[D]):
             index = self._next_event
             self._next_event += 1
             if self.streaming is Streaming.NUMBERED:
-                self._send(Event(index, store.get(index)), in_flight)
+                self._send_event(Event(index, store.get(index)))
             else:  # a 1.0 host confirms nothing: what it got is all it gets
-                self._send(store.get(index), in_flight)
+                self._send_event(store.get(index))
                 store.confirm(index)
 
-    def _event_sent(self, future: asyncio.Future, in_flight: set[asyncio.Future]) -> None:
-        self._sent(future)
-        in_flight.discard(future)
-        if in_flight is self._in_flight:  # not a send of a link that is gone
-            self._pump()
+    def _events_acked(self) -> None:
+        """After the link took in the host's bytes: the event sends it acknowledged leave the
+        window (acknowledged in order: a prefix of _in_flight), and the window sends more."""
+        in_flight = self._in_flight
+        if not in_flight or not in_flight[0].done():
+            return
+        while in_flight and in_flight[0].done():
+            discard_outcome(in_flight.popleft())
+        self._progress.set()
+        self._pump()
+
+    @staticmethod
+    def _settle_failed(futures: deque[asyncio.Future]) -> None:
+        """Retrieve the failures of the sends a reset or close ended (asyncio logs one never
+        retrieved); the rest stay where they are."""
+        for future in futures:
+            if future.done():
+                discard_outcome(future)
 
     def _backlog(self) -> int:
         """Messages sent and unacknowledged plus events not yet sent on this link."""
         while self._unacked and self._unacked[0].done():
             self._unacked.popleft()
-        unacked = sum(not future.done() for future in self._unacked)
+        # counted in C (a generator's frame a future cost more than the count, every YIELD_EVERY cards)
+        unacked = (len(self._unacked) - sum(map(asyncio.Future.done, self._unacked))
+                   + len(self._in_flight) - sum(map(asyncio.Future.done, self._in_flight)))
         store = self.device.events
         if self.streaming is Streaming.HELD:
             return unacked + len(store)  # what a resuming host will be sent again
@@ -350,6 +378,7 @@ class Endpoint(abc.ABC, Generic[D]):
         damaged = self.wire.from_host(data)
         if damaged and self.link is not None:
             self.link.bytes_received(damaged)
+            self._events_acked()
 
     # ---- the transport (subclasses) ------------------------------------------------
 
