@@ -259,8 +259,16 @@ class Endpoint(abc.ABC, Generic[D]):
 
     def _emit(self, msg: Message) -> None:
         if type(msg) in EVENT_MESSAGES and self.device.speaks_1_1:
-            self.device.events.add(msg)
-            self._pump()
+            index = self.device.events.add(msg)
+            link = self.link
+            if (index == self._next_event and self.streaming is Streaming.NUMBERED and link is not None
+                    and link.state is LinkState.UP and len(self._in_flight) < EVENT_WINDOW):
+                # the card path: streaming, nothing waits before this event and the window has
+                # room, so _pump would send this event alone; sent here without its lookups
+                self._next_event = index + 1
+                self._send_event(Event(index, msg))
+            else:
+                self._pump()
             return
         link = self.link
         if link is None or (isinstance(msg, Heartbeat) and link.state is not LinkState.UP):
@@ -329,7 +337,9 @@ class Endpoint(abc.ABC, Generic[D]):
         if not in_flight or not in_flight[0].done():
             return
         while in_flight and in_flight[0].done():
-            discard_outcome(in_flight.popleft())
+            done = in_flight.popleft()
+            if not done.cancelled():  # discard_outcome inline: once a card
+                done.exception()
         self._progress.set()
         self._pump()
 
