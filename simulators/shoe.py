@@ -37,6 +37,11 @@ MAX_CARDS = 0xFFFF
 #: (the link's send queue is bounded)
 BACKLOG = 256
 
+# the enum members a card's read uses, looked up once: on Python 3.11 a member read from its
+# class goes through EnumType.__getattr__ (about 70 ns, several a card)
+_DEALING = DeviceState.DEALING
+_FACE_UP, _FACE_DOWN = Orientation.FACE_UP, Orientation.FACE_DOWN
+
 
 def check_cut(cut_at: int | None, cards: int) -> None:
     """ValueError unless a cut card after card ``cut_at`` lies within a load of ``cards``."""
@@ -136,7 +141,8 @@ class SimulatedShoe(SimulatedDevice):
                 await asyncio.sleep(0)
             self._pending -= 1
             self._read_one(self._stack.pop())
-            if await self.step_reached(self.index):
+            faults = self.faults  # the one-shot switches step_reached applies: mostly off, so no coroutine a card
+            if (faults.disconnect_for is not None or faults.reboot_at is not None) and await self.step_reached(self.index):
                 return
         self._pending = 0
         if not self._stack and self.device_state is DeviceState.DEALING:
@@ -144,22 +150,22 @@ class SimulatedShoe(SimulatedDevice):
             self.emit(ShoeEmpty(self.index, self.uptime_ms))
 
     def _read_one(self, card: StackCard) -> None:
-        self.index += 1
+        self.index = index = self.index + 1
         self.dealt.append(card)
-        self.device_state = DeviceState.DEALING
+        self.device_state = _DEALING
         self.counters["cards"] += 1
         now = self.uptime_ms
+        faults = self.faults
         read: Message | None = None
-        if self.index == self.faults.skip_read_at:
+        if index == faults.skip_read_at:
             pass  # the card left unseen: its index is never reported
-        elif card is None or self.index == self.faults.unreadable_at:
-            read = UnreadableCard(self.index, now)
+        elif card is None or index == faults.unreadable_at:
+            read = UnreadableCard(index, now)
         else:
-            face_up = self.index == self.faults.face_up_at
-            read = CardRead(self.index, card, Orientation.FACE_UP if face_up else Orientation.FACE_DOWN, now)
+            read = CardRead(index, card, _FACE_UP if index == faults.face_up_at else _FACE_DOWN, now)
         if read is not None:
             self.emit(read)
-            if self.index == self.faults.repeat_read_at:
+            if index == self.faults.repeat_read_at:
                 self.emit(read)  # the same read again: the host must not deal it twice
-        if self.index == self.cut_at:
-            self.emit(CutCardSeen(self.index, now))
+        if index == self.cut_at:
+            self.emit(CutCardSeen(index, now))
