@@ -161,7 +161,7 @@ class SimulatedDevice:
     @property
     def speaks_1_1(self) -> bool:
         """Numbered events and request ids (docs/protocol.md §3.2, §3.3); off with ``legacy_1_0``."""
-        return self.protocol_minor >= 1
+        return not self.faults.legacy_1_0  # protocol_minor >= 1, without its call (asked once an event)
 
     def cards_held(self) -> int:
         return 0

@@ -68,6 +68,12 @@ class Streaming(enum.Enum):
     PLAIN = "plain"  # to a 1.0 host, as the bare message (kept only until sent)
 
 
+# the enum members the card path compares with, looked up once: on Python 3.11 a member read
+# from its class goes through EnumType.__getattr__ (about 70 ns)
+_NUMBERED = Streaming.NUMBERED
+_LINK_UP = LinkState.UP
+
+
 class Endpoint(abc.ABC, Generic[D]):
     def __init__(self, device: D, *, link_config: LinkConfig | None = None) -> None:
         self.device = device
@@ -261,8 +267,8 @@ class Endpoint(abc.ABC, Generic[D]):
         if type(msg) in EVENT_MESSAGES and self.device.speaks_1_1:
             index = self.device.events.add(msg)
             link = self.link
-            if (index == self._next_event and self.streaming is Streaming.NUMBERED and link is not None
-                    and link.state is LinkState.UP and len(self._in_flight) < EVENT_WINDOW):
+            if (index == self._next_event and self.streaming is _NUMBERED and link is not None
+                    and link.state is _LINK_UP and len(self._in_flight) < EVENT_WINDOW):
                 # the card path: streaming, nothing waits before this event and the window has
                 # room, so _pump would send this event alone; sent here without its lookups
                 self._next_event = index + 1
