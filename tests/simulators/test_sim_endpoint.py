@@ -5,17 +5,22 @@ inside a payload callback gets nothing more of the old link."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 
 import pytest
 
 from firmware_bridge.framing import Frame, FrameKind, encode_frame
 from firmware_bridge.link import LinkState
-from firmware_bridge.messages import ClearFault, FaultCode, Heartbeat, Message, StatusRequest, encode
+from firmware_bridge.messages import CardRead, ClearFault, FaultCode, Heartbeat, Message, ShoeEmpty, StatusRequest, encode
 from firmware_bridge.session import SessionConfig
+from simulators import endpoint as endpoint_module
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
+from simulators.stack import full_shoe
 
 from tests.e2e.e2e_rig import open_host
+from tests.support.poll import until
 
 pytestmark = pytest.mark.timeout(60)
 #: a host that says nothing for a minute after its handshake (no heartbeat, no request)
@@ -104,3 +109,57 @@ def test_a_device_that_reboots_inside_a_payload_callback_gets_nothing_more_of_th
         rebooted, state, handled = endpoint.call(feed)
         assert rebooted != boot and state == "resetting"  # the new link says RESET to the host
         assert handled == [(boot, "ClearFault")]
+
+
+def test_the_event_window_sends_more_as_the_host_acknowledges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Event sends have no done callback: after each chunk of the host's bytes the endpoint finds
+    the acknowledged ones at the front of its window and sends what waited. With a window of 2,
+    20 cards dealt in one go reach the host, in order, then ShoeEmpty; nothing but the host's
+    ACKs frees the window for the reads after the last card."""
+    monkeypatch.setattr(endpoint_module, "EVENT_WINDOW", 2)
+
+    async def main(endpoint: PtyEndpoint) -> None:
+        host = await open_host(endpoint.url, QUIET_HOST)
+        try:
+            stack = full_shoe(1)[:20]
+            await asyncio.to_thread(endpoint.call, endpoint.device.load, stack)
+            await asyncio.to_thread(endpoint.call, endpoint.device.deal, len(stack))
+            await host.until(lambda: host.of(ShoeEmpty))
+            assert [(read.index, read.card) for read in host.of(CardRead)] == list(enumerate(stack, 1))
+        finally:
+            await host.conn.close()
+
+    with PtyEndpoint(SimulatedShoe(heartbeat_s=0)) as endpoint:
+        asyncio.run(main(endpoint))
+
+
+def test_events_in_flight_when_the_link_goes_leave_no_unretrieved_failure(caplog: pytest.LogCaptureFixture) -> None:
+    """The device reboots while its link holds unacknowledged event sends (the wire holds its
+    frames back): the old link fails them all, and the endpoint retrieves those failures, so
+    asyncio logs no 'Future exception was never retrieved' once they are collected."""
+    async def main(endpoint: PtyEndpoint) -> None:
+        host = await open_host(endpoint.url, QUIET_HOST)
+        try:
+            endpoint.set_faults(slow_ack_ms=2000)  # the reads below are sent, and not acknowledged yet
+            sent_before = endpoint.state()["link_stats"].data_sent
+            stack = full_shoe(1)[:5]
+            await asyncio.to_thread(endpoint.call, endpoint.device.load, stack)
+            await asyncio.to_thread(endpoint.call, endpoint.device.deal, len(stack))
+            await until(lambda: endpoint.state()["cards_out"] == len(stack))
+
+            def reboot_with_reads_in_flight() -> int:
+                assert endpoint.link is not None
+                sent = endpoint.link.stats.data_sent - sent_before  # ShoeLoaded, the reads, ShoeEmpty
+                endpoint.device.reboot()
+                gc.collect()  # the failed sends the old link held go now: asyncio logs one never retrieved at once
+                return sent
+
+            assert await asyncio.to_thread(endpoint.call, reboot_with_reads_in_flight) == len(stack) + 2
+            assert host.of(CardRead) == []  # none acknowledged: the wire still held them
+            assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+        finally:
+            await host.conn.close()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with PtyEndpoint(SimulatedShoe(heartbeat_s=0)) as endpoint:
+            asyncio.run(main(endpoint))
