@@ -53,11 +53,17 @@ class EventStore:
         """The host journaled every event up to ``up_to``: forget them. An index beyond the
         newest event (a host that journaled more than this store ever numbered: a factory
         reset or another unit) moves the numbering past it, so no new event reuses an index."""
+        events = self._events
         if up_to > self.last_index:
             self.last_index = up_to
-            self._events.clear()
-        while self._events and self.first_index <= up_to:
-            self._events.popleft()
+            events.clear()
+        # the kept events from first_index through up_to go (first_index taken once, not an event)
+        forget = min(len(events), up_to - self.first_index + 1)
+        if forget == len(events):
+            events.clear()
+        else:
+            for _ in range(forget):
+                events.popleft()
         self.confirmed = max(self.confirmed, up_to)
 
     def resume(self, journaled: int) -> list[EventsDropped]:

@@ -142,8 +142,9 @@ class SimulatedShoe(SimulatedDevice):
             self._pending -= 1
             self._read_one(self._stack.pop())
             faults = self.faults  # the one-shot switches step_reached applies: mostly off, so no coroutine a card
-            if (faults.disconnect_for is not None or faults.reboot_at is not None) and await self.step_reached(self.index):
-                return
+            if faults.disconnect_for is not None or faults.reboot_at is not None:
+                if await self.step_reached(self.index):
+                    return
         self._pending = 0
         if not self._stack and self.device_state is DeviceState.DEALING:
             self.device_state = DeviceState.EMPTY
