@@ -101,6 +101,7 @@ class _Client:
         self.queue: deque[bytes] = deque()
         self.wake = asyncio.Event()
         self._flush_handle: asyncio.Handle | None = None
+        self._offered = False  # events queued that the server's flush writes out (offer_event)
         self._draining = False  # the writer task waits for the peer to take what was written
         self._high_water = writer.transport.get_write_buffer_limits()[1]
         self.room = asyncio.Event()
@@ -126,12 +127,6 @@ class _Client:
             self._flush_handle = self.loop.call_soon(self._flush)
         return True
 
-    def flush_now(self) -> None:
-        """:meth:`_flush` now instead of at the end of this loop turn (ApiServer.flush)."""
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush()
-
     def _flush(self) -> None:
         """What this loop turn queued, in one write (module docstring); the writer task's job
         instead while it waits for the peer or the socket's buffer is full."""
@@ -147,16 +142,20 @@ class _Client:
         self.room.set()
         transport.write(data)
 
-    def offer_event(self, seq: int, line: bytes) -> None:
-        """A published event: queued once, in sequence order, never twice."""
+    def offer_event(self, seq: int, line: bytes) -> bool:
+        """A published event: queued once, in sequence order, never twice. True when the caller
+        is to write the queue out (:meth:`flush_offered`, once for all its events): the hot path
+        schedules no flush of its own (a handle made and cancelled per watcher and commit was a
+        fifth of a lone card's fan-out to 50 watchers)."""
         if (self.pending is None and seq > self.last_seq and not self.closing
                 and len(self.queue) < self.limits.queue):
             # the hot path (every record, every watcher): deliver() and send() in one step
             self.last_seq = seq
             self.queue.append(line)
-            if self._flush_handle is None:
-                self._flush_handle = self.loop.call_soon(self._flush)
-            return
+            if self._offered:
+                return False
+            self._offered = True
+            return True
         if self.pending is not None:
             if len(self.pending) >= self.limits.queue:
                 self.drop_lagging()
@@ -164,6 +163,15 @@ class _Client:
                 self.pending.append((seq, line))
         else:
             self.deliver(seq, line)
+        return False
+
+    def flush_offered(self) -> None:
+        """Write out what :meth:`offer_event` queued (and anything else queued) now."""
+        self._offered = False
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self._flush()
 
     def deliver(self, seq: int, line: bytes) -> None:
         """An event to the client unless it had that one already (replay and live overlap)."""
@@ -283,6 +291,8 @@ class ApiServer:
         self._watchers: set[_Client] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_seq: int | None = None
+        self._offered: list[_Client] = []  # watchers with published lines to write (flush)
+        self._flush_handle: asyncio.Handle | None = None
 
     @property
     def client_count(self) -> int:
@@ -359,16 +369,29 @@ class ApiServer:
         """Send a journaled event to every watcher. Call it on the loop, after the event is
         durable in the journal and in sequence order; it never waits."""
         line = encode_line(event)
-        self._last_seq = event.seq
+        seq = self._last_seq = event.seq
+        offered = self._offered
         for client in tuple(self._watchers):
-            client.offer_event(event.seq, line)
+            if client.offer_event(seq, line):
+                offered.append(client)
+        if offered:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
-        """Write what :meth:`publish` queued for each watcher now, not at the end of this loop turn:
-        the daemon calls it after each commit's records, so a card's line leaves before the rest of
-        what the commit does (confirming the events to the devices). One write a watcher still."""
-        for client in tuple(self._watchers):
-            client.flush_now()
+        """Write what :meth:`publish` queued for each watcher now: at the end of the loop turn
+        (one handle for all watchers), or sooner when the daemon calls it after a commit's
+        records, so a card's line leaves before the rest of what the commit does (confirming the
+        events to the devices). One write a watcher."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        offered, self._offered = self._offered, []
+        for client in offered:
+            client.flush_offered()
 
     # -- connections ---------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -521,8 +544,9 @@ class ApiServer:
         through = self._last_seq if replayed is None or (self._last_seq or 0) >= replayed else replayed
         if not client.closing:
             client.send(encode_line(Ack(id=request.id, seq=through)))
-        for seq, line in pending:
-            client.offer_event(seq, line)
+        if any([client.offer_event(seq, line) for seq, line in pending]):  # a list: all offered
+            self._offered.append(client)
+            self._schedule_flush()
         return None
 
     async def _replay(self, client: _Client, since_seq: int) -> int | None:

@@ -39,14 +39,21 @@ EXIT_OK, EXIT_STARTUP, EXIT_CONFIG = 0, 1, 2
 log = structlog.get_logger("cardd")
 
 
-def check_config(path: str) -> CarddConfig:
+def check_config(path: str) -> tuple[CarddConfig, list[str]]:
     """The configuration, its rules file and its firmware key, all loaded, and the journal's directory
-    there; ConfigError otherwise."""
+    there; ConfigError otherwise. Also what the daemon can run with but the table cannot do (one
+    line each, naming the file and the keys): ``--check-config`` prints them, the daemon logs them."""
     config = load_config(path)
     try:
         rules = load_rules(config.table.rules)
     except RulesError as exc:
         raise ConfigError(path, str(exc), "table.rules") from None
+    warnings = []
+    if rules.shoe.shuffle == "automatic" and config.devices.shuffler is None:
+        # the shoe and the API still work (a technician's bench), but no shoe can be verified
+        warnings.append(f'{path}: devices.shuffler is not set, but {config.table.rules} says [shoe] shuffle = '
+                        f'"automatic": the table cannot start a shoe (hand shuffles are refused); set '
+                        f'devices.shuffler, or use rules that say shuffle = "hand"')
     journal_dir = config.journal.path.parent
     if not journal_dir.is_dir():  # the daemon creates the journal, never its directory (the unit's StateDirectory)
         raise ConfigError(path, f"{config.journal.path}: the directory {journal_dir} does not exist", "journal.path")
@@ -64,7 +71,7 @@ def check_config(path: str) -> CarddConfig:
             raise ConfigError(path, f"{key}: {exc.strerror}", "firmware.public_key") from None
         except CarddError as exc:
             raise ConfigError(path, f"{key}: {exc}", "firmware.public_key") from None
-    return config
+    return config, warnings
 
 
 def journal_not_writable(journal: Path) -> str | None:
@@ -136,15 +143,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.check_config:
         try:
-            config = check_config(args.config)
+            config, cannot = check_config(args.config)
         except ConfigError as exc:
             print(f"cardd: {exc}", file=sys.stderr)
             return EXIT_CONFIG
         print(f"{args.config}: ok (rules {config.table.rules}, journal {config.journal.path}, "
               f"socket {config.api.socket})")
+        for warning in cannot:
+            print(f"cardd: warning: {warning}", file=sys.stderr)
         return EXIT_OK
 
     simulation: Simulation | None = None
+    warnings: list[str] = []
     try:
         if args.simulate:
             if args.state_dir is not None:
@@ -156,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, "
                   f"shoe {config.devices.shoe}, shuffler {config.devices.shuffler}", flush=True)
         else:
-            config = check_config(args.config)
+            config, warnings = check_config(args.config)
             config_path = args.config
     except ConfigError as exc:
         print(f"cardd: {exc}", file=sys.stderr)
@@ -168,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STARTUP
     configure_logging(args.log_format or config.log.format, config.log.level)
     logging.getLogger("transitions").setLevel(logging.WARNING)  # every state machine step at info: noise
+    for warning in warnings:
+        log.warning("config_warning", warning=warning)
     try:
         asyncio.run(serve(config, config_path, simulation))
     except StartupError as exc:

@@ -29,8 +29,8 @@ from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
                       Record, RecordRow, canonical_json, chain_rows, iso_ns, to_ns)
-from .schema import (APPLICATION_ID, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS, SCHEMA,
-                     SCHEMA_VERSION, TRIGGER_NAMES)
+from .schema import (APPLICATION_ID, GUARD_FORMS, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS,
+                     SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES)
 
 QUICK_CHECK_RECORDS = 1000  # records re-hashed on every open, back from the head
 KEEP_SNAPSHOTS = 3
@@ -678,11 +678,19 @@ def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[in
 
 
 def _missing_guards(conn: sqlite3.Connection) -> str | None:
-    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    missing = TRIGGER_NAMES - present
-    if not missing:
-        return None
-    return f"the append-only guards {', '.join(sorted(missing))} are missing (the file was edited outside cardd)"
+    """What is wrong with the append-only guards (the triggers), or None: a check of their text,
+    not only of their names, so a guard rewritten to guard nothing is refused like a dropped one."""
+    present: dict[str, str | None] = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+    missing = TRIGGER_NAMES - present.keys()
+    if missing:
+        return f"the append-only guards {', '.join(sorted(missing))} are missing (the file was edited outside cardd)"
+    altered = sorted(name for name in TRIGGER_NAMES if present[name] not in GUARD_FORMS[name])
+    if altered:
+        return f"the append-only guards {', '.join(altered)} were rewritten (the file was edited outside cardd)"
+    foreign = sorted(present.keys() - TRIGGER_NAMES)
+    if foreign:
+        return f"triggers cardd does not make were added: {', '.join(foreign)} (the file was edited outside cardd)"
+    return None
 
 
 def _full_check(conn: sqlite3.Connection) -> VerifyResult:

@@ -97,8 +97,8 @@ BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 """
 TRIGGER_NAMES = frozenset(re.findall(r"CREATE TRIGGER (\w+)", TRIGGERS))
 #: records_append_in_order as journals made before 2026-11-27 hold it: the same rule, two lookups
-#: of the records a row (the check on open asks for the guards by name, so both forms pass; a
-#: journal keeps the form it was made with: no trigger is rewritten in place)
+#: of the records a row (the check on open accepts both forms, GUARD_FORMS; a journal keeps the
+#: form it was made with: no trigger is rewritten in place)
 LEGACY_APPEND_IN_ORDER = """
 CREATE TRIGGER records_append_in_order BEFORE INSERT ON records
 WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM records), (SELECT seq FROM anchor)) + 1
@@ -106,6 +106,20 @@ WHEN NEW.seq IS NOT coalesce((SELECT max(seq) FROM records), (SELECT seq FROM an
 BEGIN SELECT RAISE(ABORT, 'a journal record must carry the next seq and the previous record''s hash'); END;
 """
 SCHEMA = TABLES + TRIGGERS
+
+
+def _trigger_texts(script: str) -> dict[str, str]:
+    """name -> the text SQLite keeps of each CREATE TRIGGER in ``script`` (its sqlite_master.sql)."""
+    return {found.group(2): found.group(1)
+            for found in re.finditer(r"(CREATE TRIGGER (\w+)\b.*?\bEND);", script, re.S)}
+
+
+#: every form of each guard a journal made by cardd holds, as SQLite keeps its text: the check on
+#: open refuses a guard missing, rewritten (a trigger of the same name that guards less) or joined
+#: by a trigger cardd never makes
+GUARD_FORMS: dict[str, frozenset[str]] = {
+    name: frozenset({text} | ({_trigger_texts(LEGACY_APPEND_IN_ORDER)[name]} if name == "records_append_in_order" else set()))
+    for name, text in _trigger_texts(TRIGGERS).items()}
 
 
 # the body of a record as SQLite builds it (records.body_bytes in SQL), so verify reads it

@@ -209,7 +209,7 @@ def test_a_journal_directory_the_service_user_cannot_write_is_named_by_check_con
         directory: Path) -> None:
     """The directory root made (0755, root's): the service user could read its configuration and
     would die at the first commit; --check-config, run as that user, names the directory instead."""
-    config = write_config(directory, "serial:///dev/cardd/shoe", None)
+    config = write_config(directory, "serial:///dev/cardd/shoe", "serial:///dev/cardd/shuffler")
     for args in (("--check-config",), ()):
         code, err = run_cardd_as(SERVICE_UID, *args, "--config", str(config))
         assert code == 2 and err.count("\n") == 1, err

@@ -234,6 +234,31 @@ def test_check_config_good_and_bad(directory):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "no such file" in result.stderr
 
 
+def test_automatic_shuffle_rules_without_a_shuffler_are_a_warning_of_check_config_and_at_start(directory):
+    """The daemon runs (a technician's shoe on a bench), but such a table could never start a shoe."""
+    shoe_only = write_config(directory, "serial:///dev/cardd/shoe", None)  # casino-000: shuffle = "automatic"
+    result = run_cardd("--check-config", "--config", str(shoe_only))
+    assert result.returncode == 0 and result.stdout.startswith(f"{shoe_only}: ok"), result
+    (warning,) = result.stderr.splitlines()
+    assert warning.startswith("cardd: warning:") and "devices.shuffler" in warning and '"automatic"' in warning
+    assert str(shoe_only) in warning
+    by_hand = directory / "by-hand.toml"
+    by_hand.write_text(shoe_only.read_text().replace("casino-000.toml", "casino-003.toml"))
+    result = run_cardd("--check-config", "--config", str(by_hand))
+    assert result.returncode == 0 and result.stderr == "", result
+    with_shuffler = directory / "with-shuffler.toml"
+    with_shuffler.write_text(shoe_only.read_text().replace("[devices]", '[devices]\nshuffler = "serial:///dev/cardd/shuffler"'))
+    result = run_cardd("--check-config", "--config", str(with_shuffler))
+    assert result.returncode == 0 and result.stderr == "", result
+    daemon = Daemon(["--config", str(shoe_only), "--log-format", "json"], directory / "cardd.sock")
+    daemon.client().close()
+    code, err = daemon.stop()
+    assert code == 0
+    logged = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [line["warning"] for line in logged if line.get("event") == "config_warning"] == [warning.removeprefix(
+        "cardd: warning: ")]
+
+
 def test_a_corrupt_journal_refuses_to_start_in_one_line(directory):
     with simulate(directory) as daemon:
         daemon.client().close()

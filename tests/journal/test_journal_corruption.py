@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -123,3 +124,19 @@ def test_removed_guards_are_refused(path):
     conn.close()
     error = open_error(path)
     assert "records_no_update" in error.problem and error.seq is None
+
+
+def test_a_guard_rewritten_to_guard_nothing_is_refused_like_a_removed_one(path):
+    """The same name, no guard: the check by names alone let it pass."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("DROP TRIGGER records_no_update")
+        conn.execute("CREATE TRIGGER records_no_update BEFORE UPDATE ON records BEGIN SELECT 1; END")
+    error = open_error(path)
+    assert "records_no_update" in error.problem and "rewritten" in error.problem and error.seq is None
+
+
+def test_a_trigger_cardd_does_not_make_is_refused(path):
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("CREATE TRIGGER records_quietly AFTER INSERT ON records BEGIN SELECT 1; END")
+    error = open_error(path)
+    assert "records_quietly" in error.problem and error.seq is None
