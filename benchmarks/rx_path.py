@@ -167,7 +167,7 @@ async def run(shoes: int, profile: str | None) -> tuple[int, float]:
         device.deal(shoe)
         await feed.empty.wait()
         cards += DECKS * 52
-    if profiler is not None:
+    if profiler is not None and profile:
         profiler.disable()
         profiler.dump_stats(profile)
     cpu = time.process_time() - before

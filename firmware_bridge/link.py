@@ -19,7 +19,7 @@ import structlog
 from core.callbacks import call_logged
 from drivers.aio import RateLimitedLog
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
-from firmware_bridge.framing import MAX_PAYLOAD, Frame, FrameDecoder, FrameKind, wire_frame
+from firmware_bridge.framing import MAX_PAYLOAD, FrameDecoder, FrameKind, wire_frame
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
     MIN_CWND,
     NONCE_LEN,
@@ -165,13 +165,13 @@ class Link:
         if self._state is LinkState.CLOSED:
             return
         accepted = self._accepted
-        for frame in self._decoder.feed(data):
+        for kind, seq, ack, payload in self._decoder.feed_fields(data):
             self._stats.frames_received += 1
-            if accepted and frame.kind in _RESETS:  # what came before a reset is delivered before it
+            if accepted and kind in _RESETS:  # what came before a reset is delivered before it
                 self._hand_over()
                 if self._state is LinkState.CLOSED:
                     return
-            self._handle(frame)
+            self._handle(kind, seq, ack, payload)
         if self._ack_due and self._state is LinkState.UP:
             self._write(FrameKind.ACK, 0, self._rx_next)
         if accepted:
@@ -209,12 +209,11 @@ class Link:
 
     # ---- receiving -------------------------------------------------------------------
 
-    def _handle(self, frame: Frame) -> None:
-        kind = frame.kind
+    def _handle(self, kind: FrameKind, seq: int, ack: int, payload: bytes) -> None:
         if kind is FrameKind.RESET:
-            self._peer_reset(frame.payload)
+            self._peer_reset(payload)
         elif kind is FrameKind.RESET_ACK:
-            if self._state is LinkState.RESETTING and frame.payload == self._my_nonce:
+            if self._state is LinkState.RESETTING and payload == self._my_nonce:
                 self._retries = 0
                 self._cancel_timer()
                 self._set_state(LinkState.UP, LinkEvent.UP, "reset acknowledged")
@@ -223,14 +222,14 @@ class Link:
             return  # DATA/ACK/NAK of a link not (or no longer) established: the peer will resend
         elif kind is FrameKind.DATA:
             self._peer_spoke = True
-            self._acked(frame.ack)
-            self._data(frame)
+            self._acked(ack)
+            self._data(seq, payload)
         else:
             self._peer_spoke = True
-            self._acked(frame.ack)
+            self._acked(ack)
             if kind is FrameKind.NAK:
                 self._stats.naks_received += 1
-                if self._unacked and self._unacked[0].seq == frame.ack:
+                if self._unacked and self._unacked[0].seq == ack:
                     self._retransmit()
 
     def _peer_reset(self, nonce: bytes) -> None:
@@ -245,13 +244,13 @@ class Link:
         else:  # a repeat of a RESET we already accepted: our RESET_ACK was lost, say it again
             self._write(FrameKind.RESET_ACK, 0, 0, nonce)
 
-    def _data(self, frame: Frame) -> None:
-        ahead = _seq_distance(self._rx_next, frame.seq)
+    def _data(self, seq: int, payload: bytes) -> None:
+        ahead = _seq_distance(self._rx_next, seq)
         if ahead == 0:
             self._rx_next = (self._rx_next + 1) % SEQ_MOD
             self._ack_due = True
             self._nak_sent = False
-            self._accepted.append(frame.payload)  # handed over after the ACK (bytes_received)
+            self._accepted.append(payload)  # handed over after the ACK (bytes_received)
         elif ahead < SEQ_MOD // 2:
             self._stats.out_of_order += 1
             # NAK once per gap, and again when a frame no further ahead than one already seen
