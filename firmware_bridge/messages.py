@@ -107,6 +107,9 @@ _REGISTRY: dict[int, type[Message]] = {}
 
 
 
+_Struct = struct.Struct  # (a _FixedBody field is named struct)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _FixedBody:
     """A message type whose fields all have a fixed width: its body as one struct, read and
@@ -119,6 +122,11 @@ class _FixedBody:
     values: typing.Callable[[typing.Any], tuple[typing.Any, ...]]
     #: (position, write) of the fields whose value is not the integer written (a card, an enum)
     converted: tuple[tuple[int, typing.Callable[[typing.Any], int]], ...]
+    #: the message class, the body without its type byte as one struct, and (position, read) of
+    #: the fields whose value is not the integer read (KeyError for a byte that is none)
+    cls: type[Message]
+    body: _Struct
+    reads: tuple[tuple[int, typing.Callable[[int], typing.Any]], ...]
 
 
 _FIXED: dict[int, _FixedBody] = {}
@@ -151,7 +159,9 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
                       else (lambda msg, name=names[0]: (getattr(msg, name),)))
             _FIXED[code] = _FixedBody(struct.Struct(">B" + "".join(f.fmt for f in fixed)),
                                       tuple(f.read for f in fixed), tuple(f.write for f in fixed), values,
-                                      tuple((i, f.write) for i, f in enumerate(fixed) if f.write is not None))
+                                      tuple((i, f.write) for i, f in enumerate(fixed) if f.write is not None),
+                                      cls, struct.Struct(">" + "".join(f.fmt for f in fixed)),
+                                      tuple((i, f.read) for i, f in enumerate(fixed) if f.read is not None))
         return cls
 
     return register
@@ -538,11 +548,16 @@ def _decode_fixed(payload: bytes, offset: int) -> Message | None:
     fixed = _FIXED.get(payload[offset])
     if fixed is None or len(payload) - offset != fixed.struct.size:
         return None
-    try:
-        return _REGISTRY[payload[offset]](*[raw if read is None else read(raw) for raw, read
-                                             in zip(fixed.struct.unpack_from(payload, offset)[1:], fixed.read)])
-    except KeyError:
-        return None
+    values: typing.Sequence[typing.Any] = fixed.body.unpack_from(payload, offset + 1)
+    if fixed.reads:
+        read_values = list(values)
+        try:
+            for i, read in fixed.reads:
+                read_values[i] = read(read_values[i])
+        except KeyError:
+            return None
+        values = read_values
+    return fixed.cls(*values)
 
 
 def decode(payload: bytes) -> Message:
@@ -552,13 +567,15 @@ def decode(payload: bytes) -> Message:
     cls = _REGISTRY.get(payload[0])
     if cls is None:
         raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
-    quick = _decode_fixed(payload, 0)
-    if quick is not None:
-        return quick
-    if cls is Event and len(payload) > _EVENT_HEAD.size:  # the card path: Event(CardRead) and its kin
-        inner = _decode_fixed(payload, _EVENT_HEAD.size)
-        if inner is not None and type(inner) not in ENVELOPES:
-            return Event(_EVENT_HEAD.unpack_from(payload)[1], inner)
+    if cls is Event:  # the card path: Event(CardRead) and its kin (an Event's body is never fixed)
+        if len(payload) > _EVENT_HEAD.size:
+            inner = _decode_fixed(payload, _EVENT_HEAD.size)
+            if inner is not None and type(inner) not in ENVELOPES:
+                return Event(_EVENT_HEAD.unpack_from(payload)[1], inner)
+    else:
+        quick = _decode_fixed(payload, 0)
+        if quick is not None:
+            return quick
     values = {}
     offset = 1
     try:
