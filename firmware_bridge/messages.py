@@ -299,6 +299,8 @@ class Answer(Message):
 
 #: messages that carry another message; they never nest
 ENVELOPES: frozenset[type[Message]] = frozenset({Event, Request, Answer})
+if any(_REGISTRY[code] in ENVELOPES for code in _FIXED):  # decode() reads an Event's fixed body as not one
+    raise RuntimeError("an envelope's body cannot be fixed-width")
 
 
 # ---- shuffler -------------------------------------------------------------------------
@@ -570,7 +572,7 @@ def decode(payload: bytes) -> Message:
     if cls is Event:  # the card path: Event(CardRead) and its kin (an Event's body is never fixed)
         if len(payload) > _EVENT_HEAD.size:
             inner = _decode_fixed(payload, _EVENT_HEAD.size)
-            if inner is not None and type(inner) not in ENVELOPES:
+            if inner is not None:  # never an envelope: an envelope's body is not fixed-width
                 return Event(_EVENT_HEAD.unpack_from(payload)[1], inner)
     else:
         quick = _decode_fixed(payload, 0)
