@@ -53,6 +53,10 @@ def discard_outcome(future: asyncio.Future) -> None:
 _RESETS = frozenset({FrameKind.RESET, FrameKind.RESET_ACK})
 
 
+#: the wire bytes of every ACK (seq 0, no payload) by its ack: one is written for every read
+_ACK_FRAMES: tuple[bytes, ...] = tuple(wire_frame(FrameKind.ACK, 0, ack, b"") for ack in range(SEQ_MOD))
+
+
 def _seq_distance(a: int, b: int) -> int:
     """How far ``b`` is ahead of ``a`` in the 8-bit sequence space."""
     return (b - a) % SEQ_MOD
@@ -432,7 +436,8 @@ class Link:
             self._ack_due = False  # DATA, ACK and NAK each carry our current ack
         self._stats.frames_sent += 1
         try:
-            self._write_bytes(wire_frame(kind, seq, ack, payload))
+            self._write_bytes(_ACK_FRAMES[ack] if kind is FrameKind.ACK and not seq and not payload
+                              else wire_frame(kind, seq, ack, payload))
         except Exception as exc:  # a dead transport: the retry timer and the session deal with it
             self._stats.write_errors += 1
             self._log.warning("link_write_failed", link=self.name, error=str(exc))
