@@ -125,6 +125,8 @@ class _FixedBody:
     #: the message class, the body without its type byte as one struct, and (position, read) of
     #: the fields whose value is not the integer read (KeyError for a byte that is none)
     cls: type[Message]
+    #: ``cls(*values)``, for the card path's messages written out (see :func:`_maker`)
+    make: typing.Callable[..., Message]
     body: _Struct
     reads: tuple[tuple[int, typing.Callable[[int], typing.Any]], ...]
 
@@ -133,6 +135,37 @@ _FIXED: dict[int, _FixedBody] = {}
 
 
 _C = typing.TypeVar("_C", bound=Message)
+_NEW = object.__new__
+
+
+def _maker(cls: type[Message], names: list[str]) -> typing.Callable[..., Message]:
+    """``cls(*values)`` for a message of 2 or 4 fields (CardRead and the shoe's other events) written
+    out, as devices.tracker.inputs.DeviceMessage's: one is decoded for every card read, and the
+    frozen dataclass's own __init__ looks object.__setattr__ up for every field. Others: ``cls``."""
+    if hasattr(cls, "__post_init__"):  # what a message checks as it is made is not to be skipped
+        return cls
+    setters = [vars(cls)[name].__set__ for name in names]
+    if len(setters) == 4:
+        set_a, set_b, set_c, set_d = setters
+
+        def make4(a: typing.Any, b: typing.Any, c: typing.Any, d: typing.Any) -> Message:
+            msg = _NEW(cls)
+            set_a(msg, a)
+            set_b(msg, b)
+            set_c(msg, c)
+            set_d(msg, d)
+            return msg
+        return make4
+    if len(setters) == 2:
+        set_a, set_b = setters
+
+        def make2(a: typing.Any, b: typing.Any) -> Message:
+            msg = _NEW(cls)
+            set_a(msg, a)
+            set_b(msg, b)
+            return msg
+        return make2
+    return cls
 
 
 @typing.dataclass_transform(frozen_default=True)
@@ -160,7 +193,7 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
             _FIXED[code] = _FixedBody(struct.Struct(">B" + "".join(f.fmt for f in fixed)),
                                       tuple(f.read for f in fixed), tuple(f.write for f in fixed), values,
                                       tuple((i, f.write) for i, f in enumerate(fixed) if f.write is not None),
-                                      cls, struct.Struct(">" + "".join(f.fmt for f in fixed)),
+                                      cls, _maker(cls, names), struct.Struct(">" + "".join(f.fmt for f in fixed)),
                                       tuple((i, f.read) for i, f in enumerate(fixed) if f.read is not None))
         return cls
 
@@ -541,6 +574,8 @@ def encode(msg: Message) -> bytes:
 
 #: an Event's type byte and index, before its inner message
 _EVENT_HEAD = struct.Struct(">BI")
+_SET_EVENT_INDEX = Event.__dict__["index"].__set__
+_SET_EVENT_MESSAGE = Event.__dict__["message"].__set__
 
 
 def _decode_fixed(payload: bytes, offset: int) -> Message | None:
@@ -559,7 +594,7 @@ def _decode_fixed(payload: bytes, offset: int) -> Message | None:
         except KeyError:
             return None
         values = read_values
-    return fixed.cls(*values)
+    return fixed.make(*values)
 
 
 def decode(payload: bytes) -> Message:
@@ -573,7 +608,13 @@ def decode(payload: bytes) -> Message:
         if len(payload) > _EVENT_HEAD.size:
             inner = _decode_fixed(payload, _EVENT_HEAD.size)
             if inner is not None:  # never an envelope: an envelope's body is not fixed-width
-                return Event(_EVENT_HEAD.unpack_from(payload)[1], inner)
+                # Event(index, inner) written out, as devices.tracker.inputs.DeviceMessage's: one
+                # is made for every card read, and the frozen dataclass's own __init__ looks
+                # object.__setattr__ up for every field
+                event = _NEW(Event)
+                _SET_EVENT_INDEX(event, _EVENT_HEAD.unpack_from(payload)[1])
+                _SET_EVENT_MESSAGE(event, inner)
+                return event
     else:
         quick = _decode_fixed(payload, 0)
         if quick is not None:
