@@ -241,8 +241,10 @@ def test_a_numbered_event_goes_to_on_numbered_when_given(numbered_apart):
     from firmware_bridge.session import DeviceSession
 
     async def main():
-        messages, numbered = [], []
-        session = DeviceSession([].append, "mem://device", on_message=messages.append, on_event=lambda e: None,
+        messages: list[object] = []
+        numbered: list[object] = []
+        written: list[bytes] = []
+        session = DeviceSession(written.append, "mem://device", on_message=messages.append, on_event=lambda e: None,
                                 identity=IdentityTracker(), on_numbered=numbered.append if numbered_apart else None)
         session.link.bytes_received(encode_frame(Frame(FrameKind.RESET, payload=b"\x01\x02\x03\x04")))
         event = Event(7, CardRead(1, Card.parse("AS"), Orientation.FACE_DOWN, 10))
