@@ -279,13 +279,13 @@ class FrameDecoder:
         self._segment_done(bytes(self._buf), frames)
         self._buf.clear()
         stats = self.stats
+        # not inside an over-long run here: the first segment ended any, and each part below
+        # ends its own (its delimiter came in this chunk)
         for part in parts[1:-1]:
             if not part:  # the delimiter that closes one frame and the one that opens the next
-                self._overflowing = False
                 continue
             if len(part) > MAX_ENCODED_LEN:  # the same rule as for a run that spans chunks
                 self._overflow(len(part), part)
-            if self._overflowing:
                 self._overflowing = False
                 continue
             fields = _quick_fields(part)

@@ -53,6 +53,8 @@ def discard_outcome(future: asyncio.Future) -> None:
 _RESETS = frozenset({FrameKind.RESET, FrameKind.RESET_ACK})
 
 
+_DATA, _UP, _CLOSED = FrameKind.DATA, LinkState.UP, LinkState.CLOSED  # looked at for every frame read
+
 #: the wire bytes of every ACK (seq 0, no payload) by its ack: one is written for every read
 _ACK_FRAMES: tuple[bytes, ...] = tuple(wire_frame(FrameKind.ACK, 0, ack, b"") for ack in range(SEQ_MOD))
 
@@ -172,7 +174,7 @@ class Link:
         stats = self._stats
         for kind, seq, ack, payload in self._decoder.feed_fields(data):
             stats.frames_received += 1
-            if (kind is FrameKind.DATA and seq == self._rx_next and self._state is LinkState.UP
+            if (kind is _DATA and seq == self._rx_next and self._state is _UP
                     and ack == (self._unacked[0].seq if self._unacked else self._next_seq)):
                 # the next DATA frame, acknowledging nothing new (a card burst): what _handle,
                 # _acked and _data do with it
@@ -203,7 +205,7 @@ class Link:
         stats, on_payload = self._stats, self._on_payload
         try:
             for payload in payloads:
-                if self._state is LinkState.CLOSED:
+                if self._state is _CLOSED:
                     break
                 stats.data_delivered += 1
                 # call_logged's contract written out: it runs for every payload, and building
