@@ -311,7 +311,7 @@ class DeviceConnection:
     def _begin(self) -> None:
         """A fresh session on the port just opened, kept handshaken by a task."""
         session = DeviceSession(self._port.write, self.url, on_message=self._message, on_event=self._emit,
-                                identity=self._identity, config=self.config)
+                                identity=self._identity, config=self.config, on_numbered=self._indexed)
         self._session = session
         session.start()
         self._task = asyncio.get_running_loop().create_task(self._keep_up(session), name=f"session {self.url}")

@@ -12,6 +12,6 @@ POLY = 0x1021
 INIT = 0xFFFF
 
 
-def crc16(data: bytes, crc: int = INIT) -> int:
+def crc16(data: bytes | bytearray, crc: int = INIT) -> int:
     """CRC-16/CCITT-FALSE of ``data``; pass a previous result as ``crc`` to continue it."""
     return binascii.crc_hqx(data, crc)

@@ -107,6 +107,9 @@ _REGISTRY: dict[int, type[Message]] = {}
 
 
 
+_Struct = struct.Struct  # (a _FixedBody field is named struct)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _FixedBody:
     """A message type whose fields all have a fixed width: its body as one struct, read and
@@ -119,12 +122,50 @@ class _FixedBody:
     values: typing.Callable[[typing.Any], tuple[typing.Any, ...]]
     #: (position, write) of the fields whose value is not the integer written (a card, an enum)
     converted: tuple[tuple[int, typing.Callable[[typing.Any], int]], ...]
+    #: the message class, the body without its type byte as one struct, and (position, read) of
+    #: the fields whose value is not the integer read (KeyError for a byte that is none)
+    cls: type[Message]
+    #: ``cls(*values)``, for the card path's messages written out (see :func:`_maker`)
+    make: typing.Callable[..., Message]
+    body: _Struct
+    reads: tuple[tuple[int, typing.Callable[[int], typing.Any]], ...]
 
 
 _FIXED: dict[int, _FixedBody] = {}
 
 
 _C = typing.TypeVar("_C", bound=Message)
+_NEW = object.__new__
+
+
+def _maker(cls: type[Message], names: list[str]) -> typing.Callable[..., Message]:
+    """``cls(*values)`` for a message of 2 or 4 fields (CardRead and the shoe's other events) written
+    out, as devices.tracker.inputs.DeviceMessage's: one is decoded for every card read, and the
+    frozen dataclass's own __init__ looks object.__setattr__ up for every field. Others: ``cls``."""
+    if hasattr(cls, "__post_init__"):  # what a message checks as it is made is not to be skipped
+        return cls
+    setters = [vars(cls)[name].__set__ for name in names]
+    if len(setters) == 4:
+        set_a, set_b, set_c, set_d = setters
+
+        def make4(a: typing.Any, b: typing.Any, c: typing.Any, d: typing.Any) -> Message:
+            msg = _NEW(cls)
+            set_a(msg, a)
+            set_b(msg, b)
+            set_c(msg, c)
+            set_d(msg, d)
+            return msg
+        return make4
+    if len(setters) == 2:
+        set_a, set_b = setters
+
+        def make2(a: typing.Any, b: typing.Any) -> Message:
+            msg = _NEW(cls)
+            set_a(msg, a)
+            set_b(msg, b)
+            return msg
+        return make2
+    return cls
 
 
 @typing.dataclass_transform(frozen_default=True)
@@ -151,7 +192,9 @@ def _message(code: int) -> typing.Callable[[type[_C]], type[_C]]:
                       else (lambda msg, name=names[0]: (getattr(msg, name),)))
             _FIXED[code] = _FixedBody(struct.Struct(">B" + "".join(f.fmt for f in fixed)),
                                       tuple(f.read for f in fixed), tuple(f.write for f in fixed), values,
-                                      tuple((i, f.write) for i, f in enumerate(fixed) if f.write is not None))
+                                      tuple((i, f.write) for i, f in enumerate(fixed) if f.write is not None),
+                                      cls, _maker(cls, names), struct.Struct(">" + "".join(f.fmt for f in fixed)),
+                                      tuple((i, f.read) for i, f in enumerate(fixed) if f.read is not None))
         return cls
 
     return register
@@ -289,6 +332,8 @@ class Answer(Message):
 
 #: messages that carry another message; they never nest
 ENVELOPES: frozenset[type[Message]] = frozenset({Event, Request, Answer})
+if any(_REGISTRY[code] in ENVELOPES for code in _FIXED):  # decode() reads an Event's fixed body as not one
+    raise RuntimeError("an envelope's body cannot be fixed-width")
 
 
 # ---- shuffler -------------------------------------------------------------------------
@@ -529,6 +574,8 @@ def encode(msg: Message) -> bytes:
 
 #: an Event's type byte and index, before its inner message
 _EVENT_HEAD = struct.Struct(">BI")
+_SET_EVENT_INDEX = Event.__dict__["index"].__set__
+_SET_EVENT_MESSAGE = Event.__dict__["message"].__set__
 
 
 def _decode_fixed(payload: bytes, offset: int) -> Message | None:
@@ -538,11 +585,16 @@ def _decode_fixed(payload: bytes, offset: int) -> Message | None:
     fixed = _FIXED.get(payload[offset])
     if fixed is None or len(payload) - offset != fixed.struct.size:
         return None
-    try:
-        return _REGISTRY[payload[offset]](*[raw if read is None else read(raw) for raw, read
-                                             in zip(fixed.struct.unpack_from(payload, offset)[1:], fixed.read)])
-    except KeyError:
-        return None
+    values: typing.Sequence[typing.Any] = fixed.body.unpack_from(payload, offset + 1)
+    if fixed.reads:
+        read_values = list(values)
+        try:
+            for i, read in fixed.reads:
+                read_values[i] = read(read_values[i])
+        except KeyError:
+            return None
+        values = read_values
+    return fixed.make(*values)
 
 
 def decode(payload: bytes) -> Message:
@@ -552,13 +604,21 @@ def decode(payload: bytes) -> Message:
     cls = _REGISTRY.get(payload[0])
     if cls is None:
         raise MessageDecodeError(f"unknown message type 0x{payload[0]:02x}", payload)
-    quick = _decode_fixed(payload, 0)
-    if quick is not None:
-        return quick
-    if cls is Event and len(payload) > _EVENT_HEAD.size:  # the card path: Event(CardRead) and its kin
-        inner = _decode_fixed(payload, _EVENT_HEAD.size)
-        if inner is not None and type(inner) not in ENVELOPES:
-            return Event(_EVENT_HEAD.unpack_from(payload)[1], inner)
+    if cls is Event:  # the card path: Event(CardRead) and its kin (an Event's body is never fixed)
+        if len(payload) > _EVENT_HEAD.size:
+            inner = _decode_fixed(payload, _EVENT_HEAD.size)
+            if inner is not None:  # never an envelope: an envelope's body is not fixed-width
+                # Event(index, inner) written out, as devices.tracker.inputs.DeviceMessage's: one
+                # is made for every card read, and the frozen dataclass's own __init__ looks
+                # object.__setattr__ up for every field
+                event = _NEW(Event)
+                _SET_EVENT_INDEX(event, _EVENT_HEAD.unpack_from(payload)[1])
+                _SET_EVENT_MESSAGE(event, inner)
+                return event
+    else:
+        quick = _decode_fixed(payload, 0)
+        if quick is not None:
+            return quick
     values = {}
     offset = 1
     try:

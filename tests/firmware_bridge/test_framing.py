@@ -210,3 +210,42 @@ def _crc16_bit_by_bit(data: bytes, crc: int = 0xFFFF) -> int:
 def test_crc_matches_a_bit_by_bit_reference(data, init):
     # crc16 is binascii.crc_hqx itself now: this oracle shares no code with it
     assert crc16(data, init) == _crc16_bit_by_bit(data, init)
+
+
+def _decoded_alone(segment: bytes) -> tuple[Frame | None, type[FrameError] | None]:
+    try:
+        return decode_frame(segment), None
+    except FrameError as exc:
+        return None, type(exc)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x07\x00\x00\x00\x05\x30\x00\x01\x0c\x02\x00\x00\x00\x09",
+                                     b"\xff" * 9, bytes(range(1, 60)), bytes(200), b"\xff\x00" * 120])
+def test_decoder_says_what_decode_frame_says_of_every_damaged_segment(payload):
+    """The decoder reads short frames in one pass of its own: every one-byte change and every
+    cut of a frame's segment must come out of it as decode_frame says (the frame, or the error
+    counted under its own name)."""
+    segment = encode_frame(Frame(FrameKind.DATA, 0xFF, 0x80, payload))[1:-1]
+    damaged = [segment[:cut] for cut in range(1, len(segment))]
+    for at in range(len(segment)):
+        for value in (0x01, 0x02, 0x07, 0xFE, 0xFF, segment[at] ^ 0x01):
+            if value not in (0, segment[at]):  # a 0x00 would split it in two
+                damaged.append(segment[:at] + bytes([value]) + segment[at + 1:])
+    for candidate in [segment, *damaged]:
+        frame, error = _decoded_alone(candidate)
+        dec = FrameDecoder()
+        assert dec.feed(b"\x00" + candidate + b"\x00") == ([] if frame is None else [frame]), candidate.hex()
+        counted = {name for name in ("cobs_errors", "crc_errors", "too_short", "oversize", "unknown_kind",
+                                     "length_errors") if getattr(dec.stats, name)}
+        want = set() if error is None else {
+            CobsError: {"cobs_errors"}, CrcMismatch: {"crc_errors"}, FrameTooShort: {"too_short"},
+            FrameTooLong: {"oversize"}, UnknownFrameKind: {"unknown_kind"}, LengthMismatch: {"length_errors"}}[error]
+        assert counted == want, candidate.hex()
+        assert dec.stats.frames == (frame is not None)
+        assert dec.stats.bytes_discarded == (0 if frame is not None else len(candidate))
+
+
+def test_feed_fields_are_the_frames_fields():
+    frames = [Frame(FrameKind.DATA, 5, 6, b"\x30\x00\x01"), Frame(FrameKind.ACK, 0, 7), Frame(FrameKind.RESET, 0, 0, b"abcd")]
+    stream = b"".join(encode_frame(f) for f in frames)
+    assert FrameDecoder().feed_fields(stream) == [(f.kind, f.seq, f.ack, f.payload) for f in frames]

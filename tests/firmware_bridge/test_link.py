@@ -409,3 +409,36 @@ def test_resetting_from_a_payload_callback_loses_no_acknowledged_payload():
         close(a, b)
 
     run(main())
+
+
+def test_a_payload_callback_that_fails_is_logged_and_the_payloads_after_it_still_come():
+    """One read of three DATA frames: the owner's callback fails on the second; that is logged
+    (link, size and head of the payload) and the third is handed over all the same, once."""
+    from structlog.testing import capture_logs
+
+    from firmware_bridge.link import Link
+
+    async def main():
+        written: list[bytes] = []
+        delivered: list[bytes] = []
+
+        def on_payload(payload: bytes) -> None:
+            if payload == b"bad\x00":
+                raise RuntimeError("the owner's bug")
+            delivered.append(payload)
+
+        link = Link(written.append, on_payload, name="shoe")
+        link.bytes_received(encode_frame(Frame(FrameKind.RESET, payload=b"\x01\x02\x03\x04")))
+        assert link.state is LinkState.UP
+        chunk = b"".join(encode_frame(Frame(FrameKind.DATA, seq, 0, p))
+                         for seq, p in enumerate([b"one", b"bad\x00", b"three"]))
+        with capture_logs() as logs:
+            link.bytes_received(chunk)
+        assert delivered == [b"one", b"three"]
+        assert link.stats.data_delivered == 3
+        assert decode_frame(written[-1][1:-1]) == Frame(FrameKind.ACK, 0, 3)
+        [failed] = [e for e in logs if e["event"] == "payload_callback_failed"]
+        assert (failed["link"], failed["size"], failed["head"]) == ("shoe", 4, "62 61 64 00")
+        link.close()
+
+    run(main())

@@ -229,3 +229,27 @@ def test_link_statistics_are_logged_periodically(monkeypatch):
         await conn.close()
 
     run(main())
+
+
+@pytest.mark.parametrize("numbered_apart", [True, False])
+def test_a_numbered_event_goes_to_on_numbered_when_given(numbered_apart):
+    """The card path: an Event that comes with no request waiting and no handshake under way
+    goes to on_numbered when the owner gave one, else to on_message, as every other message."""
+    from firmware_bridge.framing import Frame, FrameKind, encode_frame
+    from firmware_bridge.identity import IdentityTracker
+    from firmware_bridge.messages import Event, encode
+    from firmware_bridge.session import DeviceSession
+
+    async def main():
+        messages: list[object] = []
+        numbered: list[object] = []
+        written: list[bytes] = []
+        session = DeviceSession(written.append, "mem://device", on_message=messages.append, on_event=lambda e: None,
+                                identity=IdentityTracker(), on_numbered=numbered.append if numbered_apart else None)
+        session.link.bytes_received(encode_frame(Frame(FrameKind.RESET, payload=b"\x01\x02\x03\x04")))
+        event = Event(7, CardRead(1, Card.parse("AS"), Orientation.FACE_DOWN, 10))
+        session.link.bytes_received(encode_frame(Frame(FrameKind.DATA, 0, 0, encode(event))))
+        assert (numbered, messages) == (([event], []) if numbered_apart else ([], [event]))
+        await session.close()
+
+    run(main())
