@@ -28,7 +28,8 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalErr
 from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
-                      Record, RecordRow, canonical_json, chain_rows, iso_ns, to_ns)
+                      Record, RecordRow, canonical_json, chain_rows, iso_ns, plain_canonical_json,
+                      reference_canonical_json, to_ns)
 from .schema import (APPLICATION_ID, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS, SCHEMA,
                      SCHEMA_VERSION, TRIGGER_NAMES)
 
@@ -67,8 +68,14 @@ class Encoded:
 
 def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Encoded:
     snapshot_json = None if snapshot is None else canonical_json(dict(snapshot), "the snapshot")
-    datas = [canonical_json(e.data if type(e.data) is dict else dict(e.data), f"entry {i} ({e.kind} {e.reason}) data")
-             for i, e in enumerate(entries)]
+    datas: list[str] = []
+    append, plain = datas.append, plain_canonical_json
+    for entry in entries:
+        data = entry.data if type(entry.data) is dict else dict(entry.data)
+        text = plain(data)
+        if text is None:  # floats, or what JSON refuses: the reference's text, or its error (naming the entry)
+            text = reference_canonical_json(data, f"entry {len(datas)} ({entry.kind} {entry.reason}) data")
+        append(text)
     return Encoded(entries, datas, snapshot_json)
 
 

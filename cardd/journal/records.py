@@ -21,6 +21,8 @@ from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
+import msgspec
+
 from devices.events import Event, Severity
 
 from .errors import JournalEntryError
@@ -76,9 +78,48 @@ def _chunk_encoder() -> Callable[[Any, int], Any]:
 
 _encode_chunks = _chunk_encoder()
 
+#: msgspec writes the canonical text of plain data (str keys, strings, ints, bools, None, lists,
+#: objects) five times faster than the json module, the same bytes; but it formats floats
+#: differently (1e16, not 1e+16) and also writes what json refuses (bytes, sets, datetimes,
+#: Decimal, NaN as null). So its text counts only when it reads back, float-free, equal to the
+#: value: anything else goes the json module's way (the reference), as before.
+_SORTED_ENCODER = msgspec.json.Encoder(order="sorted")
+
+
+class _FloatMet(Exception):
+    """A float in the text read back: the json module formats it, not msgspec."""
+
+
+def _no_float(_text: str) -> Any:
+    raise _FloatMet
+
+
+_PLAIN_DECODER = msgspec.json.Decoder(float_hook=_no_float)
+
+
+def plain_canonical_json(value: dict[str, Any]) -> str | None:
+    """:func:`canonical_json` of a dict of plain data, the fast way; None when it is not plain
+    (then only :func:`canonical_json` gives its text, or says why there is none)."""
+    try:
+        text = _SORTED_ENCODER.encode(value)
+        if _PLAIN_DECODER.decode(text) == value:
+            return text.decode()
+    except Exception:  # whatever the fast way refuses, the reference encodes or names
+        pass
+    return None
+
 
 def canonical_json(value: Any, what: str) -> str:
     """The one text a JSON value is stored as: sorted keys, no spaces, UTF-8, no NaN."""
+    if type(value) is dict:
+        text = plain_canonical_json(value)
+        if text is not None:
+            return text
+    return reference_canonical_json(value, what)
+
+
+def reference_canonical_json(value: Any, what: str) -> str:
+    """:func:`canonical_json` through the json module alone: the definition of the text."""
     global _encode_chunks
     try:
         return "".join(_encode_chunks(value, 0))
