@@ -28,7 +28,7 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalErr
 from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
-                      Record, RecordRow, canonical_json, chain_rows, iso_ns, plain_canonical_json,
+                      Record, RecordRow, canonical_json, chain_rows, check_entries, iso_ns, plain_canonical_json,
                       reference_canonical_json, to_ns)
 from .schema import (APPLICATION_ID, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS, SCHEMA,
                      SCHEMA_VERSION, TRIGGER_NAMES)
@@ -213,8 +213,7 @@ class Journal:
     def encode(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None = None) -> "Encoded":
         """Check ``entries`` and fix their JSON text now: what :meth:`append_encoded` writes,
         perhaps on another thread while the caller's objects go on changing."""
-        for entry in entries:
-            entry.check()
+        check_entries(entries)
         return _encode(entries, snapshot)
 
     def append_encoded(self, encoded: "Encoded") -> list[int]:

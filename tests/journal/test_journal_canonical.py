@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from cardd.journal import JournalEntryError
-from cardd.journal.records import canonical_json, plain_canonical_json, reference_canonical_json
+from cardd.journal import Entry, JournalEntryError
+from cardd.journal.records import canonical_json, check_entries, plain_canonical_json, reference_canonical_json
 
 
 def reference(value: Any) -> str:
@@ -85,3 +85,14 @@ def test_a_circular_value_is_refused_by_both_ways():
     with pytest.raises(JournalEntryError, match="data is not JSON-serialisable"):
         canonical_json(loop, "data")
 
+
+def test_check_entries_refuses_what_entry_check_refuses():
+    Entry("event", source="table", data={"a": 1}).check()  # the header passed once: the fast check knows it
+    check_entries([Entry("event", source="table", data={"a": 1}, ts_ns=5)])
+    for entry, complaint in [(Entry("event", source="table", ts_ns=-1), "ts_ns -1"),
+                             (Entry("event", source="table", ts_ns=True), "ts_ns True"),
+                             (Entry("event", source="table", data=[1]), "must be a JSON object"),  # type: ignore[arg-type]
+                             (Entry("export", source="journal"), "written only by the journal"),
+                             (Entry("event", source="table\x1f"), "control characters")]:
+        with pytest.raises(JournalEntryError, match=complaint):
+            check_entries([Entry("event", source="table"), entry])
