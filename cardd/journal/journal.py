@@ -16,7 +16,6 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -28,7 +27,7 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalErr
 from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
-                      Record, RecordRow, canonical_json, chain_rows, check_entries, iso_ns, plain_canonical_json,
+                      Record, canonical_json, chain_values, check_entries, iso_ns, plain_canonical_json,
                       reference_canonical_json, to_ns)
 from .schema import (APPLICATION_ID, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS, SCHEMA,
                      SCHEMA_VERSION, TRIGGER_NAMES)
@@ -228,20 +227,20 @@ class Journal:
         with self._lock:
             self._require_writer()
             now = self._clock()
-            seq, prev = self._head
-            rows = chain_rows(entries, datas, seq, prev, now)
-            if not rows and snapshot_json is None:
+            first, prev = self._head
+            values, prev = chain_values(entries, datas, first, prev, now)
+            count = len(entries)
+            if not count and snapshot_json is None:
                 return []
-            if rows:
-                seq, prev = rows[-1][0], rows[-1][-1]
+            seq = first + count
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     if before_insert is not None:
-                        before_insert(conn, self._head[0] + 1)
-                    _insert_records(conn, rows)
-                    if rows:
+                        before_insert(conn, first + 1)
+                    _insert_records(conn, values, count)
+                    if count:
                         conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
                     if snapshot_json is not None:
                         _write_snapshot(conn, seq, snapshot_json)
@@ -254,10 +253,10 @@ class Journal:
                 full = _full_disk(self.path, exc)
                 cause = f"{exc} (SQLite {getattr(exc, 'sqlite_errorname', 'error')})" if full is None else \
                     f"disk full: {full[0]} bytes free in {self.path.parent}"
-                raise JournalWriteError(f"journal {self.path}: append of {len(rows)} record(s) failed, nothing "
+                raise JournalWriteError(f"journal {self.path}: append of {count} record(s) failed, nothing "
                                         f"written: {cause}", cause) from None
             self._head = (seq, prev)
-        return [row[0] for row in rows]
+        return list(range(first + 1, seq + 1))
 
     def checkpoint(self) -> int:
         """Copy the WAL's committed pages into the database file (a PASSIVE checkpoint: it waits
@@ -799,18 +798,17 @@ _INSERT_ROWS = {rows: f"INSERT INTO records ({RECORD_COLUMNS}) VALUES " + ",".jo
                                                         _INSERT_ROWS_MAX.bit_length())))}
 
 
-def _insert_records(conn: sqlite3.Connection, rows: list[RecordRow]) -> None:
-    """Insert ``rows`` (the records' columns), in order. Each row still goes through the
-    triggers, which see the rows before it, of its own statement too."""
-    done, total = 0, len(rows)
-    if total >= _INSERT_ROWS_MIN:
-        values = list(chain.from_iterable(rows))
-        while total - done >= _INSERT_ROWS_MIN:
-            count = min(_INSERT_ROWS_MAX, 1 << ((total - done).bit_length() - 1))
-            conn.execute(_INSERT_ROWS[count], values[done * _RECORD_FIELDS:(done + count) * _RECORD_FIELDS])
-            done += count
-    if done < total:
-        conn.executemany(_INSERT_ROWS[1], rows[done:] if done else rows)
+def _insert_records(conn: sqlite3.Connection, values: list[Any], count: int) -> None:
+    """Insert ``count`` records, ``values`` their columns row after row (records.chain_values), in
+    order. Each row still goes through the triggers, which see the rows before it, of its own
+    statement too."""
+    done, width = 0, _RECORD_FIELDS
+    while count - done >= _INSERT_ROWS_MIN:
+        rows = min(_INSERT_ROWS_MAX, 1 << ((count - done).bit_length() - 1))
+        conn.execute(_INSERT_ROWS[rows], values if rows == count else values[done * width:(done + rows) * width])
+        done += rows
+    if done < count:
+        conn.executemany(_INSERT_ROWS[1], [values[at:at + width] for at in range(done * width, count * width, width)])
 
 
 def _write_snapshot(conn: sqlite3.Connection, seq: int, text: str) -> None:
