@@ -792,7 +792,9 @@ def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int, ma
 _INSERT_ROWS_MIN = 8
 _INSERT_ROWS_MAX = 64
 _RECORD_FIELDS = len(RECORD_COLUMNS.split(","))
-_INSERT_ROW = "(" + ",".join("?" * _RECORD_FIELDS) + ")"
+#: the round column's parameter is its text or records.NO_ROUND, an int, which stands for NULL
+_INSERT_ROW = "(" + ",".join("nullif(?, 0)" if column.strip() == "round" else "?"
+                             for column in RECORD_COLUMNS.split(",")) + ")"
 _INSERT_ROWS = {rows: f"INSERT INTO records ({RECORD_COLUMNS}) VALUES " + ",".join([_INSERT_ROW] * rows)
                 for rows in (1, *(1 << k for k in range(_INSERT_ROWS_MIN.bit_length() - 1,
                                                         _INSERT_ROWS_MAX.bit_length())))}

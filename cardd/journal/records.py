@@ -146,6 +146,12 @@ def record_hash(prev: bytes, body: bytes) -> bytes:
     return hashlib.sha256(prev + body).digest()
 
 
+#: what chain_values gives SQLite for "no round": an int, never a round's text, which the INSERT
+#: turns into NULL (``nullif(?, 0)``); the sqlite3 module binds None only after asking its
+#: adapters (0.25 us a row), an int at once
+NO_ROUND = 0
+
+
 def chain_values(entries: Sequence["Entry"], datas: Sequence[str], seq: int, prev: bytes,
                  now: int) -> tuple[list[Any], bytes]:
     """The records of ``entries`` (their data already as ``datas``, the canonical JSON) chained on
@@ -159,7 +165,7 @@ def chain_values(entries: Sequence["Entry"], datas: Sequence[str], seq: int, pre
     of it. The same bytes: tests/journal/test_journal_append.py checks them against the three.
     The hashes go to SQLite as bytearrays, stored as the same BLOBs: the sqlite3 module binds a
     ``bytes`` only after asking the adapters for it (two failed attribute look-ups, 0.4 us, twice
-    a row); a bytearray it binds at once."""
+    a row); a bytearray it binds at once. No round goes as :data:`NO_ROUND`, for the same reason."""
     values: list[Any] = []
     extend, join, sha256 = values.extend, SEPARATOR.join, hashlib.sha256
     prev_blob = bytearray(prev)
@@ -178,7 +184,8 @@ def chain_values(entries: Sequence["Entry"], datas: Sequence[str], seq: int, pre
         prev = sha256(prev + join((str(seq), str(ts), kind, source, reason, severity, who, round_id or "",
                                    data_json)).encode()).digest()
         blob = bytearray(prev)
-        extend((seq, ts, kind, source, reason, severity, who, round_id, data_json, prev_blob, blob))
+        extend((seq, ts, kind, source, reason, severity, who, NO_ROUND if round_id is None else round_id, data_json,
+                prev_blob, blob))
         prev_blob = blob
     return values, prev
 
