@@ -131,6 +131,8 @@ class Journal:
         self.path, self._conn, self._lock_fd = path, conn, lock_fd
         self.retention_days, self._clock = retention_days, clock
         self._lock = threading.Lock()
+        #: the write path's statements run on this one cursor: conn.execute makes a cursor a statement
+        self._cursor = conn.cursor()
         self._head: tuple[int, bytes] = (0, GENESIS_HASH)
         #: :meth:`checkpoint`'s own connection (made at its first call) and its lock: a checkpoint
         #: never takes ``_lock``, so commits go on while it copies
@@ -233,18 +235,18 @@ class Journal:
             if not count and snapshot_json is None:
                 return []
             seq = first + count
-            conn = self._conn
+            conn, cursor = self._conn, self._cursor
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                cursor.execute("BEGIN IMMEDIATE")
                 try:
                     if before_insert is not None:
                         before_insert(conn, first + 1)
-                    _insert_records(conn, values, count)
-                    if count:
-                        conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
+                    _insert_records(cursor, values, count)
+                    if count:  # the hash as a bytearray: records.chain_values says why
+                        cursor.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, bytearray(prev)))
                     if snapshot_json is not None:
                         _write_snapshot(conn, seq, snapshot_json)
-                    conn.execute("COMMIT")
+                    cursor.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:  # a failed COMMIT may already have rolled back
                         conn.execute("ROLLBACK")
@@ -800,17 +802,17 @@ _INSERT_ROWS = {rows: f"INSERT INTO records ({RECORD_COLUMNS}) VALUES " + ",".jo
                                                         _INSERT_ROWS_MAX.bit_length())))}
 
 
-def _insert_records(conn: sqlite3.Connection, values: list[Any], count: int) -> None:
+def _insert_records(cursor: sqlite3.Cursor, values: list[Any], count: int) -> None:
     """Insert ``count`` records, ``values`` their columns row after row (records.chain_values), in
     order. Each row still goes through the triggers, which see the rows before it, of its own
     statement too."""
     done, width = 0, _RECORD_FIELDS
     while count - done >= _INSERT_ROWS_MIN:
         rows = min(_INSERT_ROWS_MAX, 1 << ((count - done).bit_length() - 1))
-        conn.execute(_INSERT_ROWS[rows], values if rows == count else values[done * width:(done + rows) * width])
+        cursor.execute(_INSERT_ROWS[rows], values if rows == count else values[done * width:(done + rows) * width])
         done += rows
     if done < count:
-        conn.executemany(_INSERT_ROWS[1], [values[at:at + width] for at in range(done * width, count * width, width)])
+        cursor.executemany(_INSERT_ROWS[1], [values[at:at + width] for at in range(done * width, count * width, width)])
 
 
 def _write_snapshot(conn: sqlite3.Connection, seq: int, text: str) -> None:
