@@ -209,9 +209,12 @@ class _Batch:
 
 def api_event(seq: int, ts_ns: int, kind: str, source: str, reason: str, severity: str, who: str,
               data: Mapping[str, Any]) -> ApiEvent:
-    """A journal record as the API shows it (live, replayed, or in a LOG reply: the same form)."""
+    """A journal record as the API shows it (live, replayed, or in a LOG reply: the same form).
+    A dict ``data`` is not copied: the event is encoded at once and the record's data never changes."""
+    message = data.get("message", "")
     return ApiEvent(seq=seq, time=ts_ns / 1e9, kind=kind, source=source, reason=reason, severity=severity,
-                    who=who or None, message=str(data.get("message", "")), data=dict(data))
+                    who=who or None, message=message if type(message) is str else str(message),
+                    data=data if type(data) is dict else dict(data))
 
 
 def record_event(record: Record) -> ApiEvent:
@@ -355,9 +358,11 @@ class TableService:
             if inp.event_index is not None:
                 _note_event(batch, self.table, inp)
         if len(entries) > at + 1:
-            event = entries[at + 1]
-            if event.kind == KIND_EVENT and INPUT_KEY not in event.data:  # stamped when the read came in
-                entries[at:at + 2] = [event._replace(data={**event.data, INPUT_KEY: data}, ts_ns=ts_ns)]
+            kind, reason, source, severity, event_who, event_data, _ = entries[at + 1]
+            if kind == KIND_EVENT and INPUT_KEY not in event_data:  # stamped when the read came in
+                # built whole: a named tuple's _replace costs twice as much (0.9 us against 0.45)
+                entries[at:at + 2] = [Entry(kind, reason, source, severity, event_who, {**event_data, INPUT_KEY: data},
+                                            ts_ns)]
         return caused
 
     async def command(self, inp: TableInput, who: str, uid: int, name: str) -> int:
@@ -623,10 +628,10 @@ class TableService:
             self._since_snapshot += len(seqs)
         else:
             self._snapshot_at, self._since_snapshot, self._snapshot_devices = self._clock(), 0, batch.devices
-        for seq, entry in zip(seqs, batch.entries):
-            assert entry.ts_ns is not None
-            self._publish(api_event(seq, entry.ts_ns, entry.kind, entry.source, entry.reason, entry.severity,
-                                    entry.who, entry.data))
+        publish = self._publish
+        for seq, (kind, reason, source, severity, who, data, ts_ns) in zip(seqs, batch.entries):
+            assert ts_ns is not None
+            publish(api_event(seq, ts_ns, kind, source, reason, severity, who, data))
         if seqs and self.on_published is not None:
             self.on_published()
         for index, future in batch.waiters:

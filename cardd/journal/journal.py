@@ -16,7 +16,6 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -28,7 +27,8 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalErr
 from .export import write_export
 from .files import fsync_dir
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
-                      Record, RecordRow, canonical_json, chain_rows, iso_ns, to_ns)
+                      Record, canonical_json, chain_values, check_entries, iso_ns, plain_canonical_json,
+                      reference_canonical_json, to_ns)
 from .schema import (APPLICATION_ID, GUARD_FORMS, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS,
                      SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES)
 
@@ -67,8 +67,14 @@ class Encoded:
 
 def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Encoded:
     snapshot_json = None if snapshot is None else canonical_json(dict(snapshot), "the snapshot")
-    datas = [canonical_json(e.data if type(e.data) is dict else dict(e.data), f"entry {i} ({e.kind} {e.reason}) data")
-             for i, e in enumerate(entries)]
+    datas: list[str] = []
+    append, plain = datas.append, plain_canonical_json
+    for entry in entries:
+        data = entry.data if type(entry.data) is dict else dict(entry.data)
+        text = plain(data)
+        if text is None:  # floats, or what JSON refuses: the reference's text, or its error (naming the entry)
+            text = reference_canonical_json(data, f"entry {len(datas)} ({entry.kind} {entry.reason}) data")
+        append(text)
     return Encoded(entries, datas, snapshot_json)
 
 
@@ -125,6 +131,8 @@ class Journal:
         self.path, self._conn, self._lock_fd = path, conn, lock_fd
         self.retention_days, self._clock = retention_days, clock
         self._lock = threading.Lock()
+        #: the write path's statements run on this one cursor: conn.execute makes a cursor a statement
+        self._cursor = conn.cursor()
         self._head: tuple[int, bytes] = (0, GENESIS_HASH)
         #: :meth:`checkpoint`'s own connection (made at its first call) and its lock: a checkpoint
         #: never takes ``_lock``, so commits go on while it copies
@@ -206,8 +214,7 @@ class Journal:
     def encode(self, entries: Sequence[Entry], snapshot: Mapping[str, Any] | None = None) -> "Encoded":
         """Check ``entries`` and fix their JSON text now: what :meth:`append_encoded` writes,
         perhaps on another thread while the caller's objects go on changing."""
-        for entry in entries:
-            entry.check()
+        check_entries(entries)
         return _encode(entries, snapshot)
 
     def append_encoded(self, encoded: "Encoded") -> list[int]:
@@ -222,24 +229,24 @@ class Journal:
         with self._lock:
             self._require_writer()
             now = self._clock()
-            seq, prev = self._head
-            rows = chain_rows(entries, datas, seq, prev, now)
-            if not rows and snapshot_json is None:
+            first, prev = self._head
+            values, prev = chain_values(entries, datas, first, prev, now)
+            count = len(entries)
+            if not count and snapshot_json is None:
                 return []
-            if rows:
-                seq, prev = rows[-1][0], rows[-1][-1]
-            conn = self._conn
+            seq = first + count
+            conn, cursor = self._conn, self._cursor
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                cursor.execute("BEGIN IMMEDIATE")
                 try:
                     if before_insert is not None:
-                        before_insert(conn, self._head[0] + 1)
-                    _insert_records(conn, rows)
-                    if rows:
-                        conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
+                        before_insert(conn, first + 1)
+                    _insert_records(cursor, values, count)
+                    if count:  # the hash as a bytearray: records.chain_values says why
+                        cursor.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, bytearray(prev)))
                     if snapshot_json is not None:
                         _write_snapshot(conn, seq, snapshot_json)
-                    conn.execute("COMMIT")
+                    cursor.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:  # a failed COMMIT may already have rolled back
                         conn.execute("ROLLBACK")
@@ -248,10 +255,10 @@ class Journal:
                 full = _full_disk(self.path, exc)
                 cause = f"{exc} (SQLite {getattr(exc, 'sqlite_errorname', 'error')})" if full is None else \
                     f"disk full: {full[0]} bytes free in {self.path.parent}"
-                raise JournalWriteError(f"journal {self.path}: append of {len(rows)} record(s) failed, nothing "
+                raise JournalWriteError(f"journal {self.path}: append of {count} record(s) failed, nothing "
                                         f"written: {cause}", cause) from None
             self._head = (seq, prev)
-        return [row[0] for row in rows]
+        return list(range(first + 1, seq + 1))
 
     def checkpoint(self) -> int:
         """Copy the WAL's committed pages into the database file (a PASSIVE checkpoint: it waits
@@ -795,24 +802,25 @@ def _prunable_through(conn: sqlite3.Connection, anchor_seq: int, cutoff: int, ma
 _INSERT_ROWS_MIN = 8
 _INSERT_ROWS_MAX = 64
 _RECORD_FIELDS = len(RECORD_COLUMNS.split(","))
-_INSERT_ROW = "(" + ",".join("?" * _RECORD_FIELDS) + ")"
+#: the round column's parameter is its text or records.NO_ROUND, an int, which stands for NULL
+_INSERT_ROW = "(" + ",".join("nullif(?, 0)" if column.strip() == "round" else "?"
+                             for column in RECORD_COLUMNS.split(",")) + ")"
 _INSERT_ROWS = {rows: f"INSERT INTO records ({RECORD_COLUMNS}) VALUES " + ",".join([_INSERT_ROW] * rows)
                 for rows in (1, *(1 << k for k in range(_INSERT_ROWS_MIN.bit_length() - 1,
                                                         _INSERT_ROWS_MAX.bit_length())))}
 
 
-def _insert_records(conn: sqlite3.Connection, rows: list[RecordRow]) -> None:
-    """Insert ``rows`` (the records' columns), in order. Each row still goes through the
-    triggers, which see the rows before it, of its own statement too."""
-    done, total = 0, len(rows)
-    if total >= _INSERT_ROWS_MIN:
-        values = list(chain.from_iterable(rows))
-        while total - done >= _INSERT_ROWS_MIN:
-            count = min(_INSERT_ROWS_MAX, 1 << ((total - done).bit_length() - 1))
-            conn.execute(_INSERT_ROWS[count], values[done * _RECORD_FIELDS:(done + count) * _RECORD_FIELDS])
-            done += count
-    if done < total:
-        conn.executemany(_INSERT_ROWS[1], rows[done:] if done else rows)
+def _insert_records(cursor: sqlite3.Cursor, values: list[Any], count: int) -> None:
+    """Insert ``count`` records, ``values`` their columns row after row (records.chain_values), in
+    order. Each row still goes through the triggers, which see the rows before it, of its own
+    statement too."""
+    done, width = 0, _RECORD_FIELDS
+    while count - done >= _INSERT_ROWS_MIN:
+        rows = min(_INSERT_ROWS_MAX, 1 << ((count - done).bit_length() - 1))
+        cursor.execute(_INSERT_ROWS[rows], values if rows == count else values[done * width:(done + rows) * width])
+        done += rows
+    if done < count:
+        cursor.executemany(_INSERT_ROWS[1], [values[at:at + width] for at in range(done * width, count * width, width)])
 
 
 def _write_snapshot(conn: sqlite3.Connection, seq: int, text: str) -> None:
