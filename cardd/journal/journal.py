@@ -658,7 +658,11 @@ def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[in
     """The checks an open can afford on a 90-day journal; returns the head (seq, hash)."""
     head_seq, head_hash = conn.execute("SELECT seq, hash FROM head").fetchone()
     anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
-    low, high, count = conn.execute("SELECT min(seq), max(seq), count(*) FROM records").fetchone()
+    # three statements, not one: min and max alone are one step each down the b-tree, and count(*)
+    # alone counts the cells of each index page without reading a row (together: a scan of every
+    # row, 0.45 s of a 5,000,000-record journal's start against 0.03)
+    (low,), (high,), (count,) = (conn.execute(f"SELECT {aggregate} FROM records").fetchone()
+                                 for aggregate in ("min(seq)", "max(seq)", "count(*)"))
     if high != (head_seq if head_seq > anchor_seq else None):
         last = high if high is not None else anchor_seq
         raise JournalCorrupt(path, min(last, head_seq) + 1,
