@@ -290,7 +290,7 @@ class FrameDecoder:
                 continue
             fields = _quick_fields(part)
             if fields is None:
-                self._segment_done(part, frames)
+                self._decode_slowly(part, frames)
             else:
                 frames.append(fields)
                 stats.frames += 1
@@ -324,12 +324,18 @@ class FrameDecoder:
             return
         if not segment:
             return
-        try:
-            fields = _quick_fields(segment)
-            if fields is None:
-                frame = decode_frame(segment)
-                fields = (frame.kind, frame.seq, frame.ack, frame.payload)
+        fields = _quick_fields(segment)
+        if fields is None:
+            self._decode_slowly(segment, frames)
+        else:
             frames.append(fields)
+            self.stats.frames += 1
+
+    def _decode_slowly(self, segment: bytes, frames: list[FrameFields]) -> None:
+        """A segment :func:`_quick_fields` did not read: a longer frame, or what is wrong with it."""
+        try:
+            frame = decode_frame(segment)
+            frames.append((frame.kind, frame.seq, frame.ack, frame.payload))
             self.stats.frames += 1
         except FrameError as exc:
             self.stats.bytes_discarded += len(segment)

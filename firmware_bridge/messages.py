@@ -574,8 +574,8 @@ def encode(msg: Message) -> bytes:
 
 #: an Event's type byte and index, before its inner message
 _EVENT_HEAD = struct.Struct(">BI")
-_SET_EVENT_INDEX = Event.__dict__["index"].__set__
-_SET_EVENT_MESSAGE = Event.__dict__["message"].__set__
+#: ``Event(index, message)`` written out (:func:`_maker`): one is decoded for every card read
+_MAKE_EVENT = _maker(Event, ["index", "message"])
 
 
 def _decode_fixed(payload: bytes, offset: int) -> Message | None:
@@ -608,13 +608,7 @@ def decode(payload: bytes) -> Message:
         if len(payload) > _EVENT_HEAD.size:
             inner = _decode_fixed(payload, _EVENT_HEAD.size)
             if inner is not None:  # never an envelope: an envelope's body is not fixed-width
-                # Event(index, inner) written out, as devices.tracker.inputs.DeviceMessage's: one
-                # is made for every card read, and the frozen dataclass's own __init__ looks
-                # object.__setattr__ up for every field
-                event = _NEW(Event)
-                _SET_EVENT_INDEX(event, _EVENT_HEAD.unpack_from(payload)[1])
-                _SET_EVENT_MESSAGE(event, inner)
-                return event
+                return _MAKE_EVENT(_EVENT_HEAD.unpack_from(payload)[1], inner)
     else:
         quick = _decode_fixed(payload, 0)
         if quick is not None:

@@ -312,6 +312,13 @@ class SimulatedDevice:
         if not task.cancelled() and task.exception() is not None:
             log.error("sim_task_failed", device=self.serial, error=repr(task.exception()))
 
+    def step_switch_due(self, index: int) -> bool:
+        """Whether :meth:`step_reached` has a switch to apply at step ``index``: asked first, so a
+        card with no switch due awaits no coroutine (nearly every card)."""
+        faults = self.faults
+        return ((faults.disconnect_for is not None and index >= (faults.disconnect_at or 1))
+                or (faults.reboot_at is not None and index >= faults.reboot_at))
+
     async def step_reached(self, index: int) -> bool:
         """Apply the one-shot ``reboot_at`` / ``disconnect_at`` switches at step ``index`` (a
         card index on the shoe, cards counted on the shuffler). True when the device rebooted."""

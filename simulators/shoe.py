@@ -141,10 +141,8 @@ class SimulatedShoe(SimulatedDevice):
                 await asyncio.sleep(0)
             self._pending -= 1
             self._read_one(self._stack.pop())
-            faults = self.faults  # the one-shot switches step_reached applies: mostly off, so no coroutine a card
-            if faults.disconnect_for is not None or faults.reboot_at is not None:
-                if await self.step_reached(self.index):
-                    return
+            if self.step_switch_due(self.index) and await self.step_reached(self.index):
+                return
         self._pending = 0
         if not self._stack and self.device_state is DeviceState.DEALING:
             self.device_state = DeviceState.EMPTY

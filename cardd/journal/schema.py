@@ -95,7 +95,6 @@ BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 CREATE TRIGGER exports_no_delete BEFORE DELETE ON exports
 BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 """
-TRIGGER_NAMES = frozenset(re.findall(r"CREATE TRIGGER (\w+)", TRIGGERS))
 #: records_append_in_order as journals made before 2026-11-27 hold it: the same rule, two lookups
 #: of the records a row (the check on open accepts both forms, GUARD_FORMS; a journal keeps the
 #: form it was made with: no trigger is rewritten in place)
@@ -117,9 +116,9 @@ def _trigger_texts(script: str) -> dict[str, str]:
 #: every form of each guard a journal made by cardd holds, as SQLite keeps its text: the check on
 #: open refuses a guard missing, rewritten (a trigger of the same name that guards less) or joined
 #: by a trigger cardd never makes
-GUARD_FORMS: dict[str, frozenset[str]] = {
-    name: frozenset({text} | ({_trigger_texts(LEGACY_APPEND_IN_ORDER)[name]} if name == "records_append_in_order" else set()))
-    for name, text in _trigger_texts(TRIGGERS).items()}
+GUARD_FORMS: dict[str, frozenset[str]] = {name: frozenset({text}) for name, text in _trigger_texts(TRIGGERS).items()}
+GUARD_FORMS["records_append_in_order"] |= frozenset(_trigger_texts(LEGACY_APPEND_IN_ORDER).values())
+TRIGGER_NAMES = frozenset(GUARD_FORMS)
 
 
 # the body of a record as SQLite builds it (records.body_bytes in SQL), so verify reads it
