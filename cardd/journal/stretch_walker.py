@@ -1,0 +1,47 @@
+"""One stretch of a journal's hash chain walked in a process of its own (a parallel verify).
+
+    python -m cardd.journal.stretch_walker PATH FIRST THROUGH ANCHOR_SEQ ANCHOR_HASH_HEX
+
+reads records FIRST..THROUGH of the journal at PATH read-only and prints one JSON line
+(chain.stretch_to_json): what the walk found and the previous-hash record FIRST carries, which
+the parent checks against the hash it computed for the record before. It prints null when
+this process's read snapshot has another anchor than the parent's (a prune in between): the
+records it would read are then not the ones the parent's snapshot holds, and the parent walks
+the stretch itself. Not imported by the package: only the parent's ``python -m`` runs it.
+"""
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+from .chain import Stretch, stretch_to_json, walk_stretch
+from .errors import JournalError
+from .journal import _MMAP_BYTES, _connect
+
+
+def walk_file(path: Path, first: int, through: int, anchor_seq: int, anchor_hash: bytes) -> Stretch | None:
+    conn = _connect(path, readonly=True)
+    try:
+        conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+        conn.execute("BEGIN")
+        if conn.execute("SELECT seq, hash FROM anchor").fetchone() != (anchor_seq, anchor_hash):
+            return None
+        return walk_stretch(conn, first, through, anchor_hash if first == anchor_seq + 1 else None)
+    finally:
+        conn.close()
+
+
+def main(argv: list[str]) -> int:
+    path, first, through, anchor_seq, anchor_hash = argv
+    try:
+        found = walk_file(Path(path), int(first), int(through), int(anchor_seq), bytes.fromhex(anchor_hash))
+    except (JournalError, sqlite3.Error, OSError, ValueError) as exc:  # the parent walks the stretch itself
+        print(f"stretch {first}..{through} of {path}: {exc}", file=sys.stderr)
+        return 1
+    print(stretch_to_json(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
