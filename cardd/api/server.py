@@ -104,6 +104,7 @@ class _Client:
         self._offered = False  # events queued that the server's flush writes out (offer_event)
         self._draining = False  # the writer task waits for the peer to take what was written
         self._high_water = writer.transport.get_write_buffer_limits()[1]
+        self._fd: int = writer.get_extra_info("socket").fileno()  # for a line written straight (flush_offered)
         self.room = asyncio.Event()
         self.closing = False
         self.watching = False
@@ -166,12 +167,26 @@ class _Client:
         return False
 
     def flush_offered(self) -> None:
-        """Write out what :meth:`offer_event` queued (and anything else queued) now."""
+        """Write out what :meth:`offer_event` queued (and anything else queued) now. A lone line
+        for a socket with nothing buffered before it (a live watcher, one event: the card path)
+        goes straight to the socket in one ``write``: with 50 watchers the transport's write,
+        the queue's join and its checks were most of a card's fan-out; whatever the socket did
+        not take goes to the transport after it, which also meets any error the socket has."""
         self._offered = False
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        self._flush()
+        queue = self.queue
+        if len(queue) != 1 or self._draining or self.closing or self.writer.transport.get_write_buffer_size():
+            self._flush()
+            return
+        line = queue.pop()
+        try:
+            written = os.write(self._fd, line)
+        except OSError:  # full (the transport waits for room) or gone (the transport closes)
+            written = 0
+        if written < len(line):
+            self.writer.transport.write(line[written:])
 
     def deliver(self, seq: int, line: bytes) -> None:
         """An event to the client unless it had that one already (replay and live overlap)."""

@@ -224,3 +224,67 @@ def test_flush_writes_what_was_published_at_once_in_one_write_a_watcher(sock_dir
     before, after = asyncio.run(scenario())
     assert before == b""
     assert [json.loads(line)["seq"] for line in after.splitlines()] == [1, 2]
+
+
+def test_a_line_the_socket_takes_only_in_part_arrives_whole_and_before_the_next(sock_dir):
+    """A published line goes straight to a watcher's socket when nothing waits before it; what
+    the socket does not take at once (a line longer than its buffer) goes through the transport,
+    and the lines after it wait behind it: the watcher reads every line whole, in order."""
+    daemon = FakeDaemon()
+
+    async def scenario() -> tuple[list[dict[str, Any]], int]:
+        loop = asyncio.get_running_loop()
+        async with serving(daemon, sock_dir) as server:
+            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            raw.setblocking(False)
+            await loop.sock_connect(raw, str(server.path))
+            await loop.sock_sendall(raw, b'{"class": "WATCH", "id": "w"}\n')
+            received = b""
+            while b'"ACK"' not in received:
+                received += await loop.sock_recv(raw, 65536)
+            (client,) = server._watchers
+            room = client.writer.transport.get_extra_info("socket").getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            server.publish(daemon.journal_event(blob="x" * (4 * room)))  # far more than the socket holds
+            server.flush()
+            buffered = client.writer.transport.get_write_buffer_size()
+            for _ in range(3):
+                server.publish(daemon.journal_event())
+                server.flush()
+            received = received[received.index(b"\n", received.index(b'"ACK"')) + 1:]
+            while received.count(b"\n") < 4:
+                received += await loop.sock_recv(raw, 1 << 20)
+            raw.close()
+            return [json.loads(line) for line in received.splitlines()], buffered
+
+    events, buffered = asyncio.run(scenario())
+    assert buffered > 0  # the socket took part of the long line: the rest waited in the transport
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+    assert len(events[0]["data"]["blob"]) == events[0]["data"]["blob"].count("x") > 0
+
+
+def test_a_watcher_gone_when_its_line_is_written_is_dropped_quietly(sock_dir):
+    """The straight write meets the closed peer; the transport then closes the connection as
+    for any write error: the server forgets the watcher and the others get their lines."""
+    daemon = FakeDaemon()
+
+    async def scenario() -> tuple[int, list[int]]:
+        async with serving(daemon, sock_dir) as server:
+            gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            gone.connect(str(server.path))
+            gone.sendall(b'{"class": "WATCH", "id": "gone"}\n')
+            stays = await LineClient.connect(server.path)
+            await stays.ask({"class": "WATCH", "id": "w"})
+            await until(lambda: server.watcher_count == 2)
+            gone.shutdown(socket.SHUT_RDWR)
+            gone.close()
+            for _ in range(3):
+                server.publish(daemon.journal_event())
+                server.flush()
+            seqs, _ = await read_events(stays, 3)
+            await until(lambda: server.watcher_count == 1)
+            left = server.watcher_count
+            await stays.close()
+            return left, seqs
+
+    left, seqs = asyncio.run(scenario())
+    assert (left, seqs) == (1, [1, 2, 3])
