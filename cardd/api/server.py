@@ -177,7 +177,11 @@ class _Client:
             self._flush_handle.cancel()
             self._flush_handle = None
         queue = self.queue
-        if len(queue) != 1 or self._draining or self.closing or self.writer.transport.get_write_buffer_size():
+        transport = self.writer.transport
+        # is_closing: the transport closes the socket a loop turn after an error or an abort, a
+        # turn before this client hears of it; its number may then be another file's
+        if (len(queue) != 1 or self._draining or self.closing or transport.is_closing()
+                or transport.get_write_buffer_size()):
             self._flush()
             return
         line = queue.pop()
@@ -186,7 +190,7 @@ class _Client:
         except OSError:  # full (the transport waits for room) or gone (the transport closes)
             written = 0
         if written < len(line):
-            self.writer.transport.write(line[written:])
+            transport.write(line[written:])
 
     def deliver(self, seq: int, line: bytes) -> None:
         """An event to the client unless it had that one already (replay and live overlap)."""

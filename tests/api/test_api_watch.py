@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import tempfile
 from typing import Any
 
 from cardd.api.server import ApiServer, Limits
@@ -288,3 +289,43 @@ def test_a_watcher_gone_when_its_line_is_written_is_dropped_quietly(sock_dir):
 
     left, seqs = asyncio.run(scenario())
     assert (left, seqs) == (1, [1, 2, 3])
+
+
+def test_a_line_for_a_watcher_whose_socket_was_just_closed_never_reaches_the_file_given_its_number(sock_dir):
+    """After a write error the transport closes the socket a loop turn before the client hears
+    of it: a line published in that turn must not be written to the descriptor's number, which
+    the next file opened (a journal page, another client's socket) may hold by then."""
+    daemon = FakeDaemon()
+
+    async def scenario() -> tuple[bool, bytes]:
+        loop = asyncio.get_running_loop()
+        async with serving(daemon, sock_dir) as server:
+            gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            gone.connect(str(server.path))
+            gone.sendall(b'{"class": "WATCH", "id": "gone"}\n')
+            await until(lambda: server.watcher_count == 1)
+            (client,) = server._watchers
+            number = client.writer.get_extra_info("socket").fileno()
+            gone.shutdown(socket.SHUT_RDWR)
+            gone.close()
+            server.publish(daemon.journal_event())  # meets the closed peer: the transport closes
+            server.flush()
+            outcome: asyncio.Future[tuple[bool, bytes]] = loop.create_future()
+
+            def next_card() -> None:  # the socket is closed now; the client does not know yet
+                opened = [tempfile.TemporaryFile()]
+                while opened[-1].fileno() != number and len(opened) < 20:
+                    opened.append(tempfile.TemporaryFile())
+                took_number = opened[-1].fileno() == number
+                server.publish(daemon.journal_event())
+                server.flush()
+                opened[-1].seek(0)
+                outcome.set_result((took_number, opened[-1].read()))
+                for file in opened:
+                    file.close()
+
+            loop.call_soon(next_card)
+            return await outcome
+
+    took_number, written = asyncio.run(scenario())
+    assert took_number and written == b""
