@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cardd.journal import Entry, Journal, JournalError  # noqa: E402
-from cardd.journal.journal import VERIFY_PROCESSES  # noqa: E402
+from cardd.journal.journal import PARALLEL_VERIFY_RECORDS, VERIFY_PROCESSES  # noqa: E402
 
 STARTUP_TARGET_S = 1.0
 QUERY_TARGET_MS = 100.0
@@ -175,7 +175,9 @@ def main() -> int:
             elapsed, cpu = time.perf_counter() - t, _cpu_with_children() - cpu
             assert result.ok, result
             rate = result.checked / elapsed
-            how = "one process" if processes == 1 else f"{min(len(os.sched_getaffinity(0)), VERIFY_PROCESSES)} processes"
+            spread = min(len(os.sched_getaffinity(0)), VERIFY_PROCESSES)
+            how = "one process" if processes == 1 or spread == 1 or result.checked < PARALLEL_VERIFY_RECORDS \
+                else f"{spread} processes"
             print(f"verify ({how}): {result.checked:,} records in {elapsed:.2f} s = {rate:,.0f} records/s "
                   f"({result.checked / cpu:,.0f} per CPU-second)"
                   + (f"  [target >= {VERIFY_TARGET:,}: {verdict(rate >= VERIFY_TARGET)}]" if processes is None else ""))

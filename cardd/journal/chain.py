@@ -146,16 +146,21 @@ def walk_in_processes(path: Path, conn: sqlite3.Connection, after_seq: int, afte
         return walk(conn, after_seq, after_hash)
     cuts = [after_seq + size * number for number in range(processes)]
     bounds = [(cut + 1, next_cut) for cut, next_cut in zip(cuts, cuts[1:])]
-    started = [_start_walker(path, first, through, after_seq, after_hash) for first, through in bounds]
+    started: list[subprocess.Popen[str] | None] = []
     try:
+        started += (_start_walker(path, first, through, after_seq, after_hash) for first, through in bounds)
         mine = walk_stretch(conn, cuts[-1] + 1, None)
         stretches = [_stretch_from(walker, conn, first, through, after_seq, after_hash)
                      for walker, (first, through) in zip(started, bounds)]
     finally:
         for walker in started:
-            if walker is not None and walker.poll() is None:
+            if walker is None:
+                continue
+            if walker.poll() is None:
                 walker.kill()
                 walker.wait()
+            if walker.stdout is not None:
+                walker.stdout.close()
     return join_stretches(conn, after_seq, after_hash, stretches + [mine])
 
 
@@ -176,13 +181,36 @@ def _stretch_from(walker: subprocess.Popen[str] | None, conn: sqlite3.Connection
     if walker is not None:
         try:
             output, _ = walker.communicate(timeout=max(60.0, (through - first) * STRETCH_SECONDS_PER_RECORD))
-            if walker.returncode == 0:
-                found = stretch_from_json(output)
-                if found is not None and (found.first, found.through) == (first, through):
-                    return found
+            found = stretch_from_json(output) if walker.returncode == 0 else None
+            if found is not None and _agrees(conn, found, first, through, own_hash):
+                return found
         except subprocess.TimeoutExpired:
             pass
     return walk_stretch(conn, first, through, own_hash)
+
+
+def _agrees(conn: sqlite3.Connection, found: Stretch, first: int, through: int, own_hash: bytes | None) -> bool:
+    """Whether a process's stretch is the one asked for and, when it says the stretch is sound,
+    ties to this snapshot: every record counted, and the first previous-hash and the last hash
+    the ones ``conn`` holds (a process that lies about them, or read another chain, is not
+    believed; the records in between it alone has read: a file replaced while a verify runs by
+    a copy of the same chain with other content under unchanged hashes would pass). A stretch
+    with a break needs no such check: the caller walks the chain again from there."""
+    if (found.first, found.through) != (first, through):
+        return False
+    walked = found.walked
+    if walked.broken is not None:
+        return True
+    try:
+        first_prev = own_hash
+        if first_prev is None:
+            row = conn.execute("SELECT prev FROM records WHERE seq = ?", (first,)).fetchone()
+            first_prev = None if row is None else row[0]
+        last = conn.execute("SELECT hash FROM records WHERE seq = ?", (through,)).fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return (walked.checked == through - first + 1 and walked.last_seq == through
+            and found.first_prev == first_prev and last is not None and walked.last_hash == last[0])
 
 
 def stretch_to_json(stretch: Stretch | None) -> str:
@@ -198,7 +226,7 @@ def stretch_to_json(stretch: Stretch | None) -> str:
 
 def stretch_from_json(text: str) -> Stretch | None:
     """The parent's reading of :func:`stretch_to_json`; None for anything else (then the parent
-    walks the stretch itself: a worker's output decides nothing it could not check)."""
+    walks the stretch itself, as it does when a sound stretch does not tie to its own snapshot)."""
     try:
         found = json.loads(text)
         broken = found["broken"]

@@ -4,6 +4,7 @@ seam between stretches too, and when a stretch's process fails or finds the anch
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 import subprocess
 import sys
 
@@ -161,3 +162,48 @@ def test_a_stretch_goes_to_the_caller_and_back_whole_and_anything_else_is_refuse
     assert stretch_from_json(stretch_to_json(clean)) == clean
     for garbage in ("", "null", "[]", '{"first": 1}', "{" * 3, '{"first": "x", "through": 2}'):
         assert stretch_from_json(garbage) is None
+
+
+def read_only(path):
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    conn.execute("BEGIN")
+    return conn
+
+
+def test_the_stretches_of_other_processes_are_taken_from_them_when_they_tie_to_the_callers_chain(path, tmp_path,
+                                                                                                  monkeypatch):
+    """The caller's own snapshot (a copy whose record 30 was edited under its stored hash) and the
+    file the processes read (the original) differ only inside the first stretch: the caller's
+    walk finds the edit only when it walks that stretch itself, so a sound result shows the
+    process's answer was taken, and a process that cannot run shows the fallback."""
+    edited = tmp_path / "edited.db"
+    edited.write_bytes(path.read_bytes())
+    tamper(edited, "UPDATE records SET data = '{}' WHERE seq = 30")
+    conn = read_only(edited)
+    try:
+        assert chain.walk(conn, 0, GENESIS_HASH).broken == ChainBreak(30, "its hash does not match its content (edited?)")
+        assert chain.walk_in_processes(path, conn, 0, GENESIS_HASH, RECORDS, 3).broken is None
+        monkeypatch.setattr(chain, "STRETCH_WALKER", "cardd.journal.no_such_module")
+        assert chain.walk_in_processes(path, conn, 0, GENESIS_HASH, RECORDS, 3).broken == \
+            ChainBreak(30, "its hash does not match its content (edited?)")
+    finally:
+        conn.close()
+
+
+def test_a_stretch_that_does_not_tie_to_the_callers_chain_is_walked_by_the_caller(path, tmp_path):
+    """The processes read a journal whose record 100 says something else, chained on soundly from
+    there: its stretch 67..132 is sound in itself but does not end on the caller's hash of 132, so
+    the caller walks it and finds its own chain sound (taken as it was, the next seam would not
+    join and the caller's sound chain would be reported broken at 133)."""
+    other = tmp_path / "other.db"
+    other.write_bytes(path.read_bytes())
+    tamper(other, "UPDATE records SET data = '{\"said\":\"else\"}' WHERE seq = 100")
+    with closing(sqlite3.connect(other)) as peek:
+        (hash_99,) = peek.execute("SELECT hash FROM records WHERE seq = 99").fetchone()
+    tamper(other, *rechained_from(other, 100, hash_99))
+    conn = read_only(path)
+    try:
+        result = chain.walk_in_processes(other, conn, 0, GENESIS_HASH, RECORDS, 3)
+        assert result == chain.walk(conn, 0, GENESIS_HASH) and result.broken is None
+    finally:
+        conn.close()
