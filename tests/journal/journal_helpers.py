@@ -50,3 +50,21 @@ def tamper(path: Path, *sql: str) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+
+
+def journal_of_cards(path: Path, records: int) -> Path:
+    """A new journal at ``path`` of ``records`` card events, rounds of 10."""
+    with Journal.open(path, create=True) as journal:
+        fill(journal, rounds=records // 10, per_round=10)
+    return path
+
+
+def damage_page_of(path: Path, seq: int) -> None:
+    """Overwrite the whole leaf page of the main file that holds record ``seq``."""
+    conn = sqlite3.connect(path)
+    (digest,) = conn.execute("SELECT hash FROM records WHERE seq = ?", (seq,)).fetchone()
+    conn.close()
+    page = path.read_bytes().index(digest) // 4096 * 4096
+    with open(path, "r+b") as file:
+        file.seek(page)
+        file.write(b"\xa5" * 4096)

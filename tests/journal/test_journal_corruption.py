@@ -9,17 +9,14 @@ from contextlib import closing
 import pytest
 
 from cardd.journal import Journal, JournalCorrupt
-from tests.journal.journal_helpers import fill, tamper
+from tests.journal.journal_helpers import damage_page_of, journal_of_cards, tamper
 
 RECORDS = 200  # 20 rounds of 10
 
 
 @pytest.fixture
 def path(tmp_path):
-    p = tmp_path / "j.db"
-    with Journal.open(p, create=True) as j:
-        fill(j, rounds=RECORDS // 10, per_round=10)
-    return p
+    return journal_of_cards(tmp_path / "j.db", RECORDS)
 
 
 def open_error(path, **kw) -> JournalCorrupt:
@@ -102,14 +99,7 @@ def test_a_truncated_main_file(path):
 
 
 def test_a_damaged_page_names_the_first_record_that_cannot_be_read(path):
-    conn = sqlite3.connect(path)
-    (hash_100,) = conn.execute("SELECT hash FROM records WHERE seq = 100").fetchone()
-    conn.close()
-    content = path.read_bytes()
-    page = content.index(hash_100) // 4096 * 4096  # the leaf page that holds record 100
-    with open(path, "r+b") as f:
-        f.seek(page)
-        f.write(b"\xa5" * 4096)
+    damage_page_of(path, 100)  # the leaf page that holds record 100
     with Journal.open(path, quick_check_records=10) as j:
         result = j.verify()
     assert not result.ok and result.first_bad_seq is not None and 80 <= result.first_bad_seq <= 100

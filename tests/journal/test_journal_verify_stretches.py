@@ -16,17 +16,14 @@ from cardd.journal.records import GENESIS_HASH, body_bytes, record_hash
 from cardd.journal.schema import RECORD_COLUMNS
 from cardd.journal.chain import ChainBreak, Stretch, WalkResult, stretch_from_json, stretch_to_json
 from cardd.journal.stretch_walker import walk_file
-from tests.journal.journal_helpers import DAY_NS, FakeClock, fill, tamper
+from tests.journal.journal_helpers import DAY_NS, FakeClock, damage_page_of, fill, journal_of_cards, tamper
 
 RECORDS = 200  # three processes: stretches 1..66 and 67..132 in two processes, 133..200 in the caller's
 
 
 @pytest.fixture
 def path(tmp_path):
-    p = tmp_path / "j.db"
-    with Journal.open(p, create=True) as j:
-        fill(j, rounds=RECORDS // 10, per_round=10)
-    return p
+    return journal_of_cards(tmp_path / "j.db", RECORDS)
 
 
 def verify(path, processes):
@@ -109,14 +106,7 @@ def test_a_chain_cut_and_rejoined_at_a_seam_is_found_at_the_seam(path):
 
 
 def test_a_damaged_page_in_a_stretch_of_another_process(path):
-    conn = sqlite3.connect(path)
-    (hash_100,) = conn.execute("SELECT hash FROM records WHERE seq = 100").fetchone()
-    conn.close()
-    content = path.read_bytes()
-    page = content.index(hash_100) // 4096 * 4096
-    with open(path, "r+b") as f:
-        f.seek(page)
-        f.write(b"\xa5" * 4096)
+    damage_page_of(path, 100)  # the leaf page that holds record 100
     one_walk = verify(path, processes=1)
     assert not one_walk.ok and "damaged SQLite file" in (one_walk.problem or "")
     assert verify(path, 3) == one_walk
