@@ -184,7 +184,7 @@ class _Client:
                 or transport.get_write_buffer_size()):
             self._flush()
             return
-        line = queue.pop()
+        line = queue.pop()  # no room to signal: only a replay waits for it, and a replaying client is offered nothing
         try:
             written = os.write(self._fd, line)
         except OSError:  # full (the transport waits for room) or gone (the transport closes)
