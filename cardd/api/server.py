@@ -104,7 +104,7 @@ class _Client:
         self._offered = False  # events queued that the server's flush writes out (offer_event)
         self._draining = False  # the writer task waits for the peer to take what was written
         self._high_water = writer.transport.get_write_buffer_limits()[1]
-        self._fd: int = writer.get_extra_info("socket").fileno()  # for a line written straight (flush_offered)
+        self._fd: int = writer.get_extra_info("socket").fileno()  # for a write straight to the socket (_flush)
         self.room = asyncio.Event()
         self.closing = False
         self.watching = False
@@ -130,18 +130,34 @@ class _Client:
 
     def _flush(self) -> None:
         """What this loop turn queued, in one write (module docstring); the writer task's job
-        instead while it waits for the peer or the socket's buffer is full."""
+        instead while it waits for the peer or the socket's buffer is full. With nothing buffered
+        before it (a live watcher: the card path) the write goes straight to the socket: with 50
+        watchers the transport's write and the queue's join were most of a card's fan-out; what
+        the socket does not take goes to the transport after it, which also meets any error the
+        socket has."""
         self._flush_handle = None
-        if not self.queue or self.closing:
+        queue = self.queue
+        if not queue or self.closing:
             return
         transport = self.writer.transport
-        if self._draining or transport.get_write_buffer_size() >= self._high_water:
+        buffered = transport.get_write_buffer_size()
+        if self._draining or buffered >= self._high_water:
             self.wake.set()
             return
-        data = b"".join(self.queue)
-        self.queue.clear()
+        data = queue.pop() if len(queue) == 1 else b"".join(queue)
+        queue.clear()
         self.room.set()
-        transport.write(data)
+        # is_closing: the transport closes the socket a loop turn after an error or an abort, a
+        # turn before this client hears of it; its number may then be another file's
+        if buffered or transport.is_closing():
+            transport.write(data)
+            return
+        try:
+            written = os.write(self._fd, data)
+        except OSError:  # full (the transport waits for room) or gone (the transport closes)
+            written = 0
+        if written < len(data):
+            transport.write(data[written:])
 
     def offer_event(self, seq: int, line: bytes) -> bool:
         """A published event: queued once, in sequence order, never twice. True when the caller
@@ -167,30 +183,11 @@ class _Client:
         return False
 
     def flush_offered(self) -> None:
-        """Write out what :meth:`offer_event` queued (and anything else queued) now. A lone line
-        for a socket with nothing buffered before it (a live watcher, one event: the card path)
-        goes straight to the socket in one ``write``: with 50 watchers the transport's write,
-        the queue's join and its checks were most of a card's fan-out; whatever the socket did
-        not take goes to the transport after it, which also meets any error the socket has."""
+        """Write out what :meth:`offer_event` queued (and anything else queued) now."""
         self._offered = False
         if self._flush_handle is not None:
             self._flush_handle.cancel()
-            self._flush_handle = None
-        queue = self.queue
-        transport = self.writer.transport
-        # is_closing: the transport closes the socket a loop turn after an error or an abort, a
-        # turn before this client hears of it; its number may then be another file's
-        if (len(queue) != 1 or self._draining or self.closing or transport.is_closing()
-                or transport.get_write_buffer_size()):
-            self._flush()
-            return
-        line = queue.pop()  # no room to signal: only a replay waits for it, and a replaying client is offered nothing
-        try:
-            written = os.write(self._fd, line)
-        except OSError:  # full (the transport waits for room) or gone (the transport closes)
-            written = 0
-        if written < len(line):
-            transport.write(line[written:])
+        self._flush()
 
     def deliver(self, seq: int, line: bytes) -> None:
         """An event to the client unless it had that one already (replay and live overlap)."""

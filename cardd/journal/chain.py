@@ -26,6 +26,7 @@ STRETCH_WALKER = "cardd.journal.stretch_walker"
 #: a stretch's process that has not answered after this long (it reads at 300,000+ records a
 #: second) is given up and its stretch walked here instead
 STRETCH_SECONDS_PER_RECORD = 1e-4
+_LAST_SEQ = (1 << 63) - 1  # SQLite's largest integer: "to the end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +52,8 @@ def walk(conn: sqlite3.Connection, after_seq: int, after_hash: bytes, batch_size
     expected, last = after_seq + 1, after_hash  # expected - 1 - after_seq records checked so far
     cursor = conn.cursor()
     try:
-        if through_seq is None:
-            cursor.execute(f"SELECT seq, prev, hash, {SQL_BODY} FROM records WHERE seq > ? ORDER BY seq",
-                           (BODY_FORMAT, after_seq))
-        else:
-            cursor.execute(f"SELECT seq, prev, hash, {SQL_BODY} FROM records WHERE seq > ? AND seq <= ? ORDER BY seq",
-                           (BODY_FORMAT, after_seq, through_seq))
+        cursor.execute(f"SELECT seq, prev, hash, {SQL_BODY} FROM records WHERE seq > ? AND seq <= ? ORDER BY seq",
+                       (BODY_FORMAT, after_seq, _LAST_SEQ if through_seq is None else through_seq))
         while batch := cursor.fetchmany(batch_size):
             for seq, prev, digest, body in batch:
                 if seq != expected or prev != last or sha256(prev + body).digest() != digest:
@@ -106,12 +103,11 @@ def walk_stretch(conn: sqlite3.Connection, first: int, through: int | None, afte
     when it is None, from the previous-hash its first record carries (checked at the seam)."""
     if after_hash is None:
         try:
-            row = conn.execute("SELECT prev FROM records WHERE seq = ?", (first,)).fetchone()
+            after_hash = _stored(conn, "prev", first)
         except sqlite3.DatabaseError:
-            row = None
-        if row is None:  # the caller's walk across the seam names what is wrong
+            after_hash = None
+        if after_hash is None:  # the caller's walk across the seam names what is wrong
             return Stretch(first, through, None, WalkResult(0, first - 1, b"", ChainBreak(first, "cannot be read")))
-        after_hash = row[0]
     return Stretch(first, through, after_hash, walk(conn, first - 1, after_hash, through_seq=through))
 
 
@@ -202,15 +198,18 @@ def _agrees(conn: sqlite3.Connection, found: Stretch, first: int, through: int, 
     if walked.broken is not None:
         return True
     try:
-        first_prev = own_hash
-        if first_prev is None:
-            row = conn.execute("SELECT prev FROM records WHERE seq = ?", (first,)).fetchone()
-            first_prev = None if row is None else row[0]
-        last = conn.execute("SELECT hash FROM records WHERE seq = ?", (through,)).fetchone()
+        first_prev = own_hash if own_hash is not None else _stored(conn, "prev", first)
+        last_hash = _stored(conn, "hash", through)
     except sqlite3.DatabaseError:
         return False
     return (walked.checked == through - first + 1 and walked.last_seq == through
-            and found.first_prev == first_prev and last is not None and walked.last_hash == last[0])
+            and found.first_prev == first_prev and last_hash is not None and walked.last_hash == last_hash)
+
+
+def _stored(conn: sqlite3.Connection, column: str, seq: int) -> bytes | None:
+    """Record ``seq``'s ``prev`` or ``hash`` as ``conn`` holds it (None: no such record)."""
+    row = conn.execute(f"SELECT {column} FROM records WHERE seq = ?", (seq,)).fetchone()
+    return None if row is None else row[0]
 
 
 def stretch_to_json(stretch: Stretch | None) -> str:
@@ -231,7 +230,7 @@ def stretch_from_json(text: str) -> Stretch | None:
         found = json.loads(text)
         broken = found["broken"]
         first_prev = found["first_prev"]
-        return Stretch(int(found["first"]), found["through"] and int(found["through"]),
+        return Stretch(int(found["first"]), int(found["through"]),
                        None if first_prev is None else bytes.fromhex(first_prev),
                        WalkResult(int(found["checked"]), int(found["last_seq"]), bytes.fromhex(found["last_hash"]),
                                   None if broken is None else ChainBreak(int(broken[0]), str(broken[1]))))
