@@ -29,7 +29,7 @@ from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import Program, ProgramConsole, logs_to_stderr
+from cardd.cli.common import Program, ProgramConsole, end_like_ctrl_c, logs_to_stderr
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
@@ -43,6 +43,7 @@ def main() -> None:
     # the table logs every device and shoe transition: warnings only (a bench run reports its own
     # figures), on stderr, never among simulate's JSON lines
     logs_to_stderr(logging.WARNING)
+    end_like_ctrl_c()  # a kill stops the scenario's cardd (and its devices) as Ctrl-C does
 
 
 def _files(paths: tuple[Path, ...], find: Callable[[list[Path]], list[Path]], what: str) -> list[Path]:
@@ -55,6 +56,20 @@ def _files(paths: tuple[Path, ...], find: Callable[[list[Path]], list[Path]], wh
     if not files:
         raise click.UsageError(f"no {what} under {', '.join(map(str, paths))}")
     return files
+
+
+def each_in_parallel(jobs: int, work: Callable[[Path], ScenarioResult], files: list[Path],
+                     done: Callable[[ScenarioResult], None]) -> None:
+    """``work`` on every file, ``jobs`` at a time, ``done`` with each result as it ends. An interrupt
+    (Ctrl-C, a kill: :func:`end_like_ctrl_c`) cancels the files not started and waits only for the
+    running ones, each of which stops its own cardd on the way out."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        try:
+            for future in as_completed([pool.submit(work, path) for path in files]):
+                done(future.result())
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs: int, junit: Path | None,
@@ -218,13 +233,14 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("scenarios", total=len(files))
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for future in as_completed([pool.submit(run_scenario, f, real, say) for f in files]):
-                result = future.result()
-                results.append(result)
-                progress.advance(task)
-                mark = "[yellow]skip[/]" if result.skipped else "[green]pass[/]" if result.passed else "[red]FAIL[/]"
-                progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+
+        def done(result: ScenarioResult) -> None:
+            results.append(result)
+            progress.advance(task)
+            mark = "[yellow]skip[/]" if result.skipped else "[green]pass[/]" if result.passed else "[red]FAIL[/]"
+            progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+
+        each_in_parallel(jobs, lambda path: run_scenario(path, real, say), files, done)
     finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=True)
 
 
@@ -322,10 +338,11 @@ def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, juni
     console = ProgramConsole(stderr=True, soft_wrap=True)
     start = time.monotonic()
     results: list[ScenarioResult] = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in as_completed([pool.submit(check_trace, f, update_golden) for f in files]):
-            result = future.result()
-            results.append(result)
-            mark = ("[green]updated[/]" if update_golden else "[green]pass[/]") if result.passed else "[red]FAIL[/]"
-            console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+
+    def done(result: ScenarioResult) -> None:
+        results.append(result)
+        mark = ("[green]updated[/]" if update_golden else "[green]pass[/]") if result.passed else "[red]FAIL[/]"
+        console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+
+    each_in_parallel(jobs, lambda path: check_trace(path, update_golden), files, done)
     finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=False)

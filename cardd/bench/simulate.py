@@ -395,6 +395,7 @@ def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, fi
                 shoes: "multiprocessing.Queue[_ShoeRounds | str]", lines: bool) -> None:
     """A worker: shoes first, first + step, ... until terminated; a SimulationError is sent as its text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers itself
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how it ends them (the parent's own SIGTERM raises)
     try:
         simulation = Simulation(rules, boxes, strategy, seed)
         shoe = first

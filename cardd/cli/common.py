@@ -223,6 +223,14 @@ def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
     return CliError(message, exit_code)
 
 
+def end_like_ctrl_c() -> None:
+    """SIGTERM and SIGHUP end this program as Ctrl-C does (a KeyboardInterrupt in the main thread),
+    so its ``finally`` blocks stop the children it started: a ``kill`` or a closed terminal must not
+    leave a daemon running on ptys and sockets the next run reuses."""
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.default_int_handler)
+
+
 def stop_child(proc: subprocess.Popen[Any] | None, signum: int, timeout: float) -> None:
     """Stop a child process this program started (it may have ended already: a Ctrl-C reaches the
     whole process group): ``signum``, then SIGKILL if it is still there after ``timeout`` seconds."""

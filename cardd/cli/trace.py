@@ -42,7 +42,7 @@ from typing import IO, Any
 
 import click
 
-from cardd.cli.common import EXIT_USAGE, CliError, emit_json, json_option
+from cardd.cli.common import EXIT_USAGE, CliError, emit_json, end_like_ctrl_c, json_option
 from cardd.cli.device import device_error
 from core.errors import CarddError
 from drivers.factory import open_transport
@@ -563,7 +563,7 @@ def replay(path: Path, link: Path | None, speed: float | None, as_json: bool) ->
             else:
                 click.echo(f"replaying {said} messages of {info['model']} {info['serial']} on {endpoint.url} "
                            f"(Ctrl-C stops)")
-        signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+        end_like_ctrl_c()
         try:
             while True:
                 signal.pause()

@@ -1,0 +1,111 @@
+"""A cardbench ended by a signal (``kill``, a closed terminal) stops the cardd it started, as Ctrl-C
+does. Before, a SIGTERM ended cardbench at once and left its daemon running on the bench's ptys and
+socket: a later run reusing those pty numbers met a daemon that was not its own (stop 21)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "bench" / "scenarios"
+#: a loaded 2-core machine may take this long to start a daemon and its simulated devices
+START_S = 60.0
+
+
+def _children(pid: int) -> set[int]:
+    """The processes ``pid`` started that are alive (every thread's list: a thread pool starts them)."""
+    found: set[int] = set()
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found.update(int(n) for n in (task / "children").read_text().split())
+    except FileNotFoundError:  # ended meanwhile
+        pass
+    return found
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def _daemons(bench: subprocess.Popen[str]) -> set[int]:
+    return {pid for pid in _children(bench.pid) if "cardd" in _command(pid) and "--config" in _command(pid)}
+
+
+def _daemons_of(bench: subprocess.Popen[str], count: int) -> set[int]:
+    """The cardd processes ``bench`` runs, once there are ``count`` of them."""
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        assert bench.poll() is None, bench.communicate()
+        daemons = _daemons(bench)
+        if len(daemons) >= count:
+            return daemons
+        time.sleep(0.05)
+    raise AssertionError(f"cardbench did not start {count} cardd within {START_S} s")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return "cardd" in _command(pid)  # not a pid reused by another program
+
+
+def _bench(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(Path(sys.executable).with_name("cardbench")), *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _end(bench: subprocess.Popen[str], signum: int, daemons: set[int]) -> tuple[str, set[int]]:
+    """Send ``signum`` to cardbench; its output once it has ended, and the daemons it started after
+    the signal. Any daemon it left is killed here (after the asserts' facts are taken) so a failing
+    run leaves nothing behind for the next tests."""
+    bench.send_signal(signum)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while bench.poll() is None and time.monotonic() < deadline:
+            started |= _daemons(bench) - daemons
+            time.sleep(0.01)
+        out, _ = bench.communicate(timeout=1)
+    finally:
+        left = {pid for pid in daemons | started if _alive(pid)}
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()
+    assert not left, f"cardd {left} still running after cardbench ended on {signal.Signals(signum).name}"
+    return out, started
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_cardbench_soak_stops_its_daemon(signum: int) -> None:
+    bench = _bench("soak", "--shoes", "1000", "--cut-at", "30", "--unplug-rate", "0", "--fault-rate", "0")
+    daemons = _daemons_of(bench, 1)
+    out, _ = _end(bench, signum, daemons)
+    assert bench.returncode != 0 and "PASS" not in out  # ended by the signal, not by playing 1,000 shoes
+    assert "Traceback" not in out, out
+
+
+def test_a_signal_to_cardbench_run_stops_the_running_daemons_and_starts_no_more() -> None:
+    files = sorted(LIBRARY.rglob("*.toml"))
+    assert len(files) > 6
+    bench = _bench("run", str(LIBRARY), "--jobs", "2")
+    daemons = _daemons_of(bench, 2)
+    out, started = _end(bench, signal.SIGTERM, daemons)
+    assert bench.returncode != 0
+    assert not started, out  # the scenarios not started were cancelled, not started after the signal
+    ran = re.findall(r"^(?:pass|FAIL|skip) ", out, re.MULTILINE)
+    assert len(ran) < len(files), out
+    assert "Traceback" not in out, out
