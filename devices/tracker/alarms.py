@@ -2,14 +2,18 @@
 
 Every ALARM-severity event opens an alarm in the :class:`AlarmBook`; it stays open (and is
 part of the table's persisted snapshot, so it survives a power cycle) until a supervisor
-clears it by id.
+clears it by id. A held round's own alarms (``ROUND_HELD``) are the exception: the supervisor's
+decision on that round (resume, re-deal, void) answers them, and the table closes them then
+(:meth:`AlarmBook.settle_holds`), journaled as cleared by that supervisor. Left open, one per hold,
+they piled up for good on a table nobody cleared them on, and every STATE and snapshot carried
+them all.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from devices.events import Event, EventSink, Role
+from devices.events import Event, EventSink, Reason, Role
 from devices.overrides import TableError, require_supervisor
 
 
@@ -19,6 +23,7 @@ class Alarm:
     reason: str
     source: str
     message: str
+    round: int | None = None  # the round a round's alarm is about (its event's data)
 
 
 class AlarmBook:
@@ -29,7 +34,9 @@ class AlarmBook:
         self._next_id = 1
 
     def raise_from(self, event: Event) -> int:
-        alarm = Alarm(self._next_id, str(event.reason), event.source, event.message)
+        round_id = event.data.get("round")
+        alarm = Alarm(self._next_id, str(event.reason), event.source, event.message,
+                      round_id if type(round_id) is int and round_id >= 0 else None)
         self.open[alarm.id] = alarm
         self._next_id += 1
         return alarm.id
@@ -40,13 +47,21 @@ class AlarmBook:
         require_supervisor(sink, "table", f"clear alarm {alarm_id}", who, role)
         return self.open.pop(alarm_id)
 
+    def settle_holds(self, round_id: int) -> list[Alarm]:
+        """Close the ``ROUND_HELD`` alarms of round ``round_id`` (its holds were decided); the ones closed."""
+        settled = [a for a in self.open.values() if a.round == round_id and a.reason == Reason.ROUND_HELD]
+        for alarm in settled:
+            del self.open[alarm.id]
+        return settled
+
     def reasons(self) -> list[str]:
         return [a.reason for a in self.open.values()]
 
     def snapshot(self) -> dict[str, Any]:
         # built by hand: dataclasses.asdict deep-copies field by field, and this runs at every snapshot
         return {"next_id": self._next_id, "open": [
-            {"id": a.id, "reason": a.reason, "source": a.source, "message": a.message} for a in self.open.values()]}
+            {"id": a.id, "reason": a.reason, "source": a.source, "message": a.message}
+            | ({} if a.round is None else {"round": a.round}) for a in self.open.values()]}
 
     def restore(self, snap: dict[str, Any]) -> None:
         self._next_id = snap["next_id"]

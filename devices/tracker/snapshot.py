@@ -123,6 +123,7 @@ class _Alarm(_Strict):
     reason: str
     source: str
     message: str
+    round: Count | None = None  # optional: an older cardd's snapshot has none
 
 
 class _Alarms(_Strict):
@@ -256,7 +257,7 @@ def _fill(table: Table, s: _Snapshot) -> None:
     shoe.deferred = _messages(s.deferred, "$.deferred", (ShuffleProgress, ShuffleComplete, DeckCheckResult,
                                                          ShoeLoaded))
     table.alarms._next_id = s.alarms.next_id
-    table.alarms.open = {a.id: Alarm(a.id, a.reason, a.source, a.message) for a in s.alarms.open}
+    table.alarms.open = {a.id: Alarm(a.id, a.reason, a.source, a.message, a.round) for a in s.alarms.open}
     table.holds = dict(s.holds)
     for name in _PILES:
         setattr(table, name, _cards(getattr(s.piles, name), f"$.piles.{name}"))

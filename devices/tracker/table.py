@@ -574,7 +574,7 @@ class Table:
         self.pending = []
         for card in dealt + list(exposed):
             self.shoe.card_back(card)  # they will be read again
-        self.holds.clear()
+        self._holds_decided(inp.who, "reconstructed and re-dealt")
 
     def _shuffle_started(self, inp: ShuffleStarted) -> None:
         """The operator who loaded the shuffler and started the shuffle: named on the verification record."""
@@ -606,7 +606,7 @@ class Table:
         if problems:
             refuse_override(self._journal, "table", "resume", who, "; ".join(problems), role)
         self._to_round(inp)
-        self.holds.clear()
+        self._holds_decided(who, "resumed")
         self._feed()
 
     def _redeal(self, inp: Redeal) -> None:
@@ -623,6 +623,8 @@ class Table:
         self.discard.extend(c for c, _ in r.assignments)  # type: ignore[union-attr]
         self.discard.extend(self.pending)
         self.pending.clear()
+        if by_rule is None:  # a supervisor's void (a re-deal, a void shoe) decides the round's holds
+            self._holds_decided(who, "voided")
         self.holds.clear()
         self._between_rounds()
 
@@ -634,6 +636,15 @@ class Table:
         if self.round_live:
             self._void_round(Reason.SHOE_VOID, who, role)
         self.shoe.void(who)
+
+    def _holds_decided(self, who: str, how: str) -> None:
+        """A supervisor decided the live round (resumed, voided, re-dealt it): its holds are over,
+        and so are the alarms they raised (ROUND_HELD), closed in that supervisor's name."""
+        self.holds.clear()
+        assert self.round is not None  # every caller decided a round
+        for alarm in self.alarms.settle_holds(self.round.round_id):
+            self._emit(Reason.ALARM_CLEARED, f"alarm {alarm.id} ({alarm.reason}) cleared by {who}: the round "
+                       f"was {how}", who=who, alarm=alarm.id, alarm_reason=alarm.reason, round=alarm.round)
 
     def _clear_alarm(self, inp: ClearAlarm) -> None:
         alarm_id, who, role = inp.alarm_id, inp.who, inp.role
