@@ -43,3 +43,18 @@ def _structlog_config_restored():
     yield
     structlog.reset_defaults()
     structlog.configure(**saved)
+
+
+@pytest.fixture(autouse=True)
+def _daemons_stopped():
+    """A test that fails before it stops its cardd (tests/daemon/daemon_rig.Daemon) must not leave
+    it running: an orphaned daemon keeps reopening its ptys and sockets, whose numbers later tests
+    reuse, and fails them. Daemons of wider-scoped fixtures, started before the test, are theirs."""
+    from tests.daemon.daemon_rig import STARTED
+    before = len(STARTED)
+    yield
+    for daemon in STARTED[before:]:
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait(timeout=30)
+    del STARTED[before:]

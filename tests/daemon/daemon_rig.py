@@ -99,6 +99,10 @@ class Client:
         self.sock.close()
 
 
+#: every Daemon started, in order: tests/conftest.py kills the ones a test left running
+STARTED: list[Daemon] = []
+
+
 class Daemon:
     """``cardd`` running in a subprocess until :meth:`stop` or :meth:`kill`.
 
@@ -117,6 +121,7 @@ class Daemon:
             self.proc = subprocess.Popen([*(prefix or []), str(CARDD), "--log-format", "json", *args], stdout=out,
                                          stderr=err,
                                          env=None if env is None else {**os.environ, **env})
+        STARTED.append(self)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             if self.proc.poll() is not None:
