@@ -27,6 +27,7 @@ from firmware_bridge.framing import (
     cobs_decode,
     cobs_encode,
     decode_frame,
+    _quick_fields,
     encode_frame,
     frame_bytes,
 )
@@ -249,3 +250,13 @@ def test_feed_fields_are_the_frames_fields():
     frames = [Frame(FrameKind.DATA, 5, 6, b"\x30\x00\x01"), Frame(FrameKind.ACK, 0, 7), Frame(FrameKind.RESET, 0, 0, b"abcd")]
     stream = b"".join(encode_frame(f) for f in frames)
     assert FrameDecoder().feed_fields(stream) == [(f.kind, f.seq, f.ack, f.payload) for f in frames]
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("segment", [b"\x00", b"\x03\x01\x00\x05", b"\x02\x01\x00", bytes(20)])
+def test_the_one_pass_read_refuses_a_zero_byte_instead_of_looping(segment: bytes) -> None:
+    """The decoder splits on 0x00, so no segment it reads holds one; a code 0 once made the one-pass
+    read wait forever for its block to end (it never advanced)."""
+    assert _quick_fields(segment) is None
+    with pytest.raises(FrameError):  # the slow path names what is wrong
+        decode_frame(segment)
