@@ -102,6 +102,9 @@ class ApiConfig(_Section, frozen=True):
     rate: Annotated[float, msgspec.Meta(ge=1.0, le=10_000.0)] = 50.0
     #: requests one connection may send at once before the rate applies
     burst: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 200
+    #: refused commands one user (uid, all its connections) may have journaled one by one in a
+    #: minute; the rest of that minute its commands get ERROR too-many-refused, journaled as one count
+    refused_per_minute: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 120
 
     @property
     def mode_bits(self) -> int:

@@ -46,3 +46,8 @@ class Backend(Protocol):
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         """A command the caller lacks the role for (so the daemon journals the attempt)."""
         ...
+
+    def commands_held_back(self, user: str, uid: int, commands: Mapping[str, int], window_s: float) -> None:
+        """Commands of one user not taken (ERROR too-many-refused) after it had too many refused in
+        ``window_s`` seconds: ``commands`` counts them by name; the daemon journals the count."""
+        ...

@@ -180,6 +180,7 @@ class ErrorCode:
     FLOOD = "flood"                  # requests faster than the rate limit; closed
     BUSY = "busy"                    # too many connections; closed
     REFUSED = "refused"              # the caller lacks the role the request needs
+    TOO_MANY_REFUSED = "too-many-refused"  # this user's commands were refused too often: none taken for a while
     UNKNOWN_COMMAND = "unknown-command"
     BAD_ARGS = "bad-args"            # a command's args: a field wrong, missing or not allowed (named)
     DEVICE_OFFLINE = "device-offline"  # a device command for a device whose link is down

@@ -17,9 +17,9 @@ import errno
 import os
 import socket
 import stat
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +49,12 @@ class Limits:
     burst: int = 200               # requests at once before the rate applies
     backlog_chunk: int = 256       # events read from the journal at a time for WATCH since_seq
     linger: float = 5.0            # seconds a closed connection's last bytes may wait for the peer
+    refused_per_window: int = 120  # refused commands of one user (uid) journaled one by one a window
+    refusal_window_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if min(self.max_line, self.queue, self.clients, self.burst, self.backlog_chunk) < 1 or self.rate <= 0:
+        if (min(self.max_line, self.queue, self.clients, self.burst, self.backlog_chunk, self.refused_per_window) < 1
+                or self.rate <= 0 or self.refusal_window_s <= 0):
             raise ApiError(f"API limits must be positive: {self}")
         if self.backlog_chunk * 2 > self.queue:
             raise ApiError(f"API limits: backlog_chunk ({self.backlog_chunk}) must be at most half of queue ({self.queue})")
@@ -286,6 +289,16 @@ class _Client:
         return True
 
 
+@dataclass(slots=True)
+class _Refusals:
+    """One user's refused commands in the current window, and what it sent once over the limit."""
+    start: float  # the loop's clock
+    user: str
+    refused: int = 0
+    held_back: Counter[str] = field(default_factory=Counter)
+    timer: asyncio.TimerHandle | None = None
+
+
 class ApiServer:
     """The API on a Unix socket. ``mode`` and ``group`` are set on the socket file;
     ``role_groups`` say which groups hold which role; ``admin_uids`` hold every role."""
@@ -309,6 +322,7 @@ class ApiServer:
         self._last_seq: int | None = None
         self._offered: list[_Client] = []  # watchers with published lines to write (flush)
         self._flush_handle: asyncio.Handle | None = None
+        self._refusals: dict[int, _Refusals] = {}  # by uid
 
     @property
     def client_count(self) -> int:
@@ -370,6 +384,10 @@ class ApiServer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, *(c.writer_task for c in clients), return_exceptions=True)
+        for uid, refusals in list(self._refusals.items()):  # what was held back is journaled before the stop
+            if refusals.timer is not None:
+                refusals.timer.cancel()
+                self._refusal_window_ended(uid)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -511,6 +529,53 @@ class ApiServer:
         return await self._watch(client, request)
 
     async def _command(self, caller: Caller, request: Command) -> msgspec.Struct:
+        """A command, unless its user had too many refused this window (each refusal is a journal
+        record: a user opening connection after connection, each with its own rate, could
+        otherwise fill the journal's disk with them). Every ERROR counts as a refusal."""
+        refusals = self._refusals_of(caller)
+        if refusals.refused >= self.limits.refused_per_window:
+            return self._held_back(caller, refusals, request)
+        try:
+            reply = await self._take_command(caller, request)
+        except (CommandFailed, CarddError):
+            self._refusals_of(caller).refused += 1
+            raise
+        if isinstance(reply, Error):
+            self._refusals_of(caller).refused += 1
+        return reply
+
+    def _refusals_of(self, caller: Caller) -> _Refusals:
+        now = asyncio.get_running_loop().time()
+        refusals = self._refusals.get(caller.uid)
+        if refusals is None or (refusals.timer is None and now - refusals.start >= self.limits.refusal_window_s):
+            refusals = self._refusals[caller.uid] = _Refusals(now, caller.user)
+        return refusals
+
+    def _held_back(self, caller: Caller, refusals: _Refusals, request: Command) -> Error:
+        """A command not taken: counted, and journaled with the others when the window ends."""
+        # a known name, never the client's text (a flood of distinct names would grow the count)
+        refusals.held_back[request.name if request.name in self.backend.command_roles else "(unknown)"] += 1
+        loop = asyncio.get_running_loop()
+        ends = refusals.start + self.limits.refusal_window_s
+        if refusals.timer is None:
+            refusals.timer = loop.call_at(ends, self._refusal_window_ended, caller.uid)
+            log.warning("API commands held back", user=caller.user, uid=caller.uid, refused=refusals.refused,
+                        window_s=self.limits.refusal_window_s)
+        return Error(id=request.id, code=ErrorCode.TOO_MANY_REFUSED,
+                     message=f"{refusals.refused} commands of {caller.describe()} refused within "
+                             f"{self.limits.refusal_window_s:g} s: none is taken for {max(0.0, ends - loop.time()):.0f} s "
+                             "more (journaled as one count)")
+
+    def _refusal_window_ended(self, uid: int) -> None:
+        refusals = self._refusals.pop(uid)
+        held = sum(refusals.held_back.values())
+        log.warning("API commands taken again", user=refusals.user, uid=uid, held_back=held)
+        try:
+            self.backend.commands_held_back(refusals.user, uid, dict(refusals.held_back), self.limits.refusal_window_s)
+        except CarddError as exc:  # the journal's own trouble: the count is in the log line above
+            log.error("API commands held back not journaled", uid=uid, held_back=held, error=str(exc))
+
+    async def _take_command(self, caller: Caller, request: Command) -> msgspec.Struct:
         needs = self.backend.command_roles.get(request.name)
         if needs is None:
             known = ", ".join(sorted(self.backend.command_roles))

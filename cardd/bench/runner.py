@@ -298,7 +298,8 @@ class BenchRig:
         (d / "cardd.toml").write_text("\n".join([
             "[devices]", f'shoe = "{self.url("shoe")}"', *shuffler, *stable, "",
             "[table]", f'rules = "{self.rules_path}"', "", "[journal]", f'path = "{d / "journal.sqlite3"}"', "",
-            "[api]", f'socket = "{socket}"', f"rate = {API_RATE}", f"burst = {API_RATE}", ""]))
+            "[api]", f'socket = "{socket}"', f"rate = {API_RATE}", f"burst = {API_RATE}",
+            f"refused_per_minute = {60 * API_RATE}", ""]))
         # the daemon's log goes to a file: a pipe nobody reads fills up (64 KiB: about 16 shoes of device
         # and link lines) and the daemon's next log line then blocks its whole loop
         with self.log_path.open("wb") as log_file:

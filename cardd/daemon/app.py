@@ -121,7 +121,8 @@ class Daemon:
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,
-                             limits=Limits(rate=config.api.rate, burst=config.api.burst),
+                             limits=Limits(rate=config.api.rate, burst=config.api.burst,
+                                           refused_per_window=config.api.refused_per_minute),
                              mode=config.api.mode_bits, group=api_gid)
         try:
             await self.api.start()

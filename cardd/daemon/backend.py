@@ -118,3 +118,8 @@ class DaemonBackend:
         index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
                                              refused=f"needs the {roles_text(needs)} role")
         await self.service.refusal_journaled(index)
+
+    def commands_held_back(self, user: str, uid: int, commands: Mapping[str, int], window_s: float) -> None:
+        count = sum(commands.values())
+        self.service.journal_command(",".join(sorted(commands)), {"held_back": dict(commands)}, user, uid,
+                                     refused=f"{count} command(s) not taken: too many refused within {window_s:g} s")

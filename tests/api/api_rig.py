@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ class FakeDaemon:
         self.journal: list[Event] = []
         self.accepted: list[tuple[str, dict[str, Any], Caller]] = []
         self.refused: list[tuple[str, Caller, frozenset[Role]]] = []
+        self.held_back: list[tuple[str, int, dict[str, int], float]] = []
         self.replay_reads = 0
         self.queries: list[LogQuery] = []
 
@@ -85,6 +86,9 @@ class FakeDaemon:
 
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
         self.refused.append((name, caller, needs))
+
+    def commands_held_back(self, user: str, uid: int, commands: Mapping[str, int], window_s: float) -> None:
+        self.held_back.append((user, uid, dict(commands), window_s))
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cardd.journal import Journal
 from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
 from tests.support.clients import run_client
 from tests.support.groups import unix_groups
@@ -79,5 +80,38 @@ def test_dealer_and_supervisor_commands_follow_the_callers_groups(groups):
             finally:
                 code, err = daemon.stop()
         assert code == 0, err
+    finally:
+        remove(directory)
+
+
+def test_a_user_refused_too_often_is_held_back_and_the_count_journaled(groups):
+    """[api] refused_per_minute: the daemon journals that many refusals of one user one by one, then
+    holds its commands back and journals them as one count (here at the stop, before the minute ends)."""
+    directory = state_dir()
+    try:
+        with SimulatedTable.over_ptys() as sim:
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url, api_group=GROUPS["api"][0],
+                                  roles={role: GROUPS[role][0] for role in ("dealer", "supervisor", "technician")},
+                                  api={"refused_per_minute": 2})
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+            try:
+                sock = directory / "cardd.sock"
+                _, *replies = run_client(sock, NOBODY_UID, [groups["api"]], [command("dealer_change")] * 3)
+                _, *more = run_client(sock, NOBODY_UID, [groups["api"]], [command("void_shoe")])
+                assert [r["code"] for r in replies + more] == ["refused", "refused", "too-many-refused",
+                                                               "too-many-refused"]
+                assert "none is taken for" in more[0]["message"]
+                _, accepted = run_client(sock, DEALER_UID, [groups["api"], groups["dealer"]], [command("dealer_change")])
+                assert accepted["class"] == "ACK", accepted  # another user
+            finally:
+                code, err = daemon.stop()
+            assert code == 0, err
+        with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+            refusals = [r for r in journal.query(limit=None) if r.reason == "COMMAND_REFUSED"]
+        assert [(r.data["command"], r.data["uid"], r.who) for r in refusals] == [
+            ("dealer_change", NOBODY_UID, str(NOBODY_UID))] * 2 + [("dealer_change,void_shoe", NOBODY_UID,
+                                                                    str(NOBODY_UID))]
+        assert refusals[-1].data["args"] == {"held_back": {"dealer_change": 1, "void_shoe": 1}}
+        assert "2 command(s) not taken: too many refused within 60 s" in refusals[-1].data["refused"]
     finally:
         remove(directory)
