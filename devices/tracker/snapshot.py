@@ -43,7 +43,11 @@ from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
 
-SNAPSHOT_VERSION = 4  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats
+SNAPSHOT_VERSION = 5  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
+#                       5: an alarm's round
+#: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round. An
+#: older cardd refuses a version-5 one by its number (a rollback after this change: docs/journal.md)
+READABLE_VERSIONS = (4, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -123,7 +127,7 @@ class _Alarm(_Strict):
     reason: str
     source: str
     message: str
-    round: Count | None = None  # optional: an older cardd's snapshot has none
+    round: Count | None = None  # none in a version-4 snapshot
 
 
 class _Alarms(_Strict):
@@ -206,8 +210,9 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
     """
     if not isinstance(snap, dict):
         raise SnapshotError(f"table snapshot: expected an object, got {type(snap).__name__}")
-    if snap.get("version") != SNAPSHOT_VERSION:
-        raise SnapshotError(f"table snapshot version {snap.get('version')!r:.40} is not {SNAPSHOT_VERSION}")
+    if snap.get("version") not in READABLE_VERSIONS:
+        raise SnapshotError(f"table snapshot version {snap.get('version')!r:.40} is not one of "
+                            f"{', '.join(map(str, READABLE_VERSIONS))}")
     try:
         s = msgspec.convert(snap, _Snapshot, strict=True)
     except msgspec.ValidationError as exc:

@@ -21,7 +21,7 @@ from devices.tracker.snapshot import restore, snapshot
 from devices.game.round import Action
 from firmware_bridge.messages import DeviceRole, Fault, FaultCleared, FaultCode, Ident
 
-from tests.table.table_rig import RULES_DIR, TableRig
+from tests.table.table_rig import RULES_DIR, TableRig, connect_devices
 
 pytestmark = pytest.mark.timeout(30)
 SUP, DEALER = Role.SUPERVISOR, Role.DEALER
@@ -143,7 +143,25 @@ def test_an_alarms_round_survives_a_snapshot_and_an_older_snapshot_restores() ->
     back = restore(rig.rules, rig.events.append, snap, clock=rig.clock, stale_after_s=3.0, hold=False)
     assert {a.reason: a.round for a in back.alarms.open.values()} == {
         "SHUFFLER_MALFUNCTION": None, "ROUND_HELD": rig.round.round_id}
-    for alarm in snap["alarms"]["open"]:  # what an older cardd wrote: no round
+    for alarm in snap["alarms"]["open"]:  # what an older cardd wrote: version 4, no round
         alarm.pop("round", None)
-    older = restore(rig.rules, rig.events.append, snap, clock=rig.clock, stale_after_s=3.0, hold=False)
+    older = restore(rig.rules, rig.events.append, {**snap, "version": 4}, clock=rig.clock, stale_after_s=3.0,
+                    hold=False)
     assert {a.reason: a.round for a in older.alarms.open.values()} == {"SHUFFLER_MALFUNCTION": None, "ROUND_HELD": None}
+
+
+def test_a_round_restored_held_after_a_restart_has_its_hold_alarm_closed_by_the_resume() -> None:
+    """A restart brings a live round back held (a ROUND_HELD of that round): the supervisor's
+    resume, once the devices are back, closes its alarm."""
+    rig = TableRig.from_file(RULES)
+    rig.bets(1, 2)
+    rig.deal("TH 9S 5D 7C 8H")
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    events: list[Event] = []
+    back = restore(rig.rules, events.append, snap, clock=rig.clock, stale_after_s=3.0)
+    [alarm] = back.alarms.open.values()
+    assert (alarm.reason, alarm.round) == ("ROUND_HELD", rig.round.round_id)
+    connect_devices(back)
+    back.apply(Resume("sup-1", SUP))
+    assert not back.alarms.open
+    assert [(e.who, e.data["alarm"]) for e in events if e.reason is Reason.ALARM_CLEARED] == [("sup-1", alarm.id)]
