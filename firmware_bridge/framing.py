@@ -196,7 +196,7 @@ FrameFields = tuple[FrameKind, int, int, bytes]
 
 def _quick_fields(segment: bytes) -> FrameFields | None:
     """:func:`decode_frame` of a COBS segment under 255 bytes that holds no 0x00 and is a good
-    frame, as its fields, in one pass; None for anything else (a 0x00 too) (:func:`decode_frame` then says
+    frame, as its fields, in one pass; None for anything else (a code 0 ends the walk: None) (:func:`decode_frame` then says
     what is wrong, or reads a longer frame). Under 255 bytes no COBS code can be 0xFF (it
     would overrun), so every block but the last ends in a zero, written where the next code
     sits. The CRC (no final XOR) of a frame with its own CRC appended is 0 exactly when the

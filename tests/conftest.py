@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import threading
 
 import pytest
@@ -58,3 +59,14 @@ def _daemons_stopped():
             daemon.proc.kill()
             daemon.proc.wait(timeout=30)
     del STARTED[before:]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored():
+    """cardbench run in-process (CliRunner) makes SIGTERM and SIGHUP raise KeyboardInterrupt, as its
+    program does (cardd.cli.common.end_like_ctrl_c): put them back, so neither this process nor a
+    child it forks later ends by an exception where it should end by the signal."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)

@@ -355,10 +355,16 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
     workers = [context.Process(target=_deal_shoes, args=(rules, boxes, strategy, seed, j + 1, jobs, queues[j],
                                                           line is not None), daemon=True)
                for j in range(jobs)]
-    for worker in workers:
-        worker.start()
     summary = Summary()
     try:
+        # forked with the ending signals blocked: a worker sets its own handlers (not the parent's
+        # KeyboardInterrupt) before one can reach it
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+        try:
+            for worker in workers:
+                worker.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         shoe = 0
         while summary.rounds < rounds:
             shoe += 1
@@ -370,10 +376,16 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
                     break
     finally:
         for worker in workers:
-            worker.terminate()
+            if worker.pid is not None:  # started
+                worker.terminate()
         for worker in workers:
-            worker.join()
+            if worker.pid is not None:
+                worker.join()
     return summary
+
+
+#: what ends cardbench (cardd.cli.common.end_like_ctrl_c) and its workers
+_ENDING_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _take(shoes: "multiprocessing.Queue[_ShoeRounds | str]", worker: multiprocessing.process.BaseProcess) -> _ShoeRounds:
@@ -396,6 +408,8 @@ def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, fi
     """A worker: shoes first, first + step, ... until terminated; a SimulationError is sent as its text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers itself
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how it ends them (the parent's own SIGTERM raises)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a closed terminal ends a worker whatever its parent does
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
     try:
         simulation = Simulation(rules, boxes, strategy, seed)
         shoe = first
