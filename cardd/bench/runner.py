@@ -29,7 +29,7 @@ from cardd.bench.scenario import (
     load_scenario,
 )
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import stop_child
+from cardd.cli.common import ending_deferred, stop_child
 from core.cards import Card, shoe_composition
 from devices.game.round_types import Action
 from devices.game.rules import load_rules
@@ -302,7 +302,7 @@ class BenchRig:
             f"refused_per_minute = {60 * API_RATE}", ""]))
         # the daemon's log goes to a file: a pipe nobody reads fills up (64 KiB: about 16 shoes of device
         # and link lines) and the daemon's next log line then blocks its whole loop
-        with self.log_path.open("wb") as log_file:
+        with self.log_path.open("wb") as log_file, ending_deferred():  # an interrupt finds it to stop
             self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json"],
                                          stdout=subprocess.DEVNULL, stderr=log_file)
         deadline = time.monotonic() + START_TIMEOUT

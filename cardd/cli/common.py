@@ -13,9 +13,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
@@ -74,6 +76,12 @@ class Program(click.Group):
             return value
         except BrokenPipeError:  # the API client's socket errors are ClientErrors: this is an output stream
             _stdout_closed()
+        except KeyboardInterrupt:
+            if not _ended_by:
+                raise  # a program without end_like_ctrl_c: click's own way
+            click.echo(f"{ctx.info_name}: interrupted ({signal.Signals(_ended_by[-1]).name}); "
+                       "what it started is stopped", err=True)
+            sys.exit(interrupted_exit_code())
 
 
 def _stdout_closed() -> NoReturn:
@@ -223,12 +231,57 @@ def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
     return CliError(message, exit_code)
 
 
+#: what ends a program that cleans up after itself (:func:`end_like_ctrl_c`)
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_ended_by: list[int] = []  # the signal that ended this program, once one has
+_deferred: list[int] = []  # inside ending_deferred (main thread, where Python runs signal handlers): what came
+
+
 def end_like_ctrl_c() -> None:
-    """SIGTERM and SIGHUP end this program as Ctrl-C does (a KeyboardInterrupt in the main thread),
-    so its ``finally`` blocks stop the children it started: a ``kill`` or a closed terminal must not
-    leave a daemon running on ptys and sockets the next run reuses."""
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.default_int_handler)
+    """Ctrl-C, SIGTERM and SIGHUP end this program alike: the first raises KeyboardInterrupt in the
+    main thread, so its ``finally`` blocks stop the children it started (a ``kill`` or a closed
+    terminal must not leave a daemon running on ptys and sockets the next run reuses), and any
+    after it is let pass, so that cleanup is not cut short. :class:`Program` then exits
+    128 + the signal's number with one line."""
+    _ended_by.clear()
+    for signum in ENDING_SIGNALS:
+        signal.signal(signum, _first_ends)
+
+
+def _first_ends(signum: int, frame: FrameType | None) -> None:
+    if _deferred:  # raised where the block ends (ending_deferred)
+        _deferred[-1] = signum
+        return
+    _ended_by.append(signum)
+    for ending in ENDING_SIGNALS:  # a Python handler, not SIG_IGN: a child started meanwhile keeps the default
+        signal.signal(ending, _already_ending)
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def ending_deferred() -> Iterator[None]:
+    """Starting a child that is to be stopped: the KeyboardInterrupt of an ending signal that comes
+    meanwhile is raised where the block ends, not inside ``subprocess.Popen`` (the child would run
+    with nobody holding it to stop it: an orphaned daemon)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run in the main thread only: nothing is raised here
+        return
+    _deferred.append(0)
+    try:
+        yield
+    finally:
+        came = _deferred.pop()
+        if came:  # the one that came meanwhile ends the program now (or at the outer block's end)
+            _first_ends(came, None)
+
+
+def _already_ending(signum: int, frame: FrameType | None) -> None:
+    """A second signal while the first one's cleanup runs: nothing."""
+
+
+def interrupted_exit_code() -> int:
+    """The shell's exit code for the signal that ended this program (130 for a Ctrl-C)."""
+    return 128 + (_ended_by[-1] if _ended_by else signal.SIGINT)
 
 
 def stop_child(proc: subprocess.Popen[Any] | None, signum: int, timeout: float) -> None:

@@ -29,11 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
-from cardd.cli.common import money, stop_child
+from cardd.cli.common import end_like_ctrl_c, ending_deferred, interrupted_exit_code, money, stop_child
 from cardd.journal import Journal
 
 BIN = Path(sys.executable).parent
@@ -352,16 +351,18 @@ def main(argv: list[str] | None = None) -> int:
     # with the live view on the terminal the dealer's commentary would tear its screen: the view
     # shows what the journal records instead, and the commentary is for the plain run
     say: Callable[[str], None] = (lambda text: None) if watching else (lambda text: print(text, flush=True))
-    signal.signal(signal.SIGINT, interrupted_once)
+    end_like_ctrl_c()
     try:
         try:
             directory = directory or Path(tempfile.mkdtemp(prefix="cardd-demo-"))
             directory.mkdir(parents=True, exist_ok=True)
             socket = directory / "cardd.sock"
-            daemon = start_daemon(directory)
+            with ending_deferred():  # a Ctrl-C inside the start must find the daemon to stop
+                daemon = start_daemon(directory)
             wait_until_serving(daemon, directory)
             if watching:
-                viewer = subprocess.Popen([str(BIN / "cardctl"), "--socket", str(socket), "watch"])
+                with ending_deferred():
+                    viewer = subprocess.Popen([str(BIN / "cardctl"), "--socket", str(socket), "watch"])
             client = ApiClient(socket, timeout=30, pace_s=REQUEST_INTERVAL_S)
             dealer = Dealer(client, random.Random(args.seed), 0.0 if args.fast else PACE_S, say)
             dealer.shuffle_and_load()
@@ -379,15 +380,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(directory, ignore_errors=True)
             kept = f"{directory or 'its directory'} removed"
         print(f"\ndemo: interrupted; the daemon is stopped and {kept}", file=sys.stderr)
-        return 130
+        return interrupted_exit_code()
     return 0
-
-
-def interrupted_once(signum: int, frame: FrameType | None) -> None:
-    """The first Ctrl-C ends the demo (KeyboardInterrupt wherever it is); a second one must not
-    cut the cleanup short, so from then on SIGINT is ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
 
 
 def stop_children(viewer: subprocess.Popen[bytes] | None, daemon: subprocess.Popen[str] | None) -> None:

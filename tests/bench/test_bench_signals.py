@@ -94,7 +94,19 @@ def test_a_signal_to_cardbench_soak_stops_its_daemon(signum: int) -> None:
     bench = _bench("soak", "--shoes", "1000", "--cut-at", "30", "--unplug-rate", "0", "--fault-rate", "0")
     daemons = _daemons_of(bench, 1)
     out, _ = _end(bench, signum, daemons)
-    assert bench.returncode != 0 and "PASS" not in out  # ended by the signal, not by playing 1,000 shoes
+    assert bench.returncode == 128 + signum and "PASS" not in out  # the signal ended it, not 1,000 shoes
+    assert f"cardbench: interrupted ({signal.Signals(signum).name}); what it started is stopped" in out
+    assert "Traceback" not in out, out
+
+
+def test_a_second_signal_does_not_cut_the_first_ones_cleanup_short() -> None:
+    bench = _bench("soak", "--shoes", "1000", "--cut-at", "30", "--unplug-rate", "0", "--fault-rate", "0")
+    daemons = _daemons_of(bench, 1)
+    bench.send_signal(signal.SIGHUP)
+    time.sleep(0.01)  # cardbench is stopping its daemon (a closed terminal, then a kill)
+    out, _ = _end(bench, signal.SIGTERM, daemons)
+    # the SIGTERM let pass, or, had cleanup ended before it came, killing the interpreter as it exits
+    assert bench.returncode in (128 + signal.SIGHUP, -signal.SIGTERM), out
     assert "Traceback" not in out, out
 
 
