@@ -27,6 +27,18 @@ VOLATILE = ("time", "boot", "ts_ns", "uptime", "elapsed", "at_ns")
 
 
 
+def ended(proc: subprocess.Popen[str]) -> int:
+    """SIGTERM to a ``cardctl replay`` and its exit code; one that is still there 10 s later is
+    killed (a test that fails must not leave it serving ptys the next tests reuse) and fails."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"{proc.args!r} still ran 10 s after SIGTERM") from None
+
+
 def load_and_deal(sim: SimulatedTable) -> None:
     sim.shoe.call(sim.shoe.device.load, [Card.parse(c) for c in STACK], 10)
     sim.shoe.call(sim.shoe.device.deal, DEALT)
@@ -100,8 +112,7 @@ def test_capture_then_replay_into_a_fresh_daemon_journals_the_same_events(direct
         assert served["url"] == f"serial://{link}" and served["messages"] == DEALT + 1
         replayed = run_daemon(replay_dir, served["url"])
     finally:
-        replaying.send_signal(signal.SIGTERM)
-        assert replaying.wait(10) == 0
+        assert ended(replaying) == 0
     assert replayed == live
     assert sum('"card"' in e[2] for e in live) >= DEALT
 
@@ -172,8 +183,7 @@ def test_a_device_with_another_protocol_major_is_incompatible_firmware_in_one_li
         url = json.loads(replaying.stdout.readline())["url"]
         run = cardctl(None, "probe", url)
     finally:
-        replaying.send_signal(signal.SIGTERM)
-        replaying.wait(10)
+        ended(replaying)
     assert run.code == 1
     assert "incompatible firmware" in run.one_line_error() and "9" in run.one_line_error()
 
@@ -186,8 +196,7 @@ def test_replay_serves_every_device_of_a_recorded_bench_trace(tmp_path):
         served = [json.loads(replaying.stdout.readline()) for _ in range(2)]
         probes = [cardctl(None, "probe", device["url"], "--json") for device in served]
     finally:
-        replaying.send_signal(signal.SIGTERM)
-        assert replaying.wait(10) == 0
+        assert ended(replaying) == 0
     assert {d["device"]["role"] for d in served} == {"shoe", "shuffler"}
     assert all(p.code == 0 for p in probes), [p.err for p in probes]
     assert {json.loads(p.out)["serial"] for p in probes} == {"SHOE0001", "SHUF0001"}
