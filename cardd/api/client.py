@@ -96,6 +96,9 @@ class ApiClient:
         self._ids = itertools.count(1)
         self.pending_events: list[Event] = []
         first = self._read()
+        if isinstance(first, Error):  # busy (every connection taken) or refused at the door: its own words
+            self._sock.close()
+            raise ClientError(f"{self.path}: the daemon refused the connection ({first.code}): {first.message}")
         if not isinstance(first, Version):
             raise ClientError(f"{self.path}: the daemon did not start with VERSION (got {type(first).__name__})")
         if first.protocol.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:

@@ -44,7 +44,8 @@ class Limits:
     """What one client may cost the daemon."""
     max_line: int = 64 * 1024      # bytes in one request line, newline included
     queue: int = 1024              # messages waiting for one client before it is dropped
-    clients: int = 64              # connections at once; one more gets ERROR busy
+    clients: int = 64              # connections at once; one more gets ERROR busy (root's are apart)
+    clients_per_user: int = 16     # of them, one user's (uid) at once
     rate: float = 50.0             # requests per second, sustained, per connection
     burst: int = 200               # requests at once before the rate applies
     backlog_chunk: int = 256       # events read from the journal at a time for WATCH since_seq
@@ -53,7 +54,8 @@ class Limits:
     refusal_window_s: float = 60.0
 
     def __post_init__(self) -> None:
-        if (min(self.max_line, self.queue, self.clients, self.burst, self.backlog_chunk, self.refused_per_window) < 1
+        if (min(self.max_line, self.queue, self.clients, self.clients_per_user, self.burst, self.backlog_chunk,
+                self.refused_per_window) < 1
                 or self.rate <= 0 or self.refusal_window_s <= 0):
             raise ApiError(f"API limits must be positive: {self}")
         if self.backlog_chunk * 2 > self.queue:
@@ -85,7 +87,7 @@ def request_id(line: bytes) -> str | None:
     """The ``id`` of a line that is not a valid request, when it has a usable one."""
     try:
         raw = msgspec.json.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # the last: nested thousands deep
         return None
     found = raw.get("id") if isinstance(raw, dict) else None
     return found if isinstance(found, str) and len(found) <= 128 else None
@@ -434,16 +436,16 @@ class ApiServer:
         self._tasks.add(task)
         client: _Client | None = None
         try:
-            if len(self._clients) >= self.limits.clients:
-                writer.write(encode_line(Error(id=None, code=ErrorCode.BUSY,
-                                               message=f"the daemon serves {self.limits.clients} connections already")))
-                writer.close()
-                return
             try:
                 caller = identify(writer.get_extra_info("socket"), self.role_gids, self.admin_uids)
             except PeerCredentialsError as exc:
                 log.warning("API connection refused", error=str(exc))
                 writer.write(encode_line(Error(id=None, code=ErrorCode.REFUSED, message=one_line(str(exc)))))
+                writer.close()
+                return
+            busy = self._no_room_for(caller)
+            if busy:
+                writer.write(encode_line(Error(id=None, code=ErrorCode.BUSY, message=busy)))
                 writer.close()
                 return
             client = _Client(writer, caller, self.limits, on_closing=self._watchers.discard)
@@ -465,6 +467,20 @@ class ApiServer:
             elif not writer.is_closing():
                 writer.close()
             self._tasks.discard(task)
+
+    def _no_room_for(self, caller: Caller) -> str | None:
+        """Why ``caller`` may not connect now, if it may not. One user holds at most
+        ``clients_per_user`` connections, so no one user (a role or none: a connection without a
+        role may stay open) can take them all; root's and the daemon's own uid's count apart, up to
+        ``clients``, so the technician's cardctl gets in whatever the others hold."""
+        admin = caller.uid in self.admin_uids
+        mine = sum(1 for c in self._clients if c.caller.uid == caller.uid)
+        pool = sum(1 for c in self._clients if (c.caller.uid in self.admin_uids) == admin)  # root's, or the rest
+        if pool >= self.limits.clients:
+            return f"the daemon serves {self.limits.clients} connections already"
+        if not admin and mine >= self.limits.clients_per_user:
+            return f"{caller.describe()} holds {mine} connections already, the most one user may"
+        return None
 
     async def _read_requests(self, client: _Client, reader: asyncio.StreamReader) -> None:
         while not client.closing:
@@ -494,6 +510,10 @@ class ApiServer:
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string that is not UTF-8: the latter
             code, message = explain_invalid(exc)
             client.send(encode_line(Error(id=request_id(line), code=code, message=message)))
+            return
+        except RecursionError:  # msgspec's own, for arrays or objects nested thousands deep
+            client.send(encode_line(Error(id=None, code=ErrorCode.BAD_REQUEST,
+                                          message="not a valid request: arrays or objects nested too deeply")))
             return
         try:
             reply: msgspec.Struct | None = await self._dispatch(client, request)

@@ -106,6 +106,12 @@ BAD_LINES = [
      "cannot void_shoe now: the round is held"),
     (b'{"class": "LOG", "id": "bug", "reason": "BUG"}\n', "bug", "internal", "the daemon failed on this request"),
     (b'{"class": "WATCH", "id": "w"}\n{"class": "WATCH", "id": "w2"}\n', "w2", "bad-request", "already watching"),
+    # nested thousands deep (msgspec raises RecursionError): the connection once closed with no reply
+    # and a traceback in the daemon's log, a line of it per request
+    (b'{"class": "STATE", "id": "d", "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n", None, "bad-request",
+     "Object contains unknown field x"),
+    (b'{"class": "COMMAND", "id": "n", "name": "void_shoe", "args": {"a": ' + b"[" * 30_000 + b"]" * 30_000
+     + b"}}\n", None, "bad-request", "not a valid request: arrays or objects nested too deeply"),
 ]
 
 
