@@ -200,6 +200,24 @@ class _Client:
             self.last_seq = seq
             self.send(line)
 
+    def unsent(self) -> int:
+        """Bytes queued or buffered for this client that its socket has not taken yet."""
+        return sum(map(len, self.queue)) + self.writer.transport.get_write_buffer_size()
+
+    async def caught_up(self) -> None:
+        """Until this client has taken what it was sent, but for the transport's high-water mark:
+        its requests are answered no faster than it reads the answers. A client that sends requests
+        and never reads (a LOG of 10,000 records is megabytes) then stops being read, its requests
+        waiting in its own socket, instead of growing the daemon by an answer a request."""
+        transport = self.writer.transport
+        while not self.closing and (self._draining or self.unsent() > self._high_water):
+            if self._draining or transport.get_write_buffer_size() > self._high_water:
+                try:
+                    await self.writer.drain()  # until the peer has taken most of it
+                except (ConnectionError, OSError):
+                    return  # gone: the reader ends the connection
+            await asyncio.sleep(0)  # the queue goes out at the end of the turn; drain may not yield
+
     async def wait_room(self, lines: int) -> None:
         """Until ``lines`` more fit in the queue (flow control for a journal replay)."""
         while len(self.queue) + lines > self.limits.queue and not self.closing:
@@ -334,6 +352,11 @@ class ApiServer:
     @property
     def watcher_count(self) -> int:
         return len(self._watchers)
+
+    @property
+    def unsent_bytes(self) -> int:
+        """What the clients have been sent and not taken yet, all together."""
+        return sum(client.unsent() for client in self._clients)
 
     # -- life ----------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -501,6 +524,7 @@ class ApiServer:
                     message=f"more than {self.limits.rate:g} requests per second: closing")))
                 return
             if line.strip():
+                await client.caught_up()
                 await self._answer(client, line)
 
     async def _answer(self, client: _Client, line: bytes) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import pytest
@@ -70,3 +71,37 @@ def test_a_client_turned_away_says_why_in_the_daemons_words(sock_dir) -> None:
 
     assert asyncio.run(scenario()).endswith(
         "the daemon refused the connection (busy): the daemon serves 4 connections already")
+
+
+def test_a_client_that_asks_and_never_reads_stops_being_read_instead_of_growing_the_daemon(sock_dir) -> None:
+    """100 LOG requests of a 2,000-record journal (about 0.4 MB an answer), none of the answers read:
+    the daemon once queued them all (a hostile client grew it by 260 MB); now it answers no faster
+    than the client reads, and every answer arrives once it does."""
+    daemon = FakeDaemon()
+    for n in range(2000):
+        daemon.journal_event(card=f"card {n}", round=n // 10)
+    requests = 100
+
+    async def scenario() -> tuple[int, int, list[dict[str, Any]]]:
+        loop = asyncio.get_running_loop()
+        async with serving(daemon, sock_dir) as server:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.setblocking(False)
+            await loop.sock_connect(sock, str(server.path))
+            await loop.sock_sendall(sock, b"".join(
+                json.dumps({"class": "LOG", "id": f"l{n}", "limit": 10000}).encode() + b"\n" for n in range(requests)))
+            await asyncio.sleep(1.0)  # the daemon answers what it will
+            held = server.unsent_bytes
+            received = bytearray()
+            while received.count(b"\n") < requests + 1:  # VERSION and every answer
+                received += await loop.sock_recv(sock, 1 << 20)
+            sock.close()
+            one = len(received) // (requests + 1)
+            return held, one, [json.loads(line) for line in bytes(received).splitlines()]
+
+    held, one_answer, lines = asyncio.run(scenario())
+    assert one_answer > 300_000
+    assert held < 3 * one_answer, (held, one_answer)  # not 100 answers' worth
+    assert [line.get("id") for line in lines[1:]] == [f"l{n}" for n in range(requests)]
+    assert all(line["class"] == "LOG" and len(line["records"]) == 2000 for line in lines[1:])
