@@ -245,7 +245,8 @@ def end_like_ctrl_c() -> None:
     128 + the signal's number with one line."""
     _ended_by.clear()
     for signum in ENDING_SIGNALS:
-        signal.signal(signum, _first_ends)
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored by who started it (a `&` job): stays so
+            signal.signal(signum, _first_ends)
 
 
 def _first_ends(signum: int, frame: FrameType | None) -> None:

@@ -234,6 +234,9 @@ def show_line(event: dict[str, Any], as_json: bool) -> None:
 
 
 def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> None:
+    if not records:
+        out.print("no records match")
+        return
     table = Table(box=None, show_header=True)
     for column in ("seq", "time", "severity", "reason", "message", "who"):
         table.add_column(column)

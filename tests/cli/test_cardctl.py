@@ -177,6 +177,8 @@ def test_log_query_follow_and_export(daemon, directory):
     assert all(r["data"].get("round") in (1, None) for r in run.json()["records"])
     alarms = cardctl(sock, "log", "--severity", "alarm", "--json").json()["records"]
     assert all(r["severity"] == "alarm" for r in alarms)
+    none = cardctl(sock, "log", "--reason", "EVENT_GAP")  # no such record: said so, not an empty table
+    assert none.code == 0 and none.out.strip() == "no records match", none.out
     export = directory / "round-1.csv"  # a filtered query: copied here, not an archive
     done = cardctl(sock, "log", "--round", "1", "--export", str(export), "--json")
     assert done.code == 0 and done.json()["exported"] > 3 and "sha256" not in done.json()

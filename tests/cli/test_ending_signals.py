@@ -44,3 +44,14 @@ def test_a_block_without_a_signal_raises_nothing_and_a_new_program_starts_clean(
     with ending_deferred():
         pass
     assert interrupted_exit_code() == 128 + signal.SIGINT  # none ended this one: Ctrl-C's code by default
+
+
+def test_a_signal_ignored_by_whoever_started_the_program_stays_ignored() -> None:
+    """A job started with `&` by a shell script has SIGINT ignored: Ctrl-C at the terminal is not
+    for it, and a program that cleans up after itself leaves it so (Python's own rule)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    end_like_ctrl_c()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    signal.raise_signal(signal.SIGINT)  # nothing
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGTERM)
