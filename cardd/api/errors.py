@@ -23,3 +23,8 @@ class CommandFailed(CarddError):
     def __init__(self, message: str, code: str = "failed") -> None:
         super().__init__(message)
         self.code = code
+
+
+class CommandKept(CommandFailed):
+    """Raised by a backend: the command was applied, but its record is not journaled yet (the
+    journal cannot be written: it is kept and written later). Not a refusal."""

@@ -27,7 +27,7 @@ import msgspec
 import structlog
 
 from cardd.api.backend import Backend
-from cardd.api.errors import ApiError, CommandFailed, PeerCredentialsError, SocketInUse
+from cardd.api.errors import ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse
 from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
 from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
                                 StateReply, Version, Watch, encode_line, request_decoder)
@@ -543,6 +543,9 @@ class ApiServer:
             reply: msgspec.Struct | None = await self._dispatch(client, request)
         except CommandFailed as exc:
             reply = Error(id=request.id, code=exc.code, message=one_line(str(exc)))
+        except RecursionError:  # args nested deeper than a later step (the json module) goes
+            reply = Error(id=request.id, code=ErrorCode.BAD_REQUEST,
+                          message="not a valid request: arrays or objects nested too deeply")
         except CarddError as exc:
             reply = Error(id=request.id, code=ErrorCode.FAILED, message=one_line(str(exc)))
         except Exception:
@@ -576,24 +579,33 @@ class ApiServer:
         """A command, unless its user had too many refused this window (each refusal is a journal
         record: a user opening connection after connection, each with its own rate, could
         otherwise fill the journal's disk with them). Every ERROR counts as a refusal."""
-        refusals = self._refusals_of(caller)
-        if refusals.refused >= self.limits.refused_per_window:
+        refusals = self._refusals.get(caller.uid)
+        if refusals is not None and refusals.refused >= self.limits.refused_per_window and (
+                refusals.timer is not None or not self._expired(refusals)):
             return self._held_back(caller, refusals, request)
         try:
             reply = await self._take_command(caller, request)
-        except (CommandFailed, CarddError):
-            self._refusals_of(caller).refused += 1
+        except CommandKept:
+            raise  # applied, its record waits for the journal: no refusal
+        except Exception:
+            self._refused_one(caller)
             raise
         if isinstance(reply, Error):
-            self._refusals_of(caller).refused += 1
+            self._refused_one(caller)
         return reply
 
-    def _refusals_of(self, caller: Caller) -> _Refusals:
-        now = asyncio.get_running_loop().time()
+    def _expired(self, refusals: _Refusals) -> bool:
+        return asyncio.get_running_loop().time() - refusals.start >= self.limits.refusal_window_s
+
+    def _refused_one(self, caller: Caller) -> None:
+        """One more refusal of ``caller``'s; its window starts at its first."""
         refusals = self._refusals.get(caller.uid)
-        if refusals is None or (refusals.timer is None and now - refusals.start >= self.limits.refusal_window_s):
-            refusals = self._refusals[caller.uid] = _Refusals(now, caller.user)
-        return refusals
+        if refusals is None or (refusals.timer is None and self._expired(refusals)):
+            for uid, old in list(self._refusals.items()):  # users long quiet: forgotten
+                if old.timer is None and self._expired(old):
+                    del self._refusals[uid]
+            refusals = self._refusals[caller.uid] = _Refusals(asyncio.get_running_loop().time(), caller.user)
+        refusals.refused += 1
 
     def _held_back(self, caller: Caller, refusals: _Refusals, request: Command) -> Error:
         """A command not taken: counted, and journaled with the others when the window ends."""
@@ -616,8 +628,8 @@ class ApiServer:
         log.warning("API commands taken again", user=refusals.user, uid=uid, held_back=held)
         try:
             self.backend.commands_held_back(refusals.user, uid, dict(refusals.held_back), self.limits.refusal_window_s)
-        except CarddError as exc:  # the journal's own trouble: the count is in the log line above
-            log.error("API commands held back not journaled", uid=uid, held_back=held, error=str(exc))
+        except Exception:  # the count is in the log line above; a timer or stop() must go on
+            log.exception("API commands held back not journaled", uid=uid, held_back=held)
 
     async def _take_command(self, caller: Caller, request: Command) -> msgspec.Struct:
         needs = self.backend.command_roles.get(request.name)

@@ -408,7 +408,8 @@ def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, fi
     """A worker: shoes first, first + step, ... until terminated; a SimulationError is sent as its text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it ends the workers itself
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how it ends them (the parent's own SIGTERM raises)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a closed terminal ends a worker whatever its parent does
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup's stays: the run outlives the terminal
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a closed terminal ends a worker whatever its parent does
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
     try:
         simulation = Simulation(rules, boxes, strategy, seed)

@@ -8,7 +8,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from cardd.api.errors import CommandFailed
+from cardd.api.errors import CommandFailed, CommandKept
 from cardd.api.peer import Caller, Role, roles_text
 from cardd.api.protocol import Event, LogQuery
 from cardd.api.protocol import ErrorCode
@@ -17,6 +17,7 @@ from cardd.daemon.commands import CommandSpec, build_record, command_table
 from cardd.daemon.state import table_state
 from cardd.daemon.tracker_service import (REASON_COMMAND_REFUSED, REASON_START, REASON_STOP, TableService,
                                           record_event)
+from cardd.journal.errors import JournalWriteError
 from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED, SEVERITIES
 from core.errors import CarddError
 from devices.events import Reason
@@ -33,7 +34,10 @@ MAX_REFUSED_ARGS = 1024
 def refused_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     """A refused command's args as its record keeps them: whole up to MAX_REFUSED_ARGS, else their
     size and SHA-256 (a console's own log can still be matched to it)."""
-    text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    try:
+        text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    except RecursionError:  # nested deeper than the json module goes (msgspec took it)
+        return {"too_deep": "nested too deeply to keep"}
     if len(text) <= MAX_REFUSED_ARGS:
         return args
     return {"too_long": {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}}
@@ -97,6 +101,12 @@ class DaemonBackend:
         return [record_event(r) for r in self.service.journal.query(seq_from=seq + 1, limit=limit)]
 
     async def command(self, name: str, args: dict[str, Any], caller: Caller) -> int:
+        try:
+            return await self._command(name, args, caller)
+        except JournalWriteError as exc:  # applied; its record waits for the journal (not a refusal)
+            raise CommandKept(str(exc)) from None
+
+    async def _command(self, name: str, args: dict[str, Any], caller: Caller) -> int:
         spec = self.commands[name]
         if spec.kind == "table":
             record = build_record(spec, args, caller)

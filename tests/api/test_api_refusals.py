@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cardd.api.errors import CommandKept
 from cardd.api.server import Limits
 
-from tests.api.api_rig import DEALER_GID, SOCKET_GID, FakeDaemon, serving
+from tests.api.api_rig import DEALER_GID, SOCKET_GID, FakeDaemon, LineClient, serving
 from tests.support.clients import run_client_async
 
 NO_ROLE_UID, DEALER_UID = 64320, 64321
@@ -74,3 +75,36 @@ def test_failed_commands_count_as_refusals_too(sock_dir) -> None:
 
     assert asyncio.run(scenario()) == ["unknown-command"] * 5 + ["too-many-refused"] * 2
     assert daemon.accepted == []
+
+
+class _Backend(FakeDaemon):
+    """The daemon's own ways of failing a command, at the backend boundary."""
+
+    async def command(self, name: str, args: dict[str, Any], caller: Any) -> int:
+        if name == "selftest":  # args msgspec took, deeper than the json module goes (a refusal's record)
+            raise RecursionError("maximum recursion depth exceeded while encoding a JSON object")
+        if name == "resume":
+            raise CommandKept("not journaled yet: the journal cannot be written (disk full); the command is kept")
+        return await super().command(name, args, caller)
+
+
+def test_what_counts_as_a_refusal_and_where_its_window_starts(sock_dir) -> None:
+    daemon = _Backend()
+    limits = Limits(refused_per_window=2, refusal_window_s=1.0)
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with serving(daemon, sock_dir, limits=limits) as server:
+            client = await LineClient.connect(server.path)
+            replies = [await client.ask(command("open_round", 0))]  # accepted: no window yet
+            await asyncio.sleep(0.7)
+            replies += [await client.ask(command("resume", n)) for n in range(1, 4)]  # applied, kept: no refusals
+            replies += [await client.ask(command(name, n)) for n, name in enumerate(("selftest", "no_such", "x"), 4)]
+            await client.close()
+            return replies
+
+    replies = asyncio.run(scenario())
+    assert [r.get("code", r["class"]) for r in replies] == [
+        "ACK", "failed", "failed", "failed", "bad-request", "unknown-command", "too-many-refused"]
+    assert replies[4]["message"] == "not a valid request: arrays or objects nested too deeply"
+    # the window started at the first refusal (0.7 s in), not at the first command
+    assert "none is taken for 1 s more" in replies[6]["message"], replies[6]

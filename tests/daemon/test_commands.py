@@ -75,3 +75,12 @@ def test_a_name_the_journal_cannot_store_as_who_is_refused_as_a_bad_arg(name, ar
     assert "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
     # the longest name the journal takes still is one
     build_record(command_table(False)["take_seat"], {"player": "p" * 256}, caller(Role.DEALER))
+
+
+def test_a_refused_commands_args_nested_past_the_json_module_are_kept_as_a_note() -> None:
+    """msgspec decodes deeper than the json module encodes: the refusal's record once overflowed."""
+    from cardd.daemon.backend import refused_args
+    deep: list[object] = []
+    for _ in range(5000):
+        deep = [deep]
+    assert refused_args({"x": deep}) == {"too_deep": "nested too deeply to keep"}
