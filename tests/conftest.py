@@ -70,3 +70,13 @@ def _signal_handlers_restored():
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sigint_as_in_a_foreground_terminal():
+    """A test run started as a background job (`make test &` in a script) has SIGINT ignored, and
+    every child it starts inherits that (cardbench and the demo then rightly leave it ignored): the
+    tests that press Ctrl-C would send one nobody takes. The tests run as if in the foreground."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
