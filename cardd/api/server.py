@@ -83,6 +83,10 @@ def explain_invalid(exc: msgspec.DecodeError | UnicodeDecodeError) -> tuple[str,
     return ErrorCode.BAD_REQUEST, one_line(f"{what} at {where}" if where else what)
 
 
+#: a request msgspec (or, for a command's args, a later step) cannot take for its depth
+NESTED_TOO_DEEPLY = "not a valid request: arrays or objects nested too deeply"
+
+
 def request_id(line: bytes) -> str | None:
     """The ``id`` of a line that is not a valid request, when it has a usable one."""
     try:
@@ -319,6 +323,68 @@ class _Refusals:
     timer: asyncio.TimerHandle | None = None
 
 
+class _RefusalBudget:
+    """Refused commands per user (uid, all its connections): each is a journal record kept 90 days,
+    and a user opening connection after connection, each with its own rate, could otherwise fill the
+    journal's disk with them. A window starts at a user's first refusal; past ``refused_per_window``
+    in it, that user's commands are held back until it ends, then ``window_ended(user, uid,
+    held_back by name, window_s)`` journals them as one count."""
+
+    def __init__(self, limits: Limits, window_ended: Callable[[str, int, dict[str, int], float], None]) -> None:
+        self.limits = limits
+        self.window_ended = window_ended
+        self._by_uid: dict[int, _Refusals] = {}
+
+    def holding_back(self, uid: int) -> _Refusals | None:
+        """The user's window while its commands are held back, else None."""
+        refusals = self._by_uid.get(uid)
+        if refusals is not None and refusals.refused >= self.limits.refused_per_window and (
+                refusals.timer is not None or not self._expired(refusals)):
+            return refusals
+        return None
+
+    def refused(self, caller: Caller) -> None:
+        """One more refusal of ``caller``'s; its window starts at its first."""
+        refusals = self._by_uid.get(caller.uid)
+        if refusals is None or (refusals.timer is None and self._expired(refusals)):
+            for uid, old in list(self._by_uid.items()):  # users long quiet: forgotten
+                if old.timer is None and self._expired(old):
+                    del self._by_uid[uid]
+            refusals = self._by_uid[caller.uid] = _Refusals(asyncio.get_running_loop().time(), caller.user)
+        refusals.refused += 1
+
+    def hold_back(self, caller: Caller, refusals: _Refusals, name: str) -> float:
+        """Count a command not taken (``name``: a known command's, never the client's text: a flood
+        of distinct names would grow the count); the seconds until its window ends."""
+        refusals.held_back[name] += 1
+        loop = asyncio.get_running_loop()
+        ends = refusals.start + self.limits.refusal_window_s
+        if refusals.timer is None:
+            refusals.timer = loop.call_at(ends, self._ended, caller.uid)
+            log.warning("API commands held back", user=caller.user, uid=caller.uid, refused=refusals.refused,
+                        window_s=self.limits.refusal_window_s)
+        return max(0.0, ends - loop.time())
+
+    def close(self) -> None:
+        """At the stop: what is held back is journaled now."""
+        for uid, refusals in list(self._by_uid.items()):
+            if refusals.timer is not None:
+                refusals.timer.cancel()
+                self._ended(uid)
+
+    def _expired(self, refusals: _Refusals) -> bool:
+        return asyncio.get_running_loop().time() - refusals.start >= self.limits.refusal_window_s
+
+    def _ended(self, uid: int) -> None:
+        refusals = self._by_uid.pop(uid)
+        held = sum(refusals.held_back.values())
+        log.warning("API commands taken again", user=refusals.user, uid=uid, held_back=held)
+        try:
+            self.window_ended(refusals.user, uid, dict(refusals.held_back), self.limits.refusal_window_s)
+        except Exception:  # the count is in the log line above; a timer or stop() must go on
+            log.exception("API commands held back not journaled", uid=uid, held_back=held)
+
+
 class ApiServer:
     """The API on a Unix socket. ``mode`` and ``group`` are set on the socket file;
     ``role_groups`` say which groups hold which role; ``admin_uids`` hold every role."""
@@ -342,7 +408,7 @@ class ApiServer:
         self._last_seq: int | None = None
         self._offered: list[_Client] = []  # watchers with published lines to write (flush)
         self._flush_handle: asyncio.Handle | None = None
-        self._refusals: dict[int, _Refusals] = {}  # by uid
+        self._refusals = _RefusalBudget(limits, backend.commands_held_back)
 
     @property
     def client_count(self) -> int:
@@ -409,10 +475,7 @@ class ApiServer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, *(c.writer_task for c in clients), return_exceptions=True)
-        for uid, refusals in list(self._refusals.items()):  # what was held back is journaled before the stop
-            if refusals.timer is not None:
-                refusals.timer.cancel()
-                self._refusal_window_ended(uid)
+        self._refusals.close()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -536,16 +599,14 @@ class ApiServer:
             client.send(encode_line(Error(id=request_id(line), code=code, message=message)))
             return
         except RecursionError:  # msgspec's own, for arrays or objects nested thousands deep
-            client.send(encode_line(Error(id=None, code=ErrorCode.BAD_REQUEST,
-                                          message="not a valid request: arrays or objects nested too deeply")))
+            client.send(encode_line(Error(id=None, code=ErrorCode.BAD_REQUEST, message=NESTED_TOO_DEEPLY)))
             return
         try:
             reply: msgspec.Struct | None = await self._dispatch(client, request)
         except CommandFailed as exc:
             reply = Error(id=request.id, code=exc.code, message=one_line(str(exc)))
         except RecursionError:  # args nested deeper than a later step (the json module) goes
-            reply = Error(id=request.id, code=ErrorCode.BAD_REQUEST,
-                          message="not a valid request: arrays or objects nested too deeply")
+            reply = Error(id=request.id, code=ErrorCode.BAD_REQUEST, message=NESTED_TOO_DEEPLY)
         except CarddError as exc:
             reply = Error(id=request.id, code=ErrorCode.FAILED, message=one_line(str(exc)))
         except Exception:
@@ -576,60 +637,26 @@ class ApiServer:
         return await self._watch(client, request)
 
     async def _command(self, caller: Caller, request: Command) -> msgspec.Struct:
-        """A command, unless its user had too many refused this window (each refusal is a journal
-        record: a user opening connection after connection, each with its own rate, could
-        otherwise fill the journal's disk with them). Every ERROR counts as a refusal."""
-        refusals = self._refusals.get(caller.uid)
-        if refusals is not None and refusals.refused >= self.limits.refused_per_window and (
-                refusals.timer is not None or not self._expired(refusals)):
-            return self._held_back(caller, refusals, request)
+        """A command, unless its user had too many refused this window (:class:`_RefusalBudget`).
+        Every ERROR counts as a refusal."""
+        refusals = self._refusals.holding_back(caller.uid)
+        if refusals is not None:
+            name = request.name if request.name in self.backend.command_roles else "(unknown)"
+            left = self._refusals.hold_back(caller, refusals, name)
+            return Error(id=request.id, code=ErrorCode.TOO_MANY_REFUSED,
+                         message=f"{refusals.refused} commands of {caller.describe()} refused within "
+                                 f"{self.limits.refusal_window_s:g} s: none is taken for {left:.0f} s more "
+                                 "(journaled as one count)")
         try:
             reply = await self._take_command(caller, request)
         except CommandKept:
             raise  # applied, its record waits for the journal: no refusal
         except Exception:
-            self._refused_one(caller)
+            self._refusals.refused(caller)
             raise
         if isinstance(reply, Error):
-            self._refused_one(caller)
+            self._refusals.refused(caller)
         return reply
-
-    def _expired(self, refusals: _Refusals) -> bool:
-        return asyncio.get_running_loop().time() - refusals.start >= self.limits.refusal_window_s
-
-    def _refused_one(self, caller: Caller) -> None:
-        """One more refusal of ``caller``'s; its window starts at its first."""
-        refusals = self._refusals.get(caller.uid)
-        if refusals is None or (refusals.timer is None and self._expired(refusals)):
-            for uid, old in list(self._refusals.items()):  # users long quiet: forgotten
-                if old.timer is None and self._expired(old):
-                    del self._refusals[uid]
-            refusals = self._refusals[caller.uid] = _Refusals(asyncio.get_running_loop().time(), caller.user)
-        refusals.refused += 1
-
-    def _held_back(self, caller: Caller, refusals: _Refusals, request: Command) -> Error:
-        """A command not taken: counted, and journaled with the others when the window ends."""
-        # a known name, never the client's text (a flood of distinct names would grow the count)
-        refusals.held_back[request.name if request.name in self.backend.command_roles else "(unknown)"] += 1
-        loop = asyncio.get_running_loop()
-        ends = refusals.start + self.limits.refusal_window_s
-        if refusals.timer is None:
-            refusals.timer = loop.call_at(ends, self._refusal_window_ended, caller.uid)
-            log.warning("API commands held back", user=caller.user, uid=caller.uid, refused=refusals.refused,
-                        window_s=self.limits.refusal_window_s)
-        return Error(id=request.id, code=ErrorCode.TOO_MANY_REFUSED,
-                     message=f"{refusals.refused} commands of {caller.describe()} refused within "
-                             f"{self.limits.refusal_window_s:g} s: none is taken for {max(0.0, ends - loop.time()):.0f} s "
-                             "more (journaled as one count)")
-
-    def _refusal_window_ended(self, uid: int) -> None:
-        refusals = self._refusals.pop(uid)
-        held = sum(refusals.held_back.values())
-        log.warning("API commands taken again", user=refusals.user, uid=uid, held_back=held)
-        try:
-            self.backend.commands_held_back(refusals.user, uid, dict(refusals.held_back), self.limits.refusal_window_s)
-        except Exception:  # the count is in the log line above; a timer or stop() must go on
-            log.exception("API commands held back not journaled", uid=uid, held_back=held)
 
     async def _take_command(self, caller: Caller, request: Command) -> msgspec.Struct:
         needs = self.backend.command_roles.get(request.name)

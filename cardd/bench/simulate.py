@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from cardd.cli.common import ENDING_SIGNALS
 from cardd.bench.strategy import Strategy
 from core.cards import Card, Orientation, shoe_composition
 from core.errors import CarddError
@@ -359,7 +360,7 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
     try:
         # forked with the ending signals blocked: a worker sets its own handlers (not the parent's
         # KeyboardInterrupt) before one can reach it
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
         try:
             for worker in workers:
                 worker.start()
@@ -384,10 +385,6 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
     return summary
 
 
-#: what ends cardbench (cardd.cli.common.end_like_ctrl_c) and its workers
-_ENDING_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
 def _take(shoes: "multiprocessing.Queue[_ShoeRounds | str]", worker: multiprocessing.process.BaseProcess) -> _ShoeRounds:
     """The next shoe from ``worker``; its error (a str) raised here."""
     while True:
@@ -410,7 +407,7 @@ def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, fi
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how it ends them (the parent's own SIGTERM raises)
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup's stays: the run outlives the terminal
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a closed terminal ends a worker whatever its parent does
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
     try:
         simulation = Simulation(rules, boxes, strategy, seed)
         shoe = first
