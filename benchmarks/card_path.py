@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cardd.api.server import ApiServer  # noqa: E402
+from cardd.daemon.backend import DaemonBackend  # noqa: E402
 from cardd.daemon.tracker_service import TableService  # noqa: E402
 from cardd.journal import Entry, Journal  # noqa: E402
 from cardd.logs import configure_logging  # noqa: E402
@@ -96,7 +97,7 @@ async def run(args: argparse.Namespace) -> None:
         service = TableService(rules, journal, lambda event: server.publish(event) if server else None,
                                clock=time.monotonic)
         service.restore(Entry(kind="start", reason="DAEMON_START", source="cardd", data={"message": "bench"}))
-        server = await _server(Path(tmp) / "api.sock")
+        server = await _server(service, Path(tmp) / "api.sock")
         watcher = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         watcher.connect(str(Path(tmp) / "api.sock"))
         watcher.setblocking(False)
@@ -172,9 +173,11 @@ async def run(args: argparse.Namespace) -> None:
           f"{cards / took:,.0f} cards/s in this process")
 
 
-async def _server(path: Path) -> ApiServer:
-    """The API server with no backend: a plain WATCH (no since_seq) asks nothing of it."""
-    server = ApiServer(None, path, release="bench", role_groups={}, admin_uids={os.getuid()})  # type: ignore[arg-type]
+async def _server(service: TableService, path: Path) -> ApiServer:
+    """The API server on the daemon's own backend (a plain WATCH, no since_seq, asks nothing of it;
+    no commands: the bench runs none)."""
+    backend = DaemonBackend(service, commands={}, links=dict, runners={})
+    server = ApiServer(backend, path, release="bench", role_groups={}, admin_uids={os.getuid()})
     await server.start()
     return server
 

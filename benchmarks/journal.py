@@ -178,8 +178,10 @@ def main() -> int:
             spread = min(len(os.sched_getaffinity(0)), VERIFY_PROCESSES)
             how = "one process" if processes == 1 or spread == 1 or result.checked < PARALLEL_VERIFY_RECORDS \
                 else f"{spread} processes"
+            # the CPU clocks tick every 10 ms: a small journal's verify may use none of them
+            per_cpu = f"{result.checked / cpu:,.0f} per CPU-second" if cpu > 0 else "less CPU than the clock's tick"
             print(f"verify ({how}): {result.checked:,} records in {elapsed:.2f} s = {rate:,.0f} records/s "
-                  f"({result.checked / cpu:,.0f} per CPU-second)"
+                  f"({per_cpu})"
                   + (f"  [target >= {VERIFY_TARGET:,}: {verdict(rate >= VERIFY_TARGET)}]" if processes is None else ""))
     return 0
 
