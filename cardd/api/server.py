@@ -52,10 +52,14 @@ class Limits:
     linger: float = 5.0            # seconds a closed connection's last bytes may wait for the peer
     refused_per_window: int = 120  # refused commands of one user (uid) journaled one by one a window
     refusal_window_s: float = 60.0
+    #: bytes one user's (uid's) connections together may leave unread before its next LOG is
+    #: ERROR busy: each connection waits for its own reader (caught_up), but a user with 16 of them
+    #: could otherwise hold 16 LOG answers of several MB each in the daemon
+    unread_per_user: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if (min(self.max_line, self.queue, self.clients, self.clients_per_user, self.burst, self.backlog_chunk,
-                self.refused_per_window) < 1
+                self.refused_per_window, self.unread_per_user) < 1
                 or self.rate <= 0 or self.refusal_window_s <= 0):
             raise ApiError(f"API limits must be positive: {self}")
         if self.backlog_chunk * 2 > self.queue:
@@ -632,6 +636,11 @@ class ApiServer:
         if isinstance(request, StateQuery):
             return StateReply(id=request.id, state=await self.backend.state(caller))
         if isinstance(request, LogQuery):
+            unread = sum(c.unsent() for c in self._clients if c.caller.uid == caller.uid)
+            if unread > self.limits.unread_per_user:
+                return Error(id=request.id, code=ErrorCode.BUSY,
+                             message=f"{caller.describe()} has {unread:,} bytes of answers unread on its connections "
+                                     f"(at most {self.limits.unread_per_user:,}): read them, then ask again")
             records, more = await self.backend.log(request, caller)
             return LogReply(id=request.id, records=list(records), more=more)
         return await self._watch(client, request)

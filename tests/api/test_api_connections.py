@@ -12,8 +12,8 @@ import pytest
 from cardd.api.client import ApiClient, ClientError
 from cardd.api.server import Limits
 
-from tests.api.api_rig import SOCKET_GID, FakeDaemon, LineClient, serving
-from tests.support.clients import CLIENT_PYTHON, CLIENT_SCRIPT
+from tests.api.api_rig import DEALER_GID, SOCKET_GID, FakeDaemon, LineClient, serving
+from tests.support.clients import CLIENT_PYTHON, CLIENT_SCRIPT, run_client_async
 
 LIMITS = Limits(clients=4, clients_per_user=2)
 HOG_UID, OTHER_UID, THIRD_UID = 64330, 64331, 64332
@@ -105,3 +105,48 @@ def test_a_client_that_asks_and_never_reads_stops_being_read_instead_of_growing_
     assert held < 3 * one_answer, (held, one_answer)  # not 100 answers' worth
     assert [line.get("id") for line in lines[1:]] == [f"l{n}" for n in range(requests)]
     assert all(line["class"] == "LOG" and len(line["records"]) == 2000 for line in lines[1:])
+
+
+def test_one_user_cannot_hold_answers_unread_on_many_connections(sock_dir) -> None:
+    """Each connection waits for its own reader, but one user with 16 connections could hold 16 LOG
+    answers of several MB each: past ``unread_per_user`` bytes unread over all of them, its next LOG
+    is ERROR busy (saying why), and another user's LOG is answered as ever."""
+    daemon = FakeDaemon()
+    for n in range(2000):
+        daemon.journal_event(card=f"card {n}", round=n // 10)
+    limits = Limits(unread_per_user=1_000_000)
+    connections = 8
+
+    async def scenario() -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+        loop = asyncio.get_running_loop()
+        async with serving(daemon, sock_dir, limits=limits) as server:
+            socks = []
+            for n in range(connections):  # root's, none of them read
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, str(server.path))
+                await loop.sock_sendall(sock, json.dumps({"class": "LOG", "id": f"l{n}", "limit": 10000}).encode() + b"\n")
+                await asyncio.sleep(0.2)  # answered (or not) before the next asks
+                socks.append(sock)
+            held = server.unsent_bytes
+            other = await run_client_async(server.path, OTHER_UID, [SOCKET_GID, DEALER_GID],
+                                           [{"class": "LOG", "id": "other", "limit": 10000}])
+            answers = []
+            for sock in socks:
+                received = bytearray()
+                while received.count(b"\n") < 2:  # VERSION and the answer
+                    received += await loop.sock_recv(sock, 1 << 20)
+                sock.close()
+                answers.append(json.loads(bytes(received).splitlines()[1]))
+            return held, answers, other
+
+    held, answers, other = asyncio.run(scenario())
+    one_answer = len(json.dumps(answers[0]))
+    assert answers[0]["class"] == "LOG" and len(answers[0]["records"]) == 2000
+    busy = [a for a in answers if a["class"] == "ERROR"]
+    assert busy, "every LOG answered: one user held them all unread"
+    assert all(a["code"] == "busy" and "bytes of answers unread on its connections (at most 1,000,000): read them, "
+               "then ask again" in a["message"] for a in busy), busy
+    assert held < limits.unread_per_user + one_answer, (held, one_answer)
+    assert [line["class"] for line in other] == ["VERSION", "LOG"] and len(other[1]["records"]) == 2000
