@@ -13,7 +13,8 @@ Measured:
   input record arriving at a WATCH subscriber, p50 and p99, with 1 and with 50 subscribers (cards dealt one at a time);
 - sustained card events per second end to end (the shoe deals whole shoes as fast as its
   link takes them; device -> daemon -> journal -> subscriber: from the shoe writing the bytes of
-  a shoe's first card to the last card arriving at the subscriber), and each process's CPU per card;
+  a shoe's first card to the last card arriving at the subscriber; 50 shoes by default, and the
+  spread of the shoes' own rates: one shoe pours in within 10-20 ms), and each process's CPU per card;
 - start-up time (process start to the API answering), on an empty journal and at the end,
   and with ``--journal-records N`` (5,000,000: 90 days of a busy table) on that journal padded to
   N records with journal rounds (benchmarks/journal.py's), the table's latest snapshot written
@@ -426,19 +427,20 @@ async def deal_shoe(bench: Bench, watchers: Watchers) -> tuple[int, float, float
     return cards, last - min(emitted.values()), last - began, used
 
 
-async def throughput(bench: Bench, shoes: int) -> tuple[int, float, float, Cpu]:
+async def throughput(bench: Bench, shoes: int) -> tuple[int, float, float, Cpu, list[float]]:
     """(cards, cards/s from the shoe's first write, cards/s from the deal command, CPU microseconds
-    per card of each process) over ``shoes`` shoes dealt flat out."""
+    per card of each process, each shoe's own cards/s) over ``shoes`` shoes dealt flat out."""
     watchers = await Watchers.connect(bench.sock, 1, bench.selector)
-    total, took, took_from_command, cpu = 0, 0.0, 0.0, Cpu()
+    total, took, took_from_command, cpu, per_shoe = 0, 0.0, 0.0, Cpu(), []
     try:
         for _ in range(shoes):
             cards, seconds, from_command, used = await deal_shoe(bench, watchers)
             total, took, took_from_command = total + cards, took + seconds, took_from_command + from_command
             cpu += used  # CPU in clock ticks: 10 ms steps
+            per_shoe.append(cards / seconds)
     finally:
         watchers.close()
-    return total, total / took, total / took_from_command, cpu * (1e6 / total)
+    return total, total / took, total / took_from_command, cpu * (1e6 / total), sorted(per_shoe)
 
 
 async def many_shoes(bench: Bench, shoes: int) -> list[tuple[int, float]]:
@@ -514,12 +516,16 @@ async def main(args: argparse.Namespace, selector: StampingSelector) -> None:
             p50, p99 = await latency(bench, subs, args.cards)
             print(f"latency CardRead written -> subscriber, {subs:2d} subscriber(s), {args.cards} cards: "
                   f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
-        cards, rate, rate_from_command, cpu_us = await throughput(bench, args.rate_shoes)
+        cards, rate, rate_from_command, cpu_us, per_shoe = await throughput(bench, args.rate_shoes)
         print(f"sustained: {cards} card reads ({args.rate_shoes} shoes) end to end at {rate:,.0f} cards/s "
               f"(1 subscriber; {rate_from_command:,.0f} counting from the benchmark's deal command); "
               f"CPU per card: daemon {cpu_us.daemon:.0f} us, simulated devices "
               f"{cpu_us.devices:.0f} us, subscriber {cpu_us.subscriber:.0f} us "
               f"({os.cpu_count()} cores shared)")
+        # a shoe pours in within 10-20 ms: each one's rate swings with what else the two cores
+        # ran meanwhile, so a few shoes' figure is a poor estimate of the rate (hence 50 by default)
+        print(f"  each shoe's own rate: min {per_shoe[0]:,.0f}, median {statistics.median(per_shoe):,.0f}, "
+              f"max {per_shoe[-1]:,.0f} cards/s")
         trend = await many_shoes(bench, args.shoes)
         print("RSS after shoes: " + ", ".join(f"{n}: {mb:.1f} MB" for n, mb in trend))
         await asyncio.sleep(2)  # let the last commits settle before idling
@@ -560,7 +566,7 @@ if __name__ == "__main__":
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # the simulators' logs
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cards", type=int, default=200, help="cards dealt one at a time for each latency figure")
-    ap.add_argument("--rate-shoes", type=int, default=5, help="shoes dealt flat out for the sustained rate")
+    ap.add_argument("--rate-shoes", type=int, default=50, help="shoes dealt flat out for the sustained rate")
     ap.add_argument("--shoes", type=int, default=100, help="shoes dealt for the memory trend")
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--journal-records", type=int, default=0, metavar="N",

@@ -28,6 +28,7 @@ RUNS: dict[str, list[tuple[list[str], dict[str, str]]]] = {
                     "1 subscriber": r"subscriber,  1 subscriber\(s\), 5 cards: p50 [\d.]+ ms, p99 [\d.]+ ms",
                     "50 subscribers": r"subscriber, 50 subscriber\(s\), 5 cards: p50 [\d.]+ ms, p99 [\d.]+ ms",
                     "sustained": r"sustained: 312 card reads \(1 shoes\) end to end at [\d,]+ cards/s",
+                    "each shoe": r"each shoe's own rate: min [\d,]+, median [\d,]+, max [\d,]+ cards/s",
                     "RSS": r"RSS after shoes: 1: [\d.]+ MB",
                     "idle CPU": r"idle CPU over .*: [\d.]+ % of a core",
                     "restart": r"start-up \(journal of [\d,]+ records\): \d+ ms"})],
