@@ -50,6 +50,10 @@ log = structlog.get_logger(__name__)
 
 #: how often STATUS= is brought up to date
 STATUS_INTERVAL_S = 1.0
+#: the stop's last commit is tried this many times, this far apart, before what it holds goes to the log
+STOP_COMMIT_TRIES, STOP_COMMIT_RETRY_S = 3, 0.5
+#: the most unjournaled records that log line holds (a burst of card reads may be thousands)
+STOP_LOGGED_RECORDS = 1000
 #: the journal's WAL is checkpointed this often after new records, on a worker thread, so that
 #: SQLite's own checkpoint never lands inside a card's commit (Journal.checkpoint)
 CHECKPOINT_INTERVAL_S = 1.0
@@ -166,10 +170,7 @@ class Daemon:
         if self.service is not None:
             self.service.add(Entry(kind=KIND_STOP, reason=REASON_STOP, source="cardd", ts_ns=time.time_ns(), data={
                 "release": self.release, "message": f"{self.release} stopped"}))
-            try:
-                self.service.flush()
-            except JournalError as exc:
-                log.error("last journal commit failed", error=str(exc))
+            await self._last_commit(self.service)
             self.service = None
         if self.journal is not None:
             self.journal.close()
@@ -177,6 +178,26 @@ class Daemon:
         if self.simulation is not None:
             self.simulation.stop()
         self.notifier.close()
+
+    @staticmethod
+    async def _last_commit(service: TableService) -> None:
+        """The stop's commit of what is left, tried again a few times if the journal cannot be
+        written (a full disk may have room a moment later). What still cannot be written goes to
+        the log in full, each record as it would have been journaled: commands applied meanwhile
+        were told their record is kept, and the log is then the only place left to find it (the
+        devices resend the card reads: none was confirmed)."""
+        for attempt in range(1, STOP_COMMIT_TRIES + 1):
+            try:
+                service.flush()
+                return
+            except JournalError as exc:
+                error = str(exc)
+            if attempt < STOP_COMMIT_TRIES:
+                await asyncio.sleep(STOP_COMMIT_RETRY_S)
+        lost = service.unjournaled()
+        log.error("records_not_journaled_at_stop", error=error, tries=STOP_COMMIT_TRIES, count=len(lost),
+                  records=[{**entry._asdict(), "data": dict(entry.data)} for entry in lost[:STOP_LOGGED_RECORDS]],
+                  left_out=max(0, len(lost) - STOP_LOGGED_RECORDS))
 
     # ---- what goes on meanwhile -------------------------------------------------------------
 

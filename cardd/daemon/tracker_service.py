@@ -444,6 +444,11 @@ class TableService:
                 self._flush_handle.cancel()
                 self._flush_handle = None
 
+    def unjournaled(self) -> list[Entry]:
+        """The records waiting for a commit that has failed (none once one has succeeded): what a
+        stop that cannot write them leaves only in its log."""
+        return list(self._batch.entries)
+
     # ---- group commit -----------------------------------------------------------------------
 
     def _sink(self, event: Event) -> None:

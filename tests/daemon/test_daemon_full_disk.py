@@ -164,3 +164,37 @@ def test_a_full_disk_holds_the_journal_back_loses_nothing_and_says_so(directory:
     assert dealer_change.seq < refusal.seq and refusal.data["command"] == "open_round"
     assert re.fullmatch(rf"cannot open a round while the journal cannot write \({free}\)", refusal.data["refused"])
     assert [r.data["alarm_reason"] for r in records if r.reason == "ALARM_CLEARED"] == ["JOURNAL_WRITE_FAILED"]
+
+
+@pytest.mark.timeout(120)
+def test_a_stop_that_cannot_write_the_journal_logs_every_record_it_held(directory: Path) -> None:
+    """A stop while the disk is full tried its last commit once and lost what it held without a
+    word: a command applied meanwhile (told its record is kept) was nowhere. Now the stop tries a
+    few times, then logs every record it could not write, as it would have been journaled."""
+    disk_dir = directory / "disk"
+    disk_dir.mkdir()
+    free = FREE.format(disk=re.escape(str(disk_dir)))
+    with PrivateTmpfs(disk_dir) as disk, PtyEndpoint(SimulatedShoe()) as shoe:
+        shoe.call(shoe.device.load, full_shoe(6))
+        config = write_config(directory, shoe.url, None, journal={"path": str(disk_dir / "journal.sqlite3")})
+        daemon = Daemon(["--config", str(config)], directory / "cardd.sock", prefix=disk.enter)
+        client = daemon.client()
+        wait_until(lambda: shoe.state()["events_confirmed"] == shoe.state()["event_index"] == 1, "ShoeLoaded journaled")
+        disk.fill()
+        dealt = 200
+        shoe.call(shoe.device.deal, dealt)
+        client.wait_state(lambda s: bool(journal_alarms(s)) and s["shoe"]["cards_out"] == dealt)
+        kept = client.command("dealer_change")
+        assert kept["class"] == "ERROR" and kept["message"].startswith("not journaled yet"), kept
+        client.close()
+        code, err = daemon.stop()
+        assert code == 0, err
+
+    [lost] = log_lines(daemon, "records_not_journaled_at_stop")
+    assert lost["level"] == "error" and re.search(free, lost["error"]) and lost["tries"] == 3, lost
+    records = lost["records"]
+    assert lost["count"] == len(records) and lost["left_out"] == 0
+    assert [r["data"]["type"] for r in records if r["kind"] == "input"] == ["DealerChange"]
+    assert [r["data"]["input"]["message"][:2] for r in records if "input" in r["data"]] == ["30"] * dealt  # card reads
+    assert records[-1]["kind"] == "stop" and records[-1]["reason"] == "DAEMON_STOP"
+    assert "JOURNAL_WRITE_FAILED" in [r["reason"] for r in records]
