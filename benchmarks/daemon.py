@@ -292,7 +292,9 @@ class Bench:
             self.profiles += 1
             command = [sys.executable, "-m", "cProfile", "-o", f"{self.profile}.{self.profiles}",
                        "-m", "cardd.daemon.main"]
+        # --stop-with-parent: a benchmark killed outright leaves no daemon behind on its ptys and socket
         self.proc = await asyncio.create_subprocess_exec(*command, "--config", str(config), "--log-format", "json",
+                                                         "--stop-with-parent", str(os.getpid()),
                                                          stdout=asyncio.subprocess.DEVNULL,
                                                          stderr=asyncio.subprocess.DEVNULL)
         while True:

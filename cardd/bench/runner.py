@@ -302,8 +302,10 @@ class BenchRig:
             f"refused_per_minute = {60 * API_RATE}", ""]))
         # the daemon's log goes to a file: a pipe nobody reads fills up (64 KiB: about 16 shoes of device
         # and link lines) and the daemon's next log line then blocks its whole loop
+        # (--stop-with-parent: a cardbench killed by SIGKILL, which nothing catches, takes its daemon along)
         with self.log_path.open("wb") as log_file, ending_deferred():  # an interrupt finds it to stop
-            self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json"],
+            self.proc = subprocess.Popen([*cardd_command(), "--config", str(d / "cardd.toml"), "--log-format", "json",
+                                          "--stop-with-parent", str(os.getpid())],
                                          stdout=subprocess.DEVNULL, stderr=log_file)
         deadline = time.monotonic() + START_TIMEOUT
         while self.client is None:

@@ -317,8 +317,11 @@ class Dealer:
 # ---- the daemon and the view ---------------------------------------------------------------
 
 def start_daemon(directory: Path) -> subprocess.Popen[str]:
+    """``cardd --simulate`` in ``directory``; it stops by itself if the demo is killed (SIGKILL, which
+    no cleanup of the demo's sees)."""
     with open(directory / "cardd.log", "w") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([str(BIN / "cardd"), "--simulate", "--state-dir", str(directory), "--log-format", "json"],
+        return subprocess.Popen([str(BIN / "cardd"), "--simulate", "--state-dir", str(directory), "--log-format", "json",
+                                 "--stop-with-parent", str(os.getpid())],
                                 stdout=subprocess.DEVNULL, stderr=log, text=True)
 
 

@@ -2,16 +2,18 @@
 
     daemon = Daemon(config, "/etc/cardd/cardd.toml")
     await daemon.start()   # StartupError (one line) if it cannot deal safely
-    await daemon.run()     # until SIGTERM / SIGINT or stop()
+    await daemon.run()     # until SIGTERM / SIGINT, stop(), or the end of its stop_with_parent parent
     await daemon.stop()
 
 Start-up order: the rules; the journal (created only where no file exists; a corrupt one
 refuses the start); the table restored from the journal's latest snapshot (a live round
 comes back held) and a ``start`` record; the API socket; the devices (in the background:
-never a reason to exit); READY=1 once the journal is open and the API listens; the watchdog
-and STATUS=. Stop: STOPPING=1, the API closed (socket removed), the devices closed, the last
-batch flushed with a ``stop`` record, the journal closed; under ``--simulate`` the simulated
-devices stopped and their temporary directories removed.
+never a reason to exit); the SIGTERM and SIGINT handlers and, with ``stop_with_parent``
+(``--stop-with-parent``), the watch that takes the same way out once the process that started
+cardd has ended (cardd/daemon/parent.py); READY=1 once the journal is open and the API
+listens; the watchdog and STATUS=. Stop: STOPPING=1, the API closed (socket removed), the
+devices closed, the last batch flushed with a ``stop`` record, the journal closed; under
+``--simulate`` the simulated devices stopped and their temporary directories removed.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from cardd.config import CarddConfig
 from cardd.daemon.backend import DaemonBackend, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
+from cardd.daemon.parent import ParentWatch
 from cardd.daemon.retention import Retention
 from cardd.daemon.tracker_service import REASON_START, REASON_STOP, TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
@@ -72,8 +75,12 @@ class StartupError(CarddError):
 
 class Daemon:
     def __init__(self, config: CarddConfig, config_path: str, *, simulation: Simulation | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 notifier: Notifier | None = None, stop_with_parent: int | None = None) -> None:
+        """``stop_with_parent``: the pid of the process that started cardd; its end stops the
+        daemon as SIGTERM does (None: nothing watched, as under systemd)."""
         self.config, self.config_path, self.simulation = config, config_path, simulation
+        self.stop_with_parent = stop_with_parent
+        self.parent_watch: ParentWatch | None = None
         self.release = release()
         self.notifier = notifier or Notifier.from_environment()
         self.watchdog = Watchdog(self.notifier)
@@ -136,6 +143,9 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stopped.set)
+        if self.stop_with_parent is not None:  # the parent's end is one more way to the same stop
+            self.parent_watch = ParentWatch(self.stop_with_parent, self.request_stop)
+            self.parent_watch.start(loop)
         self._tasks = [loop.create_task(service.feed.run_ticks(), name="ticks"),
                        loop.create_task(self._keep_status(), name="status"),
                        loop.create_task(self.retention.run(), name="retention"),
@@ -157,6 +167,9 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        if self.parent_watch is not None:
+            self.parent_watch.close()
+            self.parent_watch = None
         await self.watchdog.stop()
         for task in self._tasks:
             await cancel_and_wait(task)
@@ -225,6 +238,8 @@ class Daemon:
     async def _keep_status(self) -> None:
         while True:
             self.watchdog.status(self.status_text())
+            if self.parent_watch is not None:  # (its getppid fallback; a pidfd needs no tick)
+                self.parent_watch.check()
             await asyncio.sleep(STATUS_INTERVAL_S)
 
     async def _keep_checkpointed(self) -> None:

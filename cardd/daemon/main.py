@@ -3,11 +3,14 @@
     cardd [--config PATH]            run the table configured in PATH (default /etc/cardd/cardd.toml)
     cardd --simulate [--state-dir D] run on built-in simulated devices behind real ptys, no config file
     cardd --check-config [--config PATH]   validate (rules file and firmware key included) and exit
+    cardd ... --stop-with-parent PID       for a program that starts cardd as its child, with its own pid:
+                                           cardd stops (as on SIGTERM) once that process has ended
 
-Exit codes: 0 stopped cleanly (SIGTERM, SIGINT) or the configuration is valid; 1 the daemon
-could not start safely (corrupt journal, socket in use, permission, unreadable rules); 2 the
-configuration or the command line is wrong. Every failure is one line on stderr, never a
-traceback.
+Exit codes: 0 stopped cleanly (SIGTERM, SIGINT, the end of a ``--stop-with-parent`` parent) or
+the configuration is valid; 1 the daemon could not start safely (corrupt journal, socket in use,
+permission, unreadable rules); 2 the configuration or the command line is wrong (a
+``--stop-with-parent`` pid that is not cardd's parent included: it ends at once, before opening
+anything). Every failure is one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import structlog
 
 from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
 from cardd.daemon.app import Daemon, StartupError, release
+from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
 from cardd.journal import Journal, JournalError
 from cardd.logs import configure_logging
@@ -113,8 +117,20 @@ def make_state_dir(path: Path) -> None:
         raise ConfigError(f"--state-dir {path}", f"cannot be created: {exc.strerror}") from None
 
 
-async def serve(config: CarddConfig, config_path: str, simulation: Simulation | None) -> None:
-    daemon = Daemon(config, config_path, simulation=simulation)
+def positive_pid(text: str) -> int:
+    """--stop-with-parent's value (0 would be getppid()'s answer for a parent outside cardd's pid namespace)."""
+    try:
+        pid = int(text)
+    except ValueError:
+        pid = 0
+    if pid <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id (a positive number)")
+    return pid
+
+
+async def serve(config: CarddConfig, config_path: str, simulation: Simulation | None,
+                stop_with_parent: int | None) -> None:
+    daemon = Daemon(config, config_path, simulation=simulation, stop_with_parent=stop_with_parent)
     await daemon.start()
     # What start-up made (modules, rules, the restored table, the connections) lives as long as
     # the process: frozen out of the collector, whose full passes then walk only what came since
@@ -137,9 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 or 2)")
     ap.add_argument("--log-format", choices=("auto", "console", "json"), default=None,
                     help="auto: readable on a terminal, JSON lines otherwise (default: the configuration's)")
+    ap.add_argument("--stop-with-parent", type=positive_pid, default=None, metavar="PID",
+                    help="for a program that starts cardd as its child (cardbench, the demo), with its own pid: "
+                         "cardd stops as on SIGTERM once that process has ended, however it ended (a SIGKILL "
+                         "too); a PID that is not cardd's parent ends cardd at once (exit 2). Never under "
+                         "systemd")
     ap.add_argument("--version", action="version", version=release())
     args = ap.parse_args(argv)
     configure_logging(args.log_format or "auto")
+    if args.stop_with_parent is not None:
+        wrong = not_the_parent(args.stop_with_parent)
+        if wrong is not None:  # a wrong pid, or the parent ended already: nobody to serve
+            print(f"cardd: {wrong}", file=sys.stderr)
+            return EXIT_CONFIG
 
     if args.check_config:
         try:
@@ -181,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     for warning in warnings:
         log.warning("config_warning", warning=warning)
     try:
-        asyncio.run(serve(config, config_path, simulation))
+        asyncio.run(serve(config, config_path, simulation, args.stop_with_parent))
     except StartupError as exc:
         print(f"cardd: {exc}", file=sys.stderr)
         return EXIT_STARTUP

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemon.daemon_rig import Client, assert_stopped_cleanly, remove, wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "bench" / "scenarios"
 #: a loaded 2-core machine may take this long to start a daemon and its simulated devices
@@ -97,6 +99,29 @@ def test_a_signal_to_cardbench_soak_stops_its_daemon(signum: int) -> None:
     assert bench.returncode == 128 + signum and "PASS" not in out  # the signal ended it, not 1,000 shoes
     assert f"cardbench: interrupted ({signal.Signals(signum).name}); what it started is stopped" in out
     assert "Traceback" not in out, out
+
+
+def test_a_sigkill_of_cardbench_stops_its_daemon_cleanly_all_the_same() -> None:
+    """Nothing catches a SIGKILL (nor the OOM killer's): the daemon watches cardbench instead (cardbench
+    starts it with ``--stop-with-parent``) and stops as on SIGTERM. Before, it ran on for ever."""
+    bench = _bench("soak", "--shoes", "1000", "--cut-at", "30", "--unplug-rate", "0", "--fault-rate", "0")
+    (daemon,) = _daemons_of(bench, 1)
+    arguments = _command(daemon).split()
+    directory = Path(arguments[arguments.index("--config") + 1]).parent
+    try:
+        wait_until(lambda: (directory / "cardd.sock").exists() or not _alive(daemon), "cardd listening", START_S)
+        Client(directory / "cardd.sock").close()  # it serves: its journal is open and its watch started
+        bench.kill()
+        bench.communicate()
+        wait_until(lambda: not _alive(daemon), "cardd stopped after cardbench's SIGKILL", timeout=20)
+        assert_stopped_cleanly(directory)
+    finally:
+        if _alive(daemon):
+            os.kill(daemon, signal.SIGKILL)
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()
+        remove(directory)  # a killed cardbench removes nothing
 
 
 def test_a_second_signal_does_not_cut_the_first_ones_cleanup_short() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_rig import CARDCTL, cardctl
-from tests.daemon.daemon_rig import remove, state_dir, wait_until
+from tests.daemon.daemon_rig import assert_stopped_cleanly, remove, state_dir, wait_until
 
 
 @pytest.mark.timeout(400)
@@ -98,6 +98,27 @@ def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group)
         assert_ended_by_ctrl_c(demo, err, tmp)
         wait_until(lambda: not processes_naming(str(tmp)), "the demo's daemon stopped", timeout=5)
     finally:
+        remove(tmp)
+
+
+@pytest.mark.timeout(120)
+def test_a_sigkill_of_the_demo_stops_its_daemon_cleanly_all_the_same():
+    """Nothing catches a SIGKILL: the demo starts cardd with ``--stop-with-parent``, and the daemon
+    stops as on SIGTERM once the demo has ended. Before, it ran on for ever."""
+    tmp = state_dir()
+    table = tmp / "table"
+    try:
+        with interruptible_demo(tmp, "--no-watch", "--state-dir", str(table)) as demo:
+            assert demo.stdout is not None
+            assert "technician: start the shuffler" in demo.stdout.readline()  # the daemon serves; play began
+            assert [pid for pid in processes_naming(str(table)) if pid != demo.pid]  # its daemon runs
+            demo.kill()  # the demo alone, not its session: as the OOM killer would
+            demo.communicate()
+            wait_until(lambda: not processes_naming(str(table)), "the demo's daemon stopped", timeout=20)
+        assert_stopped_cleanly(table)
+    finally:
+        for pid in processes_naming(str(table)):
+            os.kill(pid, signal.SIGKILL)
         remove(tmp)
 
 

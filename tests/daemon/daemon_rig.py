@@ -182,6 +182,24 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> N
         time.sleep(0.02)
 
 
+def cardd_running(pid: int) -> bool:
+    """``pid`` is a live cardd: not ended (a zombie's command line is empty, as is that of a pid
+    nobody has) and not a pid reused by another program."""
+    try:
+        return b"cardd" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # (ProcessLookupError: it ended as we read)
+        return False
+
+
+def assert_stopped_cleanly(directory: Path) -> None:
+    """What cardd's stop (SIGTERM's path) leaves in ``directory``: the socket ``cardd.sock`` removed,
+    and the journal ``journal.sqlite3``'s last record its stop record."""
+    assert not (directory / "cardd.sock").exists(), "the socket is left"
+    with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+        last = journal.query(newest_first=True, limit=1)[0]
+    assert (last.kind, last.reason, last.source) == ("stop", "DAEMON_STOP", "cardd"), last
+
+
 def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CARDD), *args], capture_output=True, text=True, timeout=timeout)
 
