@@ -126,8 +126,8 @@ def refusal_line(name: str, exc: Exception) -> str:
         why = exc.why
     else:
         why = str(exc)
-    if why.startswith((f"{name}:", f"{name} ", f"{name}.")):  # a device or simulation runner's, named already
-        return one_line(why)
+    if isinstance(exc, CommandFailed) and why.startswith((f"{name}:", f"{name} ", f"{name}.")):
+        return one_line(why)  # the daemon's own (a device or simulation command's), named already
     return one_line(f"{name} refused: {why}")
 
 

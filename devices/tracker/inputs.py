@@ -36,13 +36,13 @@ from devices.game.round_types import Target
 from firmware_bridge.messages import Message, decode, encode
 
 __all__ = [
-    "COMMAND_NAMES", "Act", "AskForBox", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance", "CoPlayerChoice",
-    "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat",
-    "DrawnInErrorDecision", "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold",
-    "InputDecodeError", "Insure", "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet",
-    "PlacementError", "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal",
-    "Resume", "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "command_name", "from_json",
-    "to_json",
+    "COMMAND_NAMES", "Act", "AskForBox", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance",
+    "CoPlayerChoice", "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat", "DrawnInErrorDecision",
+    "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold", "InputDecodeError", "Insure",
+    "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet", "PlacementError",
+    "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
+    "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "command_name",
+    "from_json", "to_json",
 ]
 
 FORMAT_VERSION = 2
