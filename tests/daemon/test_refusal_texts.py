@@ -1,7 +1,8 @@
 """A refused command's one line (its ERROR, and its COMMAND_REFUSED record's ``refused``) speaks to
 the dealer and the supervisor: it names the command as they send it, never a record's or an
 error's Python class, says what is wrong in the table's words and, where there is one, the way
-forward. Every command of the command table, through the daemon's backend on a real journal."""
+forward. Every command of the command table, through the daemon's backend on a real journal and
+through the real daemon's socket."""
 from __future__ import annotations
 
 import re
@@ -21,6 +22,7 @@ from devices.events import Role
 from devices.tracker import inputs
 from devices.tracker.inputs import DeviceMessage, LinkDown
 from firmware_bridge.messages import CardRead, ShoeLoaded
+from tests.daemon.daemon_rig import simulate
 from tests.daemon.service_rig import RULES, linked_and_shuffled, start, turn
 from tests.support.aio import run
 from tests.support.recorders import FakeClock
@@ -50,7 +52,7 @@ TAKE_SEAT = {"player": "p1"}
 
 def check_line(name: str, line: str) -> str:
     """The line names the command first, no class, one line; returns what follows the name."""
-    assert line.startswith(f"{name} refused: ") or line.startswith(f"{name}:") or line.startswith(f"{name}."), line
+    assert line.startswith((f"{name} refused: ", f"{name}:", f"{name}.", f"{name} takes ")), line
     assert not _CLASS_NAME.search(line), f"a Python class name in {line!r}"
     assert "\n" not in line
     return line.removeprefix(f"{name} refused: ")
@@ -140,3 +142,20 @@ def test_a_round_refuses_in_the_tables_words_without_its_rule_codes(tmp_path: Pa
                              "with redeal")
     for text in why.values():
         assert not re.match(r"[a-z]+(_[a-z]+)+: ", text), text  # a rule's code is the journal's, not the line's
+
+
+def test_every_command_of_the_simulated_daemon_refused_for_its_args_names_itself(directory: Path) -> None:
+    """Through the real ``cardd --simulate`` and its socket: every command of its table (device,
+    journal and simulation commands too), sent an arg none takes, and a table command refused."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        for name in command_table(simulated=True):
+            reply = client.command(name, colour="red")
+            assert (reply["class"], reply["code"]) == ("ERROR", "bad-args"), reply
+            why = check_line(name, reply["message"])
+            assert "colour" in why or why.endswith("takes no args"), reply
+        reply = client.command("place_bet", box=1, player="p1", amount=2500)
+        assert (reply["class"], reply["code"]) == ("ERROR", "failed"), reply
+        assert reply["message"] == "place_bet refused: no round is open: open one with open_round first"
+        client.close()
