@@ -434,7 +434,7 @@ class Table:
 
     def _open_round(self, inp: OpenRound) -> None:
         """Start betting for the next round."""
-        problems = [f"{p}: play waits until it is back" for p in self.device_problems()]
+        problems = [f"{p} (play waits for it)" for p in self.device_problems()]
         if self.round_live:
             problems.append(f"round {self.round.round_id} is still being played ({self.round.state}): "  # type: ignore[union-attr]
                             "finish it first")
