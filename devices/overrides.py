@@ -18,7 +18,12 @@ class TableError(CarddError, RuntimeError):
 
 
 class OverrideRefused(TableError, PermissionError):
-    """An override asked for without the supervisor role, or while its condition is unmet."""
+    """An override asked for without the supervisor role, or while its condition is unmet; ``why``
+    is the reason alone (the text also names the override)."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what} refused: {why}")
+        self.why = why
 
 
 def require_supervisor(sink: EventSink, source: str, what: str, who: str, role: Role) -> None:
@@ -38,4 +43,4 @@ def refuse_override(sink: EventSink, source: str, what: str, who: str, why: str,
     """Journal OVERRIDE_REFUSED with ``why`` and raise :class:`OverrideRefused`."""
     sink(Event(Reason.OVERRIDE_REFUSED, source, f"{what} refused: {why}", Severity.WARNING,
                {"override": what, "why": why, "role": str(role) if role else None}, who))
-    raise OverrideRefused(f"{what} refused: {why}")
+    raise OverrideRefused(what, why)

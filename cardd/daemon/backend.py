@@ -12,8 +12,7 @@ from cardd.api.errors import CommandFailed, CommandKept
 from cardd.api.peer import Caller, Role, roles_text
 from cardd.api.protocol import Event, LogQuery
 from cardd.api.protocol import ErrorCode
-from cardd.api.server import one_line
-from cardd.daemon.commands import CommandSpec, build_record, command_table
+from cardd.daemon.commands import CommandSpec, build_record, command_table, refusal_line
 from cardd.daemon.state import table_state
 from cardd.daemon.tracker_service import (REASON_COMMAND_REFUSED, REASON_START, REASON_STOP, TableService,
                                           record_event)
@@ -116,10 +115,11 @@ class DaemonBackend:
         except CarddError as exc:
             code = exc.code if isinstance(exc, CommandFailed) else "failed"
             # the client's line as the client got it (cut, one line): the text may quote what it sent
+            line = refusal_line(name, exc)
             index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
-                                                 refused=one_line(str(exc)), source=spec.kind)
+                                                 refused=line, source=spec.kind)
             await self.service.refusal_journaled(index)
-            raise CommandFailed(str(exc), code=code) from None
+            raise CommandFailed(line, code=code) from None
         index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
                                              source=spec.kind)
         return await self.service.commit_of(index)

@@ -16,7 +16,10 @@ from typing import Any, Literal
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
+from cardd.api.server import one_line
 from cardd.journal.records import MAX_TEXT, is_header_text
+from devices.game.round_types import RuleViolation
+from devices.overrides import OverrideRefused
 from devices.tracker import inputs
 from devices.tracker.inputs import InputDecodeError
 
@@ -41,37 +44,22 @@ class CommandSpec:
         return self.also | {self.role}
 
 
-def _table(name: str, role: Role, record: type) -> CommandSpec:
-    return CommandSpec(name, role, "table", record)
+def _table(role: Role, record: type) -> CommandSpec:
+    """A table command: its name is the record's one command name (devices.tracker.inputs.COMMAND_NAMES)."""
+    return CommandSpec(inputs.command_name(record), role, "table", record)
 
 
 TABLE_COMMANDS: tuple[CommandSpec, ...] = (
     # dealer console
-    _table("open_round", Role.DEALER, inputs.OpenRound),
-    _table("place_bet", Role.DEALER, inputs.PlaceBet),
-    _table("reduce_bet", Role.DEALER, inputs.ReduceBet),
-    _table("pairs_bet", Role.DEALER, inputs.PlacePairsBet),
-    _table("no_more_bets", Role.DEALER, inputs.NoMoreBets),
-    _table("insure", Role.DEALER, inputs.Insure),
-    _table("even_money", Role.DEALER, inputs.EvenMoney),
-    _table("close_insurance", Role.DEALER, inputs.CloseInsurance),
-    _table("act", Role.DEALER, inputs.Act),
-    _table("enter_card", Role.DEALER, inputs.EnterCard),
-    _table("dealer_change", Role.DEALER, inputs.DealerChange),
-    _table("take_seat", Role.DEALER, inputs.TakeSeat),
-    _table("leave_seat", Role.DEALER, inputs.LeaveSeat),
-    _table("ask_for_box", Role.DEALER, inputs.AskForBox),
-    _table("drawn_in_error", Role.DEALER, inputs.DrawnInErrorDecision),
-    _table("shuffle_started", Role.DEALER, inputs.ShuffleStarted),
-    _table("hand_shuffled", Role.DEALER, inputs.HandShuffled),
-    _table("shoe_remainder", Role.DEALER, inputs.ShoeRemainder),
+    *(_table(Role.DEALER, record) for record in (
+        inputs.OpenRound, inputs.PlaceBet, inputs.ReduceBet, inputs.PlacePairsBet, inputs.NoMoreBets, inputs.Insure,
+        inputs.EvenMoney, inputs.CloseInsurance, inputs.Act, inputs.EnterCard, inputs.DealerChange, inputs.TakeSeat,
+        inputs.LeaveSeat, inputs.AskForBox, inputs.DrawnInErrorDecision, inputs.ShuffleStarted, inputs.HandShuffled,
+        inputs.ShoeRemainder)),
     # supervisor overrides
-    _table("resume", Role.SUPERVISOR, inputs.Resume),
-    _table("redeal", Role.SUPERVISOR, inputs.Redeal),
-    _table("placement_error", Role.SUPERVISOR, inputs.PlacementError),
-    _table("cards_to_box_without_wager", Role.SUPERVISOR, inputs.CardsToBoxWithoutWager),
-    _table("void_shoe", Role.SUPERVISOR, inputs.VoidShoe),
-    _table("clear_alarm", Role.SUPERVISOR, inputs.ClearAlarm),
+    *(_table(Role.SUPERVISOR, record) for record in (
+        inputs.Resume, inputs.Redeal, inputs.PlacementError, inputs.CardsToBoxWithoutWager, inputs.VoidShoe,
+        inputs.ClearAlarm)),
 )
 
 DEVICE_COMMANDS: tuple[CommandSpec, ...] = tuple(
@@ -119,11 +107,28 @@ def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any
     if "role" in names:
         data["role"] = acting_role(spec, caller).value
     try:
-        record = inputs.from_json(data)
+        record = inputs.from_json(data, named=spec.name)  # "place_bet.amount: ...", never the record's class
     except InputDecodeError as exc:
-        raise CommandFailed(f"{spec.name}: {exc}", code=ErrorCode.BAD_ARGS) from None
-    _check_text(spec.name, record, spec.record.__name__)
+        raise CommandFailed(str(exc), code=ErrorCode.BAD_ARGS) from None
+    _check_text(spec.name, record, "")
     return record
+
+
+def refusal_line(name: str, exc: Exception) -> str:
+    """The one line a refused command's caller reads (its ERROR) and its COMMAND_REFUSED
+    record keeps (``refused``): the command as people send it, then what is wrong in the table's
+    words and, where there is one, the way forward (``place_bet refused: no round is open: open
+    one with open_round first``). A rule's text without its code (the round's ACTION_REFUSED
+    record keeps the code), an override's reason without the override's own name."""
+    if isinstance(exc, RuleViolation):
+        why = exc.message
+    elif isinstance(exc, OverrideRefused):
+        why = exc.why
+    else:
+        why = str(exc)
+    if isinstance(exc, CommandFailed) and why.startswith((f"{name}:", f"{name} ", f"{name}.")):
+        return one_line(why)  # the daemon's own (a device or simulation command's), named already
+    return one_line(f"{name} refused: {why}")
 
 
 def _check_text(name: str, value: Any, where: str) -> None:
@@ -132,14 +137,14 @@ def _check_text(name: str, value: Any, where: str) -> None:
     fail its whole group commit (every card and command after it) rather than this command."""
     if isinstance(value, str):
         if not value or not is_header_text(value):  # an empty name bet as "'s bet 25.00" too
-            raise CommandFailed(f"{name}: {where}: {value[:40]!r}{'...' if len(value) > 40 else ''} is not a name "
+            raise CommandFailed(f"{name}{where}: {value[:40]!r}{'...' if len(value) > 40 else ''} is not a name "
                                 f"(1 to {MAX_TEXT} characters, no control characters)", code=ErrorCode.BAD_ARGS)
     elif isinstance(value, tuple):
         for i, item in enumerate(value):
             _check_text(name, item, f"{where}[{i}]")
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
-            _check_text(name, getattr(value, field.name), f"{where}.{field.name}")
+            _check_text(name, getattr(value, field.name), f"{where}.{field.name}")  # ".player", ".co_players[1].player"
 
 
 def acting_role(spec: CommandSpec, caller: Caller) -> Role:

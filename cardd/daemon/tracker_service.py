@@ -53,7 +53,9 @@ from typing import Any, TypeVar
 
 import structlog
 
+from cardd.api.errors import CommandFailed
 from cardd.api.protocol import Event as ApiEvent
+from cardd.daemon.commands import refusal_line
 from cardd.journal import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_INPUT, Encoded, Entry, Journal,
                            JournalEntryError, JournalError, JournalWriteError, Record, input_of)
 from core.errors import CarddError
@@ -369,17 +371,19 @@ class TableService:
         """An API command: applied, then ACKed with its input record's seq once journaled. A
         refusal is journaled as a refused command (who, uid) and raised."""
         if self._failure is not None and type(inp) is OpenRound:  # journaled later, like any record
-            why = f"cannot open a round while the journal cannot write ({self._failure.cause})"
+            why = refusal_line(name, TableError(f"the journal cannot write ({self._failure.cause}): no round opens "
+                                                "until a technician frees space on its disk"))
             self.add(_refused(name, to_json(inp), who, uid, why))
-            raise TableError(why)
+            raise CommandFailed(why)
         batch = self._batch
         at = len(batch.entries)
         try:
             self.apply(inp, who)
         except CarddError as exc:
-            batch.entries[at] = _refused(name, to_json(inp), who, uid, str(exc), at_ns=batch.entries[at].ts_ns)
+            why = refusal_line(name, exc)
+            batch.entries[at] = _refused(name, to_json(inp), who, uid, why, at_ns=batch.entries[at].ts_ns)
             await self.refusal_journaled(at)
-            raise
+            raise CommandFailed(why) from None
         return await self.commit_of(at)
 
     def journal_command(self, name: str, data: Mapping[str, Any], who: str, uid: int, *, refused: str | None = None,
@@ -727,5 +731,7 @@ def _refused(name: str, data: Mapping[str, Any], who: str, uid: int, why: str, *
              at_ns: int | None = None) -> Entry:
     return Entry(kind=KIND_COMMAND, reason=REASON_COMMAND_REFUSED, source=source, severity=Severity.WARNING.value,
                  who=who, data={"command": name, "uid": uid, "user": who, "args": dict(data), "refused": why,
-                                "message": f"{name} refused for {who} (uid {uid}): {why}"},
+                                # the command named once: the refusal's own line starts with it too
+                                "message": f"{name} refused for {who} (uid {uid}): "
+                                           f"{why.removeprefix(f'{name} refused: ')}"},
                  ts_ns=at_ns if at_ns is not None else time.time_ns())

@@ -70,6 +70,15 @@ __all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES"
 
 _TARGETS: dict[tuple[int, int], Target] = {}
 
+# A refusal says, in the table's words, when an input is taken and where the round is now.
+#: when an input is taken, by the one state it is taken in
+_WHILE = {"betting": "while bets are open", "insurance": "while insurance is offered",
+          "players": "while the players act"}
+#: where the round is, by its state
+_NOW = {"betting": "bets are still open", "initial_deal": "the initial deal is under way",
+        "insurance": "insurance is offered now", "players": "the players act now", "dealer": "the dealer plays now",
+        "complete": "the round is over (complete)", "void": "the round is void"}
+
 
 def _target(box: int, hand: int) -> Target:
     """Targets are immutable values; reuse one per place instead of building one per card."""
@@ -135,10 +144,12 @@ class Round:
         if self.held is not None:
             self._emit(Reason.ACTION_REFUSED, f"{what} refused: round held ({self.held})",
                        Severity.WARNING, who, rule="round_held")
-            raise RoundHeld(f"round {self.round_id}: {what} refused: round held ({self.held})")
+            raise RoundHeld(f"round {self.round_id} is held ({self.held}): nothing is taken until a supervisor "
+                            "continues it or declares a re-deal")
         if self.state not in states:
-            raise self._refuse("round_state", f"{what} not allowed while {self.state} "
-                               f"(allowed while {', '.join(states)})", who)
+            over = "" if is_live(self.state) or states != ("betting",) else ": bets go on the next round, once it is open"
+            raise self._refuse("round_state", f"{what} is taken only {_WHILE[states[0]]}, and {_NOW[self.state]}"
+                               f"{over}", who)
 
     # ----- betting -----
     def place_bet(self, box: int, player: str, amount: int) -> None:
@@ -194,15 +205,15 @@ class Round:
                    action="pairs_bet", box=box, player=player, amount=amount)
 
     def no_more_bets(self, who: str | None = None) -> None:
-        self._require(("betting",), "no more bets", who)
+        self._require(("betting",), "closing the bets", who)
         if not self.wagers:
-            raise self._refuse("no_wager", "no more bets refused: no box has a wager", who)
+            raise self._refuse("no_wager", "no box has a wager yet: the bets come first", who)
         for box, stakes in sorted(self.wagers.items()):
             over = sum(stakes.values()) - self.rules.table.max_per_box
             if over > 0:
-                cuts = ", ".join(f"{p} by {c}" for p, c in self.reductions_at_maximum(box).items())
-                raise self._refuse("box_maximum_reduce", f"no more bets refused: box {box} is {over} over the "
-                                   f"maximum; the co-players reduce ({cuts})", who)
+                cuts = ", ".join(f"{p} by {units(c)}" for p, c in self.reductions_at_maximum(box).items())
+                raise self._refuse("box_maximum_reduce", f"box {box} is {units(over)} over the maximum: the "
+                                   f"co-players reduce their bets first ({cuts})", who)
         self._start_initial_deal()
         self._go("bets_closed")
 
@@ -366,8 +377,8 @@ class Round:
         hand = self.box_hands.get(box, [None])[0]
         if hand is None or player not in hand.stakes or not hand.blackjack:
             raise self._refuse("even_money_needs_blackjack",
-                               f"even money refused at box {box} for {player}: only a player with a "
-                               f"blackjack on the box may take it", player)
+                               f"no even money for {player} at box {box}: only a player with a blackjack on the "
+                               "box may take it", player)
         if (box, player) in self.even_money_taken:
             raise self._refuse("even_money_once", f"{player} already took even money at box {box}", player)
         if (box, player) in self.insurance:
@@ -493,7 +504,8 @@ class Round:
         seed 000 section 7); without it the void is an override and needs a supervisor.
         """
         if not self.live:
-            raise self._refuse("round_state", f"void not possible once the round is {self.state}", who)
+            raise self._refuse("round_state", f"round {self.round_id} is {self.state} already: there is nothing to void",
+                               who)
         if by_rule is None:
             self._supervisor("void", who, role)
         self._release()
@@ -543,7 +555,8 @@ class Round:
         the shoe after the dealt ones; they go back too and are dealt again after them.
         """
         if "redeal" not in triggers_from(self.state):  # the machine says where a re-deal may start
-            raise self._refuse("redeal", f"re-deal not possible while {self.state}", who)
+            raise self._refuse("redeal", f"no re-deal while {_NOW[self.state]}: only cards being dealt or played are "
+                               "dealt again", who)
         self._supervisor("reconstruct and re-deal", who, role)
         back = [c for c, _ in self.assignments] + self._redeal_queue + list(also)
         withdrawn = [line.describe() for line in self.paid_at_once]  # won again when the same cards come again

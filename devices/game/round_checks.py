@@ -171,7 +171,8 @@ def check_action(rules: HouseRules, rnd: RoundView, hand: Hand | None, box: int,
                  co_players: tuple[CoPlayerChoice, ...] = ()) -> Problem:
     p = rules.play
     if hand is None:
-        return "not_this_box", f"box {box} has no hand to act on now (current: {rnd.current_hand})"
+        turn = rnd.current_hand
+        return "not_this_box", f"box {box} has no hand to act on now" + (f" (it is {turn}'s turn)" if turn else "")
     problem = _check_decider(rnd, box, player)  # before the hand's state: a co-player always gets this answer
     if problem:
         return problem

@@ -43,7 +43,7 @@ class AlarmBook:
 
     def clear(self, sink: EventSink, alarm_id: int, who: str, role: Role) -> Alarm:
         if alarm_id not in self.open:
-            raise TableError(f"no open alarm {alarm_id} (open: {sorted(self.open) or 'none'})")
+            raise TableError(f"no open alarm {alarm_id} (open alarms: {', '.join(map(str, sorted(self.open))) or 'none'})")
         require_supervisor(sink, "table", f"clear alarm {alarm_id}", who, role)
         return self.open.pop(alarm_id)
 

@@ -36,13 +36,13 @@ from devices.game.round_types import Target
 from firmware_bridge.messages import Message, decode, encode
 
 __all__ = [
-    "Act", "AskForBox", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance", "CoPlayerChoice",
-    "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat",
-    "DrawnInErrorDecision", "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold",
-    "InputDecodeError", "Insure", "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet",
-    "PlacementError", "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal",
-    "Resume", "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "from_json",
-    "to_json",
+    "COMMAND_NAMES", "Act", "AskForBox", "CardDealt", "CardsToBoxWithoutWager", "ClearAlarm", "CloseInsurance",
+    "CoPlayerChoice", "DealerChange", "DeviceMessage", "LeaveSeat", "ReduceBet", "TakeSeat", "DrawnInErrorDecision",
+    "EnterCard", "EvenMoney", "FORMAT_VERSION", "Flag", "HandShuffled", "Hold", "InputDecodeError", "Insure",
+    "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet", "PlacementError",
+    "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
+    "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "command_name",
+    "from_json", "to_json",
 ]
 
 FORMAT_VERSION = 2
@@ -223,6 +223,27 @@ TABLE_INPUTS: tuple[type, ...] = (
     PlacementError, CardsToBoxWithoutWager, ShuffleStarted, HandShuffled, ShoeRemainder, Resume, Redeal, VoidShoe,
     ClearAlarm,
 )
+#: The command that gives each input a person gives (API, cardctl, the journal's COMMAND records):
+#: the one name people see for it, so a refusal names the command typed and, for the way
+#: forward, the one to type next. The devices' and the clock's inputs have none.
+COMMAND_NAMES: dict[type, str] = {
+    # the dealer's console
+    OpenRound: "open_round", PlaceBet: "place_bet", ReduceBet: "reduce_bet", PlacePairsBet: "pairs_bet",
+    NoMoreBets: "no_more_bets", Insure: "insure", EvenMoney: "even_money", CloseInsurance: "close_insurance",
+    Act: "act", EnterCard: "enter_card", DealerChange: "dealer_change", TakeSeat: "take_seat",
+    LeaveSeat: "leave_seat", AskForBox: "ask_for_box", DrawnInErrorDecision: "drawn_in_error",
+    ShuffleStarted: "shuffle_started", HandShuffled: "hand_shuffled", ShoeRemainder: "shoe_remainder",
+    # the supervisor's overrides
+    Resume: "resume", Redeal: "redeal", PlacementError: "placement_error",
+    CardsToBoxWithoutWager: "cards_to_box_without_wager", VoidShoe: "void_shoe", ClearAlarm: "clear_alarm",
+}
+
+
+def command_name(record: type) -> str:
+    """The command people send ``record`` with (``open_round`` for OpenRound)."""
+    return COMMAND_NAMES[record]
+
+
 #: Values inside records (not records themselves): encoded as a JSON object of their fields.
 _VALUES: tuple[type, ...] = (CoPlayerChoice,)
 #: Every record the JSON form knows, by its "type" tag: the table's inputs and the round's.
@@ -276,8 +297,9 @@ def _encode(value: Any) -> Any:
     return value
 
 
-def from_json(data: Any) -> Any:
-    """The record ``data`` describes; :class:`InputDecodeError` names what is wrong with it."""
+def from_json(data: Any, named: str | None = None) -> Any:
+    """The record ``data`` describes; :class:`InputDecodeError` names what is wrong with it, and
+    where: the record's type, or ``named`` (a command's args name the command, not a class)."""
     if not isinstance(data, dict):
         raise InputDecodeError(f"an input record is a JSON object, not {type(data).__name__}: {data!r:.80}")
     if data.get("v") not in READABLE_VERSIONS:
@@ -287,7 +309,7 @@ def from_json(data: Any) -> Any:
     cls = RECORDS.get(name) if isinstance(name, str) else None
     if cls is None:
         raise InputDecodeError(f"unknown input record type {name!r} (known: {', '.join(RECORDS)})")
-    return _build(cls, data, str(name), {"v", "type"})
+    return _build(cls, data, str(name) if named is None else named, {"v", "type"})
 
 
 def _build(cls: type, data: dict[str, Any], where: str, tags: set[str]) -> Any:
@@ -356,8 +378,8 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         try:
             return tp(value)
         except ValueError:
-            raise InputDecodeError(f"{where}: {value!r:.60} is not a {tp.__name__} "
-                                   f"({', '.join(str(m.value) for m in tp)})") from None
+            raise InputDecodeError(f"{where}: {value!r:.60} is not one of "
+                                   f"{', '.join(str(m.value) for m in tp)}") from None
     if tp in _VALUES:
         if not isinstance(value, dict):
             raise InputDecodeError(f"{where}: expected an object, got {value!r:.60}")

@@ -258,11 +258,12 @@ class Shoe(TableDriven):
     def reconcile(self, returned: Mapping[Card, int], who: str | None = None) -> bool:
         """Cards dealt + ``returned`` (the undealt remainder, counted) must equal the shoe."""
         if self.state != "complete":
-            raise ShoeStateError(f"reconcile needs a complete shoe; the shoe is {self.state}")
+            raise ShoeStateError(f"the shoe is {self.state}: its remainder is counted once the shoe is complete "
+                                 "(after the cut card's last round)")
         for card, n in returned.items():  # a key that is not a card would be ignored: an extra card unseen
             if not isinstance(card, Card) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
                 name = str(card) if isinstance(card, Card) else repr(card)
-                raise RemainderError(f"shoe remainder: {name}: {n!r} is not a card with a count of 0 or more")
+                raise RemainderError(f"{name}: {n!r} is not a card with a count of 0 or more")
         total = Counter(self.out)
         total.update({c: n for c, n in returned.items() if n})
         missing, extra = compare_counts(self.counted or self.expected, total)

@@ -34,7 +34,7 @@ from devices.tracker.alarms import AlarmBook
 from devices.tracker.inputs import (
     AskForBox, CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard,
     HandShuffled, LeaveSeat, LinkDown, LinkUp, OpenRound, PlacementError, Redeal, ShoeRemainder, ShuffleStarted,
-    TableInput, TakeSeat, Tick, VoidShoe,
+    TableInput, TakeSeat, Tick, VoidShoe, command_name,
 )
 from devices.game.rules import HouseRules
 from devices.models.shoe_reader_model import ShoeReaderModel
@@ -54,6 +54,25 @@ _DRAWN_IN_ERROR_TEXT = (" drawn after the dealer's finished hand: the dealer say
                         "or not (next round's burn card)")
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
+
+# The commands a refusal names as the way forward (devices.tracker.inputs.COMMAND_NAMES)
+_OPEN_ROUND, _ENTER_CARD, _DRAWN_IN_ERROR_CMD = (command_name(OpenRound), command_name(EnterCard),
+                                                 command_name(DrawnInErrorDecision))
+_TAKE_SEAT, _CLEAR_ALARM, _SHOE_REMAINDER = command_name(TakeSeat), command_name(ClearAlarm), command_name(ShoeRemainder)
+_HAND_SHUFFLED, _VOID_SHOE, _REDEAL = command_name(HandShuffled), command_name(VoidShoe), command_name(Redeal)
+#: what stands between a shoe that is not in play and the next round, by the shoe's state
+_SHOE_NOT_IN_PLAY = {
+    "idle": "shuffle a shoe and load it first",
+    "shuffling": "the shuffler is still shuffling: load the shoe once it is verified",
+    "verifying": "the shuffler is still counting the shoe: load it once it is verified",
+    "refused": "the shuffler's count refused this shoe: shuffle a new one",
+    "verified": "the shoe is verified but not loaded: load it and deal the burn card",
+    "complete": f"the shoe is complete: count its remainder back with {_SHOE_REMAINDER}, then shuffle a new one",
+    "reconciled": "the shoe is finished: shuffle a new one",
+    "unreconciled": f"the shoe did not reconcile (a supervisor clears its alarm with {_CLEAR_ALARM}): "
+                    "shuffle a new one",
+    "void": "the shoe is void: shuffle a new one",
+}
 
 
 class Table:
@@ -407,33 +426,47 @@ class Table:
 
     def _to_round(self, op: RoundInput) -> Any:
         """Forward one input to the round and remember it (the snapshot replays the log)."""
-        if self.round is None:
-            raise TableError(f"{type(op).__name__}: no round is open (OpenRound first)")
+        if self.round is None:  # a supervisor's reconstruction has nothing to open a round for
+            raise TableError("no round is open" + ("" if hasattr(op, "role") else f": open one with {_OPEN_ROUND} first"))
         result = self.round.apply(op)
         self.round_log.append(op)
         return result
 
     def _open_round(self, inp: OpenRound) -> None:
         """Start betting for the next round."""
-        problems = self.device_problems()
+        problems = [f"{p} (play waits for it)" for p in self.device_problems()]
         if self.round_live:
-            problems.append(f"round {self.round.round_id} is still {self.round.state}")  # type: ignore[union-attr]
-        if self.shoe.state not in ("in_play", "last_round"):
-            problems.append(f"the shoe is {self.shoe.state}")
-        elif self.shoe.burning:  # the cut card came out during the burn
-            problems.append(f"{self.shoe.burn_remaining} burn card(s) still to come")
+            problems.append(f"round {self.round.round_id} is still being played ({self.round.state}): "  # type: ignore[union-attr]
+                            "finish it first")
+        if self.shoe.burning:  # the cut card may come out during the burn: last_round too
+            problems.append(f"{self.shoe.burn_remaining} burn card(s) still to come: deal them first")
+        elif self.shoe.state not in ("in_play", "last_round"):
+            problems.append(self._shoe_not_in_play())
         if self.drawn_in_error:
-            problems.append("a card drawn in error waits for the dealer (exposed or not)")
+            problems.append(f"a card drawn in error waits for the dealer's word: give it with {_DRAWN_IN_ERROR_CMD} "
+                            "(exposed or not) first")
         if self.awaiting_entry is not None:
-            problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered")
-        problems += [f"foreign card alarm {a.id} is open (a supervisor clears it)"  # an integrity failure stops play
+            problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered: enter it with "
+                            f"{_ENTER_CARD} first")
+        problems += [f"foreign card alarm {a.id} is open: a supervisor looks at the shoe and clears it with "
+                     f"{_CLEAR_ALARM} first"  # an integrity failure stops play
                      for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
         if problems:
-            raise TableError("cannot open a round: " + "; ".join(problems))
+            raise TableError("; ".join(problems))
         self.rounds_started += 1
         self.round = Round(self.rules, self._journal, round_id=self.rounds_started)
         self.round_log = []
         self.holds.clear()
+
+    def _shoe_not_in_play(self) -> str:
+        """Why no round opens on the shoe as it is, and what comes next."""
+        state = self.shoe.state
+        way = _SHOE_NOT_IN_PLAY.get(state)
+        if way is None:
+            return f"the shoe is {state}"
+        if not self.uses_shuffler and self.shoe.may("hand_shuffle"):  # shuffled by hand: the dealer declares it
+            way += f" (a shoe shuffled by hand is declared with {_HAND_SHUFFLED})"
+        return f"the shoe is {state}: {way}"
 
     def _place_bet(self, inp: PlaceBet) -> None:
         self._no_bet_after_a_card(inp.player, f"a bet on box {inp.box}")
@@ -455,8 +488,8 @@ class Table:
         """Seed 000 3.5: no bet once a card of the round has left the shoe (one out during betting is
         the next card: a bet placed after seeing it would choose where it goes)."""
         if self.pending and self.round is not None and self.round.state == "betting":
-            raise self._refuse("card_out", f"{what} refused: card(s) of round {self.round.round_id} already "
-                               "left the shoe", player)
+            raise self._refuse("card_out", f"no {what}: card(s) of round {self.round.round_id} already left the "
+                               "shoe (no bet once the deal has begun)", player)
 
     def _no_more_bets(self, inp: NoMoreBets) -> None:
         if self.round is not None and self.round.state == "betting" and self.round.held is None:
@@ -487,8 +520,8 @@ class Table:
 
     def _ask_for_box(self, inp: AskForBox) -> None:
         if inp.player not in self.seated:
-            raise self._refuse("not_seated", f"{inp.player} is not seated: only a seated player asks for a box",
-                               inp.who)
+            raise self._refuse("not_seated", f"{inp.player} is not seated: only a seated player asks for a box "
+                               f"(seat him with {_TAKE_SEAT} first)", inp.who)
         if inp.player not in self.asking_for_box:
             self.asking_for_box.append(inp.player)
         rule = "boxes are given up on request" if self.rules.table.give_up_boxes else \
@@ -517,7 +550,8 @@ class Table:
         """The dealer names the card the shoe could not read; the round stays flagged."""
         card, who = inp.card, inp.who
         if self.awaiting_entry is None:
-            raise TableError("no unreadable card waits to be entered")
+            raise TableError("no unreadable card waits to be entered: the dealer enters a card only when the shoe "
+                             "could not read it")
         index, self.awaiting_entry = self.awaiting_entry, None
         to_discard, self.entry_to_discard = self.entry_to_discard, False
         self._emit(Reason.CARD_ENTERED_BY_DEALER, f"card #{index} entered by the dealer as {card}"
@@ -583,11 +617,11 @@ class Table:
     def _hand_shuffled(self, inp: HandShuffled) -> None:
         """A hand-shuffled table only: where a shuffler counts each card, no declaration replaces that count."""
         if self.uses_shuffler:
-            raise TableError(f'hand shuffle refused: this table\'s rules say [shoe] shuffle = "automatic" '
-                             "(the shuffler counts and verifies every shoe)")
+            raise TableError('this table\'s rules say [shoe] shuffle = "automatic": the shuffler shuffles, counts '
+                             "and verifies every shoe, no hand shuffle replaces it")
         if not self.shoe.may("hand_shuffle"):
-            raise TableError(f"hand shuffle refused: the shoe is {self.shoe.state} (a new shoe starts once "
-                             "this one is complete and reconciled, or void)")
+            raise TableError(f"the shoe is {self.shoe.state}: a new shoe starts once this one is complete and "
+                             f"reconciled ({_SHOE_REMAINDER}), or void ({_VOID_SHOE})")
         self.shoe.hand_shuffled(inp.who)
 
     def _shoe_remainder(self, inp: ShoeRemainder) -> None:
@@ -600,11 +634,12 @@ class Table:
         """Continue a held round: only when every device is back, and only by a supervisor."""
         who, role = inp.who, inp.role
         if not self.round_live or self.round.held is None:  # type: ignore[union-attr]
-            raise TableError("no held round to resume")
+            raise TableError("no held round to resume: only a held round waits for a supervisor")
         refuse_unless_supervisor(self._journal, "table", "resume", who, role)
         problems = self.device_problems()
         if problems:
-            refuse_override(self._journal, "table", "resume", who, "; ".join(problems), role)
+            refuse_override(self._journal, "table", "resume", who, f"{'; '.join(problems)}: continue once every "
+                            f"device is back, or void the round with {_REDEAL}", role)
         self._to_round(inp)
         self._holds_decided(who, "resumed")
         self._feed()
@@ -613,7 +648,7 @@ class Table:
         """Declare a re-deal: the live round is void, its cards go to the discard."""
         who, role = inp.who, inp.role
         if not self.round_live:
-            raise TableError("no live round to re-deal")
+            raise TableError("no round is being played: there is nothing to re-deal")
         self._void_round(Reason.REDEAL, who, role)
         self._emit(Reason.REDEAL, f"re-deal declared by {who}", Severity.WARNING, who)
 
@@ -631,7 +666,7 @@ class Table:
     def _void_shoe(self, inp: VoidShoe) -> None:
         who, role = inp.who, inp.role
         if not self.shoe.may("void_shoe"):  # checked first: no override is journaled for a void that cannot happen
-            raise TableError(f"no shoe to void: the shoe is {self.shoe.state}")
+            raise TableError(f"no shoe to void: the shoe is {self.shoe.state}")  # idle or void already
         require_supervisor(self._journal, "table", "void shoe", who, role)
         if self.round_live:
             self._void_round(Reason.SHOE_VOID, who, role)

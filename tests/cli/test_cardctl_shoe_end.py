@@ -41,8 +41,9 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 
     refused = cardctl(sock, "round", "open")
     assert refused.code == 1
-    assert refused.one_line_error() == ("cardctl: cannot open a round: a card drawn in error waits for the dealer "
-                                        f"(exposed or not); {first}, {second} drawn in error: {SETTLE}")
+    assert refused.one_line_error() == ("cardctl: open_round refused: a card drawn in error waits for the dealer's "
+                                        "word: give it with drawn_in_error (exposed or not) first; "
+                                        f"{first}, {second} drawn in error: {SETTLE}")
     status = cardctl(sock, "status")
     assert f"drawn in error, waiting for the dealer: {first}, {second} ({SETTLE})" in status.out
 
@@ -68,7 +69,7 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 
     nothing = cardctl(sock, "round", "drawn-in-error", "exposed")
     assert nothing.code == 1
-    assert nothing.one_line_error() == "cardctl: no card drawn in error waits for a decision"
+    assert nothing.one_line_error() == "cardctl: drawn_in_error refused: no card drawn in error waits for a decision"
     assert cardctl(sock, "round", "drawn-in-error", "maybe").code == 2
     assert cardctl(sock, "round", "open", "--json").code == 0  # settled: the round opens
 
@@ -76,7 +77,8 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 def test_a_round_refused_for_another_reason_names_no_drawn_in_error_command(daemon: Daemon):
     refused = cardctl(daemon.socket_path, "round", "open")  # nothing shuffled yet
     assert refused.code == 1
-    assert refused.one_line_error() == "cardctl: cannot open a round: the shoe is idle"
+    assert refused.one_line_error() == ("cardctl: open_round refused: the shoe is idle: shuffle a shoe and load it "
+                                        "first")
 
 
 # ---- the remainder at the shoe's end ---------------------------------------------------------
@@ -95,7 +97,8 @@ def play_the_shoe_to_its_end(daemon: Daemon) -> dict[str, int]:
             paced.command("drawn_in_error", exposed=True)
     refused = cardctl(daemon.socket_path, "shoe", "remainder", "AS=1")
     assert refused.code == 1
-    assert refused.one_line_error() == "cardctl: reconcile needs a complete shoe; the shoe is last_round"
+    assert refused.one_line_error() == ("cardctl: shoe_remainder refused: the shoe is last_round: its remainder is "
+                                        "counted once the shoe is complete (after the cut card's last round)")
     open_and_bet(client)
     play_out(client, sim_deal(client), lambda s: None)
     client.wait_state(lambda s: s["shoe"]["state"] == "complete")

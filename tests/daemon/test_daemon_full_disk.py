@@ -31,6 +31,11 @@ from tests.support.full_disk import PrivateTmpfs
 FREE = r"disk full: \d+ bytes free in {disk}"
 
 
+#: open_round's refusal while the journal's disk is full (a regular expression; ``free``: the cause)
+REFUSED_OPEN = (r"open_round refused: the journal cannot write \({free}\): no round opens until a technician frees "
+                r"space on its disk")
+
+
 def journal_alarms(state: dict[str, Any]) -> list[dict[str, Any]]:
     return [a for a in state["alarms"] if a["reason"] == "JOURNAL_WRITE_FAILED"]
 
@@ -98,7 +103,7 @@ def test_a_full_disk_holds_the_journal_back_loses_nothing_and_says_so(directory:
                             error["message"]), error
         refused = client.command("open_round")
         assert refused["class"] == "ERROR", refused
-        assert re.fullmatch(rf"cannot open a round while the journal cannot write \({free}\)", refused["message"]), \
+        assert re.fullmatch(REFUSED_OPEN.format(free=free), refused["message"]), \
             refused
         wait_until(lambda: status.latest().startswith("JOURNAL CANNOT WRITE"), "STATUS= says the journal cannot write")
         assert re.match(rf"JOURNAL CANNOT WRITE \({free}\); shoe ", status.latest()), status.latest()
@@ -162,7 +167,7 @@ def test_a_full_disk_holds_the_journal_back_loses_nothing_and_says_so(directory:
     dealer_change = next(r for r in waited if r.data.get("type") == "DealerChange")
     refusal = next(r for r in waited if r.reason == "COMMAND_REFUSED")
     assert dealer_change.seq < refusal.seq and refusal.data["command"] == "open_round"
-    assert re.fullmatch(rf"cannot open a round while the journal cannot write \({free}\)", refusal.data["refused"])
+    assert re.fullmatch(REFUSED_OPEN.format(free=free), refusal.data["refused"])
     assert [r.data["alarm_reason"] for r in records if r.reason == "ALARM_CLEARED"] == ["JOURNAL_WRITE_FAILED"]
 
 
