@@ -173,7 +173,9 @@ def round_open(as_json: bool) -> None:
         waiting = drawn_in_error_waiting()  # named from the table's state, not from the refusal's wording
         if not waiting:
             raise
-        raise CliError(f"{exc}; {', '.join(waiting)} drawn in error: {SETTLE_DRAWN_IN_ERROR}", exc.exit_code) from None
+        # the daemon's line names the API's command; the cards and cardctl's own words for it are added
+        raise CliError(f"{exc} (waiting: {', '.join(waiting)}; with cardctl: {SETTLE_DRAWN_IN_ERROR})",
+                       exc.exit_code) from None
 
 
 def drawn_in_error_waiting() -> list[str]:

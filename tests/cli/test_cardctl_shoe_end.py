@@ -42,8 +42,8 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
     refused = cardctl(sock, "round", "open")
     assert refused.code == 1
     assert refused.one_line_error() == ("cardctl: open_round refused: a card drawn in error waits for the dealer's "
-                                        "word: give it with drawn_in_error (exposed or not) first; "
-                                        f"{first}, {second} drawn in error: {SETTLE}")
+                                        "word: give it with drawn_in_error (exposed or not) first "
+                                        f"(waiting: {first}, {second}; with cardctl: {SETTLE})")
     status = cardctl(sock, "status")
     assert f"drawn in error, waiting for the dealer: {first}, {second} ({SETTLE})" in status.out
 
