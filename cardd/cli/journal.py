@@ -24,7 +24,7 @@ from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
                               emit_json, json_option, run_command, to_builtins)
-from cardd.journal import Journal, JournalError
+from cardd.journal import Journal, JournalCorrupt, JournalError
 
 SEVERITIES = ("info", "warning", "alarm")
 EXPORT_COLUMNS = ("seq", "time", "kind", "source", "reason", "severity", "who", "message", "data")
@@ -278,7 +278,12 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
         try:
             with Journal.open(path, readonly=True) as journal:
                 checked = journal.verify()
-        except JournalError as exc:  # a file that does not even open as a journal
+        except JournalCorrupt as exc:  # found by the check on open: the same answer as a verify's, --json too
+            if as_json:
+                emit_json({"journal": str(path), "ok": False, "checked": None, "first_bad_seq": exc.seq,
+                           "problem": exc.problem})
+            raise CliError(str(exc), EXIT_INTEGRITY) from None
+        except JournalError as exc:  # no such file
             raise CliError(str(exc), EXIT_INTEGRITY if path.exists() else EXIT_USAGE) from None
         result = {"journal": str(path), "ok": checked.ok, "checked": checked.checked,
                   "first_bad_seq": checked.first_bad_seq, "problem": checked.problem}

@@ -16,7 +16,7 @@ from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
 from cardd.cli.common import EXIT_STDOUT_CLOSED
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
-from tests.journal.journal_helpers import tamper
+from tests.journal.journal_helpers import journal_of_cards, tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, write_config
 from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
@@ -243,6 +243,21 @@ def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_rec
     assert bad.code == 5
     assert "record 2" in bad.one_line_error() or "seq 2" in bad.one_line_error()
     assert cardctl(None, "verify-journal", "--file", str(directory / "nope.sqlite3")).code == 2
+
+
+@pytest.mark.parametrize("damage", ["an edited record", "not SQLite"])
+def test_verify_journal_file_json_answers_a_journal_damaged_at_open_on_stdout(tmp_path, damage):
+    copy = journal_of_cards(tmp_path / "copy.sqlite3", 30)
+    if damage == "an edited record":
+        tamper(copy, "UPDATE records SET reason = 'TAMPERED' WHERE seq = 25")
+    else:
+        copy.write_bytes(b"not a database at all" * 300)
+    run = cardctl(None, "verify-journal", "--file", str(copy), "--json")
+    assert run.code == 5
+    answer = run.json()  # the one JSON document a script reads, as for a chain verify() finds broken
+    assert answer["ok"] is False and answer["journal"] == str(copy) and answer["problem"]
+    assert answer["first_bad_seq"] == (25 if damage == "an edited record" else None)
+    assert str(copy) in run.one_line_error()
 
 
 # ---- straight to a device --------------------------------------------------------------------
