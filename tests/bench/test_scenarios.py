@@ -112,6 +112,27 @@ def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
     assert message.startswith(f"{path}:{where}: "), message
 
 
+def test_a_scenario_that_is_not_utf_8_is_refused_naming_file_line_and_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin-1.toml"
+    path.write_bytes('description = "x"\n# caf\u00e9\nstep = []\n'.encode("latin-1"))
+    assert load_error(path) == f"{path}:2: not UTF-8 text (byte 23)"
+    result = CliRunner().invoke(main, ["run", str(path)])  # a FAIL line, not a traceback
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1 and "not UTF-8 text (byte 23)" in result.output, result.output
+
+
+def test_rules_beside_the_scenario_by_file_name_and_a_broken_rules_file_are_the_scenario_s_to_name(
+        tmp_path: Path) -> None:
+    (tmp_path / "house.toml").write_text((ROOT / "rules" / "casino-000.toml").read_text())
+    beside = scenario(tmp_path, 'description = "x"\nrules = "house.toml"\nstep = []\n')
+    assert load_scenario(beside).rules_path(beside) == tmp_path / "house.toml"  # not rules/house.toml.toml
+    (tmp_path / "house.toml").write_bytes(b"# caf\xe9\n" + (ROOT / "rules" / "casino-000.toml").read_bytes())
+    assert load_error(beside).startswith(f"{beside}:2: rules 'house.toml': {tmp_path / 'house.toml'}: (file): "
+                                         "not UTF-8 text")
+    result = CliRunner().invoke(main, ["run", str(beside)])  # a FAIL line, not a traceback
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.exception
+
+
 def test_the_daemon_own_records_may_be_expected(tmp_path: Path) -> None:
     path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "expect"\n'
                               'events = ["DAEMON_START", "SELFTEST"]\nno_events = ["COMMAND_REFUSED", "JOURNAL_EXPORTED"]\n')
