@@ -68,3 +68,19 @@ def test_a_missing_or_keyless_config_is_one_line_naming_the_file(tmp_path):
     config.write_text('[devices]\nshoe = "serial:///dev/null"\n[firmware]\npublic_kye = "/x"\n')
     run = cardctl(None, "firmware", "flash", "--config", str(config), "serial:///dev/null", str(image))
     assert run.code == 2 and "public_kye" in run.one_line_error()
+
+
+def test_an_older_image_is_refused_naming_the_option_that_allows_it(tmp_path, keys):
+    private, key = keys
+    image = image_file(tmp_path / "os1-0.9.fw", sign_image("OS-1 sim", "0.9.0", b"\x00old" * 100, private))
+    with SimulatedTable.over_ptys(firmware_public_key=key.read_bytes()) as sim:
+        run = cardctl(None, "firmware", "flash", "--key", str(key), "--json", sim.shoe.url, str(image))
+        assert run.code == 1
+        assert run.one_line_error() == (
+            f"cardctl: {sim.shoe.url}: firmware not flashed: OS-1 sim 0.9.0 for OS-1 sim SHOE0001 refused: version "
+            "0.9.0 is lower than the running 1.0.0 (a technician may allow it, by name): --allow-downgrade-by NAME "
+            "allows it")  # the option cardctl takes, not the library's keyword (allow_downgrade_by=name)
+        allowed = cardctl(None, "firmware", "flash", "--key", str(key), "--json", "--allow-downgrade-by", "tech1",
+                          sim.shoe.url, str(image))
+    assert allowed.code == 0, allowed.err
+    assert allowed.json()["to_version"] == "0.9.0" and allowed.json()["downgrade_allowed_by"] == "tech1"
