@@ -2,17 +2,20 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
+from cardd.api import client as client_module
+from cardd.api.client import ApiClient, ClientError, CommandRefused, DaemonNotRunning
 from cardd.cli.common import EXIT_STDOUT_CLOSED
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
@@ -50,6 +53,53 @@ def test_a_socket_path_that_is_a_plain_file_is_named_not_a_socket(directory):
     assert run.code != 0 and run.out == ""
     assert run.one_line_error().endswith("notes.txt: not a socket (cardd's API socket is /run/cardd/cardd.sock; "
                                          "--socket or CARDD_SOCKET names another)")
+
+
+@contextlib.contextmanager
+def not_cardd(path: Path, says: bytes) -> Iterator[None]:
+    """A Unix socket server at ``path`` that is not cardd: it sends ``says`` to each client, then keeps
+    the connection open and quiet until the test ends."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            held.append(client)
+            client.sendall(says)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown(socket.SHUT_RDWR)
+        server.close()
+        thread.join()
+        for client in held:
+            client.close()
+
+
+def test_a_silent_socket_ends_a_client_without_a_timeout_of_its_own(directory, monkeypatch):
+    """verify-journal, watch and log --follow wait for their answers as long as it takes; a socket that
+    never greets with VERSION kept them waiting for ever."""
+    monkeypatch.setattr(client_module, "GREETING_TIMEOUT_S", 0.2)
+    with not_cardd(directory / "quiet.sock", b""):
+        with pytest.raises(ClientError, match=r"quiet\.sock: no answer from cardd within 0\.2 s \(is .*quiet\.sock "
+                                              r"cardd's API socket\?\)"):
+            ApiClient(directory / "quiet.sock", timeout=None)
+
+
+def test_a_socket_that_speaks_something_else_is_asked_whether_it_is_cardd_s(directory):
+    with not_cardd(directory / "other.sock", b"\x00\xffgarbage\n"):
+        run = cardctl(directory / "other.sock", "verify-journal", "--json")
+    assert run.code == 1 and run.out == ""
+    assert run.one_line_error().endswith(f"(is {directory / 'other.sock'} cardd's API socket?)")
 
 
 def test_socket_permission_denied_names_the_group_to_join(daemon):
