@@ -408,7 +408,8 @@ class Table:
     def _to_round(self, op: RoundInput) -> Any:
         """Forward one input to the round and remember it (the snapshot replays the log)."""
         if self.round is None:
-            raise TableError(f"{type(op).__name__}: no round is open (OpenRound first)")
+            # in the words of the API and cardctl, which relay it: not the input's class name
+            raise TableError("no round is open (open one first: open_round, cardctl round open)")
         result = self.round.apply(op)
         self.round_log.append(op)
         return result
