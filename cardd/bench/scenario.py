@@ -201,8 +201,8 @@ def load_scenario(path: Path) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot be read ({exc.strerror})") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8: say where, as the configuration does
-        line = path.read_bytes()[:exc.start].count(b"\n") + 1
-        raise ScenarioError(f"{path}:{line}: not UTF-8 text (byte {exc.start})") from None
+        line_of_byte = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ScenarioError(f"{path}:{line_of_byte}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its text ends "(at line L, column C)"
