@@ -180,6 +180,15 @@ class Journal:
             raise
         return journal
 
+    @staticmethod
+    def refuse_if_open_elsewhere(path: Path | str) -> None:
+        """:class:`JournalBusy` if another process has the journal at ``path`` open for writing (its
+        writer's lock), checked without keeping the lock: for a caller that must know before it
+        touches anything beside the journal (``cardd --simulate`` puts its devices' ptys there)."""
+        path = Path(path).absolute()
+        if path.parent.is_dir():
+            _release(_take_writer_lock(path))
+
     def close(self) -> None:
         with self._checkpoint_lock:  # no checkpoint starts again once this is closed
             if self._checkpointer is not None:
