@@ -167,6 +167,22 @@ def load_error(path: Path) -> str:
     return str(refused.value)
 
 
+@pytest.mark.parametrize("command", [
+    ["run", "--junit", "{out}", str(LIBRARY / "casino-000" / "clean-round.toml")],
+    ["replay", "--junit", "{out}", str(ROOT / "tests" / "traces" / "casino-000-clean-round.trace")],
+    ["soak", "--shoes", "1", "--plot", "{out}"],
+    ["soak", "--shoes", "1", "--report", "{out}"],
+    ["simulate", "--rounds", "2", "--out", "{out}"],
+], ids=lambda c: f"{c[0]} {c[-2] if c[0] != 'run' and c[0] != 'replay' else c[1]}")
+def test_a_report_file_in_a_missing_directory_is_a_usage_error_before_anything_runs(
+        tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "no-such-dir" / "report"
+    result = CliRunner().invoke(main, [part.replace("{out}", str(out)) for part in command])
+    assert isinstance(result.exception, SystemExit), result.exception  # it was a traceback once the run ended
+    assert result.exit_code == 2 and f"{out}: the directory {out.parent} does not exist" in result.output, \
+        result.output
+
+
 def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", str(tmp_path / "nothing.toml")])
     assert result.exit_code == 2 and "no such file or folder" in result.output
