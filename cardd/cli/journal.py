@@ -9,6 +9,7 @@ here, which the journal knows nothing of."""
 from __future__ import annotations
 
 import csv
+import enum
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
                               emit_json, json_option, run_command, to_builtins)
 from cardd.journal import Journal, JournalCorrupt, JournalError
+from firmware_bridge.messages import Message, decode
 
 SEVERITIES = ("info", "warning", "alarm")
 EXPORT_COLUMNS = ("seq", "time", "kind", "source", "reason", "severity", "who", "message", "data")
@@ -50,10 +52,53 @@ def unix_time(text: str | None) -> float | None:
     return seconds
 
 
+def shown_message(event: dict[str, Any]) -> str:
+    """The message column for a person. An ``input`` record has no message of its own: its input
+    type and fields are shown, a device's message decoded (its record keeps the payload's bytes in
+    hex under ``message``, for replay, which a person cannot read)."""
+    data = event.get("data") or {}
+    if event.get("kind") != "input" or not isinstance(data, dict):
+        return str(event["message"])
+    kind, payload = str(data.get("type", "input")), data.get("message")
+    if kind == "DeviceMessage" and isinstance(payload, str):
+        try:
+            message = decode(bytes.fromhex(payload))
+        except ValueError:  # MessageDecodeError too: show what was kept
+            return f"input: DeviceMessage {payload} (not a message this cardctl decodes)"
+        source = f" from the {data.get('device', 'device')}"
+        return f"input: {_message_text(message, source)}"
+    fields = " ".join(f"{k}={_field_text(v)}" for k, v in data.items()
+                      if k not in ("type", "v", "who", "role") and v is not None)
+    return f"input: {kind}" + (f" ({fields})" if fields else "")
+
+
+def _message_text(message: Message, source: str = "") -> str:
+    """``Ident from the shoe-reader (role=SHOE model=...)``: the protocol's name (docs/protocol.md)."""
+    fields = " ".join(f"{name}={_field_text(getattr(message, name))}" for name, _ in message.FIELDS)
+    return f"{type(message).__name__}{source}" + (f" ({fields})" if fields else "")
+
+
+def _field_text(value: Any, limit: int = 60) -> str:
+    """One field as a person reads it: cards as ``AC``, enums by name, a count per card as ``AC:6``."""
+    if isinstance(value, Message):
+        text = _message_text(value)
+    elif isinstance(value, dict):
+        text = ",".join(f"{_field_text(k)}:{_field_text(v)}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        text = ",".join(_field_text(v) for v in value)
+    elif isinstance(value, enum.Enum):
+        text = value.name
+    elif isinstance(value, bytes):
+        text = value.hex()
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def render_event(event: dict[str, Any]) -> str:
     when = datetime.fromtimestamp(event["time"]).strftime("%H:%M:%S.%f")[:-3]
     who = f" ({event['who']})" if event.get("who") else ""
-    return f"{event['seq']:>7} {when} {event['severity']:<7} {event['reason']:<22} {event['message']}{who}"
+    return f"{event['seq']:>7} {when} {event['severity']:<7} {event['reason']:<22} {shown_message(event)}{who}"
 
 
 def pages(client: ApiClient, **filters: Any) -> Any:
@@ -253,7 +298,7 @@ def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> Non
         table.add_column(column)
     for e in records:
         table.add_row(str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S"),
-                      e["severity"], e["reason"], e["message"], e.get("who") or "")
+                      e["severity"], e["reason"], shown_message(e), e.get("who") or "")
     out.print(table)
     if more:
         out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")

@@ -253,6 +253,22 @@ def test_log_query_follow_and_export(daemon, directory):
         follower.wait(10)
 
 
+def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
+    sock = daemon.socket_path
+    assert cardctl(sock, "counters", "shoe").code == 0
+    journaled = cardctl(sock, "log", "--json").json()["records"]
+    inputs = {r["data"]["type"]: r for r in journaled if r["kind"] == "input"}
+    ident, counters = (next(r for r in journaled if r["kind"] == "input" and r["data"].get("message", "")
+                            .startswith(prefix)) for prefix in ("02", "18"))  # the payloads' type bytes
+    shown = cardctl(sock, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
+    row = {int(line.split()[0]): line for line in shown.splitlines() if line.split()[0].isdigit()}
+    assert "input: Ident from the shoe-reader (role=SHOE model=OS-1 sim serial=SHOE0001 firmware_version=1.0.0" \
+           in row[ident["seq"]] and ident["message"] not in row[ident["seq"]]
+    assert "input: Counters from the shoe-reader (shuffles=0 cards=0 jams=0 faults=0)" in row[counters["seq"]]
+    assert "input: LinkUp (device=" in row[inputs["LinkUp"]["seq"]]  # a record whose message was empty
+    assert ident["message"] == ident["data"]["message"]  # --json keeps the record as journaled
+
+
 @pytest.mark.parametrize("view", [(), ("--json",)])
 def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     """``cardctl log | head``: once the reader has gone the log ends with the shell's SIGPIPE code,
