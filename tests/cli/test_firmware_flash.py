@@ -3,6 +3,8 @@ an unsigned or re-signed image exits 5 before the device is even opened."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 from firmware_bridge.firmware import SignedImage, generate_dev_keypair, public_key_bytes, sign_image
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import cardctl
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -84,3 +88,23 @@ def test_an_older_image_is_refused_naming_the_option_that_allows_it(tmp_path, ke
                           sim.shoe.url, str(image))
     assert allowed.code == 0, allowed.err
     assert allowed.json()["to_version"] == "0.9.0" and allowed.json()["downgrade_allowed_by"] == "tech1"
+
+
+@pytest.mark.timeout(60)
+def test_a_standalone_simulator_given_the_key_takes_a_signed_image(tmp_path, keys):
+    """docs/simulators.md: how a technician tries firmware flash without a table (the simulator had no key
+    option, so it refused every image)."""
+    private, key = keys
+    image = image_file(tmp_path / "os1.fw", sign_image("OS-1 sim", "1.1.0", b"\x01new" * 100, private))
+    link = tmp_path / "shoe"
+    sim = subprocess.Popen([sys.executable, "-m", "simulators", "shoe", "--pty", "--link", str(link),
+                            "--firmware-key", str(key)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        assert sim.stdout is not None and sim.stdout.readline().strip() == str(link)
+        run = cardctl(None, "firmware", "flash", "--key", str(key), f"serial://{link}", str(image))
+        assert run.code == 0, run.err
+        assert "OS-1 sim: 1.0.0 -> 1.1.0" in run.out
+    finally:
+        sim.terminate()
+        sim.communicate(timeout=20)
