@@ -328,8 +328,13 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
                 emit_json({"journal": str(path), "ok": False, "checked": None, "first_bad_seq": exc.seq,
                            "problem": exc.problem})
             raise CliError(str(exc), EXIT_INTEGRITY) from None
-        except JournalError as exc:  # no such file
-            raise CliError(str(exc), EXIT_INTEGRITY if path.exists() else EXIT_USAGE) from None
+        except JournalError as exc:  # no such file, or one SQLite cannot open: not a finding about the chain
+            if not path.exists():
+                raise CliError(str(exc), EXIT_USAGE) from None
+            hint = ("" if os.access(path.absolute().parent, os.W_OK) else
+                    f" (SQLite reads a journal by writing its -shm beside it, and {path.absolute().parent} is "
+                    "read-only: copy the file, with its -wal, to a writable directory and verify the copy)")
+            raise CliError(f"{exc}{hint}", EXIT_FAILURE) from None
         result = {"journal": str(path), "ok": checked.ok, "checked": checked.checked,
                   "first_bad_seq": checked.first_bad_seq, "problem": checked.problem}
     if not result["ok"]:

@@ -607,6 +607,12 @@ def _release(lock_fd: int | None) -> None:
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     mode = "ro" if readonly else "rw"
+    # A copy on a read-only disk (an archive, a mounted backup): SQLite cannot make the -shm a WAL
+    # reader needs beside it. With no -wal to read either, the file alone is the whole journal and
+    # cannot change, which is what SQLite's immutable mode reads.
+    wal = path.with_name(path.name + "-wal")
+    if readonly and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
+        mode += "&immutable=1"
     try:
         conn = sqlite3.connect(f"file:{pathname2url(str(path))}?mode={mode}", uri=True, isolation_level=None,
                                check_same_thread=False)

@@ -7,7 +7,9 @@ import json
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from cardd.api import client as client_module
 from cardd.api.client import ApiClient, ClientError, CommandRefused, DaemonNotRunning
 from cardd.cli.common import EXIT_STDOUT_CLOSED
+from cardd.cli.main import main as cardctl_main
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import journal_of_cards, tamper
@@ -258,14 +261,15 @@ def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
     assert cardctl(sock, "counters", "shoe").code == 0
     journaled = cardctl(sock, "log", "--json").json()["records"]
     inputs = {r["data"]["type"]: r for r in journaled if r["kind"] == "input"}
-    ident, counters = (next(r for r in journaled if r["kind"] == "input" and r["data"].get("message", "")
-                            .startswith(prefix)) for prefix in ("02", "18"))  # the payloads' type bytes
+    ident, counters = (next(r for r in journaled if r["kind"] == "input" and r["source"] == "shoe-reader" and
+                            r["data"].get("message", "").startswith(prefix))
+                       for prefix in ("02", "18"))  # the payloads' type bytes (the two devices come in either order)
     shown = cardctl(sock, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
     row = {int(line.split()[0]): line for line in shown.splitlines() if line.split()[0].isdigit()}
     assert "input: Ident from the shoe-reader (role=SHOE model=OS-1 sim serial=SHOE0001 firmware_version=1.0.0" \
            in row[ident["seq"]] and ident["message"] not in row[ident["seq"]]
     assert "input: Counters from the shoe-reader (shuffles=0 cards=0 jams=0 faults=0)" in row[counters["seq"]]
-    assert "input: LinkUp (device=" in row[inputs["LinkUp"]["seq"]]  # a record whose message was empty
+    assert f"input: LinkUp (device={inputs['LinkUp']['source']})" in row[inputs["LinkUp"]["seq"]]  # no message of its own
     assert ident["message"] == ident["data"]["message"]  # --json keeps the record as journaled
 
 
@@ -324,6 +328,18 @@ def test_verify_journal_file_json_answers_a_journal_damaged_at_open_on_stdout(tm
     assert answer["ok"] is False and answer["journal"] == str(copy) and answer["problem"]
     assert answer["first_bad_seq"] == (25 if damage == "an edited record" else None)
     assert str(copy) in run.one_line_error()
+
+
+def test_verify_journal_file_that_sqlite_cannot_open_is_a_failure_not_an_integrity_finding(
+        tmp_path, mocker, monkeypatch, capsys):
+    copy = journal_of_cards(tmp_path / "copy.sqlite3", 10)
+    mocker.patch("cardd.journal.journal.sqlite3.connect",  # as on a disk SQLite cannot open the file on
+                 side_effect=sqlite3.OperationalError("unable to open database file"))
+    monkeypatch.setattr(sys, "argv", ["cardctl", "verify-journal", "--file", str(copy)])
+    with pytest.raises(SystemExit) as ended:
+        cardctl_main()
+    assert ended.value.code == 1  # exit 5 says the chain is broken: nothing was read of it
+    assert capsys.readouterr().err == f"cardctl: journal {copy}: unable to open database file\n"
 
 
 # ---- straight to a device --------------------------------------------------------------------
