@@ -60,6 +60,16 @@ def test_a_wrong_expectation_fails_naming_file_step_and_difference(tmp_path: Pat
     assert isinstance(failure, Failure) and failure.message == message
 
 
+def test_a_state_path_that_is_not_in_state_is_named_not_read_as_none(tmp_path: Path) -> None:
+    clean = (LIBRARY / "casino-000" / "clean-round.toml").read_text()
+    typo = scenario(tmp_path, clean.replace('"round.dealer.total" = 17', '"round.dealr.total" = 17'))
+    result = run_scenario(typo)
+    assert not result.passed
+    assert result.message.startswith(f"{typo}: step 7 (expect): expected round.dealr.total = 17, got "
+                                      "round.dealr.total = None; STATE's round has no 'dealr' (it has: "), result.message
+    assert "dealer" in result.message.split("(it has: ")[1]
+
+
 def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
     path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "command"\nname = "take_seat"\n'
                               'args = { player = "p9" }\nrefused = "failed"\n')
