@@ -324,6 +324,11 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
             with Journal.open(path, readonly=True) as journal:
                 checked = journal.verify()
         except JournalCorrupt as exc:  # found by the check on open: the same answer as a verify's, --json too
+            if exc.seq is None and _looks_like_an_export(path):  # a good archive is not a damaged journal
+                raise CliError(f"{path}: a journal export (JSON lines or CSV), not a journal file: --file reads the "
+                               "SQLite journal or a copy of it; an export is checked against the SHA-256 its "
+                               "journal record holds (cardctl log --reason JOURNAL_EXPORTED), its records' hashes "
+                               "as docs/journal.md shows", EXIT_USAGE) from None
             if as_json:
                 emit_json({"journal": str(path), "ok": False, "checked": None, "first_bad_seq": exc.seq,
                            "problem": exc.problem})
@@ -343,6 +348,16 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
         raise CliError(f"{result['journal']}: chain broken at record {result['first_bad_seq']}: {result['problem']}",
                        EXIT_INTEGRITY)
     emit(result, as_json, lambda out: out.print(f"{result['journal']}: ok, {result['checked']} records verified"))
+
+
+def _looks_like_an_export(path: Path) -> bool:
+    """The start of what ``log --export`` writes: a JSON line of a record, or the CSV header."""
+    try:
+        with open(path, "rb") as file:
+            start = file.read(64)
+    except OSError:
+        return False
+    return start.startswith((b"{\"seq\":", b"seq,time,"))  # JSON lines; CSV, the archive's or a query's
 
 
 COMMANDS = (log_command, verify_journal)

@@ -20,6 +20,7 @@ from cardd.api import client as client_module
 from cardd.api.client import ApiClient, ClientError, CommandRefused, DaemonNotRunning
 from cardd.cli.common import EXIT_STDOUT_CLOSED
 from cardd.cli.main import main as cardctl_main
+from cardd.journal import Journal
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import journal_of_cards, tamper
@@ -328,6 +329,17 @@ def test_verify_journal_file_json_answers_a_journal_damaged_at_open_on_stdout(tm
     assert answer["ok"] is False and answer["journal"] == str(copy) and answer["problem"]
     assert answer["first_bad_seq"] == (25 if damage == "an edited record" else None)
     assert str(copy) in run.one_line_error()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_verify_journal_file_on_an_export_says_it_is_one_not_that_it_is_corrupt(tmp_path, fmt):
+    source = journal_of_cards(tmp_path / "journal.sqlite3", 20)
+    with Journal.open(source) as journal:
+        journal.export(tmp_path / f"archive.{fmt}", fmt=fmt)
+    run = cardctl(None, "verify-journal", "--file", str(tmp_path / f"archive.{fmt}"))
+    assert run.code == 2  # was 5, "corrupt ... not an SQLite database", for a good archive
+    assert run.one_line_error().startswith(f"cardctl: {tmp_path / f'archive.{fmt}'}: a journal export (JSON lines "
+                                           "or CSV), not a journal file: ")
 
 
 def test_verify_journal_file_that_sqlite_cannot_open_is_a_failure_not_an_integrity_finding(
