@@ -31,6 +31,7 @@ from core.errors import CarddError
 from drivers.errors import BadURL
 from drivers.factory import make_transport
 from drivers.reconnect import Backoff
+from drivers.urls import parse_url
 
 DEFAULT_PATH = Path("/etc/cardd/cardd.toml")
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,6 +282,15 @@ def _show(value: Any) -> str:
 
 # ---- what the schema's types cannot say ------------------------------------------------------------
 
+def _device_of(url: str) -> tuple[object, ...]:
+    """What a device URL opens, whatever its options: a serial port by its real path (a udev link
+    and its tty are one port), a USB device by VID, PID and serial number."""
+    parsed = parse_url(url)
+    if parsed.scheme == "serial" and parsed.path is not None:
+        return ("serial", os.path.realpath(parsed.path))
+    return (parsed.scheme, parsed.path, parsed.vid, parsed.pid, parsed.serial_number, parsed.name)
+
+
 def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
     def fail(key: str, what: str) -> ConfigError:
         return ConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
@@ -293,6 +303,11 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
                 make_transport(url)  # parses the URL and checks its scheme's options; opens nothing
             except BadURL as exc:
                 raise fail(key, str(exc).removeprefix(f"{exc.device}: ")) from None
+    shuffler = config.devices.shuffler
+    if shuffler is not None and _device_of(shuffler) == _device_of(config.devices.shoe):
+        # the second role's port would be refused as "busy" (cardd's own lock) at every retry
+        raise fail("devices.shuffler", f"the same device as devices.shoe (\"{config.devices.shoe}\"): the shuffler "
+                   "and the shoe each need their own")
     paths = {"table.rules": config.table.rules, "journal.path": config.journal.path,
              "journal.export_dir": config.journal.export_dir, "api.socket": config.api.socket,
              "firmware.public_key": config.firmware.public_key}

@@ -340,7 +340,7 @@ async def update_firmware(
     if downgrade is not None and allow_downgrade_by is None:
         device = f"{ident.model} {ident.serial}" if ident is not None else "the device"
         raise FirmwareDowngradeRefused(f"{header.model} {header.version} for {device} refused: {downgrade} "
-                                       f"(a technician may allow it: allow_downgrade_by=name)")
+                                       f"(a technician may allow it, by name)")
     allowed_by = allow_downgrade_by if downgrade is not None else None
 
     async def step(msg: Message, stage: FirmwareStage) -> FirmwareResult:

@@ -16,6 +16,8 @@ from typing import Sequence
 import structlog
 
 from core.cards import Card, CardCodeError
+from firmware_bridge.errors import FirmwareError
+from firmware_bridge.firmware import load_public_key
 
 from simulators.device import check_serial
 from simulators.faults import Faults, FaultSpecError
@@ -87,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pace", type=_at_least(0.0), help="shoe: seconds between cards once loaded (default: on demand)")
     parser.add_argument("--shuffle-time", type=_at_least(0.0), default=3.0, help="shuffler: seconds a shuffle takes")
     parser.add_argument("--heartbeat", type=_at_least(0.0), default=1.0, help="seconds between heartbeats (0: none)")
+    parser.add_argument("--firmware-key", metavar="FILE",
+                        help="the Ed25519 public key (32 raw bytes or PEM) whose signed images the device accepts "
+                             "(cardctl firmware flash); without it every firmware update is refused")
     return parser
 
 
@@ -117,6 +122,15 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
             check_serial(args.serial)
         except ValueError as exc:
             parser.error(f"--serial: {exc}")
+    args.firmware_public_key = None
+    if args.firmware_key is not None:
+        try:
+            with open(args.firmware_key, "rb") as key_file:
+                args.firmware_public_key = load_public_key(key_file.read())
+        except OSError as exc:
+            parser.error(f"--firmware-key {args.firmware_key}: {exc.strerror}")
+        except FirmwareError as exc:
+            parser.error(f"--firmware-key {args.firmware_key}: {exc}")
     if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
         parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
     return args, faults, stack
@@ -126,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, faults, stack = parse_options(argv)
     # stdout carries only the path, for scripts: logs go to stderr
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    common = {"faults": faults, "heartbeat_s": args.heartbeat}
+    common = {"faults": faults, "heartbeat_s": args.heartbeat, "firmware_public_key": args.firmware_public_key}
     if args.serial is not None:
         common["serial"] = args.serial
     device: SimulatedShuffler | SimulatedShoe

@@ -33,6 +33,9 @@ from cardd.api.protocol import (
 DEFAULT_SOCKET = Path("/run/cardd/cardd.sock")
 #: the longest line a client accepts from the daemon (a LOG page of 10,000 records fits)
 MAX_REPLY_LINE = 64 * 1024 * 1024
+#: how long a client without a timeout of its own (a verify, a watch, a follow) waits for the
+#: VERSION line the daemon sends on accepting: a socket that is not cardd's may never say anything
+GREETING_TIMEOUT_S = 10.0
 
 
 class ClientError(ApiError):
@@ -76,7 +79,7 @@ class ApiClient:
         self.path = Path(path)
         self.pace_s, self._last_request = pace_s, 0.0
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout)
+        self._sock.settimeout(GREETING_TIMEOUT_S if timeout is None else timeout)
         try:
             self._sock.connect(str(self.path))
         except (FileNotFoundError, ConnectionRefusedError) as exc:
@@ -95,12 +98,22 @@ class ApiClient:
         self._stream = self._sock.makefile("rb")
         self._ids = itertools.count(1)
         self.pending_events: list[Event] = []
-        first = self._read()
+        try:
+            first = self._read()
+        except ConnectionClosed:
+            self._sock.close()
+            raise
+        except ClientError as exc:  # silence or a line that is no API's: perhaps not cardd at all
+            self._sock.close()
+            raise ClientError(f"{exc} (is {self.path} cardd's API socket?)") from exc
+        self._sock.settimeout(timeout)
         if isinstance(first, Error):  # busy (every connection taken) or refused at the door: its own words
             self._sock.close()
             raise ClientError(f"{self.path}: the daemon refused the connection ({first.code}): {first.message}")
         if not isinstance(first, Version):
-            raise ClientError(f"{self.path}: the daemon did not start with VERSION (got {type(first).__name__})")
+            self._sock.close()
+            raise ClientError(f"{self.path}: the daemon did not start with VERSION (got {first.__struct_config__.tag}; "
+                              f"is {self.path} cardd's API socket?)")
         if first.protocol.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
             raise ClientError(f"{self.path}: the daemon speaks API {first.protocol}, this client {PROTOCOL_VERSION}")
         self.version = first

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,25 @@ from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
 from drivers.errors import BadURL
 from drivers.urls import parse_url
+
+
+class OutputFile(click.Path):
+    """A file the command writes when it is done: its directory is checked now, so a run of minutes
+    does not end in a traceback for a mistyped folder."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: str | os.PathLike[str], param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
+        path = super().convert(value, param, ctx)
+        assert isinstance(path, Path)
+        directory = path.absolute().parent
+        if not directory.is_dir():
+            self.fail(f"{path}: the directory {directory} does not exist", param, ctx)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            self.fail(f"{path}: permission denied: cannot write in the directory {directory}", param, ctx)
+        return path
 
 
 @click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
@@ -100,7 +120,7 @@ def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
               help="house rules TOML (default: the built-in defaults); --decks overrides its decks")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", type=OutputFile(),
               help="write the JSON lines here instead of stdout")
 @click.option("--no-rounds", is_flag=True, help="only the summary, no JSON line per round")
 @click.option("--transport", type=click.Choice(["inprocess", "pty"]), default="inprocess", show_default=True,
@@ -211,7 +231,7 @@ def _devices(values: tuple[str, ...]) -> dict[str, str]:
 @main.command("run")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="scenarios run in parallel")
-@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
+@click.option("--junit", type=OutputFile(), help="write a JUnit XML report here")
 @click.option("--device", "devices", multiple=True, metavar="ROLE=URL",
               help="a real device instead of the simulated one (shuffler=URL, shoe=URL): scenarios that need "
                    "a fault, a stacked shoe or a simulated unplug are skipped; the cards are moved by hand "
@@ -254,9 +274,9 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
 @click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
               help="chance per round of a shoe fault (a reboot, a noisy line); per shoe: a shuffler jam")
 @click.option("--cut-at", type=click.IntRange(1), default=None, help="the cut card after this card (short shoes)")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--plot", type=OutputFile(),
               help="PNG: card latency (series and histogram) and daemon memory")
-@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="HTML report with the same figures")
+@click.option("--report", type=OutputFile(), help="HTML report with the same figures")
 def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
          plot: Path | None, report: Path | None) -> None:
     """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
@@ -331,7 +351,7 @@ def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--update-golden", is_flag=True, help="rewrite each golden file from the replay (after review)")
 @click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="traces replayed in parallel")
-@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), help="write a JUnit XML report here")
+@click.option("--junit", type=OutputFile(), help="write a JUnit XML report here")
 def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, junit: Path | None) -> None:
     """Replay traces (or folders of *.trace) into a fresh cardd each; compare the journal with NAME.golden."""
     files = _files(paths, trace_files, "traces (*.trace)")

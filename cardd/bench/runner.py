@@ -487,7 +487,7 @@ class BenchRig:
         for path, value in step.state.items():
             got = _at(state, path)
             if got != value:
-                raise StepFailed(f"{path} = {value!r}", f"{path} = {got!r}")
+                raise StepFailed(f"{path} = {value!r}", f"{path} = {got!r}{_absent(state, path)}")
         records = self.journal() if (step.events or step.no_events or step.settlement) else []
         seen = {r.reason for r in records} - {""}  # a table input's record carries no reason
         missing = [reason for reason in step.events if reason not in seen]
@@ -530,6 +530,24 @@ def _at(state: Any, path: str) -> Any:
         else:
             return None
     return value
+
+
+def _absent(state: Any, path: str) -> str:
+    """Where a dotted path leaves STATE, when a key is not there (a typo reads as None otherwise):
+    "; STATE's round has no 'dealr' (it has: boxes, dealer, ...)"; "" when the path is there."""
+    value, walked = state, list[str]()
+    for part in path.split("."):
+        if isinstance(value, dict):
+            if part not in value:
+                where = "STATE" if not walked else "STATE's " + ".".join(walked)
+                return f"; {where} has no {part!r} (it has: {', '.join(sorted(map(str, value)))})"
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return ""  # None or a list too short: the value there is what the expectation compares
+        walked.append(part)
+    return ""
 
 
 def _money(value: Fraction | None) -> str:

@@ -63,6 +63,7 @@ from cardd.daemon.commands import command_table
 from core.cards import Card, CardCodeError
 from core.errors import CarddError
 from devices.events import Reason
+from devices.game.rules import RulesError, load_rules
 from simulators.faults import FaultSpecError, Faults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,7 +180,9 @@ class Scenario(_Strict, frozen=True, kw_only=True):
 
     def rules_path(self, scenario_file: Path) -> Path:
         named = RULES_DIR / f"{self.rules}.toml"
-        return named if named.exists() or "/" not in self.rules else (scenario_file.parent / self.rules)
+        if named.exists() or not ("/" in self.rules or self.rules.endswith(".toml")):
+            return named
+        return scenario_file.parent / self.rules  # "rules.toml" beside the scenario is a path too
 
     def fault_switches(self) -> set[str]:
         """Every fault switch the scenario turns on, at start or in a step."""
@@ -197,6 +200,9 @@ def load_scenario(path: Path) -> Scenario:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8: say where, as the configuration does
+        line_of_byte = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise ScenarioError(f"{path}:{line_of_byte}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its text ends "(at line L, column C)"
@@ -213,6 +219,10 @@ def load_scenario(path: Path) -> Scenario:
     if not rules.exists():
         raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
                             f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
+    try:  # a broken rules file is the scenario's error too, before any daemon starts
+        load_rules(rules)
+    except RulesError as exc:
+        raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: {exc}") from None
     _check_cards(path, text, scenario)
     _check_names(path, text, scenario)
     # each fault spec where it is written: the devices' own, then each faults step's

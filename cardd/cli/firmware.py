@@ -17,7 +17,8 @@ from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.errors import FirmwareError, FirmwareFormatError, FirmwareSignatureError
+from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError,
+                                    FirmwareSignatureError)
 from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware, verify_image
 from firmware_bridge.session import SessionConfig
 
@@ -117,6 +118,8 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
             with Progress(*columns) as progress:
                 result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, progress))
+    except FirmwareDowngradeRefused as exc:  # the library's words, then how to allow it here
+        raise CliError(f"{url}: firmware not flashed: {exc}: --allow-downgrade-by NAME allows it", EXIT_FAILURE) from None
     except FirmwareError as exc:
         raise CliError(f"{url}: firmware not flashed: {exc}", EXIT_FAILURE) from None
     except CarddError as exc:

@@ -9,6 +9,7 @@ here, which the journal knows nothing of."""
 from __future__ import annotations
 
 import csv
+import enum
 import hashlib
 import json
 import os
@@ -24,7 +25,8 @@ from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
                               emit_json, json_option, run_command, to_builtins)
-from cardd.journal import Journal, JournalError
+from cardd.journal import Journal, JournalCorrupt, JournalError
+from firmware_bridge.messages import Message, decode
 
 SEVERITIES = ("info", "warning", "alarm")
 EXPORT_COLUMNS = ("seq", "time", "kind", "source", "reason", "severity", "who", "message", "data")
@@ -50,10 +52,53 @@ def unix_time(text: str | None) -> float | None:
     return seconds
 
 
+def shown_message(event: dict[str, Any]) -> str:
+    """The message column for a person. An ``input`` record has no message of its own: its input
+    type and fields are shown, a device's message decoded (its record keeps the payload's bytes in
+    hex under ``message``, for replay, which a person cannot read)."""
+    data = event.get("data") or {}
+    if event.get("kind") != "input" or not isinstance(data, dict):
+        return str(event["message"])
+    kind, payload = str(data.get("type", "input")), data.get("message")
+    if kind == "DeviceMessage" and isinstance(payload, str):
+        try:
+            message = decode(bytes.fromhex(payload))
+        except ValueError:  # MessageDecodeError too: show what was kept
+            return f"input: DeviceMessage {payload} (not a message this cardctl decodes)"
+        source = f" from the {data.get('device', 'device')}"
+        return f"input: {_message_text(message, source)}"
+    fields = " ".join(f"{k}={_field_text(v)}" for k, v in data.items()
+                      if k not in ("type", "v", "who", "role") and v is not None)
+    return f"input: {kind}" + (f" ({fields})" if fields else "")
+
+
+def _message_text(message: Message, source: str = "") -> str:
+    """``Ident from the shoe-reader (role=SHOE model=...)``: the protocol's name (docs/protocol.md)."""
+    fields = " ".join(f"{name}={_field_text(getattr(message, name))}" for name, _ in message.FIELDS)
+    return f"{type(message).__name__}{source}" + (f" ({fields})" if fields else "")
+
+
+def _field_text(value: Any, limit: int = 60) -> str:
+    """One field as a person reads it: cards as ``AC``, enums by name, a count per card as ``AC:6``."""
+    if isinstance(value, Message):
+        text = _message_text(value)
+    elif isinstance(value, dict):
+        text = ",".join(f"{_field_text(k)}:{_field_text(v)}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        text = ",".join(_field_text(v) for v in value)
+    elif isinstance(value, enum.Enum):
+        text = value.name
+    elif isinstance(value, bytes):
+        text = value.hex()
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def render_event(event: dict[str, Any]) -> str:
     when = datetime.fromtimestamp(event["time"]).strftime("%H:%M:%S.%f")[:-3]
     who = f" ({event['who']})" if event.get("who") else ""
-    return f"{event['seq']:>7} {when} {event['severity']:<7} {event['reason']:<22} {event['message']}{who}"
+    return f"{event['seq']:>7} {when} {event['severity']:<7} {event['reason']:<22} {shown_message(event)}{who}"
 
 
 def pages(client: ApiClient, **filters: Any) -> Any:
@@ -93,6 +138,16 @@ class Exporter:
 
     def close(self) -> None:
         self.file.close()
+
+
+def check_export_directory(path: Path) -> None:
+    """Refuse (exit 2) a FILE whose directory is missing or not writable here, before the daemon
+    journals an archive export that could then not be copied to it."""
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        raise CliError(f"{path}: the directory {directory} does not exist", EXIT_USAGE)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CliError(f"{path}: permission denied: you cannot write in the directory {directory}", EXIT_USAGE)
 
 
 def archive_export(client: ApiClient, path: Path, fmt: str, since: float | None,
@@ -190,6 +245,7 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
             fmt = fmt or ("csv" if export_path.suffix == ".csv" else "jsonl")
             if export_path.exists():
                 raise CliError(f"{export_path} exists: an export never overwrites a file", EXIT_USAGE)
+            check_export_directory(export_path)
             if filters.keys() <= {"since", "until"}:
                 done = archive_export(client, export_path, fmt, unix_time(since), unix_time(until))
                 text = (f"{done['exported']} records (seq {done['first_seq']}..{done['last_seq']}) exported and "
@@ -242,7 +298,7 @@ def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> Non
         table.add_column(column)
     for e in records:
         table.add_row(str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S"),
-                      e["severity"], e["reason"], e["message"], e.get("who") or "")
+                      e["severity"], e["reason"], shown_message(e), e.get("who") or "")
     out.print(table)
     if more:
         out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")
@@ -267,8 +323,23 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
         try:
             with Journal.open(path, readonly=True) as journal:
                 checked = journal.verify()
-        except JournalError as exc:  # a file that does not even open as a journal
-            raise CliError(str(exc), EXIT_INTEGRITY if path.exists() else EXIT_USAGE) from None
+        except JournalCorrupt as exc:  # found by the check on open: the same answer as a verify's, --json too
+            if exc.seq is None and _looks_like_an_export(path):  # a good archive is not a damaged journal
+                raise CliError(f"{path}: a journal export (JSON lines or CSV), not a journal file: --file reads the "
+                               "SQLite journal or a copy of it; an export is checked against the SHA-256 its "
+                               "journal record holds (cardctl log --reason JOURNAL_EXPORTED), its records' hashes "
+                               "as docs/journal.md shows", EXIT_USAGE) from None
+            if as_json:
+                emit_json({"journal": str(path), "ok": False, "checked": None, "first_bad_seq": exc.seq,
+                           "problem": exc.problem})
+            raise CliError(str(exc), EXIT_INTEGRITY) from None
+        except JournalError as exc:  # no such file, or one SQLite cannot open: not a finding about the chain
+            if not path.exists():
+                raise CliError(str(exc), EXIT_USAGE) from None
+            hint = ("" if os.access(path.absolute().parent, os.W_OK) else
+                    f" (SQLite reads a journal by writing its -shm beside it, and {path.absolute().parent} is "
+                    "read-only: copy the file, with its -wal, to a writable directory and verify the copy)")
+            raise CliError(f"{exc}{hint}", EXIT_FAILURE) from None
         result = {"journal": str(path), "ok": checked.ok, "checked": checked.checked,
                   "first_bad_seq": checked.first_bad_seq, "problem": checked.problem}
     if not result["ok"]:
@@ -277,6 +348,16 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
         raise CliError(f"{result['journal']}: chain broken at record {result['first_bad_seq']}: {result['problem']}",
                        EXIT_INTEGRITY)
     emit(result, as_json, lambda out: out.print(f"{result['journal']}: ok, {result['checked']} records verified"))
+
+
+def _looks_like_an_export(path: Path) -> bool:
+    """The start of what ``log --export`` writes: a JSON line of a record, or the CSV header."""
+    try:
+        with open(path, "rb") as file:
+            start = file.read(64)
+    except OSError:
+        return False
+    return start.startswith((b"{\"seq\":", b"seq,time,"))  # JSON lines; CSV, the archive's or a query's
 
 
 COMMANDS = (log_command, verify_journal)

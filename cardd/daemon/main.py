@@ -29,7 +29,7 @@ from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
 from cardd.daemon.app import Daemon, StartupError, release
 from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
-from cardd.journal import Journal, JournalError
+from cardd.journal import Journal, JournalBusy, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"cardd: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except JournalBusy as exc:  # nothing started yet: the other daemon's devices are left alone
+        print(f"cardd: {exc}: is another cardd --simulate running on --state-dir {args.state_dir}?", file=sys.stderr)
+        return EXIT_STARTUP
     except (CarddError, OSError) as exc:
         if simulation is not None:
             simulation.stop()

@@ -19,6 +19,7 @@ import msgspec
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig, DevicesConfig, simulated
+from cardd.journal import Journal
 from firmware_bridge.messages import FaultCode
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
@@ -54,9 +55,12 @@ class Simulation:
         self.table = SimulatedTable.over_ptys(directory=self.directory)
 
     def start(self) -> CarddConfig:
-        """Start the devices; the built-in configuration, with their ptys as the device URLs."""
-        self.table.start()
+        """Start the devices; the built-in configuration, with their ptys as the device URLs.
+        :class:`JournalBusy` first if a cardd already runs on this directory: its devices' pty links
+        would be replaced, then removed, under it."""
         base = simulated(self.directory)
+        Journal.refuse_if_open_elsewhere(base.journal.path)
+        self.table.start()
         shoe, shuffler = self.table.shoe, self.table.shuffler
         assert isinstance(shoe, PtyEndpoint) and isinstance(shuffler, PtyEndpoint)  # over_ptys() made them
         devices = DevicesConfig(shoe=shoe.url, shuffler=shuffler.url)

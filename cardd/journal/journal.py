@@ -180,6 +180,15 @@ class Journal:
             raise
         return journal
 
+    @staticmethod
+    def refuse_if_open_elsewhere(path: Path | str) -> None:
+        """:class:`JournalBusy` if another process has the journal at ``path`` open for writing (its
+        writer's lock), checked without keeping the lock: for a caller that must know before it
+        touches anything beside the journal (``cardd --simulate`` puts its devices' ptys there)."""
+        path = Path(path).absolute()
+        if path.parent.is_dir():
+            _release(_take_writer_lock(path))
+
     def close(self) -> None:
         with self._checkpoint_lock:  # no checkpoint starts again once this is closed
             if self._checkpointer is not None:
@@ -598,6 +607,12 @@ def _release(lock_fd: int | None) -> None:
 
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     mode = "ro" if readonly else "rw"
+    # A copy on a read-only disk (an archive, a mounted backup): SQLite cannot make the -shm a WAL
+    # reader needs beside it. With no -wal to read either, the file alone is the whole journal and
+    # cannot change, which is what SQLite's immutable mode reads.
+    wal = path.with_name(path.name + "-wal")
+    if readonly and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
+        mode += "&immutable=1"
     try:
         conn = sqlite3.connect(f"file:{pathname2url(str(path))}?mode={mode}", uri=True, isolation_level=None,
                                check_same_thread=False)

@@ -60,6 +60,16 @@ def test_a_wrong_expectation_fails_naming_file_step_and_difference(tmp_path: Pat
     assert isinstance(failure, Failure) and failure.message == message
 
 
+def test_a_state_path_that_is_not_in_state_is_named_not_read_as_none(tmp_path: Path) -> None:
+    clean = (LIBRARY / "casino-000" / "clean-round.toml").read_text()
+    typo = scenario(tmp_path, clean.replace('"round.dealer.total" = 17', '"round.dealr.total" = 17'))
+    result = run_scenario(typo)
+    assert not result.passed
+    assert result.message.startswith(f"{typo}: step 7 (expect): expected round.dealr.total = 17, got "
+                                      "round.dealr.total = None; STATE's round has no 'dealr' (it has: "), result.message
+    assert "dealer" in result.message.split("(it has: ")[1]
+
+
 def test_a_refusal_that_does_not_come_fails(tmp_path: Path) -> None:
     path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "command"\nname = "take_seat"\n'
                               'args = { player = "p9" }\nrefused = "failed"\n')
@@ -112,6 +122,27 @@ def test_a_malformed_scenario_is_refused_with_file_line_and_what_was_expected(
     assert message.startswith(f"{path}:{where}: "), message
 
 
+def test_a_scenario_that_is_not_utf_8_is_refused_naming_file_line_and_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin-1.toml"
+    path.write_bytes('description = "x"\n# caf\u00e9\nstep = []\n'.encode("latin-1"))
+    assert load_error(path) == f"{path}:2: not UTF-8 text (byte 23)"
+    result = CliRunner().invoke(main, ["run", str(path)])  # a FAIL line, not a traceback
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 1 and "not UTF-8 text (byte 23)" in result.output, result.output
+
+
+def test_rules_beside_the_scenario_by_file_name_and_a_broken_rules_file_are_the_scenario_s_to_name(
+        tmp_path: Path) -> None:
+    (tmp_path / "house.toml").write_text((ROOT / "rules" / "casino-000.toml").read_text())
+    beside = scenario(tmp_path, 'description = "x"\nrules = "house.toml"\nstep = []\n')
+    assert load_scenario(beside).rules_path(beside) == tmp_path / "house.toml"  # not rules/house.toml.toml
+    (tmp_path / "house.toml").write_bytes(b"# caf\xe9\n" + (ROOT / "rules" / "casino-000.toml").read_bytes())
+    assert load_error(beside).startswith(f"{beside}:2: rules 'house.toml': {tmp_path / 'house.toml'}: (file): "
+                                         "not UTF-8 text")
+    result = CliRunner().invoke(main, ["run", str(beside)])  # a FAIL line, not a traceback
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.exception
+
+
 def test_the_daemon_own_records_may_be_expected(tmp_path: Path) -> None:
     path = scenario(tmp_path, 'description = "x"\n[[step]]\ndo = "expect"\n'
                               'events = ["DAEMON_START", "SELFTEST"]\nno_events = ["COMMAND_REFUSED", "JOURNAL_EXPORTED"]\n')
@@ -144,6 +175,22 @@ def load_error(path: Path) -> str:
     with pytest.raises(ScenarioError) as refused:
         load_scenario(path)
     return str(refused.value)
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--junit", "{out}", str(LIBRARY / "casino-000" / "clean-round.toml")],
+    ["replay", "--junit", "{out}", str(ROOT / "tests" / "traces" / "casino-000-clean-round.trace")],
+    ["soak", "--shoes", "1", "--plot", "{out}"],
+    ["soak", "--shoes", "1", "--report", "{out}"],
+    ["simulate", "--rounds", "2", "--out", "{out}"],
+], ids=lambda c: f"{c[0]} {c[-2] if c[0] != 'run' and c[0] != 'replay' else c[1]}")
+def test_a_report_file_in_a_missing_directory_is_a_usage_error_before_anything_runs(
+        tmp_path: Path, command: list[str]) -> None:
+    out = tmp_path / "no-such-dir" / "report"
+    result = CliRunner().invoke(main, [part.replace("{out}", str(out)) for part in command])
+    assert isinstance(result.exception, SystemExit), result.exception  # it was a traceback once the run ended
+    assert result.exit_code == 2 and f"{out}: the directory {out.parent} does not exist" in result.output, \
+        result.output
 
 
 def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path
                                        "--plot", str(png), "--report", str(page)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())
-    assert out.endswith("PASS") and "at the end: VerifyResult(ok=True" in out
+    assert out.endswith("PASS") and re.search(r"at the end: ok, \d+ records verified", out), out
     walked = re.search(r"journal chain, walked round by round: (\d+) records", out)
     assert walked is not None and int(walked[1]) > 1000
     assert f"shoe {SHOES}/{SHOES}:" in out and f"RECONCILED {SHOES}," in out  # every shoe counted back
@@ -134,6 +134,9 @@ def test_a_passed_soak_leaves_no_folder_behind() -> None:
     report = soak(1, cut_at=30)
     assert report.passed and report.kept_folder is None, report.violations
     assert set(Path("/tmp").glob("cardbench-soak-*")) <= before
+    # the chain's verdict in words, not the repr of the journal's VerifyResult
+    assert re.fullmatch(r"ok, \d+ records verified", report.chain_detail), report.chain_detail
+    assert summary_lines(report)[4].endswith(f"at the end: {report.chain_detail}")
 
 
 def test_a_violation_fails_the_soak() -> None:

@@ -2,21 +2,28 @@
 devices: every answer parsed from --json, every error one line with its exit code."""
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import socket
+import sqlite3
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cardd.api.client import ApiClient, CommandRefused, DaemonNotRunning
+from cardd.api import client as client_module
+from cardd.api.client import ApiClient, ClientError, CommandRefused, DaemonNotRunning
 from cardd.cli.common import EXIT_STDOUT_CLOSED
+from cardd.cli.main import main as cardctl_main
+from cardd.journal import Journal
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
-from tests.journal.journal_helpers import tamper
+from tests.journal.journal_helpers import journal_of_cards, tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, write_config
 from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
@@ -50,6 +57,53 @@ def test_a_socket_path_that_is_a_plain_file_is_named_not_a_socket(directory):
     assert run.code != 0 and run.out == ""
     assert run.one_line_error().endswith("notes.txt: not a socket (cardd's API socket is /run/cardd/cardd.sock; "
                                          "--socket or CARDD_SOCKET names another)")
+
+
+@contextlib.contextmanager
+def not_cardd(path: Path, says: bytes) -> Iterator[None]:
+    """A Unix socket server at ``path`` that is not cardd: it sends ``says`` to each client, then keeps
+    the connection open and quiet until the test ends."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            held.append(client)
+            client.sendall(says)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown(socket.SHUT_RDWR)
+        server.close()
+        thread.join()
+        for client in held:
+            client.close()
+
+
+def test_a_silent_socket_ends_a_client_without_a_timeout_of_its_own(directory, monkeypatch):
+    """verify-journal, watch and log --follow wait for their answers as long as it takes; a socket that
+    never greets with VERSION kept them waiting for ever."""
+    monkeypatch.setattr(client_module, "GREETING_TIMEOUT_S", 0.2)
+    with not_cardd(directory / "quiet.sock", b""):
+        with pytest.raises(ClientError, match=r"quiet\.sock: no answer from cardd within 0\.2 s \(is .*quiet\.sock "
+                                              r"cardd's API socket\?\)"):
+            ApiClient(directory / "quiet.sock", timeout=None)
+
+
+def test_a_socket_that_speaks_something_else_is_asked_whether_it_is_cardd_s(directory):
+    with not_cardd(directory / "other.sock", b"\x00\xffgarbage\n"):
+        run = cardctl(directory / "other.sock", "verify-journal", "--json")
+    assert run.code == 1 and run.out == ""
+    assert run.one_line_error().endswith(f"(is {directory / 'other.sock'} cardd's API socket?)")
 
 
 def test_socket_permission_denied_names_the_group_to_join(daemon):
@@ -203,6 +257,23 @@ def test_log_query_follow_and_export(daemon, directory):
         follower.wait(10)
 
 
+def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
+    sock = daemon.socket_path
+    assert cardctl(sock, "counters", "shoe").code == 0
+    journaled = cardctl(sock, "log", "--json").json()["records"]
+    inputs = {r["data"]["type"]: r for r in journaled if r["kind"] == "input"}
+    ident, counters = (next(r for r in journaled if r["kind"] == "input" and r["source"] == "shoe-reader" and
+                            r["data"].get("message", "").startswith(prefix))
+                       for prefix in ("02", "18"))  # the payloads' type bytes (the two devices come in either order)
+    shown = cardctl(sock, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
+    row = {int(line.split()[0]): line for line in shown.splitlines() if line.split()[0].isdigit()}
+    assert "input: Ident from the shoe-reader (role=SHOE model=OS-1 sim serial=SHOE0001 firmware_version=1.0.0" \
+           in row[ident["seq"]] and ident["message"] not in row[ident["seq"]]
+    assert "input: Counters from the shoe-reader (shuffles=0 cards=0 jams=0 faults=0)" in row[counters["seq"]]
+    assert f"input: LinkUp (device={inputs['LinkUp']['source']})" in row[inputs["LinkUp"]["seq"]]  # no message of its own
+    assert ident["message"] == ident["data"]["message"]  # --json keeps the record as journaled
+
+
 @pytest.mark.parametrize("view", [(), ("--json",)])
 def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     """``cardctl log | head``: once the reader has gone the log ends with the shell's SIGPIPE code,
@@ -243,6 +314,44 @@ def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_rec
     assert bad.code == 5
     assert "record 2" in bad.one_line_error() or "seq 2" in bad.one_line_error()
     assert cardctl(None, "verify-journal", "--file", str(directory / "nope.sqlite3")).code == 2
+
+
+@pytest.mark.parametrize("damage", ["an edited record", "not SQLite"])
+def test_verify_journal_file_json_answers_a_journal_damaged_at_open_on_stdout(tmp_path, damage):
+    copy = journal_of_cards(tmp_path / "copy.sqlite3", 30)
+    if damage == "an edited record":
+        tamper(copy, "UPDATE records SET reason = 'TAMPERED' WHERE seq = 25")
+    else:
+        copy.write_bytes(b"not a database at all" * 300)
+    run = cardctl(None, "verify-journal", "--file", str(copy), "--json")
+    assert run.code == 5
+    answer = run.json()  # the one JSON document a script reads, as for a chain verify() finds broken
+    assert answer["ok"] is False and answer["journal"] == str(copy) and answer["problem"]
+    assert answer["first_bad_seq"] == (25 if damage == "an edited record" else None)
+    assert str(copy) in run.one_line_error()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_verify_journal_file_on_an_export_says_it_is_one_not_that_it_is_corrupt(tmp_path, fmt):
+    source = journal_of_cards(tmp_path / "journal.sqlite3", 20)
+    with Journal.open(source) as journal:
+        journal.export(tmp_path / f"archive.{fmt}", fmt=fmt)
+    run = cardctl(None, "verify-journal", "--file", str(tmp_path / f"archive.{fmt}"))
+    assert run.code == 2  # was 5, "corrupt ... not an SQLite database", for a good archive
+    assert run.one_line_error().startswith(f"cardctl: {tmp_path / f'archive.{fmt}'}: a journal export (JSON lines "
+                                           "or CSV), not a journal file: ")
+
+
+def test_verify_journal_file_that_sqlite_cannot_open_is_a_failure_not_an_integrity_finding(
+        tmp_path, mocker, monkeypatch, capsys):
+    copy = journal_of_cards(tmp_path / "copy.sqlite3", 10)
+    mocker.patch("cardd.journal.journal.sqlite3.connect",  # as on a disk SQLite cannot open the file on
+                 side_effect=sqlite3.OperationalError("unable to open database file"))
+    monkeypatch.setattr(sys, "argv", ["cardctl", "verify-journal", "--file", str(copy)])
+    with pytest.raises(SystemExit) as ended:
+        cardctl_main()
+    assert ended.value.code == 1  # exit 5 says the chain is broken: nothing was read of it
+    assert capsys.readouterr().err == f"cardctl: journal {copy}: unable to open database file\n"
 
 
 # ---- straight to a device --------------------------------------------------------------------

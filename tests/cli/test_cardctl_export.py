@@ -88,3 +88,13 @@ def test_an_existing_file_is_refused_before_the_daemon_exports(daemon, directory
     assert run.code == 2 and "never overwrites" in run.one_line_error() and target.read_text() == "keep me"
     with ApiClient(daemon.socket_path) as client:
         assert client.log(reason="JOURNAL_EXPORTED").records == []
+
+
+def test_a_file_in_a_missing_directory_is_refused_before_the_daemon_exports(daemon, directory):
+    target = directory / "no-such-dir" / "archive.jsonl"
+    run = cardctl(daemon.socket_path, "log", "--export", str(target))
+    assert run.code == 2, run.err
+    assert run.one_line_error() == f"cardctl: {target}: the directory {target.parent} does not exist"
+    with ApiClient(daemon.socket_path) as client:  # no archive journaled for a copy that could not be made
+        assert client.log(reason="JOURNAL_EXPORTED").records == []
+    assert not (directory / "exports").exists() or not any((directory / "exports").iterdir())

@@ -3,6 +3,8 @@ an unsigned or re-signed image exits 5 before the device is even opened."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 from firmware_bridge.firmware import SignedImage, generate_dev_keypair, public_key_bytes, sign_image
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import cardctl
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -68,3 +72,39 @@ def test_a_missing_or_keyless_config_is_one_line_naming_the_file(tmp_path):
     config.write_text('[devices]\nshoe = "serial:///dev/null"\n[firmware]\npublic_kye = "/x"\n')
     run = cardctl(None, "firmware", "flash", "--config", str(config), "serial:///dev/null", str(image))
     assert run.code == 2 and "public_kye" in run.one_line_error()
+
+
+def test_an_older_image_is_refused_naming_the_option_that_allows_it(tmp_path, keys):
+    private, key = keys
+    image = image_file(tmp_path / "os1-0.9.fw", sign_image("OS-1 sim", "0.9.0", b"\x00old" * 100, private))
+    with SimulatedTable.over_ptys(firmware_public_key=key.read_bytes()) as sim:
+        run = cardctl(None, "firmware", "flash", "--key", str(key), "--json", sim.shoe.url, str(image))
+        assert run.code == 1
+        assert run.one_line_error() == (
+            f"cardctl: {sim.shoe.url}: firmware not flashed: OS-1 sim 0.9.0 for OS-1 sim SHOE0001 refused: version "
+            "0.9.0 is lower than the running 1.0.0 (a technician may allow it, by name): --allow-downgrade-by NAME "
+            "allows it")  # the option cardctl takes, not the library's keyword (allow_downgrade_by=name)
+        allowed = cardctl(None, "firmware", "flash", "--key", str(key), "--json", "--allow-downgrade-by", "tech1",
+                          sim.shoe.url, str(image))
+    assert allowed.code == 0, allowed.err
+    assert allowed.json()["to_version"] == "0.9.0" and allowed.json()["downgrade_allowed_by"] == "tech1"
+
+
+@pytest.mark.timeout(60)
+def test_a_standalone_simulator_given_the_key_takes_a_signed_image(tmp_path, keys):
+    """docs/simulators.md: how a technician tries firmware flash without a table (the simulator had no key
+    option, so it refused every image)."""
+    private, key = keys
+    image = image_file(tmp_path / "os1.fw", sign_image("OS-1 sim", "1.1.0", b"\x01new" * 100, private))
+    link = tmp_path / "shoe"
+    sim = subprocess.Popen([sys.executable, "-m", "simulators", "shoe", "--pty", "--link", str(link),
+                            "--firmware-key", str(key)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        assert sim.stdout is not None and sim.stdout.readline().strip() == str(link)
+        run = cardctl(None, "firmware", "flash", "--key", str(key), f"serial://{link}", str(image))
+        assert run.code == 0, run.err
+        assert "OS-1 sim: 1.0.0 -> 1.1.0" in run.out
+    finally:
+        sim.terminate()
+        sim.communicate(timeout=20)

@@ -20,7 +20,7 @@ from devices.tracker.snapshot import snapshot
 from tests.cli.cli_rig import cardctl, start_round
 from tests.table.table_rig import TableRig
 from cardd.daemon.main import main as cardd_main
-from tests.daemon.daemon_rig import RULES, Daemon, run_cardd, write_config
+from tests.daemon.daemon_rig import RULES, Daemon, run_cardd, simulate, write_config
 
 
 # ---- amounts (no daemon: a bad amount is refused before cardctl connects) ----------------------
@@ -275,6 +275,22 @@ def test_a_state_dir_that_is_a_file_is_named_not_a_directory(directory: Path) ->
     a_file.write_text("")
     done = run_cardd("--simulate", "--state-dir", str(a_file))
     assert done.returncode == 2 and done.stderr == f"cardd: --state-dir {a_file}: not a directory\n", done
+
+
+def test_a_second_simulate_on_a_state_dir_in_use_leaves_the_first_daemons_devices_alone(directory: Path) -> None:
+    with simulate(directory) as first:
+        links = {name: os.readlink(directory / name) for name in ("shoe", "shuffler")}
+        done = run_cardd("--simulate", "--state-dir", str(directory))
+        # the pty links the first daemon reopens after a replug are still its own (they were replaced by the
+        # second one's, then removed when it stopped)
+        assert all((directory / name).is_symlink() for name in links), list(directory.iterdir())
+        assert {name: os.readlink(directory / name) for name in ("shoe", "shuffler")} == links
+        assert done.returncode == 1, done
+        assert done.stderr.splitlines()[-1] == (
+            f"cardd: journal {directory / 'journal.sqlite3'} is open for writing elsewhere (lock "
+            f"{directory / 'journal.sqlite3-lock'}): is another cardd --simulate running on --state-dir {directory}?")
+        run = cardctl(first.socket_path, "probe", f"serial://{directory / 'shoe'}")
+        assert run.code == 3 and "busy: held by pid" in run.one_line_error()
 
 
 # ---- help that is true ---------------------------------------------------------------------------

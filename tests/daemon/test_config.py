@@ -192,6 +192,25 @@ def test_a_bad_shuffler_url_names_its_key(tmp_path):
                           f"absolute device path after serial://; accepted forms: {FORMS}")
 
 
+@pytest.mark.parametrize(("shoe", "shuffler"), [
+    ("serial:///dev/ttyACM0", "serial:///dev/ttyACM0?baud=9600"),  # the options do not make another port
+    ("usb://1209:c4d0?serial=SHOE0001", "usb://1209:C4D0?serial=SHOE0001"),
+    ("serial:///dev/ttyACM0", "serial:///dev/../dev/ttyACM0"),
+])
+def test_one_device_for_both_roles_is_refused_naming_both_keys(tmp_path, shoe, shuffler):
+    """Once taken, the daemon retried the shuffler's port for ever as busy, 'another process' (itself)."""
+    text = MINIMAL.replace("usb://1209:c4d0?serial=SHOE0001", shoe).replace(
+        "[table]", f'shuffler = "{shuffler}"\n[table]')
+    assert str(error_of(tmp_path, text)) == (
+        f'{tmp_path / "cardd.toml"}: devices.shuffler: "{shuffler}": the same device as devices.shoe ("{shoe}"): '
+        "the shuffler and the shoe each need their own")
+
+
+def test_two_devices_of_one_model_by_serial_number_are_two_devices(tmp_path):
+    text = MINIMAL.replace("[table]", 'shuffler = "usb://1209:c4d0?serial=SHUF0001"\n[table]')
+    assert load_config(write(tmp_path, text)).devices.shuffler == "usb://1209:c4d0?serial=SHUF0001"
+
+
 @pytest.mark.parametrize(("text", "message"), [
     (MINIMAL + "[journal]\nretention_days = \n", "line 7, column 18: not valid TOML: invalid value"),
     ('[devices]\nshoe = "usb://1209:c4d0\n', "line 2, column 24: not valid TOML: illegal character '\\n'"),

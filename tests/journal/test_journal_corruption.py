@@ -130,3 +130,23 @@ def test_a_trigger_cardd_does_not_make_is_refused(path):
         conn.execute("CREATE TRIGGER records_quietly AFTER INSERT ON records BEGIN SELECT 1; END")
     error = open_error(path)
     assert "records_quietly" in error.problem and error.seq is None
+
+
+def test_a_copy_in_a_directory_that_cannot_be_written_is_read_as_it_stands(path, mocker):
+    """A copy on a read-only disk (an archive, a mounted backup): SQLite could not make the -shm a WAL
+    reader writes beside the file, so cardctl verify-journal --file failed on a journal that was fine.
+    The directory's answer is the boundary mocked here (root writes anywhere): what is checked is that
+    nothing is written beside the file and that damage is still found."""
+    for side in ("-wal", "-shm", "-lock"):  # the file alone, as copied
+        path.with_name(path.name + side).unlink(missing_ok=True)
+    writable = os.access
+    mocker.patch("cardd.journal.journal.os.access",
+                 side_effect=lambda p, mode: False if os.fspath(p) == os.fspath(path.parent) else writable(p, mode))
+    with Journal.open(path, readonly=True) as journal:
+        result = journal.verify()
+    assert result.ok and result.checked == RECORDS
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no -shm, no -wal made beside it
+    tamper(path, "UPDATE records SET reason = 'TAMPERED' WHERE seq = 190")
+    for side in ("-wal", "-shm"):
+        path.with_name(path.name + side).unlink(missing_ok=True)
+    assert open_error(path, readonly=True).seq == 190
