@@ -55,7 +55,7 @@ log = structlog.get_logger(__name__)
 STATUS_INTERVAL_S = 1.0
 #: the stop's last commit is tried this many times, this far apart, before what it holds goes to the log
 STOP_COMMIT_TRIES, STOP_COMMIT_RETRY_S = 3, 0.5
-#: the most unjournaled records that log line holds (a burst of card reads may be thousands)
+#: the most unjournaled records the stop logs, one line each (a burst of card reads may be thousands)
 STOP_LOGGED_RECORDS = 1000
 #: the journal's WAL is checkpointed this often after new records, on a worker thread, so that
 #: SQLite's own checkpoint never lands inside a card's commit (Journal.checkpoint)
@@ -208,9 +208,14 @@ class Daemon:
             if attempt < STOP_COMMIT_TRIES:
                 await asyncio.sleep(STOP_COMMIT_RETRY_S)
         lost = service.unjournaled()
+        logged = lost[:STOP_LOGGED_RECORDS]
         log.error("records_not_journaled_at_stop", error=error, tries=STOP_COMMIT_TRIES, count=len(lost),
-                  records=[{**entry._asdict(), "data": dict(entry.data)} for entry in lost[:STOP_LOGGED_RECORDS]],
-                  left_out=max(0, len(lost) - STOP_LOGGED_RECORDS))
+                  logged=len(logged), left_out=len(lost) - len(logged))
+        # one line a record: journald splits a line past its LineMax (48 KiB), and 200 card reads in
+        # one line would reach the journal as pieces no JSON reader takes
+        for n, entry in enumerate(logged, 1):
+            log.error("record_not_journaled_at_stop", n=n, of=len(logged),
+                      record={**entry._asdict(), "data": dict(entry.data)})
 
     # ---- what goes on meanwhile -------------------------------------------------------------
 

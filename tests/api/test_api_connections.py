@@ -107,6 +107,18 @@ def test_a_client_that_asks_and_never_reads_stops_being_read_instead_of_growing_
     assert all(line["class"] == "LOG" and len(line["records"]) == 2000 for line in lines[1:])
 
 
+async def answer_begun(sock: socket.socket) -> None:
+    """Until the first bytes after the VERSION line have reached ``sock`` (peeked, left unread)."""
+    while True:
+        try:
+            seen = sock.recv(1 << 16, socket.MSG_PEEK)
+        except BlockingIOError:
+            seen = b"\n"  # nothing yet
+        if not seen or seen.find(b"\n") not in (-1, len(seen) - 1):  # closed (the reads say so), or begun
+            return
+        await asyncio.sleep(0.01)
+
+
 def test_one_user_cannot_hold_answers_unread_on_many_connections(sock_dir) -> None:
     """Each connection waits for its own reader, but one user with 16 connections could hold 16 LOG
     answers of several MB each: past ``unread_per_user`` bytes unread over all of them, its next LOG
@@ -127,7 +139,7 @@ def test_one_user_cannot_hold_answers_unread_on_many_connections(sock_dir) -> No
                 sock.setblocking(False)
                 await loop.sock_connect(sock, str(server.path))
                 await loop.sock_sendall(sock, json.dumps({"class": "LOG", "id": f"l{n}", "limit": 10000}).encode() + b"\n")
-                await asyncio.sleep(0.2)  # answered (or not) before the next asks
+                await answer_begun(sock)  # answered (or refused) before the next asks: no sleep to guess it
                 socks.append(sock)
             held = server.unsent_bytes
             other = await run_client_async(server.path, OTHER_UID, [SOCKET_GID, DEALER_GID],
