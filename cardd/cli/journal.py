@@ -23,8 +23,9 @@ from rich.table import Table
 
 from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
-from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
-                              emit_json, json_option, run_command, to_builtins)
+from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors,
+                              check_output_directory, daemon, emit, emit_json, json_option, run_command,
+                              to_builtins)
 from cardd.journal import Journal, JournalCorrupt, JournalError
 from firmware_bridge.messages import Message, decode
 
@@ -140,16 +141,6 @@ class Exporter:
         self.file.close()
 
 
-def check_export_directory(path: Path) -> None:
-    """Refuse (exit 2) a FILE whose directory is missing or not writable here, before the daemon
-    journals an archive export that could then not be copied to it."""
-    directory = path.absolute().parent
-    if not directory.is_dir():
-        raise CliError(f"{path}: the directory {directory} does not exist", EXIT_USAGE)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise CliError(f"{path}: permission denied: you cannot write in the directory {directory}", EXIT_USAGE)
-
-
 def archive_export(client: ApiClient, path: Path, fmt: str, since: float | None,
                    until: float | None) -> dict[str, Any]:
     """The daemon's export (journaled), copied to ``path`` and checked against the chain's
@@ -245,7 +236,7 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
             fmt = fmt or ("csv" if export_path.suffix == ".csv" else "jsonl")
             if export_path.exists():
                 raise CliError(f"{export_path} exists: an export never overwrites a file", EXIT_USAGE)
-            check_export_directory(export_path)
+            check_output_directory(export_path)
             if filters.keys() <= {"since", "until"}:
                 done = archive_export(client, export_path, fmt, unix_time(since), unix_time(until))
                 text = (f"{done['exported']} records (seq {done['first_seq']}..{done['last_seq']}) exported and "
