@@ -611,7 +611,7 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     # reader needs beside it. With no -wal to read either, the file alone is the whole journal and
     # cannot change, which is what SQLite's immutable mode reads.
     wal = path.with_name(path.name + "-wal")
-    if readonly and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
+    if readonly and not os.access(path.parent, os.W_OK) and not _size_or_none(wal):
         mode += "&immutable=1"
     try:
         conn = sqlite3.connect(f"file:{pathname2url(str(path))}?mode={mode}", uri=True, isolation_level=None,
@@ -632,6 +632,15 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _size_or_none(file: Path) -> int | None:
+    """``file``'s size, None when there is none: a WAL can go between any two looks at it (the
+    daemon stopping checkpoints and removes it), so it is looked at once."""
+    try:
+        return file.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
