@@ -99,24 +99,28 @@ class ApiClient:
         self._ids = itertools.count(1)
         self.pending_events: list[Event] = []
         try:
+            self.version = self._greeting(timeout)
+        except BaseException:
+            self.close()  # the stream and the socket: the descriptor stays open while either does
+            raise
+
+    def _greeting(self, timeout: float | None) -> Version:
+        """The daemon's first line, its VERSION; a ClientError saying why not."""
+        try:
             first = self._read()
         except ConnectionClosed:
-            self._sock.close()
             raise
         except ClientError as exc:  # silence or a line that is no API's: perhaps not cardd at all
-            self._sock.close()
             raise ClientError(f"{exc} (is {self.path} cardd's API socket?)") from exc
         self._sock.settimeout(timeout)
         if isinstance(first, Error):  # busy (every connection taken) or refused at the door: its own words
-            self._sock.close()
             raise ClientError(f"{self.path}: the daemon refused the connection ({first.code}): {first.message}")
         if not isinstance(first, Version):
-            self._sock.close()
             raise ClientError(f"{self.path}: the daemon did not start with VERSION (got {first.__struct_config__.tag}; "
                               f"is {self.path} cardd's API socket?)")
         if first.protocol.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
             raise ClientError(f"{self.path}: the daemon speaks API {first.protocol}, this client {PROTOCOL_VERSION}")
-        self.version = first
+        return first
 
     # ---- lines ----------------------------------------------------------------------------
 

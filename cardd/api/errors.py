@@ -3,6 +3,16 @@ from __future__ import annotations
 
 from core.errors import CarddError
 
+#: the longest text an ERROR message carries
+MESSAGE_MAX = 300
+
+
+def one_line(text: str) -> str:
+    """Any text as one short line (an ERROR message): the server's and the daemon's commands'
+    refusals alike (here, not in the server, so what only words a refusal need not import it)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MESSAGE_MAX else flat[:MESSAGE_MAX - 3] + "..."
+
 
 class ApiError(CarddError):
     """The API socket could not be set up or used."""

@@ -27,16 +27,14 @@ import msgspec
 import structlog
 
 from cardd.api.backend import Backend
-from cardd.api.errors import ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse
+from cardd.api.errors import (ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
+                              one_line)
 from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
 from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
                                 StateReply, Version, Watch, encode_line, request_decoder)
 from core.errors import CarddError
 
 log = structlog.get_logger(__name__)
-
-#: the longest text an ERROR message carries
-MESSAGE_MAX = 300
 
 
 @dataclass(frozen=True)
@@ -64,12 +62,6 @@ class Limits:
             raise ApiError(f"API limits must be positive: {self}")
         if self.backlog_chunk * 2 > self.queue:
             raise ApiError(f"API limits: backlog_chunk ({self.backlog_chunk}) must be at most half of queue ({self.queue})")
-
-
-def one_line(text: str) -> str:
-    """Any text as one short line (an ERROR message)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= MESSAGE_MAX else flat[:MESSAGE_MAX - 3] + "..."
 
 
 def explain_invalid(exc: msgspec.DecodeError | UnicodeDecodeError) -> tuple[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -30,31 +29,12 @@ from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import Program, ProgramConsole, end_like_ctrl_c, logs_to_stderr
+from cardd.cli.common import OutputFile, Program, ProgramConsole, end_like_ctrl_c, logs_to_stderr
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
 from drivers.errors import BadURL
 from drivers.urls import parse_url
-
-
-class OutputFile(click.Path):
-    """A file the command writes when it is done: its directory is checked now, so a run of minutes
-    does not end in a traceback for a mistyped folder."""
-
-    def __init__(self) -> None:
-        super().__init__(dir_okay=False, path_type=Path)
-
-    def convert(self, value: str | os.PathLike[str], param: click.Parameter | None,
-                ctx: click.Context | None) -> Path:
-        path = super().convert(value, param, ctx)
-        assert isinstance(path, Path)
-        directory = path.absolute().parent
-        if not directory.is_dir():
-            self.fail(f"{path}: the directory {directory} does not exist", param, ctx)
-        if not os.access(directory, os.W_OK | os.X_OK):
-            self.fail(f"{path}: permission denied: cannot write in the directory {directory}", param, ctx)
-        return path
 
 
 @click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly

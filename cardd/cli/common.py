@@ -231,6 +231,42 @@ def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
     return CliError(message, exit_code)
 
 
+def output_directory_problem(path: Path) -> str | None:
+    """Why a file could not be written at ``path`` because of its directory (missing, or not writable
+    here), or None: checked before a command's work, so that work does not end in a traceback."""
+    directory = path.absolute().parent
+    if not directory.is_dir():
+        return f"{path}: the directory {directory} does not exist"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"{path}: permission denied: you cannot write in the directory {directory}"
+    return None
+
+
+def check_output_directory(path: Path) -> None:
+    """A usage error (exit 2) naming the problem when ``path``'s directory cannot take the file."""
+    problem = output_directory_problem(path)
+    if problem is not None:
+        raise CliError(problem, EXIT_USAGE)
+
+
+class OutputFile(click.Path):
+    """An option's file the command writes when it is done: its directory is checked when the option
+    is parsed (a usage error, exit 2), so a run of minutes does not end in a traceback for a mistyped
+    folder."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: str | os.PathLike[str], param: click.Parameter | None,
+                ctx: click.Context | None) -> Path:
+        path = super().convert(value, param, ctx)
+        assert isinstance(path, Path)
+        problem = output_directory_problem(path)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        return path
+
+
 #: what ends a program that cleans up after itself (:func:`end_like_ctrl_c`)
 ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _ended_by: list[int] = []  # the signal that ended this program, once one has

@@ -9,7 +9,6 @@ here, which the journal knows nothing of."""
 from __future__ import annotations
 
 import csv
-import enum
 import hashlib
 import json
 import os
@@ -23,10 +22,12 @@ from rich.table import Table
 
 from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
-from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, daemon, emit,
-                              emit_json, json_option, run_command, to_builtins)
+from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors,
+                              check_output_directory, daemon, emit, emit_json, json_option, run_command,
+                              to_builtins)
 from cardd.journal import Journal, JournalCorrupt, JournalError
-from firmware_bridge.messages import Message, decode
+from cardd.cli.message_text import field_text, message_text
+from firmware_bridge.messages import decode
 
 SEVERITIES = ("info", "warning", "alarm")
 EXPORT_COLUMNS = ("seq", "time", "kind", "source", "reason", "severity", "who", "message", "data")
@@ -66,33 +67,10 @@ def shown_message(event: dict[str, Any]) -> str:
         except ValueError:  # MessageDecodeError too: show what was kept
             return f"input: DeviceMessage {payload} (not a message this cardctl decodes)"
         source = f" from the {data.get('device', 'device')}"
-        return f"input: {_message_text(message, source)}"
-    fields = " ".join(f"{k}={_field_text(v)}" for k, v in data.items()
+        return f"input: {message_text(message, source)}"
+    fields = " ".join(f"{k}={field_text(v)}" for k, v in data.items()
                       if k not in ("type", "v", "who", "role") and v is not None)
     return f"input: {kind}" + (f" ({fields})" if fields else "")
-
-
-def _message_text(message: Message, source: str = "") -> str:
-    """``Ident from the shoe-reader (role=SHOE model=...)``: the protocol's name (docs/protocol.md)."""
-    fields = " ".join(f"{name}={_field_text(getattr(message, name))}" for name, _ in message.FIELDS)
-    return f"{type(message).__name__}{source}" + (f" ({fields})" if fields else "")
-
-
-def _field_text(value: Any, limit: int = 60) -> str:
-    """One field as a person reads it: cards as ``AC``, enums by name, a count per card as ``AC:6``."""
-    if isinstance(value, Message):
-        text = _message_text(value)
-    elif isinstance(value, dict):
-        text = ",".join(f"{_field_text(k)}:{_field_text(v)}" for k, v in value.items())
-    elif isinstance(value, (list, tuple)):
-        text = ",".join(_field_text(v) for v in value)
-    elif isinstance(value, enum.Enum):
-        text = value.name
-    elif isinstance(value, bytes):
-        text = value.hex()
-    else:
-        text = str(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def render_event(event: dict[str, Any]) -> str:
@@ -138,16 +116,6 @@ class Exporter:
 
     def close(self) -> None:
         self.file.close()
-
-
-def check_export_directory(path: Path) -> None:
-    """Refuse (exit 2) a FILE whose directory is missing or not writable here, before the daemon
-    journals an archive export that could then not be copied to it."""
-    directory = path.absolute().parent
-    if not directory.is_dir():
-        raise CliError(f"{path}: the directory {directory} does not exist", EXIT_USAGE)
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise CliError(f"{path}: permission denied: you cannot write in the directory {directory}", EXIT_USAGE)
 
 
 def archive_export(client: ApiClient, path: Path, fmt: str, since: float | None,
@@ -245,7 +213,7 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
             fmt = fmt or ("csv" if export_path.suffix == ".csv" else "jsonl")
             if export_path.exists():
                 raise CliError(f"{export_path} exists: an export never overwrites a file", EXIT_USAGE)
-            check_export_directory(export_path)
+            check_output_directory(export_path)
             if filters.keys() <= {"since", "until"}:
                 done = archive_export(client, export_path, fmt, unix_time(since), unix_time(until))
                 text = (f"{done['exported']} records (seq {done['first_seq']}..{done['last_seq']}) exported and "

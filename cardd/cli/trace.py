@@ -44,6 +44,7 @@ import click
 
 from cardd.cli.common import EXIT_USAGE, CliError, emit_json, end_like_ctrl_c, json_option
 from cardd.cli.device import device_error
+from cardd.cli.message_text import describe
 from core.errors import CarddError
 from drivers.factory import open_transport
 from drivers.urls import parse_url
@@ -245,20 +246,6 @@ def message_line(t: float, device: str, msg: Message) -> dict[str, Any]:
     """A trace line for a message the device sent by itself."""
     return {"t": t, "device": device, "type": type(msg).__name__, "payload": encode(msg).hex(),
             "fields": describe(msg)}
-
-
-def describe(msg: Message) -> dict[str, Any]:
-    """A message as JSON-able fields (enums by name, cards as ``2D``); a message inside one (an
-    Event's) described the same way."""
-    fields: dict[str, Any] = {}
-    for name, _ in msg.FIELDS:
-        value = getattr(msg, name)
-        if isinstance(value, Message):
-            fields[name] = describe(value)
-        else:
-            fields[name] = value.name if hasattr(value, "name") else (str(value) if not isinstance(
-                value, (int, float, str, bool, type(None))) else value)
-    return {"type": type(msg).__name__, **fields}
 
 
 class FrameView:

@@ -106,7 +106,9 @@ class Daemon:
         rules, rules_hash = _rules(config.table.rules)
         path = config.journal.path
         try:
-            self.journal = Journal.open(path, create=not path.exists(), retention_days=config.journal.retention_days)
+            held = None if self.simulation is None else self.simulation.take_writer_lock()
+            self.journal = Journal.open(path, create=not path.exists(), retention_days=config.journal.retention_days,
+                                        writer_lock=held)
         except JournalError as exc:
             raise StartupError(str(exc)) from None
         except OSError as exc:

@@ -13,10 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cardd.api.errors import CommandFailed
+from cardd.api.errors import CommandFailed, one_line
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
-from cardd.api.server import one_line
 from cardd.journal.records import MAX_TEXT, is_header_text
 from devices.game.round_types import RuleViolation
 from devices.overrides import OverrideRefused

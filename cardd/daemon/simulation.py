@@ -19,7 +19,7 @@ import msgspec
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig, DevicesConfig, simulated
-from cardd.journal import Journal
+from cardd.journal import Journal, WriterLock
 from firmware_bridge.messages import FaultCode
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
@@ -53,21 +53,36 @@ class Simulation:
         # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
         # outside its --state-dir (ptys' private temp dirs went only on a normal exit)
         self.table = SimulatedTable.over_ptys(directory=self.directory)
+        self.writer_lock: WriterLock | None = None  # held from start() until the daemon opens the journal
 
     def start(self) -> CarddConfig:
         """Start the devices; the built-in configuration, with their ptys as the device URLs.
-        :class:`JournalBusy` first if a cardd already runs on this directory: its devices' pty links
-        would be replaced, then removed, under it."""
+        :class:`JournalBusy` first if a cardd already runs (or starts) on this directory: its devices'
+        pty links would be replaced, then removed, under it. The journal's writer's lock is held from
+        that check on, for the daemon to open the journal with (:meth:`take_writer_lock`)."""
         base = simulated(self.directory)
-        Journal.refuse_if_open_elsewhere(base.journal.path)
-        self.table.start()
+        self.writer_lock = Journal.hold_writer_lock(base.journal.path)
+        try:
+            self.table.start()
+        except BaseException:
+            self.writer_lock.release()
+            raise
         shoe, shuffler = self.table.shoe, self.table.shuffler
         assert isinstance(shoe, PtyEndpoint) and isinstance(shuffler, PtyEndpoint)  # over_ptys() made them
         devices = DevicesConfig(shoe=shoe.url, shuffler=shuffler.url)
         return msgspec.structs.replace(base, devices=devices)
 
+    def take_writer_lock(self) -> WriterLock | None:
+        """The journal's writer's lock start() took, for Journal.open (once: None after)."""
+        lock, self.writer_lock = self.writer_lock, None
+        return lock
+
     def stop(self) -> None:
-        """The devices stopped (their ptys' directories removed) and the directory made here."""
+        """The devices stopped (their ptys' directories removed), the journal's lock released if the
+        daemon never took it, and the directory made here removed."""
+        if self.writer_lock is not None:
+            self.writer_lock.release()
+            self.writer_lock = None
         self.table.stop()
         if self._made:
             shutil.rmtree(self.directory, ignore_errors=True)

@@ -148,22 +148,28 @@ class Journal:
     @classmethod
     def open(cls, path: Path | str, *, create: bool = False, readonly: bool = False,
              retention_days: int = MIN_RETENTION_DAYS, clock: Callable[[], int] = time.time_ns,
-             quick_check_records: int = QUICK_CHECK_RECORDS) -> "Journal":
+             quick_check_records: int = QUICK_CHECK_RECORDS, writer_lock: WriterLock | None = None) -> "Journal":
         """Open the journal at ``path`` and check it: the stored head, the last
         ``quick_check_records`` records of the chain, the record count, the anchor, the latest
-        snapshot. ``create`` makes a new journal only where no file exists. Raises
-        :class:`JournalCorrupt` for any damage, never a raw sqlite3 error."""
+        snapshot. ``create`` makes a new journal only where no file exists. ``writer_lock``: the
+        writer's lock already held (:meth:`hold_writer_lock`), handed over to the journal whatever
+        the outcome. Raises :class:`JournalCorrupt` for any damage, never a raw sqlite3 error."""
         path = Path(path).absolute()
-        if retention_days < MIN_RETENTION_DAYS:
-            raise JournalConfigError(f"journal {path}: retention {retention_days} days is under the legal minimum "
-                                     f"of {MIN_RETENTION_DAYS} days")
-        if not path.exists():
-            if not create or readonly:
-                raise JournalNotFound(f"journal {path} does not exist")
-            _create(path)
-        elif path.is_dir():
-            raise JournalCorrupt(path, None, "a directory, not a journal file")
-        lock_fd = None if readonly else _take_writer_lock(path)
+        held = None if writer_lock is None else writer_lock.hand_over()
+        try:
+            if retention_days < MIN_RETENTION_DAYS:
+                raise JournalConfigError(f"journal {path}: retention {retention_days} days is under the legal "
+                                         f"minimum of {MIN_RETENTION_DAYS} days")
+            if not path.exists():
+                if not create or readonly:
+                    raise JournalNotFound(f"journal {path} does not exist")
+                _create(path)
+            elif path.is_dir():
+                raise JournalCorrupt(path, None, "a directory, not a journal file")
+        except BaseException:
+            _release(held)
+            raise
+        lock_fd = held if held is not None or readonly else _take_writer_lock(path)
         try:
             conn = _connect(path, readonly)
             journal = cls(path, conn, lock_fd, retention_days=retention_days, clock=clock)
@@ -181,13 +187,13 @@ class Journal:
         return journal
 
     @staticmethod
-    def refuse_if_open_elsewhere(path: Path | str) -> None:
-        """:class:`JournalBusy` if another process has the journal at ``path`` open for writing (its
-        writer's lock), checked without keeping the lock: for a caller that must know before it
-        touches anything beside the journal (``cardd --simulate`` puts its devices' ptys there)."""
-        path = Path(path).absolute()
-        if path.parent.is_dir():
-            _release(_take_writer_lock(path))
+    def hold_writer_lock(path: Path | str) -> WriterLock:
+        """The writer's lock of the journal at ``path``, taken now and held until handed to
+        :meth:`open` (``writer_lock=``) or released; :class:`JournalBusy` if another holds it. For a
+        caller that must know before it touches anything beside the journal (``cardd --simulate``
+        puts its devices' ptys there): a check that let the lock go at once let two such callers
+        started together both pass it."""
+        return WriterLock(_take_writer_lock(Path(path).absolute()))
 
     def close(self) -> None:
         with self._checkpoint_lock:  # no checkpoint starts again once this is closed
@@ -586,6 +592,22 @@ def _create(path: Path) -> None:
         raise JournalWriteError(f"journal {path} cannot be created: {exc}") from None
 
 
+class WriterLock:
+    """A journal's writer's lock held (:meth:`Journal.hold_writer_lock`) until it is handed to
+    :meth:`Journal.open` or released."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def hand_over(self) -> int | None:
+        """The lock's descriptor, now the taker's to close (None once handed over or released)."""
+        fd, self._fd = self._fd, None
+        return fd
+
+    def release(self) -> None:
+        _release(self.hand_over())
+
+
 def _take_writer_lock(path: Path) -> int:
     lock_path = path.with_name(path.name + "-lock")
     try:
@@ -611,7 +633,7 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     # reader needs beside it. With no -wal to read either, the file alone is the whole journal and
     # cannot change, which is what SQLite's immutable mode reads.
     wal = path.with_name(path.name + "-wal")
-    if readonly and not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size):
+    if readonly and not os.access(path.parent, os.W_OK) and not _size_or_none(wal):
         mode += "&immutable=1"
     try:
         conn = sqlite3.connect(f"file:{pathname2url(str(path))}?mode={mode}", uri=True, isolation_level=None,
@@ -632,6 +654,15 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _size_or_none(file: Path) -> int | None:
+    """``file``'s size, None when there is none: a WAL can go between any two looks at it (the
+    daemon stopping checkpoints and removes it), so it is looked at once."""
+    try:
+        return file.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,28 @@ def test_a_copy_in_a_directory_that_cannot_be_written_is_read_as_it_stands(path,
     for side in ("-wal", "-shm"):
         path.with_name(path.name + side).unlink(missing_ok=True)
     assert open_error(path, readonly=True).seq == 190
+
+
+def test_a_wal_removed_while_a_copy_is_opened_read_only_is_no_wal(path, mocker):
+    """A read-only open looked at the -wal twice (there? its size?): a daemon stopping in between
+    removes it, and a raw FileNotFoundError reached cardctl verify-journal --file. Here the WAL goes
+    the moment it is seen (the boundaries: the directory's answer, root writes anywhere; and the
+    moment of the look)."""
+    for side in ("-wal", "-shm", "-lock"):
+        path.with_name(path.name + side).unlink(missing_ok=True)
+    wal = path.with_name(path.name + "-wal")
+    wal.touch()
+    writable, exists = os.access, Path.exists
+
+    def seen_then_removed(self: Path, *args: object, **kwargs: object) -> bool:
+        there = exists(self)
+        if self == wal:
+            wal.unlink(missing_ok=True)  # the daemon stops just after the look
+        return there
+
+    mocker.patch("cardd.journal.journal.os.access",
+                 side_effect=lambda p, mode: False if os.fspath(p) == os.fspath(path.parent) else writable(p, mode))
+    mocker.patch.object(Path, "exists", autospec=True, side_effect=seen_then_removed)
+    with Journal.open(path, readonly=True) as journal:
+        result = journal.verify()
+    assert result.ok and result.checked == RECORDS
