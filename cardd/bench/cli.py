@@ -1,7 +1,7 @@
 """``cardbench``: the bench's command line (click for the commands, rich for the reports).
 
-Self-contained for now; the shared CLI pieces of cardctl (cardd/cli/common.py) can replace the
-console set-up here once they land (the top group already is cardctl's ``Program``).
+It shares cardctl's command-line pieces (cardd/cli/common.py): the top group is cardctl's
+``Program``; its console, the ending signals and the output files' check are cardctl's too.
 """
 from __future__ import annotations
 
