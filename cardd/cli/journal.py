@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
@@ -205,6 +206,12 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
       cardctl log --round 12 --export round-12.csv
       cardctl log --follow --json
     """
+    if export_path is not None:
+        given = click.get_current_context().get_parameter_source("limit") is not ParameterSource.DEFAULT
+        ignored = [option for option, used in (("--follow", follow), ("--limit", given)) if used]
+        if ignored:  # an export is every matching record, once: it was written as if they were not there
+            raise CliError(f"--export writes every matching record once: {' and '.join(ignored)} cannot go with it",
+                           EXIT_USAGE)
     filters = {"since": unix_time(since), "until": unix_time(until), "reason": reason, "severity": severity,
                "round": round_id}
     filters = {k: v for k, v in filters.items() if v is not None}

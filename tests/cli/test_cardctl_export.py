@@ -98,3 +98,14 @@ def test_a_file_in_a_missing_directory_is_refused_before_the_daemon_exports(daem
     with ApiClient(daemon.socket_path) as client:  # no archive journaled for a copy that could not be made
         assert client.log(reason="JOURNAL_EXPORTED").records == []
     assert not (directory / "exports").exists() or not any((directory / "exports").iterdir())
+
+
+@pytest.mark.parametrize(("extra", "named"), [(["--follow"], "--follow"), (["--limit", "5"], "--limit"),
+                                              (["-f", "--limit", "5"], "--follow and --limit")])
+def test_an_export_refuses_follow_and_limit_instead_of_ignoring_them(directory, extra, named):
+    """``log --export FILE --limit 5`` wrote every record and said nothing of the limit (the trial)."""
+    target = directory / "archive.jsonl"
+    run = cardctl(directory / "no-daemon.sock", "log", "--export", str(target), *extra)  # refused before connecting
+    assert run.code == 2, run.err
+    assert run.one_line_error() == f"cardctl: --export writes every matching record once: {named} cannot go with it"
+    assert not target.exists()
