@@ -67,6 +67,9 @@ CARD_REASONS = ("BURN", "CARD_ASSIGNED")
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 #: a run's memory is flat when the fitted trend over the run grows less than this share of its RSS
 FLAT_SHARE = 0.05
+#: a flat verdict over fewer rounds says so: a leak of a few MB per 1,000 rounds stays under
+#: FLAT_SHARE in a short run (a 3-shoe soak printed "+6219 KiB per 1000 rounds ... flat")
+LEAK_VISIBLE_ROUNDS = 1000
 #: the first share of the samples is left out of the trend: imports, caches and the journal's
 #: page cache settle in the first shoes
 WARM_UP_SHARE = 0.1
@@ -106,9 +109,12 @@ class MemoryTrend:
     slope_kib_per_1000_rounds: float  # least squares over the samples after the warm-up
     fitted_growth_kib: float  # the slope over the rounds fitted
     flat: bool
+    rounds_fitted: int = 0  # the rounds the line spans
 
     def describe(self) -> str:
         verdict = "flat" if self.flat else "NOT flat"
+        if self.flat and self.rounds_fitted < LEAK_VISIBLE_ROUNDS:  # flat over the run, which says little
+            verdict += f" over these {self.rounds_fitted} rounds (too few to show a slow leak)"
         return (f"RSS {self.start_kib / 1024:.1f} MiB at the start, {self.end_kib / 1024:.1f} MiB at the end; "
                 f"trend {self.slope_kib_per_1000_rounds:+.1f} KiB per 1000 rounds "
                 f"({self.fitted_growth_kib / 1024:+.2f} MiB over the run): {verdict}")
@@ -170,7 +176,7 @@ class SoakReport:
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
         growth = slope * (xs[-1] - xs[0])
         return MemoryTrend(self.memory[0].rss_kib, self.memory[-1].rss_kib, 1000 * slope, growth,
-                           growth < FLAT_SHARE * my)
+                           growth < FLAT_SHARE * my, int(xs[-1] - xs[0]))
 
 
 def _quantile(xs: list[float], q: float) -> float:

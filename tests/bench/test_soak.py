@@ -173,6 +173,16 @@ def test_flat_memory_is_flat_and_a_leak_is_not() -> None:
     assert SoakReport(memory=_memory([1, 2, 3])).memory_trend() is None
 
 
+def test_a_flat_verdict_over_few_rounds_says_it_cannot_show_a_slow_leak() -> None:
+    """A 3-shoe soak said "+6219 KiB per 1000 rounds ... flat": flat over its 79 rounds, which a slow leak is."""
+    short = SoakReport(memory=_memory([50_000 + 60 * i for i in range(10)])).memory_trend()  # rounds 20..100 fitted
+    assert short is not None and short.flat and short.rounds_fitted == 80
+    assert short.describe().endswith(": flat over these 80 rounds (too few to show a slow leak)")
+    long = SoakReport(memory=[MemorySample(round=200 * (i + 1), seconds=float(i), rss_kib=50_000) for i in range(10)])
+    trend = long.memory_trend()
+    assert trend is not None and trend.describe().endswith(": flat")
+
+
 def _round(boxes: dict[str, list[dict[str, Any]]], dealer: list[str]) -> dict[str, Any]:
     return {"boxes": boxes, "dealer": {"cards": dealer}}
 
