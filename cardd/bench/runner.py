@@ -521,33 +521,31 @@ def stacked_shoe(top: list[str], decks: int) -> list[Card]:
 
 def _at(state: Any, path: str) -> Any:
     """The value at a dotted path of STATE ("round.state", "alarms.0.reason"); None if absent."""
-    value = state
-    for part in path.split("."):
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
-    return value
+    return _walk(state, path)[0]
 
 
 def _absent(state: Any, path: str) -> str:
     """Where a dotted path leaves STATE, when a key is not there (a typo reads as None otherwise):
     "; STATE's round has no 'dealr' (it has: boxes, dealer, ...)"; "" when the path is there."""
+    return _walk(state, path)[1]
+
+
+def _walk(state: Any, path: str) -> tuple[Any, str]:
+    """(the value at a dotted path of STATE or None, and where the path left STATE at a dict
+    without its key, else ""): one walk for :func:`_at` and :func:`_absent`."""
     value, walked = state, list[str]()
     for part in path.split("."):
         if isinstance(value, dict):
             if part not in value:
                 where = "STATE" if not walked else "STATE's " + ".".join(walked)
-                return f"; {where} has no {part!r} (it has: {', '.join(sorted(map(str, value)))})"
+                return None, f"; {where} has no {part!r} (it has: {', '.join(sorted(map(str, value)))})"
             value = value[part]
         elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
         else:
-            return ""  # None or a list too short: the value there is what the expectation compares
+            return None, ""  # None or a list too short: the value there is what the expectation compares
         walked.append(part)
-    return ""
+    return value, ""
 
 
 def _money(value: Fraction | None) -> str:

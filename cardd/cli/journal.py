@@ -27,7 +27,7 @@ from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError
                               check_output_directory, daemon, emit, emit_json, json_option, run_command,
                               to_builtins)
 from cardd.journal import Journal, JournalCorrupt, JournalError
-from cardd.cli.message_text import field_text, message_text
+from cardd.cli.message_text import fields_line, message_text
 from firmware_bridge.messages import decode
 
 SEVERITIES = ("info", "warning", "alarm")
@@ -69,9 +69,8 @@ def shown_message(event: dict[str, Any]) -> str:
             return f"input: DeviceMessage {payload} (not a message this cardctl decodes)"
         source = f" from the {data.get('device', 'device')}"
         return f"input: {message_text(message, source)}"
-    fields = " ".join(f"{k}={field_text(v)}" for k, v in data.items()
-                      if k not in ("type", "v", "who", "role") and v is not None)
-    return f"input: {kind}" + (f" ({fields})" if fields else "")
+    return fields_line(f"input: {kind}", ((k, v) for k, v in data.items()
+                                          if k not in ("type", "v", "who", "role") and v is not None))
 
 
 def render_event(event: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ cards as ``2D``, a count per card keyed by the card, bytes in hex."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from typing import Any
 
 from firmware_bridge.messages import Message
@@ -36,8 +37,14 @@ def plain(value: Any) -> Any:
 
 def message_text(msg: Message, source: str = "") -> str:
     """``Ident from the shoe-reader (role=SHOE model=...)``: the type, then each field."""
-    fields = " ".join(f"{name}={field_text(getattr(msg, name))}" for name, _ in msg.FIELDS)
-    return f"{type(msg).__name__}{source}" + (f" ({fields})" if fields else "")
+    return fields_line(f"{type(msg).__name__}{source}", ((name, getattr(msg, name)) for name, _ in msg.FIELDS))
+
+
+def fields_line(head: str, fields: Iterable[tuple[str, Any]]) -> str:
+    """``head (name=value name=value)``, each value as :func:`field_text`; ``head`` alone when
+    there are none: a device's message and a journaled input record read alike."""
+    text = " ".join(f"{name}={field_text(value)}" for name, value in fields)
+    return head + (f" ({text})" if text else "")
 
 
 def field_text(value: Any, limit: int = 60) -> str:
