@@ -111,14 +111,19 @@ class Daemon:
     daemon's next log line then blocks its whole loop. Each start in a directory has its own pair,
     ``cardd-N.out`` and ``cardd-N.log`` (a restart in the same directory takes the next N).
     ``prefix`` runs cardd through another command that execs it (the same pid), e.g. into a mount
-    namespace (tests/support/full_disk.py)."""
+    namespace (tests/support/full_disk.py).
+
+    cardd gets ``--stop-with-parent`` with this test process's pid, as cardbench and the demo
+    give it theirs: a pytest killed outright (a CI timeout's SIGKILL) leaves no daemon behind
+    holding ptys and sockets (tests/conftest.py stops those a finished test left)."""
 
     def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None,
                  prefix: list[str] | None = None) -> None:
         self.socket_path = socket_path
         self.stdout_path, self.stderr_path = _output_files(socket_path.parent)
         with self.stdout_path.open("x") as out, self.stderr_path.open("x") as err:
-            self.proc = subprocess.Popen([*(prefix or []), str(CARDD), "--log-format", "json", *args], stdout=out,
+            self.proc = subprocess.Popen([*(prefix or []), str(CARDD), "--log-format", "json",
+                                          "--stop-with-parent", str(os.getpid()), *args], stdout=out,
                                          stderr=err,
                                          env=None if env is None else {**os.environ, **env})
         STARTED.append(self)

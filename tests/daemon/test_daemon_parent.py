@@ -145,3 +145,38 @@ def test_a_pid_that_is_not_its_parent_ends_cardd_at_once_in_one_line(directory):
                                   f"cardd's parent (that is {os.getpid()}")
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not table.exists()
+
+
+#: a test process in miniature: starts cardd through the tests' own rig (daemon_rig.Daemon), prints
+#: its pid, then waits to be killed
+RIG_USER = r"""
+import json, sys, time
+from pathlib import Path
+from tests.daemon.daemon_rig import Daemon
+directory = Path(sys.argv[1])
+daemon = Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock")
+print(json.dumps(daemon.proc.pid), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_test_process_killed_outright_leaves_no_daemon_of_the_rig_running(directory):
+    """The tests' rig starts cardd as cardbench does, with ``--stop-with-parent``: a pytest killed
+    by a CI timeout's SIGKILL (tests/conftest.py never runs then) used to leave every daemon it had
+    started running for ever."""
+    user = subprocess.Popen([sys.executable, "-c", RIG_USER, str(directory)], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[2])
+    pid = 0
+    try:
+        assert user.stdout is not None
+        pid = json.loads(user.stdout.readline())
+        assert cardd_running(pid)
+        user.kill()
+        user.wait()
+        wait_until(lambda: not cardd_running(pid), "the rig's cardd stopped after its test's SIGKILL", STOP_TIMEOUT)
+    finally:
+        user.kill()
+        user.wait()
+        if pid and cardd_running(pid):
+            os.kill(pid, signal.SIGKILL)
