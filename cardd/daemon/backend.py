@@ -3,8 +3,6 @@ and COMMANDs, each through the table service's one path."""
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,23 +21,6 @@ from devices.events import Reason
 
 #: a device or simulation command: (name, args, caller) -> what it did, for the journal record
 Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
-
-
-#: the most bytes of a refused command's args (as JSON) its journal record keeps: a client may send
-#: 64 KiB a line, and even one without a role is journaled; a record is never pruned for 90 days
-MAX_REFUSED_ARGS = 1024
-
-
-def refused_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A refused command's args as its record keeps them: whole up to MAX_REFUSED_ARGS, else their
-    size and SHA-256 (a console's own log can still be matched to it)."""
-    try:
-        text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
-    except RecursionError:  # nested deeper than the json module goes (msgspec took it)
-        return {"too_deep": "nested too deeply to keep"}
-    if len(text) <= MAX_REFUSED_ARGS:
-        return args
-    return {"too_long": {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}}
 
 
 def journal_reasons() -> frozenset[str]:
@@ -116,7 +97,7 @@ class DaemonBackend:
             code = exc.code if isinstance(exc, CommandFailed) else "failed"
             # the client's line as the client got it (cut, one line): the text may quote what it sent
             line = refusal_line(name, exc)
-            index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
+            index = self.service.journal_command(name, args, caller.user, caller.uid,
                                                  refused=line, source=spec.kind)
             await self.service.refusal_journaled(index)
             raise CommandFailed(line, code=code) from None
@@ -125,7 +106,7 @@ class DaemonBackend:
         return await self.service.commit_of(index)
 
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
-        index = self.service.journal_command(name, refused_args(args), caller.user, caller.uid,
+        index = self.service.journal_command(name, args, caller.user, caller.uid,
                                              refused=f"needs the {roles_text(needs)} role")
         await self.service.refusal_journaled(index)
 

@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -727,10 +729,27 @@ def _source(inp: TableInput) -> str:
     return device if isinstance(device, str) else "api" if not isinstance(inp, Tick) else "table"
 
 
+#: the most bytes of a refused command's args (as JSON) its journal record keeps: a client may send
+#: 64 KiB a line, and even one without a role is journaled; a record is never pruned for 90 days
+MAX_REFUSED_ARGS = 1024
+
+
+def refused_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A refused command's args as its record keeps them: whole up to MAX_REFUSED_ARGS, else their
+    size and SHA-256 (a console's own log can still be matched to it)."""
+    try:
+        text = json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    except RecursionError:  # nested deeper than the json module goes (msgspec took it)
+        return {"too_deep": "nested too deeply to keep"}
+    if len(text) <= MAX_REFUSED_ARGS:
+        return args
+    return {"too_long": {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}}
+
+
 def _refused(name: str, data: Mapping[str, Any], who: str, uid: int, why: str, *, source: str = "api",
              at_ns: int | None = None) -> Entry:
     return Entry(kind=KIND_COMMAND, reason=REASON_COMMAND_REFUSED, source=source, severity=Severity.WARNING.value,
-                 who=who, data={"command": name, "uid": uid, "user": who, "args": dict(data), "refused": why,
+                 who=who, data={"command": name, "uid": uid, "user": who, "args": dict(refused_args(data)), "refused": why,
                                 # the command named once: the refusal's own line starts with it too
                                 "message": f"{name} refused for {who} (uid {uid}): "
                                            f"{why.removeprefix(f'{name} refused: ')}"},

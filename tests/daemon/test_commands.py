@@ -80,7 +80,7 @@ def test_a_name_the_journal_cannot_store_as_who_is_refused_as_a_bad_arg(name, ar
 
 def test_a_refused_commands_args_nested_past_the_json_module_are_kept_as_a_note() -> None:
     """msgspec decodes deeper than the json module encodes: the refusal's record once overflowed."""
-    from cardd.daemon.backend import refused_args
+    from cardd.daemon.tracker_service import refused_args
     deep: list[object] = []
     for _ in range(5000):
         deep = [deep]

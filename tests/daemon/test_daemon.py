@@ -121,6 +121,12 @@ def test_a_refused_command_journals_at_most_a_kibibyte_of_what_the_client_sent(d
         assert small["class"] == "ERROR"
         record = client.request({"class": "LOG", "reason": "COMMAND_REFUSED", "limit": 10})["records"][-1]
         assert record["data"]["args"] == {"device": "shoe", "junk": 1}  # a short one is kept whole
+        # a table command the table refuses: its record kept the whole input (a 50 KB one here)
+        reply = client.command("placement_error", assignments=[["AS", ["dealer", 0, 0]]] * 2500)
+        assert reply["message"] == "placement_error refused: no round is open", reply
+        record = client.request({"class": "LOG", "reason": "COMMAND_REFUSED", "limit": 10})["records"][-1]
+        assert record["data"]["command"] == "placement_error" and len(json.dumps(record)) < 2048, len(json.dumps(record))
+        assert record["data"]["args"]["too_long"]["bytes"] > 50_000
         client.close()
         assert daemon.stop()[0] == 0
 
