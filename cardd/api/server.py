@@ -17,9 +17,9 @@ import errno
 import os
 import socket
 import stat
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, res
 from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
                                 StateReply, Version, Watch, encode_line, request_decoder)
 from core.errors import CarddError
+from drivers.aio import BudgetWindow, WindowedBudget
 
 log = structlog.get_logger(__name__)
 
@@ -309,74 +310,45 @@ class _Client:
         return True
 
 
-@dataclass(slots=True)
-class _Refusals:
-    """One user's refused commands in the current window, and what it sent once over the limit."""
-    start: float  # the loop's clock
-    user: str
-    refused: int = 0
-    held_back: Counter[str] = field(default_factory=Counter)
-    timer: asyncio.TimerHandle | None = None
-
-
 class _RefusalBudget:
     """Refused commands per user (uid, all its connections): each is a journal record kept 90 days,
     and a user opening connection after connection, each with its own rate, could otherwise fill the
     journal's disk with them. A window starts at a user's first refusal; past ``refused_per_window``
     in it, that user's commands are held back until it ends, then ``window_ended(user, uid,
-    held_back by name, window_s)`` journals them as one count."""
+    held_back by name, window_s)`` journals them as one count (drivers.aio.WindowedBudget)."""
 
     def __init__(self, limits: Limits, window_ended: Callable[[str, int, dict[str, int], float], None]) -> None:
-        self.limits = limits
         self.window_ended = window_ended
-        self._by_uid: dict[int, _Refusals] = {}
+        # the budget's clock is time.monotonic, the loop's own: its window ends are loop timers
+        self._budget: WindowedBudget[int] = WindowedBudget(limits.refusal_window_s, limits.refused_per_window,
+                                                           self._ended)
 
-    def holding_back(self, uid: int) -> _Refusals | None:
+    def holding_back(self, uid: int) -> BudgetWindow | None:
         """The user's window while its commands are held back, else None."""
-        refusals = self._by_uid.get(uid)
-        if refusals is not None and refusals.refused >= self.limits.refused_per_window and (
-                refusals.timer is not None or not self._expired(refusals)):
-            return refusals
-        return None
+        return self._budget.over(uid)
 
     def refused(self, caller: Caller) -> None:
         """One more refusal of ``caller``'s; its window starts at its first."""
-        refusals = self._by_uid.get(caller.uid)
-        if refusals is None or (refusals.timer is None and self._expired(refusals)):
-            for uid, old in list(self._by_uid.items()):  # users long quiet: forgotten
-                if old.timer is None and self._expired(old):
-                    del self._by_uid[uid]
-            refusals = self._by_uid[caller.uid] = _Refusals(asyncio.get_running_loop().time(), caller.user)
-        refusals.refused += 1
+        self._budget.use(caller.uid, caller.user)
 
-    def hold_back(self, caller: Caller, refusals: _Refusals, name: str) -> float:
+    def hold_back(self, caller: Caller, window: BudgetWindow, name: str) -> float:
         """Count a command not taken (``name``: a known command's, never the client's text: a flood
-        of distinct names would grow the count); the seconds until its window ends."""
-        refusals.held_back[name] += 1
-        loop = asyncio.get_running_loop()
-        ends = refusals.start + self.limits.refusal_window_s
-        if refusals.timer is None:
-            refusals.timer = loop.call_at(ends, self._ended, caller.uid)
-            log.warning("API commands held back", user=caller.user, uid=caller.uid, refused=refusals.refused,
-                        window_s=self.limits.refusal_window_s)
-        return max(0.0, ends - loop.time())
+        of distinct names would grow the count) in ``window`` (:meth:`holding_back`'s); the seconds
+        until it ends."""
+        if not window.held:
+            log.warning("API commands held back", user=caller.user, uid=caller.uid, refused=window.used,
+                        window_s=self._budget.interval_s)
+        return self._budget.hold(caller.uid, name)
 
     def close(self) -> None:
         """At the stop: what is held back is journaled now."""
-        for uid, refusals in list(self._by_uid.items()):
-            if refusals.timer is not None:
-                refusals.timer.cancel()
-                self._ended(uid)
+        self._budget.close()
 
-    def _expired(self, refusals: _Refusals) -> bool:
-        return asyncio.get_running_loop().time() - refusals.start >= self.limits.refusal_window_s
-
-    def _ended(self, uid: int) -> None:
-        refusals = self._by_uid.pop(uid)
-        held = sum(refusals.held_back.values())
-        log.warning("API commands taken again", user=refusals.user, uid=uid, held_back=held)
+    def _ended(self, uid: int, window: BudgetWindow) -> None:
+        held = window.held_count
+        log.warning("API commands taken again", user=window.label, uid=uid, held_back=held)
         try:
-            self.window_ended(refusals.user, uid, dict(refusals.held_back), self.limits.refusal_window_s)
+            self.window_ended(window.label, uid, dict(window.held), self._budget.interval_s)
         except Exception:  # the count is in the log line above; a timer or stop() must go on
             log.exception("API commands held back not journaled", uid=uid, held_back=held)
 
@@ -645,7 +617,7 @@ class ApiServer:
             name = request.name if request.name in self.backend.command_roles else "(unknown)"
             left = self._refusals.hold_back(caller, refusals, name)
             return Error(id=request.id, code=ErrorCode.TOO_MANY_REFUSED,
-                         message=f"{refusals.refused} commands of {caller.describe()} refused within "
+                         message=f"{refusals.used} commands of {caller.describe()} refused within "
                                  f"{self.limits.refusal_window_s:g} s: none is taken for {left:.0f} s more "
                                  "(journaled as one count)")
         try:

@@ -22,3 +22,33 @@ def test_error_lines_are_limited_and_a_flush_summarises_them_and_starts_over() -
         ("journal_commit_failed", "error"), ("log_rate_limited", "warning"), ("journal_commit_failed", "error")]
     assert logs[0]["retries"] == 0 and (logs[1]["line"], logs[1]["suppressed"], logs[1]["written"]) == (
         "journal_commit_failed", 4, 1)
+
+
+
+def test_a_budget_window_reports_what_it_held_back_at_its_end_on_the_loop() -> None:
+    """WindowedBudget, the one mechanism behind RateLimitedLog and the API's refusal budget: the
+    end is a loop timer at the window's end (its start + the interval); a window that held nothing
+    back ends without a word; the key's next use opens a new window."""
+    import asyncio
+
+    from drivers.aio import WindowedBudget
+
+    ended: list[tuple[str, str, int, dict[str, int]]] = []
+
+    async def run() -> None:
+        budget: WindowedBudget[str] = WindowedBudget(1.0, 2, lambda key, window: ended.append(
+            (key, window.label, window.used, dict(window.held))))
+        assert budget.use("a", "alice") and budget.use("a")
+        assert budget.over("a") is not None  # two of two: spent
+        assert budget.use("b") and budget.over("b") is None  # another key: its own window
+        await asyncio.sleep(0.5)
+        assert not budget.use("a")
+        budget.hold("a", "x")
+        budget.hold("a", "x")
+        budget.hold("a", "y")
+        await asyncio.sleep(0.75)  # the window's end (1.0) passed; an interval after the first held (1.5) not yet
+        assert ended == [("a", "alice", 3, {"x": 2, "y": 1})]
+        assert budget.over("a") is None and budget.use("a") and budget.over("a") is None  # a new window
+
+    asyncio.run(run())
+    assert [key for key, *_ in ended] == ["a"]  # "b" held nothing back
