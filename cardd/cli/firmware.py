@@ -1,6 +1,7 @@
 """``cardctl firmware flash URL IMAGE``: a signed image straight to a device. The signature is
 checked with the configured public key before the device is even opened: an unsigned or
-re-signed image exits 5 with nothing sent. A progress bar shows bytes and rate."""
+re-signed image exits 5 with nothing sent. The image's model and version are checked against the
+device's IDENT before the progress bar (bytes and rate) is drawn: a refused image is one line."""
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +20,7 @@ from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError,
                                     FirmwareSignatureError)
-from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware, verify_image
+from firmware_bridge.firmware import SignedImage, check_update, load_public_key, update_firmware, verify_image
 from firmware_bridge.session import SessionConfig
 
 #: an image larger than this is refused before it is read
@@ -71,8 +72,10 @@ def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
 
 async def _flash(url: str, signed: SignedImage, key: Ed25519PublicKey, allow_downgrade_by: str | None,
                  progress: Progress | None) -> dict[str, Any]:
+    """Open the device, check the image against its IDENT (model, version) and only then show the
+    bar and send: an image the device would refuse is one error line, not an empty bar above it."""
     connection = DeviceConnection(url, config=SessionConfig(host_name="cardctl firmware"))
-    task = None if progress is None else progress.add_task("flashing", total=signed.header.size)
+    task = None
 
     def advance(sent: int, total: int) -> None:
         if progress is not None and task is not None:
@@ -80,9 +83,15 @@ async def _flash(url: str, signed: SignedImage, key: Ed25519PublicKey, allow_dow
 
     try:
         await connection.open()
+        check_update(connection.ident, signed, key, allow_downgrade_by=allow_downgrade_by)
+        if progress is not None:
+            progress.start()
+            task = progress.add_task("flashing", total=signed.header.size)
         done = await update_firmware(connection, signed, key,  # type: ignore[arg-type]
                                      progress=advance, allow_downgrade_by=allow_downgrade_by)
     finally:
+        if progress is not None and task is not None:  # stopping a bar never started prints an empty line
+            progress.stop()
         await connection.close()
     return {"url": url, "model": done.model, "from_version": done.from_version, "to_version": done.to_version,
             "ok": done.result.ok, "detail": done.result.detail, "downgrade_allowed_by": done.downgrade_allowed_by}
@@ -116,8 +125,8 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
             result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, None))
         else:
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-            with Progress(*columns) as progress:
-                result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, progress))
+            progress = Progress(*columns)  # started by _flash once the device would take the image
+            result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, progress))
     except FirmwareDowngradeRefused as exc:  # the library's words, then how to allow it here
         raise CliError(f"{url}: firmware not flashed: {exc}: --allow-downgrade-by NAME allows it", EXIT_FAILURE) from None
     except FirmwareError as exc:
