@@ -242,11 +242,12 @@ def output_directory_problem(path: Path) -> str | None:
     return None
 
 
-def check_output_directory(path: Path) -> None:
-    """A usage error (exit 2) naming the problem when ``path``'s directory cannot take the file."""
+def check_output_directory(path: Path, named_by: str | None = None) -> None:
+    """A usage error (exit 2) naming the problem when ``path``'s directory cannot take the file;
+    ``named_by`` (an option, an argument's metavar) leads the line when given."""
     problem = output_directory_problem(path)
     if problem is not None:
-        raise CliError(problem, EXIT_USAGE)
+        raise CliError(problem if named_by is None else f"{named_by} {problem}", EXIT_USAGE)
 
 
 class OutputFile(click.Path):

@@ -16,6 +16,7 @@ from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError,
 from cardd.cli.device import device_error
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
+from core.files import read_problem
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError,
@@ -47,13 +48,15 @@ def public_key(key_path: Path | None, config_path: Path) -> Ed25519PublicKey:
         if configured is None:
             raise CliError(f"{config_path}: firmware.public_key: not set: firmware is refused without a key "
                            "(or give --key)", EXIT_USAGE)
-        key_path = configured
+        key_path, named_by = configured, f"{config_path}: firmware.public_key:"
+    else:
+        named_by = "--key"
     try:
         return load_public_key(key_path.read_bytes())
     except OSError as exc:
-        raise CliError(f"public key {key_path}: {exc.strerror}", EXIT_USAGE) from None
+        raise CliError(f"{named_by} {read_problem(key_path, exc)}", EXIT_USAGE) from None
     except CarddError as exc:
-        raise CliError(f"public key {key_path}: {exc}", EXIT_USAGE) from None
+        raise CliError(f"{named_by} {key_path}: {exc}", EXIT_USAGE) from None
 
 
 def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
@@ -64,7 +67,7 @@ def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
         signed = SignedImage.from_bytes(path.read_bytes())
         verify_image(signed, key)
     except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror}", EXIT_USAGE) from None
+        raise CliError(f"IMAGE {read_problem(path, exc)}", EXIT_USAGE) from None
     except (FirmwareSignatureError, FirmwareFormatError) as exc:
         raise CliError(f"{path}: not flashed, nothing sent: {exc}", EXIT_INTEGRITY) from None
     return signed

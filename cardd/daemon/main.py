@@ -32,6 +32,7 @@ from cardd.daemon.tracker_service import journaled_state, stored_table
 from cardd.journal import Journal, JournalBusy, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
+from core.files import read_problem
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.snapshot import rules_change_refused
 from firmware_bridge.firmware import load_public_key
@@ -72,7 +73,7 @@ def check_config(path: str) -> tuple[CarddConfig, list[str]]:
         try:
             load_public_key(key.read_bytes())
         except OSError as exc:
-            raise ConfigError(path, f"{key}: {exc.strerror}", "firmware.public_key") from None
+            raise ConfigError(path, read_problem(key, exc), "firmware.public_key") from None
         except CarddError as exc:
             raise ConfigError(path, f"{key}: {exc}", "firmware.public_key") from None
     return config, warnings

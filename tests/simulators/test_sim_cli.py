@@ -83,7 +83,7 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shuffler", "--pty", "--serial", ""], "--serial: serial '': expected 1 to 255 UTF-8 bytes"),
     (["shoe", "--pty", "--firmware-key", str(ROOT / "README.md")],
      f"--firmware-key {ROOT / 'README.md'}: not an Ed25519 public key (32 raw bytes or PEM): "),
-    (["shoe", "--pty", "--firmware-key", "/nonexistent/fw.pub"], "--firmware-key /nonexistent/fw.pub: No such file"),
+    (["shoe", "--pty", "--firmware-key", "/nonexistent/fw.pub"], "--firmware-key /nonexistent/fw.pub: the directory /nonexistent does not exist"),
 ])
 def test_bad_options_are_one_argparse_error_naming_the_option(capsys, argv, why):
     assert why in refused(capsys, *argv)
