@@ -17,7 +17,7 @@ from typing import Sequence
 import structlog
 
 from core.cards import Card, CardCodeError
-from core.files import read_problem
+from core.files import output_directory_problem, read_problem
 from firmware_bridge.errors import FirmwareError
 from firmware_bridge.firmware import load_public_key
 
@@ -133,8 +133,9 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
             parser.error(f"--firmware-key {read_problem(Path(args.firmware_key), exc)}")
         except FirmwareError as exc:
             parser.error(f"--firmware-key {args.firmware_key}: {exc}")
-    if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
-        parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
+    link_problem = output_directory_problem(Path(args.link)) if args.link else None
+    if link_problem is not None:
+        parser.error(f"--link {link_problem}")
     return args, faults, stack
 
 

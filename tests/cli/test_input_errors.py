@@ -213,7 +213,8 @@ def test_a_journal_directory_the_service_user_cannot_write_is_named_by_check_con
     for args in (("--check-config",), ()):
         code, err = run_cardd_as(SERVICE_UID, *args, "--config", str(config))
         assert code == 2 and err.count("\n") == 1, err
-        assert "journal.path" in err and f"cannot write in the directory {directory}" in err, err
+        assert "journal.path" in err and (f"permission denied: the user running cardd (uid {SERVICE_UID}) cannot write "
+                                          f"in the directory {directory}") in err, err  # core.files' words
         assert f"uid {SERVICE_UID}" in err and "chown cardd:cardd" in err, err
     os.chown(directory, SERVICE_UID, SERVICE_UID)  # the service's now, but a journal file left by root
     Journal.open(directory / "journal.sqlite3", create=True).close()
