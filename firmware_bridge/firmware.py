@@ -296,6 +296,39 @@ def check_update_arguments(chunk_size: Any, timeout: Any, allow_downgrade_by: An
                                     f"name, 1 to 255 UTF-8 bytes of printable text on one line")
 
 
+@dataclass(frozen=True, slots=True)
+class FirmwarePlan:
+    """What :func:`check_update` found an update would do: the image's header, the device's running
+    version, why it counts as a downgrade (None when it does not) and who allowed that."""
+
+    header: FirmwareHeader
+    from_version: str | None
+    downgrade: str | None
+    allowed_by: str | None
+
+
+def check_update(ident: Ident | None, signed: SignedImage, public_key: Ed25519PublicKey, *,
+                 chunk_size: int = DEFAULT_CHUNK, timeout: float = 5.0,
+                 allow_downgrade_by: str | None = None) -> FirmwarePlan:
+    """Every check :func:`update_firmware` makes before it sends a byte, against the device's IDENT:
+    the arguments, the signature, the model, the version (see there for what each raises). A tool
+    calls it first to show nothing of a transfer (a progress bar) that would not start."""
+    check_update_arguments(chunk_size, timeout, allow_downgrade_by)
+    header = verify_image(signed, public_key)
+    if ident is not None and ident.model != header.model:
+        raise FirmwareTargetMismatch(
+            f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})"
+        )
+    running = ident.firmware_version if ident is not None else None
+    downgrade = ("the device has not identified, so its running version is unknown" if running is None
+                 else downgrade_reason(running, header.version))
+    if downgrade is not None and allow_downgrade_by is None:
+        device = f"{ident.model} {ident.serial}" if ident is not None else "the device"
+        raise FirmwareDowngradeRefused(f"{header.model} {header.version} for {device} refused: {downgrade} "
+                                       f"(a technician may allow it, by name)")
+    return FirmwarePlan(header, running, downgrade, allow_downgrade_by if downgrade is not None else None)
+
+
 #: aborts sent on behalf of a cancelled transfer, kept until done (asyncio holds tasks weakly)
 _ABORTS: set[asyncio.Task] = set()
 
@@ -319,7 +352,7 @@ async def update_firmware(
 ) -> FirmwareUpdate:
     """Verify ``signed`` and transfer it; returns what was done, with the device's COMMIT result.
 
-    Before anything is sent it raises FirmwareArgumentError (a bad argument),
+    Before anything is sent (:func:`check_update`) it raises FirmwareArgumentError (a bad argument),
     FirmwareSignatureError, FirmwareTargetMismatch, or FirmwareDowngradeRefused: an image whose
     version is lower than the device's (or not comparable) goes only with
     ``allow_downgrade_by`` naming the technician who allowed it; the device is told so
@@ -327,21 +360,9 @@ async def update_firmware(
     any failure sends FirmwareAbort first: a refused step raises FirmwareTransferError, the
     caller's own exception (from ``progress``, a cancellation) propagates unchanged.
     """
-    check_update_arguments(chunk_size, timeout, allow_downgrade_by)
-    header = verify_image(signed, public_key)
-    ident = session.ident
-    if ident is not None and ident.model != header.model:
-        raise FirmwareTargetMismatch(
-            f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})"
-        )
-    running = ident.firmware_version if ident is not None else None
-    downgrade = ("the device has not identified, so its running version is unknown" if running is None
-                 else downgrade_reason(running, header.version))
-    if downgrade is not None and allow_downgrade_by is None:
-        device = f"{ident.model} {ident.serial}" if ident is not None else "the device"
-        raise FirmwareDowngradeRefused(f"{header.model} {header.version} for {device} refused: {downgrade} "
-                                       f"(a technician may allow it, by name)")
-    allowed_by = allow_downgrade_by if downgrade is not None else None
+    plan = check_update(session.ident, signed, public_key, chunk_size=chunk_size, timeout=timeout,
+                        allow_downgrade_by=allow_downgrade_by)
+    header, running, downgrade, allowed_by = plan.header, plan.from_version, plan.downgrade, plan.allowed_by
 
     async def step(msg: Message, stage: FirmwareStage) -> FirmwareResult:
         result = await session.request(msg, expect=FirmwareResult, timeout=timeout)

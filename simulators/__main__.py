@@ -11,11 +11,13 @@ import math
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import structlog
 
 from core.cards import Card, CardCodeError
+from core.files import output_directory_problem, read_problem
 from firmware_bridge.errors import FirmwareError
 from firmware_bridge.firmware import load_public_key
 
@@ -128,11 +130,12 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
             with open(args.firmware_key, "rb") as key_file:
                 args.firmware_public_key = load_public_key(key_file.read())
         except OSError as exc:
-            parser.error(f"--firmware-key {args.firmware_key}: {exc.strerror}")
+            parser.error(f"--firmware-key {read_problem(Path(args.firmware_key), exc)}")
         except FirmwareError as exc:
             parser.error(f"--firmware-key {args.firmware_key}: {exc}")
-    if args.link and not os.path.isdir(os.path.dirname(os.path.abspath(args.link))):
-        parser.error(f"--link {args.link}: directory {os.path.dirname(os.path.abspath(args.link))} does not exist")
+    link_problem = output_directory_problem(Path(args.link)) if args.link else None
+    if link_problem is not None:
+        parser.error(f"--link {link_problem}")
     return args, faults, stack
 
 

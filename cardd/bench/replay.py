@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from cardd.cli.trace import (
 from cardd.daemon.devices import MODEL_NAMES
 from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.errors import CarddError
+from core.rundirs import make_run_directory
 from devices.game.rules import load_rules
 from firmware_bridge.messages import Message, encode
 from simulators.device import SimulatedDevice
@@ -379,7 +379,7 @@ def replay_trace(path: Path) -> list[str]:
     """Replay one trace into a fresh daemon: its normalised journal. TraceError for a trace that
     cannot be read, ReplayError for one the daemon did not follow as recorded."""
     trace = read_trace(path)
-    directory = Path(tempfile.mkdtemp(prefix="cardbench-replay-", dir="/tmp"))
+    directory = make_run_directory("cardbench-replay-", "/tmp")  # removed below; by the next run if this one is killed
     os.chmod(directory, 0o755)
     try:
         return _Replay(trace, directory).run()

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from cardd.bench.scenario import (
 from cardd.bench.strategy import STRATEGIES
 from cardd.cli.common import ending_deferred, stop_child
 from core.cards import Card, shoe_composition
+from core.rundirs import make_run_directory
 from devices.game.round_types import Action
 from devices.game.rules import load_rules
 from simulators.endpoint import Endpoint
@@ -95,7 +95,7 @@ def run_scenario(path: Path, real: dict[str, str] | None = None, say: Callable[[
         why = needs_simulators(scenario, set(real), by_hand)
         if why:
             return ScenarioResult(path, False, time.monotonic() - start, skipped=f"{path}: {why}")
-    directory = Path(tempfile.mkdtemp(prefix="cardbench-", dir="/tmp"))
+    directory = make_run_directory("cardbench-", "/tmp")  # removed below; by the next run if this one is killed
     os.chmod(directory, 0o755)
     try:
         with (make_rig(scenario, path, directory) if make_rig is not None

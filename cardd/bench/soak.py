@@ -39,7 +39,6 @@ import random
 import shutil
 import sqlite3
 import statistics
-import tempfile
 import threading
 import time
 from collections import Counter, deque
@@ -56,6 +55,7 @@ from cardd.journal.chain import walk
 from cardd.journal.journal import Journal
 from cardd.journal.records import GENESIS_HASH
 from core.cards import Card, Rank, shoe_composition
+from core.rundirs import keep, make_run_directory
 from firmware_bridge.messages import CardRead
 from simulators.stack import fisher_yates
 
@@ -192,7 +192,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
     report = SoakReport()
     rng = random.Random(seed)
     start = time.monotonic()
-    directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-", dir="/tmp"))
+    directory = make_run_directory("cardbench-soak-", "/tmp")  # removed below; by the next run if this one is killed
     os.chmod(directory, 0o755)
     scenario = Scenario(description="soak", rules=rules, step=[])
     play: _Play | None = None
@@ -226,6 +226,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
             shutil.rmtree(directory, ignore_errors=True)
         else:  # what the daemon journaled and logged is the only trace of a failure seen once in 2,000 shoes
             report.kept_folder = directory
+            keep(directory)
     report.seconds = time.monotonic() - start
     return report
 

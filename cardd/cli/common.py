@@ -31,6 +31,7 @@ from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRef
                               DaemonNotRunning, SocketPermissionDenied)
 from cardd.api.protocol import ErrorCode
 from core.errors import CarddError
+from core.files import output_directory_problem
 from devices.game.settlement import units
 
 EXIT_OK = 0
@@ -231,22 +232,12 @@ def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
     return CliError(message, exit_code)
 
 
-def output_directory_problem(path: Path) -> str | None:
-    """Why a file could not be written at ``path`` because of its directory (missing, or not writable
-    here), or None: checked before a command's work, so that work does not end in a traceback."""
-    directory = path.absolute().parent
-    if not directory.is_dir():
-        return f"{path}: the directory {directory} does not exist"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"{path}: permission denied: you cannot write in the directory {directory}"
-    return None
-
-
-def check_output_directory(path: Path) -> None:
-    """A usage error (exit 2) naming the problem when ``path``'s directory cannot take the file."""
+def check_output_directory(path: Path, named_by: str | None = None) -> None:
+    """A usage error (exit 2) naming the problem when ``path``'s directory cannot take the file;
+    ``named_by`` (an option, an argument's metavar) leads the line when given."""
     problem = output_directory_problem(path)
     if problem is not None:
-        raise CliError(problem, EXIT_USAGE)
+        raise CliError(problem if named_by is None else f"{named_by} {problem}", EXIT_USAGE)
 
 
 class OutputFile(click.Path):

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from typing import Any
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
 from cardd.cli.common import end_like_ctrl_c, ending_deferred, interrupted_exit_code, money, stop_child
 from cardd.journal import Journal
+from core.rundirs import keep, make_run_directory
 
 BIN = Path(sys.executable).parent
 #: a decision waits this long in the normal demo (so a person can follow it); --fast: none
@@ -357,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     end_like_ctrl_c()
     try:
         try:
-            directory = directory or Path(tempfile.mkdtemp(prefix="cardd-demo-"))
+            # made here: kept once the shoe is played (the summary names its journal) or on a failure,
+            # removed on a Ctrl-C, and by the next run if this one is killed (core.rundirs)
+            directory = directory or make_run_directory("cardd-demo-")
             directory.mkdir(parents=True, exist_ok=True)
             socket = directory / "cardd.sock"
             with ending_deferred():  # a Ctrl-C inside the start must find the daemon to stop
@@ -374,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
             client.close()
         finally:
             stop_children(viewer, daemon)
+        if args.state_dir is None:
+            keep(directory)
         print_summary(dealer.summary, time.monotonic() - started, directory, args.summary_gate)
     except KeyboardInterrupt:  # at any moment, the summary included: one line, nothing left behind
         stop_children(viewer, daemon)  # again: the Ctrl-C may have come while they were being stopped
@@ -384,6 +388,10 @@ def main(argv: list[str] | None = None) -> int:
             kept = f"{directory or 'its directory'} removed"
         print(f"\ndemo: interrupted; the daemon is stopped and {kept}", file=sys.stderr)
         return interrupted_exit_code()
+    except BaseException:  # a failure that names the directory (its cardd.log): it stays for the reader
+        if args.state_dir is None and directory is not None:
+            keep(directory)
+        raise
     return 0
 
 

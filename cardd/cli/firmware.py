@@ -1,6 +1,7 @@
 """``cardctl firmware flash URL IMAGE``: a signed image straight to a device. The signature is
 checked with the configured public key before the device is even opened: an unsigned or
-re-signed image exits 5 with nothing sent. A progress bar shows bytes and rate."""
+re-signed image exits 5 with nothing sent. The image's model and version are checked against the
+device's IDENT before the progress bar (bytes and rate) is drawn: a refused image is one line."""
 from __future__ import annotations
 
 import asyncio
@@ -15,11 +16,12 @@ from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError,
 from cardd.cli.device import device_error
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
+from core.files import read_problem
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError,
                                     FirmwareSignatureError)
-from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware, verify_image
+from firmware_bridge.firmware import SignedImage, check_update, load_public_key, update_firmware, verify_image
 from firmware_bridge.session import SessionConfig
 
 #: an image larger than this is refused before it is read
@@ -46,13 +48,15 @@ def public_key(key_path: Path | None, config_path: Path) -> Ed25519PublicKey:
         if configured is None:
             raise CliError(f"{config_path}: firmware.public_key: not set: firmware is refused without a key "
                            "(or give --key)", EXIT_USAGE)
-        key_path = configured
+        key_path, named_by = configured, f"{config_path}: firmware.public_key:"
+    else:
+        named_by = "--key"
     try:
         return load_public_key(key_path.read_bytes())
     except OSError as exc:
-        raise CliError(f"public key {key_path}: {exc.strerror}", EXIT_USAGE) from None
+        raise CliError(f"{named_by} {read_problem(key_path, exc)}", EXIT_USAGE) from None
     except CarddError as exc:
-        raise CliError(f"public key {key_path}: {exc}", EXIT_USAGE) from None
+        raise CliError(f"{named_by} {key_path}: {exc}", EXIT_USAGE) from None
 
 
 def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
@@ -63,7 +67,7 @@ def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
         signed = SignedImage.from_bytes(path.read_bytes())
         verify_image(signed, key)
     except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror}", EXIT_USAGE) from None
+        raise CliError(f"IMAGE {read_problem(path, exc)}", EXIT_USAGE) from None
     except (FirmwareSignatureError, FirmwareFormatError) as exc:
         raise CliError(f"{path}: not flashed, nothing sent: {exc}", EXIT_INTEGRITY) from None
     return signed
@@ -71,8 +75,10 @@ def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
 
 async def _flash(url: str, signed: SignedImage, key: Ed25519PublicKey, allow_downgrade_by: str | None,
                  progress: Progress | None) -> dict[str, Any]:
+    """Open the device, check the image against its IDENT (model, version) and only then show the
+    bar and send: an image the device would refuse is one error line, not an empty bar above it."""
     connection = DeviceConnection(url, config=SessionConfig(host_name="cardctl firmware"))
-    task = None if progress is None else progress.add_task("flashing", total=signed.header.size)
+    task = None
 
     def advance(sent: int, total: int) -> None:
         if progress is not None and task is not None:
@@ -80,9 +86,15 @@ async def _flash(url: str, signed: SignedImage, key: Ed25519PublicKey, allow_dow
 
     try:
         await connection.open()
+        check_update(connection.ident, signed, key, allow_downgrade_by=allow_downgrade_by)
+        if progress is not None:
+            progress.start()
+            task = progress.add_task("flashing", total=signed.header.size)
         done = await update_firmware(connection, signed, key,  # type: ignore[arg-type]
                                      progress=advance, allow_downgrade_by=allow_downgrade_by)
     finally:
+        if progress is not None and task is not None:  # stopping a bar never started prints an empty line
+            progress.stop()
         await connection.close()
     return {"url": url, "model": done.model, "from_version": done.from_version, "to_version": done.to_version,
             "ok": done.result.ok, "detail": done.result.detail, "downgrade_allowed_by": done.downgrade_allowed_by}
@@ -116,8 +128,8 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
             result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, None))
         else:
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-            with Progress(*columns) as progress:
-                result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, progress))
+            progress = Progress(*columns)  # started by _flash once the device would take the image
+            result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, progress))
     except FirmwareDowngradeRefused as exc:  # the library's words, then how to allow it here
         raise CliError(f"{url}: firmware not flashed: {exc}: --allow-downgrade-by NAME allows it", EXIT_FAILURE) from None
     except FirmwareError as exc:

@@ -17,6 +17,8 @@ from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, j
     to_builtins
 from core.cards import Card
 from core.errors import CarddError
+from devices.tracker.inputs import InputDecodeError, ShoeRemainder, decode_field
+from devices.tracker.shoe import remainder_problem
 
 F = TypeVar("F", bound=Any)
 
@@ -418,8 +420,14 @@ def canonical_card(text: str) -> str:
         return text
 
 
+#: what --file holds, said with each refusal of one
+COUNTS_FILE_FORM = 'a JSON object of card -> count, each a whole number 0 or more: {"AS": 2, "7H": 1}'
+
+
 def read_counts(stream: IO[str]) -> dict[str, Any]:
-    """The JSON object of --file (its values are the daemon's to check, as any command's args)."""
+    """The JSON object of --file, checked here with the daemon's own decoding of shoe_remainder's
+    ``returned`` and the shoe's own count check: a bad file is refused before anything is sent (the
+    daemon would journal the refused command), naming the file, the card and what is allowed."""
     try:
         counts = json.load(stream, object_pairs_hook=_refuse_repeated_keys)
     except RepeatedKey as exc:  # json keeps the last of a repeated key: one count would vanish
@@ -428,9 +436,15 @@ def read_counts(stream: IO[str]) -> dict[str, Any]:
         raise click.BadParameter(f"{stream.name}: not JSON ({exc})", param_hint="--file") from None
     except UnicodeDecodeError:
         raise click.BadParameter(f"{stream.name}: not a text file", param_hint="--file") from None
-    if not isinstance(counts, dict):
-        raise click.BadParameter(f"{stream.name}: a JSON object of card -> count, not {type(counts).__name__}",
-                                 param_hint="--file")
+    try:
+        problem = remainder_problem(decode_field(ShoeRemainder, "returned", counts, stream.name))
+    except InputDecodeError as exc:
+        problem = str(exc)
+    else:
+        problem = problem and f"{stream.name}: {problem}"
+    if problem:
+        raise click.BadParameter(f"{problem} (the file holds {COUNTS_FILE_FORM})", param_hint="--file")
+    assert isinstance(counts, dict)
     return counts
 
 

@@ -42,7 +42,8 @@ from typing import IO, Any
 
 import click
 
-from cardd.cli.common import EXIT_USAGE, CliError, emit_json, end_like_ctrl_c, json_option
+from cardd.cli.common import (EXIT_USAGE, CliError, check_output_directory, emit_json, end_like_ctrl_c,
+                              json_option)
 from cardd.cli.device import device_error
 from cardd.cli.message_text import describe
 from core.errors import CarddError
@@ -274,14 +275,18 @@ class FrameView:
         return entry
 
 
+def capture_file_exists(path: Path) -> str:
+    return f"FILE {path} exists: a capture never overwrites a file"
+
+
 class TraceWriter:
     def __init__(self, path: Path, url: str, ident: Ident) -> None:
         try:
             self.file: IO[str] = open(path, "x")
         except FileExistsError:
-            raise CliError(f"{path} exists: a capture never overwrites a file", EXIT_USAGE) from None
-        except OSError as exc:
-            raise CliError(f"{path}: {exc.strerror}") from None
+            raise CliError(capture_file_exists(path), EXIT_USAGE) from None
+        except OSError as exc:  # its directory was checked before the device was opened: this is the disk's
+            raise CliError(f"FILE {path}: cannot be created: {exc.strerror}") from None
         self.start = time.monotonic()
         self.count = 0
         self.role = ident.role.name.lower()
@@ -383,6 +388,9 @@ def capture(url: str, path: Path, count: int | None, duration: float | None, as_
     Example:
       cardctl capture serial:///dev/cardd/shoe-SHOE0001 shoe-friday.trace --duration 600
     """
+    check_output_directory(path, "FILE")  # before the device is opened: a mistyped folder is a usage error
+    if path.exists():
+        raise CliError(capture_file_exists(path), EXIT_USAGE)
     try:
         parse_url(url)
         recorded = asyncio.run(_capture(url, path, count, duration, as_json))

@@ -32,6 +32,7 @@ from cardd.daemon.tracker_service import journaled_state, stored_table
 from cardd.journal import Journal, JournalBusy, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
+from core.files import output_directory_problem, read_problem
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.snapshot import rules_change_refused
 from firmware_bridge.firmware import load_public_key
@@ -58,9 +59,6 @@ def check_config(path: str) -> tuple[CarddConfig, list[str]]:
         warnings.append(f'{path}: devices.shuffler is not set, but {config.table.rules} says [shoe] shuffle = '
                         f'"automatic": the table cannot start a shoe (hand shuffles are refused); set '
                         f'devices.shuffler, or use rules that say shuffle = "hand"')
-    journal_dir = config.journal.path.parent
-    if not journal_dir.is_dir():  # the daemon creates the journal, never its directory (the unit's StateDirectory)
-        raise ConfigError(path, f"{config.journal.path}: the directory {journal_dir} does not exist", "journal.path")
     unwritable = journal_not_writable(config.journal.path)
     if unwritable is not None:
         raise ConfigError(path, unwritable, "journal.path")
@@ -72,7 +70,7 @@ def check_config(path: str) -> tuple[CarddConfig, list[str]]:
         try:
             load_public_key(key.read_bytes())
         except OSError as exc:
-            raise ConfigError(path, f"{key}: {exc.strerror}", "firmware.public_key") from None
+            raise ConfigError(path, read_problem(key, exc), "firmware.public_key") from None
         except CarddError as exc:
             raise ConfigError(path, f"{key}: {exc}", "firmware.public_key") from None
     return config, warnings
@@ -80,13 +78,18 @@ def check_config(path: str) -> tuple[CarddConfig, list[str]]:
 
 def journal_not_writable(journal: Path) -> str | None:
     """What stops this user (the service's, under ``--check-config`` as docs/install.md runs it)
-    from writing ``journal``: its directory (SQLite makes the -wal and -shm files there) or one of
-    its files left owned by another user (say, a technician's tool run as root); None if nothing."""
+    from writing ``journal``: its directory, missing or not writable (core.files'
+    output_directory_problem, as cardctl's and cardbench's output files; SQLite makes the -wal and
+    -shm files there too), or one of its files left owned by another user (say, a technician's tool
+    run as root); None if nothing."""
     user = f"the user running cardd (uid {os.getuid()})"
     directory = journal.parent
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return (f"{journal}: {user} cannot write in the directory {directory} (SQLite makes the journal and its "
-                f"-wal and -shm files there): make it the service user's (chown cardd:cardd {directory})")
+    problem = output_directory_problem(journal, user)
+    if problem is not None:
+        if not directory.is_dir():  # the daemon creates the journal, never its directory (the unit's StateDirectory)
+            return problem
+        return (f"{problem} (SQLite makes the journal and its -wal and -shm files there): make it the service "
+                f"user's (chown cardd:cardd {directory})")
     for file in (journal, journal.with_name(journal.name + "-wal"), journal.with_name(journal.name + "-shm")):
         if file.exists() and not os.access(file, os.R_OK | os.W_OK):
             return f"{file}: {user} cannot write it: make it the service user's (chown cardd:cardd {file})"

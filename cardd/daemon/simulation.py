@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig, DevicesConfig, simulated
 from cardd.journal import Journal, WriterLock
+from core.rundirs import make_run_directory
 from firmware_bridge.messages import FaultCode
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
@@ -49,7 +49,8 @@ class Simulation:
     def __init__(self, directory: Path | None = None) -> None:
         #: a directory made here (none given) is removed by stop(), the journal in it too
         self._made = directory is None
-        self.directory = Path(tempfile.mkdtemp(prefix="cardd-sim-")) if directory is None else directory
+        # made here: removed by stop(), or by the next run if this daemon is killed (core.rundirs)
+        self.directory = make_run_directory("cardd-sim-") if directory is None else directory
         # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
         # outside its --state-dir (ptys' private temp dirs went only on a normal exit)
         self.table = SimulatedTable.over_ptys(directory=self.directory)

@@ -312,11 +312,23 @@ def from_json(data: Any, named: str | None = None) -> Any:
     return _build(cls, data, str(name) if named is None else named, {"v", "type"})
 
 
-def _build(cls: type, data: dict[str, Any], where: str, tags: set[str]) -> Any:
-    """A record (or a value inside one) from its JSON object's fields."""
+def decode_field(cls: type, name: str, value: Any, where: str) -> Any:
+    """Field ``name`` of record ``cls`` from its JSON ``value``, checked as :func:`from_json` checks
+    it (InputDecodeError naming ``where``): a client checks what a person typed before it sends
+    the command (cardctl shoe remainder --file), with the daemon's own rules."""
+    return _decode(_hints(cls)[name], value, where)
+
+
+def _hints(cls: type) -> dict[str, Any]:
     hints = _HINTS.get(cls)
     if hints is None:
         hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
+def _build(cls: type, data: dict[str, Any], where: str, tags: set[str]) -> Any:
+    """A record (or a value inside one) from its JSON object's fields."""
+    hints = _hints(cls)
     names = {f.name for f in fields(cls)}
     extra = set(data) - names - tags
     if extra:

@@ -76,6 +76,16 @@ def compare_counts(expected: Mapping[Card, int], actual: Mapping[Card, int]) -> 
     return missing, extra
 
 
+def remainder_problem(returned: Mapping[Card, int]) -> str | None:
+    """Why ``returned`` is no remainder count (a card with a count of 0 or more each), or None: the
+    shoe's check at reconciliation, which a client makes too before it sends the count."""
+    for card, n in returned.items():  # a key that is not a card would be ignored: an extra card unseen
+        if not isinstance(card, Card) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            name = str(card) if isinstance(card, Card) else repr(card)
+            return f"{name}: {n!r} is not a card with a count of 0 or more"
+    return None
+
+
 class Shoe(TableDriven):
     """One shoe at a time, from its shuffle to its reconciliation."""
 
@@ -260,10 +270,9 @@ class Shoe(TableDriven):
         if self.state != "complete":
             raise ShoeStateError(f"the shoe is {self.state}: its remainder is counted once the shoe is complete "
                                  "(after the cut card's last round)")
-        for card, n in returned.items():  # a key that is not a card would be ignored: an extra card unseen
-            if not isinstance(card, Card) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                name = str(card) if isinstance(card, Card) else repr(card)
-                raise RemainderError(f"{name}: {n!r} is not a card with a count of 0 or more")
+        problem = remainder_problem(returned)
+        if problem is not None:
+            raise RemainderError(problem)
         total = Counter(self.out)
         total.update({c: n for c, n in returned.items() if n})
         missing, extra = compare_counts(self.counted or self.expected, total)

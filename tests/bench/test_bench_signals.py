@@ -101,9 +101,10 @@ def test_a_signal_to_cardbench_soak_stops_its_daemon(signum: int) -> None:
     assert "Traceback" not in out, out
 
 
-def test_a_sigkill_of_cardbench_stops_its_daemon_cleanly_all_the_same() -> None:
+def test_a_sigkill_of_cardbench_stops_its_daemon_cleanly_and_the_next_run_removes_its_folder() -> None:
     """Nothing catches a SIGKILL (nor the OOM killer's): the daemon watches cardbench instead (cardbench
-    starts it with ``--stop-with-parent``) and stops as on SIGTERM. Before, it ran on for ever."""
+    starts it with ``--stop-with-parent``) and stops as on SIGTERM. Before, it ran on for ever, and its
+    folder (journal, log) stayed in /tmp for ever."""
     bench = _bench("soak", "--shoes", "1000", "--cut-at", "30", "--unplug-rate", "0", "--fault-rate", "0")
     (daemon,) = _daemons_of(bench, 1)
     arguments = _command(daemon).split()
@@ -115,6 +116,13 @@ def test_a_sigkill_of_cardbench_stops_its_daemon_cleanly_all_the_same() -> None:
         bench.communicate()
         wait_until(lambda: not _alive(daemon), "cardd stopped after cardbench's SIGKILL", timeout=20)
         assert_stopped_cleanly(directory)
+        # the killed run removed nothing; the next run removes its folder (core.rundirs: its owner is gone)
+        assert directory.name.startswith(f"cardbench-soak-{bench.pid}-") and directory.is_dir()
+        after = subprocess.run([str(Path(sys.executable).with_name("cardbench")), "run",
+                                str(LIBRARY / "casino-000" / "clean-round.toml")], cwd=ROOT, capture_output=True,
+                               text=True, timeout=120)
+        assert after.returncode == 0, after.stdout + after.stderr
+        assert not directory.exists()
     finally:
         if _alive(daemon):
             os.kill(daemon, signal.SIGKILL)

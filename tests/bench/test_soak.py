@@ -31,6 +31,7 @@ from cardd.bench.scenario import Scenario
 from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, ROOT, UNPLUGS, MemorySample, SoakReport, _Play,
                               expected_nets, soak, summary_lines)
 from cardd.journal import Journal
+from core.rundirs import MARKER
 
 FULL = bool(os.environ.get("CARDD_FULL"))
 SHOES = 40 if FULL else 20
@@ -120,6 +121,7 @@ def test_a_failed_soak_keeps_its_folder_with_the_journal_and_the_daemons_log(moc
         assert not report.passed and report.violations, report
         kept = report.kept_folder
         assert kept is not None and (kept / "cardd.log").stat().st_size > 0
+        assert not (kept / MARKER).exists()  # kept for a person: no later run takes it for one left behind
         with Journal.open(kept / "journal.sqlite3", readonly=True) as journal:
             assert journal.verify().ok and journal.last_seq > 0
         assert summary_lines(report)[-1] == (f"the run's folder is kept for inspection: {kept} (journal.sqlite3, "

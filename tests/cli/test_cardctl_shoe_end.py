@@ -157,6 +157,6 @@ def test_remainder_input_errors_are_usage_errors_naming_the_input(daemon: Daemon
     assert bad.code == 2 and "broken.json: not JSON" in bad.err
     broken.write_text("[1, 2]")
     listed = cardctl(sock, "shoe", "remainder", "--file", str(broken))
-    assert listed.code == 2 and "a JSON object of card -> count, not list" in listed.err
+    assert listed.code == 2 and "broken.json: expected an object, got [1, 2] (the file holds a JSON object" in listed.err
     for token in ("=2", "AS=", "AS=-1"):
         assert cardctl(sock, "shoe", "remainder", token).code == 2, token

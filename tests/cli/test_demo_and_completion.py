@@ -122,6 +122,35 @@ def test_a_sigkill_of_the_demo_stops_its_daemon_cleanly_all_the_same():
         remove(tmp)
 
 
+@pytest.mark.timeout(200)
+def test_the_directory_of_a_sigkilled_demo_is_removed_by_the_next_demo():
+    """A killed demo removes nothing: its directory (journal, log) stayed in /tmp for ever. The next
+    demo removes it as it starts (core.rundirs: its owner is gone), and leaves its own alone."""
+    tmp = state_dir()
+    try:
+        with interruptible_demo(tmp, "--no-watch") as first:
+            assert first.stdout is not None
+            assert "technician: start the shuffler" in first.stdout.readline()
+            (left,) = tmp.iterdir()
+            first.kill()
+            first.communicate()
+            wait_until(lambda: not processes_naming(str(left)), "the killed demo's daemon stopped", timeout=20)
+        assert left.is_dir() and (left / "journal.sqlite3").exists()
+        with interruptible_demo(tmp, "--no-watch") as second:
+            assert second.stdout is not None and second.stderr is not None
+            assert "technician: start the shuffler" in second.stdout.readline()
+            (mine,) = tmp.iterdir()
+            assert mine != left and not left.exists()
+            second.send_signal(signal.SIGINT)
+            _, err = second.communicate(timeout=60)
+        assert_ended_by_ctrl_c(second, err, tmp)
+    finally:
+        for path in tmp.iterdir():
+            for pid in processes_naming(str(path)):
+                os.kill(pid, signal.SIGKILL)
+        remove(tmp)
+
+
 @pytest.mark.timeout(400)
 def test_ctrl_c_during_the_summary_ends_in_one_line_and_removes_the_directory():
     """The shoe played, the daemon stopped, the summary half printed: a Ctrl-C there ends the demo

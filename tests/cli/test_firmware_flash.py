@@ -108,3 +108,19 @@ def test_a_standalone_simulator_given_the_key_takes_a_signed_image(tmp_path, key
     finally:
         sim.terminate()
         sim.communicate(timeout=20)
+
+
+@pytest.mark.parametrize("wrong", ["older", "other model"])
+def test_an_image_the_device_would_refuse_draws_no_progress_bar(tmp_path, keys, wrong):
+    """The trial: an older or wrong-model image showed an empty progress bar above the error line. The
+    device's model and running version are checked against the image before any bar is drawn."""
+    private, key = keys
+    model, version = ("OS-1 sim", "0.9.0") if wrong == "older" else ("OS-9 other", "2.0.0")
+    image = image_file(tmp_path / "x.fw", sign_image(model, version, b"\x00img" * 100, private))
+    with SimulatedTable.over_ptys(firmware_public_key=key.read_bytes()) as sim:
+        run = cardctl(None, "firmware", "flash", "--key", str(key), sim.shoe.url, str(image))
+        state = sim.shoe.state()
+    assert run.code == 1
+    assert "firmware not flashed" in run.one_line_error()
+    assert run.out == ""  # no bar, not even an empty one
+    assert state["firmware_version"] == "1.0.0"

@@ -213,7 +213,8 @@ def test_a_journal_directory_the_service_user_cannot_write_is_named_by_check_con
     for args in (("--check-config",), ()):
         code, err = run_cardd_as(SERVICE_UID, *args, "--config", str(config))
         assert code == 2 and err.count("\n") == 1, err
-        assert "journal.path" in err and f"cannot write in the directory {directory}" in err, err
+        assert "journal.path" in err and (f"permission denied: the user running cardd (uid {SERVICE_UID}) cannot write "
+                                          f"in the directory {directory}") in err, err  # core.files' words
         assert f"uid {SERVICE_UID}" in err and "chown cardd:cardd" in err, err
     os.chown(directory, SERVICE_UID, SERVICE_UID)  # the service's now, but a journal file left by root
     Journal.open(directory / "journal.sqlite3", create=True).close()
@@ -330,3 +331,30 @@ def test_clear_fault_of_a_fault_not_there_is_refused_at_once_saying_the_state(da
     assert state["devices"]["shuffler"]["state"] == "fault"
     assert cardctl(sock, "clear-fault", "shuffler", "jam", "--json").code == 0
     assert cardctl(sock, "status", "--json").json()["state"]["devices"]["shuffler"]["fault"] is None
+
+
+# ---- shoe remainder --file, checked before it is sent (a real daemon) ------------------------------
+
+@pytest.mark.parametrize(("content", "why"), [
+    ('{"AS": "two"}', "['AS']: expected a whole number, got 'two'"),
+    ('["AS", 2]', ": expected an object, got"),
+    ('{"AS": -1}', ": AS: -1 is not a card with a count of 0 or more"),
+    ('{"ZZ": 1}', " key 'ZZ': not a card"),
+    ('{"TH": 1, "10H": 2}', ": keys 'TH' and '10H' are the same (TH): give it once"),
+])
+def test_a_remainder_file_the_daemon_would_refuse_is_refused_before_it_is_sent(daemon: Daemon, tmp_path: Path,
+                                                                               content: str, why: str) -> None:
+    """The trial: {"AS": "two"} went to the daemon, which journaled the refused command, and a JSON
+    list was "not list". Now the daemon's own decoding of the args and the shoe's own count check
+    refuse it here: one error line naming the file, the card and what the file may hold."""
+    stub = tmp_path / "stub.json"
+    stub.write_text(content)
+    run = cardctl(daemon.socket_path, "shoe", "remainder", "--file", str(stub))
+    assert run.code == 2, run.err
+    (error,) = [line for line in run.err.splitlines() if line.startswith("Error:")]
+    assert error.startswith(f"Error: Invalid value for --file: {stub}{why}")
+    assert error.endswith('(the file holds a JSON object of card -> count, each a whole number 0 or more: '
+                          '{"AS": 2, "7H": 1})')
+    assert "list" not in error and "Traceback" not in run.err
+    with ApiClient(daemon.socket_path) as client:
+        assert client.log(reason="COMMAND_REFUSED").records == []  # never sent: nothing journaled

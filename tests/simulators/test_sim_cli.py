@@ -67,7 +67,7 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shoe", "--pty", "--pace", "nan"], "argument --pace: 'nan': expected a number, 0 or more"),
     (["shuffler", "--pty", "--decks", "6"], "--decks, --cut-at and --pace are shoe options"),
     (["shoe", "--pty", "--decks", "6", "--stack", "AS"], "--stack or --decks, not both"),
-    (["shoe", "--pty", "--link", "/nonexistent/dir/shoe"], "--link /nonexistent/dir/shoe: directory /nonexistent/dir does not exist"),
+    (["shoe", "--pty", "--link", "/nonexistent/dir/shoe"], "--link /nonexistent/dir/shoe: the directory /nonexistent/dir does not exist"),  # core.files, as cardctl and cardd say it
     (["shuffler", "--pty", "--faults", "jam=abc"], "--faults: fault switch jam=abc: expected a number of seconds, 0 or more"),
     (["shoe", "--pty", "--faults", "bit_flip_rate=2"], "fault switch bit_flip_rate=2: expected a probability from 0 to 1"),
     (["shoe", "--pty", "--faults", "jam=2"], "--faults: fault switch jam is for the shuffler only: a shoe does not shuffle"),
@@ -83,7 +83,7 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shuffler", "--pty", "--serial", ""], "--serial: serial '': expected 1 to 255 UTF-8 bytes"),
     (["shoe", "--pty", "--firmware-key", str(ROOT / "README.md")],
      f"--firmware-key {ROOT / 'README.md'}: not an Ed25519 public key (32 raw bytes or PEM): "),
-    (["shoe", "--pty", "--firmware-key", "/nonexistent/fw.pub"], "--firmware-key /nonexistent/fw.pub: No such file"),
+    (["shoe", "--pty", "--firmware-key", "/nonexistent/fw.pub"], "--firmware-key /nonexistent/fw.pub: the directory /nonexistent does not exist"),
 ])
 def test_bad_options_are_one_argparse_error_naming_the_option(capsys, argv, why):
     assert why in refused(capsys, *argv)

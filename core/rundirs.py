@@ -1,0 +1,106 @@
+"""A run's temporary directory that a killed run does not leave behind for ever.
+
+cardbench (run, soak, replay), the demo and ``cardd --simulate`` without ``--state-dir`` keep a
+journal, a socket and a log in a fresh temporary directory and remove it when they end. Nothing
+runs at a SIGKILL (nor the OOM killer's), so such a directory stayed in /tmp. Now each is made by
+:func:`make_run_directory`, whose name carries the owner's pid and the start time the kernel gives
+that process (``cardbench-soak-4242-918273-abcd1234``), with a marker file saying the same
+(:data:`MARKER`). Making one first removes, in the same parent, every directory left by an owner
+that is gone:
+
+- only a directory (not a symlink) owned by this user, whose name has that form and whose marker
+  names the same pid and start time: nothing cardd did not make is touched;
+- only when no process has that pid with that start time (a pid the kernel gave to another
+  process since is told apart by its start time; a zombie counts as gone): a live run's
+  directory is never removed. Where /proc cannot be read, nothing is removed.
+
+A directory a run means to keep (a failed soak's journal and log, the demo's journal) is
+:func:`keep`-ed: its marker is removed, so no later run takes it for one left behind.
+Directories made before this mechanism have no marker: they are left alone.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+#: the marker file in a run directory: "<pid> <start time>\n" of the process that made it
+MARKER = ".cardd-run"
+#: a run directory's name: a cardd or cardbench prefix, the owner's pid and start time, mkdtemp's random part
+_NAME = re.compile(r"(?:cardd|cardbench)(?:-[a-z]+)*-(\d+)-(\d+)-[A-Za-z0-9_]+")
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None when
+    there is no such process or it is a zombie (it has ended: nothing of it runs)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            fields = stat_file.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    # after the command's ")": state is field 3, starttime field 22 (1-based, from the pid)
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def owner_gone(pid: int, start: int) -> bool:
+    """Whether the process that made a run directory (``pid`` started at ``start``) has ended.
+    False when that cannot be known (no /proc): a directory is then never taken for left behind."""
+    if not os.path.isdir("/proc/self"):
+        return False
+    return process_start(pid) != start
+
+
+def make_run_directory(prefix: str, parent: str | os.PathLike[str] | None = None) -> Path:
+    """A new private directory ``<parent>/<prefix><pid>-<start>-XXXXXXXX`` with its marker, after
+    removing the run directories in ``parent`` (default: the temporary directory) whose owner is
+    gone. ``prefix`` starts with ``cardd`` or ``cardbench`` and ends with ``-``."""
+    assert _NAME.fullmatch(f"{prefix}1-1-x"), prefix
+    base = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    remove_left_behind(base)
+    pid = os.getpid()
+    start = process_start(pid)
+    directory = Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}-{start or 0}-", dir=base))
+    (directory / MARKER).write_text(f"{pid} {start or 0}\n")
+    return directory
+
+
+def keep(directory: Path) -> None:
+    """``directory`` is kept for a person: no later run removes it (its marker goes)."""
+    try:
+        (directory / MARKER).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def remove_left_behind(parent: Path) -> list[Path]:
+    """Remove the run directories in ``parent`` whose owner is gone (see the module's text); the
+    ones removed. A directory that cannot be read or removed is left as it is."""
+    removed: list[Path] = []
+    uid = os.getuid()
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        named = _NAME.fullmatch(entry.name)
+        if named is None:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+                continue
+            with open(os.path.join(entry.path, MARKER), "rb") as marker:
+                owner = marker.read(64).split()
+        except OSError:
+            continue  # no marker: not made by make_run_directory (or kept)
+        pid, start = int(named[1]), int(named[2])
+        if owner != [str(pid).encode(), str(start).encode()] or not owner_gone(pid, start):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
