@@ -51,6 +51,8 @@ REQUEST_INTERVAL_S = 1.25 / API_RATE
 POLL_S = 0.005
 #: how long a person at real hardware may take to do what the bench asks (load the shoe, deal a card)
 OPERATOR_TIMEOUT = 300.0
+#: an expect step looks this long for the records it expects to be journaled (they follow STATE)
+EXPECT_JOURNAL_S = 5.0
 
 
 class StepFailed(Exception):
@@ -488,26 +490,44 @@ class BenchRig:
             got = _at(state, path)
             if got != value:
                 raise StepFailed(f"{path} = {value!r}", f"{path} = {got!r}{_absent(state, path)}")
-        records = self.journal() if (step.events or step.no_events or step.settlement) else []
-        seen = {r.reason for r in records} - {""}  # a table input's record carries no reason
-        missing = [reason for reason in step.events if reason not in seen]
-        if missing:
-            raise StepFailed(f"events {missing}", f"none of them; journaled: {sorted(seen)}")
-        present = [reason for reason in step.no_events if reason in seen]
-        if present:
-            raise StepFailed(f"no events {present}", f"{present} journaled")
         if step.alarms is not None:
             open_alarms = sorted(a["reason"] for a in state["alarms"])
             if open_alarms != sorted(step.alarms):
                 raise StepFailed(f"open alarms {sorted(step.alarms)}", f"{open_alarms}")
-        if step.settlement:
-            nets: dict[str, Fraction] = {}
-            for r in records:
-                if r.reason == "SETTLED" and "player" in r.data:
-                    nets[r.data["player"]] = nets.get(r.data["player"], Fraction(0)) + Fraction(r.data["net"])
-            for player, cents in step.settlement.items():
-                if nets.get(player) != cents:
-                    raise StepFailed(f"{player} net {cents}", f"{player} net {_money(nets.get(player))}")
+        if not (step.events or step.no_events or step.settlement):
+            return
+        # STATE shows what the table applied; a record joins the journal at its commit, which may
+        # come later (after a commit under way on the writer thread: a loaded machine): the events
+        # and the money are looked for again until they are there or the step's time is up
+        deadline = time.monotonic() + EXPECT_JOURNAL_S
+        while True:
+            records = self.journal()
+            seen = {r.reason for r in records} - {""}  # a table input's record carries no reason
+            present = [reason for reason in step.no_events if reason in seen]
+            if present:
+                raise StepFailed(f"no events {present}", f"{present} journaled")
+            try:
+                _expect_records(step, seen, records)
+                return
+            except StepFailed:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(self.poll_s)
+
+
+def _expect_records(step: Expect, seen: set[str], records: list[Event]) -> None:
+    """The events and the settlement ``step`` expects, in ``records`` (``seen``: their reasons)."""
+    missing = [reason for reason in step.events if reason not in seen]
+    if missing:
+        raise StepFailed(f"events {missing}", f"none of them; journaled: {sorted(seen)}")
+    if step.settlement:
+        nets: dict[str, Fraction] = {}
+        for r in records:
+            if r.reason == "SETTLED" and "player" in r.data:
+                nets[r.data["player"]] = nets.get(r.data["player"], Fraction(0)) + Fraction(r.data["net"])
+        for player, cents in step.settlement.items():
+            if nets.get(player) != cents:
+                raise StepFailed(f"{player} net {cents}", f"{player} net {_money(nets.get(player))}")
 
 
 def stacked_shoe(top: list[str], decks: int) -> list[Card]:
