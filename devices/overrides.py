@@ -7,6 +7,7 @@ game (the round's overrides) and the tracker (the table's), so it sits beside th
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NoReturn
 
 from core.errors import CarddError
@@ -14,7 +15,17 @@ from devices.events import Event, EventSink, Reason, Role, Severity
 
 
 class TableError(CarddError, RuntimeError):
-    """An input the table cannot take now; the text says what and why."""
+    """An input the table cannot take now; the text says what and why. ``reasons``: each reason on
+    its own with its way forward, where there are several (the text joins them with "; "), so a
+    line cut short keeps whole reasons (cardd.daemon.commands.refusal_line)."""
+
+    def __init__(self, message: str, reasons: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.reasons = tuple(reasons)
+
+    @classmethod
+    def of(cls, reasons: Sequence[str]) -> TableError:
+        return cls("; ".join(reasons), reasons)
 
 
 class OverrideRefused(TableError, PermissionError):

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from core.errors import CarddError
 
-#: the longest text an ERROR message carries
-MESSAGE_MAX = 300
+#: the longest text an ERROR message carries (and a COMMAND_REFUSED record's ``refused``): room for an
+#: open_round refused for five reasons, each with its way forward (about 400), bounded for a log line
+MESSAGE_MAX = 600
 
 
 def one_line(text: str) -> str:

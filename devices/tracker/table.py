@@ -448,11 +448,14 @@ class Table:
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered: enter it with "
                             f"{_ENTER_CARD} first")
-        problems += [f"foreign card alarm {a.id} is open: a supervisor looks at the shoe and clears it with "
-                     f"{_CLEAR_ALARM} first"  # an integrity failure stops play
-                     for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
+        foreign = [str(a.id) for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
+        if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
+            problems.append(f"foreign card alarm {', '.join(foreign)} is open: a supervisor looks at the shoe and "
+                            f"clears it with {_CLEAR_ALARM} first" if len(foreign) == 1 else
+                            f"foreign card alarms {', '.join(foreign)} are open: a supervisor looks at the shoe "
+                            f"and clears them with {_CLEAR_ALARM} first")
         if problems:
-            raise TableError("; ".join(problems))
+            raise TableError.of(problems)
         self.rounds_started += 1
         self.round = Round(self.rules, self._journal, round_id=self.rounds_started)
         self.round_log = []
