@@ -538,8 +538,8 @@ class Round:
         cards dealt so far, each on a box with a wager or the dealer, at most two per box.
         """
         if self.state != "initial_deal":
-            raise self._refuse("reconstruct_initial_deal", "reconstruction is only for the initial deal "
-                               f"(the round is {self.state})", who)
+            raise self._refuse("reconstruct_initial_deal", "a placement error is put right only while the initial "
+                               f"deal is under way, and {_NOW[self.state]}", who)
         self._supervisor("reconstruct initial deal", who, role)
         if assignments is not None:
             problem = self._rebuild_initial_layout(assignments)
