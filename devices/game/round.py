@@ -509,7 +509,10 @@ class Round:
         if by_rule is None:
             self._supervisor("void", who, role)
         self._release()
-        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
+        # a void the rule decides is an alarm a supervisor looks at; one a supervisor ordered is his
+        # logged decision (who, why), not an alarm for him to clear (REQUIREMENTS §2: overrides logged with who)
+        severity = Severity.ALARM if by_rule is not None else Severity.WARNING
+        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", severity, who,
                    cause=str(reason), by_rule=by_rule, returned=self._stakes_in_play(),
                    voided_paid_at_once=[line.describe() for line in self.paid_at_once])
         self._go("voided")
