@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cardd.api.errors import MESSAGE_MAX, CommandFailed, one_line
+from cardd.api.errors import REASONS_MAX, CommandFailed, one_line
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
 from cardd.journal.records import MAX_TEXT, is_header_text
@@ -134,7 +134,7 @@ def refusal_line(name: str, exc: Exception) -> str:
 
 
 def reasons_line(head: str, reasons: Sequence[str]) -> str:
-    """``head`` and the reasons, "; " between them, in one line of at most MESSAGE_MAX: cut before a
+    """``head`` and the reasons, "; " between them, in one line of at most REASONS_MAX: cut before a
     reason that does not fit, never inside one (each ends with its way forward), saying how many
     are left out."""
     texts = [" ".join(reason.split()) for reason in reasons]
@@ -142,9 +142,9 @@ def reasons_line(head: str, reasons: Sequence[str]) -> str:
         left = len(texts) - shown
         line = head + "; ".join(texts[:shown]) + (f"; and {left} more reason(s), named once these are dealt with"
                                                   if left else "")
-        if len(line) <= MESSAGE_MAX:
+        if len(line) <= REASONS_MAX:
             return line
-    return one_line(head + texts[0])  # one reason alone too long: cut as any line
+    return one_line(head + texts[0], REASONS_MAX)  # one reason alone too long: cut as any line
 
 
 def _check_text(name: str, value: Any, where: str) -> None:
