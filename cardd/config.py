@@ -291,6 +291,17 @@ def _device_of(url: str) -> tuple[object, ...]:
     return (parsed.scheme, parsed.path, parsed.vid, parsed.pid, parsed.serial_number, parsed.name)
 
 
+def _usb_without_serial_of(first: str, second: str) -> str | None:
+    """Of two USB URLs with one VID:PID, the one without ``?serial=`` (the first if neither has it is
+    left to the equality check); None when they cannot open the same device."""
+    a, b = parse_url(first), parse_url(second)
+    if a.scheme != "usb" or b.scheme != "usb" or (a.vid, a.pid) != (b.vid, b.pid):
+        return None
+    if a.serial_number is None:
+        return first
+    return second if b.serial_number is None else None
+
+
 def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
     def fail(key: str, what: str) -> ConfigError:
         return ConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
@@ -303,11 +314,20 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
                 make_transport(url)  # parses the URL and checks its scheme's options; opens nothing
             except BadURL as exc:
                 raise fail(key, str(exc).removeprefix(f"{exc.device}: ")) from None
-    shuffler = config.devices.shuffler
-    if shuffler is not None and _device_of(shuffler) == _device_of(config.devices.shoe):
+    shoe, shuffler = config.devices.shoe, config.devices.shuffler
+    if shuffler is not None and _device_of(shuffler) == _device_of(shoe):
         # the second role's port would be refused as "busy" (cardd's own lock) at every retry
-        raise fail("devices.shuffler", f"the same device as devices.shoe (\"{config.devices.shoe}\"): the shuffler "
+        raise fail("devices.shuffler", f"the same device as devices.shoe (\"{shoe}\"): the shuffler "
                    "and the shoe each need their own")
+    if shuffler is not None:
+        unnamed = _usb_without_serial_of(shoe, shuffler)
+        if unnamed is not None:  # it opens the first device with its VID:PID, which may be the other role's
+            key, other_key, other = (("devices.shoe", "devices.shuffler", shuffler) if unnamed == shoe else
+                                     ("devices.shuffler", "devices.shoe", shoe))
+            found = parse_url(unnamed)
+            raise fail(key, f"possibly the same device as {other_key} (\"{other}\"): without ?serial= it opens the "
+                       f"first USB device {found.vid:04x}:{found.pid:04x}, which may be that one: give each its "
+                       "serial number (cardctl devices lists them)")
     paths = {"table.rules": config.table.rules, "journal.path": config.journal.path,
              "journal.export_dir": config.journal.export_dir, "api.socket": config.api.socket,
              "firmware.public_key": config.firmware.public_key}

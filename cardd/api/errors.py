@@ -3,15 +3,19 @@ from __future__ import annotations
 
 from core.errors import CarddError
 
-#: the longest text an ERROR message carries
+#: the longest text an ERROR message carries (and a COMMAND_REFUSED record's ``refused``), which may
+#: quote what the client sent
 MESSAGE_MAX = 300
+#: the longest refusal for several reasons (cardd.daemon.commands.reasons_line), the table's own words
+#: only: room for an open_round refused for five reasons, each with its way forward (about 400)
+REASONS_MAX = 600
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int = MESSAGE_MAX) -> str:
     """Any text as one short line (an ERROR message): the server's and the daemon's commands'
     refusals alike (here, not in the server, so what only words a refusal need not import it)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= MESSAGE_MAX else flat[:MESSAGE_MAX - 3] + "..."
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 
 class ApiError(CarddError):

@@ -27,7 +27,7 @@ import msgspec
 import structlog
 
 from cardd.api.backend import Backend
-from cardd.api.errors import (ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
+from cardd.api.errors import (REASONS_MAX, ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
                               one_line)
 from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
 from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
@@ -571,8 +571,8 @@ class ApiServer:
             return
         try:
             reply: msgspec.Struct | None = await self._dispatch(client, request)
-        except CommandFailed as exc:
-            reply = Error(id=request.id, code=exc.code, message=one_line(str(exc)))
+        except CommandFailed as exc:  # a refusal for several reasons is cut by the daemon already, at REASONS_MAX
+            reply = Error(id=request.id, code=exc.code, message=one_line(str(exc), REASONS_MAX))
         except RecursionError:  # args nested deeper than a later step (the json module) goes
             reply = Error(id=request.id, code=ErrorCode.BAD_REQUEST, message=NESTED_TOO_DEEPLY)
         except CarddError as exc:

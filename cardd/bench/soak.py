@@ -23,7 +23,12 @@ Invariants, every round, each worked by the bench from what it saw itself:
   other hand with its doubled stake: no hole card), then compared with the round's SETTLED line
   for that hand; every line adds up to minus the house result;
 - each shoe reconciles; **the chain verifies**: the journal's hash chain at the end, read by the
-  journal's own verifier from the file the daemon wrote.
+  journal's own verifier from the file the daemon wrote;
+- **the cut card is checked**: a shoe whose cut card comes out outside the rules' cut window
+  (``--cut-at`` makes short shoes that way on purpose) has the table's ``CUT_CARD_MISPLACED``
+  warning, and a shoe whose cut card is inside it has none. The bench misplaced the card itself,
+  so the warning does not fail the soak (the daemon did what the house rules ask: it said so);
+  the report says it in a line of its own.
 
 Card latency: from the simulated shoe emitting the CardRead (a probe on the simulator's ``emit``)
 to the card's event reaching the watcher.
@@ -56,6 +61,7 @@ from cardd.journal.journal import Journal
 from cardd.journal.records import GENESIS_HASH
 from core.cards import Card, Rank, shoe_composition
 from core.rundirs import keep, make_run_directory
+from devices.game.rules import cut_window
 from firmware_bridge.messages import CardRead
 from simulators.stack import fisher_yates
 
@@ -137,6 +143,25 @@ class SoakReport:
     #: a failed soak's folder (the journal, the daemon's log cardd.log), kept for inspection;
     #: a passed soak's is removed
     kept_folder: Path | None = None
+    rules: str = ""
+    #: where the soak put the cut card (after this card) and the rules' window for it
+    cut_at: int = 0
+    cut_window: tuple[int, int] = (0, 0)
+    cut_by_option: bool = False  # --cut-at, not the rules' penetration
+    misplaced_cut_shoes: int = 0  # shoes whose CUT_CARD_MISPLACED the table raised
+
+    def cut_line(self) -> str:
+        """Where the cut card was and what the table said of it, in words (an empty run: nothing)."""
+        if not self.shoes:
+            return ""
+        lo, hi = self.cut_window
+        where = f"after card {self.cut_at}" + (" (--cut-at)" if self.cut_by_option else " (the rules' penetration)")
+        if lo <= self.cut_at <= hi:
+            return (f"cut card: {where}, within {self.rules}'s window {lo}..{hi}; "
+                    f"CUT_CARD_MISPLACED in {self.misplaced_cut_shoes} of {self.shoes} shoes")
+        return (f"cut card MISPLACED: {where}, outside {self.rules}'s window {lo}..{hi}, against its rules; "
+                f"the table warned CUT_CARD_MISPLACED in {self.misplaced_cut_shoes} of {self.shoes} shoes, as it "
+                "must. The verdict does not cover the cut: the soak misplaced it itself, for short shoes")
 
     @property
     def passed(self) -> bool:
@@ -189,7 +214,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
     round (per shoe for the shuffler's) of an unplug or a device fault (UNPLUGS, FAULTS);
     ``cut_at``: the cut card after this card (short shoes; default the rules' penetration);
     ``progress`` is called after every shoe."""
-    report = SoakReport()
+    report = SoakReport(rules=rules)
     rng = random.Random(seed)
     start = time.monotonic()
     directory = make_run_directory("cardbench-soak-", "/tmp")  # removed below; by the next run if this one is killed
@@ -251,6 +276,9 @@ class _Play:
         self.chain_seq, self.chain_hash = 0, GENESIS_HASH
         rig.display = ApiClient(rig.socket, pace_s=REQUEST_INTERVAL_S)
         rig.on_hold = self._resume
+        cards = 52 * rig.rules.decks  # where the shoe puts the cut card (simulators.rig.hand_off)
+        report.cut_at = cut_at or max(1, int(cards * rig.rules.shoe.penetration))
+        report.cut_window, report.cut_by_option = cut_window(rig.rules, cards), cut_at is not None
 
     # ---- a shoe and its rounds ----------------------------------------------------------
 
@@ -264,16 +292,31 @@ class _Play:
         if shuffler_faults:
             rig.sim.shuffler.set_faults(jam=None, disconnect_for=None, disconnect_at=None)
         self.reads.new_shoe()
+        misplaced_before = self.watcher.counts_now()["CUT_CARD_MISPLACED"]
         rig.do(Load(cut_at=self.cut_at))
         self._match_reads("the burn")
         shoe_state = rig.state()["shoe"]["state"]
         while shoe_state in ("in_play", "last_round"):
             shoe_state = self._round()
+        self._check_cut(self.watcher.counts_now()["CUT_CARD_MISPLACED"] - misplaced_before)
         dealt = rig.sim.shoe.state()["cards_out"]
         rig.api().command("shoe_remainder", returned={str(c): n for c, n in Counter(order[dealt:]).items()})
         shoe_state = rig.state()["shoe"]["state"]
         if shoe_state != "reconciled":
             self.report.violations.append(f"shoe {self.report.shoes + 1}: ended {shoe_state}, not reconciled")
+
+    def _check_cut(self, warnings: int) -> None:
+        """The shoe's CUT_CARD_MISPLACED warnings (seen by the watcher before its last round ended):
+        one where the cut card was outside the rules' window, none inside it."""
+        report = self.report
+        lo, hi = report.cut_window
+        misplaced = not lo <= report.cut_at <= hi
+        report.misplaced_cut_shoes += min(warnings, 1)
+        if warnings != misplaced:
+            said = f"{warnings} CUT_CARD_MISPLACED" if warnings else "no CUT_CARD_MISPLACED"
+            report.violations.append(f"shoe {report.shoes + 1}: the cut card after card {report.cut_at} is "
+                                     f"{'outside' if misplaced else 'within'} the rules' window {lo}..{hi}, "
+                                     f"the table said {said}")
 
     def _round(self) -> str:
         """One round from open to settled, checked; the shoe's state after it."""
@@ -649,7 +692,7 @@ def summary_lines(report: SoakReport) -> list[str]:
         "card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()),
         "daemon memory: " + (trend.describe() if trend else "too few samples"),
         f"journal chain, walked round by round: {report.chain_checked} records; at the end: {report.chain_detail}",
-    ] + ([] if report.kept_folder is None else
+    ] + [line for line in (report.cut_line(),) if line] + ([] if report.kept_folder is None else
          [f"the run's folder is kept for inspection: {report.kept_folder} (journal.sqlite3, the daemon's log cardd.log)"])
 
 

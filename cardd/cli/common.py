@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -188,10 +189,48 @@ def daemon(timeout: float | None = 10.0) -> Iterator[ApiClient]:
             client.close()
 
 
+#: The one table of which cardctl command sends which API command (docs/cardctl.md): a refusal
+#: the daemon words with the API's name is shown in cardctl's (:func:`in_cardctl_words`). API
+#: commands cardctl has no command for (enter_card, take_seat, ...) keep their API name.
+CARDCTL_COMMANDS: dict[str, str] = {
+    "open_round": "round open", "place_bet": "round bet", "no_more_bets": "round no-more-bets",
+    "insure": "round insure", "close_insurance": "round close-insurance", "act": "round act",
+    "resume": "round continue", "redeal": "round redeal", "drawn_in_error": "round drawn-in-error",
+    "clear_alarm": "alarm clear", "void_shoe": "shoe void", "shoe_remainder": "shoe remainder",
+    "selftest": "selftest", "counters": "counters", "clear_fault": "clear-fault", "start_shuffle": "shuffle",
+    "export_journal": "log --export", "verify_journal": "verify-journal",
+}
+_HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
+#: a command the refusal names as the way forward: an API name with an underscore (no English word
+#: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with
+#: redeal"); "the players act" or "no held round to resume" are words, not commands
+_NEXT = re.compile(r"(?<![\w'.-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+)(?![\w'.-])")  # not an arg's place_bet.amount
+_ROLE = re.compile(r"^command '(?P<name>[a-z_]+)' needs ")
+
+
+def in_cardctl_words(line: str) -> str:
+    """The daemon's refusal ``line`` (worded for the API) in cardctl's words: the refused command
+    as cardctl spells it, and each next step as the cardctl command to type
+    (``open_round refused: ...: open one with open_round first`` ->
+    ``round open refused: ...: open one with cardctl round open first``)."""
+    line = _ROLE.sub(lambda m: f"command '{CARDCTL_COMMANDS.get(m['name'], m['name'])}' needs ", line, count=1)
+    head = _HEAD.match(line)
+    start = 0
+    if head is not None and head["name"] in CARDCTL_COMMANDS:
+        line = CARDCTL_COMMANDS[head["name"]] + line[head.end("name"):]
+        start = len(CARDCTL_COMMANDS[head["name"]])
+    return line[:start] + _NEXT.sub(lambda m: f"cardctl {CARDCTL_COMMANDS[m[0]]}" if m[0] in CARDCTL_COMMANDS
+                                    else m[0], line[start:])
+
+
 def run_command(client: ApiClient, name: str, **args: Any) -> dict[str, Any]:
-    """Run a daemon command; the journal record it made (its ``data`` holds a device's answer)."""
+    """Run a daemon command; the journal record it made (its ``data`` holds a device's answer).
+    A refusal is shown in cardctl's words (:func:`in_cardctl_words`)."""
     with api_errors():
-        ack = client.command(name, **args)
+        try:
+            ack = client.command(name, **args)
+        except CommandRefused as exc:
+            raise CommandRefused(exc.code, in_cardctl_words(str(exc))) from None
         records = client.log(from_seq=ack.seq, to_seq=ack.seq).records
     return to_builtins(records[0]) if records else {"seq": ack.seq}
 

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, run_command, \
-    to_builtins
+from cardd.cli.common import CARDCTL_COMMANDS, EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, \
+    run_command, to_builtins
 from core.cards import Card
 from core.errors import CarddError
 from devices.tracker.inputs import InputDecodeError, ShoeRemainder, decode_field
@@ -89,7 +89,7 @@ def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), **ar
     with daemon() as client:
         record = run_command(client, name, **args)
         outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
-    lines = [f"{name}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
+    lines = [f"{CARDCTL_COMMANDS[name]}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
          lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
     return outcome
@@ -175,9 +175,8 @@ def round_open(as_json: bool) -> None:
         waiting = drawn_in_error_waiting()  # named from the table's state, not from the refusal's wording
         if not waiting:
             raise
-        # the daemon's line names the API's command; the cards and cardctl's own words for it are added
-        raise CliError(f"{exc} (waiting: {', '.join(waiting)}; with cardctl: {SETTLE_DRAWN_IN_ERROR})",
-                       exc.exit_code) from None
+        # the daemon's line (in cardctl's words: run_command) names the command; the cards are added
+        raise CliError(f"{exc} (waiting: {', '.join(waiting)})", exc.exit_code) from None
 
 
 def drawn_in_error_waiting() -> list[str]:

@@ -10,15 +10,16 @@ command is a request to a device (technician). A *simulation* command exists onl
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cardd.api.errors import CommandFailed, one_line
+from cardd.api.errors import REASONS_MAX, CommandFailed, one_line
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
 from cardd.journal.records import MAX_TEXT, is_header_text
 from devices.game.round_types import RuleViolation
-from devices.overrides import OverrideRefused
+from devices.overrides import OverrideRefused, TableError
 from devices.tracker import inputs
 from devices.tracker.inputs import InputDecodeError
 
@@ -127,7 +128,23 @@ def refusal_line(name: str, exc: Exception) -> str:
         why = str(exc)
     if isinstance(exc, CommandFailed) and why.startswith((f"{name}:", f"{name} ", f"{name}.")):
         return one_line(why)  # the daemon's own (a device or simulation command's), named already
+    if isinstance(exc, TableError) and len(exc.reasons) > 1:
+        return reasons_line(f"{name} refused: ", exc.reasons)
     return one_line(f"{name} refused: {why}")
+
+
+def reasons_line(head: str, reasons: Sequence[str]) -> str:
+    """``head`` and the reasons, "; " between them, in one line of at most REASONS_MAX: cut before a
+    reason that does not fit, never inside one (each ends with its way forward), saying how many
+    are left out."""
+    texts = [" ".join(reason.split()) for reason in reasons]
+    for shown in range(len(texts), 0, -1):
+        left = len(texts) - shown
+        line = head + "; ".join(texts[:shown]) + (f"; and {left} more reason(s), named once these are dealt with"
+                                                  if left else "")
+        if len(line) <= REASONS_MAX:
+            return line
+    return one_line(head + texts[0], REASONS_MAX)  # one reason alone too long: cut as any line
 
 
 def _check_text(name: str, value: Any, where: str) -> None:

@@ -509,7 +509,10 @@ class Round:
         if by_rule is None:
             self._supervisor("void", who, role)
         self._release()
-        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", Severity.ALARM, who,
+        # a void the rule decides is an alarm a supervisor looks at; one a supervisor ordered is his
+        # logged decision (who, why), not an alarm for him to clear (REQUIREMENTS §2: overrides logged with who)
+        severity = Severity.ALARM if by_rule is not None else Severity.WARNING
+        self._emit(Reason.ROUND_VOID, f"void ({reason}); all bets returned", severity, who,
                    cause=str(reason), by_rule=by_rule, returned=self._stakes_in_play(),
                    voided_paid_at_once=[line.describe() for line in self.paid_at_once])
         self._go("voided")
@@ -538,8 +541,8 @@ class Round:
         cards dealt so far, each on a box with a wager or the dealer, at most two per box.
         """
         if self.state != "initial_deal":
-            raise self._refuse("reconstruct_initial_deal", "reconstruction is only for the initial deal "
-                               f"(the round is {self.state})", who)
+            raise self._refuse("reconstruct_initial_deal", "a placement error is put right only while the initial "
+                               f"deal is under way, and {_NOW[self.state]}", who)
         self._supervisor("reconstruct initial deal", who, role)
         if assignments is not None:
             problem = self._rebuild_initial_layout(assignments)

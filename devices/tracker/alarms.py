@@ -15,6 +15,7 @@ from typing import Any
 
 from devices.events import Event, EventSink, Reason, Role
 from devices.overrides import TableError, require_supervisor
+from devices.tracker.inputs import ClearAlarm, command_name
 
 
 @dataclass
@@ -44,7 +45,7 @@ class AlarmBook:
     def clear(self, sink: EventSink, alarm_id: int, who: str, role: Role) -> Alarm:
         if alarm_id not in self.open:
             raise TableError(f"no open alarm {alarm_id} (open alarms: {', '.join(map(str, sorted(self.open))) or 'none'})")
-        require_supervisor(sink, "table", f"clear alarm {alarm_id}", who, role)
+        require_supervisor(sink, "table", f"clear alarm {alarm_id}", who, role, command_name(ClearAlarm))
         return self.open.pop(alarm_id)
 
     def settle_holds(self, round_id: int) -> list[Alarm]:

@@ -55,7 +55,10 @@ _REASON_FOR_DEST = {
     "verified": Reason.SHOE_VERIFIED, "refused": Reason.SHOE_REFUSED, "last_round": Reason.CUT_CARD_OUT,
     "reconciled": Reason.RECONCILED, "unreconciled": Reason.RECONCILIATION_FAILED, "void": Reason.SHOE_VOID,
 }
-_ALARMS = ("refused", "unreconciled", "void")
+#: the shoe's states whose arrival is an alarm; "void" is not: only a supervisor voids a shoe
+#: (VoidShoe), and his decision is journaled with who (SHOE_VOID, warning), not an alarm for him to clear
+_ALARMS = ("refused", "unreconciled")
+_WARNINGS = ("void",)
 
 
 def describe_counts(counts: Mapping[Card, int]) -> str:
@@ -316,7 +319,7 @@ class Shoe(TableDriven):
             text += f": {note['problems']}" + ("; dealing blocked" if dst == "refused" else "")
         elif note:  # the facts a supervisor reads on the screen: cards, decks, counting device, who
             text += ": " + ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in note.items())
-        severity = Severity.ALARM if dst in _ALARMS else Severity.INFO
+        severity = Severity.ALARM if dst in _ALARMS else Severity.WARNING if dst in _WARNINGS else Severity.INFO
         data = {"from": src, "to": dst, "trigger": trigger, **note}
         log.info("shoe_state", **{k: str(v) for k, v in data.items()})
         self._sink(Event(reason, "shoe", text, severity, data, who))

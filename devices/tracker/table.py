@@ -60,6 +60,8 @@ _OPEN_ROUND, _ENTER_CARD, _DRAWN_IN_ERROR_CMD = (command_name(OpenRound), comman
                                                  command_name(DrawnInErrorDecision))
 _TAKE_SEAT, _CLEAR_ALARM, _SHOE_REMAINDER = command_name(TakeSeat), command_name(ClearAlarm), command_name(ShoeRemainder)
 _HAND_SHUFFLED, _VOID_SHOE, _REDEAL = command_name(HandShuffled), command_name(VoidShoe), command_name(Redeal)
+_RESUME, _PLACEMENT_ERROR = command_name(Resume), command_name(PlacementError)
+_CARDS_TO_BOX_WITHOUT_WAGER = command_name(CardsToBoxWithoutWager)
 #: what stands between a shoe that is not in play and the next round, by the shoe's state
 _SHOE_NOT_IN_PLAY = {
     "idle": "shuffle a shoe and load it first",
@@ -448,11 +450,14 @@ class Table:
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered: enter it with "
                             f"{_ENTER_CARD} first")
-        problems += [f"foreign card alarm {a.id} is open: a supervisor looks at the shoe and clears it with "
-                     f"{_CLEAR_ALARM} first"  # an integrity failure stops play
-                     for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
+        foreign = [str(a.id) for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
+        if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
+            problems.append(f"foreign card alarm {', '.join(foreign)} is open: a supervisor looks at the shoe and "
+                            f"clears it with {_CLEAR_ALARM} first" if len(foreign) == 1 else
+                            f"foreign card alarms {', '.join(foreign)} are open: a supervisor looks at the shoe "
+                            f"and clears them with {_CLEAR_ALARM} first")
         if problems:
-            raise TableError("; ".join(problems))
+            raise TableError.of(problems)
         self.rounds_started += 1
         self.round = Round(self.rules, self._journal, round_id=self.rounds_started)
         self.round_log = []
@@ -597,11 +602,14 @@ class Table:
 
     def _placement_error(self, inp: PlacementError) -> None:
         """A card placed on the wrong box in the initial deal: the layout is reconstructed."""
+        # the role first, refused in the command's name (the round's own check names its round)
+        refuse_unless_supervisor(self._journal, "table", _PLACEMENT_ERROR, inp.who, inp.role)
         layout = None if inp.assignments is None else tuple(inp.assignments)
         self._to_round(ReconstructInitialDeal(inp.who, inp.role, layout))
 
     def _cards_to_box_without_wager(self, inp: CardsToBoxWithoutWager) -> None:
         """All cards in play go back on top of the shoe and are dealt again, in the same order."""
+        refuse_unless_supervisor(self._journal, "table", _CARDS_TO_BOX_WITHOUT_WAGER, inp.who, inp.role)
         dealt = [c for c, _ in self.round.assignments] if self.round_live else []  # type: ignore[union-attr]
         exposed = tuple(self.pending)  # in play too: back on the shoe after the dealt cards
         self._to_round(ReconstructAndRedeal(inp.who, inp.role, also=exposed))
@@ -635,10 +643,10 @@ class Table:
         who, role = inp.who, inp.role
         if not self.round_live or self.round.held is None:  # type: ignore[union-attr]
             raise TableError("no held round to resume: only a held round waits for a supervisor")
-        refuse_unless_supervisor(self._journal, "table", "resume", who, role)
+        refuse_unless_supervisor(self._journal, "table", _RESUME, who, role)
         problems = self.device_problems()
         if problems:
-            refuse_override(self._journal, "table", "resume", who, f"{'; '.join(problems)}: continue once every "
+            refuse_override(self._journal, "table", _RESUME, who, f"{'; '.join(problems)}: continue once every "
                             f"device is back, or void the round with {_REDEAL}", role)
         self._to_round(inp)
         self._holds_decided(who, "resumed")
@@ -649,6 +657,7 @@ class Table:
         who, role = inp.who, inp.role
         if not self.round_live:
             raise TableError("no round is being played: there is nothing to re-deal")
+        refuse_unless_supervisor(self._journal, "table", _REDEAL, who, role)
         self._void_round(Reason.REDEAL, who, role)
         self._emit(Reason.REDEAL, f"re-deal declared by {who}", Severity.WARNING, who)
 
@@ -667,7 +676,7 @@ class Table:
         who, role = inp.who, inp.role
         if not self.shoe.may("void_shoe"):  # checked first: no override is journaled for a void that cannot happen
             raise TableError(f"no shoe to void: the shoe is {self.shoe.state}")  # idle or void already
-        require_supervisor(self._journal, "table", "void shoe", who, role)
+        require_supervisor(self._journal, "table", "void shoe", who, role, _VOID_SHOE)
         if self.round_live:
             self._void_round(Reason.SHOE_VOID, who, role)
         self.shoe.void(who)

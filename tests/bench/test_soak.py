@@ -209,3 +209,36 @@ def test_the_bench_works_each_hands_net_itself() -> None:
     # an odd stake's blackjack leaves half a cent: exact
     r = _round({"1": [_hand(["AC", "JS"], stake=1005)]}, ["9D", "7C", "5H"])
     assert expected_nets(r) == {("p1", 1, 0): Fraction(3015, 2)}
+
+
+def test_a_cut_card_the_soak_misplaced_is_said_plainly_and_the_tables_warning_checked() -> None:
+    """`soak --rules casino-003 --cut-at 20` journaled CUT_CARD_MISPLACED and printed PASS with the warning
+    only in the events' counts. Casino 003's sheet has the cut at least one deck (52 cards) from either
+    end: the table warns (as for every casino), the soak says so in a line of its own and checks the
+    warning came, one a shoe."""
+    report = soak(2, rules="casino-003", cut_at=20)
+    assert report.passed, report.violations
+    assert report.misplaced_cut_shoes == 2 and report.events["CUT_CARD_MISPLACED"] == 2
+    assert report.cut_line() == (
+        "cut card MISPLACED: after card 20 (--cut-at), outside casino-003's window 157..260, against its rules; "
+        "the table warned CUT_CARD_MISPLACED in 2 of 2 shoes, as it must. The verdict does not cover the cut: "
+        "the soak misplaced it itself, for short shoes")
+    assert report.cut_line() in summary_lines(report)
+
+
+def test_a_cut_card_within_the_window_has_no_warning_and_says_so() -> None:
+    report = soak(1, rules="casino-003", cut_at=157, unplug_rate=0.0, fault_rate=0.0)
+    assert report.passed, report.violations
+    assert report.cut_line() == ("cut card: after card 157 (--cut-at), within casino-003's window 157..260; "
+                                 "CUT_CARD_MISPLACED in 0 of 1 shoes")
+
+
+def test_a_misplaced_cut_card_the_table_did_not_warn_of_fails_the_soak() -> None:
+    report = SoakReport(cut_at=20, cut_window=(157, 260), shoes=0)
+    play = _Play.__new__(_Play)  # only the report is used by the check
+    play.report = report
+    play._check_cut(0)
+    assert report.violations == ["shoe 1: the cut card after card 20 is outside the rules' window 157..260, "
+                                 "the table said no CUT_CARD_MISPLACED"]
+    play._check_cut(1)
+    assert len(report.violations) == 1 and report.misplaced_cut_shoes == 1

@@ -41,9 +41,9 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 
     refused = cardctl(sock, "round", "open")
     assert refused.code == 1
-    assert refused.one_line_error() == ("cardctl: open_round refused: a card drawn in error waits for the dealer's "
-                                        "word: give it with drawn_in_error (exposed or not) first "
-                                        f"(waiting: {first}, {second}; with cardctl: {SETTLE})")
+    assert refused.one_line_error() == ("cardctl: round open refused: a card drawn in error waits for the dealer's "
+                                        "word: give it with cardctl round drawn-in-error (exposed or not) first "
+                                        f"(waiting: {first}, {second})")
     status = cardctl(sock, "status")
     assert f"drawn in error, waiting for the dealer: {first}, {second} ({SETTLE})" in status.out
 
@@ -60,7 +60,7 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
     unexposed = cardctl(sock, "round", "drawn-in-error", "unexposed")
     assert unexposed.code == 0, unexposed.err
     seq = unexposed.out.split("journal seq ")[1].split(")")[0]
-    assert unexposed.out == (f"drawn_in_error: ok (journal seq {seq})\n"
+    assert unexposed.out == (f"round drawn-in-error: ok (journal seq {seq})\n"
                              f"card drawn in error ({second}) kept face down as the next round's burn card\n")
     piles = cardctl(sock, "status", "--json").json()["state"]["piles"]
     assert (piles["discard"], piles["burn"], piles["drawn_in_error"]) == \
@@ -69,7 +69,7 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 
     nothing = cardctl(sock, "round", "drawn-in-error", "exposed")
     assert nothing.code == 1
-    assert nothing.one_line_error() == "cardctl: drawn_in_error refused: no card drawn in error waits for a decision"
+    assert nothing.one_line_error() == "cardctl: round drawn-in-error refused: no card drawn in error waits for a decision"
     assert cardctl(sock, "round", "drawn-in-error", "maybe").code == 2
     assert cardctl(sock, "round", "open", "--json").code == 0  # settled: the round opens
 
@@ -77,7 +77,7 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 def test_a_round_refused_for_another_reason_names_no_drawn_in_error_command(daemon: Daemon):
     refused = cardctl(daemon.socket_path, "round", "open")  # nothing shuffled yet
     assert refused.code == 1
-    assert refused.one_line_error() == ("cardctl: open_round refused: the shoe is idle: shuffle a shoe and load it "
+    assert refused.one_line_error() == ("cardctl: round open refused: the shoe is idle: shuffle a shoe and load it "
                                         "first")
 
 
@@ -97,7 +97,7 @@ def play_the_shoe_to_its_end(daemon: Daemon) -> dict[str, int]:
             paced.command("drawn_in_error", exposed=True)
     refused = cardctl(daemon.socket_path, "shoe", "remainder", "AS=1")
     assert refused.code == 1
-    assert refused.one_line_error() == ("cardctl: shoe_remainder refused: the shoe is last_round: its remainder is "
+    assert refused.one_line_error() == ("cardctl: shoe remainder refused: the shoe is last_round: its remainder is "
                                         "counted once the shoe is complete (after the cut card's last round)")
     open_and_bet(client)
     play_out(client, sim_deal(client), lambda s: None)
@@ -121,7 +121,7 @@ def test_the_remainder_counted_card_by_card_reconciles_the_shoe(daemon: Daemon):
     done = cardctl(sock, "shoe", "remainder", *tokens)
     assert done.code == 0, done.err
     head, message = done.out.splitlines()
-    assert head.startswith("shoe_remainder: ok (journal seq ")
+    assert head.startswith("shoe remainder: ok (journal seq ")
     state = cardctl(sock, "status", "--json").json()["state"]
     returned = sum(stub.values())
     assert state["shoe"]["cards_out"] + returned == 312  # six decks

@@ -206,6 +206,27 @@ def test_one_device_for_both_roles_is_refused_naming_both_keys(tmp_path, shoe, s
         "the shuffler and the shoe each need their own")
 
 
+@pytest.mark.parametrize(("shoe", "shuffler", "key", "other_key"), [
+    ("usb://1209:c4d0?serial=SHOE0001", "usb://1209:C4D0", "devices.shuffler", "devices.shoe"),
+    ("usb://1209:c4d0", "usb://1209:c4d0?serial=SHUF0001", "devices.shoe", "devices.shuffler"),
+])
+def test_a_usb_device_without_its_serial_may_be_the_other_roles_and_is_refused_naming_both_keys(
+        tmp_path, shoe, shuffler, key, other_key):
+    """usb://VID:PID opens the first device with that VID:PID, which may be the one the other role names by serial."""
+    text = MINIMAL.replace("usb://1209:c4d0?serial=SHOE0001", shoe).replace(
+        "[table]", f'shuffler = "{shuffler}"\n[table]')
+    unnamed, other = (shuffler, shoe) if key == "devices.shuffler" else (shoe, shuffler)
+    assert str(error_of(tmp_path, text)) == (
+        f'{tmp_path / "cardd.toml"}: {key}: "{unnamed}": possibly the same device as {other_key} ("{other}"): '
+        "without ?serial= it opens the first USB device 1209:c4d0, which may be that one: give each its serial "
+        "number (cardctl devices lists them)")
+
+
+def test_a_usb_device_without_a_serial_beside_another_model_is_two_devices(tmp_path):
+    text = MINIMAL.replace("[table]", 'shuffler = "usb://1209:c4d1"\n[table]')
+    assert load_config(write(tmp_path, text)).devices.shuffler == "usb://1209:c4d1"
+
+
 def test_two_devices_of_one_model_by_serial_number_are_two_devices(tmp_path):
     text = MINIMAL.replace("[table]", 'shuffler = "usb://1209:c4d0?serial=SHUF0001"\n[table]')
     assert load_config(write(tmp_path, text)).devices.shuffler == "usb://1209:c4d0?serial=SHUF0001"

@@ -240,6 +240,13 @@ def test_check_config_good_and_bad(directory):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "no such file" in result.stderr
 
 
+def test_check_config_refuses_a_usb_shuffler_without_serial_beside_the_shoe_of_its_model(directory):
+    config = write_config(directory, "usb://1209:c4d0?serial=SHOE0001", "usb://1209:c4d0")
+    result = run_cardd("--check-config", "--config", str(config))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result
+    assert 'devices.shuffler: "usb://1209:c4d0": possibly the same device as devices.shoe ' in result.stderr
+
+
 def test_automatic_shuffle_rules_without_a_shuffler_are_a_warning_of_check_config_and_at_start(directory):
     """The daemon runs (a technician's shoe on a bench), but such a table could never start a shoe."""
     shoe_only = write_config(directory, "serial:///dev/cardd/shoe", None)  # casino-000: shuffle = "automatic"

@@ -6,22 +6,25 @@ through the real daemon's socket."""
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cardd.api.errors import CommandFailed
+from cardd.api.errors import REASONS_MAX, CommandFailed
 from cardd.api.peer import Caller
 from cardd.daemon.backend import DaemonBackend
-from cardd.daemon.commands import TABLE_COMMANDS, command_table
+from cardd.daemon.commands import TABLE_COMMANDS, command_table, reasons_line
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import Journal
 from core.cards import Card, Orientation
 from devices.events import Role
 from devices.tracker import inputs
 from devices.tracker.inputs import DeviceMessage, LinkDown
-from firmware_bridge.messages import CardRead, ShoeLoaded
+from firmware_bridge.messages import CardRead, ShoeLoaded, UnreadableCard
+from tests.api.api_rig import LineClient, serving
 from tests.daemon.daemon_rig import simulate
 from tests.daemon.service_rig import RULES, linked_and_shuffled, start, turn
 from tests.support.aio import run
@@ -159,3 +162,49 @@ def test_every_command_of_the_simulated_daemon_refused_for_its_args_names_itself
         assert (reply["class"], reply["code"]) == ("ERROR", "failed"), reply
         assert reply["message"] == "place_bet refused: no round is open: open one with open_round first"
         client.close()
+
+
+def test_a_round_refused_for_five_reasons_names_each_with_its_way_forward(tmp_path: Path) -> None:
+    """Both devices gone, a card drawn in error, an unreadable card and foreign cards: the line was
+    cut at 300 characters ("foreign card ala...") and lost the last way forward."""
+    async def scenario() -> str:
+        with Journal.open(tmp_path / "journal.sqlite3", create=True) as journal:
+            service = TableService(RULES, journal, lambda event: None, clock=FakeClock())
+            service.restore(start())
+            await linked_and_shuffled(service)
+            aces = [DeviceMessage("shoe-reader", CardRead(i, Card.parse("AS"), Orientation.FACE_DOWN, 10))
+                    for i in range(1, 10)]  # the burn, then 8 between rounds: 6 aces of spades exist, 3 are foreign
+            await turn(service, DeviceMessage("shoe-reader", ShoeLoaded(0)), *aces,
+                       DeviceMessage("shoe-reader", UnreadableCard(10, 10)))
+            await turn(service, LinkDown("shuffler"), LinkDown("shoe-reader"))
+            backend = DaemonBackend(service, command_table(simulated=False), dict, {})
+            line = await refused(backend, journal, "open_round", {})
+            sock_dir = Path(tempfile.mkdtemp(prefix="cardd-refusal-", dir="/tmp"))  # a socket path under 108 bytes
+            try:  # the API server's ERROR on a real socket carries the line whole, not cut again
+                async with serving(backend, sock_dir):  # type: ignore[arg-type]
+                    client = await LineClient.connect(sock_dir / "cardd.sock")
+                    reply = await client.ask({"class": "COMMAND", "id": "c1", "name": "open_round", "args": {}})
+                    await client.close()
+            finally:
+                shutil.rmtree(sock_dir, ignore_errors=True)
+            assert reply["class"] == "ERROR" and reply["message"] == line, reply
+            return line
+
+    line = run(scenario())
+    assert line == ("open_round refused: shuffler is offline (play waits for it); shoe-reader is offline (play waits "
+                    "for it); a card drawn in error waits for the dealer's word: give it with drawn_in_error (exposed "
+                    "or not) first; unreadable card #10 waits to be entered: enter it with enter_card first; foreign "
+                    "card alarms 1, 2, 3 are open: a supervisor looks at the shoe and clears them with clear_alarm "
+                    "first")
+    assert len(line) <= REASONS_MAX
+
+
+def test_reasons_that_do_not_fit_are_left_out_whole_and_counted() -> None:
+    reasons = [f"reason {i}: " + "x" * 150 + f" do {i} first" for i in range(1, 6)]
+    line = reasons_line("open_round refused: ", reasons)
+    assert len(line) <= REASONS_MAX
+    assert line == ("open_round refused: " + "; ".join(reasons[:3])
+                    + "; and 2 more reason(s), named once these are dealt with")
+    assert reasons_line("x refused: ", ["a: b", "c: d"]) == "x refused: a: b; c: d"
+    alone = reasons_line("x refused: ", ["y" * 700, "z"])  # one reason over the limit: cut as any line
+    assert len(alone) == REASONS_MAX and alone.endswith("...")

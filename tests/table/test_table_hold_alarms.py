@@ -89,8 +89,10 @@ def test_a_supervisors_void_of_the_held_round_closes_its_hold_alarm(decision: st
     held_by_a_malfunction(rig)
     mark = len(rig.events)
     rig.table.apply(Redeal("sup-1", SUP) if decision == "redeal" else VoidShoe("sup-1", SUP))
-    # the void is an alarm of its own (ROUND_VOID, and SHOE_VOID), as any void
-    assert "ROUND_HELD" not in open_reasons(rig) and open_reasons(rig)[0] == "SHUFFLER_MALFUNCTION"
+    # the supervisor's void is his decision, journaled with who: no alarm of its own (ROUND_VOID, SHOE_VOID)
+    assert open_reasons(rig) == ["SHUFFLER_MALFUNCTION"]
+    voids = [e for e in rig.events[mark:] if e.reason in (Reason.ROUND_VOID, Reason.SHOE_VOID)]
+    assert voids and all(e.severity is Severity.WARNING and e.who == "sup-1" for e in voids)
     [event] = cleared(rig, mark)
     assert event.who == "sup-1" and "voided" in event.message
 
@@ -165,3 +167,14 @@ def test_a_round_restored_held_after_a_restart_has_its_hold_alarm_closed_by_the_
     back.apply(Resume("sup-1", SUP))
     assert not back.alarms.open
     assert [(e.who, e.data["alarm"]) for e in events if e.reason is Reason.ALARM_CLEARED] == [("sup-1", alarm.id)]
+
+
+def test_a_void_the_rule_decides_stays_an_alarm() -> None:
+    """A face-up card voids the round by the rule (seed 000 section 7): the table decided, a supervisor looks."""
+    rig = TableRig.from_file(RULES)
+    rig.bets(1)
+    rig.deal("TH")
+    rig.read("9S", face_up=True)
+    [void] = rig.find(Reason.ROUND_VOID)
+    assert void.severity is Severity.ALARM and void.data["by_rule"]
+    assert "ROUND_VOID" in open_reasons(rig)

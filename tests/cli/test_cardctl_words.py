@@ -1,0 +1,90 @@
+"""A refusal in cardctl's words: the daemon words its refusals for the API (``open_round refused:
+...: open one with open_round first``); cardctl shows the command the user typed and the cardctl
+command to type next, from one table (cardd.cli.common.CARDCTL_COMMANDS)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from cardd.cli.common import CARDCTL_COMMANDS, in_cardctl_words
+from cardd.cli.main import cli
+from cardd.daemon.commands import command_table
+from tests.cli.cli_rig import cardctl
+from tests.daemon.daemon_rig import Daemon, shuffle_and_load
+
+
+def _command_paths(group: click.Group, prefix: str = "") -> set[str]:
+    paths = set()
+    for name, command in group.commands.items():
+        path = f"{prefix}{name}"
+        paths.add(path)
+        if isinstance(command, click.Group):
+            paths |= _command_paths(command, f"{path} ")
+    return paths
+
+
+def test_the_one_table_maps_api_commands_to_cardctl_commands_that_exist() -> None:
+    api = command_table(simulated=False)
+    paths = _command_paths(cli)
+    for name, words in CARDCTL_COMMANDS.items():
+        assert name in api, name
+        assert words.removesuffix(" --export") in paths, words
+
+
+def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() -> None:
+    assert in_cardctl_words("place_bet refused: no round is open: open one with open_round first") == \
+        "round bet refused: no round is open: open one with cardctl round open first"
+    assert in_cardctl_words("open_round refused: a card drawn in error waits for the dealer's word: give it with "
+                            "drawn_in_error (exposed or not) first") == \
+        ("round open refused: a card drawn in error waits for the dealer's word: give it with "
+         "cardctl round drawn-in-error (exposed or not) first")
+    assert in_cardctl_words("resume refused: shoe-reader is offline: continue once every device is back, or void "
+                            "the round with redeal") == \
+        ("round continue refused: shoe-reader is offline: continue once every device is back, or void the round "
+         "with cardctl round redeal")
+    assert in_cardctl_words("command 'void_shoe' needs the supervisor role; jdoe holds dealer") == \
+        "command 'shoe void' needs the supervisor role; jdoe holds dealer"
+    assert in_cardctl_words("clear_fault: the shuffler has no jam fault") == "clear-fault: the shuffler has no jam fault"
+
+
+def test_words_that_are_not_commands_are_left_as_they_are() -> None:
+    # "act" and "resume" are words here; enter_card and take_seat have no cardctl command; an arg's name
+    for line in ("act refused: stand at box 1 is taken only while the players act, and bets are still open",
+                 "resume refused: no held round to resume: only a held round waits for a supervisor"):
+        head, rest = line.split(" refused: ")
+        assert in_cardctl_words(line) == f"{CARDCTL_COMMANDS[head]} refused: {rest}"
+    assert in_cardctl_words("act refused: box 2 has an unreadable card: enter it with enter_card first") == \
+        "round act refused: box 2 has an unreadable card: enter it with enter_card first"
+    assert in_cardctl_words("place_bet.amount: expected a whole number, got 'ten'") == \
+        "place_bet.amount: expected a whole number, got 'ten'"
+    assert in_cardctl_words("take_seat refused: x") == "take_seat refused: x"
+
+
+def test_cardctl_shows_a_table_refusal_in_its_own_words(daemon: Daemon) -> None:
+    sock = daemon.socket_path
+    refused = cardctl(sock, "round", "bet", "1", "alice", "25")
+    assert refused.code == 1
+    assert refused.one_line_error() == ("cardctl: round bet refused: no round is open: open one with cardctl round "
+                                        "open first")
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+    client.close()
+    refused = cardctl(sock, "round", "continue")
+    assert refused.code == 1
+    assert refused.one_line_error() == ("cardctl: round continue refused: no held round to resume: only a held "
+                                        "round waits for a supervisor")
+    opened = cardctl(sock, "round", "open")
+    assert opened.code == 0 and opened.out.startswith("round open: ok (journal seq "), opened.err
+
+
+def test_docs_cardctl_md_shows_the_same_table() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cardctl.md").read_text()
+    table = text.split("| API command | cardctl |")[1].split("\n\n")[0]
+    shown: dict[str, str] = {}
+    for row in table.splitlines()[2:]:
+        api, words = (re.findall(r"`([^`]+)`", cell) for cell in row.strip("|").split("|"))
+        assert len(api) == len(words), row
+        shown.update(zip(api, words))
+    assert shown == CARDCTL_COMMANDS
