@@ -92,7 +92,8 @@ class Table:
         self.uses_shuffler = rules.shoe.shuffle == "automatic"
         self.shuffler = ShufflerModel(self._device_event, clock, stale_after_s, on_change=self._device_changed)
         self.reader = ShoeReaderModel(self._device_event, clock, stale_after_s, on_change=self._device_changed)
-        self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe)
+        self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe,
+                         next_shoe_waits=lambda: self.next_shoe_waits() is not None)
         self.round: Round | None = None
         self.rounds_started = 0
         self.round_log: list[RoundInput] = []  # inputs the live round took, for restore
@@ -164,6 +165,20 @@ class Table:
     def device_problems(self) -> list[str]:
         """Why play may not go on: each device it depends on that is not usable or is in fault."""
         return [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+
+    def next_shoe_waits(self) -> str | None:
+        """Why no next shoe may be shuffled or loaded now, with the way forward; None when it may.
+        A failed reconciliation's alarm holds it until a supervisor clears it: cards lost or removed
+        are a manager's decision (seed 000 sections 3 and 4), as a foreign card's alarm holds play."""
+        failed = [a for a in self.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED]
+        if not failed:
+            return None
+        if len(failed) == 1:
+            what = failed[0].message.rpartition("unreconciled: ")[2]  # the cards it names
+            return (f"the last shoe did not reconcile ({what}): a supervisor accounts for the cards and clears "
+                    f"alarm {failed[0].id} with {_CLEAR_ALARM} before the next shoe")
+        return (f"reconciliation failed alarms {', '.join(str(a.id) for a in failed)} are open: a supervisor "
+                f"accounts for the cards and clears them with {_CLEAR_ALARM} before the next shoe")
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
@@ -612,6 +627,9 @@ class Table:
 
     def _shuffle_started(self, inp: ShuffleStarted) -> None:
         """The operator who loaded the shuffler and started the shuffle: named on the verification record."""
+        waits = self.next_shoe_waits()
+        if waits is not None:
+            raise TableError(waits)
         self.shuffle_operator = inp.who
 
     def _hand_shuffled(self, inp: HandShuffled) -> None:
@@ -619,6 +637,9 @@ class Table:
         if self.uses_shuffler:
             raise TableError('this table\'s rules say [shoe] shuffle = "automatic": the shuffler shuffles, counts '
                              "and verifies every shoe, no hand shuffle replaces it")
+        waits = self.next_shoe_waits()
+        if waits is not None:
+            raise TableError(waits)
         if not self.shoe.may("hand_shuffle"):
             raise TableError(f"the shoe is {self.shoe.state}: a new shoe starts once this one is complete and "
                              f"reconciled ({_SHOE_REMAINDER}), or void ({_VOID_SHOE})")
@@ -686,6 +707,8 @@ class Table:
         alarm = self.alarms.clear(self._journal, alarm_id, who, role)
         self._emit(Reason.ALARM_CLEARED, f"alarm {alarm_id} ({alarm.reason}) cleared by {who}", who=who,
                    alarm=alarm_id, alarm_reason=alarm.reason)
+        if alarm.reason == Reason.RECONCILIATION_FAILED:
+            self.shoe.next_shoe_released()  # a shuffle or load that waited for it is taken now
 
 
 # Dispatch by the record's type (never by a name that came from outside).

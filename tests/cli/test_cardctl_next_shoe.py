@@ -1,0 +1,42 @@
+"""Between two shoes through the real daemon (``cardd --simulate``) and cardctl: a failed
+reconciliation holds the next shoe until a supervisor clears its alarm."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.cli_rig import cardctl
+from tests.cli.test_cardctl_shoe_end import play_the_shoe_to_its_end
+from tests.daemon.daemon_rig import Daemon
+
+
+@pytest.mark.timeout(300)
+def test_a_failed_reconciliation_refuses_the_next_shuffle_and_load_until_the_alarm_is_cleared(
+        daemon: Daemon, directory: Path) -> None:
+    stub = play_the_shoe_to_its_end(daemon)
+    lost = sorted(stub)[0]
+    counts = directory / "stub.json"
+    counts.write_text(json.dumps({**stub, lost: stub[lost] - 1}))
+    sock = daemon.socket_path
+    assert cardctl(sock, "shoe", "remainder", "--file", str(counts)).code == 1
+    alarm = cardctl(sock, "status", "--json").json()["state"]["alarms"][0]
+    assert alarm["reason"] == "RECONCILIATION_FAILED"
+    why = (f"the last shoe did not reconcile (missing: {lost} x1): a supervisor accounts for the cards and clears "
+           f"alarm {alarm['id']} with clear_alarm before the next shoe")
+
+    shuffle = cardctl(sock, "shuffle")
+    assert shuffle.code == 1
+    assert shuffle.one_line_error() == f"cardctl: start_shuffle refused: {why}"
+    client = daemon.client()
+    load = client.command("sim_load_shoe")
+    assert load["class"] == "ERROR" and load["message"] == f"sim_load_shoe refused: {why}"
+    assert client.state()["shoe"]["state"] == "unreconciled"
+
+    assert cardctl(sock, "alarm", "clear", str(alarm["id"])).code == 0
+    assert cardctl(sock, "shuffle").code == 0
+    client.wait_state(lambda s: s["shoe"]["state"] == "verified")
+    client.ok("sim_load_shoe")
+    client.wait_state(lambda s: s["shoe"]["state"] == "burning")
+    client.close()
