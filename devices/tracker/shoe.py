@@ -136,6 +136,7 @@ class Shoe(TableDriven):
                                                                     "state": self.state})
             return
         if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state != "shuffling":
+            self._new_shoe()
             self.start_shuffle()  # an instant shuffle reports no progress first
         if isinstance(msg, ShuffleComplete):
             self.counted = dict(msg.composition)
@@ -181,7 +182,18 @@ class Shoe(TableDriven):
     def hand_shuffled(self, who: str) -> None:
         """A hand-shuffled shoe (no counting shuffler): assumed full decks, reconciled at the end."""
         self.counted = None
+        if self.may("hand_shuffle"):
+            self._new_shoe()
         self._fire("hand_shuffle", who=who, decks=self.decks)
+
+    def _new_shoe(self) -> None:
+        """A new shoe starts (its shuffle, or its load): it has no card out yet. The last shoe's count
+        (kept until now: its reconciliation reads it) goes, and the table's piles with it, which
+        are counted against it."""
+        self.out.clear()
+        self.cards_out = 0
+        if self._on_load is not None:
+            self._on_load()
 
     # ---- shoe side ------------------------------------------------------------------------
 
@@ -199,10 +211,7 @@ class Shoe(TableDriven):
                        f"shoe loaded without a verified shuffle (shoe state {self.state}); dealing blocked",
                        {"state": self.state})
             return False
-        self.out.clear()
-        self.cards_out = 0
-        if self._on_load is not None:
-            self._on_load()
+        self._new_shoe()
         self.burn_remaining = self.rules.shoe.burn_after_shuffle
         self._fire("load", burn=self.burn_remaining)
         return True

@@ -40,3 +40,16 @@ def test_a_failed_reconciliation_refuses_the_next_shuffle_and_load_until_the_ala
     client.ok("sim_load_shoe")
     client.wait_state(lambda s: s["shoe"]["state"] == "burning")
     client.close()
+
+
+@pytest.mark.timeout(300)
+def test_the_next_shoe_reads_0_cards_out_once_shuffled(daemon: Daemon) -> None:
+    stub = play_the_shoe_to_its_end(daemon)
+    sock = daemon.socket_path
+    assert cardctl(sock, "shoe", "remainder", *(f"{card}={n}" for card, n in stub.items())).code == 0
+    assert cardctl(sock, "shuffle").code == 0
+    client = daemon.client()
+    client.wait_state(lambda s: s["shoe"]["state"] == "verified")
+    client.close()
+    status = cardctl(sock, "status")
+    assert "shoe: verified, 0 of 312 cards out (0% penetration)" in status.out, status.out

@@ -106,3 +106,19 @@ def test_two_failed_reconciliations_are_both_named_and_the_next_shoe_waits_for_b
     rig.table.apply(ClearAlarm(older, "sup-1", Role.SUPERVISOR))
     start_next_shoe(rig)
     assert rig.table.shoe.state == "verified"
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+def test_a_new_shoe_has_no_card_out_from_its_shuffle_on(path) -> None:
+    """Its shuffle (or the dealer's hand shuffle) starts the new shoe: the last shoe's count is not
+    shown for it until it is loaded."""
+    rig = TableRig.from_file(path)
+    rig.table.apply(ShoeRemainder(dict(complete_shoe(rig)), "dealer-1"))
+    assert rig.table.shoe.state == "reconciled" and rig.table.shoe.cards_out > 0
+    start_next_shoe(rig)
+    assert rig.table.shoe.state == "verified"
+    assert (rig.table.shoe.cards_out, rig.table.shoe.out, rig.table.placed()) == (0, Counter(), Counter())
+    assert (rig.table.played, rig.table.discard, rig.table.burn_pile) == ([], [], [])
+    rig.load_and_burn()
+    assert rig.table.shoe.cards_out == rig.rules.shoe.burn_after_shuffle
+    rig.assert_ledger()
