@@ -52,6 +52,10 @@ _ALARM, _FACE_UP = Severity.ALARM, Orientation.FACE_UP
 _WARNING, _DRAWN_IN_ERROR = Severity.WARNING, Reason.CARD_DRAWN_IN_ERROR
 _DRAWN_IN_ERROR_TEXT = (" drawn after the dealer's finished hand: the dealer says whether it was exposed (discard) "
                         "or not (next round's burn card)")
+# a shuffler malfunction is an incident of its own (REQUIREMENTS 2: an error stays until a recheck clears it;
+# Louisiana: a malfunctioning shuffler forces a reshuffle): the round's decision does not close its alarm
+_MALFUNCTION_TEXT = (": round held; a supervisor re-deals it ({redeal}) or continues it ({resume}), and clears this "
+                     "alarm with {clear_alarm} once the shuffler is checked (the round's decision leaves it open)")
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
 
@@ -293,9 +297,11 @@ class Table:
                  "fault": Reason.DEVICE_FAULT}[dst]  # a device updating its firmware is out of play
         if dst == "fault" and model is self.shuffler and self.round_live:
             cause = Reason.SHUFFLER_MALFUNCTION
-            self._emit(cause, f"shuffler malfunction during round {self.round.round_id}: round held; a "  # type: ignore[union-attr]
-                       "supervisor declares a re-deal or continues", Severity.ALARM,
-                       fault=model.active_fault.code.name if model.active_fault else None)
+            fault = model.active_fault.code.name if model.active_fault else None
+            self._emit(cause, f"shuffler malfunction ({(fault or 'fault').lower()}) during round "
+                       f"{self.round.round_id}" + _MALFUNCTION_TEXT.format(  # type: ignore[union-attr]
+                           redeal=_REDEAL, resume=command_name(Resume), clear_alarm=_CLEAR_ALARM),
+                       Severity.ALARM, fault=fault)
         self._hold(cause, f"{model.NAME} {dst}")
 
     def _hold(self, cause: Reason, detail: str, over: Reason | None = None) -> None:
