@@ -168,7 +168,8 @@ class Table:
 
     def device_problems(self) -> list[str]:
         """Why play may not go on: each device it depends on that is not usable or is in fault."""
-        return [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+        return [_in_fault(m) if m.state == "fault" else f"{m.NAME} is {m.state}" for m in self.devices()
+                if not m.healthy]
 
     def next_shoe_waits(self) -> str | None:
         """Why no next shoe may be shuffled or loaded now, with the way forward; None when it may.
@@ -715,6 +716,16 @@ class Table:
                    alarm=alarm_id, alarm_reason=alarm.reason)
         if alarm.reason == Reason.RECONCILIATION_FAILED:
             self.shoe.next_shoe_released()  # a shuffle or load that waited for it is taken now
+
+
+_CLEAR_FAULT = "clear_fault"  # the technician's device command (cardd.daemon.devices), not a table input
+
+
+def _in_fault(model: DeviceModel) -> str:
+    """A device in fault, and what ends it: the device's own FaultCleared, or a technician's clear_fault."""
+    code = model.active_fault.code.name.lower() if model.active_fault is not None else "unknown"
+    return (f"the {model.NAME} is in fault ({code}): wait for the device to clear it, or a technician clears it "
+            f"with {_CLEAR_FAULT} once it is fixed")
 
 
 # Dispatch by the record's type (never by a name that came from outside).
