@@ -179,11 +179,12 @@ class Table:
         if not failed:
             return None
         if len(failed) == 1:
-            what = failed[0].message.rpartition("unreconciled: ")[2]  # the cards it names
-            return (f"the last shoe did not reconcile ({what}): a supervisor accounts for the cards and clears "
-                    f"alarm {failed[0].id} with {_CLEAR_ALARM} before the next shoe")
+            alarm = failed[0]
+            what = alarm.message.rpartition("unreconciled: ")[2]  # the cards it names
+            return (f"the last shoe did not reconcile ({what}; alarm {alarm.id}): a supervisor accounts for the "
+                    f"cards and clears the alarm with {_CLEAR_ALARM} {alarm.id} before the next shoe")
         return (f"reconciliation failed alarms {', '.join(str(a.id) for a in failed)} are open: a supervisor "
-                f"accounts for the cards and clears them with {_CLEAR_ALARM} before the next shoe")
+                f"accounts for the cards and clears each with {_CLEAR_ALARM} ID before the next shoe")
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""

@@ -52,8 +52,8 @@ def start_next_shoe(rig: TableRig) -> None:
 def test_a_failed_reconciliation_holds_the_next_shoe_until_a_supervisor_clears_its_alarm(path) -> None:
     rig = TableRig.from_file(path)
     alarm = fail_reconciliation(rig)
-    why = (f"the last shoe did not reconcile (missing: 2C x1): a supervisor accounts for the cards and clears "
-           f"alarm {alarm} with clear_alarm before the next shoe")
+    why = (f"the last shoe did not reconcile (missing: 2C x1; alarm {alarm}): a supervisor accounts for the cards "
+           f"and clears the alarm with clear_alarm {alarm} before the next shoe")
     with pytest.raises(TableError) as refused:
         rig.table.apply(ShuffleStarted("dealer-1"))
     assert str(refused.value) == why == rig.table.next_shoe_waits()
@@ -99,9 +99,10 @@ def test_two_failed_reconciliations_are_both_named_and_the_next_shoe_waits_for_b
     older = rig.table.alarms.raise_from(Event(Reason.RECONCILIATION_FAILED, "shoe", "shoe: complete -> "
                                               "unreconciled: missing: AS x1", Severity.ALARM, {}))
     assert rig.table.next_shoe_waits() == (f"reconciliation failed alarms {first}, {older} are open: a supervisor "
-                                           "accounts for the cards and clears them with clear_alarm before the next shoe")
+                                           "accounts for the cards and clears each with clear_alarm ID before the "
+                                           "next shoe")
     rig.table.apply(ClearAlarm(first, "sup-1", Role.SUPERVISOR))
-    with pytest.raises(TableError, match=f"alarm {older} with clear_alarm"):
+    with pytest.raises(TableError, match=f"alarm {older}\\): .* with clear_alarm {older} before"):
         rig.table.apply(ShuffleStarted("dealer-1"))
     rig.table.apply(ClearAlarm(older, "sup-1", Role.SUPERVISOR))
     start_next_shoe(rig)
