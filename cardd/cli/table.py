@@ -59,6 +59,9 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
               + (f", house {money(r['house_result'])}" if r["house_result"] is not None else ""))
     for hold, why in state["holds"].items():
         out.print(f"[yellow]hold {hold}: {why}[/]")
+    exposed = state["piles"]["pending"]  # seen already: each the next card a hand takes (deal-tracking.md step 9)
+    if exposed:
+        out.print(f"[yellow]exposed in error, used as the next cards in this order: {', '.join(exposed)}[/]")
     waiting = state["piles"]["drawn_in_error"]
     if waiting:
         out.print(f"[yellow]drawn in error, waiting for the dealer: {', '.join(waiting)} "

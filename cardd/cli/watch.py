@@ -1,6 +1,6 @@
 """``cardctl watch``: the live view of the table a supervisor leaves open — devices and their
-link, the shoe, the round with every box, hand and total, holds, alarms and cards drawn in error
-waiting for the dealer's word, the last events.
+link, the shoe, the round with every box, hand and total, holds, alarms, cards exposed in error
+(the next cards the hands take) and cards drawn in error waiting for the dealer's word, the last events.
 Built from one STATE and the WATCH stream (the state is asked again after each event)."""
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
                      f"penetration {shoe['penetration']:.0%}, rounds {state['rounds_started']}"
                      + (", LAST ROUND" if shoe.get("last_round") else ""))
     parts: list[RenderableType] = [header, devices, shoe_line, round_view(state.get("round"))]
-    trouble = Table(expand=True, title="holds, alarms and cards drawn in error", title_justify="left")
+    trouble = Table(expand=True, title="holds, alarms and cards exposed or drawn in error", title_justify="left")
     trouble.add_column("what")
     trouble.add_column("detail")
     for hold, why in state["holds"].items():
@@ -49,11 +49,15 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
     for alarm in state["alarms"]:
         trouble.add_row(Text(f"ALARM {alarm.get('id')} {alarm.get('reason', '')}", style="bold red"),
                         str(alarm.get("message", "")))
+    exposed = state["piles"]["pending"]
+    if exposed:  # seen already: which cards the next hands take
+        trouble.add_row(Text("EXPOSED IN ERROR", style="yellow"),
+                        f"{', '.join(exposed)}: used as the next cards, in this order")
     waiting = state["piles"]["drawn_in_error"]
     if waiting:  # no round opens until the dealer says whether each was seen
         trouble.add_row(Text("DRAWN IN ERROR", style="yellow"),
                         f"{', '.join(waiting)}: waiting for the dealer ({SETTLE_DRAWN_IN_ERROR})")
-    if not state["holds"] and not state["alarms"] and not waiting:
+    if not state["holds"] and not state["alarms"] and not waiting and not exposed:
         trouble.add_row(Text("none", style="green"), "")
     parts.append(trouble)
     last = Table(expand=True, title="last events", title_justify="left", show_header=False)
@@ -141,8 +145,8 @@ def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int |
 @click.option("--frames", type=int, default=None, help="stop after this many frames (scripts, tests)")
 @json_option
 def watch(frames: int | None, as_json: bool) -> None:
-    """A live full-screen view of the table: devices, shoe, round, holds, alarms, cards drawn in
-    error waiting for the dealer, events.
+    """A live full-screen view of the table: devices, shoe, round, holds, alarms, cards exposed in
+    error (the next cards, in order), cards drawn in error waiting for the dealer, events.
 
     Ctrl-C leaves. With --json: a STATE line, then one JSON line per event.
 

@@ -44,6 +44,7 @@ from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.inputs import ShuffleStarted
+from devices.overrides import TableError
 from drivers.aio import cancel_and_wait
 
 if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
@@ -292,7 +293,11 @@ class Daemon:
 
     async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         assert self.simulation is not None and self.service is not None
-        return await self.simulation.command(name, args, self.service.table.shoe.state)
+        table = self.service.table
+        waits = table.next_shoe_waits() if name == "sim_load_shoe" else None
+        if waits is not None:  # the dealer's hands wait as the table does (a load would only be deferred)
+            raise TableError(waits)
+        return await self.simulation.command(name, args, table.shoe.state)
 
 
 def _rules(path: Path) -> tuple[HouseRules, str]:

@@ -34,6 +34,7 @@ from core.errors import CarddError
 from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
+from devices.overrides import TableError
 from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
@@ -212,7 +213,7 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
             return {"decks": decks}
         if name == "firmware_update":
             return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key, who)
-    except CommandFailed:
+    except (CommandFailed, TableError):  # the table's refusal (start_shuffle) reads as any refused command's
         raise
     except CarddError as exc:  # the device refused, timed out or went away: one line, named
         raise CommandFailed(f"{name}: {exc}") from None

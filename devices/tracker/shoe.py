@@ -10,7 +10,9 @@ leaving the shoe. Reconciliation at the end: cards dealt + cards returned to the
 
 Messages that belong to the next shoe (a shuffle while this shoe is in play, a new shoe
 loaded before this one is reconciled) wait in ``deferred`` and are replayed once this
-shoe is reconciled or void, so the life of one shoe never mixes with the next.
+shoe is reconciled or void, so the life of one shoe never mixes with the next. After a
+failed reconciliation they wait longer: until the table says the next shoe may start (a
+supervisor cleared its alarm, ``next_shoe_waits``).
 """
 from __future__ import annotations
 
@@ -100,9 +102,11 @@ class Shoe(TableDriven):
         def refuse(self) -> bool: ...
         def burnt(self) -> bool: ...
 
-    def __init__(self, rules: HouseRules, sink: EventSink, on_load: Callable[[], None] | None = None) -> None:
+    def __init__(self, rules: HouseRules, sink: EventSink, on_load: Callable[[], None] | None = None,
+                 next_shoe_waits: Callable[[], bool] = lambda: False) -> None:
         self.rules = rules
         self._on_load = on_load  # a new shoe starts: the table empties its piles
+        self._next_shoe_waits = next_shoe_waits  # the table's word: an ended shoe's alarm still holds the next
         self.decks = rules.decks
         self._sink = sink
         self.expected: dict[Card, int] = shoe_composition(self.decks)
@@ -126,10 +130,15 @@ class Shoe(TableDriven):
     def in_play(self) -> bool:
         return self.state in IN_PLAY
 
+    def _next_shoe_held(self) -> bool:
+        """This shoe ended, and the next may not start yet (a failed reconciliation's alarm is open)."""
+        return self.state in _ENDED and self._next_shoe_waits()
+
     # ---- shuffler side --------------------------------------------------------------------
 
     def on_shuffler_message(self, msg: Message) -> None:
-        if self.state in (*IN_PLAY, "complete") and isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)):
+        if isinstance(msg, (ShuffleProgress, ShuffleComplete, DeckCheckResult)) and \
+                (self.state in (*IN_PLAY, "complete") or self._next_shoe_held()):
             self.deferred.append(msg)  # the next shoe's shuffle
             return
         if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state == "verifying":
@@ -140,6 +149,7 @@ class Shoe(TableDriven):
                                                                     "state": self.state})
             return
         if isinstance(msg, (ShuffleProgress, ShuffleComplete)) and self.state != "shuffling":
+            self._new_shoe()
             self.start_shuffle()  # an instant shuffle reports no progress first
         if isinstance(msg, ShuffleComplete):
             self.counted = dict(msg.composition)
@@ -185,14 +195,25 @@ class Shoe(TableDriven):
     def hand_shuffled(self, who: str) -> None:
         """A hand-shuffled shoe (no counting shuffler): assumed full decks, reconciled at the end."""
         self.counted = None
+        if self.may("hand_shuffle"):
+            self._new_shoe()
         self._fire("hand_shuffle", who=who, decks=self.decks)
+
+    def _new_shoe(self) -> None:
+        """A new shoe starts (its shuffle, or its load): it has no card out yet. The last shoe's count
+        (kept until now: its reconciliation reads it) goes, and the table's piles with it, which
+        are counted against it."""
+        self.out.clear()
+        self.cards_out = 0
+        if self._on_load is not None:
+            self._on_load()
 
     # ---- shoe side ------------------------------------------------------------------------
 
     def shoe_loaded(self, msg: ShoeLoaded) -> bool:
         """The stack went into the shoe. False (with an alarm) when it may not be dealt."""
-        if self.state == "complete":
-            self.deferred.append(msg)  # the next shoe: wait for this one's reconciliation
+        if self.state == "complete" or self._next_shoe_held():
+            self.deferred.append(msg)  # the next shoe: wait for this one's reconciliation (and its alarm's clearing)
             return True
         if self.state in IN_PLAY:  # reloaded mid-shoe: what is in it now was never verified
             self._fire("refuse", problems=f"shoe loaded again while {self.state} ({self.cards_out} cards out): "
@@ -203,10 +224,7 @@ class Shoe(TableDriven):
                        f"shoe loaded without a verified shuffle (shoe state {self.state}); dealing blocked",
                        {"state": self.state})
             return False
-        self.out.clear()
-        self.cards_out = 0
-        if self._on_load is not None:
-            self._on_load()
+        self._new_shoe()
         self.burn_remaining = self.rules.shoe.burn_after_shuffle
         self._fire("load", burn=self.burn_remaining)
         return True
@@ -293,7 +311,13 @@ class Shoe(TableDriven):
         self._fire("void_shoe", who=who, cards_out=self.cards_out)
         self._replay_deferred()
 
+    def next_shoe_released(self) -> None:
+        """The table cleared what held the next shoe: the messages that waited for it are taken now."""
+        self._replay_deferred()
+
     def _replay_deferred(self) -> None:
+        if self._next_shoe_held():  # a failed reconciliation: they wait for its alarm's clearing
+            return
         pending, self.deferred = self.deferred, []
         for msg in pending:
             if isinstance(msg, ShoeLoaded):

@@ -52,6 +52,10 @@ _ALARM, _FACE_UP = Severity.ALARM, Orientation.FACE_UP
 _WARNING, _DRAWN_IN_ERROR = Severity.WARNING, Reason.CARD_DRAWN_IN_ERROR
 _DRAWN_IN_ERROR_TEXT = (" drawn after the dealer's finished hand: the dealer says whether it was exposed (discard) "
                         "or not (next round's burn card)")
+# a shuffler malfunction is an incident of its own (REQUIREMENTS 2: an error stays until a recheck clears it;
+# Louisiana: a malfunctioning shuffler forces a reshuffle): the round's decision does not close its alarm
+_MALFUNCTION_TEXT = (": round held; a supervisor re-deals it ({redeal}) or continues it ({resume}), and clears this "
+                     "alarm with {clear_alarm} once the shuffler is checked (the round's decision leaves it open)")
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
 
@@ -94,7 +98,8 @@ class Table:
         self.uses_shuffler = rules.shoe.shuffle == "automatic"
         self.shuffler = ShufflerModel(self._device_event, clock, stale_after_s, on_change=self._device_changed)
         self.reader = ShoeReaderModel(self._device_event, clock, stale_after_s, on_change=self._device_changed)
-        self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe)
+        self.shoe = Shoe(rules, self._journal, on_load=self._new_shoe,
+                         next_shoe_waits=lambda: self.next_shoe_waits() is not None)
         self.round: Round | None = None
         self.rounds_started = 0
         self.round_log: list[RoundInput] = []  # inputs the live round took, for restore
@@ -165,7 +170,23 @@ class Table:
 
     def device_problems(self) -> list[str]:
         """Why play may not go on: each device it depends on that is not usable or is in fault."""
-        return [f"{m.NAME} is {m.state}" for m in self.devices() if not m.healthy]
+        return [_in_fault(m) if m.state == "fault" else f"{m.NAME} is {m.state}" for m in self.devices()
+                if not m.healthy]
+
+    def next_shoe_waits(self) -> str | None:
+        """Why no next shoe may be shuffled or loaded now, with the way forward; None when it may.
+        A failed reconciliation's alarm holds it until a supervisor clears it: cards lost or removed
+        are a manager's decision (seed 000 sections 3 and 4), as a foreign card's alarm holds play."""
+        failed = [a for a in self.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED]
+        if not failed:
+            return None
+        if len(failed) == 1:
+            alarm = failed[0]
+            what = alarm.message.rpartition("unreconciled: ")[2]  # the cards it names
+            return (f"the last shoe did not reconcile ({what}; alarm {alarm.id}): a supervisor accounts for the "
+                    f"cards and clears the alarm with {_CLEAR_ALARM} {alarm.id} before the next shoe")
+        return (f"reconciliation failed alarms {', '.join(str(a.id) for a in failed)} are open: a supervisor "
+                f"accounts for the cards and clears each with {_CLEAR_ALARM} ID before the next shoe")
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
@@ -280,9 +301,11 @@ class Table:
                  "fault": Reason.DEVICE_FAULT}[dst]  # a device updating its firmware is out of play
         if dst == "fault" and model is self.shuffler and self.round_live:
             cause = Reason.SHUFFLER_MALFUNCTION
-            self._emit(cause, f"shuffler malfunction during round {self.round.round_id}: round held; a "  # type: ignore[union-attr]
-                       "supervisor declares a re-deal or continues", Severity.ALARM,
-                       fault=model.active_fault.code.name if model.active_fault else None)
+            fault = model.active_fault.code.name if model.active_fault else None
+            self._emit(cause, f"shuffler malfunction ({(fault or 'fault').lower()}) during round "
+                       f"{self.round.round_id}" + _MALFUNCTION_TEXT.format(  # type: ignore[union-attr]
+                           redeal=_REDEAL, resume=command_name(Resume), clear_alarm=_CLEAR_ALARM),
+                       Severity.ALARM, fault=fault)
         self._hold(cause, f"{model.NAME} {dst}")
 
     def _hold(self, cause: Reason, detail: str, over: Reason | None = None) -> None:
@@ -620,6 +643,9 @@ class Table:
 
     def _shuffle_started(self, inp: ShuffleStarted) -> None:
         """The operator who loaded the shuffler and started the shuffle: named on the verification record."""
+        waits = self.next_shoe_waits()
+        if waits is not None:
+            raise TableError(waits)
         self.shuffle_operator = inp.who
 
     def _hand_shuffled(self, inp: HandShuffled) -> None:
@@ -627,6 +653,9 @@ class Table:
         if self.uses_shuffler:
             raise TableError('this table\'s rules say [shoe] shuffle = "automatic": the shuffler shuffles, counts '
                              "and verifies every shoe, no hand shuffle replaces it")
+        waits = self.next_shoe_waits()
+        if waits is not None:
+            raise TableError(waits)
         if not self.shoe.may("hand_shuffle"):
             raise TableError(f"the shoe is {self.shoe.state}: a new shoe starts once this one is complete and "
                              f"reconciled ({_SHOE_REMAINDER}), or void ({_VOID_SHOE})")
@@ -695,6 +724,18 @@ class Table:
         alarm = self.alarms.clear(self._journal, alarm_id, who, role)
         self._emit(Reason.ALARM_CLEARED, f"alarm {alarm_id} ({alarm.reason}) cleared by {who}", who=who,
                    alarm=alarm_id, alarm_reason=alarm.reason)
+        if alarm.reason == Reason.RECONCILIATION_FAILED:
+            self.shoe.next_shoe_released()  # a shuffle or load that waited for it is taken now
+
+
+_CLEAR_FAULT = "clear_fault"  # the technician's device command (cardd.daemon.devices), not a table input
+
+
+def _in_fault(model: DeviceModel) -> str:
+    """A device in fault, and what ends it: the device's own FaultCleared, or a technician's clear_fault."""
+    code = model.active_fault.code.name.lower() if model.active_fault is not None else "unknown"
+    return (f"the {model.NAME} is in fault ({code}): wait for the device to clear it, or a technician clears it "
+            f"with {_CLEAR_FAULT} once it is fixed")
 
 
 # Dispatch by the record's type (never by a name that came from outside).

@@ -2,6 +2,7 @@
 boxes with their totals, an alarm appearing and then clearing."""
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import time
@@ -107,6 +108,44 @@ def test_watch_shows_a_card_drawn_in_error_until_the_dealer_settles_it(directory
             client.ok("drawn_in_error", exposed=True)
             screen = tmux.wait_for(lambda s: "DRAWN IN ERROR" not in s)
             assert any(row.split("│")[1].strip() == "none" for row in screen.splitlines() if row.count("│") == 3), screen
+        finally:
+            tmux.close()
+            client.close()
+
+
+def test_watch_and_status_show_the_cards_exposed_in_error_that_the_next_hands_take(directory):
+    """Cards that leave the shoe while the players decide are exposed in error and used as the next
+    cards (seeds 002, 003): the dealer sees which, in order, in the view and in ``cardctl status``."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
+        tmux = Tmux(f"{SESSION_PREFIX}-{directory.name}", [str(CARDCTL), "--socket", str(daemon.socket_path), "watch"])
+        try:
+            state = shuffle_and_load(client, lambda: client.ok("sim_load_shoe"),
+                                     lambda n: client.ok("sim_deal", cards=n))
+            client.ok("open_round")
+            for box in (1, 2, 3):  # three boxes: not every one a blackjack, so the players decide
+                client.ok("place_bet", box=box, player=f"p{box}", amount=2500)
+            client.ok("no_more_bets")
+            dealt = state["shoe"]["cards_out"] + 7
+            client.ok("sim_deal", cards=7)  # the initial deal: two cards a box, one to the dealer
+            state = client.wait_state(lambda s: s["shoe"]["cards_out"] == dealt)
+            assert state["round"]["state"] in ("insurance", "players"), state["round"]  # no card expected
+            client.ok("sim_deal", cards=3)
+            exposed = client.wait_state(lambda s: len(s["piles"]["pending"]) == 3)["piles"]["pending"]
+            status = subprocess.run([str(CARDCTL), "--socket", str(daemon.socket_path), "status"],
+                                    capture_output=True, text=True, timeout=60)
+            assert f"exposed in error, used as the next cards in this order: {', '.join(exposed)}" in \
+                " ".join(status.stdout.split()), status.stdout
+            # the whole row drawn: its last words on the screen
+            screen = tmux.wait_for(lambda s: "in this order" in s.partition("EXPOSED IN ERROR")[2])
+            lines = screen.splitlines()
+            at = next(i for i, row in enumerate(lines) if "EXPOSED IN ERROR" in row)
+            rows = [lines[at]] + list(itertools.takewhile(  # the detail cell wraps over the lines of its row
+                lambda row: row.count("│") == 3 and not row.split("│")[1].strip(), lines[at + 1:]))
+            assert f"{', '.join(exposed)}: used as the next cards, in this order" in \
+                " ".join(row.split("│")[2].strip() for row in rows), screen
+            assert not any(row.split("│")[1].strip() == "none" for row in lines if row.count("│") == 3), screen
         finally:
             tmux.close()
             client.close()

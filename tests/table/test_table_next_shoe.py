@@ -1,0 +1,125 @@
+"""Between two shoes: a failed reconciliation holds the next shoe until a supervisor clears its
+alarm (every seed casino's rules), and a new shoe starts its count of cards out from 0."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from core.cards import Card, shoe_composition
+from devices.events import Event, Reason, Role, Severity
+from devices.overrides import OverrideRefused, TableError
+from devices.tracker.inputs import ClearAlarm, DeviceMessage, HandShuffled, OpenRound, ShoeRemainder, ShuffleStarted, \
+    VoidShoe
+from devices.tracker.snapshot import restore, snapshot
+from firmware_bridge.messages import CutCardSeen, ShoeLoaded
+
+from tests.table.table_rig import RULE_FILES, TableRig
+from tests.table.test_table_shoe_life import play_round
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def complete_shoe(rig: TableRig) -> Counter[Card]:
+    """Two rounds, the cut card between them: the shoe complete; its undealt remainder, per card."""
+    play_round(rig)
+    rig.table.apply(DeviceMessage("shoe-reader", CutCardSeen(rig.index, 0)))
+    play_round(rig)
+    assert rig.table.shoe.state == "complete"
+    remainder = Counter(shoe_composition(rig.rules.decks))
+    remainder.subtract(rig.table.shoe.out)
+    return remainder
+
+
+def fail_reconciliation(rig: TableRig) -> int:
+    """The remainder counted back one 2C short: RECONCILIATION_FAILED; the id of its alarm."""
+    remainder = complete_shoe(rig)
+    remainder[Card.parse("2C")] -= 1
+    rig.table.apply(ShoeRemainder(dict(remainder), "dealer-1"))
+    assert rig.table.shoe.state == "unreconciled"
+    return next(a.id for a in rig.table.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED)
+
+
+def start_next_shoe(rig: TableRig) -> None:
+    """The next shoe as the table's rules start one: the shuffler's report, or the dealer's hand shuffle."""
+    if rig.table.uses_shuffler:
+        rig.table.apply(ShuffleStarted("dealer-1"))
+    rig.shuffle_ok()
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+def test_a_failed_reconciliation_holds_the_next_shoe_until_a_supervisor_clears_its_alarm(path) -> None:
+    rig = TableRig.from_file(path)
+    alarm = fail_reconciliation(rig)
+    why = (f"the last shoe did not reconcile (missing: 2C x1; alarm {alarm}): a supervisor accounts for the cards "
+           f"and clears the alarm with clear_alarm {alarm} before the next shoe")
+    with pytest.raises(TableError) as refused:
+        rig.table.apply(ShuffleStarted("dealer-1"))
+    assert str(refused.value) == why == rig.table.next_shoe_waits()
+    if not rig.table.uses_shuffler:
+        with pytest.raises(TableError) as refused:
+            rig.table.apply(HandShuffled("dealer-1"))
+        assert str(refused.value) == why
+    else:  # shuffled at the shuffler's own panel and loaded anyway: the reports wait, nothing starts
+        rig.shuffle(shoe_composition(rig.rules.decks))
+        rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
+        assert rig.table.shoe.state == "unreconciled" and len(rig.table.shoe.deferred) == 4
+    with pytest.raises(TableError, match="did not reconcile"):
+        rig.table.apply(OpenRound())
+    rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))  # voiding the ended shoe does not release the next
+    assert rig.table.shoe.state == "void" and rig.table.next_shoe_waits() == why
+    with pytest.raises(OverrideRefused):
+        rig.table.apply(ClearAlarm(alarm, "dealer-1", Role.DEALER))
+    assert rig.table.next_shoe_waits() == why
+
+    # a power cut while it waits: the alarm and the waiting reports come back with the table
+    restored = restore(rig.rules, rig.events.append, json.loads(json.dumps(snapshot(rig.table))), clock=rig.clock)
+    assert restored.next_shoe_waits() == why and restored.shoe.deferred == rig.table.shoe.deferred
+
+    rig.table.apply(ClearAlarm(alarm, "sup-1", Role.SUPERVISOR))
+    assert rig.table.next_shoe_waits() is None
+    if rig.table.uses_shuffler:  # the waiting reports are taken: verified, loaded
+        assert rig.table.shoe.state == "burning" and rig.table.shoe.deferred == []
+        rig.index = 0  # the reader counts the cards of the load from 1
+        for card in "2C 3C 4C".split()[:rig.rules.shoe.burn_after_shuffle]:
+            rig.read(card)
+    else:
+        start_next_shoe(rig)
+        rig.load_and_burn()
+    assert rig.table.shoe.state == "in_play"
+    play_round(rig)
+    rig.assert_ledger()
+
+
+def test_two_failed_reconciliations_are_both_named_and_the_next_shoe_waits_for_both() -> None:
+    """A table from an older release may hold two (the next shoe was not held then)."""
+    rig = TableRig.from_file(RULE_FILES[0])
+    first = fail_reconciliation(rig)
+    older = rig.table.alarms.raise_from(Event(Reason.RECONCILIATION_FAILED, "shoe", "shoe: complete -> "
+                                              "unreconciled: missing: AS x1", Severity.ALARM, {}))
+    assert rig.table.next_shoe_waits() == (f"reconciliation failed alarms {first}, {older} are open: a supervisor "
+                                           "accounts for the cards and clears each with clear_alarm ID before the "
+                                           "next shoe")
+    rig.table.apply(ClearAlarm(first, "sup-1", Role.SUPERVISOR))
+    with pytest.raises(TableError, match=f"alarm {older}\\): .* with clear_alarm {older} before"):
+        rig.table.apply(ShuffleStarted("dealer-1"))
+    rig.table.apply(ClearAlarm(older, "sup-1", Role.SUPERVISOR))
+    start_next_shoe(rig)
+    assert rig.table.shoe.state == "verified"
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+def test_a_new_shoe_has_no_card_out_from_its_shuffle_on(path) -> None:
+    """Its shuffle (or the dealer's hand shuffle) starts the new shoe: the last shoe's count is not
+    shown for it until it is loaded."""
+    rig = TableRig.from_file(path)
+    rig.table.apply(ShoeRemainder(dict(complete_shoe(rig)), "dealer-1"))
+    assert rig.table.shoe.state == "reconciled" and rig.table.shoe.cards_out > 0
+    start_next_shoe(rig)
+    assert rig.table.shoe.state == "verified"
+    assert (rig.table.shoe.cards_out, rig.table.shoe.out, rig.table.placed()) == (0, Counter(), Counter())
+    assert (rig.table.played, rig.table.discard, rig.table.burn_pile) == ([], [], [])
+    rig.load_and_burn()
+    assert rig.table.shoe.cards_out == rig.rules.shoe.burn_after_shuffle
+    rig.assert_ledger()
