@@ -18,7 +18,7 @@ import msgspec
 
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
-from cardd.config import CarddConfig, DevicesConfig, simulated
+from cardd.config import SIMULATED_RULES, CarddConfig, DevicesConfig, simulated
 from cardd.journal import Journal, WriterLock
 from firmware_bridge.messages import FaultCode
 from simulators.endpoint import Endpoint
@@ -46,9 +46,10 @@ class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class Simulation:
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, rules: Path = SIMULATED_RULES) -> None:
         #: a directory made here (none given) is removed by stop(), the journal in it too
         self._made = directory is None
+        self.rules = rules  # --rules: the house rules the simulated table plays under
         self.directory = Path(tempfile.mkdtemp(prefix="cardd-sim-")) if directory is None else directory
         # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
         # outside its --state-dir (ptys' private temp dirs went only on a normal exit)
@@ -60,7 +61,7 @@ class Simulation:
         :class:`JournalBusy` first if a cardd already runs (or starts) on this directory: its devices'
         pty links would be replaced, then removed, under it. The journal's writer's lock is held from
         that check on, for the daemon to open the journal with (:meth:`take_writer_lock`)."""
-        base = simulated(self.directory)
+        base = simulated(self.directory, self.rules)
         self.writer_lock = Journal.hold_writer_lock(base.journal.path)
         try:
             self.table.start()
