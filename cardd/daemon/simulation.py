@@ -1,7 +1,8 @@
 """``cardd --simulate`` only: a simulated shuffler and shoe behind real ptys, and the dealer's
 hands on their cards (moving the shuffled stack into the shoe, drawing cards), offered as the
 simulation-only commands ``sim_load_shoe`` and ``sim_deal``. A real table has neither: its
-cards move by hand and the host learns each one only when the shoe reads it. The demo and the
+cards move by hand and the host learns each one only when the shoe reads it. Under rules that
+shuffle by hand, ``sim_load_shoe`` loads the dealer's own shuffle; the shuffler is not used. The demo and the
 tests inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler jam) and
 ``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``).
 """
@@ -20,11 +21,13 @@ from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
 from cardd.config import SIMULATED_RULES, CarddConfig, DevicesConfig, simulated
 from cardd.journal import Journal, WriterLock
+from devices.game.rules import HouseRules, load_rules
 from firmware_bridge.messages import FaultCode
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
+from simulators.stack import fisher_yates, full_shoe
 
 S = TypeVar("S", bound=msgspec.Struct)
 #: the most cards one sim_deal may ask for (a whole 8-deck shoe)
@@ -50,6 +53,7 @@ class Simulation:
         #: a directory made here (none given) is removed by stop(), the journal in it too
         self._made = directory is None
         self.rules = rules  # --rules: the house rules the simulated table plays under
+        self.house_rules: HouseRules | None = None  # loaded by start()
         self.directory = Path(tempfile.mkdtemp(prefix="cardd-sim-")) if directory is None else directory
         # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
         # outside its --state-dir (ptys' private temp dirs went only on a normal exit)
@@ -62,6 +66,7 @@ class Simulation:
         pty links would be replaced, then removed, under it. The journal's writer's lock is held from
         that check on, for the daemon to open the journal with (:meth:`take_writer_lock`)."""
         base = simulated(self.directory, self.rules)
+        self.house_rules = load_rules(self.rules)  # main checked them: a hand-shuffle table's shoe loads by hand
         self.writer_lock = Journal.hold_writer_lock(base.journal.path)
         try:
             self.table.start()
@@ -94,6 +99,8 @@ class Simulation:
         if name == "sim_load_shoe":
             if args:
                 raise CommandFailed("sim_load_shoe takes no args", code=ErrorCode.BAD_ARGS)
+            if self.house_rules is not None and self.house_rules.shoe.shuffle == "hand":
+                return {"cards": await asyncio.to_thread(self._load_hand_shuffled, self.house_rules)}
             try:
                 cards = await asyncio.to_thread(self.table.hand_off)
             except RuntimeError as exc:
@@ -137,6 +144,14 @@ class Simulation:
                 raise CommandFailed(f"sim_switches: {exc}", code=ErrorCode.BAD_ARGS) from None
             return {"device": spec.device, "switches": changes}
         raise CommandFailed(f"{name} is not a simulation command", code=ErrorCode.UNKNOWN_COMMAND)
+
+    def _load_hand_shuffled(self, rules: HouseRules) -> int:
+        """A hand-shuffle table's (its rules' shoe.shuffle = "hand"): the dealer's own shuffle of the
+        rules' decks goes into the shoe, the cut card at the rules' penetration; the shuffler is not used."""
+        stack = fisher_yates(full_shoe(rules.decks))
+        shoe = self.table.shoe
+        shoe.call(shoe.device.load, stack, max(1, int(len(stack) * rules.shoe.penetration)))
+        return len(stack)
 
     @staticmethod
     def _parse(name: str, args: dict[str, Any], kind: type[S]) -> S:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cardd.bench.scenario import Scenario
 from cardd.config import RULES_DIR, rules_file
-from tests.daemon.daemon_rig import Daemon, run_cardd, write_config
+from tests.daemon.daemon_rig import Daemon, run_cardd, wait_devices, write_config
 
 
 def _started_with(daemon: Daemon) -> dict[str, object]:
@@ -84,3 +84,28 @@ def test_rules_without_simulate_and_check_config_with_simulate_are_refused() -> 
 def test_help_names_rules() -> None:
     done = run_cardd("--help", timeout=30)
     assert "--rules NAME|PATH" in done.stdout and "casino-004" in done.stdout
+
+
+def test_a_hand_shuffle_table_refuses_a_machine_shuffle_naming_the_rule_and_hand_shuffled(directory: Path) -> None:
+    """Casino 003 shuffles by hand ("Chemmy Shuffled" then "Riffled Shuffled", per CCL procedures; its
+    sheet names no machine): start_shuffle is refused before the shuffler hears of it, and the way it
+    names (hand_shuffled, then the dealer's cards into the shoe) starts the shoe."""
+    daemon = Daemon(["--simulate", "--state-dir", str(directory), "--rules", "casino-003"], directory / "cardd.sock")
+    client = daemon.client()
+    wait_devices(client)
+    refused = client.command("start_shuffle")
+    assert refused["class"] == "ERROR", refused
+    assert refused["message"] == (
+        "start_shuffle refused: this table's rules (casino-003) say [shoe] shuffle = \"hand\": the dealer shuffles "
+        "the cards by hand, not a machine: shuffle them by hand and declare the shoe with hand_shuffled")
+    refused = client.command("shuffle_started")  # the dealer's own declaration of a machine shuffle: the same
+    assert refused["class"] == "ERROR" and refused["message"].startswith("shuffle_started refused: this table's rules")
+    assert client.state()["shoe"]["state"] == "idle"
+    client.ok("hand_shuffled")
+    assert client.ok("sim_load_shoe")  # the dealer's hand-shuffled cards into the shoe
+    state = client.wait_state(lambda s: s["shoe"]["state"] == "burning")
+    assert state["shoe"]["burn_remaining"] == 3  # "the dealer will burn three cards"
+    client.ok("sim_deal", cards=3)
+    client.wait_state(lambda s: s["shoe"]["state"] == "in_play")
+    client.close()
+    assert daemon.stop()[0] == 0
