@@ -22,7 +22,9 @@ from cardd.api.protocol import ErrorCode
 from cardd.config import SIMULATED_RULES, CarddConfig, DevicesConfig, simulated
 from cardd.journal import Journal, WriterLock
 from devices.game.rules import HouseRules, load_rules
+from devices.tracker.shoe import IN_PLAY as SHOE_IN_PLAY
 from firmware_bridge.messages import FaultCode
+from simulators import nvram
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
@@ -54,6 +56,7 @@ class Simulation:
         self._made = directory is None
         self.rules = rules  # --rules: the house rules the simulated table plays under
         self.house_rules: HouseRules | None = None  # loaded by start()
+        self._kept = False  # the devices' memory restored and kept: stop() writes it once more
         self.directory = Path(tempfile.mkdtemp(prefix="cardd-sim-")) if directory is None else directory
         # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
         # outside its --state-dir (ptys' private temp dirs went only on a normal exit)
@@ -69,7 +72,12 @@ class Simulation:
         self.house_rules = load_rules(self.rules)  # main checked them: a hand-shuffle table's shoe loads by hand
         self.writer_lock = Journal.hold_writer_lock(base.journal.path)
         try:
+            # what the devices held when the daemon last stopped (or was killed) here: a restart of the
+            # table computer leaves the cards in the shoe and the shuffler
+            for endpoint in (self.table.shuffler, self.table.shoe):
+                nvram.keep(endpoint.device, self._nvram_path(endpoint))
             self.table.start()
+            self._kept = True
         except BaseException:
             self.writer_lock.release()
             raise
@@ -77,6 +85,10 @@ class Simulation:
         assert isinstance(shoe, PtyEndpoint) and isinstance(shuffler, PtyEndpoint)  # over_ptys() made them
         devices = DevicesConfig(shoe=shoe.url, shuffler=shuffler.url)
         return msgspec.structs.replace(base, devices=devices)
+
+    def _nvram_path(self, endpoint: Endpoint[Any]) -> Path:
+        """Where a simulated device keeps its memory: beside the journal, one file a role."""
+        return self.directory / f"{endpoint.device.ROLE.name.lower()}.nvram.json"
 
     def take_writer_lock(self) -> WriterLock | None:
         """The journal's writer's lock start() took, for Journal.open (once: None after)."""
@@ -90,6 +102,9 @@ class Simulation:
             self.writer_lock.release()
             self.writer_lock = None
         self.table.stop()
+        if self._kept and not self._made:  # the last of it (the host's confirmations of events move no card): stopped, so still
+            for endpoint in (self.table.shuffler, self.table.shoe):
+                nvram.save(endpoint.device, self._nvram_path(endpoint))
         if self._made:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -114,8 +129,15 @@ class Simulation:
             if not 1 <= parsed.cards <= MAX_DEAL:
                 raise CommandFailed(f"sim_deal: cards {parsed.cards}: from 1 to {MAX_DEAL}", code=ErrorCode.BAD_ARGS)
             shoe = self.table.shoe
-            await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)
-            return {"cards": parsed.cards}
+            held = await asyncio.to_thread(shoe.call, shoe.device.cards_free)
+            if held == 0:  # an ACK would journal cards that never come
+                way = ("void the shoe (void_shoe) and shuffle a new one" if shoe_state in SHOE_IN_PLAY
+                       else "load one with sim_load_shoe first")
+                raise CommandFailed(f"sim_deal: the simulated shoe holds no cards to deal (the table's shoe is "
+                                    f"{shoe_state}): {way}")
+            cards = min(parsed.cards, held)  # what leaves: a shoe runs out
+            await asyncio.to_thread(shoe.call, shoe.device.deal, cards)
+            return {"cards": cards} if cards == parsed.cards else {"cards": cards, "asked": parsed.cards}
         if name == "sim_unload_shoe":
             if args:
                 raise CommandFailed("sim_unload_shoe takes no args", code=ErrorCode.BAD_ARGS)
