@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from cardd.config import DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigError, load_config, rule_names, rules_file
+from cardd.config import (DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigError, load_config, rule_names,
+                          rules_file, simulated)
 from cardd.daemon.app import Daemon, StartupError, release
 from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
@@ -109,18 +110,24 @@ def rules_change_refused_by(journal: Path, rules: HouseRules) -> str | None:
     return None if stored is None else rules_change_refused(stored_table(stored), rules, clean_stop=not inputs)
 
 
-def simulated_rules(name: str) -> Path:
+def simulated_rules(name: str | None, state_dir: Path | None) -> Path:
     """--simulate's --rules: rules/NAME.toml, or a path (relative to the current directory), as a bench
     scenario's ``rules =`` names them (cardd.config.rules_file), loaded to be sure the table can use
-    them; ConfigError (the command line) naming what is wrong and what rules/ offers otherwise."""
-    path = rules_file(name, Path.cwd()).absolute()
+    them, and allowed on the journal in ``state_dir`` (as --check-config checks a configuration's);
+    ConfigError (the command line) naming what is wrong and what rules/ offers otherwise."""
+    option = f"--rules {name}" if name is not None else f"--rules (default {SIMULATED_RULES.stem})"
+    path = SIMULATED_RULES if name is None else rules_file(name, Path.cwd()).absolute()
     if not path.is_file():
-        raise ConfigError(f"--rules {name}", f"no such rules file {path}: expected a name from rules/ "
+        raise ConfigError(option, f"no such rules file {path}: expected a name from rules/ "
                           f"({', '.join(rule_names())}) or the path of a house-rules file")
     try:
-        load_rules(path)
+        rules = load_rules(path)
     except RulesError as exc:
-        raise ConfigError(f"--rules {name}", str(exc)) from None
+        raise ConfigError(option, str(exc)) from None
+    journal = None if state_dir is None else simulated(state_dir, path).journal.path
+    refused = None if journal is None else rules_change_refused_by(journal, rules)
+    if refused is not None:  # the start would refuse it, after starting the devices
+        raise ConfigError(option, f"{refused}: pass those with --rules (journal {journal})")
     return path
 
 
@@ -227,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings: list[str] = []
     try:
         if args.simulate:
-            rules = SIMULATED_RULES if args.rules is None else simulated_rules(args.rules)
+            rules = simulated_rules(args.rules, args.state_dir)
             if args.state_dir is not None:
                 make_state_dir(args.state_dir)
             from cardd.daemon.simulation import Simulation

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cardd.bench.scenario import Scenario
 from cardd.config import RULES_DIR, rules_file
-from tests.daemon.daemon_rig import Daemon, run_cardd, wait_devices, write_config
+from tests.daemon.daemon_rig import Daemon, run_cardd, shuffle_and_load, sim_deal, wait_devices, write_config
 
 
 def _started_with(daemon: Daemon) -> dict[str, object]:
@@ -109,3 +109,17 @@ def test_a_hand_shuffle_table_refuses_a_machine_shuffle_naming_the_rule_and_hand
     client.wait_state(lambda s: s["shoe"]["state"] == "in_play")
     client.close()
     assert daemon.stop()[0] == 0
+
+
+def test_other_rules_on_a_state_dir_mid_shoe_are_refused_before_the_devices_start(directory: Path) -> None:
+    daemon = Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock")
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))  # casino-000's shoe in play
+    client.close()
+    assert daemon.stop()[0] == 0
+    done = run_cardd("--simulate", "--state-dir", str(directory), "--rules", "casino-001", timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("cardd: --rules casino-001: the table ran under other house rules ('casino-000'")
+    assert done.stderr.endswith(f": pass those with --rules (journal {directory / 'journal.sqlite3'})\n")
+    daemon = Daemon(["--simulate", "--state-dir", str(directory), "--rules", "casino-000"], directory / "cardd.sock")
+    assert daemon.stop()[0] == 0  # the rules it ran under: it goes on
