@@ -30,7 +30,10 @@ FORMAT = 1
 
 
 class NvramError(CarddError):
-    """A device's file cannot be read back: one line naming it."""
+    """A device's file cannot be read back: one line naming it, and the way on."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem}: remove the file to start that device empty, as from the factory")
 
 
 def save(device: SimulatedDevice, path: Path) -> None:

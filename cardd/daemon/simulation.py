@@ -102,7 +102,7 @@ class Simulation:
             self.writer_lock.release()
             self.writer_lock = None
         self.table.stop()
-        if self._kept and not self._made:  # the last of it (the host's confirmations of events move no card): stopped, so still
+        if self._kept and not self._made:  # once more, stopped: the events the host confirmed since are let go
             for endpoint in (self.table.shuffler, self.table.shoe):
                 nvram.save(endpoint.device, self._nvram_path(endpoint))
         if self._made:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.daemon.daemon_rig import (Client, Daemon, open_and_bet, play_out, shuffle_and_load, sim_deal, simulate,
-                                     wait_devices)
+from tests.daemon.daemon_rig import (Client, Daemon, open_and_bet, play_out, run_cardd, shuffle_and_load, sim_deal,
+                                     simulate, wait_devices)
 
 
 def _start(directory: Path) -> Daemon:
@@ -55,3 +55,12 @@ def test_sim_deal_from_an_empty_simulated_shoe_is_refused_naming_the_way_forward
                                       "idle): load one with sim_load_shoe first")
         assert client.state()["shoe"]["cards_out"] == 0
         client.close()
+
+
+def test_a_damaged_device_memory_stops_the_start_in_one_line_naming_the_file(directory: Path) -> None:
+    (directory / "shoe.nvram.json").write_text("{half a fi")
+    done = run_cardd("--simulate", "--state-dir", str(directory), timeout=60)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith(
+        f"cardd: cannot start the simulated devices: {directory / 'shoe.nvram.json'}: cannot be read back: "), last
+    assert last.endswith(": remove the file to start that device empty, as from the factory"), last

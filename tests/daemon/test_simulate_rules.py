@@ -45,7 +45,8 @@ def test_simulate_takes_a_rules_file_by_path_relative_to_the_current_directory(d
 
 def test_the_lookup_is_the_bench_scenarios_own(tmp_path: Path) -> None:
     scenario = Scenario(description="x", rules="casino-002", step=[])
-    assert scenario.rules_path(tmp_path / "s.toml") == rules_file("casino-002", Path.cwd()) == RULES_DIR / "casino-002.toml"
+    named = RULES_DIR / "casino-002.toml"
+    assert scenario.rules_path(tmp_path / "s.toml") == rules_file("casino-002", Path.cwd()) == named
     beside = Scenario(description="x", rules="house.toml", step=[])
     assert beside.rules_path(tmp_path / "s.toml") == rules_file("house.toml", tmp_path) == tmp_path / "house.toml"
 
