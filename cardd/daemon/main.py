@@ -194,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"with --simulate: the house rules, a name from rules/ ({', '.join(rule_names())}) or the "
                          f"path of a rules file (default {SIMULATED_RULES.stem})")
     ap.add_argument("--state-dir", type=Path, default=None,
-                    help="with --simulate: where the journal, the socket and the devices' ptys go (default: a new "
-                         "temporary directory, removed on exit)")
+                    help="with --simulate: where the journal, the socket, the devices' ptys and their memory go "
+                         "(the cards they hold, kept across a restart there; default: a new temporary directory, "
+                         "removed on exit)")
     ap.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 or 2)")
     ap.add_argument("--log-format", choices=("auto", "console", "json"), default=None,
                     help="auto: readable on a terminal, JSON lines otherwise (default: the configuration's)")
