@@ -142,6 +142,9 @@ def command_line_refused(args: argparse.Namespace) -> str | None:
         return ("--config and --simulate do not go together: --simulate runs on its own simulated devices, journal "
                 "and socket, never a configuration's; to simulate a configuration's house rules, pass its rules "
                 "file with --rules PATH (or a name from rules/, e.g. --rules casino-001)")
+    if args.state_dir is not None and not args.simulate:
+        return ("--state-dir goes with --simulate only: a table's journal and socket are its configuration's "
+                f"[journal] path and [api] socket (--config, default {DEFAULT_PATH})")
     if args.rules is not None and not args.simulate:
         return ("--rules goes with --simulate only: a table's house rules are its configuration's [table] rules "
                 f"(--config, default {DEFAULT_PATH})")

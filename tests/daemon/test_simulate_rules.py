@@ -73,11 +73,13 @@ def test_wrong_rules_are_refused_in_one_line_naming_what_rules_offers(directory:
     assert done.stderr.startswith(f"cardd: --rules {broken}: ") and "decks" in done.stderr
 
 
-def test_rules_without_simulate_and_check_config_with_simulate_are_refused() -> None:
+def test_rules_or_state_dir_without_simulate_and_check_config_with_simulate_are_refused() -> None:
     done = run_cardd("--rules", "casino-001", timeout=30)
     assert done.returncode == 2 and done.stderr == (
         "cardd: --rules goes with --simulate only: a table's house rules are its configuration's [table] rules "
         "(--config, default /etc/cardd/cardd.toml)\n")
+    done = run_cardd("--state-dir", "/tmp", timeout=30)
+    assert done.returncode == 2 and done.stderr.startswith("cardd: --state-dir goes with --simulate only: ")
     done = run_cardd("--simulate", "--check-config", timeout=30)
     assert done.returncode == 2 and done.stderr.startswith("cardd: --check-config checks a configuration file")
 
