@@ -13,7 +13,9 @@ commented example that a test loads with this schema. Every section but ``[devic
 
 :func:`load_config` returns a frozen :class:`CarddConfig` or raises one :class:`ConfigError`
 whose text is a single line naming the file, the key (``journal.retention_days``) and what is
-allowed. :func:`simulated` is the built-in configuration of ``cardd --simulate`` (no file).
+allowed. :func:`simulated` is the built-in configuration of ``cardd --simulate`` (no file);
+:func:`rules_file` finds a house-rules file by name (``casino-001``: ``rules/casino-001.toml``) or
+path, for ``cardd --simulate --rules`` and a bench scenario's ``rules =`` alike.
 """
 from __future__ import annotations
 
@@ -35,6 +37,10 @@ from drivers.urls import parse_url
 
 DEFAULT_PATH = Path("/etc/cardd/cardd.toml")
 ROOT = Path(__file__).resolve().parents[1]
+#: the seed casinos' house rules, by name (rules/casino-000.toml ...)
+RULES_DIR = ROOT / "rules"
+#: the rules ``cardd --simulate`` plays under unless ``--rules`` names others (``make demo``'s)
+SIMULATED_RULES = RULES_DIR / "casino-000.toml"
 LogFormat = Literal["auto", "console", "json"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 #: the journal keeps at least what regulators ask for (GLI-11 / AGCO: 90 days)
@@ -176,13 +182,29 @@ def parse_config(text: str, source: str = "<config>") -> CarddConfig:
     return config
 
 
-def simulated(directory: str | os.PathLike[str] | None = None) -> CarddConfig:
+def rules_file(name: str, relative_to: Path) -> Path:
+    """The house-rules file ``name`` means: ``rules/<name>.toml`` when there is one, or when ``name``
+    does not look like a path (no ``/``, no ``.toml``: a misspelt name is reported as rules/'s);
+    otherwise the path ``name``, relative to ``relative_to``. Not checked for existence here."""
+    named = RULES_DIR / f"{name}.toml"
+    if named.exists() or not ("/" in name or name.endswith(".toml")):
+        return named
+    return relative_to / name  # "rules.toml" beside a scenario (or in the current directory) is a path too
+
+
+def rule_names() -> list[str]:
+    """The names rules/ offers (casino-000 ...), for an error that says what exists."""
+    return sorted(path.stem for path in RULES_DIR.glob("*.toml"))
+
+
+def simulated(directory: str | os.PathLike[str] | None = None, rules: Path = SIMULATED_RULES) -> CarddConfig:
     """``cardd --simulate``: simulated devices on ptys, the journal and socket under ``directory``
-    (a fresh private temporary directory when None), the repository's first house rules."""
+    (a fresh private temporary directory when None), house rules ``rules`` (``--rules``; by default
+    the repository's first casino's)."""
     base = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="cardd-sim-"))
     return CarddConfig(
         devices=DevicesConfig(shoe="sim://shoe", shuffler="sim://shuffler"),
-        table=TableConfig(rules=ROOT / "rules" / "casino-000.toml"),
+        table=TableConfig(rules=rules),
         journal=JournalConfig(path=base / "journal.sqlite3"),
         api=ApiConfig(socket=base / "cardd.sock"),
     )

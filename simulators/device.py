@@ -81,6 +81,8 @@ class SimulatedDevice:
         self._on_reboot: Callable[[], None] = lambda: None
         self._disconnect: Callable[[float], Awaitable[None]] | None = None
         self._tasks: set[asyncio.Task] = set()
+        #: called once what the device keeps across a power cut changed (simulators/nvram.py keeps it in a file)
+        self.on_change: Callable[[], None] = lambda: None
         self.reset()
 
     # ---- wiring --------------------------------------------------------------------
@@ -138,6 +140,18 @@ class SimulatedDevice:
             "event_index": self.events.last_index, "events_confirmed": self.events.confirmed,
             "events_kept": len(self.events), "events_overflowed": self.events.overflowed,
         }
+
+    def nvram(self) -> dict[str, Any]:
+        """What the device keeps across a power cut (simulators/nvram.py): its counters, firmware
+        and numbered events; subclasses add the cards they hold."""
+        return {"firmware_version": self.firmware_version, "counters": dict(self.counters),
+                "events": self._own_events.memory()}
+
+    def restore_nvram(self, data: dict[str, Any]) -> None:
+        """Back to what :meth:`nvram` gave (before start: a power-on with that memory)."""
+        self.firmware_version = str(data["firmware_version"])
+        self.counters = {name: int(data["counters"][name]) for name in self.counters}
+        self._own_events.restore(data["events"])
 
     def set_faults(self, **changes: Any) -> None:
         """Flip fault switches at run time (names as in :class:`Faults`); FaultSpecError for a

@@ -264,8 +264,12 @@ class Endpoint(abc.ABC, Generic[D]):
         return replies
 
     def _emit(self, msg: Message) -> None:
-        if type(msg) in EVENT_MESSAGES and self.device.speaks_1_1:
+        if type(msg) in EVENT_MESSAGES:
+            if not self.device.speaks_1_1:  # a 1.0 device numbers and keeps nothing: its cards moved all the same
+                self.device.on_change()
+                return self._send_plain(msg)
             index = self.device.events.add(msg)
+            self.device.on_change()  # kept before it is sent, as firmware writes its memory first
             link = self.link
             if (index == self._next_event and self.streaming is _NUMBERED and link is not None
                     and link.state is _LINK_UP and len(self._in_flight) < EVENT_WINDOW):
@@ -276,6 +280,10 @@ class Endpoint(abc.ABC, Generic[D]):
             else:
                 self._pump()
             return
+        self._send_plain(msg)
+
+    def _send_plain(self, msg: Message) -> None:
+        """A message that is not a numbered event, onto the link if there is one."""
         link = self.link
         if link is None or (isinstance(msg, Heartbeat) and link.state is not LinkState.UP):
             return  # no proof of life into a link nobody listens on

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from firmware_bridge.messages import NO_JOURNAL, DropReason, EventsDropped, Message
+from typing import Any
+
+from firmware_bridge.messages import NO_JOURNAL, DropReason, EventsDropped, Message, decode, encode
 
 #: unconfirmed events a device keeps by default (docs/protocol.md §3.2)
 DEFAULT_CAPACITY = 4096
@@ -45,6 +47,21 @@ class EventStore:
         self._events.append(msg)
         self.last_index += 1
         return self.last_index
+
+    def memory(self) -> dict[str, Any]:
+        """What a device writes to its memory (simulators/nvram.py): the numbering and each kept event's bytes."""
+        return {"last_index": self.last_index, "confirmed": self.confirmed, "overflowed": self.overflowed,
+                "kept": [encode(msg).hex() for msg in self._events]}
+
+    def restore(self, data: Any) -> None:
+        """Back to what :meth:`memory` gave; ValueError if it is not that."""
+        try:
+            kept = [decode(bytes.fromhex(text)) for text in data["kept"]]
+            last_index, confirmed, overflowed = int(data["last_index"]), int(data["confirmed"]), int(data["overflowed"])
+        except Exception as exc:  # any damage: not what a device wrote
+            raise ValueError(f"events: {type(exc).__name__}: {exc}") from None
+        self.last_index, self.confirmed, self.overflowed = last_index, confirmed, overflowed
+        self._events = deque(kept[-self.capacity:])
 
     def get(self, index: int) -> Message:
         return self._events[index - self.first_index]

@@ -27,7 +27,7 @@ from firmware_bridge.messages import (
 )
 
 from simulators.device import Handler, SimulatedDevice
-from simulators.stack import StackCard, misload
+from simulators.stack import StackCard, misload, stack_from_text, stack_text
 
 #: let the loop run (link, other devices) every this many cards dealt on demand
 YIELD_EVERY = 16
@@ -98,10 +98,30 @@ class SimulatedShoe(SimulatedDevice):
     def cards_held(self) -> int:
         return len(self._stack)
 
+    def cards_free(self) -> int:
+        """The cards held that no :meth:`deal` has asked for yet (what one more deal can release)."""
+        return max(0, len(self._stack) - self._pending)
+
     def unload(self) -> list[StackCard]:
         """The dealer takes the undealt stub out (unread: it goes back to the shuffler to be counted)."""
         stub, self._stack = list(reversed(self._stack)), []
+        self.on_change()
         return stub
+
+    def nvram(self) -> dict[str, Any]:
+        return super().nvram() | {"stack": stack_text(list(reversed(self._stack))), "cut_at": self.cut_at,
+                                  "index": self.index}
+
+    def restore_nvram(self, data: dict[str, Any]) -> None:
+        super().restore_nvram(data)
+        self._stack = stack_from_text(data["stack"], "stack")
+        self._stack.reverse()  # pop() takes the next card from the end
+        cut_at, self.index = data["cut_at"], int(data["index"])
+        self.cut_at = None if cut_at is None else int(cut_at)
+        if self._stack:
+            self.device_state = DeviceState.DEALING if self.index else DeviceState.READY
+        elif self.index:
+            self.device_state = DeviceState.EMPTY
 
     def reset(self) -> None:
         self._stack = []

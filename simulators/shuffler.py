@@ -26,7 +26,8 @@ from firmware_bridge.messages import (
 )
 
 from simulators.device import Handler, SimulatedDevice
-from simulators.stack import StackCard, composition, deck_check, fisher_yates, full_shoe, misload, riffle_once
+from simulators.stack import (StackCard, composition, deck_check, fisher_yates, full_shoe, misload, riffle_once,
+                              stack_from_text, stack_text)
 
 PROGRESS_STEPS = 10
 _SYSTEM_RANDOM = secrets.SystemRandom()
@@ -52,6 +53,7 @@ class SimulatedShuffler(SimulatedDevice):
     def load(self, cards: Sequence[StackCard]) -> None:
         """Cards put into the loading tray (by default a shuffle uses ``decks`` fresh decks)."""
         self._loaded = list(cards)
+        self.on_change()
 
     def stack(self, order: Sequence[StackCard] | None) -> None:
         """Stacked mode: the next shuffles output exactly ``order`` (``None`` = random again)."""
@@ -61,7 +63,17 @@ class SimulatedShuffler(SimulatedDevice):
         """Take the shuffled stack out of the device (hands it to a shoe)."""
         out, self._output = self._output, []
         self.device_state = DeviceState.IDLE
+        self.on_change()
         return out
+
+    def nvram(self) -> dict[str, Any]:
+        return super().nvram() | {"tray": stack_text(self._loaded), "output": stack_text(self._output)}
+
+    def restore_nvram(self, data: dict[str, Any]) -> None:
+        """A shuffle cut short by the power leaves its cards in the machine, unshuffled (as a reboot does)."""
+        super().restore_nvram(data)
+        self._loaded, self._output = stack_from_text(data["tray"], "tray"), stack_from_text(data["output"], "output")
+        self.device_state = DeviceState.READY if self._output else DeviceState.IDLE
 
     def close_door(self) -> None:
         self.set_faults(door_open=False)

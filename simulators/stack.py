@@ -21,6 +21,21 @@ T = TypeVar("T")
 _SYSTEM_RANDOM = secrets.SystemRandom()
 
 
+def stack_text(stack: Sequence[StackCard]) -> list[str | None]:
+    """A stack as JSON keeps it (a device's memory, simulators/nvram.py): card codes, None for a foreign card."""
+    return [None if card is None else str(card) for card in stack]
+
+
+def stack_from_text(data: object, where: str) -> list[StackCard]:
+    """:func:`stack_text`'s list back; ValueError naming ``where`` for anything else."""
+    if not isinstance(data, list):
+        raise ValueError(f"{where}: expected a list of cards")
+    try:
+        return [None if card is None else Card.parse(card) for card in data]
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
 def fisher_yates(items: Iterable[T], rng: random.Random = _SYSTEM_RANDOM) -> list[T]:
     """A uniformly random permutation of ``items`` (Durstenfeld's Fisher-Yates).
 

@@ -35,7 +35,8 @@ import msgspec
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.api.protocol import Event
 from cardd.bench.runner import BenchRig, ScenarioResult, StepFailed, run_scenario
-from cardd.bench.scenario import RULES_DIR, Scenario, Step, Wait, load_scenario
+from cardd.bench.scenario import Scenario, Step, Wait, load_scenario
+from cardd.config import RULES_DIR
 from cardd.cli.trace import (
     ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Commanded, Handled, Said, Trace, TraceDevice,
     TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,

@@ -58,6 +58,7 @@ from typing import Any, Literal
 import msgspec
 
 from cardd.api.protocol import ERROR_CODES
+from cardd.config import rules_file
 from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
 from core.cards import Card, CardCodeError
@@ -67,7 +68,6 @@ from devices.game.rules import RulesError, load_rules
 from simulators.faults import FaultSpecError, Faults
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES_DIR = ROOT / "rules"
 #: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
 ROLES = ("shuffler", "shoe")
 #: the commands a scenario may send: the daemon's table (the bench's daemon is no ``--simulate`` one)
@@ -179,10 +179,9 @@ class Scenario(_Strict, frozen=True, kw_only=True):
     step: list[Step]
 
     def rules_path(self, scenario_file: Path) -> Path:
-        named = RULES_DIR / f"{self.rules}.toml"
-        if named.exists() or not ("/" in self.rules or self.rules.endswith(".toml")):
-            return named
-        return scenario_file.parent / self.rules  # "rules.toml" beside the scenario is a path too
+        """rules/<name>.toml, or a path relative to the scenario (``cardd --simulate --rules`` finds
+        them the same way, relative to its current directory)."""
+        return rules_file(self.rules, scenario_file.parent)
 
     def fault_switches(self) -> set[str]:
         """Every fault switch the scenario turns on, at start or in a step."""

@@ -43,6 +43,7 @@ from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
+from devices.overrides import TableError
 from devices.tracker.inputs import ShuffleStarted
 from devices.overrides import TableError
 from drivers.aio import cancel_and_wait
@@ -275,6 +276,11 @@ class Daemon:
 
         def shuffle_started() -> None:  # who loaded the shuffler, for the verification record
             service.apply(ShuffleStarted(caller.user), caller.user)
+
+        if name == "start_shuffle":  # before the shuffler hears of it: a hand-shuffle table's rules forbid it
+            refused = service.table.machine_shuffle_refused()
+            if refused is not None:
+                raise TableError(refused)
 
         return await run_device_command(name, args, self.devices, service.rules.decks,
                                         self.config.firmware.public_key, shuffle_started, caller.user)

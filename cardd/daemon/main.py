@@ -1,7 +1,9 @@
 """``cardd``: the daemon's entry point.
 
     cardd [--config PATH]            run the table configured in PATH (default /etc/cardd/cardd.toml)
-    cardd --simulate [--state-dir D] run on built-in simulated devices behind real ptys, no config file
+    cardd --simulate [--state-dir D] [--rules NAME|PATH]
+                                     run on built-in simulated devices behind real ptys, no config file,
+                                     under the house rules rules/NAME.toml or PATH (default casino-000)
     cardd --check-config [--config PATH]   validate (rules file and firmware key included) and exit
     cardd ... --stop-with-parent PID       for a program that starts cardd as its child, with its own pid:
                                            cardd stops (as on SIGTERM) once that process has ended
@@ -25,7 +27,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from cardd.config import DEFAULT_PATH, CarddConfig, ConfigError, load_config
+from cardd.config import (DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigError, load_config, rule_names,
+                          rules_file, simulated)
 from cardd.daemon.app import Daemon, StartupError, release
 from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
@@ -110,6 +113,47 @@ def rules_change_refused_by(journal: Path, rules: HouseRules) -> str | None:
     return None if stored is None else rules_change_refused(stored_table(stored), rules, clean_stop=not inputs)
 
 
+def simulated_rules(name: str | None, state_dir: Path | None) -> Path:
+    """--simulate's --rules: rules/NAME.toml, or a path (relative to the current directory), as a bench
+    scenario's ``rules =`` names them (cardd.config.rules_file), loaded to be sure the table can use
+    them, and allowed on the journal in ``state_dir`` (as --check-config checks a configuration's);
+    ConfigError (the command line) naming what is wrong and what rules/ offers otherwise."""
+    option = f"--rules {name}" if name is not None else f"--rules (default {SIMULATED_RULES.stem})"
+    path = SIMULATED_RULES if name is None else rules_file(name, Path.cwd()).absolute()
+    if not path.is_file():
+        raise ConfigError(option, f"no such rules file {path}: expected a name from rules/ "
+                          f"({', '.join(rule_names())}) or the path of a house-rules file")
+    try:
+        rules = load_rules(path)
+    except RulesError as exc:
+        raise ConfigError(option, str(exc)) from None
+    journal = None if state_dir is None else simulated(state_dir, path).journal.path
+    refused = None if journal is None else rules_change_refused_by(journal, rules)
+    if refused is not None:  # the start would refuse it, after starting the devices
+        raise ConfigError(option, f"{refused}: pass those with --rules (journal {journal})")
+    return path
+
+
+def command_line_refused(args: argparse.Namespace) -> str | None:
+    """Options that do not go together, in one line; None if they do."""
+    if args.simulate and args.check_config:
+        return ("--check-config checks a configuration file, and --simulate has none: run cardd --simulate (with "
+                "--rules) on its own")
+    if args.simulate and args.config is not None:
+        # a configuration names real devices, a journal and a socket that --simulate replaces with its
+        # own: taking only its rules would run a table the file does not describe, silently
+        return ("--config and --simulate do not go together: --simulate runs on its own simulated devices, journal "
+                "and socket, never a configuration's; to simulate a configuration's house rules, pass its rules "
+                "file with --rules PATH (or a name from rules/, e.g. --rules casino-001)")
+    if args.state_dir is not None and not args.simulate:
+        return ("--state-dir goes with --simulate only: a table's journal and socket are its configuration's "
+                f"[journal] path and [api] socket (--config, default {DEFAULT_PATH})")
+    if args.rules is not None and not args.simulate:
+        return ("--rules goes with --simulate only: a table's house rules are its configuration's [table] rules "
+                f"(--config, default {DEFAULT_PATH})")
+    return None
+
+
 def make_state_dir(path: Path) -> None:
     """--simulate's --state-dir, made if missing; ConfigError (the command line) naming it otherwise."""
     try:
@@ -147,12 +191,18 @@ async def serve(config: CarddConfig, config_path: str, simulation: Simulation | 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cardd", description="The card-handling table daemon (docs/install.md).")
-    ap.add_argument("--config", default=str(DEFAULT_PATH), help=f"configuration file (default {DEFAULT_PATH})")
+    ap.add_argument("--config", default=None,
+                    help=f"configuration file (default {DEFAULT_PATH}); not with --simulate")
     ap.add_argument("--simulate", action="store_true",
-                    help="built-in simulated shuffler and shoe behind real ptys; no configuration file")
+                    help="built-in simulated shuffler and shoe behind real ptys; no configuration file (--config is "
+                         "refused): the house rules come from --rules")
+    ap.add_argument("--rules", default=None, metavar="NAME|PATH",
+                    help=f"with --simulate: the house rules, a name from rules/ ({', '.join(rule_names())}) or the "
+                         f"path of a rules file (default {SIMULATED_RULES.stem})")
     ap.add_argument("--state-dir", type=Path, default=None,
-                    help="with --simulate: where the journal, the socket and the devices' ptys go (default: a new "
-                         "temporary directory, removed on exit)")
+                    help="with --simulate: where the journal, the socket, the devices' ptys and their memory go "
+                         "(the cards they hold, kept across a restart there; default: a new temporary directory, "
+                         "removed on exit)")
     ap.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 or 2)")
     ap.add_argument("--log-format", choices=("auto", "console", "json"), default=None,
                     help="auto: readable on a terminal, JSON lines otherwise (default: the configuration's)")
@@ -163,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
                          "systemd")
     ap.add_argument("--version", action="version", version=release())
     args = ap.parse_args(argv)
+    refused = command_line_refused(args)
+    if refused is not None:
+        print(f"cardd: {refused}", file=sys.stderr)
+        return EXIT_CONFIG
+    config_file = args.config if args.config is not None else str(DEFAULT_PATH)
     configure_logging(args.log_format or "auto")
     if args.stop_with_parent is not None:
         wrong = not_the_parent(args.stop_with_parent)
@@ -172,11 +227,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.check_config:
         try:
-            config, cannot = check_config(args.config)
+            config, cannot = check_config(config_file)
         except ConfigError as exc:
             print(f"cardd: {exc}", file=sys.stderr)
             return EXIT_CONFIG
-        print(f"{args.config}: ok (rules {config.table.rules}, journal {config.journal.path}, "
+        print(f"{config_file}: ok (rules {config.table.rules}, journal {config.journal.path}, "
               f"socket {config.api.socket})")
         for warning in cannot:
             print(f"cardd: warning: {warning}", file=sys.stderr)
@@ -186,17 +241,18 @@ def main(argv: list[str] | None = None) -> int:
     warnings: list[str] = []
     try:
         if args.simulate:
+            rules = simulated_rules(args.rules, args.state_dir)
             if args.state_dir is not None:
                 make_state_dir(args.state_dir)
             from cardd.daemon.simulation import Simulation
-            simulation = Simulation(args.state_dir)
+            simulation = Simulation(args.state_dir, rules)
             config = simulation.start()
             config_path = "(--simulate)"
-            print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, "
-                  f"shoe {config.devices.shoe}, shuffler {config.devices.shuffler}", flush=True)
+            print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, shoe "
+                  f"{config.devices.shoe}, shuffler {config.devices.shuffler}, rules {config.table.rules}", flush=True)
         else:
-            config, warnings = check_config(args.config)
-            config_path = args.config
+            config, warnings = check_config(config_file)
+            config_path = config_file
     except ConfigError as exc:
         print(f"cardd: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -1,7 +1,8 @@
 """``cardd --simulate`` only: a simulated shuffler and shoe behind real ptys, and the dealer's
 hands on their cards (moving the shuffled stack into the shoe, drawing cards), offered as the
 simulation-only commands ``sim_load_shoe`` and ``sim_deal``. A real table has neither: its
-cards move by hand and the host learns each one only when the shoe reads it. The demo and the
+cards move by hand and the host learns each one only when the shoe reads it. Under rules that
+shuffle by hand, ``sim_load_shoe`` loads the dealer's own shuffle; the shuffler is not used. The demo and the
 tests inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler jam) and
 ``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``).
 """
@@ -17,14 +18,18 @@ import msgspec
 
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
-from cardd.config import CarddConfig, DevicesConfig, simulated
+from cardd.config import SIMULATED_RULES, CarddConfig, DevicesConfig, simulated
 from cardd.journal import Journal, WriterLock
 from core.rundirs import make_run_directory
+from devices.game.rules import HouseRules, load_rules
+from devices.tracker.shoe import IN_PLAY as SHOE_IN_PLAY
 from firmware_bridge.messages import FaultCode
+from simulators import nvram
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
+from simulators.stack import fisher_yates, full_shoe
 
 S = TypeVar("S", bound=msgspec.Struct)
 #: the most cards one sim_deal may ask for (a whole 8-deck shoe)
@@ -46,9 +51,12 @@ class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class Simulation:
-    def __init__(self, directory: Path | None = None) -> None:
+    def __init__(self, directory: Path | None = None, rules: Path = SIMULATED_RULES) -> None:
         #: a directory made here (none given) is removed by stop(), the journal in it too
         self._made = directory is None
+        self.rules = rules  # --rules: the house rules the simulated table plays under
+        self.house_rules: HouseRules | None = None  # loaded by start()
+        self._kept = False  # the devices' memory restored and kept: stop() writes it once more
         # made here: removed by stop(), or by the next run if this daemon is killed (core.rundirs)
         self.directory = make_run_directory("cardd-sim-") if directory is None else directory
         # the devices' pty paths in the same directory: a daemon killed with SIGKILL leaves nothing
@@ -61,10 +69,16 @@ class Simulation:
         :class:`JournalBusy` first if a cardd already runs (or starts) on this directory: its devices'
         pty links would be replaced, then removed, under it. The journal's writer's lock is held from
         that check on, for the daemon to open the journal with (:meth:`take_writer_lock`)."""
-        base = simulated(self.directory)
+        base = simulated(self.directory, self.rules)
+        self.house_rules = load_rules(self.rules)  # main checked them: a hand-shuffle table's shoe loads by hand
         self.writer_lock = Journal.hold_writer_lock(base.journal.path)
         try:
+            # what the devices held when the daemon last stopped (or was killed) here: a restart of the
+            # table computer leaves the cards in the shoe and the shuffler
+            for endpoint in (self.table.shuffler, self.table.shoe):
+                nvram.keep(endpoint.device, self._nvram_path(endpoint))
             self.table.start()
+            self._kept = True
         except BaseException:
             self.writer_lock.release()
             raise
@@ -72,6 +86,10 @@ class Simulation:
         assert isinstance(shoe, PtyEndpoint) and isinstance(shuffler, PtyEndpoint)  # over_ptys() made them
         devices = DevicesConfig(shoe=shoe.url, shuffler=shuffler.url)
         return msgspec.structs.replace(base, devices=devices)
+
+    def _nvram_path(self, endpoint: Endpoint[Any]) -> Path:
+        """Where a simulated device keeps its memory: beside the journal, one file a role."""
+        return self.directory / f"{endpoint.device.ROLE.name.lower()}.nvram.json"
 
     def take_writer_lock(self) -> WriterLock | None:
         """The journal's writer's lock start() took, for Journal.open (once: None after)."""
@@ -85,6 +103,9 @@ class Simulation:
             self.writer_lock.release()
             self.writer_lock = None
         self.table.stop()
+        if self._kept and not self._made:  # once more, stopped: the events the host confirmed since are let go
+            for endpoint in (self.table.shuffler, self.table.shoe):
+                nvram.save(endpoint.device, self._nvram_path(endpoint))
         if self._made:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -94,6 +115,8 @@ class Simulation:
         if name == "sim_load_shoe":
             if args:
                 raise CommandFailed("sim_load_shoe takes no args", code=ErrorCode.BAD_ARGS)
+            if self.house_rules is not None and self.house_rules.shoe.shuffle == "hand":
+                return {"cards": await asyncio.to_thread(self._load_hand_shuffled, self.house_rules)}
             try:
                 cards = await asyncio.to_thread(self.table.hand_off)
             except RuntimeError as exc:
@@ -107,8 +130,15 @@ class Simulation:
             if not 1 <= parsed.cards <= MAX_DEAL:
                 raise CommandFailed(f"sim_deal: cards {parsed.cards}: from 1 to {MAX_DEAL}", code=ErrorCode.BAD_ARGS)
             shoe = self.table.shoe
-            await asyncio.to_thread(shoe.call, shoe.device.deal, parsed.cards)
-            return {"cards": parsed.cards}
+            held = await asyncio.to_thread(shoe.call, shoe.device.cards_free)
+            if held == 0:  # an ACK would journal cards that never come
+                way = ("void the shoe (void_shoe) and shuffle a new one" if shoe_state in SHOE_IN_PLAY
+                       else "load one with sim_load_shoe first")
+                raise CommandFailed(f"sim_deal: the simulated shoe holds no cards to deal (the table's shoe is "
+                                    f"{shoe_state}): {way}")
+            cards = min(parsed.cards, held)  # what leaves: a shoe runs out
+            await asyncio.to_thread(shoe.call, shoe.device.deal, cards)
+            return {"cards": cards} if cards == parsed.cards else {"cards": cards, "asked": parsed.cards}
         if name == "sim_unload_shoe":
             if args:
                 raise CommandFailed("sim_unload_shoe takes no args", code=ErrorCode.BAD_ARGS)
@@ -137,6 +167,14 @@ class Simulation:
                 raise CommandFailed(f"sim_switches: {exc}", code=ErrorCode.BAD_ARGS) from None
             return {"device": spec.device, "switches": changes}
         raise CommandFailed(f"{name} is not a simulation command", code=ErrorCode.UNKNOWN_COMMAND)
+
+    def _load_hand_shuffled(self, rules: HouseRules) -> int:
+        """A hand-shuffle table's (its rules' shoe.shuffle = "hand"): the dealer's own shuffle of the
+        rules' decks goes into the shoe, the cut card at the rules' penetration; the shuffler is not used."""
+        stack = fisher_yates(full_shoe(rules.decks))
+        shoe = self.table.shoe
+        shoe.call(shoe.device.load, stack, max(1, int(len(stack) * rules.shoe.penetration)))
+        return len(stack)
 
     @staticmethod
     def _parse(name: str, args: dict[str, Any], kind: type[S]) -> S:

@@ -247,7 +247,10 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
                    {"from": {"name": ran_under[0], "sha256": ran_under[1]}, "to": {"name": rules.name, "sha256": digest}}))
     if hold:
         # the snapshot cannot tell a stop from a crash or a power cut (the journal's DAEMON_STOP can)
-        table._hold(Reason.DEVICE_OFFLINE, "the daemon restarted mid-round: devices reconnecting")
+        # what waits is a supervisor's word, whatever the devices do next: no claim about them that
+        # goes stale once they are back (STATE says where each one is)
+        table._hold(Reason.DEVICE_OFFLINE, "the daemon restarted mid-round: a supervisor continues the round "
+                    "(resume) once every device is back, or voids it (redeal)")
     return table
 
 

@@ -643,10 +643,18 @@ class Table:
 
     def _shuffle_started(self, inp: ShuffleStarted) -> None:
         """The operator who loaded the shuffler and started the shuffle: named on the verification record."""
-        waits = self.next_shoe_waits()
-        if waits is not None:
-            raise TableError(waits)
+        refused = self.machine_shuffle_refused() or self.next_shoe_waits()
+        if refused is not None:
+            raise TableError(refused)
         self.shuffle_operator = inp.who
+
+    def machine_shuffle_refused(self) -> str | None:
+        """Why a machine shuffle may not start here (the daemon's ``start_shuffle`` asks before it
+        tells the shuffler); None at a table whose rules have the shuffler shuffle."""
+        if self.uses_shuffler:
+            return None
+        return (f'this table\'s rules ({self.rules.name}) say [shoe] shuffle = "hand": the dealer shuffles the cards '
+                f"by hand, not a machine: shuffle them by hand and declare the shoe with {_HAND_SHUFFLED}")
 
     def _hand_shuffled(self, inp: HandShuffled) -> None:
         """A hand-shuffled table only: where a shuffler counts each card, no declaration replaces that count."""

@@ -118,13 +118,13 @@ class Daemon:
     holding ptys and sockets (tests/conftest.py stops those a finished test left)."""
 
     def __init__(self, args: list[str], socket_path: Path, env: dict[str, str] | None = None,
-                 prefix: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, cwd: Path | None = None) -> None:
         self.socket_path = socket_path
         self.stdout_path, self.stderr_path = _output_files(socket_path.parent)
         with self.stdout_path.open("x") as out, self.stderr_path.open("x") as err:
             self.proc = subprocess.Popen([*(prefix or []), str(CARDD), "--log-format", "json",
                                           "--stop-with-parent", str(os.getpid()), *args], stdout=out,
-                                         stderr=err,
+                                         stderr=err, cwd=cwd,
                                          env=None if env is None else {**os.environ, **env})
         STARTED.append(self)
         deadline = time.monotonic() + START_TIMEOUT

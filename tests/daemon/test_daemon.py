@@ -430,7 +430,7 @@ def simulate_banner(proc: subprocess.Popen[str]) -> tuple[Path, Path, Path, Path
     assert proc.stdout is not None
     banner = next(line for line in proc.stdout if line.startswith("cardd --simulate:"))
     found = re.fullmatch(r"cardd --simulate: journal (\S+), socket (\S+), shoe serial://(\S+), "
-                         r"shuffler serial://(\S+)\n", banner)
+                         r"shuffler serial://(\S+), rules (\S+)\n", banner)
     assert found is not None, banner
     journal, sock, shoe, shuffler = (Path(found[i]) for i in range(1, 5))
     return journal, sock, shoe, shuffler

@@ -9,7 +9,7 @@ import pytest
 
 from devices.tracker.inputs import (
     Act, CardsToBoxWithoutWager, DealerChange, DeviceMessage, DrawnInErrorDecision, HandShuffled, LinkDown, LinkUp,
-    NoMoreBets, OpenRound, PlaceBet, Redeal, Resume, ShoeRemainder, VoidShoe,
+    NoMoreBets, OpenRound, PlaceBet, Redeal, Resume, ShoeRemainder, ShuffleStarted, VoidShoe,
 )
 from devices.events import Reason, Role
 from devices.game.round import Action, RuleViolation
@@ -79,6 +79,16 @@ def test_a_hand_shuffle_declared_mid_shoe_is_one_clear_refusal() -> None:
     with pytest.raises(TableError, match="the shoe is in_play"):
         rig.table.apply(HandShuffled("dealer-1"))
     assert json.dumps(snapshot(rig.table)) == before
+
+
+def test_a_machine_shuffle_at_a_hand_shuffle_table_is_refused_naming_the_rule_and_hand_shuffled() -> None:
+    rig = TableRig.from_file(RULES_DIR / "casino-003.toml", load=False)  # shoe.shuffle = "hand"
+    before = json.dumps(snapshot(rig.table))
+    assert rig.table.machine_shuffle_refused() is not None
+    with pytest.raises(TableError, match=r'\(casino-003\) say \[shoe\] shuffle = "hand".*declare the shoe with hand_shuffled'):
+        rig.table.apply(ShuffleStarted("tech-1"))
+    assert json.dumps(snapshot(rig.table)) == before
+    assert TableRig.from_file(RULES_DIR / "casino-000.toml", load=False).table.machine_shuffle_refused() is None
 
 
 def test_a_dealer_change_during_the_last_round_journals_that_no_card_burns() -> None:

@@ -1,0 +1,66 @@
+"""``cardd --simulate`` restarted on its ``--state-dir`` mid-round (a SIGKILL, as a crash or a power
+cut would): the simulated shoe and shuffler keep what they held, as real devices beside a restarted
+table computer do, so the round a supervisor continues is dealt to its end; a ``sim_deal`` the
+simulated shoe cannot do is refused rather than ACKed with cards that never come (from the trial)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.daemon.daemon_rig import (Client, Daemon, open_and_bet, play_out, run_cardd, shuffle_and_load, sim_deal,
+                                     simulate, wait_devices)
+
+
+def _start(directory: Path) -> Daemon:
+    return Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock")
+
+
+def _cards_out(client: Client, count: int) -> dict[str, object]:
+    return client.wait_state(lambda s: s["shoe"]["cards_out"] == count)
+
+
+def test_a_round_continued_after_a_sigkill_restart_is_dealt_to_its_end(directory: Path) -> None:
+    daemon = _start(directory)
+    client = daemon.client()
+    deal = sim_deal(client)
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), deal)  # casino-000 burns one card
+    open_and_bet(client)  # boxes 1 and 3, no more bets
+    client.ok("sim_deal", cards=3)
+    _cards_out(client, 4)
+    client.close()
+    daemon.kill()  # SIGKILL: nothing of the daemon's stop runs
+
+    again = _start(directory)
+    client = again.client()
+    state = wait_devices(client)
+    assert state["round"]["held"] is not None and state["shoe"]["state"] == "in_play"
+    assert "reconnecting" not in json.dumps(state), state  # both devices are up: no stale claim about them
+    client.ok("resume")
+    client.ok("sim_deal", cards=1)
+    _cards_out(client, 5)  # the card came: the simulated shoe kept its stack
+    final = play_out(client, sim_deal(client), lambda s: None)
+    assert final["round"]["state"] == "complete" and final["alarms"] == [], final
+    client.close()
+    code, err = again.stop()
+    assert code == 0, err
+
+
+def test_sim_deal_from_an_empty_simulated_shoe_is_refused_naming_the_way_forward(directory: Path) -> None:
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        wait_devices(client)
+        refused = client.command("sim_deal", cards=1)
+        assert refused["class"] == "ERROR", refused
+        assert refused["message"] == ("sim_deal: the simulated shoe holds no cards to deal (the table's shoe is "
+                                      "idle): load one with sim_load_shoe first")
+        assert client.state()["shoe"]["cards_out"] == 0
+        client.close()
+
+
+def test_a_damaged_device_memory_stops_the_start_in_one_line_naming_the_file(directory: Path) -> None:
+    (directory / "shoe.nvram.json").write_text("{half a fi")
+    done = run_cardd("--simulate", "--state-dir", str(directory), timeout=60)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith(
+        f"cardd: cannot start the simulated devices: {directory / 'shoe.nvram.json'}: cannot be read back: "), last
+    assert last.endswith(": remove the file to start that device empty, as from the factory"), last
