@@ -56,7 +56,9 @@ def test_a_failed_reconciliation_holds_the_next_shoe_until_a_supervisor_clears_i
            f"and clears the alarm with clear_alarm {alarm} before the next shoe")
     with pytest.raises(TableError) as refused:
         rig.table.apply(ShuffleStarted("dealer-1"))
-    assert str(refused.value) == why == rig.table.next_shoe_waits()
+    # a hand-shuffle table refuses a machine shuffle for its rules first; the others for the alarm
+    assert str(refused.value) == (rig.table.machine_shuffle_refused() or why)
+    assert rig.table.next_shoe_waits() == why
     if not rig.table.uses_shuffler:
         with pytest.raises(TableError) as refused:
             rig.table.apply(HandShuffled("dealer-1"))
