@@ -304,6 +304,11 @@ class _Play:
         shoe_state = rig.state()["shoe"]["state"]
         if shoe_state != "reconciled":
             self.report.violations.append(f"shoe {self.report.shoes + 1}: ended {shoe_state}, not reconciled")
+            # the table holds the next shoe until a supervisor has accounted for the cards and cleared
+            # the alarm: the soak has noted the violation, and goes on as that supervisor would
+            for alarm in rig.state()["alarms"]:
+                if alarm["reason"] == "RECONCILIATION_FAILED":
+                    rig.api().command("clear_alarm", alarm_id=alarm["id"])
 
     def _check_cut(self, warnings: int) -> None:
         """The shoe's CUT_CARD_MISPLACED warnings (seen by the watcher before its last round ended):
