@@ -130,6 +130,10 @@ class Cents(click.ParamType):
     and refused rather than rounded when it is not a whole number of cents."""
     name = "amount"
 
+    def __init__(self, zero: bool = False) -> None:
+        #: 0 is an amount too (a new stake of 0 withdraws the bet)
+        self.zero = zero
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
@@ -139,8 +143,8 @@ class Cents(click.ParamType):
             self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
         if not units.is_finite():  # inf, nan: Decimal takes them, an amount is not one
             self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
-        if units <= 0:
-            self.fail(f"{value}: an amount is more than 0", param, ctx)
+        if units < 0 or units == 0 and not self.zero:
+            self.fail(f"{value}: an amount is {'0 or more' if self.zero else 'more than 0'}", param, ctx)
         cents = units * 100
         if cents != cents.to_integral_value():
             self.fail(f"{value}: at most 2 decimals (cents)", param, ctx)
@@ -235,6 +239,25 @@ round_insure = stake_command("insure", "insure", """PLAYER on BOX takes insuranc
     Example:
       cardctl round insure 1 alice 12.50
     """)
+
+
+@round_group.command("reduce")
+@click.argument("box", type=int)
+@click.argument("player")
+@click.argument("new_stake", type=Cents(zero=True))
+@json_option
+def round_reduce(box: int, player: str, new_stake: int, as_json: bool) -> None:
+    """PLAYER lowers his bet on BOX to NEW_STAKE, the whole bet he keeps there, not the cut; 0
+    withdraws it (dealer, while bets are open). Where the box owner has priority (seed 003), a
+    raise that takes his box over its maximum is announced, and no more bets refused, naming each
+    co-player's cut and the stake to reduce to ("bob by 600.00, to 1400.00": round reduce 1 bob 1400).
+
+    \b
+    Example:
+      cardctl round reduce 1 bob 1400
+      cardctl round reduce 1 bob 0
+    """
+    table_command("reduce_bet", as_json, box=box, player=player, amount=new_stake)
 
 
 @round_group.command("no-more-bets")

@@ -224,7 +224,14 @@ def test_s10_003_the_owner_has_priority_at_the_box_maximum_and_the_co_players_re
     announced = rec.of(Reason.BOX_OVER_MAXIMUM)[-1].data
     assert announced["over"] == 50000 and announced["reduce"] == {"c": 37500, "b": 12500}  # latest first
     assert r.reductions_at_maximum(4) == {"c": 37500, "b": 12500}
+    # each cut with the stake to reduce to: reduce_bet's amount is the new stake, not the cut
+    assert rec.of(Reason.BOX_OVER_MAXIMUM)[-1].message.endswith(
+        "the owner has priority; c reduces by 375.00, to 25.00, b reduces by 125.00, to 875.00")
     refused(r, "box_maximum_reduce", r.no_more_bets, "dealer-1")
+    with pytest.raises(RuleViolation) as closing:
+        r.no_more_bets("dealer-1")
+    assert closing.value.message == ("box 4 is 500.00 over the maximum: the co-players reduce their bets first with "
+                                     "reduce_bet (c by 375.00, to 25.00, b by 125.00, to 875.00)")
     refused(r, "box_maximum", r.place_bet, 4, "b", 5000)  # the priority is the owner's only
     refused(r, "table_minimum", r.reduce_bet, 4, "c", 1000)
     r.reduce_bet(4, "c", 2500)  # box 262500
@@ -381,3 +388,13 @@ def test_s23_000_insuring_a_blackjack_is_insurance_where_the_sheet_says_nothing_
     deal(r, "6C")  # dealer soft 17: no blackjack, the insurance loses
     assert nets(r) == {"a": 15000, "b": 6500}  # b: 5000 x 3/2 - 1000
     assert house(r) == -21500
+
+
+def test_003_a_co_player_at_the_minimum_is_told_to_withdraw_with_a_new_stake_of_0() -> None:
+    r, rec = table("casino-003", [(2, "a", 100000), (2, "b", 2500)])
+    r.place_bet(2, "a", 150000)  # a 250000: b, at the table minimum, cannot reduce: he withdraws
+    with pytest.raises(RuleViolation) as closing:
+        r.no_more_bets("dealer-1")
+    assert closing.value.message.endswith("(b by 25.00, to 0.00, withdrawing his bet)")
+    r.reduce_bet(2, "b", 0)
+    r.no_more_bets("dealer-1")
