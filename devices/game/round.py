@@ -393,7 +393,7 @@ class Round:
         self.even_money_taken.add((box, player))
         self._pay_at_once([even_money_line(hand, player)])
         self._emit(Reason.ACTION, f"{player} takes even money at box {box}: paid "
-                   f"{hand.stakes[player]} at once", who=player, action="even_money", box=box,
+                   f"{units(hand.stakes[player])} at once", who=player, action="even_money", box=box,
                    player=player, paid=hand.stakes[player])
 
     def close_insurance(self, who: str | None = None) -> None:

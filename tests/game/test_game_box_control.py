@@ -367,11 +367,12 @@ def test_s22_002_insurance_up_to_half_the_bet_is_the_default_not_the_sheet_s_rul
 
 def test_s23_003_insuring_a_blackjack_is_paid_even_money() -> None:
     # "Any player(s) wishing to insure a Blackjack against a dealers Ace, will be paid even money."
-    r, _ = table("casino-003", [(1, "a", 10000), (1, "b", 5000)])
+    r, rec = table("casino-003", [(1, "a", 10000), (1, "b", 5000)])
     r.no_more_bets("dealer-1")
     deal(r, "AS AH KD")  # box 1 blackjack, dealer ace
     refused(r, "even_money_for_blackjack", r.insure, 1, "b", 1000)
     r.even_money(1, "b")
+    assert rec.of(Reason.ACTION)[-1].message.endswith("b takes even money at box 1: paid 50.00 at once")  # units
     r.close_insurance("dealer-1")
     deal(r, "6C")  # dealer soft 17 stands ("stand on any seventeen (17), hard or soft")
     assert nets(r) == {"a": 15000, "b": 5000}
