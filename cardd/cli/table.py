@@ -1,5 +1,5 @@
 """The table through the daemon: ``status``, and the dealer's and supervisor's commands
-(``round ...``, ``alarm clear``, ``shoe void``, ``shoe remainder``). A refused command says which
+(``round ...``, ``alarm clear``, ``shoe ...``, ``dealer-change``). A refused command says which
 role it needs: the daemon checks every role, cardctl only relays."""
 from __future__ import annotations
 
@@ -241,6 +241,30 @@ round_insure = stake_command("insure", "insure", """PLAYER on BOX takes insuranc
     """)
 
 
+round_pairs = stake_command("pairs", "pairs_bet", """PLAYER bets AMOUNT on Blackjack Pairs at BOX, where he has a
+    wager, while bets are open (dealer), where the house rules offer it (seed 002); a second bet adds to it.
+
+    \b
+    Example:
+      cardctl round pairs 1 alice 5
+    """)
+
+
+@round_group.command("even-money")
+@click.argument("box", type=int)
+@click.argument("player")
+@json_option
+def round_even_money(box: int, player: str, as_json: bool) -> None:
+    """PLAYER's blackjack on BOX takes even money against the dealer's ace, while insurance is
+    offered (dealer; seed 003 pays an insured blackjack so).
+
+    \b
+    Example:
+      cardctl round even-money 2 carol
+    """
+    table_command("even_money", as_json, box=box, player=player)
+
+
 @round_group.command("reduce")
 @click.argument("box", type=int)
 @click.argument("player")
@@ -284,25 +308,62 @@ def round_close_insurance(as_json: bool) -> None:
     table_command("close_insurance", as_json)
 
 
+class CoPlayerAnswer(click.ParamType):
+    """``bob=joins``, ``bob=joins:12.50``, ``bob=declines``, ``bob=declines:2`` -> the API's
+    co_players item (``{"player", "joins", "amount", "stays_on"}``); the daemon checks it against
+    the hand and the rules."""
+    name = "co-player"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        player, equals, answer = str(value).partition("=")
+        choice, colon, detail = answer.partition(":")
+        if not player or not equals or choice not in ("joins", "declines") or (colon and not detail):
+            self.fail(f"{value!r}: NAME=joins[:AMOUNT] or NAME=declines[:HAND], e.g. bob=joins", param, ctx)
+        item: dict[str, Any] = {"player": player, "joins": choice == "joins"}
+        if detail and choice == "joins":
+            item["amount"] = Cents().convert(detail, param, ctx)
+        elif detail:
+            if detail not in ("1", "2"):
+                self.fail(f"{value!r}: the hand his bet stays on is 1 or 2", param, ctx)
+            item["stays_on"] = int(detail)
+        return item
+
+
 @round_group.command("act")
 @click.argument("box", type=int)
 @click.argument("action", type=click.Choice(["hit", "stand", "double", "split", "surrender"]))
 @click.option("--player", help="the box owner (required by the rules when the box has co-players)")
-@click.option("--amount", type=Cents(), help="a double or split for less")
+@click.option("--amount", type=Cents(),
+              help="the owner's double for less, where the house rules allow it (play.double_for_less: from the "
+                   "table minimum up to his stake); a split is always for the stake")
+@click.option("--co-player", "co_players", type=CoPlayerAnswer(), multiple=True,
+              metavar="NAME=joins[:AMOUNT]|NAME=declines[:HAND]",
+              help="a co-player's answer to the owner's double or split, once for each co-player on the hand: "
+                   "joins (his stake again; :AMOUNT a double for less, where allowed) or declines (a declined "
+                   "split: :1 or :2, the hand his bet stays on, where the rules let him choose)")
 @json_option
-def round_act(box: int, action: str, player: str | None, amount: int | None, as_json: bool) -> None:
-    """The player on BOX acts: hit, stand, double, split or surrender (dealer).
+def round_act(box: int, action: str, player: str | None, amount: int | None,
+              co_players: tuple[dict[str, Any], ...], as_json: bool) -> None:
+    """The player on BOX acts: hit, stand, double, split or surrender (dealer). On a box with
+    co-players the owner decides (--player), and each co-player joins or declines his double or
+    split (--co-player).
 
     \b
     Example:
       cardctl round act 3 hit --player alice
+      cardctl round act 1 double --player alice --co-player bob=joins --co-player carol=declines
     """
     args: dict[str, Any] = {"box": box, "action": action}
     if player is not None:
         args["player"] = player
     if amount is not None:
         args["amount"] = amount
+    if co_players:
+        args["co_players"] = list(co_players)
     table_command("act", as_json, **args)
+
 
 
 @round_group.command("continue")
@@ -372,7 +433,8 @@ def alarm_clear(alarm_id: int, as_json: bool) -> None:
 
 @click.group("shoe")
 def shoe_group() -> None:
-    """The shoe as a whole (void: supervisor; remainder: dealer).
+    """The shoe: its start (hand-shuffled, shuffle-started), a card it could not read (enter-card),
+    its end (remainder) (dealer); void (supervisor).
 
     \b
     Example:
@@ -391,6 +453,47 @@ def shoe_void(as_json: bool) -> None:
       cardctl shoe void
     """
     table_command("void_shoe", as_json)
+
+
+@shoe_group.command("hand-shuffled")
+@json_option
+def shoe_hand_shuffled(as_json: bool) -> None:
+    """The dealer declares a new shoe shuffled by hand (dealer), on a table whose house rules
+    shuffle by hand (seed 003): the shoe is verified, to be loaded. Refused on a table with a
+    shuffler (cardctl shuffle), and until the last shoe is complete and reconciled, or void.
+
+    \b
+    Example:
+      cardctl shoe hand-shuffled
+    """
+    table_command("hand_shuffled", as_json)
+
+
+@shoe_group.command("shuffle-started")
+@json_option
+def shoe_shuffle_started(as_json: bool) -> None:
+    """The dealer who loaded the shuffler and started it (dealer): named as the operator on the
+    next shoe's verification record ("not recorded" without it).
+
+    \b
+    Example:
+      cardctl shoe shuffle-started
+    """
+    table_command("shuffle_started", as_json)
+
+
+@shoe_group.command("enter-card")
+@click.argument("card")
+@json_option
+def shoe_enter_card(card: str, as_json: bool) -> None:
+    """The dealer names CARD, the card the shoe could not read (dealer): it goes where the
+    unreadable card was to go, and the round stays flagged (UNREADABLE_CARD). Prints where it went.
+
+    \b
+    Example:
+      cardctl shoe enter-card QH
+    """
+    table_command("enter_card", as_json, ("CARD_ENTERED_BY_DEALER",), card=canonical_card(card))
 
 
 @shoe_group.command("remainder")
@@ -416,6 +519,19 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
     outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"), returned=returned)
     if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
         raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
+
+
+@click.command("dealer-change")
+@json_option
+def dealer_change(as_json: bool) -> None:
+    """A new dealer takes the table (dealer: the new one sends it, and is named): the house rules'
+    shoe.burn_on_dealer_change cards burn (seed 003: one), after the live round if there is one.
+
+    \b
+    Example:
+      cardctl dealer-change
+    """
+    table_command("dealer_change", as_json, ("DEALER_CHANGE_BURN",))
 
 
 def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
@@ -468,4 +584,4 @@ def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-COMMANDS = (status, round_group, alarm_group, shoe_group)
+COMMANDS = (status, round_group, alarm_group, shoe_group, dealer_change)
