@@ -274,6 +274,17 @@ def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
     assert ident["message"] == ident["data"]["message"]  # --json keeps the record as journaled
 
 
+def test_log_shows_a_table_input_by_its_command_name_with_money_in_units(daemon):
+    # the trial's "input: PlaceBet (amount=2500 box=1 player=alice)": a class name and cents
+    start_round(daemon)
+    shown = cardctl(daemon.socket_path, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
+    # the message column, then the who column
+    inputs = [" ".join(line.split("input: ", 1)[1].split()) for line in shown.splitlines() if "input: " in line]
+    for line in ("open_round root", "place_bet (box=1 player=alice amount=25.00) root",
+                 "place_bet (box=3 player=carol amount=10.50) root", "no_more_bets root"):
+        assert line in inputs, (line, [i for i in inputs if "from the" not in i])
+
+
 @pytest.mark.parametrize("view", [(), ("--json",)])
 def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     """``cardctl log | head``: once the reader has gone the log ends with the shell's SIGPIPE code,

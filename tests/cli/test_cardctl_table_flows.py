@@ -103,6 +103,8 @@ def test_a_hand_shuffled_shoe_even_money_a_co_players_double_an_unreadable_card_
             assert cardctl(rig.socket, "round", "act", "1", "double", "--co-player", wrong).code == 2, wrong
         ok(rig, "round", "act", "1", "double", "--player", "alice", "--co-player", "bob=joins")
         assert rig.state()["round"]["boxes"]["1"][0]["doubled"] == {"alice": 2500, "bob": 2500}
+        logged = cardctl(rig.socket, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
+        assert "input: act (box=1 action=double player=alice co_players=bob=joins) root" in " ".join(logged.split())
         rig.do(Deal(cards=1, wait=False))  # card #9: unreadable
         rig.api().wait_state(lambda s: s["awaiting_entry"] is not None, 10.0, 0.02)
         entered = ok(rig, "shoe", "enter-card", "9d")
