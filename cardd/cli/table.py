@@ -79,14 +79,18 @@ def retention_line(retention: dict[str, Any] | None) -> str:
     return line
 
 
-def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), **args: Any) -> dict[str, Any] | None:
+def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), failures: tuple[str, ...] = (),
+                  **args: Any) -> dict[str, Any] | None:
     """Send table command ``name``; print the journal record it made (or the one-line refusal).
     With ``outcomes``, also what it led to (where the card went, whether the shoe reconciled):
     the first record after its own with one of these reasons, the record's ``outcome`` with
-    --json; returned (None without ``outcomes``)."""
+    --json; returned (None without ``outcomes``). An outcome whose reason is one of ``failures``
+    is not printed for a person (no 'ok' line above a failure): the caller says what failed."""
     with daemon() as client:
         record = run_command(client, name, **args)
         outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
+        if outcome is not None and outcome["reason"] in failures and not as_json:
+            return outcome
     lines = [f"{name}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
          lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
@@ -516,7 +520,8 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
     if bool(cards) == (counts_file is not None):
         raise click.UsageError("give the counted cards (CARD=N ...) or --file FILE, one of the two")
     returned = read_counts(counts_file) if counts_file is not None else parse_counts(cards)
-    outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"), returned=returned)
+    outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"),
+                            ("RECONCILIATION_FAILED",), returned=returned)
     if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
         raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
 
