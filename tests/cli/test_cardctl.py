@@ -34,10 +34,22 @@ from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
 
 # ---- errors met first ------------------------------------------------------------------------
 
-def test_no_daemon_is_one_line_with_the_systemctl_line_and_exit_3(directory):
-    run = cardctl(directory / "cardd.sock", "status")
+def test_no_daemon_on_the_default_socket_is_one_line_with_the_systemctl_line_and_exit_3():
+    run = cardctl(None, "status", prefix=("env", "-u", "CARDD_SOCKET"))  # /run/cardd/cardd.sock: none here
     assert run.code == 3
-    assert "systemctl start cardd" in run.one_line_error()
+    assert run.one_line_error() == ("cardctl: /run/cardd/cardd.sock: cardd is not running "
+                                    "(start it: sudo systemctl start cardd)")
+
+
+def test_no_daemon_on_another_socket_names_the_socket_tried_not_systemd(directory):
+    # a cardd --simulate's socket: systemd's cardd would never listen there (from the trial)
+    for run in (cardctl(directory / "cardd.sock", "status"),
+                cardctl(None, "status", prefix=("env", f"CARDD_SOCKET={directory / 'cardd.sock'}"))):
+        assert run.code == 3
+        line = run.one_line_error()
+        assert line.startswith(f"cardctl: {directory / 'cardd.sock'}: cardd is not running on this socket, the one "
+                               "tried (not the installed daemon's /run/cardd/cardd.sock;"), line
+        assert "systemctl" not in line
 
 
 def test_a_stale_socket_is_no_daemon(directory):
@@ -46,7 +58,7 @@ def test_a_stale_socket_is_no_daemon(directory):
     stale.close()  # the file stays, nobody listens
     run = cardctl(directory / "cardd.sock", "status", "--json")
     assert run.code == 3 and "not running" in run.one_line_error() and run.out == ""
-    with pytest.raises(DaemonNotRunning, match="systemctl"):
+    with pytest.raises(DaemonNotRunning, match="not running on this socket"):
         ApiClient(directory / "cardd.sock")
 
 
