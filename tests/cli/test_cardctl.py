@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import journal_of_cards, tamper
 from tests.support.groups import unix_groups
-from tests.daemon.daemon_rig import Daemon, simulate, write_config
+from tests.daemon.daemon_rig import Daemon, simulate, wait_until, write_config
 from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
 
 
@@ -313,6 +316,30 @@ def test_watch_on_an_idle_table_ends_once_its_reader_has_gone(daemon):
         [str(CARDCTL), "--socket", str(daemon.socket_path), "watch", "--json"], timeout=20)
     assert json.loads(first)["class"] == "STATE"
     assert (code, err) == (EXIT_STDOUT_CLOSED, "")
+
+
+@pytest.mark.parametrize("ending", [signal.SIGINT, signal.SIGTERM])
+def test_watch_into_a_file_ended_by_a_signal_writes_its_last_frame(daemon, directory, ending):
+    """``cardctl watch > file``, then Ctrl-C or ``timeout 2``'s SIGTERM: a view redirected to a file
+    writes its one frame as it ends; a SIGTERM killed it with the file empty (from the trial)."""
+    shown = directory / "watch.txt"
+    with shown.open("w") as out:
+        watching = subprocess.Popen([str(CARDCTL), "--socket", str(daemon.socket_path), "watch"], stdout=out,
+                                    stderr=subprocess.PIPE, text=True)
+        try:
+            def connected() -> bool:  # its two connections (STATE, WATCH) are open: the view runs
+                fds = Path(f"/proc/{watching.pid}/fd")
+                return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:")) >= 2
+            wait_until(connected, "cardctl watch connected")
+            time.sleep(0.5)  # from its WATCH into the view (a margin, nothing measured)
+            watching.send_signal(ending)
+            _, err = watching.communicate(timeout=20)
+        finally:
+            if watching.poll() is None:
+                watching.kill()
+                watching.wait()
+    assert (watching.returncode, err) == (0, "")
+    assert "cardd table — cardd" in shown.read_text() and "shoe idle" in shown.read_text()
 
 
 @pytest.mark.parametrize("options", [("--help",), ("--version",), ("log", "--help")])
