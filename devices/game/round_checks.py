@@ -5,6 +5,7 @@ rule names are stable strings (they appear in ACTION_REFUSED events and RuleViol
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Protocol
 
 from devices.game.hand import Hand, card_value
@@ -151,12 +152,16 @@ def check_insurance(rules: HouseRules, box_hands: dict[int, list[Hand]], box: in
         stake = sum(hs[0].stakes.get(player, 0) for hs in box_hands.values())
         already = sum(a for (_, p), a in insured.items() if p == player)
         if 2 * (already + amount) > stake:
-            return "insurance_half_bet", f"insurance {units(amount)} (with {units(already)} already) exceeds half of " \
-                                         f"all {player}'s bets {units(stake)}"
+            # the limit itself first, then what it is half of: "exceeds half of all p1's bets 100.00" read as
+            # if the half were 100.00
+            taken = f" with {units(already)} already ({units(already + amount)})" if already else ""
+            return "insurance_half_bet", f"insurance {units(amount)}{taken} exceeds {units(Fraction(stake, 2))}, " \
+                                         f"half of all {player}'s bets ({units(stake)})"
         return None
     stake = hands[0].stakes[player]
     if 2 * amount > stake:
-        return "insurance_half_bet", f"insurance {units(amount)} exceeds half of {player}'s bet {units(stake)} on box {box}"
+        return "insurance_half_bet", f"insurance {units(amount)} exceeds {units(Fraction(stake, 2))}, half of " \
+                                     f"{player}'s bet on box {box} ({units(stake)})"
     return None
 
 

@@ -155,3 +155,19 @@ def test_round_act_help_names_what_the_rules_allow_for_less() -> None:
     text = " ".join(run.out.split())
     assert "a double or split for less" not in text
     assert "the owner's double for less, where the house rules allow it" in text and "a split is always for the stake" in text
+
+
+def test_insurance_over_half_of_all_bets_names_the_half_first() -> None:
+    # seed 001: insurance on all of a player's boxes together at most half of all his bets
+    # burn 2C; box 1 9S, box 2 8C, dealer AD, box 1 TH, box 2 9H
+    scenario = Scenario(description="insurance", rules="casino-001", step=[],
+                        devices=Devices(shuffler=DeviceSetup(stack=["2C", "9S", "8C", "AD", "TH", "9H"])))
+    with table(scenario) as rig:
+        shoe_in_play(rig)
+        for args in (("round", "open"), ("round", "bet", "1", "p1", "50"), ("round", "bet", "2", "p1", "50"),
+                     ("round", "no-more-bets")):
+            ok(rig, *args)
+        rig.do(Deal(cards=5))
+        over = cardctl(rig.socket, "round", "insure", "1", "p1", "50.01")
+        assert over.code == 1
+        assert over.one_line_error().endswith("insurance 50.01 exceeds 50.00, half of all p1's bets (100.00)")

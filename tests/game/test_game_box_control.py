@@ -399,3 +399,17 @@ def test_003_a_co_player_at_the_minimum_is_told_to_withdraw_with_a_new_stake_of_
     assert closing.value.message.endswith("(b by 25.00, to 0.00, withdrawing his bet)")
     r.reduce_bet(2, "b", 0)
     r.no_more_bets("dealer-1")
+
+
+def test_001_insurance_over_half_of_all_bets_names_the_half_then_what_it_is_half_of() -> None:
+    # the trial read "insurance 50.01 ... exceeds half of all p1's bets 100.00" as if the half were 100.00
+    r, _ = table("casino-001", [(1, "p1", 5000), (2, "p1", 5000)])
+    r.no_more_bets("dealer-1")
+    deal(r, "9S 8C AD TH 9H")  # the dealer's ace: insurance
+    with pytest.raises(RuleViolation) as over:
+        r.insure(1, "p1", 5001)
+    assert over.value.message == "insurance 50.01 exceeds 50.00, half of all p1's bets (100.00)"
+    r.insure(1, "p1", 2500)
+    with pytest.raises(RuleViolation) as again:
+        r.insure(2, "p1", 2501)
+    assert again.value.message == "insurance 25.01 with 25.00 already (50.01) exceeds 50.00, half of all p1's bets (100.00)"
