@@ -437,8 +437,8 @@ def alarm_clear(alarm_id: int, as_json: bool) -> None:
 
 @click.group("shoe")
 def shoe_group() -> None:
-    """The shoe: its start (hand-shuffled, shuffle-started), a card it could not read (enter-card),
-    its end (remainder) (dealer); void (supervisor).
+    """The shoe (dealer): its start (hand-shuffled, shuffle-started), a card it could not read
+    (enter-card), its end (remainder); void (supervisor).
 
     \b
     Example:
