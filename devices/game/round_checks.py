@@ -183,6 +183,8 @@ def check_action(rules: HouseRules, rnd: RoundView, hand: Hand | None, box: int,
         return problem
     if co_players and action not in (Action.DOUBLE, Action.SPLIT):
         return "co_player_choice", f"co-players answer only a double or a split, not a {action}"
+    if amount is not None and action is not Action.DOUBLE:  # a split is for the stake: an amount was ignored
+        return "double_amount", f"an amount is only for a double for less, not a {action} (a split is for the stake)"
     if action is Action.SURRENDER:
         return _check_surrender(rules, rnd, hand, box)
     if hand.complete:

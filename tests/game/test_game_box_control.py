@@ -413,3 +413,16 @@ def test_001_insurance_over_half_of_all_bets_names_the_half_then_what_it_is_half
     with pytest.raises(RuleViolation) as again:
         r.insure(2, "p1", 2501)
     assert again.value.message == "insurance 25.01 with 25.00 already (50.01) exceeds 50.00, half of all p1's bets (100.00)"
+
+
+def test_an_amount_on_a_split_or_a_hit_is_refused_not_ignored() -> None:
+    # no rules key allows a split for less: the amount was taken and ignored, the split made for the stake
+    r, _ = table("casino-000", [(1, "a", 10000)])
+    r.no_more_bets("dealer-1")
+    deal(r, "8S 6D 8H")
+    with pytest.raises(RuleViolation) as split:
+        r.act(1, SPLIT, "dealer-1", amount=5000)
+    assert (split.value.rule, split.value.message) == (
+        "double_amount", "an amount is only for a double for less, not a split (a split is for the stake)")
+    refused(r, "double_amount", r.act, 1, HIT, "dealer-1", amount=5000)
+    r.act(1, SPLIT, "dealer-1")
