@@ -87,7 +87,13 @@ class ApiClient:
             if self.path.exists() and not stat.S_ISSOCK(self.path.stat().st_mode):  # a mistyped --socket
                 raise ClientError(f"{self.path}: not a socket (cardd's API socket is {DEFAULT_SOCKET}; "
                                   "--socket or CARDD_SOCKET names another)") from exc
-            raise DaemonNotRunning(f"{self.path}: cardd is not running (start it: sudo systemctl start cardd)") from exc
+            if self.path == DEFAULT_SOCKET:  # the installed daemon's: systemd starts it
+                raise DaemonNotRunning(f"{self.path}: cardd is not running (start it: sudo systemctl start cardd)") \
+                    from exc
+            # another socket (a cardd --simulate's, a test's): systemd's cardd would not listen there
+            raise DaemonNotRunning(f"{self.path}: cardd is not running on this socket, the one tried (not the "
+                                   f"installed daemon's {DEFAULT_SOCKET}; a cardd --simulate prints its socket as it "
+                                   "starts)") from exc
         except PermissionError as exc:
             self._sock.close()
             raise SocketPermissionDenied(f"{self.path}: permission denied: join the API group and a role group "

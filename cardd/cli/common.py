@@ -199,6 +199,9 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "clear_alarm": "alarm clear", "void_shoe": "shoe void", "shoe_remainder": "shoe remainder",
     "selftest": "selftest", "counters": "counters", "clear_fault": "clear-fault", "start_shuffle": "shuffle",
     "export_journal": "log --export", "verify_journal": "verify-journal",
+    "reduce_bet": "round reduce", "pairs_bet": "round pairs", "even_money": "round even-money",
+    "hand_shuffled": "shoe hand-shuffled", "shuffle_started": "shoe shuffle-started", "enter_card": "shoe enter-card",
+    "dealer_change": "dealer-change",
 }
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word

@@ -9,6 +9,7 @@ here, which the journal knows nothing of."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,10 +25,11 @@ from rich.table import Table
 from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors,
-                              check_output_directory, daemon, emit, emit_json, json_option, run_command,
+                              check_output_directory, daemon, emit, emit_json, json_option, money, run_command,
                               to_builtins)
 from cardd.journal import Journal, JournalCorrupt, JournalError
 from cardd.cli.message_text import fields_line, message_text
+from devices.tracker.inputs import COMMAND_NAMES, RECORDS
 from firmware_bridge.messages import decode
 
 SEVERITIES = ("info", "warning", "alarm")
@@ -69,8 +71,30 @@ def shown_message(event: dict[str, Any]) -> str:
             return f"input: DeviceMessage {payload} (not a message this cardctl decodes)"
         source = f" from the {data.get('device', 'device')}"
         return f"input: {message_text(message, source)}"
-    return fields_line(f"input: {kind}", ((k, v) for k, v in data.items()
-                                          if k not in ("type", "v", "who", "role") and v is not None))
+    record = RECORDS.get(kind)
+    name = COMMAND_NAMES.get(record, kind) if record is not None else kind  # a link's or clock's input: no command
+    # in the record's own order (box player amount), as the command takes them; the journal keeps them sorted
+    order = [f.name for f in dataclasses.fields(record)] if record is not None else []
+    keys = sorted(data, key=lambda k: order.index(k) if k in order else len(order))
+    return fields_line(f"input: {name}", ((k, input_field(k, data[k])) for k in keys
+                                          if k not in ("type", "v", "who", "role") and data[k] not in (None, "", [], {})))
+
+
+def input_field(name: str, value: Any) -> Any:
+    """A table input's field as people read it: money (``amount``, cents) in units as cardctl shows
+    it; a co-player's answer as cardctl's --co-player takes it (``bob=joins``, ``carol=declines:2``)."""
+    if name == "amount" and isinstance(value, int) and not isinstance(value, bool):
+        return money(value)
+    if name == "co_players" and isinstance(value, list):  # "; ": an amount may hold a comma (1,250.50)
+        return "; ".join(co_player_answer(answer) if isinstance(answer, dict) else str(answer) for answer in value)
+    return value
+
+
+def co_player_answer(answer: dict[str, Any]) -> str:
+    joins = answer.get("joins")
+    detail = answer.get("amount") if joins else answer.get("stays_on")
+    shown = money(detail) if joins and isinstance(detail, int) else detail
+    return f"{answer.get('player')}={'joins' if joins else 'declines'}" + ("" if detail is None else f":{shown}")
 
 
 def render_event(event: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """The table through the daemon: ``status``, and the dealer's and supervisor's commands
-(``round ...``, ``alarm clear``, ``shoe void``, ``shoe remainder``). A refused command says which
+(``round ...``, ``alarm clear``, ``shoe ...``, ``dealer-change``). A refused command says which
 role it needs: the daemon checks every role, cardctl only relays."""
 from __future__ import annotations
 
@@ -84,14 +84,18 @@ def retention_line(retention: dict[str, Any] | None) -> str:
     return line
 
 
-def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), **args: Any) -> dict[str, Any] | None:
+def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), failures: tuple[str, ...] = (),
+                  **args: Any) -> dict[str, Any] | None:
     """Send table command ``name``; print the journal record it made (or the one-line refusal).
     With ``outcomes``, also what it led to (where the card went, whether the shoe reconciled):
     the first record after its own with one of these reasons, the record's ``outcome`` with
-    --json; returned (None without ``outcomes``)."""
+    --json; returned (None without ``outcomes``). An outcome whose reason is one of ``failures``
+    is not printed for a person (no 'ok' line above a failure): the caller says what failed."""
     with daemon() as client:
         record = run_command(client, name, **args)
         outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
+        if outcome is not None and outcome["reason"] in failures and not as_json:
+            return outcome
     lines = [f"{CARDCTL_COMMANDS[name]}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
          lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
@@ -135,6 +139,10 @@ class Cents(click.ParamType):
     and refused rather than rounded when it is not a whole number of cents."""
     name = "amount"
 
+    def __init__(self, zero: bool = False) -> None:
+        #: 0 is an amount too (a new stake of 0 withdraws the bet)
+        self.zero = zero
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
@@ -144,8 +152,8 @@ class Cents(click.ParamType):
             self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
         if not units.is_finite():  # inf, nan: Decimal takes them, an amount is not one
             self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
-        if units <= 0:
-            self.fail(f"{value}: an amount is more than 0", param, ctx)
+        if units < 0 or units == 0 and not self.zero:
+            self.fail(f"{value}: an amount is {'0 or more' if self.zero else 'more than 0'}", param, ctx)
         cents = units * 100
         if cents != cents.to_integral_value():
             self.fail(f"{value}: at most 2 decimals (cents)", param, ctx)
@@ -241,6 +249,49 @@ round_insure = stake_command("insure", "insure", """PLAYER on BOX takes insuranc
     """)
 
 
+round_pairs = stake_command("pairs", "pairs_bet", """PLAYER bets AMOUNT on Blackjack Pairs at BOX, where he has a
+    wager, while bets are open (dealer), where the house rules offer it (seed 002); a second bet adds to it.
+
+    \b
+    Example:
+      cardctl round pairs 1 alice 5
+    """)
+
+
+@round_group.command("even-money")
+@click.argument("box", type=int)
+@click.argument("player")
+@json_option
+def round_even_money(box: int, player: str, as_json: bool) -> None:
+    """PLAYER's blackjack on BOX takes even money against the dealer's ace, while insurance is
+    offered (dealer; seed 003 pays an insured blackjack so).
+
+    \b
+    Example:
+      cardctl round even-money 2 carol
+    """
+    table_command("even_money", as_json, box=box, player=player)
+
+
+@round_group.command("reduce")
+@click.argument("box", type=int)
+@click.argument("player")
+@click.argument("new_stake", type=Cents(zero=True))
+@json_option
+def round_reduce(box: int, player: str, new_stake: int, as_json: bool) -> None:
+    """PLAYER lowers his bet on BOX to NEW_STAKE, the whole bet he keeps there, not the cut; 0
+    withdraws it (dealer, while bets are open). Where the box owner has priority (seed 003), a
+    raise that takes his box over its maximum is announced, and no more bets refused, naming each
+    co-player's cut and the stake to reduce to ("bob by 600.00, to 1400.00": round reduce 1 bob 1400).
+
+    \b
+    Example:
+      cardctl round reduce 1 bob 1400
+      cardctl round reduce 1 bob 0
+    """
+    table_command("reduce_bet", as_json, box=box, player=player, amount=new_stake)
+
+
 @round_group.command("no-more-bets")
 @json_option
 def round_no_more_bets(as_json: bool) -> None:
@@ -265,25 +316,62 @@ def round_close_insurance(as_json: bool) -> None:
     table_command("close_insurance", as_json)
 
 
+class CoPlayerAnswer(click.ParamType):
+    """``bob=joins``, ``bob=joins:12.50``, ``bob=declines``, ``bob=declines:2`` -> the API's
+    co_players item (``{"player", "joins", "amount", "stays_on"}``); the daemon checks it against
+    the hand and the rules."""
+    name = "co-player"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        player, equals, answer = str(value).partition("=")
+        choice, colon, detail = answer.partition(":")
+        if not player or not equals or choice not in ("joins", "declines") or (colon and not detail):
+            self.fail(f"{value!r}: NAME=joins[:AMOUNT] or NAME=declines[:HAND], e.g. bob=joins", param, ctx)
+        item: dict[str, Any] = {"player": player, "joins": choice == "joins"}
+        if detail and choice == "joins":
+            item["amount"] = Cents().convert(detail, param, ctx)
+        elif detail:
+            if detail not in ("1", "2"):
+                self.fail(f"{value!r}: the hand his bet stays on is 1 or 2", param, ctx)
+            item["stays_on"] = int(detail)
+        return item
+
+
 @round_group.command("act")
 @click.argument("box", type=int)
 @click.argument("action", type=click.Choice(["hit", "stand", "double", "split", "surrender"]))
 @click.option("--player", help="the box owner (required by the rules when the box has co-players)")
-@click.option("--amount", type=Cents(), help="a double or split for less")
+@click.option("--amount", type=Cents(),
+              help="the owner's double for less, where the house rules allow it (play.double_for_less: from the "
+                   "table minimum up to his stake); a split is always for the stake")
+@click.option("--co-player", "co_players", type=CoPlayerAnswer(), multiple=True,
+              metavar="NAME=joins[:AMOUNT]|NAME=declines[:HAND]",
+              help="a co-player's answer to the owner's double or split, once for each co-player on the hand: "
+                   "joins (his stake again; :AMOUNT a double for less, where allowed) or declines (a declined "
+                   "split: :1 or :2, the hand his bet stays on, where the rules let him choose)")
 @json_option
-def round_act(box: int, action: str, player: str | None, amount: int | None, as_json: bool) -> None:
-    """The player on BOX acts: hit, stand, double, split or surrender (dealer).
+def round_act(box: int, action: str, player: str | None, amount: int | None,
+              co_players: tuple[dict[str, Any], ...], as_json: bool) -> None:
+    """The player on BOX acts: hit, stand, double, split or surrender (dealer). On a box with
+    co-players the owner decides (--player), and each co-player joins or declines his double or
+    split (--co-player).
 
     \b
     Example:
       cardctl round act 3 hit --player alice
+      cardctl round act 1 double --player alice --co-player bob=joins --co-player carol=declines
     """
     args: dict[str, Any] = {"box": box, "action": action}
     if player is not None:
         args["player"] = player
     if amount is not None:
         args["amount"] = amount
+    if co_players:
+        args["co_players"] = list(co_players)
     table_command("act", as_json, **args)
+
 
 
 @round_group.command("continue")
@@ -353,7 +441,8 @@ def alarm_clear(alarm_id: int, as_json: bool) -> None:
 
 @click.group("shoe")
 def shoe_group() -> None:
-    """The shoe as a whole (void: supervisor; remainder: dealer).
+    """The shoe (dealer): its start (hand-shuffled, shuffle-started), a card it could not read
+    (enter-card), its end (remainder); void (supervisor).
 
     \b
     Example:
@@ -372,6 +461,47 @@ def shoe_void(as_json: bool) -> None:
       cardctl shoe void
     """
     table_command("void_shoe", as_json)
+
+
+@shoe_group.command("hand-shuffled")
+@json_option
+def shoe_hand_shuffled(as_json: bool) -> None:
+    """The dealer declares a new shoe shuffled by hand (dealer), on a table whose house rules
+    shuffle by hand (seed 003): the shoe is verified, to be loaded. Refused on a table with a
+    shuffler (cardctl shuffle), and until the last shoe is complete and reconciled, or void.
+
+    \b
+    Example:
+      cardctl shoe hand-shuffled
+    """
+    table_command("hand_shuffled", as_json)
+
+
+@shoe_group.command("shuffle-started")
+@json_option
+def shoe_shuffle_started(as_json: bool) -> None:
+    """The dealer who loaded the shuffler and started it (dealer): named as the operator on the
+    next shoe's verification record ("not recorded" without it).
+
+    \b
+    Example:
+      cardctl shoe shuffle-started
+    """
+    table_command("shuffle_started", as_json)
+
+
+@shoe_group.command("enter-card")
+@click.argument("card")
+@json_option
+def shoe_enter_card(card: str, as_json: bool) -> None:
+    """The dealer names CARD, the card the shoe could not read (dealer): it goes where the
+    unreadable card was to go, and the round stays flagged (UNREADABLE_CARD). Prints where it went.
+
+    \b
+    Example:
+      cardctl shoe enter-card QH
+    """
+    table_command("enter_card", as_json, ("CARD_ENTERED_BY_DEALER",), card=canonical_card(card))
 
 
 @shoe_group.command("remainder")
@@ -394,9 +524,23 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
     if bool(cards) == (counts_file is not None):
         raise click.UsageError("give the counted cards (CARD=N ...) or --file FILE, one of the two")
     returned = read_counts(counts_file) if counts_file is not None else parse_counts(cards)
-    outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"), returned=returned)
+    outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"),
+                            ("RECONCILIATION_FAILED",), returned=returned)
     if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
         raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
+
+
+@click.command("dealer-change")
+@json_option
+def dealer_change(as_json: bool) -> None:
+    """A new dealer takes the table (dealer: the new one sends it, and is named): the house rules'
+    shoe.burn_on_dealer_change cards burn (seed 003: one), after the live round if there is one.
+
+    \b
+    Example:
+      cardctl dealer-change
+    """
+    table_command("dealer_change", as_json, ("DEALER_CHANGE_BURN",))
 
 
 def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
@@ -461,4 +605,4 @@ def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-COMMANDS = (status, round_group, alarm_group, shoe_group)
+COMMANDS = (status, round_group, alarm_group, shoe_group, dealer_change)

@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import api_errors, console, daemon, emit_json, json_option, money, options, to_builtins
+from cardd.cli.common import api_errors, console, daemon, emit_json, end_like_ctrl_c, json_option, money, options, \
+    to_builtins
 from cardd.cli.table import SETTLE_DRAWN_IN_ERROR
 
 #: how many of the latest events the view keeps
@@ -148,13 +149,17 @@ def watch(frames: int | None, as_json: bool) -> None:
     """A live full-screen view of the table: devices, shoe, round, holds, alarms, cards exposed in
     error (the next cards, in order), cards drawn in error waiting for the dealer, events.
 
-    Ctrl-C leaves. With --json: a STATE line, then one JSON line per event.
+    Ctrl-C leaves (a kill or a closed terminal too, as Ctrl-C does: redirected to a file, the
+    last frame is written). With --json: a STATE line, then one JSON line per event.
 
     \b
     Example:
       cardctl watch
       cardctl watch --json | jq -c 'select(.severity == "alarm")'
     """
+    # SIGTERM (`timeout 2 cardctl watch > f`, a kill) ended it at once, before a redirected view wrote
+    # its one frame: an empty file. It leaves as Ctrl-C does instead.
+    end_like_ctrl_c()
     try:
         with daemon(timeout=None) as client, api_errors():
             watcher = ApiClient(options().socket, timeout=None)

@@ -80,6 +80,13 @@ _NOW = {"betting": "bets are still open", "initial_deal": "the initial deal is u
         "complete": "the round is over (complete)", "void": "the round is void"}
 
 
+def _cut_words(stake: int, cut: int) -> str:
+    """A co-player's reduction at the box maximum, as both numbers a dealer needs: the cut, and the
+    new stake reduce_bet takes (its amount is the new stake, not the cut): ``by 600.00, to 1400.00``."""
+    left = stake - cut
+    return f"by {units(cut)}, to {units(left)}" + (", withdrawing his bet" if left == 0 else "")
+
+
 def _target(box: int, hand: int) -> Target:
     """Targets are immutable values; reuse one per place instead of building one per card."""
     t = _TARGETS.get((box, hand))
@@ -191,8 +198,8 @@ class Round:
         if over > 0:
             cuts = self.reductions_at_maximum(box)
             self._emit(Reason.BOX_OVER_MAXIMUM, f"box {box} is {units(over)} over the maximum: the owner has priority; "
-                       + ", ".join(f"{p} reduces by {units(c)}" for p, c in cuts.items()), Severity.WARNING,
-                       box=box, over=over, reduce=cuts)
+                       + ", ".join(f"{p} reduces {_cut_words(stakes[p], c)}" for p, c in cuts.items()),
+                       Severity.WARNING, box=box, over=over, reduce=cuts)
 
     def place_pairs_bet(self, box: int, player: str, amount: int) -> None:
         self._require(("betting",), "a Blackjack Pairs bet", player)
@@ -211,9 +218,9 @@ class Round:
         for box, stakes in sorted(self.wagers.items()):
             over = sum(stakes.values()) - self.rules.table.max_per_box
             if over > 0:
-                cuts = ", ".join(f"{p} by {units(c)}" for p, c in self.reductions_at_maximum(box).items())
+                cuts = ", ".join(f"{p} {_cut_words(stakes[p], c)}" for p, c in self.reductions_at_maximum(box).items())
                 raise self._refuse("box_maximum_reduce", f"box {box} is {units(over)} over the maximum: the "
-                                   f"co-players reduce their bets first ({cuts})", who)
+                                   f"co-players reduce their bets first with reduce_bet ({cuts})", who)
         self._start_initial_deal()
         self._go("bets_closed")
 
@@ -386,7 +393,7 @@ class Round:
         self.even_money_taken.add((box, player))
         self._pay_at_once([even_money_line(hand, player)])
         self._emit(Reason.ACTION, f"{player} takes even money at box {box}: paid "
-                   f"{hand.stakes[player]} at once", who=player, action="even_money", box=box,
+                   f"{units(hand.stakes[player])} at once", who=player, action="even_money", box=box,
                    player=player, paid=hand.stakes[player])
 
     def close_insurance(self, who: str | None = None) -> None:

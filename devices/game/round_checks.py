@@ -5,6 +5,7 @@ rule names are stable strings (they appear in ACTION_REFUSED events and RuleViol
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Protocol
 
 from devices.game.hand import Hand, card_value
@@ -151,12 +152,16 @@ def check_insurance(rules: HouseRules, box_hands: dict[int, list[Hand]], box: in
         stake = sum(hs[0].stakes.get(player, 0) for hs in box_hands.values())
         already = sum(a for (_, p), a in insured.items() if p == player)
         if 2 * (already + amount) > stake:
-            return "insurance_half_bet", f"insurance {units(amount)} (with {units(already)} already) exceeds half of " \
-                                         f"all {player}'s bets {units(stake)}"
+            # the limit itself first, then what it is half of: "exceeds half of all p1's bets 100.00" read as
+            # if the half were 100.00
+            taken = f" with {units(already)} already ({units(already + amount)})" if already else ""
+            return "insurance_half_bet", f"insurance {units(amount)}{taken} exceeds {units(Fraction(stake, 2))}, " \
+                                         f"half of all {player}'s bets ({units(stake)})"
         return None
     stake = hands[0].stakes[player]
     if 2 * amount > stake:
-        return "insurance_half_bet", f"insurance {units(amount)} exceeds half of {player}'s bet {units(stake)} on box {box}"
+        return "insurance_half_bet", f"insurance {units(amount)} exceeds {units(Fraction(stake, 2))}, half of " \
+                                     f"{player}'s bet on box {box} ({units(stake)})"
     return None
 
 
@@ -178,6 +183,8 @@ def check_action(rules: HouseRules, rnd: RoundView, hand: Hand | None, box: int,
         return problem
     if co_players and action not in (Action.DOUBLE, Action.SPLIT):
         return "co_player_choice", f"co-players answer only a double or a split, not a {action}"
+    if amount is not None and action is not Action.DOUBLE:  # a split is for the stake: an amount was ignored
+        return "double_amount", f"an amount is only for a double for less, not a {action} (a split is for the stake)"
     if action is Action.SURRENDER:
         return _check_surrender(rules, rnd, hand, box)
     if hand.complete:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +28,7 @@ from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
 from tests.journal.journal_helpers import journal_of_cards, tamper
 from tests.support.groups import unix_groups
-from tests.daemon.daemon_rig import Daemon, simulate, write_config
+from tests.daemon.daemon_rig import Daemon, simulate, wait_until, write_config
 from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
 
 
@@ -34,10 +37,22 @@ from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
 
 # ---- errors met first ------------------------------------------------------------------------
 
-def test_no_daemon_is_one_line_with_the_systemctl_line_and_exit_3(directory):
-    run = cardctl(directory / "cardd.sock", "status")
+def test_no_daemon_on_the_default_socket_is_one_line_with_the_systemctl_line_and_exit_3():
+    run = cardctl(None, "status", prefix=("env", "-u", "CARDD_SOCKET"))  # /run/cardd/cardd.sock: none here
     assert run.code == 3
-    assert "systemctl start cardd" in run.one_line_error()
+    assert run.one_line_error() == ("cardctl: /run/cardd/cardd.sock: cardd is not running "
+                                    "(start it: sudo systemctl start cardd)")
+
+
+def test_no_daemon_on_another_socket_names_the_socket_tried_not_systemd(directory):
+    # a cardd --simulate's socket: systemd's cardd would never listen there (from the trial)
+    for run in (cardctl(directory / "cardd.sock", "status"),
+                cardctl(None, "status", prefix=("env", f"CARDD_SOCKET={directory / 'cardd.sock'}"))):
+        assert run.code == 3
+        line = run.one_line_error()
+        assert line.startswith(f"cardctl: {directory / 'cardd.sock'}: cardd is not running on this socket, the one "
+                               "tried (not the installed daemon's /run/cardd/cardd.sock;"), line
+        assert "systemctl" not in line
 
 
 def test_a_stale_socket_is_no_daemon(directory):
@@ -46,7 +61,7 @@ def test_a_stale_socket_is_no_daemon(directory):
     stale.close()  # the file stays, nobody listens
     run = cardctl(directory / "cardd.sock", "status", "--json")
     assert run.code == 3 and "not running" in run.one_line_error() and run.out == ""
-    with pytest.raises(DaemonNotRunning, match="systemctl"):
+    with pytest.raises(DaemonNotRunning, match="not running on this socket"):
         ApiClient(directory / "cardd.sock")
 
 
@@ -278,6 +293,17 @@ def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
     assert ident["message"] == ident["data"]["message"]  # --json keeps the record as journaled
 
 
+def test_log_shows_a_table_input_by_its_command_name_with_money_in_units(daemon):
+    # the trial's "input: PlaceBet (amount=2500 box=1 player=alice)": a class name and cents
+    start_round(daemon)
+    shown = cardctl(daemon.socket_path, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
+    # the message column, then the who column
+    inputs = [" ".join(line.split("input: ", 1)[1].split()) for line in shown.splitlines() if "input: " in line]
+    for line in ("open_round root", "place_bet (box=1 player=alice amount=25.00) root",
+                 "place_bet (box=3 player=carol amount=10.50) root", "no_more_bets root"):
+        assert line in inputs, (line, [i for i in inputs if "from the" not in i])
+
+
 @pytest.mark.parametrize("view", [(), ("--json",)])
 def test_log_into_a_closed_pipe_ends_quietly(daemon, view):
     """``cardctl log | head``: once the reader has gone the log ends with the shell's SIGPIPE code,
@@ -294,6 +320,30 @@ def test_watch_on_an_idle_table_ends_once_its_reader_has_gone(daemon):
         [str(CARDCTL), "--socket", str(daemon.socket_path), "watch", "--json"], timeout=20)
     assert json.loads(first)["class"] == "STATE"
     assert (code, err) == (EXIT_STDOUT_CLOSED, "")
+
+
+@pytest.mark.parametrize("ending", [signal.SIGINT, signal.SIGTERM])
+def test_watch_into_a_file_ended_by_a_signal_writes_its_last_frame(daemon, directory, ending):
+    """``cardctl watch > file``, then Ctrl-C or ``timeout 2``'s SIGTERM: a view redirected to a file
+    writes its one frame as it ends; a SIGTERM killed it with the file empty (from the trial)."""
+    shown = directory / "watch.txt"
+    with shown.open("w") as out:
+        watching = subprocess.Popen([str(CARDCTL), "--socket", str(daemon.socket_path), "watch"], stdout=out,
+                                    stderr=subprocess.PIPE, text=True)
+        try:
+            def connected() -> bool:  # its two connections (STATE, WATCH) are open: the view runs
+                fds = Path(f"/proc/{watching.pid}/fd")
+                return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:")) >= 2
+            wait_until(connected, "cardctl watch connected")
+            time.sleep(0.5)  # from its WATCH into the view (a margin, nothing measured)
+            watching.send_signal(ending)
+            _, err = watching.communicate(timeout=20)
+        finally:
+            if watching.poll() is None:
+                watching.kill()
+                watching.wait()
+    assert (watching.returncode, err) == (0, "")
+    assert "cardd table — cardd" in shown.read_text() and "shoe idle" in shown.read_text()
 
 
 @pytest.mark.parametrize("options", [("--help",), ("--version",), ("log", "--help")])

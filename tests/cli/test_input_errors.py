@@ -299,7 +299,8 @@ def test_a_second_simulate_on_a_state_dir_in_use_leaves_the_first_daemons_device
 def test_shoe_help_names_only_its_subcommands() -> None:
     run = cardctl(None, "shoe", "--help")
     commands = run.out.split("Commands:")[1]
-    assert run.code == 0 and [line.split()[0] for line in commands.strip().splitlines()] == ["remainder", "void"]
+    assert run.code == 0 and [line.split()[0] for line in commands.strip().splitlines()] == [
+        "enter-card", "hand-shuffled", "remainder", "shuffle-started", "void"]
 
 
 def test_alarm_without_a_subcommand_lists_the_open_alarms(daemon: Daemon) -> None:

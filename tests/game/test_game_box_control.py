@@ -224,7 +224,14 @@ def test_s10_003_the_owner_has_priority_at_the_box_maximum_and_the_co_players_re
     announced = rec.of(Reason.BOX_OVER_MAXIMUM)[-1].data
     assert announced["over"] == 50000 and announced["reduce"] == {"c": 37500, "b": 12500}  # latest first
     assert r.reductions_at_maximum(4) == {"c": 37500, "b": 12500}
+    # each cut with the stake to reduce to: reduce_bet's amount is the new stake, not the cut
+    assert rec.of(Reason.BOX_OVER_MAXIMUM)[-1].message.endswith(
+        "the owner has priority; c reduces by 375.00, to 25.00, b reduces by 125.00, to 875.00")
     refused(r, "box_maximum_reduce", r.no_more_bets, "dealer-1")
+    with pytest.raises(RuleViolation) as closing:
+        r.no_more_bets("dealer-1")
+    assert closing.value.message == ("box 4 is 500.00 over the maximum: the co-players reduce their bets first with "
+                                     "reduce_bet (c by 375.00, to 25.00, b by 125.00, to 875.00)")
     refused(r, "box_maximum", r.place_bet, 4, "b", 5000)  # the priority is the owner's only
     refused(r, "table_minimum", r.reduce_bet, 4, "c", 1000)
     r.reduce_bet(4, "c", 2500)  # box 262500
@@ -360,11 +367,12 @@ def test_s22_002_insurance_up_to_half_the_bet_is_the_default_not_the_sheet_s_rul
 
 def test_s23_003_insuring_a_blackjack_is_paid_even_money() -> None:
     # "Any player(s) wishing to insure a Blackjack against a dealers Ace, will be paid even money."
-    r, _ = table("casino-003", [(1, "a", 10000), (1, "b", 5000)])
+    r, rec = table("casino-003", [(1, "a", 10000), (1, "b", 5000)])
     r.no_more_bets("dealer-1")
     deal(r, "AS AH KD")  # box 1 blackjack, dealer ace
     refused(r, "even_money_for_blackjack", r.insure, 1, "b", 1000)
     r.even_money(1, "b")
+    assert rec.of(Reason.ACTION)[-1].message.endswith("b takes even money at box 1: paid 50.00 at once")  # units
     r.close_insurance("dealer-1")
     deal(r, "6C")  # dealer soft 17 stands ("stand on any seventeen (17), hard or soft")
     assert nets(r) == {"a": 15000, "b": 5000}
@@ -381,3 +389,40 @@ def test_s23_000_insuring_a_blackjack_is_insurance_where_the_sheet_says_nothing_
     deal(r, "6C")  # dealer soft 17: no blackjack, the insurance loses
     assert nets(r) == {"a": 15000, "b": 6500}  # b: 5000 x 3/2 - 1000
     assert house(r) == -21500
+
+
+def test_003_a_co_player_at_the_minimum_is_told_to_withdraw_with_a_new_stake_of_0() -> None:
+    r, rec = table("casino-003", [(2, "a", 100000), (2, "b", 2500)])
+    r.place_bet(2, "a", 150000)  # a 250000: b, at the table minimum, cannot reduce: he withdraws
+    with pytest.raises(RuleViolation) as closing:
+        r.no_more_bets("dealer-1")
+    assert closing.value.message.endswith("(b by 25.00, to 0.00, withdrawing his bet)")
+    r.reduce_bet(2, "b", 0)
+    r.no_more_bets("dealer-1")
+
+
+def test_001_insurance_over_half_of_all_bets_names_the_half_then_what_it_is_half_of() -> None:
+    # the trial read "insurance 50.01 ... exceeds half of all p1's bets 100.00" as if the half were 100.00
+    r, _ = table("casino-001", [(1, "p1", 5000), (2, "p1", 5000)])
+    r.no_more_bets("dealer-1")
+    deal(r, "9S 8C AD TH 9H")  # the dealer's ace: insurance
+    with pytest.raises(RuleViolation) as over:
+        r.insure(1, "p1", 5001)
+    assert over.value.message == "insurance 50.01 exceeds 50.00, half of all p1's bets (100.00)"
+    r.insure(1, "p1", 2500)
+    with pytest.raises(RuleViolation) as again:
+        r.insure(2, "p1", 2501)
+    assert again.value.message == "insurance 25.01 with 25.00 already (50.01) exceeds 50.00, half of all p1's bets (100.00)"
+
+
+def test_an_amount_on_a_split_or_a_hit_is_refused_not_ignored() -> None:
+    # no rules key allows a split for less: the amount was taken and ignored, the split made for the stake
+    r, _ = table("casino-000", [(1, "a", 10000)])
+    r.no_more_bets("dealer-1")
+    deal(r, "8S 6D 8H")
+    with pytest.raises(RuleViolation) as split:
+        r.act(1, SPLIT, "dealer-1", amount=5000)
+    assert (split.value.rule, split.value.message) == (
+        "double_amount", "an amount is only for a double for less, not a split (a split is for the stake)")
+    refused(r, "double_amount", r.act, 1, HIT, "dealer-1", amount=5000)
+    r.act(1, SPLIT, "dealer-1")

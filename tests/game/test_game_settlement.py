@@ -98,7 +98,8 @@ def test_refusals_name_amounts_in_units_like_every_other_message() -> None:
     assert [e.message for e in rec.of(Reason.ACTION_REFUSED)][0].endswith("below the minimum per player 10.00")
     r.no_more_bets("dealer-1")
     deal(r, "7S 8D AH 9C 9H")  # box 3: 7S 9C, box 5: 8D 9H, the dealer an ace (no hole card)
-    assert "insurance 12.80 exceeds half of alice's bet 25.50 on box 3" in _refusal(r.insure, 3, "alice", 1280)
+    # the limit first, then what it is half of
+    assert "insurance 12.80 exceeds 12.75, half of alice's bet on box 3 (25.50)" in _refusal(r.insure, 3, "alice", 1280)
     assert "insurance 0.50 is below the minimum 1.00" in _refusal(r.insure, 3, "alice", 50)
     r.close_insurance("dealer-1")
     assert "double for 20.00 at" in (text := _refusal(r.act, 3, Action.DOUBLE, "dealer-1", amount=2000)) \
