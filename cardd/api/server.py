@@ -37,6 +37,9 @@ from drivers.aio import BudgetWindow, WindowedBudget
 
 log = structlog.get_logger(__name__)
 
+#: the most bytes of a Unix socket's path (sun_path's 108, its NUL included)
+UNIX_PATH_MAX = 107
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -413,7 +416,10 @@ class ApiServer:
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
-            raise ApiError(f"cannot listen on the API socket {self.path}: {exc.strerror}") from exc
+            # a path past AF_UNIX's 107 bytes is an OSError without an errno (strerror None)
+            why = exc.strerror or (f"the path is {len(os.fsencode(self.path))} bytes, more than a Unix socket's "
+                                   f"{UNIX_PATH_MAX} (choose a shorter directory)" if "too long" in str(exc) else str(exc))
+            raise ApiError(f"cannot listen on the API socket {self.path}: {why}") from exc
         return sock
 
     def _clear_stale(self) -> None:

@@ -206,8 +206,9 @@ CARDCTL_COMMANDS: dict[str, str] = {
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
 #: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with
-#: redeal"); "the players act" or "no held round to resume" are words, not commands
-_NEXT = re.compile(r"(?<![\w'.-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+)(?![\w'.-])")  # not an arg's place_bet.amount
+#: redeal"); "the players act" or "no held round to resume" are words, not commands, and a path or a
+#: quoted name ("/var/tmp/open_round", '"start_shuffle"') is the client's text
+_NEXT = re.compile(r"(?<![\w'./\"-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+)(?![\w'./\"-])")  # not an arg's place_bet.amount
 _ROLE = re.compile(r"^command '(?P<name>[a-z_]+)' needs ")
 
 

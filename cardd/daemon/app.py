@@ -45,7 +45,6 @@ from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.overrides import TableError
 from devices.tracker.inputs import ShuffleStarted
-from devices.overrides import TableError
 from drivers.aio import cancel_and_wait
 
 if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import structlog
 
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
@@ -30,6 +31,8 @@ from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
 from simulators.stack import fisher_yates, full_shoe
+
+log = structlog.get_logger(__name__)
 
 S = TypeVar("S", bound=msgspec.Struct)
 #: the most cards one sim_deal may ask for (a whole 8-deck shoe)
@@ -74,11 +77,21 @@ class Simulation:
         self.writer_lock = Journal.hold_writer_lock(base.journal.path)
         try:
             # what the devices held when the daemon last stopped (or was killed) here: a restart of the
-            # table computer leaves the cards in the shoe and the shuffler
-            for endpoint in (self.table.shuffler, self.table.shoe):
-                nvram.keep(endpoint.device, self._nvram_path(endpoint))
+            # table computer leaves the cards in the shoe and the shuffler. Not in a directory made
+            # for this run alone (removed at its end), and not beside a journal that is not there:
+            # the memory of a table whose journal was removed to start over would deal cards the
+            # new table never saw (MISSING_READ at the first card)
+            if not self._made:
+                journal_kept = base.journal.path.exists()
+                for endpoint in (self.table.shuffler, self.table.shoe):
+                    path = self._nvram_path(endpoint)
+                    if not journal_kept and path.exists():
+                        log.warning("sim_memory_dropped", path=str(path),
+                                    why=f"no journal at {base.journal.path}: a new table, its devices start empty")
+                        path.unlink()
+                    nvram.keep(endpoint.device, path)
+                self._kept = True
             self.table.start()
-            self._kept = True
         except BaseException:
             self.writer_lock.release()
             raise
@@ -103,9 +116,9 @@ class Simulation:
             self.writer_lock.release()
             self.writer_lock = None
         self.table.stop()
-        if self._kept and not self._made:  # once more, stopped: the events the host confirmed since are let go
+        if self._kept:  # once more, stopped: the events the host confirmed since are let go
             for endpoint in (self.table.shuffler, self.table.shoe):
-                nvram.save(endpoint.device, self._nvram_path(endpoint))
+                endpoint.device.on_change()  # nvram.keep's writer: a write that fails is logged, never raised
         if self._made:
             shutil.rmtree(self.directory, ignore_errors=True)
 

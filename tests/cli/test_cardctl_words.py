@@ -50,13 +50,18 @@ def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() ->
 
 
 def test_words_that_are_not_commands_are_left_as_they_are() -> None:
-    # "act" and "resume" are words here; enter_card and take_seat have no cardctl command; an arg's name
+    # "act" and "resume" are words here; take_seat has no cardctl command; an arg's name
     for line in ("act refused: stand at box 1 is taken only while the players act, and bets are still open",
                  "resume refused: no held round to resume: only a held round waits for a supervisor"):
         head, rest = line.split(" refused: ")
         assert in_cardctl_words(line) == f"{CARDCTL_COMMANDS[head]} refused: {rest}"
     assert in_cardctl_words("act refused: box 2 has an unreadable card: enter it with enter_card first") == \
-        "round act refused: box 2 has an unreadable card: enter it with enter_card first"
+        "round act refused: box 2 has an unreadable card: enter it with cardctl shoe enter-card first"
+    # a path or a quoted name the line carries is no command (the review's: /var/tmp/open_round/x)
+    assert in_cardctl_words("export_journal refused: /var/tmp/open_round/x exists") == \
+        "log --export refused: /var/tmp/open_round/x exists"
+    assert in_cardctl_words('place_bet refused: player "start_shuffle" unknown') == \
+        'round bet refused: player "start_shuffle" unknown'
     assert in_cardctl_words("place_bet.amount: expected a whole number, got 'ten'") == \
         "place_bet.amount: expected a whole number, got 'ten'"
     assert in_cardctl_words("take_seat refused: x") == "take_seat refused: x"

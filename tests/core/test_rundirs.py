@@ -4,9 +4,11 @@ for real, and real directories."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,3 +94,21 @@ def test_nothing_cardd_did_not_make_as_a_run_directory_is_touched(tmp_path: Path
     assert remove_left_behind(tmp_path) == []
     assert all(path.is_dir() for path in cases.values()), cases
     assert link.is_symlink() and (someone_elses / "data").read_text() == "keep" and kept.is_dir()
+
+
+def test_a_killed_runs_directory_given_back_to_cardd_simulate_is_kept_while_it_runs() -> None:
+    """The review's: `cardd --simulate` killed, then `cardd --simulate --state-dir` on the directory
+    it printed, to resume that table: the next run's clean-up took it for one left behind (its
+    marker still named the dead owner) and removed it under the running daemon."""
+    from tests.daemon.daemon_rig import Daemon
+    tmp_path = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))  # pytest's is too long for the socket's path
+    with owner(tmp_path) as (killed, left):
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    daemon = Daemon(["--simulate", "--state-dir", str(left)], left / "cardd.sock")
+    try:
+        assert remove_left_behind(tmp_path) == [] and (left / "journal.sqlite3").exists()
+        daemon.client().close()  # still serving
+    finally:
+        daemon.stop()
+        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -58,9 +58,39 @@ def test_sim_deal_from_an_empty_simulated_shoe_is_refused_naming_the_way_forward
 
 
 def test_a_damaged_device_memory_stops_the_start_in_one_line_naming_the_file(directory: Path) -> None:
+    code, err = _start(directory).stop()  # the table's journal, beside which the memory is its devices'
+    assert code == 0, err
     (directory / "shoe.nvram.json").write_text("{half a fi")
     done = run_cardd("--simulate", "--state-dir", str(directory), timeout=60)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 1 and last.startswith(
         f"cardd: cannot start the simulated devices: {directory / 'shoe.nvram.json'}: cannot be read back: "), last
     assert last.endswith(": remove the file to start that device empty, as from the factory"), last
+
+
+def test_the_devices_memory_without_its_journal_is_dropped_and_the_new_table_starts_empty(directory: Path) -> None:
+    """The review's: a shoe played on a --state-dir, the journal removed to start over, the devices'
+    memory files left: the shoe came back with 306 cards the new table never saw, and its first card
+    raised MISSING_READ. Memory beside no journal belongs to no table: it is dropped, said in the log."""
+    daemon = _start(directory)
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))
+    client.close()
+    code, err = daemon.stop()
+    assert code == 0, err
+    assert (directory / "shoe.nvram.json").exists()
+    for journal_file in directory.glob("journal.sqlite3*"):
+        journal_file.unlink()
+
+    again = _start(directory)
+    client = again.client()
+    state = wait_devices(client)
+    assert state["shoe"]["state"] == "idle" and state["alarms"] == [], state
+    refused = client.command("sim_deal", cards=1)  # the simulated shoe is empty, as the new table's is
+    assert refused["class"] == "ERROR" and "holds no cards" in refused["message"], refused
+    assert client.state()["alarms"] == []
+    client.close()
+    code, err = again.stop()
+    assert code == 0, err
+    dropped = [json.loads(line) for line in again.stderr().splitlines() if '"sim_memory_dropped"' in line]
+    assert sorted(Path(line["path"]).name for line in dropped) == ["shoe.nvram.json", "shuffler.nvram.json"]

@@ -126,3 +126,15 @@ def test_other_rules_on_a_state_dir_mid_shoe_are_refused_before_the_devices_star
     assert done.stderr.endswith(f": pass those with --rules (journal {directory / 'journal.sqlite3'})\n")
     daemon = Daemon(["--simulate", "--state-dir", str(directory), "--rules", "casino-000"], directory / "cardd.sock")
     assert daemon.stop()[0] == 0  # the rules it ran under: it goes on
+
+
+def test_a_socket_path_too_long_for_unix_is_said_in_one_line(tmp_path: Path) -> None:
+    """A --state-dir deep enough that its socket's path passes AF_UNIX's 107 bytes: the line said
+    '...cardd.sock: None' (the OSError has no errno)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    done = run_cardd("--simulate", "--state-dir", str(deep))
+    sock = deep / "cardd.sock"
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"cardd: cannot listen on the API socket {sock}: the path is {len(str(sock))} bytes, more than a Unix "
+        f"socket's 107 (choose a shorter directory)"), done.stderr
