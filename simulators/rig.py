@@ -10,6 +10,7 @@ never over a host link: the host learns each card only when the shoe reads it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from simulators.endpoint import Endpoint
@@ -17,6 +18,7 @@ from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
+from simulators.stack import StackCard
 
 #: the dealer puts the cut card about a third from the back (the seeds' house rules)
 DEFAULT_PENETRATION = 2 / 3
@@ -64,6 +66,11 @@ class SimulatedTable:
         stack = self.shuffler.call(self.shuffler.device.unload)
         if not stack:
             raise RuntimeError("the shuffler holds no shuffled stack: shuffle first")
+        return self.load_shoe(stack, penetration, cut_at)
+
+    def load_shoe(self, stack: Sequence[StackCard], penetration: float = DEFAULT_PENETRATION, cut_at: int | None = None) -> int:
+        """``stack`` into the shoe, the cut card after card ``cut_at`` (default: ``penetration`` of
+        the stack): the shuffler's (:meth:`hand_off`) or a dealer's hand shuffle. Returns the number of cards."""
         if cut_at is None:
             cut_at = max(1, int(len(stack) * penetration))
         self.shoe.call(self.shoe.device.load, stack, cut_at)

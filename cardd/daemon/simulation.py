@@ -184,10 +184,7 @@ class Simulation:
     def _load_hand_shuffled(self, rules: HouseRules) -> int:
         """A hand-shuffle table's (its rules' shoe.shuffle = "hand"): the dealer's own shuffle of the
         rules' decks goes into the shoe, the cut card at the rules' penetration; the shuffler is not used."""
-        stack = fisher_yates(full_shoe(rules.decks))
-        shoe = self.table.shoe
-        shoe.call(shoe.device.load, stack, max(1, int(len(stack) * rules.shoe.penetration)))
-        return len(stack)
+        return self.table.load_shoe(fisher_yates(full_shoe(rules.decks)), rules.shoe.penetration)
 
     @staticmethod
     def _parse(name: str, args: dict[str, Any], kind: type[S]) -> S:
