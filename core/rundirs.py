@@ -15,7 +15,8 @@ that is gone:
   directory is never removed. Where /proc cannot be read, nothing is removed.
 
 A directory a run means to keep (a failed soak's journal and log, the demo's journal) is
-:func:`keep`-ed: its marker is removed, so no later run takes it for one left behind.
+:func:`keep`-ed: its marker is removed, so no later run takes it for one left behind; so is a dead
+run's directory another process takes over (:func:`adopt`).
 Directories made before this mechanism have no marker: they are left alone.
 """
 from __future__ import annotations
@@ -75,6 +76,22 @@ def keep(directory: Path) -> None:
         (directory / MARKER).unlink()
     except FileNotFoundError:
         pass
+
+
+def adopt(directory: Path) -> None:
+    """``directory`` given to a process that goes on using it (``cardd --simulate --state-dir``): if
+    the run that made it has ended (a killed ``cardd --simulate``'s own directory, given back to
+    resume its table), its marker goes and no later run takes it for one left behind; a live
+    owner's (the demo or cardbench that started this cardd in its directory) stays, so the
+    directory still goes once that owner is killed."""
+    try:
+        with open(directory / MARKER, "rb") as marker:
+            owner = marker.read(64).split()
+        pid, start = int(owner[0]), int(owner[1])
+    except (OSError, ValueError, IndexError):
+        return  # no marker (a directory of the user's), or not one this module wrote: nothing to adopt
+    if owner_gone(pid, start):
+        keep(directory)
 
 
 def remove_left_behind(parent: Path) -> list[Path]:

@@ -36,7 +36,7 @@ from cardd.journal import Journal, JournalBusy, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
 from core.files import output_directory_problem, read_problem
-from core.rundirs import keep
+from core.rundirs import adopt
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.snapshot import rules_change_refused
 from firmware_bridge.firmware import load_public_key
@@ -245,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
             rules = simulated_rules(args.rules, args.state_dir)
             if args.state_dir is not None:
                 make_state_dir(args.state_dir)
-                # a directory given is kept for good: in a killed `cardd --simulate`'s own directory,
-                # given back to resume that table, the dead owner's marker would let the next run
-                # (cardbench, the demo, another cardd) remove it under this daemon
-                keep(args.state_dir)
+                # a killed `cardd --simulate`'s own directory, given back to resume that table: the dead
+                # owner's marker would let the next run (cardbench, the demo, another cardd) remove it
+                # under this daemon (a live owner's, the demo's that started this cardd, stays)
+                adopt(args.state_dir)
             from cardd.daemon.simulation import Simulation
             simulation = Simulation(args.state_dir, rules)
             config = simulation.start()
