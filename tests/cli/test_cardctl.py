@@ -332,8 +332,13 @@ def test_watch_into_a_file_ended_by_a_signal_writes_its_last_frame(daemon, direc
                                     stderr=subprocess.PIPE, text=True)
         try:
             def connected() -> bool:  # its two connections (STATE, WATCH) are open: the view runs
-                fds = Path(f"/proc/{watching.pid}/fd")
-                return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:")) >= 2
+                sockets = 0
+                for fd in Path(f"/proc/{watching.pid}/fd").iterdir():
+                    try:
+                        sockets += os.readlink(fd).startswith("socket:")
+                    except FileNotFoundError:  # closed between the listing and the look (its imports)
+                        continue
+                return sockets >= 2
             wait_until(connected, "cardctl watch connected")
             time.sleep(0.5)  # from its WATCH into the view (a margin, nothing measured)
             watching.send_signal(ending)
