@@ -24,6 +24,12 @@ from simulators.stack import StackCard
 DEFAULT_PENETRATION = 2 / 3
 
 
+def cut_card_at(cards: int, penetration: float, cut_at: int | None = None) -> int:
+    """After which card of a stack of ``cards`` the cut card goes: ``cut_at`` when given, else at
+    ``penetration`` of the stack (at least after the first card)."""
+    return cut_at if cut_at is not None else max(1, int(cards * penetration))
+
+
 class SimulatedTable:
     def __init__(self, shuffler: Endpoint[SimulatedShuffler], shoe: Endpoint[SimulatedShoe]) -> None:
         self.shuffler = shuffler
@@ -71,9 +77,7 @@ class SimulatedTable:
     def load_shoe(self, stack: Sequence[StackCard], penetration: float = DEFAULT_PENETRATION, cut_at: int | None = None) -> int:
         """``stack`` into the shoe, the cut card after card ``cut_at`` (default: ``penetration`` of
         the stack): the shuffler's (:meth:`hand_off`) or a dealer's hand shuffle. Returns the number of cards."""
-        if cut_at is None:
-            cut_at = max(1, int(len(stack) * penetration))
-        self.shoe.call(self.shoe.device.load, stack, cut_at)
+        self.shoe.call(self.shoe.device.load, stack, cut_card_at(len(stack), penetration, cut_at))
         return len(stack)
 
     def state(self) -> dict[str, Any]:

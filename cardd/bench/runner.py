@@ -36,7 +36,7 @@ from devices.game.rules import load_rules
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
-from simulators.rig import SimulatedTable
+from simulators.rig import SimulatedTable, cut_card_at
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import fisher_yates, full_shoe
@@ -169,7 +169,7 @@ class SimulatedHands:
 
     def load(self, stack: list[Card] | None, decks: int, penetration: float, cut_at: int | None) -> None:
         cards = stack if stack is not None else fisher_yates(full_shoe(decks))
-        self.shoe.call(self.shoe.device.load, cards, cut_at or max(1, int(len(cards) * penetration)))
+        self.shoe.call(self.shoe.device.load, cards, cut_card_at(len(cards), penetration, cut_at or None))
 
     def deal(self, cards: int) -> None:
         self.shoe.call(self.shoe.device.deal, cards)

@@ -63,6 +63,7 @@ from core.cards import Card, Rank, shoe_composition
 from core.rundirs import keep, make_run_directory
 from devices.game.rules import cut_window
 from firmware_bridge.messages import CardRead
+from simulators.rig import cut_card_at
 from simulators.stack import fisher_yates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,7 +278,7 @@ class _Play:
         rig.display = ApiClient(rig.socket, pace_s=REQUEST_INTERVAL_S)
         rig.on_hold = self._resume
         cards = 52 * rig.rules.decks  # where the shoe puts the cut card (simulators.rig.hand_off)
-        report.cut_at = cut_at or max(1, int(cards * rig.rules.shoe.penetration))
+        report.cut_at = cut_card_at(cards, rig.rules.shoe.penetration, cut_at or None)
         report.cut_window, report.cut_by_option = cut_window(rig.rules, cards), cut_at is not None
 
     # ---- a shoe and its rounds ----------------------------------------------------------

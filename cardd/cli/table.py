@@ -373,7 +373,6 @@ def round_act(box: int, action: str, player: str | None, amount: int | None,
     table_command("act", as_json, **args)
 
 
-
 @round_group.command("continue")
 @json_option
 def round_continue(as_json: bool) -> None:

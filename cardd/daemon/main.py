@@ -114,11 +114,12 @@ def rules_change_refused_by(journal: Path, rules: HouseRules) -> str | None:
     return None if stored is None else rules_change_refused(stored_table(stored), rules, clean_stop=not inputs)
 
 
-def simulated_rules(name: str | None, state_dir: Path | None) -> Path:
+def simulated_rules(name: str | None, state_dir: Path | None) -> tuple[Path, HouseRules]:
     """--simulate's --rules: rules/NAME.toml, or a path (relative to the current directory), as a bench
     scenario's ``rules =`` names them (cardd.config.rules_file), loaded to be sure the table can use
-    them, and allowed on the journal in ``state_dir`` (as --check-config checks a configuration's);
-    ConfigError (the command line) naming what is wrong and what rules/ offers otherwise."""
+    them, and allowed on the journal in ``state_dir`` (as --check-config checks a configuration's):
+    the file and what it says; ConfigError (the command line) naming what is wrong and what rules/
+    offers otherwise."""
     option = f"--rules {name}" if name is not None else f"--rules (default {SIMULATED_RULES.stem})"
     path = SIMULATED_RULES if name is None else rules_file(name, Path.cwd()).absolute()
     if not path.is_file():
@@ -132,7 +133,7 @@ def simulated_rules(name: str | None, state_dir: Path | None) -> Path:
     refused = None if journal is None else rules_change_refused_by(journal, rules)
     if refused is not None:  # the start would refuse it, after starting the devices
         raise ConfigError(option, f"{refused}: pass those with --rules (journal {journal})")
-    return path
+    return path, rules
 
 
 def command_line_refused(args: argparse.Namespace) -> str | None:
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings: list[str] = []
     try:
         if args.simulate:
-            rules = simulated_rules(args.rules, args.state_dir)
+            rules_path, rules = simulated_rules(args.rules, args.state_dir)
             if args.state_dir is not None:
                 make_state_dir(args.state_dir)
                 # a killed `cardd --simulate`'s own directory, given back to resume that table: the dead
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 # under this daemon (a live owner's, the demo's that started this cardd, stays)
                 adopt(args.state_dir)
             from cardd.daemon.simulation import Simulation
-            simulation = Simulation(args.state_dir, rules)
+            simulation = Simulation(args.state_dir, rules_path, rules)
             config = simulation.start()
             config_path = "(--simulate)"
             print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, shoe "

@@ -54,11 +54,15 @@ class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class Simulation:
-    def __init__(self, directory: Path | None = None, rules: Path = SIMULATED_RULES) -> None:
+    def __init__(self, directory: Path | None = None, rules: Path = SIMULATED_RULES,
+                 house_rules: HouseRules | None = None) -> None:
+        """``rules``: the house-rules file the simulated table plays under (--rules); ``house_rules``:
+        what it says, when the caller has loaded it already (main, to check it), else read here."""
         #: a directory made here (none given) is removed by stop(), the journal in it too
         self._made = directory is None
-        self.rules = rules  # --rules: the house rules the simulated table plays under
-        self.house_rules: HouseRules | None = None  # loaded by start()
+        self.rules = rules
+        #: a hand-shuffle table's shoe loads by hand (sim_load_shoe)
+        self.house_rules = house_rules if house_rules is not None else load_rules(rules)
         self._kept = False  # the devices' memory restored and kept: stop() writes it once more
         # made here: removed by stop(), or by the next run if this daemon is killed (core.rundirs)
         self.directory = make_run_directory("cardd-sim-") if directory is None else directory
@@ -73,7 +77,6 @@ class Simulation:
         pty links would be replaced, then removed, under it. The journal's writer's lock is held from
         that check on, for the daemon to open the journal with (:meth:`take_writer_lock`)."""
         base = simulated(self.directory, self.rules)
-        self.house_rules = load_rules(self.rules)  # main checked them: a hand-shuffle table's shoe loads by hand
         self.writer_lock = Journal.hold_writer_lock(base.journal.path)
         try:
             # what the devices held when the daemon last stopped (or was killed) here: a restart of the
@@ -128,7 +131,7 @@ class Simulation:
         if name == "sim_load_shoe":
             if args:
                 raise CommandFailed("sim_load_shoe takes no args", code=ErrorCode.BAD_ARGS)
-            if self.house_rules is not None and self.house_rules.shoe.shuffle == "hand":
+            if self.house_rules.shoe.shuffle == "hand":
                 return {"cards": await asyncio.to_thread(self._load_hand_shuffled, self.house_rules)}
             try:
                 cards = await asyncio.to_thread(self.table.hand_off)

@@ -304,7 +304,7 @@ class Table:
             fault = model.active_fault.code.name if model.active_fault else None
             self._emit(cause, f"shuffler malfunction ({(fault or 'fault').lower()}) during round "
                        f"{self.round.round_id}" + _MALFUNCTION_TEXT.format(  # type: ignore[union-attr]
-                           redeal=_REDEAL, resume=command_name(Resume), clear_alarm=_CLEAR_ALARM),
+                           redeal=_REDEAL, resume=_RESUME, clear_alarm=_CLEAR_ALARM),
                        Severity.ALARM, fault=fault)
         self._hold(cause, f"{model.NAME} {dst}")
 
