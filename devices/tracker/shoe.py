@@ -10,9 +10,10 @@ leaving the shoe. Reconciliation at the end: cards dealt + cards returned to the
 
 Messages that belong to the next shoe (a shuffle while this shoe is in play, a new shoe
 loaded before this one is reconciled) wait in ``deferred`` and are replayed once this
-shoe is reconciled or void, so the life of one shoe never mixes with the next. After a
-failed reconciliation they wait longer: until the table says the next shoe may start (a
-supervisor cleared its alarm, ``next_shoe_waits``).
+shoe is reconciled or void, so the life of one shoe never mixes with the next. They wait
+longer while the table says the next shoe may not start (``next_shoe_waits``): after a failed
+reconciliation until a supervisor clears its alarm, and while a round dealt from a shoe
+refused mid-round is still on the table (its cards still count as out of this shoe).
 """
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ SHOE_STATES = (
     "complete", "reconciled", "unreconciled", "void",
 )
 _ENDED = ["reconciled", "unreconciled", "void"]
-_FREE = ["idle", "refused", "verified", *_ENDED]  # no shoe in play, none waiting to be reconciled
+FREE = ["idle", "refused", "verified", *_ENDED]  # no shoe in play, none waiting to be reconciled
 IN_PLAY = ("burning", "in_play", "last_round")
 SHOE_TRANSITIONS: tuple[dict[str, Any], ...] = (
-    {"trigger": "start_shuffle", "source": _FREE, "dest": "shuffling"},
+    {"trigger": "start_shuffle", "source": FREE, "dest": "shuffling"},
     {"trigger": "stack_counted", "source": "shuffling", "dest": "verifying"},
     {"trigger": "accept", "source": "verifying", "dest": "verified"},
     {"trigger": "refuse", "source": ["shuffling", "verifying", "verified", *IN_PLAY], "dest": "refused"},
-    {"trigger": "hand_shuffle", "source": _FREE, "dest": "verified"},
+    {"trigger": "hand_shuffle", "source": FREE, "dest": "verified"},
     {"trigger": "load", "source": "verified", "dest": "burning"},
     {"trigger": "burnt", "source": "burning", "dest": "in_play"},
     {"trigger": "change_dealer", "source": "in_play", "dest": "burning"},
@@ -131,8 +132,9 @@ class Shoe(TableDriven):
         return self.state in IN_PLAY
 
     def _next_shoe_held(self) -> bool:
-        """This shoe ended, and the next may not start yet (a failed reconciliation's alarm is open)."""
-        return self.state in _ENDED and self._next_shoe_waits()
+        """No shoe is in play, and the next may not start yet: a failed reconciliation's alarm is open,
+        or a round dealt from this shoe (refused mid-round) is still on the table."""
+        return self.state in FREE and self._next_shoe_waits()
 
     # ---- shuffler side --------------------------------------------------------------------
 
@@ -316,7 +318,7 @@ class Shoe(TableDriven):
         self._replay_deferred()
 
     def _replay_deferred(self) -> None:
-        if self._next_shoe_held():  # a failed reconciliation: they wait for its alarm's clearing
+        if self._next_shoe_held():  # they wait for what holds the next shoe (an alarm, a round on the table)
             return
         pending, self.deferred = self.deferred, []
         for msg in pending:

@@ -39,7 +39,7 @@ from devices.tracker.inputs import (
 from devices.game.rules import HouseRules
 from devices.models.shoe_reader_model import ShoeReaderModel
 from devices.models.shuffler_model import ShufflerModel
-from devices.tracker.shoe import IN_PLAY as SHOE_IN_PLAY, Shoe
+from devices.tracker.shoe import FREE as SHOE_FREE, IN_PLAY as SHOE_IN_PLAY, Shoe
 from core.cards import ALL_CARDS, Card, Orientation
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, Message, ShoeEmpty, ShoeLoaded, ShuffleComplete, ShuffleProgress,
@@ -141,6 +141,8 @@ class Table:
         self._caused = caused
         try:
             handler(self, inp)
+            if self.shoe.deferred and self.shoe.state in SHOE_FREE:  # what held the next shoe may be over now
+                self.shoe.next_shoe_released()
         finally:
             self._caused = None
         return caused
@@ -177,6 +179,10 @@ class Table:
         """Why no next shoe may be shuffled or loaded now, with the way forward; None when it may.
         A failed reconciliation's alarm holds it until a supervisor clears it: cards lost or removed
         are a manager's decision (seed 000 sections 3 and 4), as a foreign card's alarm holds play."""
+        if self.round_live and self.shoe.state in SHOE_FREE:  # its shoe refused mid-round: its cards are out
+            r = self.round
+            return (f"round {r.round_id} of the {self.shoe.state} shoe is still on the table: "  # type: ignore[union-attr]
+                    f"a supervisor decides it ({_REDEAL}, or {_VOID_SHOE}) before the next shoe")
         failed = [a for a in self.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED]
         if not failed:
             return None
@@ -732,8 +738,6 @@ class Table:
         alarm = self.alarms.clear(self._journal, alarm_id, who, role)
         self._emit(Reason.ALARM_CLEARED, f"alarm {alarm_id} ({alarm.reason}) cleared by {who}", who=who,
                    alarm=alarm_id, alarm_reason=alarm.reason)
-        if alarm.reason == Reason.RECONCILIATION_FAILED:
-            self.shoe.next_shoe_released()  # a shuffle or load that waited for it is taken now
 
 
 _CLEAR_FAULT = "clear_fault"  # the technician's device command (cardd.daemon.devices), not a table input

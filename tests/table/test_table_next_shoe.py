@@ -10,7 +10,7 @@ import pytest
 from core.cards import Card, shoe_composition
 from devices.events import Event, Reason, Role, Severity
 from devices.overrides import OverrideRefused, TableError
-from devices.tracker.inputs import ClearAlarm, DeviceMessage, HandShuffled, OpenRound, ShoeRemainder, ShuffleStarted, \
+from devices.tracker.inputs import ClearAlarm, DeviceMessage, HandShuffled, OpenRound, Redeal, ShoeRemainder, ShuffleStarted, \
     VoidShoe
 from devices.tracker.snapshot import restore, snapshot
 from firmware_bridge.messages import CutCardSeen, ShoeLoaded
@@ -125,3 +125,48 @@ def test_a_new_shoe_has_no_card_out_from_its_shuffle_on(path) -> None:
     rig.load_and_burn()
     assert rig.table.shoe.cards_out == rig.rules.shoe.burn_after_shuffle
     rig.assert_ledger()
+
+
+def refused_mid_round(rig: TableRig) -> list[Card]:
+    """A round dealt into its players' turns, then the shoe reports a load: the shoe is refused
+    (its cards were not verified) with the round's cards still on the table; those cards."""
+    rig.bets(1)
+    rig.deal("TH 5D 7C")
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
+    assert rig.table.shoe.state == "refused" and rig.table.round_live
+    return [Card.parse(c) for c in ("TH", "5D", "7C")]
+
+
+@pytest.mark.parametrize("how", ["redeal", "void_shoe"])
+def test_a_shuffle_waits_while_a_round_of_a_shoe_refused_mid_round_is_on_the_table(how) -> None:
+    """Found by the hostile-input property in CI: the next shoe's shuffle report emptied the count
+    of cards out while the round still held three of them (a card in no place, the ledger broken)."""
+    rig = TableRig.from_file(RULE_FILES[0])
+    on_table = refused_mid_round(rig)
+    with pytest.raises(TableError) as refused:
+        rig.table.apply(ShuffleStarted("dealer-1"))
+    assert str(refused.value) == ("round 1 of the refused shoe is still on the table: a supervisor decides it "
+                                  "(redeal, or void_shoe) before the next shoe")
+    rig.shuffle_ok()  # the shuffler reports its next stack anyway: it waits
+    assert rig.table.shoe.state == "refused" and len(rig.table.shoe.deferred) == 3
+    assert rig.table.placed() == rig.table.shoe.out >= Counter(on_table)
+    if how == "redeal":
+        rig.table.apply(Redeal("sup-1", Role.SUPERVISOR))
+    else:
+        rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
+    # the round decided, the waiting shuffle is taken: a new shoe, nothing out of it
+    assert (rig.table.shoe.state, rig.table.shoe.deferred) == ("verified", [])
+    assert (rig.table.shoe.out, rig.table.placed()) == (Counter(), Counter())
+    rig.load_and_burn()
+    rig.assert_ledger()
+
+
+def test_a_hand_shuffle_waits_while_a_round_of_a_shoe_refused_mid_round_is_on_the_table() -> None:
+    hand = next(p for p in RULE_FILES if TableRig.from_file(p).table.uses_shuffler is False)
+    rig = TableRig.from_file(hand)
+    refused_mid_round(rig)
+    with pytest.raises(TableError, match="round 1 of the refused shoe is still on the table"):
+        rig.table.apply(HandShuffled("dealer-1"))
+    rig.table.apply(Redeal("sup-1", Role.SUPERVISOR))
+    rig.table.apply(HandShuffled("dealer-1"))
+    assert rig.table.shoe.state == "verified" and rig.table.placed() == rig.table.shoe.out == Counter()
