@@ -190,8 +190,9 @@ def daemon(timeout: float | None = 10.0) -> Iterator[ApiClient]:
 
 
 #: The one table of which cardctl command sends which API command (docs/cardctl.md): a refusal
-#: the daemon words with the API's name is shown in cardctl's (:func:`in_cardctl_words`). API
-#: commands cardctl has no command for (enter_card, take_seat, ...) keep their API name.
+#: the daemon words with the API's name is shown in cardctl's (:func:`in_cardctl_words`). Every
+#: table command of the daemon is here (tests/cli/test_cardctl_words.py); the simulation commands
+#: and firmware_update (cardctl flashes a device itself) are not.
 CARDCTL_COMMANDS: dict[str, str] = {
     "open_round": "round open", "place_bet": "round bet", "no_more_bets": "round no-more-bets",
     "insure": "round insure", "close_insurance": "round close-insurance", "act": "round act",
@@ -202,6 +203,8 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "reduce_bet": "round reduce", "pairs_bet": "round pairs", "even_money": "round even-money",
     "hand_shuffled": "shoe hand-shuffled", "shuffle_started": "shoe shuffle-started", "enter_card": "shoe enter-card",
     "dealer_change": "dealer-change",
+    "take_seat": "seat take", "leave_seat": "seat leave", "ask_for_box": "seat ask-for-box",
+    "placement_error": "round placement-error", "cards_to_box_without_wager": "round cards-to-box-without-wager",
 }
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
@@ -212,12 +215,18 @@ _NEXT = re.compile(r"(?<![\w'./\"-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+)(?![\w'./
 _ROLE = re.compile(r"^command '(?P<name>[a-z_]+)' needs ")
 
 
+def cardctl_words(name: str) -> str:
+    """API command ``name`` as cardctl spells it; the API's name for one cardctl has no words for
+    (never an error: a command the daemon applied is not to fail for want of a name)."""
+    return CARDCTL_COMMANDS.get(name, name)
+
+
 def in_cardctl_words(line: str) -> str:
     """The daemon's refusal ``line`` (worded for the API) in cardctl's words: the refused command
     as cardctl spells it, and each next step as the cardctl command to type
     (``open_round refused: ...: open one with open_round first`` ->
     ``round open refused: ...: open one with cardctl round open first``)."""
-    line = _ROLE.sub(lambda m: f"command '{CARDCTL_COMMANDS.get(m['name'], m['name'])}' needs ", line, count=1)
+    line = _ROLE.sub(lambda m: f"command '{cardctl_words(m['name'])}' needs ", line, count=1)
     head = _HEAD.match(line)
     start = 0
     if head is not None and head["name"] in CARDCTL_COMMANDS:

@@ -1,9 +1,10 @@
 """The table through the daemon: ``status``, and the dealer's and supervisor's commands
-(``round ...``, ``alarm clear``, ``shoe ...``, ``dealer-change``). A refused command says which
+(``round ...``, ``alarm clear``, ``shoe ...``, ``seat ...``, ``dealer-change``). A refused command says which
 role it needs: the daemon checks every role, cardctl only relays."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from decimal import Decimal, InvalidOperation
 from typing import IO, Any, TypeVar
@@ -13,11 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import CARDCTL_COMMANDS, EXIT_FAILURE, CliError, api_errors, daemon, emit, json_option, money, \
+from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, json_option, money, \
     run_command, to_builtins
 from core.cards import Card
 from core.errors import CarddError
-from devices.tracker.inputs import InputDecodeError, ShoeRemainder, decode_field
+from devices.tracker.inputs import InputDecodeError, PlacementError, ShoeRemainder, decode_field
 from devices.tracker.shoe import remainder_problem
 
 F = TypeVar("F", bound=Any)
@@ -91,12 +92,13 @@ def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), fail
     the first record after its own with one of these reasons, the record's ``outcome`` with
     --json; returned (None without ``outcomes``). An outcome whose reason is one of ``failures``
     is not printed for a person (no 'ok' line above a failure): the caller says what failed."""
+    words = cardctl_words(name)  # before sending: nothing after the daemon applied it may fail for cardctl's own table
     with daemon() as client:
         record = run_command(client, name, **args)
         outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
         if outcome is not None and outcome["reason"] in failures and not as_json:
             return outcome
-    lines = [f"{CARDCTL_COMMANDS[name]}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
+    lines = [f"{words}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
          lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
     return outcome
@@ -122,7 +124,8 @@ OUTCOME_WINDOW = 50
 
 @click.group("round")
 def round_group() -> None:
-    """The dealer's round (dealer role; continue and redeal: supervisor).
+    """The dealer's round (dealer role; continue, redeal, placement-error and cards-to-box-without-wager:
+    supervisor).
 
     \b
     Example:
@@ -397,6 +400,73 @@ def round_redeal(as_json: bool) -> None:
     table_command("redeal", as_json)
 
 
+@round_group.command("placement-error")
+@click.argument("layout", nargs=-1, metavar="[CARD=BOX|CARD=dealer]...")
+@json_option
+def round_placement_error(layout: tuple[str, ...], as_json: bool) -> None:
+    """A card placed on the wrong box in the initial deal (supervisor): the layout is reconstructed,
+    and the deal goes on from it. Without a layout, the cards stay where the deal order put them;
+    with one, the supervisor confirms where each card dealt so far lies: every one of them, once,
+    in the order they were dealt, on a box with a wager (two at most) or the dealer (one). Checked
+    before it is sent with the daemon's own decoding; prints the PLACEMENT_ERROR line.
+
+    \b
+    Example:
+      cardctl round placement-error
+      cardctl round placement-error 9S=3 KD=1 4C=dealer
+    """
+    args: dict[str, Any] = {} if not layout else {"assignments": parse_layout(layout)}
+    table_command("placement_error", as_json, ("PLACEMENT_ERROR",), **args)
+
+
+@round_group.command("cards-to-box-without-wager")
+@json_option
+def round_cards_to_box_without_wager(as_json: bool) -> None:
+    """Cards were dealt to a box without a wager (supervisor): every card in play, those exposed in
+    error too, goes back on top of the shoe and is dealt again in the same order, the bets as placed
+    (seed 003's reconstruction). Prints the CARDS_TO_BOX_WITHOUT_WAGER line.
+
+    \b
+    Example:
+      cardctl round cards-to-box-without-wager
+    """
+    table_command("cards_to_box_without_wager", as_json, ("CARDS_TO_BOX_WITHOUT_WAGER",))
+
+
+#: what placement-error's layout is, said with each refusal of one
+LAYOUT_FORM = "each dealt card with where it lies, CARD=BOX or CARD=dealer, e.g. 9S=3 KD=1 4C=dealer"
+
+
+def parse_layout(tokens: tuple[str, ...]) -> list[Any]:
+    """``9S=3 4C=dealer`` -> placement_error's ``assignments`` in the API's JSON form (a card and its
+    target, ``["box", 3, 0]`` or ``["dealer", None, None]``: in the initial deal a box has one hand),
+    checked with the daemon's own decoding so that a layout it would refuse to read is a usage error
+    here, and nothing is sent (or journaled). Which cards and boxes are right is the table's to say."""
+    assignments: list[Any] = []
+    for token in tokens:
+        card, equals, place = token.partition("=")
+        if place.isascii() and place.isdigit() and int(place) > 0:
+            target: list[Any] = ["box", int(place), 0]
+        elif place == "dealer":
+            target = ["dealer", None, None]
+        else:
+            raise click.BadParameter(f"{token!r}: {'no place given' if not equals else f'{place!r} is no box'} "
+                                     f"({LAYOUT_FORM})", param_hint="CARD=BOX")
+        assignments.append([canonical_card(card), target])
+    try:
+        decode_field(PlacementError, "assignments", assignments, "placement_error.assignments")
+    except InputDecodeError as exc:
+        raise click.BadParameter(f"{in_layout_words(str(exc), tokens)} ({LAYOUT_FORM})", param_hint="CARD=BOX") \
+            from None
+    return assignments
+
+
+def in_layout_words(problem: str, tokens: tuple[str, ...]) -> str:
+    """The decoder's ``placement_error.assignments[1][0]: not a card: 'XS' (...)`` as the token typed."""
+    where = re.match(r"placement_error\.assignments\[(\d+)\](?:\[\d+\])*: ", problem)
+    return problem if where is None else f"{tokens[int(where[1])]!r}: {problem[where.end():]}"
+
+
 # ---- alarm, shoe ---------------------------------------------------------------------------
 
 @click.group("alarm", invoke_without_command=True)
@@ -529,6 +599,51 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
         raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
 
 
+@click.group("seat")
+def seat_group() -> None:
+    """Who sits at the table, beyond who bets (dealer): kept across rounds. A seated player
+    without a box may ask for one; where the house rules give boxes up on request (seeds 000, 002,
+    003), no more bets is then refused while he waits and no box is free, naming the players on
+    several boxes who must give all but one up.
+
+    \b
+    Example:
+      cardctl seat take dave && cardctl seat ask-for-box dave
+    """
+
+
+def seat_command(name: str, command: str, doc: str) -> click.Command:
+    """``seat NAME PLAYER``: the table command ``command`` for a player; prints its ACTION line."""
+    @seat_group.command(name, help=doc)
+    @click.argument("player")
+    @json_option
+    def run(player: str, as_json: bool) -> None:
+        table_command(command, as_json, ("ACTION",), player=player)
+    return run
+
+
+seat_take = seat_command("take", "take_seat", """PLAYER sits down at the table (dealer).
+
+    \b
+    Example:
+      cardctl seat take dave
+    """)
+seat_leave = seat_command("leave", "leave_seat", """PLAYER leaves the table (dealer): his request for a box, if
+    any, ends.
+
+    \b
+    Example:
+      cardctl seat leave dave
+    """)
+seat_ask_for_box = seat_command("ask-for-box", "ask_for_box", """PLAYER, seated and owning no box, asks for one
+    (dealer). Prints whether the house rules have others give a box up (seeds 000, 002, 003).
+
+    \b
+    Example:
+      cardctl seat ask-for-box dave
+    """)
+
+
 @click.command("dealer-change")
 @json_option
 def dealer_change(as_json: bool) -> None:
@@ -604,4 +719,4 @@ def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-COMMANDS = (status, round_group, alarm_group, shoe_group, dealer_change)
+COMMANDS = (status, round_group, alarm_group, shoe_group, seat_group, dealer_change)
