@@ -2,7 +2,8 @@
 common options (``--socket``, ``--json``), the one way to reach the daemon, and output.
 
 Exit codes (docs/cardctl.md): 0 ok, 1 failure, 2 usage, 3 device or daemon unreachable,
-4 refused by role, 5 integrity failure; 141 when the reader of stdout went away (``| head``).
+4 refused by role, 5 integrity failure; 141 when the reader of stdout went away (``| head``),
+130 after a Ctrl-C (EXIT_INTERRUPTED, from cardd.cli.ctrl_c).
 Every failure is one line on stderr, ``cardctl: ...``.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rich.console import Console
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
 from cardd.api.protocol import ErrorCode
+from cardd.cli.ctrl_c import end_interrupted, outcome_decided
 from core.errors import CarddError
 from core.files import output_directory_problem
 from devices.game.settlement import units
@@ -60,9 +62,11 @@ class CliError(CarddError):
 
 class Program(click.Group):
     """A program's top group (``cls=Program``; see :func:`run`): when the reader of stdout goes away
-    (``cardctl log | head``) the program ends quietly with EXIT_STDOUT_CLOSED. Caught here, around
-    the parsing of the options (``--help``, ``--version``) and around the subcommand, because
-    click's own main turns a broken pipe into exit 1."""
+    (``cardctl log | head``) the program ends quietly with EXIT_STDOUT_CLOSED, and a Ctrl-C ends it
+    quietly with exit 130 (cardd.cli.ctrl_c; a program of :func:`end_like_ctrl_c` with its
+    one line). Caught here, around the parsing of the options (``--help``, ``--version``) and around
+    the subcommand, because click's own main turns a broken pipe into exit 1 and a Ctrl-C into
+    'Aborted!' and exit 1."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -70,6 +74,8 @@ class Program(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except BrokenPipeError:
             _stdout_closed()
+        except KeyboardInterrupt:
+            end_interrupted()
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -79,8 +85,8 @@ class Program(click.Group):
         except BrokenPipeError:  # the API client's socket errors are ClientErrors: this is an output stream
             _stdout_closed()
         except KeyboardInterrupt:
-            if not _ended_by:
-                raise  # a program without end_like_ctrl_c: click's own way
+            if not _ended_by:  # a program without end_like_ctrl_c: quietly, where click said 'Aborted!', exit 1
+                end_interrupted()
             click.echo(f"{ctx.info_name}: interrupted ({signal.Signals(_ended_by[-1]).name}); "
                        "what it started is stopped", err=True)
             sys.exit(interrupted_exit_code())
@@ -118,16 +124,22 @@ def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
 
 def run(group: Program, prog: str) -> NoReturn:
     """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
-    on stderr with its exit code, a closed stdout exits EXIT_STDOUT_CLOSED (:class:`Program`).
-    Library log lines go to stderr, errors only (the failure itself is our one line):
-    stdout is the program's answer (--json)."""
-    logs_to_stderr(logging.ERROR)
+    on stderr with its exit code, a closed stdout exits EXIT_STDOUT_CLOSED (:class:`Program`), a
+    Ctrl-C at any moment 130, quietly. Library log lines go to stderr, errors only
+    (the failure itself is our one line): stdout is the program's answer (--json)."""
     try:
-        group.main(prog_name=prog)
-    except CliError as exc:
-        click.echo(f"{prog}: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    sys.exit(EXIT_OK)
+        logs_to_stderr(logging.ERROR)
+        try:
+            group.main(prog_name=prog)
+        except CliError as exc:
+            click.echo(f"{prog}: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(EXIT_OK)
+    except KeyboardInterrupt:  # outside the subcommand: as its output or error is written
+        end_interrupted()
+    except SystemExit:  # every end, with its code: a Ctrl-C as the interpreter exits is let pass
+        outcome_decided()
+        raise
 
 
 @dataclass

@@ -1,45 +1,21 @@
-"""``cardctl``: the entry point; each group of subcommands lives in its own module.
+"""``cardctl``'s entry point (pyproject's console script); its commands are cardd.cli.program's.
 
-Shell completion (click's): ``eval "$(_CARDCTL_COMPLETE=bash_source cardctl)"`` (zsh_source,
-fish_source for the others); see docs/cardctl.md.
+A Ctrl-C at any moment ends cardctl quietly with exit 130 (cardd.cli.ctrl_c), while it still
+imports too: the imports are most of a short command's time (about 0.3 s: click, rich, the API
+client, the tracker's records), and a KeyboardInterrupt there printed Python's traceback. So this
+module imports nothing at its top (typing alone takes milliseconds), and the program inside
+main's ``try``.
 """
-from __future__ import annotations
-
-from pathlib import Path
-
-import click
-
-from cardd.cli import device, firmware, journal, table, trace, watch
-from cardd.cli.common import Options, Program, run, socket_option
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-@click.group(cls=Program, context_settings=CONTEXT)
-@socket_option
-@click.version_option(package_name="cardd", prog_name="cardctl")
-@click.pass_context
-def cli(ctx: click.Context, socket_path: Path) -> None:
-    """The technician's and supervisor's tool for cardd: devices, the table, the journal.
-
-    Exit codes: 0 ok, 1 failure, 2 usage, 3 device or daemon unreachable, 4 refused by
-    role, 5 integrity failure, 141 stdout closed (| head) (docs/cardctl.md).
-
-    \b
-    Example:
-      cardctl status
-      cardctl --socket /tmp/cardd.sock watch
-    """
-    ctx.obj = Options(socket=socket_path)
-
-
-for module in (table, journal, device, firmware, trace, watch):
-    for command in module.COMMANDS:
-        cli.add_command(command)
 
 
 def main() -> None:
-    run(cli, "cardctl")
+    try:
+        from cardd.cli.program import cli  # the imports: a Ctrl-C here is caught as any other
+        from cardd.cli.common import run
+        run(cli, "cardctl")
+    except KeyboardInterrupt:  # what run itself could not catch: in the imports, or as it ends
+        from cardd.cli.ctrl_c import end_interrupted
+        end_interrupted()
 
 
 if __name__ == "__main__":

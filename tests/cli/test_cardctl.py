@@ -440,7 +440,7 @@ def test_probe_a_free_simulated_device_shows_identity_and_protocol():
 
 
 def test_every_subcommand_has_an_example_in_its_help():
-    from cardd.cli.main import cli
+    from cardd.cli.program import cli
     import click
 
     def walk(group: click.Group, path: list[str]) -> Iterator[list[str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from cardd.cli.common import CARDCTL_COMMANDS, Options, in_cardctl_words
-from cardd.cli.main import cli
+from cardd.cli.program import cli
 from cardd.cli.table import table_command
 from cardd.daemon.commands import TABLE_COMMANDS, command_table
 from tests.cli.cli_rig import cardctl

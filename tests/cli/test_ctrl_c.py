@@ -1,0 +1,68 @@
+"""A Ctrl-C (SIGINT) ends the real ``cardctl`` quietly with exit 130 whenever it lands: while
+cardctl still imports (most of a short command's time; Python printed a KeyboardInterrupt
+traceback) and once it runs (click said 'Aborted!' and exit 1).
+
+Where the signal lands is made certain, not timed: during the imports the child sends it to itself
+as it starts importing a given module (a sitecustomize on its PYTHONPATH, run by Python's site
+before cardctl's own code); once it runs, the test sends it when cardctl has connected to a socket
+that never answers. (A signal sent "right after spawn" lands wherever the child happens to be:
+before Python's handler, which kills it quietly, or inside Python's own start, site's .pth files,
+where Python itself prints a fatal error: neither is cardctl's code.)"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cardd.cli.ctrl_c import EXIT_INTERRUPTED
+from tests.cli.cli_rig import CARDCTL
+
+#: the child's own SIGINT as it starts importing LAND_AT; MARK says it was sent
+HOOK = '''
+import importlib.abc, os, signal, sys
+
+class _CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == {land_at!r}:
+            sys.meta_path.remove(self)
+            open({mark!r}, "w").close()
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, _CtrlC())
+'''
+
+
+@pytest.mark.parametrize("land_at", ["click", "rich.console", "msgspec", "cardd.cli.table"])
+def test_ctrl_c_while_cardctl_imports_ends_it_quietly_with_130(land_at: str, tmp_path: Path) -> None:
+    mark = tmp_path / "signalled"
+    (tmp_path / "sitecustomize.py").write_text(HOOK.format(land_at=land_at, mark=str(mark)))
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([str(CARDCTL), "--socket", str(tmp_path / "none.sock"), "status"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": path})
+    assert mark.exists(), f"{land_at} was imported before the hook: the signal never came"
+    assert (done.returncode, done.stderr, done.stdout) == (EXIT_INTERRUPTED, "", "")
+
+
+def test_ctrl_c_while_cardctl_waits_for_the_daemon_ends_it_quietly_with_130(tmp_path: Path) -> None:
+    path = tmp_path / "silent.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen()
+        server.settimeout(60)
+        child = subprocess.Popen([str(CARDCTL), "--socket", str(path), "status"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            connection, _ = server.accept()  # cardctl has imported everything and waits for VERSION
+            with connection:
+                child.send_signal(signal.SIGINT)
+                out, err = child.communicate(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert (child.returncode, err, out) == (EXIT_INTERRUPTED, "", "")
