@@ -311,7 +311,7 @@ class Table:
             self._emit(cause, f"shuffler malfunction ({(fault or 'fault').lower()}) during round "
                        f"{self.round.round_id}" + _MALFUNCTION_TEXT.format(  # type: ignore[union-attr]
                            redeal=_REDEAL, resume=_RESUME, clear_alarm=_CLEAR_ALARM),
-                       Severity.ALARM, fault=fault)
+                       Severity.ALARM, fault=fault, round=self.round.round_id)  # type: ignore[union-attr]
         self._hold(cause, f"{model.NAME} {dst}")
 
     def _hold(self, cause: Reason, detail: str, over: Reason | None = None) -> None:
