@@ -182,7 +182,7 @@ class Table:
         if self.round_live and self.shoe.state in SHOE_FREE:  # its shoe refused mid-round: its cards are out
             r = self.round
             return (f"round {r.round_id} of the {self.shoe.state} shoe is still on the table: "  # type: ignore[union-attr]
-                    f"a supervisor decides it ({_REDEAL}, or {_VOID_SHOE}) before the next shoe")
+                    f"a supervisor re-deals it with {_REDEAL} or voids the shoe with {_VOID_SHOE} before the next shoe")
         failed = [a for a in self.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED]
         if not failed:
             return None
