@@ -12,10 +12,11 @@ from typing import IO, Any, TypeVar
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, json_option, money, \
-    run_command, to_builtins
+from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, in_cardctl_words, \
+    json_option, money, run_command, to_builtins
 from core.cards import Card
 from core.errors import CarddError
 from devices.tracker.inputs import InputDecodeError, PlacementError, ShoeRemainder, decode_field
@@ -54,6 +55,9 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
     shoe = state["shoe"]
     out.print(f"shoe: {shoe['state']}, {shoe['cards_out']} of {shoe['cards_in_shoe']} cards out "
               f"({shoe['penetration']:.0%} penetration)")
+    next_shoe = next_shoe_line(shoe)
+    if next_shoe is not None:
+        out.print(Text(next_shoe, style="yellow" if shoe.get("next_shoe_held") else ""))
     r = state["round"]
     out.print("round: none" if r is None else
               f"round {r['id']}: {r['state']}" + (f" HELD ({r['held']})" if r["held"] else "")
@@ -69,6 +73,17 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
                   f"({SETTLE_DRAWN_IN_ERROR})[/]")
     print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
+
+
+def next_shoe_line(shoe: dict[str, Any]) -> str | None:
+    """What waits for the next shoe (STATE's ``shoe.next_shoe_*``), in cardctl's words; None when nothing."""
+    held, waiting = shoe.get("next_shoe_held"), shoe.get("next_shoe_waiting") or 0
+    reports = f"{waiting} device report{'s' if waiting != 1 else ''} of it wait" if waiting else "nothing waits yet"
+    if held:
+        return f"next shoe held ({reports}): {in_cardctl_words(held)}"
+    if waiting:
+        return f"next shoe: {reports} for this shoe's end"
+    return None
 
 
 def retention_line(retention: dict[str, Any] | None) -> str:

@@ -17,8 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import api_errors, console, daemon, emit_json, end_like_ctrl_c, json_option, money, options, \
-    to_builtins
+from cardd.cli.common import api_errors, console, daemon, emit_json, end_like_ctrl_c, in_cardctl_words, json_option, \
+    money, options, to_builtins
 from cardd.cli.table import SETTLE_DRAWN_IN_ERROR
 
 #: how many of the latest events the view keeps
@@ -54,6 +54,8 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
     if exposed:  # seen already: which cards the next hands take
         trouble.add_row(Text("EXPOSED IN ERROR", style="yellow"),
                         f"{', '.join(exposed)}: used as the next cards, in this order")
+    if shoe.get("next_shoe_held"):  # the shuffler's next shoe waits for a supervisor
+        trouble.add_row(Text("NEXT SHOE HELD", style="yellow"), in_cardctl_words(shoe["next_shoe_held"]))
     waiting = state["piles"]["drawn_in_error"]
     if waiting:  # no round opens until the dealer says whether each was seen
         trouble.add_row(Text("DRAWN IN ERROR", style="yellow"),

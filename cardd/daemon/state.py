@@ -31,6 +31,9 @@ def table_state(table: Table, links: dict[str, bool], last_seq: int) -> dict[str
             "penetration": round(shoe.cards_out / size, 4) if size else 0.0,
             "burn_remaining": shoe.burn_remaining,
             "last_round": table.last_round_id,
+            # the next shoe's shuffle reports or load, kept until this shoe ends (and until what holds it is over)
+            "next_shoe_waiting": len(shoe.deferred),
+            "next_shoe_held": table.next_shoe_waits(),
         },
         "round": None if table.round is None else _round(table.round),
         "rounds_started": table.rounds_started,

@@ -30,7 +30,7 @@ from devices.game.inputs import (
 from devices.game.round import CardMismatch, Round, RuleViolation
 from devices.game.round_checks import box_owners, check_seats
 from devices.overrides import TableError, refuse_override, refuse_unless_supervisor, require_supervisor
-from devices.tracker.alarms import AlarmBook
+from devices.tracker.alarms import Alarm, AlarmBook
 from devices.tracker.inputs import (
     AskForBox, CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard,
     HandShuffled, LeaveSeat, LinkDown, LinkUp, OpenRound, PlacementError, Redeal, ShoeRemainder, ShuffleStarted,
@@ -182,7 +182,7 @@ class Table:
         if self.round_live and self.shoe.state in SHOE_FREE:  # its shoe refused mid-round: its cards are out
             r = self.round
             return (f"round {r.round_id} of the {self.shoe.state} shoe is still on the table: "  # type: ignore[union-attr]
-                    f"a supervisor decides it ({_REDEAL}, or {_VOID_SHOE}) before the next shoe")
+                    f"a supervisor re-deals it with {_REDEAL} or voids the shoe with {_VOID_SHOE} before the next shoe")
         failed = [a for a in self.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED]
         if not failed:
             return None
@@ -191,8 +191,8 @@ class Table:
             what = alarm.message.rpartition("unreconciled: ")[2]  # the cards it names
             return (f"the last shoe did not reconcile ({what}; alarm {alarm.id}): a supervisor accounts for the "
                     f"cards and clears the alarm with {_CLEAR_ALARM} {alarm.id} before the next shoe")
-        return (f"reconciliation failed alarms {', '.join(str(a.id) for a in failed)} are open: a supervisor "
-                f"accounts for the cards and clears each with {_CLEAR_ALARM} ID before the next shoe")
+        return (f"{_alarms_open('reconciliation failed', failed)}: a supervisor accounts for the cards and clears "
+                f"each with {_CLEAR_ALARM} ID before the next shoe")
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
@@ -311,7 +311,7 @@ class Table:
             self._emit(cause, f"shuffler malfunction ({(fault or 'fault').lower()}) during round "
                        f"{self.round.round_id}" + _MALFUNCTION_TEXT.format(  # type: ignore[union-attr]
                            redeal=_REDEAL, resume=_RESUME, clear_alarm=_CLEAR_ALARM),
-                       Severity.ALARM, fault=fault)
+                       Severity.ALARM, fault=fault, round=self.round.round_id)  # type: ignore[union-attr]
         self._hold(cause, f"{model.NAME} {dst}")
 
     def _hold(self, cause: Reason, detail: str, over: Reason | None = None) -> None:
@@ -479,12 +479,10 @@ class Table:
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered: enter it with "
                             f"{_ENTER_CARD} first")
-        foreign = [str(a.id) for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
+        foreign = [a for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
         if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
-            problems.append(f"foreign card alarm {', '.join(foreign)} is open: a supervisor looks at the shoe and "
-                            f"clears it with {_CLEAR_ALARM} first" if len(foreign) == 1 else
-                            f"foreign card alarms {', '.join(foreign)} are open: a supervisor looks at the shoe "
-                            f"and clears them with {_CLEAR_ALARM} first")
+            problems.append(f"{_alarms_open('foreign card', foreign)}: a supervisor looks at the shoe and clears "
+                            f"{'it' if len(foreign) == 1 else 'them'} with {_CLEAR_ALARM} first")
         if problems:
             raise TableError.of(problems)
         self.rounds_started += 1
@@ -741,6 +739,12 @@ class Table:
 
 
 _CLEAR_FAULT = "clear_fault"  # the technician's device command (cardd.daemon.devices), not a table input
+
+
+def _alarms_open(kind: str, alarms: list[Alarm]) -> str:
+    """'foreign card alarm 3 is open', 'foreign card alarms 3, 4 are open'."""
+    ids = ", ".join(str(a.id) for a in alarms)
+    return f"{kind} alarm {ids} is open" if len(alarms) == 1 else f"{kind} alarms {ids} are open"
 
 
 def _in_fault(model: DeviceModel) -> str:

@@ -35,7 +35,11 @@ def test_a_failed_reconciliation_refuses_the_next_shuffle_and_load_until_the_ala
     assert shuffle.code == 1
     assert re.fullmatch(r"cardctl: (start_shuffle|shuffle) refused: " + re.escape(why).replace(
         "clear_alarm", "(clear_alarm|cardctl\\ alarm\\ clear)"), shuffle.one_line_error()), shuffle.err
-    assert client.state()["shoe"]["state"] == "unreconciled"
+    shoe = client.state()["shoe"]
+    assert (shoe["state"], shoe["next_shoe_held"]) == ("unreconciled", why)
+    [held] = [line for line in cardctl(sock, "status").out.splitlines() if line.startswith("next shoe")]
+    assert re.fullmatch(r"next shoe held \((nothing waits yet|\d+ device reports? of it wait)\): "
+                        + re.escape(why).replace("clear_alarm", "(clear_alarm|cardctl\\ alarm\\ clear)"), held), held
 
     assert cardctl(sock, "alarm", "clear", str(alarm["id"])).code == 0
     assert cardctl(sock, "shuffle").code == 0

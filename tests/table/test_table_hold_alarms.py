@@ -141,10 +141,10 @@ def test_an_alarms_round_survives_a_snapshot_and_an_older_snapshot_restores() ->
     held_by_a_malfunction(rig)
     snap = json.loads(json.dumps(snapshot(rig.table)))
     assert {a["reason"]: a.get("round") for a in snap["alarms"]["open"]} == {
-        "SHUFFLER_MALFUNCTION": None, "ROUND_HELD": rig.round.round_id}
+        "SHUFFLER_MALFUNCTION": rig.round.round_id, "ROUND_HELD": rig.round.round_id}
     back = restore(rig.rules, rig.events.append, snap, clock=rig.clock, stale_after_s=3.0, hold=False)
     assert {a.reason: a.round for a in back.alarms.open.values()} == {
-        "SHUFFLER_MALFUNCTION": None, "ROUND_HELD": rig.round.round_id}
+        "SHUFFLER_MALFUNCTION": rig.round.round_id, "ROUND_HELD": rig.round.round_id}
     for alarm in snap["alarms"]["open"]:  # what an older cardd wrote: version 4, no round
         alarm.pop("round", None)
     older = restore(rig.rules, rig.events.append, {**snap, "version": 4}, clock=rig.clock, stale_after_s=3.0,

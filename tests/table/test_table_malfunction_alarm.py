@@ -26,10 +26,12 @@ def test_the_malfunction_alarm_says_it_stays_after_the_rounds_decision_and_it_do
     assert event.message == ("shuffler malfunction (jam) during round 1: round held; a supervisor re-deals it "
                              "(redeal) or continues it (resume), and clears this alarm with clear_alarm once the "
                              "shuffler is checked (the round's decision leaves it open)")
+    assert event.data == {"fault": "JAM", "round": 1}  # the round too: `cardctl log --round 1` lists it
     rig.table.apply(DeviceMessage("shuffler", FaultCleared(FaultCode.JAM)))
     rig.table.apply(Resume("sup-1", Role.SUPERVISOR) if decision == "resume" else Redeal("sup-1", Role.SUPERVISOR))
     [alarm] = [a for a in rig.table.alarms.open.values() if a.reason == Reason.SHUFFLER_MALFUNCTION]
     assert alarm.message == event.message and "ROUND_HELD" not in rig.table.alarms.reasons()
+    assert alarm.round == 1  # named with its round, yet not closed by the round's decision
     rig.table.apply(ClearAlarm(alarm.id, "sup-1", Role.SUPERVISOR))
     assert alarm.id not in rig.table.alarms.open
 

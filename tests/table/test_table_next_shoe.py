@@ -145,8 +145,8 @@ def test_a_shuffle_waits_while_a_round_of_a_shoe_refused_mid_round_is_on_the_tab
     on_table = refused_mid_round(rig)
     with pytest.raises(TableError) as refused:
         rig.table.apply(ShuffleStarted("dealer-1"))
-    assert str(refused.value) == ("round 1 of the refused shoe is still on the table: a supervisor decides it "
-                                  "(redeal, or void_shoe) before the next shoe")
+    assert str(refused.value) == ("round 1 of the refused shoe is still on the table: a supervisor re-deals it "
+                                  "with redeal or voids the shoe with void_shoe before the next shoe")
     rig.shuffle_ok()  # the shuffler reports its next stack anyway: it waits
     assert rig.table.shoe.state == "refused" and len(rig.table.shoe.deferred) == 3
     assert rig.table.placed() == rig.table.shoe.out >= Counter(on_table)

@@ -24,10 +24,11 @@ from firmware_bridge.messages import CardRead, Heartbeat, UnreadableCard
 
 from tests.table.table_rig import RULE_FILES, connect_devices, round_of
 
-pytestmark = pytest.mark.timeout(120)
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}
 #: whole shoes per property: cheap enough for 100 in CI; CARDD_FULL=1 runs 2,000
 SHOES = 2_000 if os.environ.get("CARDD_FULL") == "1" else 100
+#: each property whole: the full size took over 120 s beside other runs on 2 cores (stop 25)
+pytestmark = pytest.mark.timeout(120 * SHOES // 100)
 
 
 def card_read(step: object) -> CardRead | None:
