@@ -1,7 +1,8 @@
 """The table's critical data as a plain dict, and back: what survives a power loss.
 
 Saved: the shoe's position and its count of cards out per card, every pile (burn, discard,
-played, pending), open alarms, holds, the procedures waiting for the dealer, and the live
+played, pending), open alarms, holds, the procedures waiting for the dealer, the cards put
+back on top and the shoe count difference an alarm named (the shoe reader's count), and the live
 round as the log of the input records it took (devices.game.inputs, in the JSON form of
 devices.tracker.inputs). Restoring replays that log into a fresh Round with the journal
 muted (its events were journaled the first time), so the round comes back exactly as it was
