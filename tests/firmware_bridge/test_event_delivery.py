@@ -482,3 +482,25 @@ def test_events_held_back_by_a_handshake_that_fails_are_not_delivered():
         line.close()
 
     run(main())
+
+
+def test_a_device_that_never_answers_the_status_blocks_nothing_and_one_line_says_so():
+    """The Status asked after a handshake is one request in the background: a device that does not
+    answer it (here it never does) still has its events delivered meanwhile, and when the request
+    times out one status_not_answered warning says what is not checked."""
+    async def main():
+        rig = Rig("events-status-silent", journaled=0)
+        with capture_logs() as logs:
+            await rig.conn.open()
+            await until(lambda: rig.device.requests)  # asked, never answered
+            for index in (1, 2, 3):
+                rig.device.send(Event(index, card(index)))
+            await until(lambda: len(rig.indexed) == 3)  # delivered while the request waits
+            await until(lambda: any(e["event"] == "status_not_answered" for e in logs), timeout=5)
+        [line] = [e for e in logs if e["event"] == "status_not_answered"]
+        assert line["log_level"] == "warning" and "no Status within" in line["error"], line
+        assert "card count are not checked" in line["consequence"]
+        assert [r.message for r in rig.device.requests] == [StatusRequest()]  # one request, not retried
+        await rig.close()
+
+    run(main())
