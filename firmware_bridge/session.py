@@ -18,7 +18,7 @@ a device that does not answer blocks nothing, one ``status_not_answered`` log li
 version the Status says how many cards the device holds now, which the table compares with
 what it expects (a shoe that lost or gained cards while no host listened). So again, once,
 after a 1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full
-buffer pushed out.
+buffer pushed out, unless the handshake's request still waits.
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -369,8 +369,9 @@ class DeviceSession:
 
     def _events_dropped(self, msg: EventsDropped) -> None:
         """Events a full buffer pushed out may have ended a fault: the device's Status says. Asked
-        as it is handed on, so its answer comes after the events the device resends."""
-        if msg.reason is DropReason.OVERFLOW:
+        as it is handed on, so its answer comes after the events the device resends; not again while
+        the handshake's own request waits (its answer comes after them too: one request)."""
+        if msg.reason is DropReason.OVERFLOW and (self._status_ask is None or self._status_ask.done()):
             self._ask_status_now()
 
     def _note_ident(self, ident: Ident) -> None:
