@@ -84,6 +84,8 @@ class Reason(enum.StrEnum):
     JOURNAL_WRITE_RESUMED = "JOURNAL_WRITE_RESUMED"  # the first commit after a failure: how long, how many waited
     # appended later: the daemon restarted under other house rules, between shoes (devices/tracker/snapshot.py)
     RULES_CHANGED = "RULES_CHANGED"
+    # appended later: the shoe reader's count (its Status after each handshake) against the table's
+    SHOE_COUNT_MISMATCH = "SHOE_COUNT_MISMATCH"  # the shoe holds more or fewer cards than the table expects
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -12,10 +12,13 @@ goes through the device's :class:`~firmware_bridge.identity.IdentityTracker`: RE
 before REBOOTED) when another unit answers, REBOOTED when the boot id changed. What a 1.1
 device sends at once after ResumeEvents (EventsDropped, the events it resends) goes to
 ``on_message`` after CONNECTED, even when it arrives before the handshake has ended. After
-every handshake with a 1.0 device it asks for the device's Status (StatusRequest): that
-device's events, a FaultCleared among them, are lost in a link reset; and so, once, after a
-1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full buffer
-pushed out.
+every handshake it asks for the device's Status (StatusRequest, one request, in the background:
+a device that does not answer blocks nothing, one ``status_not_answered`` log line says so): a
+1.0 device's events, a FaultCleared among them, are lost in a link reset; and with either
+version the Status says how many cards the device holds now, which the table compares with
+what it expects (a shoe that lost or gained cards while no host listened). So again, once,
+after a 1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full
+buffer pushed out, unless the handshake's request still waits.
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -151,7 +154,7 @@ class DeviceSession:
         self._held_back: list[Message] = []
         self._outage = False  # LINK_FAILED reported, not yet CONNECTED again
         self._heartbeat: asyncio.Task[None] | None = None
-        #: a 1.0 device's Status, asked after a handshake (a 1.1 device's, after its events overflowed)
+        #: the device's Status, asked after each handshake (and after a 1.1 device's events overflowed)
         self._status_ask: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -225,8 +228,7 @@ class DeviceSession:
         self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
         self._hand_on_held_back()
-        if not self.speaks_1_1:
-            self._ask_status_now()
+        self._ask_status_now()  # after the events handed on: the device answers after what it resends
         return ident
 
     def reset_link(self) -> None:
@@ -302,12 +304,15 @@ class DeviceSession:
     async def _ask_status(self) -> None:
         """A 1.0 device's events, a FaultCleared among them, are lost in a link reset, and a 1.1
         device's that its full buffer pushed out (EventsDropped(OVERFLOW)): its Status says what it
-        is now. The answer goes to ``on_message`` like any other; a request (not a bare send), so a
-        request of the application waiting for a Status gets its own."""
+        is now, and how many cards it holds (the table checks the shoe's count with it). The answer
+        goes to ``on_message`` like any other; a request (not a bare send), so a request of the
+        application waiting for a Status gets its own. No answer (a device that refuses it, or
+        stays silent) is one log line and nothing more: nothing waits for it."""
         try:
             await self.request(StatusRequest(), expect=Status, timeout=self.config.handshake_timeout)
         except ProtocolError as exc:  # reset, closed, silent or refused: the next handshake asks again
-            self._log.info("status_not_answered", device=self.device, error=str(exc))
+            self._log.warning("status_not_answered", device=self.device, error=str(exc),
+                              consequence="its state and card count are not checked until the next handshake")
 
     # ---- link callbacks --------------------------------------------------------------
 
@@ -364,8 +369,9 @@ class DeviceSession:
 
     def _events_dropped(self, msg: EventsDropped) -> None:
         """Events a full buffer pushed out may have ended a fault: the device's Status says. Asked
-        as it is handed on, so its answer comes after the events the device resends."""
-        if msg.reason is DropReason.OVERFLOW:
+        as it is handed on, so its answer comes after the events the device resends; not again while
+        the handshake's own request waits (its answer comes after them too: one request)."""
+        if msg.reason is DropReason.OVERFLOW and (self._status_ask is None or self._status_ask.done()):
             self._ask_status_now()
 
     def _note_ident(self, ident: Ident) -> None:

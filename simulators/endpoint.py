@@ -42,6 +42,7 @@ from firmware_bridge.messages import (
     Refused,
     Request,
     ResumeEvents,
+    Status,
     decode,
     encode,
 )
@@ -74,6 +75,11 @@ _NUMBERED = Streaming.NUMBERED
 _LINK_UP = LinkState.UP
 
 
+def _is_status(msg: Message) -> bool:
+    """A Status, bare or as a request's answer."""
+    return isinstance(msg, Status) or (isinstance(msg, Answer) and isinstance(msg.message, Status))
+
+
 class Endpoint(abc.ABC, Generic[D]):
     def __init__(self, device: D, *, link_config: LinkConfig | None = None) -> None:
         self.device = device
@@ -88,6 +94,10 @@ class Endpoint(abc.ABC, Generic[D]):
         self._next_event = 0  # the index of the next event to send on this link
         #: event sends on this link not yet seen acknowledged, in order (see _events_acked)
         self._in_flight: deque[asyncio.Future] = deque()
+        #: Status messages (bare or answers) held back until every event numbered before them is sent:
+        #: (the last such event, the message). A shoe's cards_held counts out the cards it read, so the
+        #: host must have their reads first (docs/protocol.md §3.2)
+        self._status_waits: list[tuple[int, Message]] = []
         self._progress = asyncio.Event()  # anything _flush() looks at changed
         self.link_events: list[tuple[str, str]] = []
 
@@ -214,6 +224,7 @@ class Endpoint(abc.ABC, Generic[D]):
 
     def _hold_events(self) -> None:
         self.streaming = Streaming.HELD
+        self._status_waits.clear()  # said on a link that is gone: the host asks again after its handshake
         self._settle_failed(self._in_flight)
         self._in_flight = deque()  # the old link's sends failed (a reset or close fails them all at once)
         self._progress.set()
@@ -272,13 +283,16 @@ class Endpoint(abc.ABC, Generic[D]):
             self.device.on_change()  # kept before it is sent, as firmware writes its memory first
             link = self.link
             if (index == self._next_event and self.streaming is _NUMBERED and link is not None
-                    and link.state is _LINK_UP and len(self._in_flight) < EVENT_WINDOW):
+                    and link.state is _LINK_UP and len(self._in_flight) < EVENT_WINDOW and not self._status_waits):
                 # the card path: streaming, nothing waits before this event and the window has
                 # room, so _pump would send this event alone; sent here without its lookups
                 self._next_event = index + 1
                 self._send_event(Event(index, msg))
             else:
                 self._pump()
+            return
+        if self.streaming is _NUMBERED and self._next_event <= self.device.events.last_index and _is_status(msg):
+            self._status_waits.append((self.device.events.last_index, msg))  # after the events before it
             return
         self._send_plain(msg)
 
@@ -337,12 +351,21 @@ class Endpoint(abc.ABC, Generic[D]):
         in_flight = self._in_flight
         while self._next_event <= store.last_index and len(in_flight) < EVENT_WINDOW:
             index = self._next_event
+            if self._status_waits and self._status_waits[0][0] < index:
+                self._send_statuses()  # what it says was so before this event: it goes first
             self._next_event += 1
             if self.streaming is Streaming.NUMBERED:
                 self._send_event(Event(index, store.get(index)))
             else:  # a 1.0 host confirms nothing: what it got is all it gets
                 self._send_event(store.get(index))
                 store.confirm(index)
+        if self._status_waits:
+            self._send_statuses()
+
+    def _send_statuses(self) -> None:
+        """The Status messages held back whose events have all been sent now."""
+        while self._status_waits and self._status_waits[0][0] < self._next_event:
+            self._send_plain(self._status_waits.pop(0)[1])
 
     def _events_acked(self) -> None:
         """After the link took in the host's bytes: the event sends it acknowledged leave the

@@ -52,9 +52,10 @@ from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.framing import Frame, FrameDecoder, FrameKind
 from firmware_bridge.link_types import SEQ_MOD
-from firmware_bridge.messages import (EVENT_MESSAGES, Counters, CountersRequest, DeviceRole, FirmwareResult,
+from firmware_bridge.messages import (EVENT_MESSAGES, CardRead, Counters, CountersRequest, DeviceRole, FirmwareResult,
                                       Heartbeat, Hello, Ident, Message, MessageDecodeError, Refused, SelfTest,
-                                      SelfTestResult, Status, StatusRequest, decode, encode)
+                                      SelfTestResult, ShoeLoaded, ShuffleComplete, Status, StatusRequest,
+                                      UnreadableCard, decode, encode)
 from firmware_bridge.session import SessionConfig, SessionEvent
 from simulators.device import SimulatedDevice
 from simulators.faults import WIRE_SWITCHES, Faults
@@ -457,6 +458,10 @@ class TraceDevice(SimulatedDevice):
                 self.answers.setdefault(entry.request, collections.deque()).append(entry)
         self.speed: float | None = None
         self.playing = self.autoplay = False
+        #: the cards each load of this shoe held (its Status counts them, as the traced shoe's did)
+        self.loads = collections.deque(_load_sizes(trace, role))
+        self.load_size: int | None = None
+        self.out = 0  # the last card index said since the load
         faults = Faults(**switches(str(info.get("faults", "")))).replace(legacy_1_0=self.minor == 0)
         super().__init__(str(info["serial"]), faults=faults, heartbeat_s=1.0)
 
@@ -510,8 +515,30 @@ class TraceDevice(SimulatedDevice):
             return False
         return True
 
+    def emit(self, msg: Message) -> None:
+        if isinstance(msg, ShoeLoaded):
+            self.load_size, self.out = (self.loads.popleft() if self.loads else None), 0
+        elif isinstance(msg, (CardRead, UnreadableCard)):
+            self.out = max(self.out, msg.index)
+        super().emit(msg)
+
     def cards_held(self) -> int:
-        return 0
+        """What the traced shoe held as the replay stands: the load less the cards it said left it
+        (the daemon asks every device's Status after each handshake and checks a shoe's count)."""
+        return 0 if self.load_size is None else max(0, self.load_size - self.out)
+
+
+def _load_sizes(trace: Trace, role: str) -> list[int | None]:
+    """The cards of each ShoeLoaded ``role`` said in ``trace``: the stack the shuffler counted last
+    (ShuffleComplete) before it; None when none did (a hand shuffle: the count is not traced)."""
+    counted: int | None = None
+    sizes: list[int | None] = []
+    for entry in trace.entries:
+        if isinstance(entry, Said) and isinstance(entry.message, ShuffleComplete):
+            counted = entry.message.card_count
+        elif isinstance(entry, Said) and entry.device == role and isinstance(entry.message, ShoeLoaded):
+            sizes.append(counted)
+    return sizes
 
 
 def trace_device(trace: Trace, speed: float | None, role: str | None = None) -> TraceDevice:

@@ -69,7 +69,7 @@ from devices.tracker.inputs import DeviceMessage, OpenRound, TableInput, Tick, f
 from devices.tracker.snapshot import SnapshotError, restore, snapshot
 from devices.tracker.table import Table
 from drivers.aio import RateLimitedLog
-from firmware_bridge.messages import CardRead, Heartbeat, Ident, Status, UnreadableCard
+from firmware_bridge.messages import CardRead, Heartbeat, Ident, UnreadableCard
 
 log = structlog.get_logger(__name__)
 
@@ -720,8 +720,10 @@ def _card_path(inp: TableInput) -> bool:
 
 
 def _routine(inp: TableInput) -> bool:
-    """Inputs that arrive every second and usually change nothing but a clock."""
-    return isinstance(inp, Tick) or (isinstance(inp, DeviceMessage) and isinstance(inp.message, (Heartbeat, Status)))
+    """Inputs that arrive every second and usually change nothing but a clock. Not a Status: one
+    comes after each handshake, and what the device says in it (its state, the cards it holds) is
+    what the table checked the shoe's count against, journaled and replayed like any device message."""
+    return isinstance(inp, Tick) or (isinstance(inp, DeviceMessage) and isinstance(inp.message, Heartbeat))
 
 
 def _source(inp: TableInput) -> str:

@@ -7,9 +7,9 @@ DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or
 trouble (identified again after its link was down counts as leaving it), DEVICE_STATE otherwise.
 A device's fault comes as a Fault event or in its Status (a device reports it after each
 handshake); one in fault that reports another (either way) has that one now, journaled as
-DEVICE_FAULT again; the fault ends with a FaultCleared event or a Status without a fault (the host asks a 1.0
-device for its Status after each handshake: its FaultCleared may have been lost in a link reset;
-a 1.1 device after its full event buffer pushed events out); an IDENT of the same boot again changes nothing the device said since.
+DEVICE_FAULT again; the fault ends with a FaultCleared event or a Status without a fault (the host asks every
+device for its Status after each handshake: a 1.0 device's FaultCleared may have been lost in a link reset;
+a 1.1 device's again after its full event buffer pushed events out); an IDENT of the same boot again changes nothing the device said since.
 
 Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
 on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests

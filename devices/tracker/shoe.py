@@ -267,9 +267,14 @@ class Shoe(TableDriven):
         self._fire("change_dealer", who=who, burn=n, reason=Reason.DEALER_CHANGE_BURN)
         return True
 
+    @property
+    def stack_cards(self) -> int:
+        """How many cards the verified stack holds: the shuffler's count (a hand shuffle: the decks)."""
+        return sum((self.counted or self.expected).values())
+
     def cut_window(self) -> tuple[int, int]:
         """How many cards may leave before the cut card (:func:`devices.game.rules.cut_window`)."""
-        return cut_window(self.rules, sum((self.counted or self.expected).values()))
+        return cut_window(self.rules, self.stack_cards)
 
     def cut_card_seen(self, index: int) -> None:
         if self.state not in ("burning", "in_play"):

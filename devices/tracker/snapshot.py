@@ -1,7 +1,8 @@
 """The table's critical data as a plain dict, and back: what survives a power loss.
 
 Saved: the shoe's position and its count of cards out per card, every pile (burn, discard,
-played, pending), open alarms, holds, the procedures waiting for the dealer, and the live
+played, pending), open alarms, holds, the procedures waiting for the dealer, the cards put
+back on top and the shoe count difference an alarm named (the shoe reader's count), and the live
 round as the log of the input records it took (devices.game.inputs, in the JSON form of
 devices.tracker.inputs). Restoring replays that log into a fresh Round with the journal
 muted (its events were journaled the first time), so the round comes back exactly as it was
@@ -43,11 +44,12 @@ from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
 
-SNAPSHOT_VERSION = 5  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
-#                       5: an alarm's round
-#: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round. An
-#: older cardd refuses a version-5 one by its number (a rollback after this change: docs/journal.md)
-READABLE_VERSIONS = (4, SNAPSHOT_VERSION)
+SNAPSHOT_VERSION = 6  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
+#                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count)
+#: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round, a version 5
+#: a version 6 with no card put back and no count named. An older cardd refuses a newer one by its number
+#: (a rollback after this change: docs/journal.md)
+READABLE_VERSIONS = (4, 5, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -167,6 +169,8 @@ class _Snapshot(_Strict):
     seated: list[str]  # players at the table, in the order they sat down
     asking_for_box: list[str]  # seated players waiting for a box
     round: _LiveRound | None
+    cards_put_back: Count = 0  # none in a version-4 or -5 snapshot
+    shoe_count_named: int | None = None
 
 
 @functools.lru_cache(maxsize=8)  # a table keeps one (frozen) HouseRules, snapshotted every few hundred cards
@@ -195,6 +199,7 @@ def snapshot(table: Table) -> dict[str, Any]:
         "last_index": table.last_index,
         "seated": list(table.seated), "asking_for_box": list(table.asking_for_box),
         "round": None if r is None else {"id": r.round_id, "log": [to_json(op) for op in table.round_log]},
+        "cards_put_back": table.cards_put_back, "shoe_count_named": table.shoe_count_named,
     }
 
 
@@ -274,6 +279,7 @@ def _fill(table: Table, s: _Snapshot) -> None:
     table.last_round_id, table.dealer_change_pending = s.last_round_id, s.dealer_change_pending
     table.awaiting_entry, table.entry_to_discard, table.last_index = s.awaiting_entry, s.entry_to_discard, s.last_index
     table.seated, table.asking_for_box = list(s.seated), list(s.asking_for_box)
+    table.cards_put_back, table.shoe_count_named = s.cards_put_back, s.shoe_count_named
     if s.round is not None:
         table.round = Round(table.rules, table._journal, round_id=s.round.id)
         for i, op in enumerate(s.round.log):

@@ -43,7 +43,7 @@ from devices.tracker.shoe import FREE as SHOE_FREE, IN_PLAY as SHOE_IN_PLAY, Sho
 from core.cards import ALL_CARDS, Card, Orientation
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, Message, ShoeEmpty, ShoeLoaded, ShuffleComplete, ShuffleProgress,
-    UnreadableCard,
+    Status, UnreadableCard,
 )
 
 _CARD_DEALT = {card: CardDealt(card) for card in ALL_CARDS}  # one record per card, not one per read
@@ -114,6 +114,11 @@ class Table:
         self.entry_to_discard = False  # that card came from a reader not usable: it goes to no hand
         self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
         self.last_index = 0  # the last CardRead/UnreadableCard index since the shoe was loaded (they count from 1)
+        self.cards_put_back = 0  # cards put back on top of the shoe since its load (CardsToBoxWithoutWager)
+        #: the shoe reader's count less the table's (cards_held - shoe_should_hold()) that a SHOE_COUNT_MISMATCH
+        #: alarm named last in this load (None: none, or the counts agreed since): the same difference again is
+        #: not a new alarm at every handshake, open or cleared by a supervisor who accepted it
+        self.shoe_count_named: int | None = None
         self.last_round_id: int | None = None  # the shoe ends after it: set by the cut card or an empty shoe
         self.dealer_change_pending: str | None = None
         self.seated: list[str] = []  # players at the table, in the order they sat down (kept across rounds)
@@ -124,6 +129,7 @@ class Table:
         for pile in (self.burn_pile, self.discard, self.played, self.pending, self.drawn_in_error):
             pile.clear()
         self.last_round_id = None
+        self.cards_put_back, self.shoe_count_named = 0, None
 
     # ---- journal ----------------------------------------------------------------------------
 
@@ -193,6 +199,17 @@ class Table:
                     f"cards and clears the alarm with {_CLEAR_ALARM} {alarm.id} before the next shoe")
         return (f"{_alarms_open('reconciliation failed', failed)}: a supervisor accounts for the cards and clears "
                 f"each with {_CLEAR_ALARM} ID before the next shoe")
+
+    def shoe_should_hold(self) -> int | None:
+        """How many cards the shoe reader should hold now: the verified stack loaded, less every card
+        that left it since the load (the last index read: an unreadable card not yet entered, reads
+        queued behind it, cards a gap skipped and reads a 1.1 device resent all count as out), plus
+        the cards put back on top. None while no verified stack is in play: idle, shuffling,
+        verifying, refused, verified (nothing loaded yet), complete (the stub may be out already, or
+        the next stack in: the remainder's count is the check then), reconciled, unreconciled, void."""
+        if self.shoe.state not in SHOE_IN_PLAY:
+            return None
+        return max(0, self.shoe.stack_cards - self.last_index + self.cards_put_back)
 
     def placed(self) -> Counter[Card]:
         """Every card that left the shoe, counted where it is now."""
@@ -266,6 +283,35 @@ class Table:
                 self.last_round_id = self.round.round_id  # type: ignore[union-attr]
             else:
                 self.shoe.finish_shoe(f"shoe empty after {msg.cards_out} cards")
+        elif isinstance(msg, Status):
+            self._check_shoe_count(msg)
+
+    def _check_shoe_count(self, msg: Status) -> None:
+        """The shoe reader's own count (its Status, asked after every handshake) against the table's: a
+        shoe that lost or gained cards while no host listened (the daemon down, the link down) is an
+        alarm that holds the live round and opens no new one until a supervisor clears it."""
+        expected = self.shoe_should_hold()
+        if expected is None or not self.reader.accepts_reads:  # no stack to count, or a count not to trust
+            return
+        held = msg.cards_held
+        difference = held - expected
+        if difference == 0:
+            self.shoe_count_named = None
+            return
+        if difference == self.shoe_count_named:
+            return  # named already: its alarm is open, or a supervisor cleared it accepting the count
+        self.shoe_count_named = difference
+        stack, left = self.shoe.stack_cards, self.last_index
+        put_back = f", {self.cards_put_back} put back on top" if self.cards_put_back else ""
+        what = (f"{-difference} fewer: cards left the shoe unseen" if difference < 0 else
+                f"{difference} more: cards were added to the shoe")
+        self._emit(Reason.SHOE_COUNT_MISMATCH, f"shoe count mismatch: the shoe reader holds {held} card(s), the "
+                   f"table expects {expected} ({stack} verified, {left} left the shoe since the load{put_back}): "
+                   f"{what}; round held, no new round until a supervisor looks at the shoe and clears this alarm "
+                   f"with {_CLEAR_ALARM} (or voids the shoe with {_VOID_SHOE})", Severity.ALARM,
+                   expected=expected, held=held, difference=difference, verified=stack, left=left,
+                   put_back=self.cards_put_back, shoe_state=self.shoe.state)
+        self._hold(Reason.SHOE_COUNT_MISMATCH, f"the shoe holds {held} card(s), {expected} expected")
 
     def _next_index(self, msg: CardRead | UnreadableCard) -> bool:
         """A read's index must follow the last one of this load: False for a repeat (not used again);
@@ -479,6 +525,11 @@ class Table:
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered: enter it with "
                             f"{_ENTER_CARD} first")
+        counts = [a for a in self.alarms.open.values() if a.reason == Reason.SHOE_COUNT_MISMATCH]
+        if counts:  # the shoe's count is in doubt: no card of it is dealt until a supervisor has looked
+            problems.append(f"{_alarms_open('shoe count mismatch', counts)}: a supervisor looks at the shoe and "
+                            f"clears {'it' if len(counts) == 1 else 'them'} with {_CLEAR_ALARM} first (or voids "
+                            f"the shoe with {_VOID_SHOE})")
         foreign = [a for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
         if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
             problems.append(f"{_alarms_open('foreign card', foreign)}: a supervisor looks at the shoe and clears "
@@ -643,6 +694,7 @@ class Table:
         self.pending = []
         for card in dealt + list(exposed):
             self.shoe.card_back(card)  # they will be read again
+        self.cards_put_back += len(dealt) + len(exposed)  # the shoe reader holds them again
         self._holds_decided(inp.who, "reconstructed and re-dealt")
 
     def _shuffle_started(self, inp: ShuffleStarted) -> None:

@@ -94,3 +94,38 @@ def test_the_devices_memory_without_its_journal_is_dropped_and_the_new_table_sta
     assert code == 0, err
     dropped = [json.loads(line) for line in again.stderr().splitlines() if '"sim_memory_dropped"' in line]
     assert sorted(Path(line["path"]).name for line in dropped) == ["shoe.nvram.json", "shuffler.nvram.json"]
+
+
+def test_a_shoe_that_lost_cards_while_the_daemon_was_stopped_raises_the_count_alarm_at_the_restart(
+        directory: Path) -> None:
+    """Three cards taken out of the loaded shoe while cardd was stopped (its memory on the --state-dir
+    says what it holds): the restarted daemon asks the shoe for its Status after the handshake, and
+    its count against the table's is a SHOE_COUNT_MISMATCH alarm that stops play until a supervisor
+    clears it. Before, nothing asked a 1.1 shoe for its Status and nothing compared the counts."""
+    daemon = _start(directory)
+    client = daemon.client()
+    state = shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))  # one burn card out
+    verified, out = state["shoe"]["cards_in_shoe"], state["shoe"]["cards_out"]
+    client.close()
+    code, err = daemon.stop()
+    assert code == 0, err
+    memory = directory / "shoe.nvram.json"
+    held = json.loads(memory.read_text())
+    assert len(held["stack"]) == verified - out
+    held["stack"] = held["stack"][3:]  # the next three cards leave the shoe unseen
+    memory.write_text(json.dumps(held))
+
+    again = _start(directory)
+    client = again.client()
+    state = client.wait_state(lambda s: any(a["reason"] == "SHOE_COUNT_MISMATCH" for a in s["alarms"]))
+    [alarm] = [a for a in state["alarms"] if a["reason"] == "SHOE_COUNT_MISMATCH"]
+    expected = verified - out
+    assert (f"the shoe reader holds {expected - 3} card(s), the table expects {expected}" in alarm["message"]
+            and "3 fewer: cards left the shoe unseen" in alarm["message"]), alarm
+    refused = client.command("open_round")
+    assert refused["class"] == "ERROR" and f"shoe count mismatch alarm {alarm['id']} is open" in refused["message"]
+    client.ok("clear_alarm", alarm_id=alarm["id"])
+    client.ok("open_round")  # the supervisor looked: the shoe deals on as it is
+    client.close()
+    code, err = again.stop()
+    assert code == 0, err

@@ -258,3 +258,43 @@ def test_a_1_0_device_still_deals(link_path):
 
     with endpoint:
         asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_the_status_asked_after_a_handshake_comes_after_every_event_the_device_sends_again(link_path):
+    """A shoe dealt while no host listened: the next host's handshake has it send those reads again
+    (more than the 256 unacknowledged at a time: it holds up to 257 with no host), then asks for its
+    Status, which comes after the last of them: its cards_held counts them out (the table compares)."""
+    device = SimulatedShoe(heartbeat_s=0)
+    endpoint, _ = make_endpoint(link_path, device)
+
+    async def main():
+        endpoint.call(device.load, full_shoe(6))
+        endpoint.call(device.deal, 300)  # the shoe deals until the events it keeps for a host reach 257
+        state = await device_state(endpoint, lambda s: s["event_index"] == 257 and s["pending_deals"] > 0)
+        statuses: list[tuple[int, Status]] = []  # each Status, with the events recorded when it came
+
+        class Counting(Journal):
+            def connect(self, endpoint: Endpoint) -> DeviceConnection:
+                conn = super().connect(endpoint)
+                conn._on_message = self.seen
+                return conn
+
+            def seen(self, msg: Message) -> None:
+                if isinstance(msg, Status):
+                    statuses.append((len(self.records), msg))
+                self.host.seen(msg)
+
+        journal = Counting()
+        conn = journal.connect(endpoint)
+        await conn.open()
+        try:
+            await journal.until(lambda: bool(statuses))
+            recorded, status = statuses[0]
+            assert status.cards_held == 312 - recorded + 1, (recorded, status, state)  # ShoeLoaded is no card
+            assert recorded >= 257
+        finally:
+            await conn.close()
+
+    with endpoint:
+        asyncio.run(main())

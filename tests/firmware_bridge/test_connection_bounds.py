@@ -12,7 +12,7 @@ import pytest
 from core.cards import shoe_composition
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import MessagesOverflow
-from firmware_bridge.messages import CardRead, ShoeLoaded
+from firmware_bridge.messages import CardRead, ShoeLoaded, Status
 from firmware_bridge.session import SessionConfig
 from simulators.rig import SimulatedTable
 
@@ -27,6 +27,8 @@ def test_a_slow_consumer_gets_what_fitted_then_one_overflow_error_and_the_drop_i
                                                                                    messages_limit=LIMIT))
         try:
             await conn.open()
+            while not any(isinstance(m, Status) for m in received):  # the host asks for it after the handshake
+                await asyncio.sleep(0.01)
             slow, fast = conn.messages(), conn.messages()
             first_slow = asyncio.ensure_future(anext(slow))  # both iterators are listening now
             first_fast = asyncio.ensure_future(anext(fast))

@@ -144,8 +144,16 @@ class Rig:
                                      on_indexed=lambda i, m: self.indexed.append((i, m)), backoff=FAST_RETRY)
 
     async def open(self) -> None:
+        """Open, and answer the Status the host asks for after the handshake: ``requests`` is then
+        empty, for what a test asks."""
         await self.conn.open()
         await until(lambda: self.device.resumes)
+        await until(lambda: self.device.requests)
+        [asked] = self.device.requests
+        assert asked.message == StatusRequest()
+        self.device.send(Answer(asked.request_id, Status(DeviceState.IDLE, 0, 0, 1)))
+        await until(lambda: Status(DeviceState.IDLE, 0, 0, 1) in self.messages)
+        self.device.requests.clear()
 
     async def close(self) -> None:
         await self.conn.close()
@@ -396,11 +404,12 @@ def test_a_1_0_device_gets_no_envelopes_and_is_matched_by_type():
     run(main())
 
 
-def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1_1_device_only_after_an_overflow():
+def test_the_host_asks_every_device_for_its_status_after_every_handshake_and_a_1_1_device_after_an_overflow():
     """A 1.0 device's events are lost in a link reset (a FaultCleared among them): its Status, asked
-    for after each handshake, says what it is now. A 1.1 device resends its events instead; only
-    those its full buffer pushed out (EventsDropped(OVERFLOW)) are lost, and then it is asked once.
-    Events a host confirmed before (CONFIRMED) were journaled: nothing to ask."""
+    for after each handshake, says what it is now. A 1.1 device resends its events, but its Status
+    also says how many cards it holds now (the table checks the shoe's count with it): asked after
+    each handshake too, and once more when its full buffer pushed events out (EventsDropped(OVERFLOW)).
+    Events a host confirmed before (CONFIRMED) were journaled: nothing more to ask."""
     async def main():
         device = FakeDevice()  # IDENT says 1.0
         line = listen("events-legacy-status", device.attach)
@@ -417,22 +426,29 @@ def test_the_host_asks_a_1_0_device_for_its_status_after_every_handshake_and_a_1
         await conn.close()
         line.close()
 
-        rig = Rig("events-no-status")
-        await rig.open()
+        rig = Rig("events-status")
+        await rig.open()  # asked once after the first handshake (answered there)
         rig.device.reboot()
         await until(lambda: len(rig.device.resumes) == 2)
+        await until(lambda: len(rig.device.requests) == 1)  # and after this one
         await rig.conn.send(Heartbeat(0))  # acknowledged: what the host sent before it has arrived
-        assert StatusRequest not in map(type, rig.device.received)
-        for reason, requests in ((DropReason.CONFIRMED, []), (DropReason.OVERFLOW, [StatusRequest()])):
+        assert [r.message for r in rig.device.requests] == [StatusRequest()]
+        # (reason, whether the handshake's request was answered first, the requests in all)
+        for reason, answered, requests in ((DropReason.CONFIRMED, True, 1), (DropReason.OVERFLOW, True, 2),
+                                           (DropReason.OVERFLOW, False, 1)):
+            rig.device.requests.clear()
             rig.device.reboot()
             await until(lambda: len(rig.device.resumes) == 3)
+            await until(lambda: len(rig.device.requests) == 1)  # the handshake's
+            if answered:
+                rig.device.send(Answer(rig.device.requests[0].request_id, Status(DeviceState.IDLE, 0, 0, 2)))
+                await until(lambda: Status(DeviceState.IDLE, 0, 0, 2) in rig.messages)  # to the application
             rig.device.send(EventsDropped(1, 5, reason))  # its answer to ResumeEvents
             await until(lambda: EventsDropped(1, 5, reason) in rig.messages)
             await rig.conn.send(Heartbeat(0))
-            assert [r.message for r in rig.device.requests] == requests, reason
+            # one request while the handshake's waits: its answer comes after the events resent
+            assert [r.message for r in rig.device.requests] == [StatusRequest()] * requests, (reason, answered)
             rig.device.resumes.pop()
-        rig.device.send(Answer(rig.device.requests[0].request_id, Status(DeviceState.IDLE, 0, 0, 1)))
-        await until(lambda: Status(DeviceState.IDLE, 0, 0, 1) in rig.messages)  # to the application, like any
         await rig.close()
 
     run(main())
@@ -468,5 +484,27 @@ def test_events_held_back_by_a_handshake_that_fails_are_not_delivered():
         await asyncio.gather(opening, return_exceptions=True)
         await conn.close()
         line.close()
+
+    run(main())
+
+
+def test_a_device_that_never_answers_the_status_blocks_nothing_and_one_line_says_so():
+    """The Status asked after a handshake is one request in the background: a device that does not
+    answer it (here it never does) still has its events delivered meanwhile, and when the request
+    times out one status_not_answered warning says what is not checked."""
+    async def main():
+        rig = Rig("events-status-silent", journaled=0)
+        with capture_logs() as logs:
+            await rig.conn.open()
+            await until(lambda: rig.device.requests)  # asked, never answered
+            for index in (1, 2, 3):
+                rig.device.send(Event(index, card(index)))
+            await until(lambda: len(rig.indexed) == 3)  # delivered while the request waits
+            await until(lambda: any(e["event"] == "status_not_answered" for e in logs), timeout=5)
+        [line] = [e for e in logs if e["event"] == "status_not_answered"]
+        assert line["log_level"] == "warning" and "no Status within" in line["error"], line
+        assert "card count are not checked" in line["consequence"]
+        assert [r.message for r in rig.device.requests] == [StatusRequest()]  # one request, not retried
+        await rig.close()
 
     run(main())
