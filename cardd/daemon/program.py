@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
             simulation.stop()
         print(f"cardd: cannot start the simulated devices: {exc}", file=sys.stderr)
         return EXIT_STARTUP
+    except KeyboardInterrupt:  # a Ctrl-C before it serves (cardd.daemon.main ends it quietly, 130): the
+        if simulation is not None:  # devices it started stop, the directory made for them goes (Daemon.stop's job later)
+            simulation.stop()
+        raise
     configure_logging(args.log_format or config.log.format, config.log.level)
     logging.getLogger("transitions").setLevel(logging.WARNING)  # every state machine step at info: noise
     for warning in warnings:

@@ -44,12 +44,44 @@ sys.meta_path.insert(0, _CtrlC())
 '''
 
 
-def run_signalled_at(command: list[str], land_at: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """``command`` run to its end, with its own SIGINT as it starts importing ``land_at``."""
+#: the child's own SIGINT as soon as its simulated devices have started (SimulatedTable.start returned)
+AFTER_THE_DEVICES_START = '''
+import importlib.abc, importlib.util, os, signal, sys
+
+class _CtrlC(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "simulators.rig":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            start = module.SimulatedTable.start
+
+            def started(table):
+                start(table)
+                open({mark!r}, "w").close()
+                os.kill(os.getpid(), signal.SIGINT)
+                return table
+            module.SimulatedTable.start = started
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _CtrlC())
+'''
+
+
+def run_signalled_at(command: list[str], land_at: str, tmp_path: Path, hook: str = HOOK,
+                     **env: str) -> subprocess.CompletedProcess[str]:
+    """``command`` run to its end, with its own SIGINT as it starts importing ``land_at`` (or where
+    ``hook`` sends it)."""
     mark = tmp_path / "signalled"
-    (tmp_path / "sitecustomize.py").write_text(HOOK.format(land_at=land_at, mark=str(mark)))
+    (tmp_path / "sitecustomize.py").write_text(hook.format(land_at=land_at, mark=str(mark)))
     path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": path})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": path, **env})
     assert mark.exists(), f"{land_at} was imported before the hook: the signal never came ({done.stderr})"
     return done
 
@@ -102,3 +134,13 @@ def test_ctrl_c_while_cardctl_waits_for_the_daemon_ends_it_quietly_with_130(tmp_
                 child.kill()
                 child.wait()
     assert (child.returncode, err, out) == (EXIT_INTERRUPTED, "", "")
+
+
+def test_ctrl_c_once_the_simulated_devices_started_stops_them_and_removes_their_directory(tmp_path: Path) -> None:
+    # before the daemon serves: its --simulate devices are up, the daemon not yet made
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = run_signalled_at([str(CARDD), "--simulate", "--log-format", "json"], "simulators.rig", tmp_path,
+                            AFTER_THE_DEVICES_START, TMPDIR=str(temp))
+    assert done.returncode == EXIT_INTERRUPTED and "Traceback" not in done.stderr, done.stderr  # (its log lines)
+    assert list(temp.iterdir()) == []  # the cardd-sim-... directory made for the devices is removed
