@@ -3,7 +3,7 @@ common options (``--socket``, ``--json``), the one way to reach the daemon, and 
 
 Exit codes (docs/cardctl.md): 0 ok, 1 failure, 2 usage, 3 device or daemon unreachable,
 4 refused by role, 5 integrity failure; 141 when the reader of stdout went away (``| head``),
-130 after a Ctrl-C (EXIT_INTERRUPTED, from cardd.cli.ctrl_c).
+130 after a Ctrl-C (EXIT_INTERRUPTED, from core.ctrl_c).
 Every failure is one line on stderr, ``cardctl: ...``.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from rich.console import Console
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
 from cardd.api.protocol import ErrorCode
-from cardd.cli.ctrl_c import end_interrupted, outcome_decided
+from core.ctrl_c import end_interrupted, outcome_decided
 from core.errors import CarddError
 from core.files import output_directory_problem
 from devices.game.settlement import units
@@ -63,7 +63,7 @@ class CliError(CarddError):
 class Program(click.Group):
     """A program's top group (``cls=Program``; see :func:`run`): when the reader of stdout goes away
     (``cardctl log | head``) the program ends quietly with EXIT_STDOUT_CLOSED, and a Ctrl-C ends it
-    quietly with exit 130 (cardd.cli.ctrl_c; a program of :func:`end_like_ctrl_c` with its
+    quietly with exit 130 (core.ctrl_c; a program of :func:`end_like_ctrl_c` with its
     one line). Caught here, around the parsing of the options (``--help``, ``--version``) and around
     the subcommand, because click's own main turns a broken pipe into exit 1 and a Ctrl-C into
     'Aborted!' and exit 1."""

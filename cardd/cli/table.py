@@ -467,7 +467,13 @@ def parse_layout(tokens: tuple[str, ...]) -> list[Any]:
         else:
             raise click.BadParameter(f"{token!r}: {'no place given' if not equals else f'{place!r} is no box'} "
                                      f"({LAYOUT_FORM})", param_hint="CARD=BOX")
-        assignments.append([canonical_card(card), target])
+        if not card.strip():
+            raise click.BadParameter(f"{token!r}: no card given ({LAYOUT_FORM})", param_hint="CARD=BOX")
+        try:  # here, not by the decoder below, whose line would say 'not a card' twice
+            parsed = Card.parse(card)
+        except CarddError as exc:
+            raise click.BadParameter(f"{token!r}: {exc} ({LAYOUT_FORM})", param_hint="CARD=BOX") from None
+        assignments.append([str(parsed), target])
     try:
         decode_field(PlacementError, "assignments", assignments, "placement_error.assignments")
     except InputDecodeError as exc:

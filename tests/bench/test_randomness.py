@@ -8,7 +8,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from cardd.bench.cli import main
+from cardd.bench.program import cardbench
 from cardd.bench.randomness import MINIMUM_SHUFFLES, ShuffleSource, binomial_allowance, chi2_sf, qualify
 from simulators.faults import FaultSpecError, Faults
 from simulators.shoe import SimulatedShoe
@@ -72,19 +72,19 @@ def test_statistics_helpers() -> None:
 
 
 def test_cli_pass_and_fail() -> None:
-    ok = CliRunner().invoke(main, ["randomness", "--shuffles", str(CLI_SHUFFLES), "--seed", "9", "--json"])
+    ok = CliRunner().invoke(cardbench, ["randomness", "--shuffles", str(CLI_SHUFFLES), "--seed", "9", "--json"])
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["passed"] is True and json.loads(ok.output)["verdict"] == "PASS"
-    bad = CliRunner().invoke(main, ["randomness", "--shuffles", str(CLI_SHUFFLES), "--seed", "9",
+    bad = CliRunner().invoke(cardbench, ["randomness", "--shuffles", str(CLI_SHUFFLES), "--seed", "9",
                                     "--fault", "riffle_once"])
     assert bad.exit_code == 1 and "FAIL" in bad.output
 
 
 def test_too_few_shuffles_for_the_chi_squared_cells_is_no_pass() -> None:
-    few = CliRunner().invoke(main, ["randomness", "--shuffles", "10", "--seed", "1"])
+    few = CliRunner().invoke(cardbench, ["randomness", "--shuffles", "10", "--seed", "1"])
     assert few.exit_code == 3, few.output
     assert "INCONCLUSIVE" in few.output and "PASS (" not in few.output and "at least 260 shuffles" in few.output
-    as_json = json.loads(CliRunner().invoke(main, ["randomness", "--shuffles", "10", "--seed", "1", "--json"]).output)
+    as_json = json.loads(CliRunner().invoke(cardbench, ["randomness", "--shuffles", "10", "--seed", "1", "--json"]).output)
     assert as_json["verdict"] == "INCONCLUSIVE" and as_json["passed"] is False
     assert [t["conclusive"] for t in as_json["tests"]] == [False, True, True]
     # one short of the minimum is still no verdict; the minimum itself judges
@@ -93,5 +93,5 @@ def test_too_few_shuffles_for_the_chi_squared_cells_is_no_pass() -> None:
 
 
 def test_a_failure_the_other_tests_can_judge_fails_below_the_minimum() -> None:
-    few = CliRunner().invoke(main, ["randomness", "--shuffles", "20", "--seed", "9", "--fault", "riffle_once"])
+    few = CliRunner().invoke(cardbench, ["randomness", "--shuffles", "20", "--seed", "9", "--fault", "riffle_once"])
     assert few.exit_code == 1 and "FAIL" in few.output

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml, Skipped
 
-from cardd.bench.cli import main
+from cardd.bench.program import cardbench
 from cardd.bench.runner import needs_simulators
 from cardd.bench.scenario import load_scenario
 from simulators.pty_endpoint import PtyEndpoint
@@ -135,12 +135,12 @@ def test_a_load_between_a_real_and_a_simulated_device_is_skipped() -> None:
     ("shoe=ftp://x", "--device 'shoe=ftp://x': ftp://x: unknown scheme 'ftp'"),
 ])
 def test_a_bad_device_is_one_usage_error(device: str, message: str) -> None:
-    result = CliRunner().invoke(main, ["run", str(LIBRARY / "casino-000" / "clean-round.toml"), "--device", device])
+    result = CliRunner().invoke(cardbench, ["run", str(LIBRARY / "casino-000" / "clean-round.toml"), "--device", device])
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
     assert result.output.count("Error:") == 1 and "Traceback" not in result.output
 
 
 def test_real_devices_run_one_scenario_at_a_time() -> None:
-    result = CliRunner().invoke(main, ["run", str(LIBRARY), "--jobs", "2", "--device", "shoe=serial:///dev/ttyUSB0"])
+    result = CliRunner().invoke(cardbench, ["run", str(LIBRARY), "--jobs", "2", "--device", "shoe=serial:///dev/ttyUSB0"])
     assert result.exit_code == 2 and "real devices run one scenario at a time" in result.output

@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
-from cardd.bench.cli import main
+from cardd.bench.program import cardbench
 from cardd.bench.replay import FAULT_CLASSES, golden_path, trace_files
 from cardd.bench.scenario import load_scenario
 from cardd.cli.trace import Said, read_trace
@@ -34,7 +34,7 @@ def copy(trace: Path, into: Path) -> Path:
 
 def test_every_trace_replays_to_its_golden(tmp_path: Path) -> None:
     report = tmp_path / "report.xml"
-    result = CliRunner().invoke(main, ["replay", str(TRACES), "--jobs", "2", "--junit", str(report)])
+    result = CliRunner().invoke(cardbench, ["replay", str(TRACES), "--jobs", "2", "--junit", str(report)])
     assert result.exit_code == 0, result.output
     cases = [case for suite in JUnitXml.fromfile(str(report)) for case in suite]
     assert len(cases) == len(trace_files([TRACES])) >= 13 and all(case.is_passed for case in cases)
@@ -64,14 +64,14 @@ def test_a_tampered_golden_fails_naming_trace_line_expected_and_got_and_update_g
     assert lines[number - 1] != original
     golden.write_text("\n".join(lines) + "\n")
     report = tmp_path / "report.xml"
-    failed = CliRunner().invoke(main, ["replay", str(trace), "--junit", str(report)])
+    failed = CliRunner().invoke(cardbench, ["replay", str(trace), "--junit", str(report)])
     assert failed.exit_code == 1
     message = f"{trace}: {golden.name} line {number}: expected {lines[number - 1]}, got {original}"
     assert message in failed.output.replace("\n", "")
     failure = [case for suite in JUnitXml.fromfile(str(report)) for case in suite][0].result[0]
     assert failure.message == message
 
-    updated = CliRunner().invoke(main, ["replay", str(trace), "--update-golden"])
+    updated = CliRunner().invoke(cardbench, ["replay", str(trace), "--update-golden"])
     assert updated.exit_code == 0, updated.output
     assert golden.read_text() == golden_path(SHORT).read_text()
 
@@ -82,7 +82,7 @@ def test_a_command_with_another_outcome_than_recorded_fails_naming_the_line(tmp_
     number = next(i for i, line in enumerate(lines, 1) if '"api": "open_round"' in line)
     lines[number - 1] = lines[number - 1].replace('"outcome": "ack"', '"outcome": "refused:failed"')
     trace.write_text("\n".join(lines) + "\n")
-    result = CliRunner().invoke(main, ["replay", str(trace)])
+    result = CliRunner().invoke(cardbench, ["replay", str(trace)])
     assert result.exit_code == 1
     assert f"{trace}:{number}: open_round: recorded refused:failed, the replay got ack" in result.output.replace("\n", "")
 
@@ -99,13 +99,13 @@ def test_a_damaged_trace_is_one_clear_error_naming_file_and_line(tmp_path: Path)
     }
     for what, damaged in damages.items():
         trace.write_text("\n".join(lines[:number - 1] + [damaged] + lines[number:]) + "\n")
-        result = CliRunner().invoke(main, ["replay", str(trace)])
+        result = CliRunner().invoke(cardbench, ["replay", str(trace)])
         assert result.exit_code == 1, what
         failures = [line for line in result.output.splitlines() if line.startswith("FAIL ") and ".trace:" in line]
         assert len(failures) == 1 and failures[0].startswith(f"FAIL {trace}:{number}: "), (what, result.output)
         assert "Traceback" not in result.output
     trace.write_text('{"hello": 1}\n')
-    result = CliRunner().invoke(main, ["replay", str(trace)])
+    result = CliRunner().invoke(cardbench, ["replay", str(trace)])
     assert result.exit_code == 1 and f"{trace}:1: not a cardd trace" in result.output
 
 

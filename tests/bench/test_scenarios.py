@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from junitparser import Failure, JUnitXml
 
-from cardd.bench.cli import main
+from cardd.bench.program import cardbench
 from cardd.bench.runner import run_scenario, stacked_shoe
 from cardd.bench.scenario import ScenarioError, load_scenario, scenario_files
 from cardd.daemon.backend import journal_reasons
@@ -39,7 +39,7 @@ def scenario(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
 
 def test_the_library_passes_and_writes_junit_a_consumer_reads(tmp_path: Path) -> None:
     report = tmp_path / "report.xml"
-    result = CliRunner().invoke(main, ["run", str(LIBRARY), "--jobs", "2", "--junit", str(report)])
+    result = CliRunner().invoke(cardbench, ["run", str(LIBRARY), "--jobs", "2", "--junit", str(report)])
     assert result.exit_code == 0, result.output
     xml = JUnitXml.fromfile(str(report))
     cases = [case for suite in xml for case in suite]
@@ -52,7 +52,7 @@ def test_a_wrong_expectation_fails_naming_file_step_and_difference(tmp_path: Pat
     clean = (LIBRARY / "casino-000" / "clean-round.toml").read_text()
     wrong = scenario(tmp_path, clean.replace("settlement = { p1 = 1000 }", "settlement = { p1 = 999 }"))
     report = tmp_path / "report.xml"
-    result = CliRunner().invoke(main, ["run", str(wrong), "--junit", str(report)])
+    result = CliRunner().invoke(cardbench, ["run", str(wrong), "--junit", str(report)])
     assert result.exit_code == 1
     message = f"{wrong}: step 7 (expect): expected p1 net 999, got p1 net 1000"
     assert message in " ".join(result.output.split())  # rich may wrap the line
@@ -127,7 +127,7 @@ def test_a_scenario_that_is_not_utf_8_is_refused_naming_file_line_and_byte(tmp_p
     path = tmp_path / "latin-1.toml"
     path.write_bytes('description = "x"\n# caf\u00e9\nstep = []\n'.encode("latin-1"))
     assert load_error(path) == f"{path}:2: not UTF-8 text (byte 23)"
-    result = CliRunner().invoke(main, ["run", str(path)])  # a FAIL line, not a traceback
+    result = CliRunner().invoke(cardbench, ["run", str(path)])  # a FAIL line, not a traceback
     assert isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 1 and "not UTF-8 text (byte 23)" in result.output, result.output
 
@@ -140,7 +140,7 @@ def test_rules_beside_the_scenario_by_file_name_and_a_broken_rules_file_are_the_
     (tmp_path / "house.toml").write_bytes(b"# caf\xe9\n" + (ROOT / "rules" / "casino-000.toml").read_bytes())
     assert load_error(beside).startswith(f"{beside}:2: rules 'house.toml': {tmp_path / 'house.toml'}: (file): "
                                          "not UTF-8 text")
-    result = CliRunner().invoke(main, ["run", str(beside)])  # a FAIL line, not a traceback
+    result = CliRunner().invoke(cardbench, ["run", str(beside)])  # a FAIL line, not a traceback
     assert isinstance(result.exception, SystemExit) and result.exit_code == 1, result.exception
 
 
@@ -164,7 +164,7 @@ def test_a_bad_fault_switch_is_refused(tmp_path: Path) -> None:
     path = scenario(tmp_path, 'description = "x"\nstep = []\n[devices.shoe]\nfaults = "jam=1"\n')
     with pytest.raises(ScenarioError, match="jam is for the shuffler only"):
         load_scenario(path)
-    result = CliRunner().invoke(main, ["run", str(path)])
+    result = CliRunner().invoke(cardbench, ["run", str(path)])
     assert result.exit_code == 1 and "jam is for the shuffler only" in result.output
     assert load_error(path).startswith(f"{path}:4: ")  # the line of its faults key
     in_a_step = scenario(tmp_path, 'description = "x"\n\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "faults"\n'
@@ -188,14 +188,14 @@ def load_error(path: Path) -> str:
 def test_a_report_file_in_a_missing_directory_is_a_usage_error_before_anything_runs(
         tmp_path: Path, command: list[str]) -> None:
     out = tmp_path / "no-such-dir" / "report"
-    result = CliRunner().invoke(main, [part.replace("{out}", str(out)) for part in command])
+    result = CliRunner().invoke(cardbench, [part.replace("{out}", str(out)) for part in command])
     assert isinstance(result.exception, SystemExit), result.exception  # it was a traceback once the run ended
     assert result.exit_code == 2 and f"{out}: the directory {out.parent} does not exist" in result.output, \
         result.output
 
 
 def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "nothing.toml")])
+    result = CliRunner().invoke(cardbench, ["run", str(tmp_path / "nothing.toml")])
     assert result.exit_code == 2 and "no such file or folder" in result.output
 
 

@@ -12,7 +12,7 @@ import structlog
 from click.testing import CliRunner
 from pytest_mock import MockerFixture
 
-from cardd.bench.cli import main
+from cardd.bench.program import cardbench
 from cardd.bench.simulate import RoundResult, Simulation, SimulationError, Summary, rules_for, run
 from cardd.bench.strategy import AlwaysStand, BasicStrategy
 from cardd.cli.common import EXIT_STDOUT_CLOSED
@@ -116,7 +116,7 @@ def test_always_stand_dealer_matches_the_exact_table() -> None:
 
 def test_cli_writes_lines_and_summary(tmp_path: Path) -> None:
     out = tmp_path / "rounds.jsonl"
-    result = CliRunner().invoke(main, ["simulate", "--rounds", "40", "--decks", "2", "--boxes", "2",
+    result = CliRunner().invoke(cardbench, ["simulate", "--rounds", "40", "--decks", "2", "--boxes", "2",
                                        "--strategy", "stand", "--seed", "5", "--out", str(out)])
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -128,15 +128,15 @@ def test_stdout_holds_only_the_json_lines_when_a_library_warns(mocker: MockerFix
     """A warning logged during the run (a link, a device, the tracker: none does on a healthy run,
     so the test has the run's start log one as the firmware bridge would) goes to stderr:
     ``cardbench simulate | jq`` reads JSON lines only."""
-    import cardd.bench.cli as bench_cli
-    real = bench_cli.run_jobs
+    import cardd.bench.program as bench_program
+    real = bench_program.run_jobs
 
     def warns_then_runs(*args: Any, **kw: Any) -> Summary:
         structlog.get_logger("firmware_bridge.link").warning("link_failed", link="shoe", why="test")
         return real(*args, **kw)
 
-    mocker.patch.object(bench_cli, "run_jobs", side_effect=warns_then_runs)
-    result = CliRunner().invoke(main, ["simulate", "--rounds", "5", "--jobs", "1", "--seed", "2"])
+    mocker.patch.object(bench_program, "run_jobs", side_effect=warns_then_runs)
+    result = CliRunner().invoke(cardbench, ["simulate", "--rounds", "5", "--jobs", "1", "--seed", "2"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert len(lines) == 5 and all(isinstance(json.loads(line), dict) for line in lines), result.stdout
@@ -162,7 +162,7 @@ def test_jobs_do_not_change_the_output(tmp_path: Path, rules_name: str | None, d
     for jobs in (1, 2, 3):
         out = tmp_path / f"jobs{jobs}.jsonl"
         rules = ["--rules", str(ROOT / "rules" / rules_name)] if rules_name else []
-        result = CliRunner().invoke(main, ["simulate", "--rounds", "300", "--decks", str(decks), "--boxes", str(boxes),
+        result = CliRunner().invoke(cardbench, ["simulate", "--rounds", "300", "--decks", str(decks), "--boxes", str(boxes),
                                            "--seed", "9", "--jobs", str(jobs), "--out", str(out), *rules])
         assert result.exit_code == 0, result.output
         outputs.append(out.read_bytes())
@@ -198,18 +198,18 @@ def test_a_shoe_dealt_alone_is_the_same_shoe() -> None:
 
 
 def test_a_worker_error_reaches_the_user() -> None:
-    result = CliRunner().invoke(main, ["simulate", "--rounds", "2000", "--decks", "1", "--boxes", "7", "--jobs", "2",
+    result = CliRunner().invoke(cardbench, ["simulate", "--rounds", "2000", "--decks", "1", "--boxes", "7", "--jobs", "2",
                                        "--no-rounds"])
     assert result.exit_code == 1 and "ran out of cards" in result.output
 
 
 def test_cli_pty_transport_refuses_jobs() -> None:
-    result = CliRunner().invoke(main, ["simulate", "--transport", "pty", "--jobs", "2"])
+    result = CliRunner().invoke(cardbench, ["simulate", "--transport", "pty", "--jobs", "2"])
     assert result.exit_code == 2 and "--jobs 2" in result.output
 
 
 def test_cli_refuses_a_bad_deck_count() -> None:
-    result = CliRunner().invoke(main, ["simulate", "--decks", "9"])
+    result = CliRunner().invoke(cardbench, ["simulate", "--decks", "9"])
     assert result.exit_code == 2 and "--decks" in result.output
 
 
@@ -232,6 +232,6 @@ def test_pty_transport_plays_the_same_rounds_through_the_devices() -> None:
 
 
 def test_cli_pty_transport() -> None:
-    result = CliRunner().invoke(main, ["simulate", "--rounds", "30", "--transport", "pty", "--no-rounds"])
+    result = CliRunner().invoke(cardbench, ["simulate", "--rounds", "30", "--transport", "pty", "--no-rounds"])
     assert result.exit_code == 0, result.output
     assert "30 rounds" in result.output

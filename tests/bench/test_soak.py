@@ -25,7 +25,7 @@ import pytest
 from pytest_mock import MockerFixture
 from click.testing import CliRunner
 
-from cardd.bench.cli import main
+from cardd.bench.program import cardbench
 from cardd.bench.runner import BenchRig, StepFailed
 from cardd.bench.scenario import Scenario
 from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, ROOT, UNPLUGS, MemorySample, SoakReport, _Play,
@@ -42,7 +42,7 @@ SHOES = 40 if FULL else 20
 def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path: Path) -> None:
     png, page = tmp_path / "soak.png", tmp_path / "soak.html"
     size = ["--shoes", str(SHOES)] + ([] if FULL else ["--cut-at", "30"])
-    result = CliRunner().invoke(main, ["soak", *size, "--seed", "3", "--unplug-rate", "0.15", "--fault-rate", "0.15",
+    result = CliRunner().invoke(cardbench, ["soak", *size, "--seed", "3", "--unplug-rate", "0.15", "--fault-rate", "0.15",
                                        "--plot", str(png), "--report", str(page)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())

@@ -54,7 +54,7 @@ def test_a_placement_error_reconstructs_the_layout_the_supervisor_gives(daemon: 
     sock = daemon.socket_path
     (first,), (second,) = _initial_deal(daemon, 2)  # one card each on boxes 1 and 3
     # checked before it is sent: no COMMAND_REFUSED for a layout the daemon could not even read
-    for wrong, says in ((f"{first}=7x", "'7x' is no box"), ("ZZ=1", "'ZZ=1': not a card")):
+    for wrong, says in ((f"{first}=7x", "'7x' is no box"), ("ZZ=1", "'ZZ=1': 'ZZ' is not a card: expected rank")):
         run = cardctl(sock, "round", "placement-error", wrong, f"{second}=1")
         assert run.code == 2 and says in run.err and "CARD=BOX or CARD=dealer" in run.err, (wrong, run.err)
     client = daemon.client()
@@ -94,7 +94,10 @@ def test_a_layout_is_read_as_the_api_takes_it_or_refused_naming_the_token() -> N
     assert parse_layout(("9s=3", "10H=1", "4C=dealer")) == [
         ["9S", ["box", 3, 0]], ["TH", ["box", 1, 0]], ["4C", ["dealer", None, None]]]
     for wrong, says in (("AS", "'AS': no place given"), ("AS=0", "'0' is no box"), ("AS=-1", "'-1' is no box"),
-                        ("AS=²", "'²' is no box"), ("AS=Dealer", "'Dealer' is no box"), ("=1", "'=1': not a card")):
+                        ("AS=²", "'²' is no box"), ("AS=Dealer", "'Dealer' is no box"), ("=1", "'=1': no card given"),
+                        ("ZZ=1", "'ZZ=1': 'ZZ' is not a card: expected rank A,2-9,T(10),J,Q,K then suit C,D,H,S, "
+                                 "e.g. 'AS' (each dealt card")):
         with pytest.raises(click.BadParameter, match="CARD=BOX or CARD=dealer") as refused:
             parse_layout(("KD=1", wrong))
         assert says in str(refused.value), (wrong, str(refused.value))
+        assert str(refused.value).count("not a card") <= 1, str(refused.value)  # one statement, not the decoder's two

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from pytest_mock import MockerFixture
 
-from cardd.bench.cli import main as cardbench
+from cardd.bench.program import cardbench
 from cardd.cli.common import EXIT_USAGE, CliError, check_output_directory
 
 

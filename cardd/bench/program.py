@@ -1,0 +1,349 @@
+"""``cardbench``'s command group (the entry point, cardd.bench.cli, imports it): the bench's
+command line (click for the commands, rich for the reports).
+
+It shares cardctl's command-line pieces (cardd/cli/common.py): the top group is cardctl's
+``Program``; its console, the ending signals and the output files' check are cardctl's too.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import IO
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from cardd.bench.junit import write_junit
+from cardd.bench.randomness import MINIMUM_SHUFFLES, ShuffleSource, qualify
+from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
+from cardd.bench.runner import ScenarioResult, run_scenario
+from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
+from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak, summary_lines
+from cardd.bench.pty_transport import simulation_for
+from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
+from cardd.bench.strategy import STRATEGIES
+from cardd.cli.common import OutputFile, Program, ProgramConsole, end_like_ctrl_c, logs_to_stderr
+from core.errors import CarddError
+from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
+from devices.game.rules import HouseRules, load_rules
+from drivers.errors import BadURL
+from drivers.urls import parse_url
+
+
+@click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
+def cardbench() -> None:
+    """cardbench: Monte Carlo, shuffler randomness qualification (docs/bench.md)."""
+    # the table logs every device and shoe transition: warnings only (a bench run reports its own
+    # figures), on stderr, never among simulate's JSON lines
+    logs_to_stderr(logging.WARNING)
+    end_like_ctrl_c()  # a kill stops the scenario's cardd (and its devices) as Ctrl-C does
+
+
+def _files(paths: tuple[Path, ...], find: Callable[[list[Path]], list[Path]], what: str) -> list[Path]:
+    """The files ``find`` names or finds under ``paths`` (scenarios, traces); a usage error when it
+    refuses a path or finds none."""
+    try:
+        files = find(list(paths))
+    except (ScenarioError, ReplayError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if not files:
+        raise click.UsageError(f"no {what} under {', '.join(map(str, paths))}")
+    return files
+
+
+def each_in_parallel(jobs: int, work: Callable[[Path], ScenarioResult], files: list[Path],
+                     done: Callable[[ScenarioResult], None]) -> None:
+    """``work`` on every file, ``jobs`` at a time, ``done`` with each result as it ends. An interrupt
+    (Ctrl-C, a kill: :func:`end_like_ctrl_c`) cancels the files not started and waits only for the
+    running ones, each of which stops its own cardd on the way out."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        try:
+            for future in as_completed([pool.submit(work, path) for path in files]):
+                done(future.result())
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs: int, junit: Path | None,
+           count_skipped: bool) -> None:
+    """The end of a run or a replay: the skipped and failed ones, the totals, the JUnit file, and
+    exit 1 on any failure."""
+    results.sort(key=lambda r: str(r.path))
+    skipped = [r for r in results if r.skipped]
+    failed = [r for r in results if not r.passed and not r.skipped]
+    for result in skipped:
+        console.print(f"[yellow]SKIPPED[/] {result.skipped}", soft_wrap=True)
+    for result in failed:
+        console.print(f"[red]FAIL[/] {result.message}")
+    totals = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
+    if count_skipped:
+        totals += f", {len(skipped)} skipped"
+    console.print(f"[bold]{totals}[/] in {elapsed:.1f} s ({jobs} job(s))")
+    if junit is not None:
+        write_junit(results, junit, elapsed)
+    if failed:
+        sys.exit(1)
+
+@cardbench.command()
+@click.option("--rounds", type=click.IntRange(1), default=10_000, show_default=True)
+@click.option("--decks", type=click.IntRange(1, 8), default=6, show_default=True)
+@click.option("--boxes", type=click.IntRange(1, 7), default=1, show_default=True)
+@click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="basic", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="house rules TOML (default: the built-in defaults); --decks overrides its decks")
+@click.option("--out", type=OutputFile(),
+              help="write the JSON lines here instead of stdout")
+@click.option("--no-rounds", is_flag=True, help="only the summary, no JSON line per round")
+@click.option("--transport", type=click.Choice(["inprocess", "pty"]), default="inprocess", show_default=True,
+              help="inprocess: the deal tracker fed in this process; pty: the simulators behind ptys, "
+                   "the serial driver, link and session, the library's feed")
+@click.option("--jobs", type=click.IntRange(1), default=None,
+              help="processes dealing shoes (in-process transport; default: the CPUs available); "
+                   "the output does not depend on it")
+def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rules_path: Path | None,
+             out: Path | None, no_rounds: bool, transport: str, jobs: int | None) -> None:
+    """Play ROUNDS rounds through the real deal tracker; one JSON line per round, then a summary."""
+    try:
+        base = load_rules(rules_path) if rules_path else HouseRules.default()
+        rules = rules_for(base, decks, boxes)
+    except CarddError as exc:
+        raise click.UsageError(str(exc)) from None
+    if transport == "pty" and jobs not in (None, 1):
+        raise click.UsageError(f"--jobs {jobs}: the pty transport deals in one process (one pair of devices)")
+    sink: IO[str] | None = None
+    if not no_rounds:
+        sink = out.open("w") if out else sys.stdout
+    # the summary goes where the JSON lines do not
+    report = ProgramConsole(stderr=sink is sys.stdout)
+
+    def write(line: str) -> None:
+        sink.write(line + "\n")  # type: ignore[union-attr]  # only given when there is a sink
+
+    try:
+        if transport == "pty":
+            summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds,
+                           (lambda result: write(result.json_line())) if sink is not None else (lambda result: None))
+        else:
+            summary = run_jobs(rules, rounds, boxes, STRATEGIES[strategy](), seed, jobs or default_jobs(),
+                               write if sink is not None else None)
+    except SimulationError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if sink is not None and sink is not sys.stdout:
+            sink.close()
+    print_summary(report, summary, rules, strategy)
+
+
+def print_summary(console: Console, summary: Summary, rules: HouseRules, strategy: str) -> None:
+    low, high = summary.edge_interval()
+    console.print(f"[bold]{summary.rounds:,} rounds[/], {rules.decks} deck(s), strategy {strategy}, "
+                  f"rules {rules.name}: house edge {100 * summary.house_edge:.3f} % "
+                  f"(95 % interval {100 * low:.3f} % .. {100 * high:.3f} %)")
+    exact = dealer_table(rules.decks, rules.dealer.hits_soft_17)
+    grid = RichTable(title="dealer's final total per up card: observed, and exact (no hole card)")
+    grid.add_column("up")
+    grid.add_column("rounds", justify="right")
+    for outcome in OUTCOMES:
+        grid.add_column("bj" if outcome == "blackjack" else outcome, justify="right")
+    for up in UP_CARDS:
+        observed = summary.dealer_observed(up)
+        grid.add_row(up, str(sum(summary.dealer[up].values())), *(f"{observed[o]:.4f}" for o in OUTCOMES))
+        grid.add_row("", "exact", *(f"{float(exact[up][o]):.4f}" for o in OUTCOMES), style="dim")
+    console.print(grid)
+
+
+#: ``cardbench randomness``: no test failed, but too few shuffles for every test to judge
+EXIT_INCONCLUSIVE = 3
+
+
+@cardbench.command()
+@click.option("--shuffles", type=click.IntRange(2), default=2000, show_default=True)
+@click.option("--decks", type=click.IntRange(1, 8), default=1, show_default=True)
+@click.option("--fault", type=click.Choice(["none", "riffle_once"]), default="none", show_default=True,
+              help="a shuffler fault switch: riffle_once is a single riffle (deliberately biased)")
+@click.option("--seed", type=int, default=None, help="seed the simulated shuffler (default: its system random)")
+@click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
+def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json: bool) -> None:
+    """Qualify the shuffler: every shuffle dealt through the reader, then chi-squared, runs, correlation.
+    Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (fewer than 260 shuffles and nothing failed)."""
+    source = ShuffleSource(decks, fault=None if fault == "none" else fault, seed=seed)
+    report = qualify(source.orders(shuffles), decks)
+    if as_json:
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        console = ProgramConsole()
+        for test in report.tests:
+            mark = "[yellow]n/a[/] " if not test.conclusive else "[green]pass[/]" if test.passed else "[red]FAIL[/]"
+            console.print(f"{mark}  {test.name}: {test.detail}")
+        colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report.verdict]
+        console.print(f"[bold {colour}]{report.verdict}[/]", f"({shuffles} shuffles of {decks} deck(s), fault {fault})"
+                      + (f"; a PASS needs at least {MINIMUM_SHUFFLES} shuffles" if report.verdict == "INCONCLUSIVE" else ""))
+    if report.verdict != "PASS":
+        sys.exit(1 if report.verdict == "FAIL" else EXIT_INCONCLUSIVE)
+
+
+def _devices(values: tuple[str, ...]) -> dict[str, str]:
+    """``--device ROLE=URL`` options as role -> URL; one UsageError naming the bad value."""
+    real: dict[str, str] = {}
+    for value in values:
+        role, sep, url = value.partition("=")
+        if not sep or role not in ROLES:
+            raise click.UsageError(f"--device {value!r}: expected ROLE=URL with ROLE one of {', '.join(ROLES)}")
+        if role in real:
+            raise click.UsageError(f"--device {value!r}: the {role} is given twice")
+        try:
+            parse_url(url)
+        except BadURL as exc:
+            raise click.UsageError(f"--device {value!r}: {exc}") from None
+        real[role] = url
+    return real
+
+
+@cardbench.command("run")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="scenarios run in parallel")
+@click.option("--junit", type=OutputFile(), help="write a JUnit XML report here")
+@click.option("--device", "devices", multiple=True, metavar="ROLE=URL",
+              help="a real device instead of the simulated one (shuffler=URL, shoe=URL): scenarios that need "
+                   "a fault, a stacked shoe or a simulated unplug are skipped; the cards are moved by hand "
+                   "(the bench asks on stdout)")
+def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices: tuple[str, ...]) -> None:
+    """Run scenario files (or folders of them), each in a fresh cardd with its own journal."""
+    real = _devices(devices)
+    if real and jobs > 1:
+        raise click.UsageError(f"--device with --jobs {jobs}: real devices run one scenario at a time (--jobs 1)")
+    files = _files(paths, scenario_files, "scenario files (*.toml)")
+    console = ProgramConsole(stderr=True)
+    results: list[ScenarioResult] = []
+    start = time.monotonic()
+
+    def say(line: str) -> None:  # to the person at the real devices
+        click.echo(line)
+        sys.stdout.flush()
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("scenarios", total=len(files))
+
+        def done(result: ScenarioResult) -> None:
+            results.append(result)
+            progress.advance(task)
+            mark = "[yellow]skip[/]" if result.skipped else "[green]pass[/]" if result.passed else "[red]FAIL[/]"
+            progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+
+        each_in_parallel(jobs, lambda path: run_scenario(path, real, say), files, done)
+    finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=True)
+
+
+@cardbench.command()
+@click.option("--shoes", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--rules", type=click.Choice(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "rules")
+                                               .glob("casino-*.toml"))), default="casino-000", show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--unplug-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="chance per round that the shoe is unplugged for a moment (per shoe: the shuffler, mid-shuffle)")
+@click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="chance per round of a shoe fault (a reboot, a noisy line); per shoe: a shuffler jam")
+@click.option("--cut-at", type=click.IntRange(1), default=None, help="the cut card after this card (short shoes)")
+@click.option("--plot", type=OutputFile(),
+              help="PNG: card latency (series and histogram) and daemon memory")
+@click.option("--report", type=OutputFile(), help="HTML report with the same figures")
+def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
+         plot: Path | None, report: Path | None) -> None:
+    """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
+    console = ProgramConsole(soft_wrap=True)  # a figure stays on one line in a log file
+
+    def progress(done: SoakReport) -> None:
+        latest = done.memory[-1].rss_kib // 1024 if done.memory else 0
+        console.print(f"shoe {done.shoes}/{shoes}: {done.rounds} rounds, {done.cards} cards, "
+                      f"{time.monotonic() - start:.0f} s, cardd RSS {latest} MiB, "
+                      f"{len(done.violations)} violation(s)", highlight=False)
+
+    start = time.monotonic()
+    result = run_soak(shoes, rules, seed, unplug_rate, fault_rate, cut_at, progress)
+    for line in summary_lines(result):
+        console.print(line, highlight=False)
+    histogram = RichTable(title="card latency histogram")
+    histogram.add_column("latency")
+    histogram.add_column("cards", justify="right")
+    histogram.add_column("")
+    buckets = result.latency_histogram()
+    most = max((n for _, n in buckets), default=0) or 1
+    for label, n in buckets:
+        histogram.add_row(label, str(n), "#" * math.ceil(40 * n / most))
+    console.print(histogram)
+    console.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items())), highlight=False)
+    for violation in result.violations:
+        console.print(f"[red]violation[/] {violation}", highlight=False)
+    if plot or report:
+        png = plot_png(result)
+        if plot:
+            plot.write_bytes(png)
+        if report:
+            report.write_text(report_html(result, png))
+    console.print("[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
+    if not result.passed:
+        sys.exit(1)
+
+
+@cardbench.command("record")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="the folder the traces and their golden files go to")
+@click.option("--force", is_flag=True, help="overwrite traces that exist")
+def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
+    """Run scenario files (or folders) recording each as OUT/<casino>-<name>.trace, replay it, write its .golden."""
+    files = _files(paths, scenario_files, "scenario files (*.toml)")
+    out.mkdir(parents=True, exist_ok=True)
+    console = ProgramConsole(stderr=True, soft_wrap=True)
+    failed = 0
+    for path in files:
+        name = f"{path.parent.name}-{path.stem}"
+        if (out / f"{name}.trace").exists() and not force:
+            raise click.UsageError(f"{out / name}.trace exists: --force overwrites it")
+        try:
+            done = record_scenario(path, out, name)
+        except (ReplayError, CarddError) as exc:
+            console.print(f"[red]FAIL[/] {path}: {exc}")
+            failed += 1
+            continue
+        if done.trace is None:
+            console.print(f"[red]FAIL[/] {done.message}")
+            failed += 1
+            continue
+        console.print(f"[green]recorded[/] {path} -> {done.trace} (+ .golden)")
+        for note in done.notes:
+            console.print(f"[yellow]note[/] {note}")
+    if failed:
+        sys.exit(1)
+
+
+@cardbench.command("replay")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--update-golden", is_flag=True, help="rewrite each golden file from the replay (after review)")
+@click.option("--jobs", type=click.IntRange(1, 32), default=1, show_default=True, help="traces replayed in parallel")
+@click.option("--junit", type=OutputFile(), help="write a JUnit XML report here")
+def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, junit: Path | None) -> None:
+    """Replay traces (or folders of *.trace) into a fresh cardd each; compare the journal with NAME.golden."""
+    files = _files(paths, trace_files, "traces (*.trace)")
+    console = ProgramConsole(stderr=True, soft_wrap=True)
+    start = time.monotonic()
+    results: list[ScenarioResult] = []
+
+    def done(result: ScenarioResult) -> None:
+        results.append(result)
+        mark = ("[green]updated[/]" if update_golden else "[green]pass[/]") if result.passed else "[red]FAIL[/]"
+        console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+
+    each_in_parallel(jobs, lambda path: check_trace(path, update_golden), files, done)
+    finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=False)
