@@ -55,6 +55,13 @@ class AlarmBook:
             del self.open[alarm.id]
         return settled
 
+    def settle(self, reason: Reason) -> list[Alarm]:
+        """Close every open alarm of ``reason`` (what they were about is over); the ones closed."""
+        settled = [a for a in self.open.values() if a.reason == reason]
+        for alarm in settled:
+            del self.open[alarm.id]
+        return settled
+
     def reasons(self) -> list[str]:
         return [a.reason for a in self.open.values()]
 

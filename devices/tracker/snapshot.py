@@ -169,7 +169,7 @@ class _Snapshot(_Strict):
     seated: list[str]  # players at the table, in the order they sat down
     asking_for_box: list[str]  # seated players waiting for a box
     round: _LiveRound | None
-    cards_put_back: Count = 0  # none in a version-4 or -5 snapshot
+    cards_put_back: Count | None = 0  # None: not known this load; a version-4 or -5 snapshot has none
     shoe_count_named: int | None = None
 
 
@@ -279,7 +279,9 @@ def _fill(table: Table, s: _Snapshot) -> None:
     table.last_round_id, table.dealer_change_pending = s.last_round_id, s.dealer_change_pending
     table.awaiting_entry, table.entry_to_discard, table.last_index = s.awaiting_entry, s.entry_to_discard, s.last_index
     table.seated, table.asking_for_box = list(s.seated), list(s.asking_for_box)
-    table.cards_put_back, table.shoe_count_named = s.cards_put_back, s.shoe_count_named
+    # an older snapshot mid-shoe does not say how many cards went back on top: the count waits for the next load
+    table.cards_put_back = None if s.version < 6 and table.shoe.in_play else s.cards_put_back
+    table.shoe_count_named = s.shoe_count_named
     if s.round is not None:
         table.round = Round(table.rules, table._journal, round_id=s.round.id)
         for i, op in enumerate(s.round.log):

@@ -114,7 +114,9 @@ class Table:
         self.entry_to_discard = False  # that card came from a reader not usable: it goes to no hand
         self.queued_reads: list[CardRead] = []  # reads behind an unreadable card, kept in order
         self.last_index = 0  # the last CardRead/UnreadableCard index since the shoe was loaded (they count from 1)
-        self.cards_put_back = 0  # cards put back on top of the shoe since its load (CardsToBoxWithoutWager)
+        #: cards put back on top of the shoe since its load (CardsToBoxWithoutWager); None: not known for this
+        #: load (restored from a snapshot older than version 6 mid-shoe), so its count is not checked until the next
+        self.cards_put_back: int | None = 0
         #: the shoe reader's count less the table's (cards_held - shoe_should_hold()) that a SHOE_COUNT_MISMATCH
         #: alarm named last in this load (None: none, or the counts agreed since): the same difference again is
         #: not a new alarm at every handshake, open or cleared by a supervisor who accepted it
@@ -207,7 +209,7 @@ class Table:
         the cards put back on top. None while no verified stack is in play: idle, shuffling,
         verifying, refused, verified (nothing loaded yet), complete (the stub may be out already, or
         the next stack in: the remainder's count is the check then), reconciled, unreconciled, void."""
-        if self.shoe.state not in SHOE_IN_PLAY:
+        if self.shoe.state not in SHOE_IN_PLAY or self.cards_put_back is None:
             return None
         return max(0, self.shoe.stack_cards - self.last_index + self.cards_put_back)
 
@@ -329,6 +331,8 @@ class Table:
                        "cards left the shoe unseen; round held", Severity.ALARM,
                        first_missing=last + 1, last_missing=index - 1, index=index)
             self._hold(Reason.MISSING_READ, f"card read(s) {missing} missing")
+            if self.shoe_count_named is not None:  # a Status counted these cards gone before their reads were missed
+                self.shoe_count_named = (self.shoe_count_named + index - last - 1) or None
         return True
 
     def _device_event(self, event: Event) -> None:
@@ -694,7 +698,8 @@ class Table:
         self.pending = []
         for card in dealt + list(exposed):
             self.shoe.card_back(card)  # they will be read again
-        self.cards_put_back += len(dealt) + len(exposed)  # the shoe reader holds them again
+        if self.cards_put_back is not None:
+            self.cards_put_back += len(dealt) + len(exposed)  # the shoe reader holds them again
         self._holds_decided(inp.who, "reconstructed and re-dealt")
 
     def _shuffle_started(self, inp: ShuffleStarted) -> None:
@@ -772,6 +777,9 @@ class Table:
         require_supervisor(self._journal, "table", "void shoe", who, role, _VOID_SHOE)
         if self.round_live:
             self._void_round(Reason.SHOE_VOID, who, role)
+        for alarm in self.alarms.settle(Reason.SHOE_COUNT_MISMATCH):  # the shoe in doubt is over: its count with it
+            self._emit(Reason.ALARM_CLEARED, f"alarm {alarm.id} ({alarm.reason}) cleared by {who}: the shoe is voided",
+                       who=who, alarm=alarm.id, alarm_reason=alarm.reason)
         self.shoe.void(who)
 
     def _holds_decided(self, who: str, how: str) -> None:
