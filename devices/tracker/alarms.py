@@ -4,7 +4,7 @@ Every ALARM-severity event opens an alarm in the :class:`AlarmBook`; it stays op
 part of the table's persisted snapshot, so it survives a power cycle) until a supervisor
 clears it by id. A held round's own alarms (``ROUND_HELD``) are the exception: the supervisor's
 decision on that round (resume, re-deal, void) answers them, and the table closes them then
-(:meth:`AlarmBook.settle_holds`), journaled as cleared by that supervisor. Left open, one per hold,
+(:meth:`AlarmBook.settle`), journaled as cleared by that supervisor. Left open, one per hold,
 they piled up for good on a table nobody cleared them on, and every STATE and snapshot carried
 them all.
 """
@@ -48,16 +48,14 @@ class AlarmBook:
         require_supervisor(sink, "table", f"clear alarm {alarm_id}", who, role, command_name(ClearAlarm))
         return self.open.pop(alarm_id)
 
-    def settle_holds(self, round_id: int) -> list[Alarm]:
-        """Close the ``ROUND_HELD`` alarms of round ``round_id`` (its holds were decided); the ones closed."""
-        settled = [a for a in self.open.values() if a.round == round_id and a.reason == Reason.ROUND_HELD]
-        for alarm in settled:
-            del self.open[alarm.id]
-        return settled
+    def of(self, reason: Reason) -> list[Alarm]:
+        """The open alarms of ``reason``, oldest first."""
+        return [a for a in self.open.values() if a.reason == reason]
 
-    def settle(self, reason: Reason) -> list[Alarm]:
-        """Close every open alarm of ``reason`` (what they were about is over); the ones closed."""
-        settled = [a for a in self.open.values() if a.reason == reason]
+    def settle(self, reason: Reason, round_id: int | None = None) -> list[Alarm]:
+        """Close the open alarms of ``reason`` (of round ``round_id`` only, when given): what they were
+        about is over (a held round decided, a shoe voided); the ones closed."""
+        settled = [a for a in self.of(reason) if round_id is None or a.round == round_id]
         for alarm in settled:
             del self.open[alarm.id]
         return settled

@@ -191,7 +191,7 @@ class Table:
             r = self.round
             return (f"round {r.round_id} of the {self.shoe.state} shoe is still on the table: "  # type: ignore[union-attr]
                     f"a supervisor re-deals it with {_REDEAL} or voids the shoe with {_VOID_SHOE} before the next shoe")
-        failed = [a for a in self.alarms.open.values() if a.reason == Reason.RECONCILIATION_FAILED]
+        failed = self.alarms.of(Reason.RECONCILIATION_FAILED)
         if not failed:
             return None
         if len(failed) == 1:
@@ -529,15 +529,12 @@ class Table:
         if self.awaiting_entry is not None:
             problems.append(f"unreadable card #{self.awaiting_entry} waits to be entered: enter it with "
                             f"{_ENTER_CARD} first")
-        counts = [a for a in self.alarms.open.values() if a.reason == Reason.SHOE_COUNT_MISMATCH]
+        counts = self.alarms.of(Reason.SHOE_COUNT_MISMATCH)
         if counts:  # the shoe's count is in doubt: no card of it is dealt until a supervisor has looked
-            problems.append(f"{_alarms_open('shoe count mismatch', counts)}: a supervisor looks at the shoe and "
-                            f"clears {'it' if len(counts) == 1 else 'them'} with {_CLEAR_ALARM} first (or voids "
-                            f"the shoe with {_VOID_SHOE})")
-        foreign = [a for a in self.alarms.open.values() if a.reason == Reason.FOREIGN_CARD]
+            problems.append(_look_at_the_shoe("shoe count mismatch", counts, f" (or voids the shoe with {_VOID_SHOE})"))
+        foreign = self.alarms.of(Reason.FOREIGN_CARD)
         if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
-            problems.append(f"{_alarms_open('foreign card', foreign)}: a supervisor looks at the shoe and clears "
-                            f"{'it' if len(foreign) == 1 else 'them'} with {_CLEAR_ALARM} first")
+            problems.append(_look_at_the_shoe("foreign card", foreign))
         if problems:
             raise TableError.of(problems)
         self.rounds_started += 1
@@ -787,7 +784,7 @@ class Table:
         and so are the alarms they raised (ROUND_HELD), closed in that supervisor's name."""
         self.holds.clear()
         assert self.round is not None  # every caller decided a round
-        for alarm in self.alarms.settle_holds(self.round.round_id):
+        for alarm in self.alarms.settle(Reason.ROUND_HELD, self.round.round_id):
             self._emit(Reason.ALARM_CLEARED, f"alarm {alarm.id} ({alarm.reason}) cleared by {who}: the round "
                        f"was {how}", who=who, alarm=alarm.id, alarm_reason=alarm.reason, round=alarm.round)
 
@@ -805,6 +802,12 @@ def _alarms_open(kind: str, alarms: list[Alarm]) -> str:
     """'foreign card alarm 3 is open', 'foreign card alarms 3, 4 are open'."""
     ids = ", ".join(str(a.id) for a in alarms)
     return f"{kind} alarm {ids} is open" if len(alarms) == 1 else f"{kind} alarms {ids} are open"
+
+
+def _look_at_the_shoe(kind: str, alarms: list[Alarm], also: str = "") -> str:
+    """Why no round opens while alarms about the shoe's cards are open, and who ends that."""
+    return (f"{_alarms_open(kind, alarms)}: a supervisor looks at the shoe and clears "
+            f"{'it' if len(alarms) == 1 else 'them'} with {_CLEAR_ALARM} first{also}")
 
 
 def _in_fault(model: DeviceModel) -> str:
