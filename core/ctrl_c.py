@@ -2,8 +2,8 @@
 (the shell's code for SIGINT, 128 + 2). One mechanism for every entry point (cardctl, cardbench,
 the demo, the daemon before it serves): :func:`run_entry_point` runs a program whose imports are
 inside it, so a Ctrl-C while it still imports (most of a short command's time) ends it as one at any
-later moment does; cardd.cli.common's Program and run end the click programs' KeyboardInterrupts
-with :func:`end_interrupted` too.
+later moment does; cardd.cli.common's Program ends the click programs' KeyboardInterrupts (click
+would print 'Aborted!') with :func:`end_interrupted` too.
 
 This module is imported before that ``try`` (an entry point's top): it imports only what Python's
 start has loaded already (sys, contextlib) and ``signal`` where it is used, not ``typing`` (milliseconds

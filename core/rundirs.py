@@ -84,14 +84,25 @@ def adopt(directory: Path) -> None:
     resume its table), its marker goes and no later run takes it for one left behind; a live
     owner's (the demo or cardbench that started this cardd in its directory) stays, so the
     directory still goes once that owner is killed."""
+    owner = _marker_owner(str(directory))
+    if owner is None:
+        return  # no marker (a directory of the user's): nothing to adopt
     try:
-        with open(directory / MARKER, "rb") as marker:
-            owner = marker.read(64).split()
         pid, start = int(owner[0]), int(owner[1])
-    except (OSError, ValueError, IndexError):
-        return  # no marker (a directory of the user's), or not one this module wrote: nothing to adopt
+    except (ValueError, IndexError):
+        return  # not one this module wrote
     if owner_gone(pid, start):
         keep(directory)
+
+
+def _marker_owner(directory: str) -> list[bytes] | None:
+    """What the run directory's marker says (its owner's pid and start time, as written), or None
+    when it has none that can be read."""
+    try:
+        with open(os.path.join(directory, MARKER), "rb") as marker:
+            return marker.read(64).split()
+    except OSError:
+        return None
 
 
 def remove_left_behind(parent: Path) -> list[Path]:
@@ -109,11 +120,12 @@ def remove_left_behind(parent: Path) -> list[Path]:
             continue
         try:
             info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
-                continue
-            with open(os.path.join(entry.path, MARKER), "rb") as marker:
-                owner = marker.read(64).split()
         except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+            continue
+        owner = _marker_owner(entry.path)
+        if owner is None:
             continue  # no marker: not made by make_run_directory (or kept)
         pid, start = int(named[1]), int(named[2])
         if owner != [str(pid).encode(), str(start).encode()] or not owner_gone(pid, start):

@@ -351,8 +351,8 @@ class Endpoint(abc.ABC, Generic[D]):
         in_flight = self._in_flight
         while self._next_event <= store.last_index and len(in_flight) < EVENT_WINDOW:
             index = self._next_event
-            if self._status_waits and self._status_waits[0][0] < index:
-                self._send_statuses()  # what it says was so before this event: it goes first
+            if self._status_waits:
+                self._send_statuses()  # what one says was so before this event: it goes first
             self._next_event += 1
             if self.streaming is Streaming.NUMBERED:
                 self._send_event(Event(index, store.get(index)))

@@ -31,6 +31,7 @@ from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
 from cardd.cli.common import OutputFile, Program, ProgramConsole, end_like_ctrl_c, logs_to_stderr
+from cardd.config import rule_names
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
@@ -247,8 +248,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
 
 @cardbench.command()
 @click.option("--shoes", type=click.IntRange(1), default=20, show_default=True)
-@click.option("--rules", type=click.Choice(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "rules")
-                                               .glob("casino-*.toml"))), default="casino-000", show_default=True)
+@click.option("--rules", type=click.Choice(rule_names()), default="casino-000", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--unplug-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
               help="chance per round that the shoe is unplugged for a moment (per shoe: the shuffler, mid-shuffle)")

@@ -341,10 +341,9 @@ class BenchRig:
         except StateTimeout as exc:
             raise StepFailed(f"{expected} within {timeout:g} s", _short(show(exc.state))) from None
 
-    def journal(self) -> list[Event]:
-        """Every record journaled so far, page by page."""
+    def journal(self, since: int | None = None) -> list[Event]:
+        """Every record journaled so far (from seq ``since`` on, when given), page by page."""
         records: list[Event] = []
-        since: int | None = None
         while True:
             page = self.api().log(from_seq=since, limit=LOG_LIMIT_MAX)
             records += page.records
@@ -500,8 +499,9 @@ class BenchRig:
         # come later (after a commit under way on the writer thread: a loaded machine): the events
         # and the money are looked for again until they are there or the step's time is up
         deadline = time.monotonic() + EXPECT_JOURNAL_S
+        records: list[Event] = []
         while True:
-            records = self.journal()
+            records += self.journal(since=records[-1].seq + 1 if records else None)  # what was committed since
             seen = {r.reason for r in records} - {""}  # a table input's record carries no reason
             present = [reason for reason in step.no_events if reason in seen]
             if present:

@@ -67,7 +67,6 @@ from devices.events import Reason
 from devices.game.rules import RulesError, load_rules
 from simulators.faults import FaultSpecError, Faults
 
-ROOT = Path(__file__).resolve().parents[2]
 #: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
 ROLES = ("shuffler", "shoe")
 #: the commands a scenario may send: the daemon's table (the bench's daemon is no ``--simulate`` one)

@@ -56,6 +56,7 @@ from typing import Any
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, StepFailed
 from cardd.bench.scenario import Load, Scenario, Shuffle
+from cardd.config import RULES_DIR
 from cardd.journal.chain import walk
 from cardd.journal.journal import Journal
 from cardd.journal.records import GENESIS_HASH
@@ -223,7 +224,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
     scenario = Scenario(description="soak", rules=rules, step=[])
     play: _Play | None = None
     try:
-        with BenchRig(scenario, ROOT / "rules" / f"{rules}.toml", directory,
+        with BenchRig(scenario, RULES_DIR / f"{rules}.toml", directory,
                       reconnect_stable_s=RECONNECT_STABLE_S) as rig:
             play = _Play(rig, rng, report, unplug_rate, fault_rate, cut_at, start)
             if rig.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
@@ -302,12 +303,13 @@ class _Play:
         self._check_cut(self.watcher.counts_now()["CUT_CARD_MISPLACED"] - misplaced_before)
         dealt = rig.sim.shoe.state()["cards_out"]
         rig.api().command("shoe_remainder", returned={str(c): n for c, n in Counter(order[dealt:]).items()})
-        shoe_state = rig.state()["shoe"]["state"]
+        state = rig.state()
+        shoe_state = state["shoe"]["state"]
         if shoe_state != "reconciled":
             self.report.violations.append(f"shoe {self.report.shoes + 1}: ended {shoe_state}, not reconciled")
             # the table holds the next shoe until a supervisor has accounted for the cards and cleared
             # the alarm: the soak has noted the violation, and goes on as that supervisor would
-            for alarm in rig.state()["alarms"]:
+            for alarm in state["alarms"]:
                 if alarm["reason"] == "RECONCILIATION_FAILED":
                     rig.api().command("clear_alarm", alarm_id=alarm["id"])
 

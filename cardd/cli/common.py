@@ -32,7 +32,7 @@ from rich.console import Console
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
 from cardd.api.protocol import ErrorCode
-from core.ctrl_c import end_interrupted, outcome_decided
+from core.ctrl_c import end_interrupted
 from core.errors import CarddError
 from core.files import output_directory_problem
 from devices.game.settlement import units
@@ -126,20 +126,15 @@ def run(group: Program, prog: str) -> NoReturn:
     """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
     on stderr with its exit code, a closed stdout exits EXIT_STDOUT_CLOSED (:class:`Program`), a
     Ctrl-C at any moment 130, quietly. Library log lines go to stderr, errors only
-    (the failure itself is our one line): stdout is the program's answer (--json)."""
+    (the failure itself is our one line): stdout is the program's answer (--json). Called inside
+    core.ctrl_c.run_entry_point, which ends a Ctrl-C outside the subcommand."""
+    logs_to_stderr(logging.ERROR)
     try:
-        logs_to_stderr(logging.ERROR)
-        try:
-            group.main(prog_name=prog)
-        except CliError as exc:
-            click.echo(f"{prog}: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        sys.exit(EXIT_OK)
-    except KeyboardInterrupt:  # outside the subcommand: as its output or error is written
-        end_interrupted()
-    except SystemExit:  # every end, with its code: a Ctrl-C as the interpreter exits is let pass
-        outcome_decided()
-        raise
+        group.main(prog_name=prog)
+    except CliError as exc:
+        click.echo(f"{prog}: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(EXIT_OK)
 
 
 @dataclass

@@ -60,7 +60,7 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
     if waiting:  # no round opens until the dealer says whether each was seen
         trouble.add_row(Text("DRAWN IN ERROR", style="yellow"),
                         f"{', '.join(waiting)}: waiting for the dealer ({SETTLE_DRAWN_IN_ERROR})")
-    if not state["holds"] and not state["alarms"] and not waiting and not exposed:
+    if trouble.row_count == 0:
         trouble.add_row(Text("none", style="green"), "")
     parts.append(trouble)
     last = Table(expand=True, title="last events", title_justify="left", show_header=False)

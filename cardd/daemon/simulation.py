@@ -132,7 +132,7 @@ class Simulation:
             if args:
                 raise CommandFailed("sim_load_shoe takes no args", code=ErrorCode.BAD_ARGS)
             if self.house_rules.shoe.shuffle == "hand":
-                return {"cards": await asyncio.to_thread(self._load_hand_shuffled, self.house_rules)}
+                return {"cards": await asyncio.to_thread(self._load_hand_shuffled)}
             try:
                 cards = await asyncio.to_thread(self.table.hand_off)
             except RuntimeError as exc:
@@ -184,9 +184,10 @@ class Simulation:
             return {"device": spec.device, "switches": changes}
         raise CommandFailed(f"{name} is not a simulation command", code=ErrorCode.UNKNOWN_COMMAND)
 
-    def _load_hand_shuffled(self, rules: HouseRules) -> int:
+    def _load_hand_shuffled(self) -> int:
         """A hand-shuffle table's (its rules' shoe.shuffle = "hand"): the dealer's own shuffle of the
         rules' decks goes into the shoe, the cut card at the rules' penetration; the shuffler is not used."""
+        rules = self.house_rules
         return self.table.load_shoe(fisher_yates(full_shoe(rules.decks)), rules.shoe.penetration)
 
     @staticmethod
