@@ -1,21 +1,49 @@
 # cardd — the two commands of the quick start are `make demo` and `make test`.
-# Both set up what they need: the system tools the tests use and a local .venv.
+# Both set up what they need: the system tools the tests use and a local .venv installed from
+# the hashed lock (requirements/lock.txt), so every machine runs the versions CI ran.
+# The quick start supports Debian 12 with Python 3.11; `make` says so when run elsewhere.
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LOCK   := requirements/lock.txt
+RUNTIME_LOCK := requirements/runtime.txt
+TOOLS  := .venv-tools
+UV     := $(TOOLS)/bin/uv
 SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze tmux
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# How the locks are made (make lock): one resolution for every platform and Python the ranges
+# allow (--universal, from 3.11), a hash for every file of each pinned release, wheels only (an
+# sdist would build with whatever its build backend's newest release is).
+LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-binary :all: --emit-build-options \
+             --custom-compile-command "make lock"
 
-.PHONY: demo test typecheck sysdeps venv bench diagrams check-diagrams api-schema check-api-schema clean
+.PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
+        check-api-schema clean
 
-$(STAMP): pyproject.toml
+# One line when this is not the platform the quick start is tested on; a stop when Python is
+# older than cardd can run on (pyproject.toml: requires-python).
+platform:
+	@py=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo none); \
+	if ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then \
+	  if [ "$$py" = none ]; then echo "make: cardd needs Python 3.11 or newer, and there is no $(PYTHON) (set PYTHON=...)"; \
+	  else echo "make: cardd needs Python 3.11 or newer, and $(PYTHON) is Python $$py (set PYTHON=...)"; fi; exit 1; fi; \
+	os=$$( . /etc/os-release 2>/dev/null && echo "$$ID $$VERSION_ID"); \
+	if [ "$$os" != "debian 12" ] || [ "$$py" != "3.11" ]; then \
+	  echo "make: the quick start is tested on Debian 12 with Python 3.11; this is $${os:-an unknown system} with Python $$py, so it may not pass here"; fi
+
+# The venv holds exactly the lock: made anew whenever the lock or pyproject.toml changes, every
+# file checked against its hash, then cardd itself (editable, built with the locked setuptools).
+$(STAMP): pyproject.toml $(LOCK)
 	@# Debian ships venv without ensurepip unless python3-venv is installed
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv >/dev/null; }
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
+	@# (setuptools' warning that an editable install's folders shadow the package is for other layouts)
+	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check --disable-pip-version-check
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -31,11 +59,38 @@ sysdeps:
 	fi
 
 # the real daemon (cardd --simulate) through a whole shoe, with `cardctl watch` live; DEMO_ARGS=--fast for seconds
-demo: $(STAMP)
+demo: platform $(STAMP)
 	$(PY) -m cardd.cli.demo $(DEMO_ARGS)
 
-test: sysdeps $(STAMP) check-diagrams check-api-schema typecheck
+test: platform sysdeps $(STAMP) check-diagrams check-api-schema typecheck
 	$(PY) -m pytest -q
+
+# The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
+# venv (.venv-latest), the lock untouched: what the next `make lock` would bring, found on the
+# day someone chooses to look.
+test-latest: platform
+	rm -rf .venv-latest
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip setuptools
+	.venv-latest/bin/python -m pip install --quiet --disable-pip-version-check --upgrade -e '.[test,bench]'
+	.venv-latest/bin/python -m pip list --disable-pip-version-check --format=freeze > .venv-latest/versions.txt
+	touch .venv-latest/.installed
+	PYTEST_ADDOPTS="--deselect tests/test_lock.py::test_what_the_venv_runs_is_the_lock" \
+	  $(MAKE) --no-print-directory test VENV=.venv-latest
+
+# uv, itself installed from a hashed lock (requirements/tools.txt), makes the locks.
+$(UV): requirements/tools.txt
+	rm -rf $(TOOLS)
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/tools.txt
+
+# Refresh the locks to the newest releases the ranges allow (PACKAGE=name: that one only, the
+# rest kept), then `make test` and commit them with what changed (docs/dependencies.md).
+lock: $(UV)
+	$(UV) pip compile pyproject.toml requirements/build.in --extra test --extra bench $(LOCK_ARGS) \
+	  $(if $(PACKAGE),--upgrade-package $(PACKAGE),--upgrade) -o $(LOCK)
+	$(UV) pip compile pyproject.toml requirements/build.in --constraint $(LOCK) $(LOCK_ARGS) -o $(RUNTIME_LOCK)
+	$(UV) pip compile requirements/tools.in $(LOCK_ARGS) $(if $(PACKAGE),,--upgrade) -o requirements/tools.txt
 
 # mypy over every package and the tests, at the strictness stated in pyproject.toml
 typecheck: $(STAMP)
@@ -59,4 +114,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/deal.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-latest $(TOOLS) .pytest_cache .hypothesis
