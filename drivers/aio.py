@@ -44,7 +44,8 @@ class WindowedBudget(Generic[K]):
 
     The one mechanism behind a log whose repeated lines are limited (:class:`RateLimitedLog`) and
     the API's budget of refused commands per user (cardd.api.server). ``clock`` is monotonic
-    seconds (injectable); with a loop running it must be the loop's own (the ends are loop timers)."""
+    seconds (injectable), and need not be the loop's: a window's end is a loop timer set for the
+    time left in it on ``clock``."""
 
     def __init__(self, interval_s: float, burst: int, on_end: Callable[[K, BudgetWindow], None],
                  clock: Callable[[], float] | None = None) -> None:
@@ -82,15 +83,17 @@ class WindowedBudget(Generic[K]):
         until the window ends, when :meth:`on_end` reports it."""
         window = self._windows[key]
         window.held[name] += 1
-        ends = window.start + self.interval_s
+        left = max(0.0, window.start + self.interval_s - self._clock())
         if window.timer is None:
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 pass  # reported at this key's next use
             else:
-                window.timer = loop.call_at(ends, self.end, key)
-        return max(0.0, ends - self._clock())
+                # a delay, not call_at(start + interval): the start is on our clock, which an
+                # injected or frozen one puts anywhere on the loop's (the end long past or far off)
+                window.timer = loop.call_later(left, self.end, key)
+        return left
 
     def end(self, key: K) -> None:
         """End ``key``'s window now: reported if anything was held back; its next use opens a

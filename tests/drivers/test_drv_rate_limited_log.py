@@ -2,6 +2,7 @@
 same line is written again when the trouble comes back (the daemon's journal_commit_failed)."""
 from __future__ import annotations
 
+import pytest
 import structlog
 from structlog.testing import capture_logs
 
@@ -52,3 +53,31 @@ def test_a_budget_window_reports_what_it_held_back_at_its_end_on_the_loop() -> N
 
     asyncio.run(run())
     assert [key for key, *_ in ended] == ["a"]  # "b" held nothing back
+
+
+@pytest.mark.parametrize("offset_s", [1e6, -1e6])
+def test_a_window_ends_an_interval_later_on_the_loop_whatever_the_budgets_clock(offset_s: float) -> None:
+    """The budget's clock need not be the loop's (a test freezes or injects one): the end's timer is
+    the time left on the budget's clock, not its window's end read as a time on the loop's clock
+    (ahead: the summary never came; behind: at once, the window cut short)."""
+    import asyncio
+
+    from drivers.aio import WindowedBudget
+
+    ended: list[str] = []
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        budget: WindowedBudget[str] = WindowedBudget(0.5, 1, lambda key, window: ended.append(key),
+                                                     clock=lambda: loop.time() + offset_s)
+        opened = loop.time()
+        assert budget.use("a") and not budget.use("a")
+        assert 0.0 < budget.hold("a") <= 0.5
+        window = budget.over("a")
+        assert window is not None and window.timer is not None
+        assert opened + 0.499 <= window.timer.when() <= loop.time() + 0.501, (
+            f"ends {window.timer.when() - loop.time():+.1f} s from now on the loop, not in 0.5 s")
+        await asyncio.sleep(0.6)  # a timer due later than the window's end
+        assert ended == ["a"]
+
+    asyncio.run(run())
