@@ -233,7 +233,8 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
         sys.stdout.flush()
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
+    # off a terminal no bar is drawn, and rich's stop would leave an empty line there
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("scenarios", total=len(files))
 
         def done(result: ScenarioResult) -> None:
@@ -261,7 +262,7 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
 def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
          plot: Path | None, report: Path | None) -> None:
     """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
-    console = ProgramConsole(soft_wrap=True)  # a figure stays on one line in a log file
+    console = ProgramConsole(soft_wrap=True)  # a figure stays one line on a terminal too (it folds it)
 
     def progress(done: SoakReport) -> None:
         latest = done.memory[-1].rss_kib // 1024 if done.memory else 0

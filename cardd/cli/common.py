@@ -101,13 +101,35 @@ def _stdout_closed() -> NoReturn:
     sys.exit(EXIT_STDOUT_CLOSED)
 
 
+#: the width a console off a terminal lays out to: no limit a line of text could reach, so a table
+#: is as wide as its content and nothing is wrapped or cut
+UNLIMITED_WIDTH = 1 << 20
+
+
 class ProgramConsole(Console):
     """rich's Console for a program's output: a closed stdout ends the program as :class:`Program`
-    does (rich's own handler exits 1)."""
+    does (rich's own handler exits 1).
+
+    Off a terminal (a pipe, a file) it writes plain text: no line wrapped or padded to a width
+    ($COLUMNS or rich's 80 would break a path or a record across lines for ``grep``), no colours
+    and no control codes, whatever $FORCE_COLOR says. On a terminal it is rich's Console as given."""
+
+    def __init__(self, *, file: IO[str] | None = None, stderr: bool = False, **options: Any) -> None:
+        if not writes_to_a_terminal(file if file is not None else sys.stderr if stderr else sys.stdout):
+            options.update(force_terminal=False, color_system=None, soft_wrap=True, width=UNLIMITED_WIDTH)
+        super().__init__(file=file, stderr=stderr, **options)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
         _stdout_closed()
+
+
+def writes_to_a_terminal(stream: IO[str]) -> bool:
+    """``stream`` is a terminal (a tty), not a pipe or a file."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):  # a closed stream, or a stand-in without isatty
+        return False
 
 
 def logs_to_stderr(level: int) -> None:

@@ -12,7 +12,7 @@ import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, emit, json_option
+from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, ProgramConsole, emit, json_option
 from cardd.cli.device import device_error
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
@@ -128,7 +128,8 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
             result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, None))
         else:
             columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-            progress = Progress(*columns)  # started by _flash once the device would take the image
+            # started by _flash once the device would take the image
+            progress = Progress(*columns, console=ProgramConsole())
             result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, progress))
     except FirmwareDowngradeRefused as exc:  # the library's words, then how to allow it here
         raise CliError(f"{url}: firmware not flashed: {exc}: --allow-downgrade-by NAME allows it", EXIT_FAILURE) from None

@@ -291,15 +291,33 @@ def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> Non
     if not records:
         out.print("no records match")
         return
+    if not out.is_terminal:  # a pipe or a file: one line per record, whatever its length (grep -c counts them)
+        # tab-separated, written as it is: rich would turn the tabs into spaces
+        out.file.write("".join("\t".join(map(one_line, record_fields(e))) + "\n" for e in records))
+    else:
+        print_table(out, records)
+    if more:
+        out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")
+
+
+def record_fields(e: dict[str, Any]) -> tuple[str, ...]:
+    """A record's columns in the view: seq, time, severity, reason, message, who."""
+    return (str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S"), e["severity"],
+            e["reason"], shown_message(e), e.get("who") or "")
+
+
+def one_line(field: str) -> str:
+    """A field that cannot end its line or its column early (the daemon's texts carry none of these)."""
+    return field.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def print_table(out: Console, records: list[dict[str, Any]]) -> None:
     table = Table(box=None, show_header=True)
     for column in ("seq", "time", "severity", "reason", "message", "who"):
         table.add_column(column)
     for e in records:
-        table.add_row(str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S"),
-                      e["severity"], e["reason"], shown_message(e), e.get("who") or "")
+        table.add_row(*record_fields(e))
     out.print(table)
-    if more:
-        out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")
 
 
 @click.command("verify-journal")

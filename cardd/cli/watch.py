@@ -26,11 +26,12 @@ LAST_EVENTS = 8
 LINK_STYLE = {"up": "green", "down": "red"}
 
 
-def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> RenderableType:
-    """One frame of the view from a STATE and the latest events."""
+def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]], fill: bool = True) -> RenderableType:
+    """One frame of the view from a STATE and the latest events; its tables and panels as wide as
+    the terminal with ``fill``, else as their content."""
     header = Text(f"cardd table — {release} — rules {state['rules']} — journal seq {state['seq']} — "
                   f"{datetime.now():%H:%M:%S}", style="bold")
-    devices = Table(expand=True, title="devices", title_justify="left")
+    devices = Table(expand=fill, title="devices", title_justify="left")
     for column in ("device", "link", "state", "model", "serial", "firmware"):
         devices.add_column(column)
     for name, d in state["devices"].items():
@@ -41,8 +42,8 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
     shoe_line = Text(f"shoe {shoe['state']}: {shoe['cards_out']} of {shoe['cards_in_shoe']} out, "
                      f"penetration {shoe['penetration']:.0%}, rounds {state['rounds_started']}"
                      + (", LAST ROUND" if shoe.get("last_round") else ""))
-    parts: list[RenderableType] = [header, devices, shoe_line, round_view(state.get("round"))]
-    trouble = Table(expand=True, title="holds, alarms and cards exposed or drawn in error", title_justify="left")
+    parts: list[RenderableType] = [header, devices, shoe_line, round_view(state.get("round"), fill)]
+    trouble = Table(expand=fill, title="holds, alarms and cards exposed or drawn in error", title_justify="left")
     trouble.add_column("what")
     trouble.add_column("detail")
     for hold, why in state["holds"].items():
@@ -63,7 +64,7 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
     if trouble.row_count == 0:
         trouble.add_row(Text("none", style="green"), "")
     parts.append(trouble)
-    last = Table(expand=True, title="last events", title_justify="left", show_header=False)
+    last = Table(expand=fill, title="last events", title_justify="left", show_header=False)
     for e in events:
         last.add_row(str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%H:%M:%S"),
                      Text(e["severity"], style="red" if e["severity"] == "alarm" else ""), e["reason"], e["message"])
@@ -71,13 +72,13 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]]) -> 
     return Group(*parts)
 
 
-def round_view(r: dict[str, Any] | None) -> RenderableType:
+def round_view(r: dict[str, Any] | None, fill: bool = True) -> RenderableType:
     if r is None:
-        return Panel("no round open", title="round")
+        return Panel("no round open", title="round", expand=fill)
     title = f"round {r['id']} — {r['state']}" + (f" — HELD: {r['held']}" if r["held"] else "")
     if r["house_result"] is not None:
         title += f" — house {money(r['house_result'])}"
-    table = Table(expand=True)
+    table = Table(expand=fill)
     for column in ("box", "hand", "cards", "total", "stakes", "notes"):
         table.add_column(column)
     turn = r.get("turn")
@@ -99,7 +100,7 @@ def round_view(r: dict[str, Any] | None) -> RenderableType:
     dealer = r["dealer"]
     table.add_row("dealer", "", " ".join(dealer["cards"]), ("soft " if dealer["soft"] else "") + str(dealer["total"]),
                   "", "")
-    return Panel(table, title=title, title_align="left")
+    return Panel(table, title=title, title_align="left", expand=fill)
 
 
 def shown_in_view(kind: str, reason: str) -> bool:
@@ -130,7 +131,8 @@ def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int |
             emit_json(to_builtins(event))
         return
     out = console()
-    with Live(view(client.version.release, state, events), console=out, screen=out.is_terminal,
+    fill = out.is_terminal  # off one (a file) the console has no width to fill: the frame is as wide as its content
+    with Live(view(client.version.release, state, events, fill), console=out, screen=out.is_terminal,
               auto_refresh=False, transient=False) as live:
         for event in stream:
             if shown_in_view(event.kind, event.reason):
@@ -138,7 +140,7 @@ def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int |
             if watcher.pending_events:  # more are waiting: draw once they are read
                 continue
             state = client.state()
-            live.update(view(client.version.release, state, events), refresh=True)
+            live.update(view(client.version.release, state, events, fill), refresh=True)
             shown += 1
             if frames is not None and shown >= frames:
                 return
