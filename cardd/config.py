@@ -30,6 +30,8 @@ import msgspec
 import msgspec.inspect as schema
 
 from core.errors import CarddError
+from core.parse_errors import toml_problem
+from core.schema_errors import ProblemKind, SchemaProblem, schema_problem
 from drivers.errors import BadURL
 from drivers.factory import make_transport
 from drivers.reconnect import Backoff
@@ -163,7 +165,7 @@ def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> CarddConfig:
     except UnicodeDecodeError as exc:
         raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
-        raise ConfigError(source, f"cannot read it: {exc.strerror or exc}") from None
+        raise ConfigError(source, f"cannot read it: {exc.strerror or type(exc).__name__}") from None
     return parse_config(text, source)
 
 
@@ -172,11 +174,11 @@ def parse_config(text: str, source: str = "<config>") -> CarddConfig:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, _toml_error(str(exc))) from None
+        raise ConfigError(source, toml_problem(exc, text).sentence("TOML")) from None
     try:
         config = msgspec.convert(raw, CarddConfig, dec_hook=_decode_path)
     except msgspec.ValidationError as exc:
-        key, message = _explain(str(exc), raw)
+        key, message = _explain(schema_problem(exc, toml=True), raw)
         raise ConfigError(source, message, key) from None
     _check(config, raw, source)
     return config
@@ -216,29 +218,24 @@ def _decode_path(kind: type, value: Any) -> Any:
     raise TypeError("expected a path (a string)")
 
 
-def _toml_error(message: str) -> str:
-    """tomllib's "Expected ... (at line 3, column 5)" as "line 3, column 5: not valid TOML: expected ..."."""
-    found = re.fullmatch(r"(?s)(.*?) \(at (line \d+, column \d+|end of document)\)", message)
-    what, where = (found[1], found[2]) if found else (message, None)
-    what = f"not valid TOML: {what[:1].lower()}{what[1:]}"
-    return f"{where}: {what}" if where else what
-
-
 # ---- one line out of a msgspec.ValidationError ----------------------------------------------------
 
-def _explain(message: str, raw: dict[str, Any]) -> tuple[str | None, str]:
-    """(dotted key, what is wrong and what is allowed) from msgspec's message."""
-    found = re.fullmatch(r"(?s)(.*?)(?: - at `\$((?:\.[^`.]+)*)`)?", message)
-    assert found is not None  # the pattern matches any text
-    what, where = found[1], [part for part in (found[2] or "").split(".") if part]
-    if unknown := re.fullmatch(r"(?s)Object contains unknown field `(.*)`", what):
-        allowed = ", ".join(_fields(_type_at(where)))
-        return ".".join([*where, _key(unknown[1])]), f"unknown key (allowed{_in_section(where)}: {allowed})"
-    if missing := re.fullmatch(r"Object missing required field `(.*)`", what):
-        key = [*where, missing[1]]
-        return ".".join(key), f"missing; expected {_describe(_type_at(key))}"
+def _explain(problem: SchemaProblem, raw: dict[str, Any]) -> tuple[str | None, str]:
+    """(dotted key, what is wrong and what is allowed), from the schema itself wherever the
+    problem's path can be read (core.schema_errors); the problem's own sentence otherwise."""
+    where = [step for step in problem.path or () if isinstance(step, str)]
+    kind = _type_at(where) if problem.path is not None and len(where) == len(problem.path) else None
+    if kind is None or problem.in_key:  # no key of a configuration is anything but a name
+        return None, problem.sentence()
+    if problem.kind is ProblemKind.UNKNOWN_FIELD and problem.field is not None:
+        allowed = ", ".join(_fields(kind))
+        return ".".join([*where, _key(problem.field)]), f"unknown key (allowed{_in_section(where)}: {allowed})"
+    if problem.kind is ProblemKind.MISSING_FIELD and problem.field is not None:
+        key = [*where, problem.field]
+        missing = _type_at(key)
+        return ".".join(key), f"missing; expected {_describe(missing)}" if missing else "missing"
     value = _value_at(raw, where)
-    return ".".join(where) or None, f"{_show(value)} is not allowed; expected {_describe(_type_at(where))}"
+    return ".".join(where) or None, f"{_show(value)} is not allowed; expected {_describe(kind)}"
 
 
 def _key(name: str) -> str:
@@ -246,11 +243,18 @@ def _key(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _show(name)
 
 
-def _type_at(key: list[str]) -> schema.Type:
+def _type_at(key: list[str]) -> schema.Type | None:
+    """The schema's type of a dotted key; None when the schema has no such key."""
     kind: schema.Type = schema.type_info(CarddConfig)
     for name in key:
-        assert isinstance(kind, schema.StructType)
-        kind = next(field.type for field in kind.fields if field.name == name)
+        if isinstance(kind, schema.UnionType):  # an optional section or value: the type beside None
+            kind = next((t for t in kind.types if not isinstance(t, schema.NoneType)), kind)
+        if not isinstance(kind, schema.StructType):
+            return None
+        found = next((field.type for field in kind.fields if field.name == name), None)
+        if found is None:
+            return None
+        kind = found
     return kind
 
 

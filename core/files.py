@@ -35,4 +35,4 @@ def read_problem(path: Path, exc: OSError) -> str:
         return f"{path}: is a directory, not a file"
     if isinstance(exc, PermissionError):
         return f"{path}: permission denied: you cannot read it"
-    return f"{path}: cannot be read: {exc.strerror or exc}"
+    return f"{path}: cannot be read: {exc.strerror or type(exc).__name__}"

@@ -5,6 +5,9 @@ is the path or URL concerned, so a log line or an operator screen can show it as
 """
 from __future__ import annotations
 
+import errno
+import os
+
 from core.errors import CarddError
 
 
@@ -53,3 +56,13 @@ LIBUSB_HINT = (
     "libusb is not installed (pyusb found no USB backend): install the system package "
     "libusb-1.0-0 (sudo apt-get install libusb-1.0-0; see docs/install.md)"
 )
+
+
+def os_words(exc: BaseException) -> str:
+    """What went wrong, in the operating system's standard words for the errno behind ``exc``
+    (``Input/output error (EIO)``), never the driver library's own message; without an errno,
+    only the kind of error the library raised."""
+    code = getattr(exc, "errno", None)
+    if isinstance(code, int) and code in errno.errorcode:
+        return f"{os.strerror(code)} ({errno.errorcode[code]})"
+    return f"no reason given ({type(exc).__name__})"

@@ -19,7 +19,7 @@ import serial
 import structlog
 
 from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
-                            LinkLost, PermissionDenied)
+                            LinkLost, PermissionDenied, os_words)
 from drivers.transport import Transport, TransportListener, WriteBacklog, deliver
 from drivers.urls import DeviceURL, parse_url
 
@@ -42,7 +42,7 @@ def open_error(path: str, exc: BaseException) -> DriverError:
     if code in _BUSY:
         return DeviceBusy(path, "busy: another process holds the port's exclusive lock "
                           "(is another cardd or a terminal program running?)")
-    return DriverError(path, f"cannot open serial port: {exc}")
+    return DriverError(path, f"cannot open serial port: {os_words(exc)}")
 
 
 class SerialTransport(Transport):

@@ -143,8 +143,9 @@ def parse_url(url: str | DeviceURL) -> DeviceURL:
         raise bad_url(url, "'#' is not part of any device URL (in a serial number write it as %23)")
     try:
         parts = urlsplit(url)
-    except ValueError as exc:  # '[' or ']' after scheme://: urllib takes them for an IPv6 host
-        raise bad_url(url, f"not a valid host part ({exc})") from None
+    except ValueError:  # '[' or ']' after scheme://: urllib takes them for an IPv6 host
+        raise bad_url(url, "not a valid host part: '[' and ']' belong to no device URL (in a serial number write "
+                      "them as %5B and %5D)") from None
     if scheme == "serial":
         if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
             raise bad_url(url, "serial URLs need an absolute device path after serial://")

@@ -27,7 +27,7 @@ import usb.core
 import usb.util
 
 from drivers.errors import (LIBUSB_HINT, PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError,
-                            LinkDown, LinkLost, PermissionDenied, UsbUnavailable)
+                            LinkDown, LinkLost, PermissionDenied, UsbUnavailable, os_words)
 from drivers.transport import Transport, TransportListener, WriteBacklog, deliver
 from drivers.urls import DeviceURL, parse_url
 
@@ -48,7 +48,7 @@ def _usb_open_error(name: str, exc: usb.core.USBError) -> DriverError:
         return DeviceBusy(name, "busy: its interface is claimed by another process or driver")
     if exc.errno == errno.ENODEV:
         return DeviceNotFound(name, "device went away while opening")
-    return DriverError(name, f"cannot open USB device: {exc}")
+    return DriverError(name, f"cannot open USB device: {os_words(exc)}")
 
 
 def read_serial_number(dev: usb.core.Device) -> str | None:
@@ -211,9 +211,7 @@ class UsbBulkTransport(Transport):
     def _fail(self, exc: Exception, where: str) -> None:
         if self._stop.is_set():
             return  # closing: errors from tearing down are expected
-        code = getattr(exc, "errno", None)
-        name = errno.errorcode.get(code, str(code)) if isinstance(code, int) else "error"
-        lost = LinkLost(self.url, f"link lost on {where}: {exc} ({name}); unplugged?")
+        lost = LinkLost(self.url, f"link lost on {where}: {os_words(exc)}; unplugged?")
         lost.__cause__ = exc
         self._to_loop(self._lose, lost)
 

@@ -49,12 +49,13 @@ class FieldCodec:
 class Int(FieldCodec):
     def __init__(self, fmt: str) -> None:
         self._struct = struct.Struct(">" + fmt)
+        self._kind = f"{'a signed' if fmt.islower() else 'an unsigned'} {self._struct.size * 8}-bit integer"
 
     def pack(self, value: int) -> bytes:
         try:
             return self._struct.pack(value)
-        except struct.error as exc:
-            raise BodyError(f"value {value!r} does not fit: {exc}") from None
+        except struct.error:
+            raise BodyError(f"value {value!r} does not fit the field ({self._kind})") from None
 
     def unpack(self, buf: bytes, offset: int) -> tuple[int, int]:
         end = offset + self._struct.size
@@ -140,7 +141,7 @@ class Text(FieldCodec):
         try:
             return printable(raw.decode("utf-8")), end
         except UnicodeDecodeError as exc:
-            raise BodyError(f"text at byte {offset} is not UTF-8: {exc.reason}") from None
+            raise BodyError(f"text at byte {offset} is not UTF-8 (its byte {exc.start} is not)") from None
 
 
 class Fixed(FieldCodec):

@@ -29,6 +29,8 @@ from cardd.api.protocol import (
     PROTOCOL_VERSION, Ack, Command, Disconnect, Error, Event, LogQuery, LogReply, StateQuery, StateReply, Version,
     Watch, encode_line, reply_decoder,
 )
+from core.parse_errors import json_line_problem
+from core.schema_errors import schema_problem
 
 DEFAULT_SOCKET = Path("/run/cardd/cardd.sock")
 #: the longest line a client accepts from the daemon (a LOG page of 10,000 records fits)
@@ -141,8 +143,14 @@ class ApiClient:
             raise ConnectionClosed(f"{self.path}: cardd closed the connection")
         try:
             message = reply_decoder.decode(line)
-        except msgspec.DecodeError as exc:
-            raise ClientError(f"{self.path}: cardd sent a line this client cannot read: {exc}") from exc
+        except msgspec.ValidationError as exc:  # JSON, but no reply of this protocol (a newer daemon's?)
+            raise ClientError(f"{self.path}: cardd sent a line this client cannot read: "
+                              f"{schema_problem(exc).sentence()}") from exc
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # the latter: msgspec before 0.23, bad UTF-8
+            syntax = json_line_problem(line)
+            why = f"{syntax.what} (byte {syntax.byte})" if syntax.what and syntax.byte is not None else \
+                syntax.what or "not JSON"
+            raise ClientError(f"{self.path}: cardd sent a line this client cannot read: {why}") from exc
         if isinstance(message, Disconnect):
             raise ConnectionClosed(f"{self.path}: cardd dropped this connection ({message.code}): {message.message}")
         return message
@@ -209,7 +217,7 @@ class ApiClient:
         try:
             query = msgspec.convert({"id": request_id, **filters}, LogQuery)
         except msgspec.ValidationError as exc:
-            raise ClientError(f"log query: {exc}") from exc
+            raise ClientError(f"log query: {schema_problem(exc).sentence()}") from exc
         self._send(query)
         reply = self._reply(request_id)
         if not isinstance(reply, LogReply):

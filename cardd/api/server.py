@@ -30,9 +30,11 @@ from cardd.api.backend import Backend
 from cardd.api.errors import (REASONS_MAX, ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
                               one_line)
 from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
-from cardd.api.protocol import (Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply, StateQuery,
-                                StateReply, Version, Watch, encode_line, request_decoder)
+from cardd.api.protocol import (CLIENT_CLASSES, Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply,
+                                StateQuery, StateReply, Version, Watch, class_name, encode_line, request_decoder)
 from core.errors import CarddError
+from core.parse_errors import json_line_problem
+from core.schema_errors import ProblemKind, schema_problem
 from drivers.aio import BudgetWindow, WindowedBudget
 
 log = structlog.get_logger(__name__)
@@ -68,32 +70,53 @@ class Limits:
             raise ApiError(f"API limits: backlog_chunk ({self.backlog_chunk}) must be at most half of queue ({self.queue})")
 
 
-def explain_invalid(exc: msgspec.DecodeError | UnicodeDecodeError) -> tuple[str, str]:
-    """(code, message) for a line msgspec refused, in words rather than msgspec's notation."""
-    if isinstance(exc, UnicodeDecodeError):  # msgspec's own, for a string that is not UTF-8
-        return ErrorCode.BAD_JSON, "not a JSON line: a string is not UTF-8"
-    text = str(exc).replace("`", "")
-    if not isinstance(exc, msgspec.ValidationError):
-        return ErrorCode.BAD_JSON, one_line(f"not a JSON line: {text.removeprefix('JSON is malformed: ')}")
-    what, _, where = text.partition(" - at $")
-    where = where.lstrip(".")
-    if where == "class" and what.startswith("Invalid value"):
-        return ErrorCode.BAD_REQUEST, one_line(f"unknown class {what.removeprefix('Invalid value ')} "
-                                               "(a request is WATCH, STATE, LOG or COMMAND)")
-    return ErrorCode.BAD_REQUEST, one_line(f"{what} at {where}" if where else what)
+#: what an ERROR about a request's class tells the client it may be
+REQUEST_CLASSES = "a request is WATCH, STATE, LOG or COMMAND"
+_REQUEST_TYPES = {class_name(request_type): request_type for request_type in CLIENT_CLASSES}
+
+
+def explain_invalid(exc: Exception, line: bytes) -> tuple[str, str]:
+    """(code, message) for a ``line`` the request decoder refused, in the daemon's words only (a
+    client, or a person at socat, reads them; msgspec's change between releases): for a line that
+    is no JSON the reason is worked out from its bytes, for JSON that is no request from the shape
+    of msgspec's refusal (core.schema_errors), never its text."""
+    if not isinstance(exc, msgspec.ValidationError):  # DecodeError; UnicodeDecodeError before msgspec 0.23
+        syntax = json_line_problem(line)
+        at = f" (byte {syntax.byte})" if syntax.byte is not None else ""
+        return ErrorCode.BAD_JSON, one_line(f"not a JSON line: {syntax.what}{at}" if syntax.what else "not a JSON line")
+    problem = schema_problem(exc)
+    raw = _raw_object(line)
+    sent_class = raw.get("class") if raw is not None else None
+    if problem.path == ("class",):
+        if problem.kind is ProblemKind.NOT_ALLOWED and isinstance(sent_class, str):
+            return ErrorCode.BAD_REQUEST, one_line(f"unknown class {sent_class!r} ({REQUEST_CLASSES})")
+        return ErrorCode.BAD_REQUEST, one_line(f"{problem.sentence()} ({REQUEST_CLASSES})")
+    if problem.path == () and problem.kind is ProblemKind.MISSING_FIELD and problem.field == "class":
+        return ErrorCode.BAD_REQUEST, f"{problem.sentence()} ({REQUEST_CLASSES})"
+    request_type = _REQUEST_TYPES.get(sent_class) if isinstance(sent_class, str) else None
+    if problem.path == () and problem.kind is ProblemKind.UNKNOWN_FIELD and request_type is not None:
+        fields = ", ".join(sorted(field.name for field in msgspec.structs.fields(request_type)))
+        return ErrorCode.BAD_REQUEST, one_line(f"{problem.sentence()} (a {sent_class} has {fields})")
+    return ErrorCode.BAD_REQUEST, one_line(problem.sentence())
 
 
 #: a request msgspec (or, for a command's args, a later step) cannot take for its depth
 NESTED_TOO_DEEPLY = "not a valid request: arrays or objects nested too deeply"
 
 
-def request_id(line: bytes) -> str | None:
-    """The ``id`` of a line that is not a valid request, when it has a usable one."""
+def _raw_object(line: bytes) -> dict[str, Any] | None:
+    """A line that is not a valid request as the JSON object it may still be; None if it is not one."""
     try:
         raw = msgspec.json.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # the last: nested thousands deep
         return None
-    found = raw.get("id") if isinstance(raw, dict) else None
+    return raw if isinstance(raw, dict) else None
+
+
+def request_id(line: bytes) -> str | None:
+    """The ``id`` of a line that is not a valid request, when it has a usable one."""
+    raw = _raw_object(line)
+    found = raw.get("id") if raw is not None else None
     return found if isinstance(found, str) and len(found) <= 128 else None
 
 
@@ -417,8 +440,9 @@ class ApiServer:
         except OSError as exc:
             sock.close()
             # a path past AF_UNIX's 107 bytes is an OSError without an errno (strerror None)
-            why = exc.strerror or (f"the path is {len(os.fsencode(self.path))} bytes, more than a Unix socket's "
-                                   f"{UNIX_PATH_MAX} (choose a shorter directory)" if "too long" in str(exc) else str(exc))
+            size = len(os.fsencode(self.path))
+            why = exc.strerror or (f"the path is {size} bytes, more than a Unix socket's {UNIX_PATH_MAX} (choose a "
+                                   "shorter directory)" if size > UNIX_PATH_MAX else type(exc).__name__)
             raise ApiError(f"cannot listen on the API socket {self.path}: {why}") from exc
         return sock
 
@@ -568,8 +592,8 @@ class ApiServer:
         """Exactly one reply to one line."""
         try:
             request = request_decoder.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string that is not UTF-8: the latter
-            code, message = explain_invalid(exc)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # the latter: msgspec before 0.23, bad UTF-8
+            code, message = explain_invalid(exc, line)
             client.send(encode_line(Error(id=request_id(line), code=code, message=message)))
             return
         except RecursionError:  # msgspec's own, for arrays or objects nested thousands deep

@@ -45,6 +45,7 @@ from cardd.daemon.devices import MODEL_NAMES
 from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.errors import CarddError
 from core.rundirs import make_run_directory
+from core.schema_errors import schema_problem
 from devices.game.rules import load_rules
 from firmware_bridge.messages import Message, encode
 from simulators.device import SimulatedDevice
@@ -321,7 +322,7 @@ class _Replay:
             try:
                 step = msgspec.convert({**entry.until, "do": "wait"}, Wait)
             except msgspec.ValidationError as exc:
-                raise ReplayError(f"{self.where(entry.line)}: wait: {exc}") from None
+                raise ReplayError(f"{self.where(entry.line)}: {schema_problem(exc).sentence('wait')}") from None
             try:
                 self.rig.do(step)
             except StepFailed as exc:

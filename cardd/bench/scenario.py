@@ -63,6 +63,8 @@ from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
 from core.cards import Card, CardCodeError
 from core.errors import CarddError
+from core.parse_errors import last_line, toml_problem
+from core.schema_errors import ProblemKind, SchemaProblem, dotted, schema_problem
 from devices.events import Reason
 from devices.game.rules import RulesError, load_rules
 from simulators.faults import FaultSpecError, Faults
@@ -203,16 +205,17 @@ def load_scenario(path: Path) -> Scenario:
         raise ScenarioError(f"{path}:{line_of_byte}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:  # its text ends "(at line L, column C)"
-        at = re.search(r"at line (\d+)", str(exc))
-        raise ScenarioError(f"{path}:{at.group(1) if at else 1}: not valid TOML: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        syntax = toml_problem(exc, text)
+        line = last_line(text) if syntax.at_end else syntax.line or 1
+        at = "the end of the file" if syntax.at_end else f"column {syntax.column}" if syntax.column else None
+        said = f"not valid TOML: {syntax.what}" if syntax.what else "not valid TOML"
+        raise ScenarioError(f"{path}:{line}: {said}" + (f" ({at})" if at else "")) from None
     try:
         scenario = msgspec.convert(data, Scenario)
     except msgspec.ValidationError as exc:
-        message = str(exc)
-        where = re.search(r"at `\$(.*)`$", message)
-        line = _line_of(text, where.group(1)) if where else None
-        raise ScenarioError(f"{path}:{line or 1}: {message}") from None
+        raise ScenarioError(_schema_refusal(path, text, schema_problem(exc, toml=True, schema=Scenario, data=data))) \
+            from None
     rules = scenario.rules_path(path)
     if not rules.exists():
         raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
@@ -282,6 +285,14 @@ def _check_names(path: Path, text: str, scenario: Scenario) -> None:
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, sorted(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _schema_refusal(path: Path, text: str, problem: SchemaProblem) -> str:
+    """``FILE:LINE: where: what``, the line the key's (an unknown key's own, else its table's)."""
+    steps = problem.path or ()
+    named = (*steps, problem.field) if problem.kind is ProblemKind.UNKNOWN_FIELD and problem.field else steps
+    line = (_line_of(text, f".{dotted(named)}") or _line_of(text, f".{dotted(steps)}")) if named else None
+    return f"{path}:{line or 1}: {problem.sentence()}"
 
 
 def _line_of(text: str, json_path: str) -> int | None:

@@ -60,6 +60,7 @@ from cardd.config import RULES_DIR
 from cardd.journal.chain import walk
 from cardd.journal.journal import Journal
 from cardd.journal.records import GENESIS_HASH
+from cardd.journal.sqlite_errors import sqlite_problem
 from core.cards import Card, Rank, shoe_composition
 from core.rundirs import keep, make_run_directory
 from devices.game.rules import cut_window
@@ -471,7 +472,7 @@ class _Play:
         try:
             result = walk(self.chain, self.chain_seq, self.chain_hash)
         except sqlite3.Error as exc:
-            self.report.violations.append(f"{where}: the journal cannot be read: {exc}")
+            self.report.violations.append(f"{where}: the journal cannot be read: {sqlite_problem(exc)}")
             return
         if result.broken is not None:
             self.report.violations.append(f"{where}: the journal's chain breaks at seq {result.broken.seq}: "

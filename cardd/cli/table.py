@@ -19,6 +19,7 @@ from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, 
     json_option, money, run_command, to_builtins
 from core.cards import Card
 from core.errors import CarddError
+from core.parse_errors import json_text_problem
 from devices.tracker.inputs import InputDecodeError, PlacementError, ShoeRemainder, decode_field
 from devices.tracker.shoe import remainder_problem
 
@@ -714,7 +715,9 @@ def read_counts(stream: IO[str]) -> dict[str, Any]:
     except RepeatedKey as exc:  # json keeps the last of a repeated key: one count would vanish
         raise click.BadParameter(f"{stream.name}: {exc}", param_hint="--file") from None
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"{stream.name}: not JSON ({exc})", param_hint="--file") from None
+        syntax = json_text_problem(exc)
+        said = f"{syntax.what}, at {syntax.where()}" if syntax.what else syntax.where()
+        raise click.BadParameter(f"{stream.name}: not JSON ({said})", param_hint="--file") from None
     except UnicodeDecodeError:
         raise click.BadParameter(f"{stream.name}: not a text file", param_hint="--file") from None
     try:

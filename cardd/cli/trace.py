@@ -47,6 +47,7 @@ from cardd.cli.common import (EXIT_USAGE, CliError, check_output_directory, emit
 from cardd.cli.device import device_error
 from cardd.cli.message_text import describe
 from core.errors import CarddError
+from core.parse_errors import json_text_problem
 from drivers.factory import open_transport
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
@@ -58,7 +59,7 @@ from firmware_bridge.messages import (EVENT_MESSAGES, CardRead, Counters, Counte
                                       UnreadableCard, decode, encode)
 from firmware_bridge.session import SessionConfig, SessionEvent
 from simulators.device import SimulatedDevice
-from simulators.faults import WIRE_SWITCHES, Faults
+from simulators.faults import WIRE_SWITCHES, Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
 
 TRACE_FORMAT = 2
@@ -141,15 +142,34 @@ class Trace:
 
 
 def _check_device(path: Path, role: str, device: Any) -> dict[str, Any]:
-    try:
-        if DeviceRole[device["role"].upper()].name.lower() != role:
-            raise ValueError(f"role {device['role']!r} listed as {role!r}")
-        str(device["model"]), str(device["serial"]), str(device["firmware"])
-        [int(part) for part in str(device["protocol"]).split(".", 1)]
-        Faults.parse(device.get("faults", ""))
-    except (KeyError, ValueError, AttributeError, TypeError) as exc:
-        raise TraceError(f"{path}:1: the header's device {role} is incomplete or wrong: {exc}") from None
+    wrong = _device_problem(role, device)
+    if wrong is not None:
+        raise TraceError(f"{path}:1: the header's device {role} is incomplete or wrong: {wrong}")
     return dict(device)
+
+
+def _device_problem(role: str, device: Any) -> str | None:
+    """What is wrong with a trace header's device ``role``, in the trace's terms; None if nothing."""
+    if not isinstance(device, dict):
+        return "expected an object"
+    missing = [key for key in ("role", "model", "serial", "firmware", "protocol") if key not in device]
+    if missing:
+        return f"missing key(s) {', '.join(missing)}"
+    roles = [known.name.lower() for known in DeviceRole]
+    if str(device["role"]).lower() not in roles:
+        return f"role {device['role']!r} is not one of {', '.join(roles)}"
+    if str(device["role"]).lower() != role:
+        return f"role {device['role']!r} listed as {role!r}"
+    if not re.fullmatch(r"\d+(?:\.\d+)?", str(device["protocol"])):
+        return f"protocol {device['protocol']!r}: expected MAJOR.MINOR"
+    faults = device.get("faults", "")
+    if not isinstance(faults, str):
+        return "faults: expected a string of fault switches"
+    try:
+        Faults.parse(faults)
+    except FaultSpecError as exc:
+        return str(exc)
+    return None
 
 
 def _payload(text: Any) -> Message:
@@ -168,7 +188,10 @@ def _messages(values: Any) -> tuple[Message, ...]:
 
 
 def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]], single: str | None) -> TraceEntry | None:
-    t = float(entry["t"])
+    t = entry["t"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise ValueError(f"t {t!r:.24}: expected the seconds since the trace began (a number)")
+    t = float(t)
     if "api" in entry:
         if not isinstance(entry.get("args", {}), dict):
             raise ValueError(f"args must be an object, got {entry['args']!r}")
@@ -178,7 +201,7 @@ def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]
             raise ValueError(f"wait must be an object with a path, got {entry['wait']!r}")
         return Waited(number, t, entry["wait"])
     device = entry.get("device", single)
-    if device not in devices:
+    if not isinstance(device, str) or device not in devices:
         raise ValueError(f"device {device!r} is not in the header (devices: {', '.join(devices)})")
     if "payload" in entry:
         return Said(number, t, device, _payload(entry["payload"]))
@@ -186,9 +209,11 @@ def _entry(number: int, entry: dict[str, Any], devices: dict[str, dict[str, Any]
         return Answered(number, t, device, str(entry["request"]), _messages(entry.get("emitted", [])),
                         _messages(entry.get("replies", [])))
     if "hand" in entry:
-        if entry["hand"] not in HANDS:
+        if not isinstance(entry["hand"], str) or entry["hand"] not in HANDS:
             raise ValueError(f"hand {entry['hand']!r}: expected one of {', '.join(HANDS)}")
         if entry["hand"] == "faults":
+            if not isinstance(entry["set"], str):
+                raise ValueError(f"set {entry['set']!r:.24}: expected a string of fault switches")
             Faults.parse(entry["set"])
         return Handled(number, t, device, entry["hand"], str(entry.get("set", "")))
     if "event" in entry:
@@ -204,7 +229,7 @@ def read_trace(path: Path) -> Trace:
     except OSError as exc:
         raise TraceError(f"{path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise TraceError(f"{path}: not text: {exc.reason}") from None
+        raise TraceError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         header = json.loads(lines[0]) if lines else {}
     except json.JSONDecodeError:
@@ -229,9 +254,14 @@ def read_trace(path: Path) -> Trace:
             if not isinstance(parsed, dict):
                 raise ValueError(f"expected a JSON object, got {line[:40]!r}")
             entry = _entry(number, parsed, devices, single)
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError, MessageDecodeError) as exc:
-            what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise TraceError(f"{path}:{number}: {what}") from None
+        except json.JSONDecodeError as exc:
+            syntax = json_text_problem(exc)
+            said = f"not JSON: {syntax.what}" if syntax.what else "not JSON"
+            raise TraceError(f"{path}:{number}: {said} (column {syntax.column})") from None
+        except KeyError as exc:
+            raise TraceError(f"{path}:{number}: missing key {exc}") from None
+        except (ValueError, MessageDecodeError) as exc:  # the checks' own words (_entry, _payload, decode)
+            raise TraceError(f"{path}:{number}: {exc}") from None
         if entry is not None:
             entries.append(entry)
     return Trace(path, header, devices, entries)

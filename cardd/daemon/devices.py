@@ -31,6 +31,7 @@ from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig
 from core.errors import CarddError
+from core.schema_errors import schema_problem
 from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
@@ -179,7 +180,7 @@ def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
     try:
         return msgspec.convert(args, kind)
     except msgspec.ValidationError as exc:
-        raise CommandFailed(f"{name}: {exc}".replace("`$.", "`"), code=ErrorCode.BAD_ARGS) from None
+        raise CommandFailed(schema_problem(exc).sentence(name), code=ErrorCode.BAD_ARGS) from None
 
 
 async def run_device_command(name: str, args: dict[str, Any], devices: Devices, decks: int,

@@ -269,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CarddError, OSError) as exc:
         if simulation is not None:
             simulation.stop()
-        print(f"cardd: cannot start the simulated devices: {exc}", file=sys.stderr)
+        why = str(exc) if isinstance(exc, CarddError) else \
+            f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc.strerror or type(exc).__name__
+        print(f"cardd: cannot start the simulated devices: {why}", file=sys.stderr)
         return EXIT_STARTUP
     except KeyboardInterrupt:  # a Ctrl-C before it serves (cardd.daemon.main ends it quietly, 130): the
         if simulation is not None:  # devices it started stop, the directory made for them goes (Daemon.stop's job later)

@@ -25,6 +25,7 @@ from cardd.api.peer import Caller
 from cardd.api.protocol import ErrorCode, ExportJournalArgs, ExportJournalResult
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import ExportFile, Journal, JournalError, RetentionStatus
+from core.schema_errors import schema_problem
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +63,8 @@ class Retention:
         try:
             request = msgspec.convert(args, ExportJournalArgs)
         except msgspec.ValidationError as exc:
-            raise CommandFailed(f"export_journal: {exc}", code=ErrorCode.BAD_ARGS) from None
+            problem = schema_problem(exc, schema=ExportJournalArgs, data=args)
+            raise CommandFailed(problem.sentence("export_journal"), code=ErrorCode.BAD_ARGS) from None
         since = None if request.since is None else round(request.since * 1e9)
         until = None if request.until is None else round(request.until * 1e9)
         written = await asyncio.to_thread(self._write_file, request.format, since, until)

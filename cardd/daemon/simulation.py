@@ -22,6 +22,7 @@ from cardd.api.protocol import ErrorCode
 from cardd.config import SIMULATED_RULES, CarddConfig, DevicesConfig, simulated
 from cardd.journal import Journal, WriterLock
 from core.rundirs import make_run_directory
+from core.schema_errors import schema_problem
 from devices.game.rules import HouseRules, load_rules
 from devices.tracker.shoe import IN_PLAY as SHOE_IN_PLAY
 from firmware_bridge.messages import FaultCode
@@ -142,7 +143,7 @@ class Simulation:
             try:
                 parsed = msgspec.convert(args, _DealArgs)
             except msgspec.ValidationError as exc:
-                raise CommandFailed(f"sim_deal: {exc}", code=ErrorCode.BAD_ARGS) from None
+                raise CommandFailed(schema_problem(exc).sentence("sim_deal"), code=ErrorCode.BAD_ARGS) from None
             if not 1 <= parsed.cards <= MAX_DEAL:
                 raise CommandFailed(f"sim_deal: cards {parsed.cards}: from 1 to {MAX_DEAL}", code=ErrorCode.BAD_ARGS)
             shoe = self.table.shoe
@@ -195,7 +196,7 @@ class Simulation:
         try:
             return msgspec.convert(args, kind)
         except msgspec.ValidationError as exc:
-            raise CommandFailed(f"{name}: {exc}", code=ErrorCode.BAD_ARGS) from None
+            raise CommandFailed(schema_problem(exc).sentence(name), code=ErrorCode.BAD_ARGS) from None
 
     def _endpoint(self, name: str, device: str) -> Endpoint[Any]:
         if device == "shoe":

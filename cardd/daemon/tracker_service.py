@@ -175,9 +175,8 @@ def marks_from_json(data: Mapping[str, Any]) -> EventMarks:
             for mark in stored if isinstance(stored, list) else [stored]:
                 unit = mark.get("unit")
                 units[None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2]))] = int(mark["index"])
-    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
-        raise SnapshotError(f"snapshot: $.{EVENT_MARKS} is not a list of {{unit, index}} per device "
-                            f"({type(exc).__name__}: {exc})") from None
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+        raise SnapshotError(f"snapshot: $.{EVENT_MARKS} is not a list of {{unit, index}} per device") from None
     return marks
 
 

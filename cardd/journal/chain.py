@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .schema import BODY_FORMAT, SQL_BODY
+from .sqlite_errors import sqlite_problem
 
 BATCH = 8192
 #: the module a stretch's process runs (cardd/journal/stretch_walker.py)
@@ -66,7 +67,8 @@ def walk(conn: sqlite3.Connection, after_seq: int, after_hash: bytes, batch_size
             cursor.close()
             again = walk(conn, expected - 1, last, batch_size=1, through_seq=through_seq)
             return WalkResult(again.last_seq - after_seq, again.last_seq, again.last_hash, again.broken)
-        return WalkResult(expected - 1 - after_seq, expected - 1, last, ChainBreak(expected, f"damaged SQLite file ({exc})"))
+        return WalkResult(expected - 1 - after_seq, expected - 1, last,
+                          ChainBreak(expected, f"damaged SQLite file: {sqlite_problem(exc)}"))
     finally:
         cursor.close()
     return WalkResult(expected - 1 - after_seq, expected - 1, last, None)

@@ -31,6 +31,7 @@ from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, RE
                       reference_canonical_json, to_ns)
 from .schema import (APPLICATION_ID, GUARD_FORMS, MIN_RETENTION_DAYS, READABLE_SCHEMA_VERSIONS, RECORD_COLUMNS,
                      SCHEMA, SCHEMA_VERSION, TRIGGER_NAMES)
+from .sqlite_errors import sqlite_code, sqlite_meaning, sqlite_problem
 
 QUICK_CHECK_RECORDS = 1000  # records re-hashed on every open, back from the head
 KEEP_SNAPSHOTS = 3
@@ -272,8 +273,8 @@ class Journal:
                     raise
             except sqlite3.Error as exc:
                 full = _full_disk(self.path, exc)
-                cause = f"{exc} (SQLite {getattr(exc, 'sqlite_errorname', 'error')})" if full is None else \
-                    f"disk full: {full[0]} bytes free in {self.path.parent}"
+                cause = (sqlite_problem(exc) if full is None
+                         else f"disk full: {full[0]} bytes free in {self.path.parent}")
                 raise JournalWriteError(f"journal {self.path}: append of {count} record(s) failed, nothing "
                                         f"written: {cause}", cause) from None
             self._head = (seq, prev)
@@ -408,7 +409,7 @@ class Journal:
             conn.execute("BEGIN")  # one read snapshot: the head and the records agree
             return _full_check(conn, self.path, processes, parallel_from)
         except sqlite3.Error as exc:
-            return VerifyResult(False, 0, None, f"damaged SQLite file ({exc})")
+            return VerifyResult(False, 0, None, f"damaged SQLite file: {sqlite_problem(exc)}")
         finally:
             conn.close()
 
@@ -438,7 +439,8 @@ class Journal:
                 raise JournalExportError(f"journal {self.path}: no records to export in that range")
             count, digest = write_export(target, fmt, _batches(reader, first, last))
         except sqlite3.Error as exc:
-            raise JournalCorrupt(self.path, None, f"damaged SQLite file while exporting ({exc})") from None
+            raise JournalCorrupt(self.path, None,
+                                 f"damaged SQLite file while exporting: {sqlite_problem(exc)}") from None
         finally:
             reader.close()
         return ExportFile(target, fmt, first, last, count, digest)
@@ -589,7 +591,8 @@ def _create(path: Path) -> None:
         if full is not None:
             raise JournalWriteError(f"journal {path} cannot be created: the disk holding it is full ({full[0]} bytes "
                                     f"free in {path.parent}; {full[1]}): free space there") from None
-        raise JournalWriteError(f"journal {path} cannot be created: {exc}") from None
+        why = sqlite_problem(exc) if isinstance(exc, sqlite3.Error) else exc.strerror or type(exc).__name__
+        raise JournalWriteError(f"journal {path} cannot be created: {why}") from None
 
 
 class WriterLock:
@@ -671,10 +674,12 @@ def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
         return JournalWriteError(f"journal {path}: the disk holding it is full ({full[0]} bytes free in {path.parent}; "
                                  f"{full[1]}): free space there; the journal is not damaged",
                                  f"disk full: {full[0]} bytes free in {path.parent}")
-    name = getattr(exc, "sqlite_errorname", "")
+    name = sqlite_code(exc) or ""
+    if name.startswith("SQLITE_NOTADB"):  # SQLite's answer for another file and for a journal's damaged header alike
+        return JournalCorrupt(path, None, f"not an SQLite database, or its header is damaged ({name})")
     if any(name.startswith(code) for code in _DAMAGE_CODES):
-        return JournalCorrupt(path, None, f"damaged or not an SQLite database ({exc})")
-    return JournalError(f"journal {path}: {exc}")
+        return JournalCorrupt(path, None, f"damaged SQLite file: {sqlite_problem(exc)}")
+    return JournalError(f"journal {path}: {sqlite_problem(exc)}")
 
 
 def _full_disk(path: Path, exc: BaseException) -> tuple[int, str] | None:
@@ -685,10 +690,10 @@ def _full_disk(path: Path, exc: BaseException) -> tuple[int, str] | None:
             return None
         what = exc.strerror or "no space left on device"
     else:
-        code = getattr(exc, "sqlite_errorname", "")
+        code = sqlite_code(exc) or ""
         if not code.startswith(_FULL_DISK_CODES):
             return None
-        what = f"SQLite {code}: {exc}"
+        what = f"SQLite {code}: {sqlite_meaning(exc)}"
     try:
         stat = os.statvfs(path.parent)
     except OSError:

@@ -19,6 +19,7 @@ from pathlib import Path
 from .chain import Stretch, stretch_to_json, walk_stretch
 from .errors import JournalError
 from .journal import _MMAP_BYTES, _connect
+from .sqlite_errors import sqlite_problem
 
 
 def walk_file(path: Path, first: int, through: int, anchor_seq: int, anchor_hash: bytes) -> Stretch | None:
@@ -42,7 +43,9 @@ def main(argv: list[str]) -> int:
     try:
         found = walk_file(Path(path), int(first), int(through), int(anchor_seq), bytes.fromhex(anchor_hash))
     except (JournalError, sqlite3.Error, OSError, ValueError) as exc:  # the parent walks the stretch itself
-        print(f"stretch {first}..{through} of {path}: {exc}", file=sys.stderr)
+        why = (sqlite_problem(exc) if isinstance(exc, sqlite3.Error) else exc.strerror or type(exc).__name__
+               if isinstance(exc, OSError) else str(exc))
+        print(f"stretch {first}..{through} of {path}: {why}", file=sys.stderr)
         return 1
     print(stretch_to_json(found))
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, get_type_hints
 
 from core.errors import CarddError
+from core.parse_errors import toml_problem
 
 
 class RulesError(CarddError, ValueError):
@@ -306,7 +307,7 @@ def parse_rules(text: str, file: str = "<string>") -> HouseRules:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise RulesError(file, "(syntax)", f"not valid TOML ({e})", "TOML 1.0 syntax") from None
+        raise RulesError(file, "(syntax)", toml_problem(e, text).sentence("TOML"), "TOML 1.0 syntax") from None
     rules = _build(HouseRules, data, file, "")
     _check_consistency(rules, file)
     return rules

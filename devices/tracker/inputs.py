@@ -42,7 +42,7 @@ __all__ = [
     "LinkDown", "LinkUp", "NoMoreBets", "OpenRound", "PlaceBet", "PlacePairsBet", "PlacementError",
     "READABLE_VERSIONS", "RECORDS", "ReconstructAndRedeal", "ReconstructInitialDeal", "Redeal", "Resume",
     "ShoeRemainder", "ShuffleStarted", "TABLE_INPUTS", "TableInput", "Tick", "Void", "VoidShoe", "command_name",
-    "from_json", "to_json",
+    "from_json", "hex_bytes", "to_json",
 ]
 
 FORMAT_VERSION = 2
@@ -378,9 +378,11 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
             raise InputDecodeError(f"{where}: expected a whole number, got {value!r:.60}")
         return value
     if tp is Card:
+        if not isinstance(value, str):
+            raise InputDecodeError(f"{where}: expected a card (a string such as 'AS'), got {value!r:.60}")
         try:
             return Card.parse(value)
-        except (CarddError, ValueError, TypeError, AttributeError) as exc:
+        except CarddError as exc:
             raise InputDecodeError(f"{where}: not a card: {value!r:.60} ({exc})") from None
     if tp is Target:
         if not (isinstance(value, list) and len(value) == 3 and value[0] in ("box", "dealer")):
@@ -397,8 +399,22 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
             raise InputDecodeError(f"{where}: expected an object, got {value!r:.60}")
         return _build(tp, value, where, set())
     if tp is Message:
+        payload = hex_bytes(value)
+        if payload is None:
+            raise InputDecodeError(f"{where}: not an encoded firmware message: expected its bytes in hex, got "
+                                   f"{value!r:.60}")
         try:
-            return decode(bytes.fromhex(value))
-        except (CarddError, ValueError, TypeError) as exc:
+            return decode(payload)
+        except CarddError as exc:
             raise InputDecodeError(f"{where}: not an encoded firmware message: {exc}") from None
     raise InputDecodeError(f"{where}: no JSON form for {tp!r}")  # a record field of a type added without one
+
+
+def hex_bytes(value: Any) -> bytes | None:
+    """The bytes a string of hex digits (spaces allowed) stands for; None when ``value`` is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        return None

@@ -24,6 +24,7 @@ from devices.tracker.inputs import (
 from devices.game.rules import HouseRules
 from devices.tracker.table import Table
 from core.cards import Orientation, shoe_composition
+from core.parse_errors import json_text_problem
 from firmware_bridge.messages import (
     CardRead, CutCardSeen, DeckCheckResult, DeviceRole, Ident, ShoeLoaded, ShuffleComplete,
 )
@@ -52,7 +53,9 @@ def load(path: Path) -> list[TableInput]:
             try:
                 records.append(from_json(json.loads(line)))
             except json.JSONDecodeError as exc:
-                raise InputDecodeError(f"{path}:{number}: not JSON: {exc}") from None
+                syntax = json_text_problem(exc)
+                said = f"not JSON: {syntax.what}" if syntax.what else "not JSON"
+                raise InputDecodeError(f"{path}:{number}: {said} (column {syntax.column})") from None
             except InputDecodeError as exc:
                 raise InputDecodeError(f"{path}:{number}: {exc}") from None
     return records

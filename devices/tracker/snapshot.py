@@ -31,13 +31,14 @@ import msgspec
 
 from core.cards import ALL_CARDS, Card
 from core.errors import CarddError
+from core.schema_errors import schema_problem
 from devices.events import Event, EventSink, Reason, Severity
 from devices.game.inputs import ROUND_INPUTS
 from devices.game.round import Round
 from devices.game.rules import HouseRules
 from devices.overrides import TableError
 from devices.tracker.alarms import Alarm
-from devices.tracker.inputs import from_json, to_json
+from devices.tracker.inputs import from_json, hex_bytes, to_json
 from devices.tracker.shoe import SHOE_STATES
 from devices.tracker.table import Table
 from firmware_bridge.messages import (
@@ -221,7 +222,7 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
     try:
         s = msgspec.convert(snap, _Snapshot, strict=True)
     except msgspec.ValidationError as exc:
-        raise SnapshotError(f"table snapshot: {exc}") from None
+        raise SnapshotError(f"table snapshot: {schema_problem(exc).sentence('$')}") from None
     ran_under = (s.rules.name, s.rules.sha256)
     changed = rules_changed(ran_under, rules)
     if changed is not None:
@@ -331,9 +332,12 @@ def _counts(counts: dict[str, int], where: str) -> dict[Card, int]:
 def _messages(hexes: Sequence[str], where: str, kinds: tuple[type, ...]) -> list[Message]:
     out = []
     for i, h in enumerate(hexes):
+        payload = hex_bytes(h)
+        if payload is None:
+            raise SnapshotError(f"table snapshot: {where}[{i}]: not an encoded message (not its bytes in hex)")
         try:
-            msg = decode(bytes.fromhex(h))
-        except (CarddError, ValueError) as exc:
+            msg = decode(payload)
+        except CarddError as exc:
             raise SnapshotError(f"table snapshot: {where}[{i}]: not an encoded message ({exc})") from None
         if not isinstance(msg, kinds):
             raise SnapshotError(f"table snapshot: {where}[{i}]: a {type(msg).__name__} does not belong here")

@@ -77,39 +77,63 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
                                          round=7)  # the filters reach the daemon as typed
 
 
+#: every command the rig (the daemon's table) knows, as an unknown command's ERROR lists them
+KNOWN_COMMANDS = ", ".join(sorted(FakeDaemon.command_roles))
+
+#: (line, the ERROR's id, code, message): every message exactly, the daemon's own words whatever
+#: msgspec's release says (0.22 and 0.23 word a bad UTF-8 string differently: the client reads neither)
 BAD_LINES = [
     (b"{nope\n", None, "bad-json", "not a JSON line: object keys must be strings (byte 1)"),
-    (b"\xff\xfe\n", None, "bad-json", "not a JSON line"),
+    (b"\xff\xfe\n", None, "bad-json", "not a JSON line: not UTF-8 text (byte 0)"),
     # well-formed JSON but a string that is not UTF-8 (a console sending Latin-1 "José"): it once
     # ended the connection with no reply, and a traceback in the daemon's log
-    (b'{"class": "STATE", "id": "Jos\xe9"}\n', None, "bad-json", "not a JSON line: a string is not UTF-8"),
+    (b'{"class": "STATE", "id": "Jos\xe9"}\n', None, "bad-json", "not a JSON line: a string is not UTF-8 (byte 29)"),
     (b'{"class": "COMMAND", "id": "c", "name": "place_bet", "args": {"player": "\xff"}}\n', None, "bad-json",
-     "not a JSON line: a string is not UTF-8"),
+     "not a JSON line: a string is not UTF-8 (byte 73)"),
+    (b'{"class": "STATE", "id": "s"} {}\n', None, "bad-json",
+     "not a JSON line: trailing characters after the JSON value (byte 30)"),
+    (b'{"class": "STATE", "id": \n', None, "bad-json", "not a JSON line: the line ends before its JSON value does "
+                                                      "(byte 24)"),
+    (b'{"class": "STATE", "id": "s",}\n', None, "bad-json", "not a JSON line: a comma before the end of an object "
+                                                          "(byte 29)"),
+    (b'{"class": "LOG", "id": "n", "since": NaN}\n', None, "bad-json", "not a JSON line: NaN is not a JSON number"),
+    (b'{"class": "STATE", "id": "\\ud800"}\n', None, "bad-json",
+     "not a JSON line: a string holds a \\u escape of a lone surrogate, which is no character"),
     (b'{"class": "HELLO", "id": "h"}\n', "h", "bad-request",
      "unknown class 'HELLO' (a request is WATCH, STATE, LOG or COMMAND)"),
-    (b'{"id": "x"}\n', "x", "bad-request", "Object missing required field class"),
-    (b'[1, 2]\n', None, "bad-request", "Expected object, got array"),
-    (b'{"class": "LOG", "id": "l", "limit": 0}\n', "l", "bad-request", "Expected int >= 1 at limit"),
-    (b'{"class": "LOG", "id": "l", "colour": "red"}\n', "l", "bad-request", "Object contains unknown field colour"),
-    (b'{"class": "WATCH", "since_seq": "3"}\n', None, "bad-request", "Expected int | null, got str at since_seq"),
+    (b'{"class": 7, "id": "h"}\n', "h", "bad-request",
+     "class: expected a string (a request is WATCH, STATE, LOG or COMMAND)"),
+    (b'{"id": "x"}\n', "x", "bad-request", "field 'class' is missing (a request is WATCH, STATE, LOG or COMMAND)"),
+    (b'[1, 2]\n', None, "bad-request", "expected an object, got an array"),
+    (b'{"class": "LOG", "id": "l", "limit": 0}\n', "l", "bad-request", "limit: expected a whole number of at least 1"),
+    (b'{"class": "LOG", "id": "l", "colour": "red"}\n', "l", "bad-request",
+     "unknown field 'colour' (a LOG has from_seq, id, limit, reason, round, severity, since, to_seq, until)"),
+    (b'{"class": "WATCH", "since_seq": "3"}\n', None, "bad-request",
+     "since_seq: expected a whole number or null, got a string"),
+    (b'{"class": "COMMAND", "id": "e", "name": ""}\n', "e", "bad-request", "name: expected a string of at least 1 "
+                                                                          "character"),
     # beyond the journal's 64-bit integers (nanoseconds, seqs): refused here, not an overflow in the
     # daemon's journal query answered "internal" (cardctl log --since 99999999999999)
     (b'{"class": "LOG", "id": "t", "since": 99999999999999}\n', "t", "bad-request",
-     "Expected float <= 9223372036.0 at since"),
+     "since: expected a number of at most 9223372036"),
+    (b'{"class": "LOG", "id": "t", "since": 1e400}\n', None, "bad-request", "since: a number out of range"),
     (b'{"class": "LOG", "id": "f", "from_seq": 99999999999999999999}\n', "f", "bad-request",
-     "Expected int <= 9223372036854775807 at from_seq"),
+     "from_seq: expected a whole number of at most 9223372036854775807"),
     (b'{"class": "WATCH", "id": "w", "since_seq": 9223372036854775808}\n', "w", "bad-request",
-     "Expected int <= 9223372036854775807 at since_seq"),
-    (b'{"class": "COMMAND", "name": "void_shoe"}\n', None, "bad-request", "Object missing required field id"),
-    (b'{"class": "COMMAND", "id": "q", "name": "fly"}\n', "q", "unknown-command", "unknown command 'fly' (known: "),
+     "since_seq: expected a whole number of at most 9223372036854775807"),
+    (b'{"class": "COMMAND", "name": "void_shoe"}\n', None, "bad-request", "field 'id' is missing"),
+    (b'{"class": "COMMAND", "id": "q", "name": "fly"}\n', "q", "unknown-command",
+     f"unknown command 'fly' (known: {KNOWN_COMMANDS})"),
     (b'{"class": "COMMAND", "id": "q", "name": "void_shoe", "args": {"fail": 1}}\n', "q", "failed",
      "cannot void_shoe now: the round is held"),
-    (b'{"class": "LOG", "id": "bug", "reason": "BUG"}\n', "bug", "internal", "the daemon failed on this request"),
-    (b'{"class": "WATCH", "id": "w"}\n{"class": "WATCH", "id": "w2"}\n', "w2", "bad-request", "already watching"),
+    (b'{"class": "LOG", "id": "bug", "reason": "BUG"}\n', "bug", "internal",
+     "the daemon failed on this request (see its log)"),
+    (b'{"class": "WATCH", "id": "w"}\n{"class": "WATCH", "id": "w2"}\n', "w2", "bad-request",
+     "already watching: send WATCH with enable false first"),
     # nested thousands deep (msgspec raises RecursionError): the connection once closed with no reply
     # and a traceback in the daemon's log, a line of it per request
     (b'{"class": "STATE", "id": "d", "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n", None, "bad-request",
-     "Object contains unknown field x"),
+     "unknown field 'x'"),
     (b'{"class": "COMMAND", "id": "n", "name": "void_shoe", "args": {"a": ' + b"[" * 30_000 + b"]" * 30_000
      + b"}}\n", None, "bad-request", "not a valid request: arrays or objects nested too deeply"),
 ]
@@ -129,7 +153,7 @@ def test_a_bad_request_gets_one_error_line_and_the_connection_stays(sock_dir, li
     replies, after = asyncio.run(scenario())
     error = replies[-1]
     assert error["class"] == "ERROR" and error["id"] == request_id and error["code"] == code, error
-    assert str(error["message"]).startswith(message) and "\n" not in str(error["message"]), error
+    assert error["message"] == message, error
     assert after["class"] == "STATE" and after["id"] == "after"
 
 

@@ -89,12 +89,22 @@ def test_a_refusal_with_the_daemon_s_own_code_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, where, what", [
-    ('description = "x"\n[[step]]\ndo = "deal"\ncards = "two"\n', 4, "Expected `int`, got `str`"),
-    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "dance"\n', 5, "Invalid value 'dance'"),
-    ('description = "x"\n[[step]]\ndo = "shuffle"\nuntil = "maybe"\n', 4, "Invalid enum value 'maybe'"),
+    ('description = "x"\n[[step]]\ndo = "deal"\ncards = "two"\n', 4,
+     "step[0].cards: expected a whole number, got a string"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\n[[step]]\ndo = "dance"\n', 5,
+     "step[1].do: 'dance': expected one of command, deal, expect, faults, load, play, remainder, rounds, shuffle, "
+     "wait"),
+    ('description = "x"\n[[step]]\ndo = "shuffle"\nuntil = "maybe"\n', 4,
+     "step[0].until: 'maybe': expected one of refused, verified"),
+    ('description = "x"\n[[step]]\ndo = "load"\nuntil = "maybe"\n', 4,
+     "step[0].until: 'maybe': expected one of loaded, refused"),
     ('description = "x"\nrules = "casino-999"\nstep = []\n', 2, "rules 'casino-999': expected a rules file"),
-    ('descripton = "x"\nstep = []\n', 1, "Object contains unknown field `descripton`"),
-    ('description = "x"\nstep = []\nrules = = 1\n', 3, "not valid TOML"),
+    ('descripton = "x"\nstep = []\n', 1, "unknown field 'descripton'"),
+    ('step = []\n\n[devices.shoe]\nfualts = ""\n', 4, "devices.shoe: unknown field 'fualts'"),
+    ('step = []\n', 1, "field 'description' is missing"),
+    ('description = "x"\nstep = []\nrules = = 1\n', 3, "not valid TOML: expected a value (a string, a number, "
+     "true or false, a date, an array or an inline table) (column 9)"),
+    ('description = "x"\nstep = [1, 2\n', 2, "not valid TOML: an array is not closed with ']' (the end of the file)"),
     ('description = "x"\nstep = []\n[devices.shoe]\nfaults = ""\n[devices.shuffler]\nfaults = ""\n'
      'stack = ["2C", "QX"]\n', 7, "devices.shuffler.stack: 'QX' is not a card: expected rank A,2-9,T(10),J,Q,K"),
     ('description = "x"\nstep = []\n[devices.shoe]\nstack = ["AS"]\n', 4,

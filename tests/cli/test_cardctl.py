@@ -404,13 +404,15 @@ def test_verify_journal_file_on_an_export_says_it_is_one_not_that_it_is_corrupt(
 def test_verify_journal_file_that_sqlite_cannot_open_is_a_failure_not_an_integrity_finding(
         tmp_path, mocker, monkeypatch, capsys):
     copy = journal_of_cards(tmp_path / "copy.sqlite3", 10)
+    cannot_open = sqlite3.OperationalError("unable to open database file")  # as SQLite raises it
+    cannot_open.sqlite_errorcode, cannot_open.sqlite_errorname = sqlite3.SQLITE_CANTOPEN, "SQLITE_CANTOPEN"
     mocker.patch("cardd.journal.journal.sqlite3.connect",  # as on a disk SQLite cannot open the file on
-                 side_effect=sqlite3.OperationalError("unable to open database file"))
+                 side_effect=cannot_open)
     monkeypatch.setattr(sys, "argv", ["cardctl", "verify-journal", "--file", str(copy)])
     with pytest.raises(SystemExit) as ended:
         cardctl_main()
     assert ended.value.code == 1  # exit 5 says the chain is broken: nothing was read of it
-    assert capsys.readouterr().err == f"cardctl: journal {copy}: unable to open database file\n"
+    assert capsys.readouterr().err == f"cardctl: journal {copy}: SQLite cannot open the file (SQLITE_CANTOPEN)\n"
 
 
 # ---- straight to a device --------------------------------------------------------------------

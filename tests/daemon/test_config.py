@@ -233,10 +233,14 @@ def test_two_devices_of_one_model_by_serial_number_are_two_devices(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (MINIMAL + "[journal]\nretention_days = \n", "line 7, column 18: not valid TOML: invalid value"),
-    ('[devices]\nshoe = "usb://1209:c4d0\n', "line 2, column 24: not valid TOML: illegal character '\\n'"),
-    (MINIMAL + "[devices]\n", "line 6, column 9: not valid TOML: cannot declare ('devices',) twice"),
-    (MINIMAL + "[api", "end of document: not valid TOML: expected ']' at the end of a table declaration"),
+    (MINIMAL + "[journal]\nretention_days = \n", "line 7, column 18: not valid TOML: expected a value (a string, "
+     "a number, true or false, a date, an array or an inline table)"),
+    ('[devices]\nshoe = "usb://1209:c4d0\n', "line 2, column 24: not valid TOML: a string is not closed before the "
+     "end of its line"),
+    (MINIMAL + "[devices]\n", "line 6, column 9: not valid TOML: the table [devices] is declared twice"),
+    (MINIMAL + "[api", "end of file: not valid TOML: expected ']' at the end of a table declaration"),
+    (MINIMAL + "[journal]\nretention_days = 1 2\n", "line 7, column 20: not valid TOML: expected the end of the "
+     "line after a value (one key = value pair a line)"),
 ])
 def test_bad_toml_names_the_line(tmp_path, text, message):
     assert str(error_of(tmp_path, text)) == f"{tmp_path / 'cardd.toml'}: {message}"

@@ -304,7 +304,8 @@ def test_a_full_disk_fails_the_whole_append_and_the_journal_goes_on_after(journa
     fill(journal, rounds=2, per_round=3)
     pages = journal._conn.execute("PRAGMA page_count").fetchone()[0]
     journal._conn.execute(f"PRAGMA max_page_count = {pages}")
-    with pytest.raises(JournalWriteError, match="append of 400 record.s. failed, nothing written: database or disk is full"):
+    with pytest.raises(JournalWriteError, match=r"append of 400 record.s. failed, nothing written: the database or "
+                                                r"the disk is full \(SQLITE_FULL\)"):
         journal.append([card(3, i, pad="x" * 500) for i in range(400)], snapshot={"round": 3})
     assert journal.last_seq == 6 and journal.latest_snapshot() == (6, {"round": 2, "seq": [3]})
     journal._conn.execute("PRAGMA max_page_count = 1073741823")
