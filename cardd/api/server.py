@@ -600,9 +600,7 @@ class ApiServer:
         if isinstance(request, Command):
             return await self._command(caller, request)
         if not caller.roles:
-            return Error(id=request.id, code=ErrorCode.REFUSED,
-                         message=f"{_tag(request)} needs one of the roles dealer, supervisor, technician; "
-                                 f"{caller.describe()} holds none")
+            return _no_role(caller, request)
         if isinstance(request, StateQuery):
             return StateReply(id=request.id, state=await self.backend.state(caller))
         if isinstance(request, LogQuery):
@@ -639,6 +637,8 @@ class ApiServer:
 
     async def _take_command(self, caller: Caller, request: Command) -> msgspec.Struct:
         needs = self.backend.command_roles.get(request.name)
+        if needs is None and not caller.roles:
+            return _no_role(caller, request)  # refused everything: not even the names of the commands
         if needs is None:
             known = ", ".join(sorted(self.backend.command_roles))
             # the client's name is cut to a line; the list of known commands never is (it is the help)
@@ -711,3 +711,10 @@ class ApiServer:
 
 def _tag(request: Any) -> str:
     return str(type(request).__struct_config__.tag)
+
+
+def _no_role(caller: Caller, request: Watch | StateQuery | LogQuery | Command) -> Error:
+    """The refusal of anything a caller who holds no role asks, a command by any name included."""
+    return Error(id=request.id, code=ErrorCode.REFUSED,
+                 message=f"{_tag(request)} needs one of the roles dealer, supervisor, technician; "
+                         f"{caller.describe()} holds none")
