@@ -664,6 +664,14 @@ class ApiServer:
         if client.watching:
             return Error(id=request.id, code=ErrorCode.BAD_REQUEST,
                          message="already watching: send WATCH with enable false first")
+        head = self.backend.journal_head()
+        if request.since_seq is not None and request.since_seq > head:
+            # the events between the head and since_seq would be skipped once journaled: no client
+            # received a seq this journal has not written (another table's journal, or a typo)
+            return Error(id=request.id, code=ErrorCode.BAD_REQUEST,
+                         message=f"since_seq {request.since_seq} is ahead of the journal, whose last record is "
+                                 f"seq {head}: give the seq of the last event received (or no since_seq, "
+                                 "for live events only)")
         client.watching = True
         self._watchers.add(client)
         if request.since_seq is None:
