@@ -20,12 +20,14 @@ by a unit this journal has no mark of (resumed from 0), are journaled as INFO: n
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
@@ -39,15 +41,13 @@ from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import EventIndexError
-from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware
+from firmware_bridge.firmware import SignedImage, read_image_file, read_public_key_file, update_firmware
 from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, FaultCleared,
                                       FaultCode, Message, SelfTest, SelfTestResult, StartShuffle)
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
 #: configuration name -> the tracker's device model name
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
-#: a firmware image is read whole; larger files are refused before reading
-MAX_IMAGE_BYTES = 16 << 20
 #: the reason codes of lost events the connection reports (docs/deal-tracking.md)
 EVENT_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST}
 
@@ -224,14 +224,11 @@ async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | Non
     if public_key is None:
         raise CommandFailed("firmware_update: no [firmware] public_key is configured: firmware updates are refused")
     conn = devices.connected(args.device)
-    try:
-        key = load_public_key(public_key.read_bytes())
-        path = Path(args.image)
-        if not path.is_absolute():
-            raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code=ErrorCode.BAD_ARGS)
-        if path.stat().st_size > MAX_IMAGE_BYTES:
-            raise CommandFailed(f"firmware_update: {path} is larger than {MAX_IMAGE_BYTES} bytes")
-        signed = SignedImage.from_bytes(path.read_bytes())
+    path = Path(args.image)
+    if not path.is_absolute():
+        raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code=ErrorCode.BAD_ARGS)
+    try:  # off the loop: a file on a slow disk must not stop the cards (nor a device or FIFO: refused unread)
+        key, signed = await asyncio.to_thread(_read_firmware, public_key, path)
     except OSError as exc:
         raise CommandFailed(f"firmware_update: {exc.filename}: {exc.strerror}") from None
     done = await update_firmware(conn, signed, key,  # type: ignore[arg-type]
@@ -239,3 +236,8 @@ async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | Non
     return {"model": done.model, "from_version": done.from_version, "to_version": done.to_version,
             "downgrade_allowed_by": done.downgrade_allowed_by, "ok": done.result.ok, "detail": done.result.detail}
 
+
+
+def _read_firmware(public_key: Path, image: Path) -> tuple[Ed25519PublicKey, SignedImage]:
+    """The configured key and the image named, each read only as a bounded regular file."""
+    return read_public_key_file(public_key), read_image_file(image)
