@@ -14,9 +14,12 @@ each commit the service's ``on_journaled`` confirms the new marks, so a device f
 only once it is in the journal. Each record carries the unit the connection had shaken hands
 with when the event came in, so the mark moves for the unit that numbered it. A lost event
 (EVENT_GAP, EVENTS_DROPPED, a device's EventsDropped) is journaled as an alarm record
-(:data:`EVENT_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
+(:data:`CONNECTION_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
 sees in STATE and clears like any other (``clear_alarm``). Events another host confirmed, told
-by a unit this journal has no mark of (resumed from 0), are journaled as INFO: no alarm.
+by a unit this journal has no mark of (resumed from 0), are journaled as INFO: no alarm. So is a
+device FLAPPING (DEVICE_FLAPPING): one that asks for a handshake again and again (a new boot id
+at every one), which the connection shakes hands with ever more slowly; one alarm until it has
+stayed up ``devices.reconnect_stable_s``.
 """
 from __future__ import annotations
 
@@ -48,8 +51,9 @@ from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKin
 
 #: configuration name -> the tracker's device model name
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
-#: the reason codes of lost events the connection reports (docs/deal-tracking.md)
-EVENT_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST}
+#: the reason codes of the connection's events that are alarms: lost events, a flapping device (docs/deal-tracking.md)
+CONNECTION_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST,
+                     SessionEventKind.FLAPPING: Reason.DEVICE_FLAPPING}
 
 
 class Devices:
@@ -77,7 +81,7 @@ class Devices:
             on_message(msg)
 
         def event(session_event: SessionEvent) -> None:
-            reason = EVENT_ALARMS.get(session_event.kind)
+            reason = CONNECTION_ALARMS.get(session_event.kind)
             if reason is not None:
                 self._alarm(device, reason, Severity.ALARM, f"{device}: {session_event.detail}")
             on_event(session_event)
@@ -112,8 +116,9 @@ class Devices:
                     count=msg.count, drop_reason=msg.reason.name.lower(), resumed_from=resumed_from)
 
     def _alarm(self, device: str, reason: Reason, severity: Severity, message: str, **data: Any) -> None:
-        """Journal a lost-event record; at alarm severity it is also one of the table's open alarms
-        (in its snapshot, committed with this record: add() makes the commit carry one)."""
+        """Journal a connection's record (lost events, a flapping device); at alarm severity it is also
+        one of the table's open alarms (in its snapshot, committed with this record: add() makes the
+        commit carry one)."""
         event = Event(reason, device, message, severity, data)
         if severity is Severity.ALARM:
             self.service.table.alarms.raise_from(event)
