@@ -75,7 +75,8 @@ class DevicesConfig(_Section, frozen=True):
     shuffler: str | None = None
     #: seconds a device's port must stay open for its reopen schedule (0.1 s doubling to 5 s) to
     #: start over; a port that dropped sooner is taken for a flapping device and the next reopen
-    #: waits one step longer (drivers/reconnect.py)
+    #: waits one step longer (drivers/reconnect.py); so does a handshake asked for again sooner after
+    #: the last (firmware_bridge/connection.py: DEVICE_FLAPPING)
     reconnect_stable_s: Annotated[float, msgspec.Meta(ge=0.0, le=3600.0)] = Backoff().stable
 
 

@@ -86,6 +86,8 @@ class Reason(enum.StrEnum):
     RULES_CHANGED = "RULES_CHANGED"
     # appended later: the shoe reader's count (its Status after each handshake) against the table's
     SHOE_COUNT_MISMATCH = "SHOE_COUNT_MISMATCH"  # the shoe holds more or fewer cards than the table expects
+    # appended later: a device that asks for a handshake again and again (raised by the daemon)
+    DEVICE_FLAPPING = "DEVICE_FLAPPING"  # re-identified or reset its link soon after each handshake: backed off
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -43,6 +43,9 @@ from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionE
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
+#: handshakes due again soon after the last, in a row, that make a device FLAPPING: one after a
+#: reboot and one more for a reboot at once after it are a device's own business, not a fault
+FLAPPING_AFTER = 3
 
 
 
@@ -120,6 +123,8 @@ class DeviceConnection:
         self._first: asyncio.Future[Ident] | None = None  # open(): the first handshake, or what stopped it
         self._subscribers: set[_Subscriber] = set()
         self._stats = ConnectionStats()
+        self._again_in_a_row = 0  # handshakes due again soon after the last, in a row (_again_soon)
+        self._flapping = False  # FLAPPING reported, the device not up long enough since
         self._closed = False
 
     # ---- public ----------------------------------------------------------------------
@@ -318,11 +323,27 @@ class DeviceConnection:
 
     async def _keep_up(self, session: DeviceSession) -> None:
         """Do what ``session`` needs, until it closes: a handshake when the link comes up or is
-        reset, a link reset when it failed; failures back off (the one Backoff)."""
+        reset, a link reset when it failed; failures back off (the one Backoff). A session that
+        needs a handshake again less than ``Backoff.stable`` after the last one counts it as a
+        failure, as the port counts one that dropped that soon: a device that re-identifies (a new
+        boot id, another unit) or resets its link right after every handshake is shaken hands with
+        ever more slowly, and is reported FLAPPING (:meth:`_again_soon`)."""
         failures = 0
+        up_at: float | None = None  # when this session's last handshake ended (None: not since)
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 need = await session.wait_need()
+                if up_at is not None:
+                    lasted = loop.time() - up_at >= self._backoff.stable
+                    up_at = None
+                    if lasted:
+                        failures, self._again_in_a_row, self._flapping = 0, 0, False  # the schedule starts over
+                    elif need is Need.HANDSHAKE:
+                        failures += 1
+                        delay = self._backoff.delay(failures)
+                        self._again_soon(session, delay)
+                        await self._sleep(delay)
                 if need is Need.LINK_RESET:
                     failures += 1
                     await self._sleep(self._backoff.delay(failures))
@@ -341,12 +362,29 @@ class DeviceConnection:
                     log.warning("handshake_retry", device=self.url, attempt=failures, delay=delay, error=str(exc))
                     await self._sleep(delay)
                     continue
-                failures = 0
+                up_at = loop.time()  # failures start over only once it has stayed up (above)
                 self._up.set()
                 if self._first is not None and not self._first.done():
                     self._first.set_result(ident)
         except SessionClosed:
             return
+
+    def _again_soon(self, session: DeviceSession, delay: float) -> None:
+        """A handshake due again less than ``Backoff.stable`` after the last: logged with its delay,
+        and the :data:`FLAPPING_AFTER`-th in a row is one FLAPPING event, the one until the device
+        stays up that long (a new port's session included: an unplug does not end it)."""
+        self._again_in_a_row += 1
+        log.warning("handshake_again_soon", device=self.url, in_a_row=self._again_in_a_row, delay=delay,
+                    cause=session.handshake_cause)
+        if self._again_in_a_row >= FLAPPING_AFTER and not self._flapping:
+            self._flapping = True
+            stable = self._backoff.stable
+            self._emit(SessionEvent(SessionEventKind.FLAPPING, self.url,
+                                    f"re-identified or reset its link {self._again_in_a_row} times in a row, each "
+                                    f"less than {stable:g} s after the handshake before (the last: "
+                                    f"{session.handshake_cause}): each handshake waits longer, up to "
+                                    f"{self._backoff.cap:g} s, until it stays up {stable:g} s; a technician "
+                                    "looks at the device", session.ident))
 
     def _detach(self, why: str) -> Coroutine[Any, Any, None]:
         """Forget the current session at once (so a new port never meets it); the returned

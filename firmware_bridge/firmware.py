@@ -21,6 +21,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
 
 import structlog
@@ -28,6 +29,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from core.files import read_regular_file
 from drivers.errors import LinkDown
 from firmware_bridge.errors import (
     FirmwareArgumentError,
@@ -65,6 +67,10 @@ DEFAULT_CHUNK = 512
 #: the largest chunk a FirmwareChunk message carries within one frame's payload
 MAX_CHUNK = MAX_PAYLOAD - len(encode(FirmwareChunk(0, 0, b"")))
 MAX_IMAGE_SIZE = 64 * 1024 * 1024
+#: the largest image file a host reads (whole, into memory): cardd's firmware_update, cardctl firmware flash
+MAX_IMAGE_FILE_BYTES = 16 << 20
+#: the largest public key file: 32 raw bytes, or a PEM block of about a hundred
+MAX_KEY_FILE_BYTES = 64 << 10
 _SIZE = struct.Struct(">I")
 
 
@@ -148,6 +154,20 @@ def generate_dev_keypair() -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
 
 def public_key_bytes(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def read_image_file(path: Path) -> SignedImage:
+    """The signed image in the file at ``path``, parsed, not verified. Only a regular file of at most
+    :data:`MAX_IMAGE_FILE_BYTES` is read (``core.files.read_regular_file``: a device or a FIFO is
+    :class:`~core.files.FileRefused`, never read without end or waited on); FirmwareFormatError
+    when it is not an image; OSError as the OS raises it. It blocks on the disk: off the event loop."""
+    return SignedImage.from_bytes(read_regular_file(path, MAX_IMAGE_FILE_BYTES))
+
+
+def read_public_key_file(path: Path) -> Ed25519PublicKey:
+    """:func:`load_public_key` of the file at ``path``, read as :func:`read_image_file` reads an image
+    (at most :data:`MAX_KEY_FILE_BYTES`)."""
+    return load_public_key(read_regular_file(path, MAX_KEY_FILE_BYTES))
 
 
 def load_public_key(data: bytes) -> Ed25519PublicKey:

@@ -85,6 +85,7 @@ class SessionEventKind(enum.StrEnum):
     DISCONNECTED = "disconnected"  # the port went away (the connection reopens it)
     EVENT_GAP = "event_gap"  # event indexes skipped: detail names the missing range (1.1)
     EVENTS_DROPPED = "events_dropped"  # the device no longer has events asked for again (1.1)
+    FLAPPING = "flapping"  # handshakes asked for again and again, each soon after the last (the connection's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,7 @@ class SessionStats:
     handshakes: int = 0
     reboots: int = 0
     late_answers: int = 0  # Answers whose request is no longer waiting (timed out): taken by none
+    idents_ignored: int = 0  # unasked IDENTs while a handshake was due already: its HELLO asks anyway
     link: LinkStats | None = None
 
 
@@ -147,6 +149,9 @@ class DeviceSession:
         self._last_request_id = 0
         self._changed = asyncio.Event()  # anything wait_need() looks at
         self._needs_handshake = True
+        #: why the handshake due now (or the last one) was due: the owner names it when a device asks
+        #: for one again and again
+        self.handshake_cause = "the link came up"
         self._handshaking = False
         #: what a 1.1 device says at once after ResumeEvents (the events it resends, EventsDropped),
         #: when it comes before the link's ACK of ResumeEvents has let the handshake end: handed on
@@ -319,6 +324,7 @@ class DeviceSession:
     def _link_event(self, event: LinkEvent, detail: str) -> None:
         if event in (LinkEvent.UP, LinkEvent.PEER_RESET):
             self._needs_handshake = True
+            self.handshake_cause = f"link {event.value.replace('_', ' ')} ({detail})"
             self._fail_pending(LinkReset(f"{self.device}: link reset ({detail}) before the answer came"))
         elif event is LinkEvent.FAILED:
             self._fail_pending(LinkReset(f"{self.device}: link failed ({detail})"))
@@ -348,8 +354,17 @@ class DeviceSession:
         if isinstance(msg, Ident):
             if answered or self.ident is None:
                 self._note_ident(msg)
-            elif self._identity.judge(msg).verdict in (Verdict.REBOOTED, Verdict.REPLACED):
+            elif self._needs_handshake:
+                # a handshake is due already and its HELLO asks who answers: another unasked IDENT
+                # says nothing more, and a device that sends them without end must not be journaled
+                # without end (each one a record and a device state change)
+                self._stats.idents_ignored += 1
+                self._log.info("unasked_ident_ignored", key="unasked_ident", device=self.device,
+                               ignored=self._stats.idents_ignored, why="a handshake is due: it asks for the IDENT")
+                return
+            elif (seen := self._identity.judge(msg)).verdict in (Verdict.REBOOTED, Verdict.REPLACED):
                 # a fresh IDENT mid-stream: the device rebooted, or another one answers
+                self.handshake_cause = f"unasked IDENT: {seen.replaced or seen.rebooted}"
                 self._note_ident(msg)
                 self._needs_handshake = True
                 self._changed.set()

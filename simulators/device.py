@@ -211,7 +211,12 @@ class SimulatedDevice:
 
     def _hello(self, msg: Hello) -> list[Message]:
         self._as_other = self.faults.wrong_role  # a device swapped on the port answers from now on
-        return [self.ident()]
+        if not self.faults.flapping_ident:
+            return [self.ident()]
+        self._boot()
+        answer = self.ident()
+        self._boot()  # and once more, said unasked right behind the answer
+        return [answer, self.ident()]
 
     def ident(self) -> Ident:
         role, serial = self.ROLE, self.serial

@@ -91,6 +91,9 @@ class Faults:
     #: the device identifies with the other role (a shoe's Ident says shuffler): what a host sees when
     #: the wrong device is on a port. Takes effect at the next Hello (after a reboot or an unplug)
     wrong_role: bool = False
+    #: the device answers every Hello with a new boot id and then says Ident again, unasked, with
+    #: another: a device that flaps its identity at every handshake (firmware in a boot loop)
+    flapping_ident: bool = False
     #: how many unconfirmed events the device keeps (docs/protocol.md §3.2); fewer makes the
     #: overflow (EventsDropped OVERFLOW) easy to reach in tests
     event_buffer: int = DEFAULT_CAPACITY

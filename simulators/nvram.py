@@ -9,7 +9,9 @@ daemon restarted there (after a SIGKILL too) finds its shoe as it left it. A dev
 file at each change (:attr:`SimulatedDevice.on_change`: each numbered event, before it is sent,
 and each stack taken out or put in by hand) through a temporary file and a rename: a process
 killed at any point leaves the old file or the new one, never half of one (not flushed to disk:
-it survives the process, not the machine's power).
+it survives the process, not the machine's power). The file is its owner's alone (mode 0600): a
+shoe's memory is its undealt cards in order, which nobody else on the computer may read; a file
+left readable by an older version is made so when the device starts keeping it.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from simulators.device import SimulatedDevice
 _log = RateLimitedLog(structlog.get_logger(__name__))
 #: the file's format; a file of another one is refused (NvramError), never half read
 FORMAT = 1
+#: the memory holds undealt cards in order: readable and writable by the daemon's user only
+MODE = 0o600
 
 
 class NvramError(CarddError):
@@ -40,7 +44,10 @@ def save(device: SimulatedDevice, path: Path) -> None:
     """Write ``device``'s memory to ``path`` (a temporary file beside it, then renamed over it)."""
     data = {"format": FORMAT, "role": device.ROLE.name.lower(), "serial": device.serial, **device.nvram()}
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, separators=(",", ":")))
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, MODE)
+    with open(fd, "w") as out:
+        os.fchmod(fd, MODE)  # a temporary file a killed process left keeps its mode through O_CREAT
+        out.write(json.dumps(data, separators=(",", ":")))
     os.replace(temporary, path)
 
 
@@ -71,6 +78,11 @@ def keep(device: SimulatedDevice, path: Path) -> bool:
     A write that fails (a full disk) is logged, rate-limited, and the device goes on: real firmware
     whose memory fails still deals, and a card must not stop in the simulator's loop for it."""
     restored = restore(device, path)
+    if restored:
+        try:
+            os.chmod(path, MODE)  # written readable by all before the memory was its owner's alone
+        except OSError as exc:
+            raise NvramError(f"{path}: cannot be made readable by its owner alone: {exc.strerror}") from None
 
     def changed() -> None:
         try:

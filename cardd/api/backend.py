@@ -33,6 +33,11 @@ class Backend(Protocol):
         whether more matched than were returned."""
         ...
 
+    def journal_head(self) -> int:
+        """The sequence number of the journal's last record (0: none yet): WATCH since_seq beyond it
+        is refused, since no event it names has been journaled."""
+        ...
+
     async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
         """Journaled events with a sequence number above ``seq``, in order, at most ``limit``.
         Fewer than ``limit`` means the journal has nothing more yet."""

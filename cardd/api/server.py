@@ -624,9 +624,7 @@ class ApiServer:
         if isinstance(request, Command):
             return await self._command(caller, request)
         if not caller.roles:
-            return Error(id=request.id, code=ErrorCode.REFUSED,
-                         message=f"{_tag(request)} needs one of the roles dealer, supervisor, technician; "
-                                 f"{caller.describe()} holds none")
+            return _no_role(caller, request)
         if isinstance(request, StateQuery):
             return StateReply(id=request.id, state=await self.backend.state(caller))
         if isinstance(request, LogQuery):
@@ -663,6 +661,8 @@ class ApiServer:
 
     async def _take_command(self, caller: Caller, request: Command) -> msgspec.Struct:
         needs = self.backend.command_roles.get(request.name)
+        if needs is None and not caller.roles:
+            return _no_role(caller, request)  # refused everything: not even the names of the commands
         if needs is None:
             known = ", ".join(sorted(self.backend.command_roles))
             # the client's name is cut to a line; the list of known commands never is (it is the help)
@@ -688,6 +688,14 @@ class ApiServer:
         if client.watching:
             return Error(id=request.id, code=ErrorCode.BAD_REQUEST,
                          message="already watching: send WATCH with enable false first")
+        head = self.backend.journal_head()
+        if request.since_seq is not None and request.since_seq > head:
+            # the events between the head and since_seq would be skipped once journaled: no client
+            # received a seq this journal has not written (another table's journal, or a typo)
+            return Error(id=request.id, code=ErrorCode.BAD_REQUEST,
+                         message=f"since_seq {request.since_seq} is ahead of the journal, whose last record is "
+                                 f"seq {head}: give the seq of the last event received (or no since_seq, "
+                                 "for live events only)")
         client.watching = True
         self._watchers.add(client)
         if request.since_seq is None:
@@ -735,3 +743,10 @@ class ApiServer:
 
 def _tag(request: Any) -> str:
     return str(type(request).__struct_config__.tag)
+
+
+def _no_role(caller: Caller, request: Watch | StateQuery | LogQuery | Command) -> Error:
+    """The refusal of anything a caller who holds no role asks, a command by any name included."""
+    return Error(id=request.id, code=ErrorCode.REFUSED,
+                 message=f"{_tag(request)} needs one of the roles dealer, supervisor, technician; "
+                         f"{caller.describe()} holds none")

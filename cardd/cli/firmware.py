@@ -16,16 +16,14 @@ from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError,
 from cardd.cli.device import device_error
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
-from core.files import read_problem
+from core.files import FileRefused, read_problem
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError,
                                     FirmwareSignatureError)
-from firmware_bridge.firmware import SignedImage, check_update, load_public_key, update_firmware, verify_image
+from firmware_bridge.firmware import (SignedImage, check_update, read_image_file, read_public_key_file,
+                                      update_firmware, verify_image)
 from firmware_bridge.session import SessionConfig
-
-#: an image larger than this is refused before it is read
-MAX_IMAGE_BYTES = 16 << 20
 
 
 @click.group("firmware")
@@ -52,9 +50,11 @@ def public_key(key_path: Path | None, config_path: Path) -> Ed25519PublicKey:
     else:
         named_by = "--key"
     try:
-        return load_public_key(key_path.read_bytes())
+        return read_public_key_file(key_path)
     except OSError as exc:
         raise CliError(f"{named_by} {read_problem(key_path, exc)}", EXIT_USAGE) from None
+    except FileRefused as exc:  # its text names the file
+        raise CliError(f"{named_by} {exc}", EXIT_USAGE) from None
     except CarddError as exc:
         raise CliError(f"{named_by} {key_path}: {exc}", EXIT_USAGE) from None
 
@@ -62,12 +62,12 @@ def public_key(key_path: Path | None, config_path: Path) -> Ed25519PublicKey:
 def signed_image(path: Path, key: Ed25519PublicKey) -> SignedImage:
     """The image, read and its signature verified; exit 5 (integrity) if it is not signed by ``key``."""
     try:
-        if path.stat().st_size > MAX_IMAGE_BYTES:
-            raise CliError(f"{path}: larger than {MAX_IMAGE_BYTES} bytes: not a firmware image", EXIT_INTEGRITY)
-        signed = SignedImage.from_bytes(path.read_bytes())
+        signed = read_image_file(path)
         verify_image(signed, key)
     except OSError as exc:
         raise CliError(f"IMAGE {read_problem(path, exc)}", EXIT_USAGE) from None
+    except FileRefused as exc:  # a device, a FIFO, a file too large for an image: nothing read, nothing sent
+        raise CliError(f"IMAGE {exc}", EXIT_USAGE) from None
     except (FirmwareSignatureError, FirmwareFormatError) as exc:
         raise CliError(f"{path}: not flashed, nothing sent: {exc}", EXIT_INTEGRITY) from None
     return signed

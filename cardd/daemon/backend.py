@@ -77,6 +77,9 @@ class DaemonBackend:
             check_reason(query.reason, self._reasons)
         return [record_event(r) for r in records[:query.limit]], len(records) > query.limit
 
+    def journal_head(self) -> int:
+        return self.service.journal.last_seq
+
     async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
         return [record_event(r) for r in self.service.journal.query(seq_from=seq + 1, limit=limit)]
 

@@ -14,18 +14,23 @@ each commit the service's ``on_journaled`` confirms the new marks, so a device f
 only once it is in the journal. Each record carries the unit the connection had shaken hands
 with when the event came in, so the mark moves for the unit that numbered it. A lost event
 (EVENT_GAP, EVENTS_DROPPED, a device's EventsDropped) is journaled as an alarm record
-(:data:`EVENT_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
+(:data:`CONNECTION_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
 sees in STATE and clears like any other (``clear_alarm``). Events another host confirmed, told
-by a unit this journal has no mark of (resumed from 0), are journaled as INFO: no alarm.
+by a unit this journal has no mark of (resumed from 0), are journaled as INFO: no alarm. So is a
+device FLAPPING (DEVICE_FLAPPING): one that asks for a handshake again and again (a new boot id
+at every one), which the connection shakes hands with ever more slowly; one alarm until it has
+stayed up ``devices.reconnect_stable_s``.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import ErrorCode
@@ -40,17 +45,16 @@ from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import EventIndexError
-from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware
+from firmware_bridge.firmware import SignedImage, read_image_file, read_public_key_file, update_firmware
 from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, FaultCleared,
                                       FaultCode, Message, SelfTest, SelfTestResult, StartShuffle)
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
 #: configuration name -> the tracker's device model name
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
-#: a firmware image is read whole; larger files are refused before reading
-MAX_IMAGE_BYTES = 16 << 20
-#: the reason codes of lost events the connection reports (docs/deal-tracking.md)
-EVENT_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST}
+#: the reason codes of the connection's events that are alarms: lost events, a flapping device (docs/deal-tracking.md)
+CONNECTION_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST,
+                     SessionEventKind.FLAPPING: Reason.DEVICE_FLAPPING}
 
 
 class Devices:
@@ -78,7 +82,7 @@ class Devices:
             on_message(msg)
 
         def event(session_event: SessionEvent) -> None:
-            reason = EVENT_ALARMS.get(session_event.kind)
+            reason = CONNECTION_ALARMS.get(session_event.kind)
             if reason is not None:
                 self._alarm(device, reason, Severity.ALARM, f"{device}: {session_event.detail}")
             on_event(session_event)
@@ -113,8 +117,9 @@ class Devices:
                     count=msg.count, drop_reason=msg.reason.name.lower(), resumed_from=resumed_from)
 
     def _alarm(self, device: str, reason: Reason, severity: Severity, message: str, **data: Any) -> None:
-        """Journal a lost-event record; at alarm severity it is also one of the table's open alarms
-        (in its snapshot, committed with this record: add() makes the commit carry one)."""
+        """Journal a connection's record (lost events, a flapping device); at alarm severity it is also
+        one of the table's open alarms (in its snapshot, committed with this record: add() makes the
+        commit carry one)."""
         event = Event(reason, device, message, severity, data)
         if severity is Severity.ALARM:
             self.service.table.alarms.raise_from(event)
@@ -225,14 +230,11 @@ async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | Non
     if public_key is None:
         raise CommandFailed("firmware_update: no [firmware] public_key is configured: firmware updates are refused")
     conn = devices.connected(args.device)
-    try:
-        key = load_public_key(public_key.read_bytes())
-        path = Path(args.image)
-        if not path.is_absolute():
-            raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code=ErrorCode.BAD_ARGS)
-        if path.stat().st_size > MAX_IMAGE_BYTES:
-            raise CommandFailed(f"firmware_update: {path} is larger than {MAX_IMAGE_BYTES} bytes")
-        signed = SignedImage.from_bytes(path.read_bytes())
+    path = Path(args.image)
+    if not path.is_absolute():
+        raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code=ErrorCode.BAD_ARGS)
+    try:  # off the loop: a file on a slow disk must not stop the cards (nor a device or FIFO: refused unread)
+        key, signed = await asyncio.to_thread(_read_firmware, public_key, path)
     except OSError as exc:
         raise CommandFailed(f"firmware_update: {exc.filename}: {exc.strerror}") from None
     done = await update_firmware(conn, signed, key,  # type: ignore[arg-type]
@@ -240,3 +242,8 @@ async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | Non
     return {"model": done.model, "from_version": done.from_version, "to_version": done.to_version,
             "downgrade_allowed_by": done.downgrade_allowed_by, "ok": done.result.ok, "detail": done.result.detail}
 
+
+
+def _read_firmware(public_key: Path, image: Path) -> tuple[Ed25519PublicKey, SignedImage]:
+    """The configured key and the image named, each read only as a bounded regular file."""
+    return read_public_key_file(public_key), read_image_file(image)

@@ -36,11 +36,11 @@ from cardd.daemon.tracker_service import journaled_state, stored_table
 from cardd.journal import Journal, JournalBusy, JournalError
 from cardd.logs import configure_logging
 from core.errors import CarddError
-from core.files import output_directory_problem, read_problem
+from core.files import FileRefused, output_directory_problem, read_problem
 from core.rundirs import adopt
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.tracker.snapshot import rules_change_refused
-from firmware_bridge.firmware import load_public_key
+from firmware_bridge.firmware import read_public_key_file
 
 if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
     from cardd.daemon.simulation import Simulation
@@ -73,9 +73,11 @@ def check_config(path: str) -> tuple[CarddConfig, list[str]]:
     key = config.firmware.public_key
     if key is not None:
         try:
-            load_public_key(key.read_bytes())
+            read_public_key_file(key)
         except OSError as exc:
             raise ConfigError(path, read_problem(key, exc), "firmware.public_key") from None
+        except FileRefused as exc:  # its text names the file
+            raise ConfigError(path, str(exc), "firmware.public_key") from None
         except CarddError as exc:
             raise ConfigError(path, f"{key}: {exc}", "firmware.public_key") from None
     return config, warnings

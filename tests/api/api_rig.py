@@ -61,6 +61,9 @@ class FakeDaemon:
                  and (query.reason is None or e.reason == query.reason)]
         return found[:query.limit], len(found) > query.limit
 
+    def journal_head(self) -> int:
+        return len(self.journal)
+
     async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
         self.replay_reads += 1
         # a journal read in another thread: events are journaled and published before it

@@ -58,9 +58,11 @@ def test_every_command_is_accepted_in_its_group_and_refused_outside(sock_dir, ro
 
 
 def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock_dir):
+    """docs/api.md: a caller who holds no role is refused everything, a command by a name the daemon
+    does not know included: it is told what it lacks, never the list of every command."""
     daemon = FakeDaemon()
     requests = [{"class": "STATE", "id": "s"}, {"class": "LOG", "id": "l"}, {"class": "WATCH", "id": "w"},
-                command("open_round")]
+                command("open_round"), command("no_such_command")]
 
     async def scenario() -> list[dict[str, Any]]:
         async with serving(daemon, sock_dir):
@@ -70,9 +72,12 @@ def test_a_caller_without_a_role_may_connect_but_not_query_watch_or_command(sock
     assert version["class"] == "VERSION"
     assert [(r["class"], r["code"], r["id"]) for r in replies] == [
         ("ERROR", "refused", "s"), ("ERROR", "refused", "l"), ("ERROR", "refused", "w"),
-        ("ERROR", "refused", "c-open_round")]
+        ("ERROR", "refused", "c-open_round"), ("ERROR", "refused", "c-no_such_command")]
     assert "STATE needs one of the roles dealer, supervisor, technician" in str(replies[0]["message"])
     assert "holds no role" in str(replies[3]["message"])
+    assert replies[4]["message"].startswith("COMMAND needs one of the roles dealer, supervisor, technician; 64310 "
+                                            "(uid 64310, pid ") and replies[4]["message"].endswith(") holds none")
+    assert not any(name in str(replies[4]["message"]) for name in COMMANDS)
     assert [(n, c.uid) for n, c, _ in daemon.refused] == [("open_round", 64310)]
 
 

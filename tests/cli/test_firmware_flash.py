@@ -2,6 +2,7 @@
 an unsigned or re-signed image exits 5 before the device is even opened."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -61,6 +62,23 @@ def test_an_unsigned_or_re_signed_image_exits_5_and_nothing_is_sent(tmp_path, ke
         state = sim.shoe.state()
     assert state["link_stats"] is None or state["link_stats"].frames_received == 0  # never even opened
     assert state["firmware_version"] == "1.0.0"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_an_image_that_is_no_regular_file_is_one_line_and_never_read(tmp_path, keys, kind):
+    """A FIFO's open waited for a writer for good, and /dev/zero was read until memory ran out (the
+    address space is capped here so that such a read fails fast): both are refused unread, before
+    the device is opened."""
+    _, key = keys
+    if kind == "fifo":
+        image, shown = tmp_path / "image.fifo", "a FIFO (named pipe)"
+        os.mkfifo(image)
+    else:
+        image, shown = Path("/dev/zero"), "a character device"
+    run = cardctl(None, "firmware", "flash", "--key", str(key), "serial:///dev/null", str(image), timeout=30,
+                  prefix=("prlimit", f"--as={1 << 30}", "--"))
+    assert run.code == 2, run.err
+    assert run.one_line_error() == f"cardctl: IMAGE {image}: {shown}, not a regular file: not read"
 
 
 def test_a_missing_or_keyless_config_is_one_line_naming_the_file(tmp_path):

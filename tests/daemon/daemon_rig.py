@@ -211,9 +211,10 @@ def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
 
 def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dict[str, str] | None = None,
                  api_group: str = "cardd-api", journal: dict[str, int | str] | None = None,
-                 api: dict[str, int | float] | None = None) -> Path:
+                 api: dict[str, int | float] | None = None, firmware_key: Path | None = None) -> Path:
     """A configuration file for the daemon under ``directory``; ``journal``, ``api``: more keys of
-    those sections (the journal's ``path`` is ``directory/journal.sqlite3`` unless given)."""
+    those sections (the journal's ``path`` is ``directory/journal.sqlite3`` unless given);
+    ``firmware_key``: ``[firmware] public_key``."""
     journal = {"path": str(directory / "journal.sqlite3"), **(journal or {})}
     lines = ["[devices]", f'shoe = "{shoe}"'] + ([f'shuffler = "{shuffler}"'] if shuffler else [])
     lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]"]
@@ -222,6 +223,8 @@ def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dic
     lines += [f"{key} = {json.dumps(value)}" for key, value in (api or {}).items()]
     if roles:
         lines += ["", "[roles]"] + [f'{role} = "{group}"' for role, group in roles.items()]
+    if firmware_key is not None:
+        lines += ["", "[firmware]", f'public_key = "{firmware_key}"']
     path = directory / "cardd.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

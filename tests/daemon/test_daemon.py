@@ -20,7 +20,7 @@ from typing import Any
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
     CARDD, START_TIMEOUT, Client, Daemon, deal_one, open_and_bet, play_out, remove, run_cardd, shuffle_and_load, sim_deal,
-    simulate, state_dir, wait_until, write_config,
+    simulate, state_dir, wait_devices, wait_until, write_config,
 )
 from simulators.rig import SimulatedTable
 
@@ -287,6 +287,32 @@ def test_a_corrupt_journal_refuses_to_start_in_one_line(directory):
     line = [l for l in result.stderr.splitlines() if l.startswith("cardd:")]
     assert len(line) == 1 and "corrupt" in line[0] and "journal.sqlite3" in line[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+AHEAD = re.compile(r"since_seq (\d+) is ahead of the journal, whose last record is seq (\d+): give the seq of the "
+                   r"last event received \(or no since_seq, for live events only\)")
+
+
+def test_watch_since_a_seq_the_journal_has_not_reached_is_refused_in_one_line(directory):
+    """The documented maximum (2^63 - 1) reached SQLite as 2^63 (ERROR internal), and a seq ahead of
+    the journal's last record was ACKed: the events up to it were then never sent. Both are a
+    bad-request naming the journal's last seq, and the connection can WATCH from a real one."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        head = wait_devices(client)["seq"]
+        for since in (2**63 - 1, head + 1000):
+            reply = client.request({"class": "WATCH", "since_seq": since})
+            assert (reply["class"], reply.get("code")) == ("ERROR", "bad-request"), reply
+            named = AHEAD.fullmatch(reply["message"])
+            assert named is not None and int(named[1]) == since and head <= int(named[2]) < since, reply
+        reply = client.request({"class": "WATCH", "since_seq": head})  # not left watching by a refusal
+        assert reply["class"] == "ACK", reply
+        seq = client.ok("selftest", device="shoe")
+        while not any(e["seq"] == seq for e in client.events):
+            client.events.append(client.read())
+        assert [e["seq"] for e in client.events] == list(range(head + 1, seq + 1))  # no gap, none twice
+        client.close()
+        assert daemon.stop()[0] == 0
 
 
 def test_a_second_daemon_on_the_same_socket_refuses_in_one_line(directory):

@@ -5,6 +5,9 @@ simulated shoe cannot do is refused rather than ACKed with cards that never come
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
 from pathlib import Path
 
 from tests.daemon.daemon_rig import (Client, Daemon, open_and_bet, play_out, run_cardd, shuffle_and_load, sim_deal,
@@ -13,6 +16,10 @@ from tests.daemon.daemon_rig import (Client, Daemon, open_and_bet, play_out, run
 
 def _start(directory: Path) -> Daemon:
     return Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock")
+
+
+#: a local user who is neither root nor the daemon's
+OTHER_UID = 64399
 
 
 def _cards_out(client: Client, count: int) -> dict[str, object]:
@@ -126,6 +133,40 @@ def test_a_shoe_that_lost_cards_while_the_daemon_was_stopped_raises_the_count_al
     assert refused["class"] == "ERROR" and f"shoe count mismatch alarm {alarm['id']} is open" in refused["message"]
     client.ok("clear_alarm", alarm_id=alarm["id"])
     client.ok("open_round")  # the supervisor looked: the shoe deals on as it is
+    client.close()
+    code, err = again.stop()
+    assert code == 0, err
+
+
+def _readable_by_another_user(path: Path) -> bool:
+    return subprocess.run(["cat", str(path)], user=OTHER_UID, group=OTHER_UID, cwd="/", capture_output=True,
+                          timeout=30).returncode == 0
+
+
+def test_the_devices_memory_is_readable_by_the_daemons_user_alone(directory: Path) -> None:
+    """The shoe's memory is its undealt cards in order (the shuffler's, its shuffled stack): a local
+    user who could read it would know the next cards of the table. Each file is 0600 from its first
+    write, and one an older version left 0644 is made 0600 when the device starts keeping it."""
+    assert stat.S_IMODE(directory.stat().st_mode) & 0o005  # others may enter the directory (the socket's)
+    daemon = _start(directory)
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))
+    client.close()
+    memories = [directory / "shoe.nvram.json", directory / "shuffler.nvram.json"]
+    assert len(json.loads(memories[0].read_text())["stack"]) > 300  # what must not be read: the order
+    for memory in memories:
+        assert stat.S_IMODE(memory.stat().st_mode) == 0o600, memory
+        assert not _readable_by_another_user(memory), memory
+    code, err = daemon.stop()
+    assert code == 0, err
+
+    os.chmod(memories[0], 0o644)  # as an older cardd wrote it
+    assert _readable_by_another_user(memories[0])
+    again = _start(directory)
+    client = again.client()
+    wait_devices(client)
+    assert stat.S_IMODE(memories[0].stat().st_mode) == 0o600
+    assert not _readable_by_another_user(memories[0])
     client.close()
     code, err = again.stop()
     assert code == 0, err

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from drivers.errors import LinkDown
-from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.messages import CardRead, Message, Status, StatusRequest
+from drivers.reconnect import Backoff
+from firmware_bridge.connection import FLAPPING_AFTER, DeviceConnection
+from firmware_bridge.messages import CardRead, Ident, Message, Status, StatusRequest
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind as K
 from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe
@@ -106,3 +107,40 @@ def test_a_device_connection_waits_for_a_device_that_is_not_there_yet(link_path)
             await asyncio.to_thread(endpoint.stop)
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_a_device_that_flaps_its_identity_is_shaken_hands_with_on_the_backoff_and_reported_once(link_path):
+    """A new boot id at every HELLO and another IDENT unasked right behind the answer: each handshake
+    is asked for again at once, and was made at once, without end. Now each waits the backoff's next
+    step (the one Backoff: 0.1 s doubling to 5 s) and the third in a row is one FLAPPING event."""
+    endpoint, _ = make_endpoint(link_path, SimulatedShoe(faults=Faults(flapping_ident=True), heartbeat_s=0))
+    seen = Seen()
+    backoff = Backoff()
+    waits = 9  # the schedule reaches its cap
+    delays: list[float] = []
+
+    async def sleep(delay: float) -> None:  # the delays the connection asks for, not waited: each comes soon
+        delays.append(delay)
+
+    async def main() -> None:
+        await asyncio.to_thread(endpoint.start)
+        conn = DeviceConnection(endpoint.url, seen.message, seen.event, SessionConfig(stale_after=10.0),
+                                sleep=sleep, backoff=backoff, **transport_options(endpoint))
+        await conn.start()
+        try:
+            await seen.until(lambda: len(delays) >= waits)
+        finally:
+            await conn.close()
+            await asyncio.to_thread(endpoint.stop)
+
+    asyncio.run(main())
+    assert delays[:waits] == [backoff.delay(n) for n in range(1, waits + 1)]
+    assert delays[waits - 1] == backoff.cap
+    flapping = [e for e in seen.events if e.kind is K.FLAPPING]
+    assert len(flapping) == 1, flapping
+    assert flapping[0].detail.startswith(f"re-identified or reset its link {FLAPPING_AFTER} times in a row, each "
+                                         "less than 5 s after the handshake before (the last: unasked IDENT: boot id ")
+    handshakes = [e for e in seen.events if e.kind is K.CONNECTED]
+    idents = [m for m in seen.messages if isinstance(m, Ident)]
+    assert len(idents) <= 2 * (len(handshakes) + 1)  # the answer and the one unasked IDENT behind it

@@ -118,6 +118,32 @@ def test_fresh_ident_mid_stream_means_reboot():
     run(main())
 
 
+def test_unasked_idents_while_a_handshake_is_due_are_counted_not_handed_on():
+    """A device that says IDENT unasked again and again, a new boot id each time: the first asks for
+    a handshake, and those that come while it is due add nothing (its HELLO asks who answers) and
+    are counted, not handed on: each was a journal record and a device state change."""
+    unasked = range(0x3000, 0x3000 + 50)
+
+    async def main():
+        conn, device, line, messages, events = connection()
+        await conn.open()
+        session = session_of(conn)
+        for boot in unasked:
+            device.boot_id = boot
+            device.send(device.ident())
+
+        def handed_on() -> int:  # the unasked ones among the IDENTs on_message got (answers say the last boot)
+            return sum(1 for m in messages if isinstance(m, Ident) and m.boot_id in unasked[:-1])
+
+        await until(lambda: handed_on() + session.stats.idents_ignored >= len(unasked) - 1 and conn.connected)
+        handshakes = kinds(events).count(K.CONNECTED)
+        assert 1 <= handed_on() <= handshakes - 1, (handed_on(), handshakes)  # at most one per handshake asked for
+        assert session.stats.idents_ignored >= len(unasked) - 1 - handed_on()
+        await conn.close()
+
+    run(main())
+
+
 def test_silence_is_stale_and_a_heartbeat_makes_it_fresh():
     async def main():
         conn, device, line, _, events = connection()
