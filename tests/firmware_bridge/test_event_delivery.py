@@ -7,6 +7,7 @@ behind a real pty."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from structlog.testing import capture_logs
@@ -28,7 +29,6 @@ from firmware_bridge.messages import (
     Hello,
     Ident,
     Message,
-    NO_JOURNAL,
     Request,
     ResumeEvents,
     ShoeLoaded,
@@ -132,13 +132,13 @@ class Device11(FakeDevice):
 
 
 class Rig:
-    def __init__(self, name: str, journaled: int | None = None) -> None:
+    def __init__(self, name: str, journaled: int | Callable[[], int] | None = None) -> None:
         self.device = Device11()
         self.line = listen(name, self.device.attach)
         self.indexed: list[tuple[int, Message]] = []
         self.messages: list[Message] = []
         self.events: list = []
-        provider = None if journaled is None else (lambda: journaled)
+        provider = journaled if journaled is None or callable(journaled) else (lambda: journaled)
         self.conn = DeviceConnection(self.line.url, self.messages.append, self.events.append, QUICK,
                                      journaled_index=provider,
                                      on_indexed=lambda i, m: self.indexed.append((i, m)), backoff=FAST_RETRY)
@@ -201,7 +201,7 @@ def test_an_on_indexed_that_fails_is_logged_and_the_events_after_it_still_come()
 
 def test_another_unit_on_the_port_starts_its_own_numbering():
     async def main():
-        rig = Rig("events-replaced")  # no journal: the mark is what this connection delivered
+        rig = Rig("events-replaced")  # no journal: the mark is what this connection delivered of the unit
         await rig.open()
         for index in (1, 2, 3):
             rig.device.send(Event(index, card(index)))
@@ -299,19 +299,15 @@ def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journale
 
 def test_resumed_from_is_what_the_last_resume_events_said():
     async def main():
-        rig = Rig("events-resumed-from")  # no journal: NO_JOURNAL, then the last event delivered
+        journaled = [0]
+        rig = Rig("events-resumed-from", journaled=lambda: journaled[0])
         assert rig.conn.resumed_from is None  # no handshake yet
         await rig.open()
-        assert rig.device.resumes == [NO_JOURNAL] and rig.conn.resumed_from is None
-        for index in (1, 2, 3):
-            rig.device.send(Event(index, card(index)))
-        await until(lambda: len(rig.indexed) == 3)
+        assert rig.device.resumes == [0] and rig.conn.resumed_from == 0
+        journaled[0] = 3
         rig.device.reboot()
         await until(lambda: len(rig.device.resumes) == 2)
         assert rig.device.resumes[-1] == 3 and rig.conn.resumed_from == 3
-        rig.device.send(EventsDropped(4, 2, DropReason.CONFIRMED))  # another host's: no journal here to lack them
-        await until(lambda: EventsDropped(4, 2, DropReason.CONFIRMED) in rig.messages)
-        assert K.EVENTS_DROPPED not in kinds(rig.events)
         await rig.close()
 
     run(main())
@@ -337,14 +333,32 @@ def test_confirmations_of_one_loop_turn_go_out_as_one_message():
     run(main())
 
 
-def test_without_a_journal_the_connection_confirms_what_it_delivered():
+def test_without_a_journal_the_connection_lets_the_device_forget_nothing():
+    """A host that keeps no journal (a diagnostic tool) says at every handshake that it journaled
+    none of the events, never NO_JOURNAL (the device would let go of what it kept), and confirms
+    none: the device keeps them all for the host that journals them. What the device resends after
+    a reboot this connection delivered already is not given twice; events another host confirmed
+    are lost to nobody here."""
     async def main():
-        rig = Rig("events-auto")
+        rig = Rig("events-no-journal")
         await rig.open()
-        assert rig.device.resumes == [NO_JOURNAL]  # nothing from before this connection
+        assert rig.device.resumes == [0] and rig.conn.resumed_from == 0
         for index in (1, 2, 3):
             rig.device.send(Event(index, card(index)))
-        await until(lambda: rig.device.journaled and rig.device.journaled[-1] == 3)
+        await until(lambda: len(rig.indexed) == 3)
+        with pytest.raises(EventIndexError, match="cannot confirm event 3: this connection keeps no journal"):
+            rig.conn.confirm(3)
+        rig.device.reboot()
+        await until(lambda: len(rig.device.resumes) == 2)
+        assert rig.device.resumes == [0, 0]
+        for index in (1, 2, 3, 4):  # everything it keeps, again, and a new one
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 4)
+        rig.device.send(EventsDropped(5, 2, DropReason.CONFIRMED))  # a journaling host has them
+        await until(lambda: EventsDropped(5, 2, DropReason.CONFIRMED) in rig.messages)
+        await asyncio.sleep(0.05)
+        assert [i for i, _ in rig.indexed] == [1, 2, 3, 4] and rig.device.journaled == []
+        assert K.EVENTS_DROPPED not in kinds(rig.events) and rig.conn.event_stats.confirms_sent == 0
         await rig.close()
 
     run(main())
