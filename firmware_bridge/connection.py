@@ -426,13 +426,14 @@ class DeviceConnection:
 
     def _lost_to_journal(self, reason: DropReason) -> bool:
         """Whether events the device no longer has are missing from what this application should
-        have. OVERFLOW: always, nobody confirmed them. CONFIRMED: a host journaled them; they are
-        missing here only when the application keeps a journal and had journaled some of this unit's
-        events (resumed from above 0). Resumed from 0 they are another host's (a unit from another
-        table) or ones whose mark the application let go of: none of them is lost to it."""
+        have. OVERFLOW: always, nobody confirmed them. CONFIRMED: some host said it journaled them,
+        but the application's journal has not got them (it resumed before them): lost to it when
+        it keeps one, whoever let them go (another table's host, a tool that told the device
+        NO_JOURNAL, a journal that lost records). An application without a journal loses nothing:
+        a host that journals has them."""
         if reason is DropReason.OVERFLOW:
             return True
-        return self._journaled_index is not None and bool(self._resumed_from)
+        return self._journaled_index is not None
 
     def _indexed(self, event: Event) -> None:
         deliver, skipped = self._delivery.accept(event.index)

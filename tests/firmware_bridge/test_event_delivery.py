@@ -250,12 +250,11 @@ def test_events_the_device_no_longer_has_are_reported_and_passed_on():
 
 
 @pytest.mark.parametrize("resumed_from", [0, 2], ids=["no-mark-of-this-unit", "journaled-some-of-them"])
-def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journaled_some_of_them(resumed_from):
-    """A shoe dealt at another table, whose host journaled and confirmed its events 1..4, comes to
-    this host. Told 0 (this journal has none of the unit's events: a spare shoe, or a unit whose mark
-    the application let go of) it says 1..4 are gone, and nothing this journal counted on is:
-    EventsDropped goes on for the record, no EVENTS_DROPPED. Told 2 (this journal had 1..2) it says
-    3..4 are gone, and those this journal lacks: EVENTS_DROPPED, as before."""
+def test_events_another_host_confirmed_are_lost_to_a_journal_that_lacks_them(resumed_from):
+    """A shoe dealt at another host, which confirmed its events 1..4, comes to this host. Told 0
+    (this journal has none of the unit's events) it says 1..4 are gone; told 2, that 3..4 are. Either
+    way this journal lacks them and cannot tell whether any journal has them (another table's, or a
+    tool that let them go): EVENTS_DROPPED, and the EventsDropped goes on for the record."""
     shoe = SimulatedShoe("SHOE-SPARE", heartbeat_s=0)
     config = SessionConfig(stale_after=10.0)
 
@@ -286,7 +285,7 @@ def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journale
             dropped = EventsDropped(resumed_from + 1, 4 - resumed_from, DropReason.CONFIRMED)
             assert [m for m in messages if isinstance(m, EventsDropped)] == [dropped]  # for the journal
             lost = [e.detail for e in events if e.kind is K.EVENTS_DROPPED]
-            assert lost == ([] if resumed_from == 0 else ["events 3..4 (2) are lost: confirmed"])
+            assert lost == [f"events {resumed_from + 1}..4 ({4 - resumed_from}) are lost: confirmed"]
             assert conn.resumed_from == resumed_from
             stats = conn.event_stats
             assert (stats.dropped_by_device, stats.gaps, stats.duplicates_dropped) == (4 - resumed_from, 0, 0)
