@@ -613,8 +613,8 @@ async def _monitor(url: str, talk: bool, as_json: bool, duration: float | None) 
         connection = DeviceConnection(url, lambda m: show({"message": describe(m)}),
                                       lambda e: show({"link": str(e.kind), "detail": e.detail}),
                                       SessionConfig(host_name="cardctl monitor"))
-        await connection.start()
         try:
+            await connection.open()  # a missing, busy or silent device is one line, not a quiet wait
             await until_stopped(stop, duration)
         finally:
             await connection.close()
