@@ -19,7 +19,10 @@ With a protocol 1.1 device, events are numbered (docs/protocol.md §3.2): after 
 the connection tells the device the last index the application journaled (``journaled_index``)
 and the device sends everything after it again; :class:`~firmware_bridge.delivery.EventDelivery`
 gives the application each index once, in order, and reports a skipped index (EVENT_GAP).
-:meth:`confirm` lets the device forget what the application journaled.
+:meth:`confirm` lets the device forget what the application journaled. An application that keeps
+no journal (a diagnostic tool, a demo) never lets the device forget anything: at every handshake
+it says it journaled none (ResumeEvents(0)), so the device keeps every event for the host that
+journals them, and resends them all to this one, which is given each index once.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from drivers.urls import DeviceURL
 from firmware_bridge.delivery import DeliveryStats, EventDelivery
 from firmware_bridge.errors import EventIndexError, LinkError, MessagesOverflow, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
-from firmware_bridge.messages import NO_JOURNAL, DropReason, Event, EventsDropped, Ident, Message
+from firmware_bridge.messages import DropReason, Event, EventsDropped, Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
 
 log = structlog.get_logger(__name__)
@@ -92,8 +95,10 @@ class DeviceConnection:
     Numbered events (a 1.1 device): ``on_indexed(index, msg)``, when given, gets each of them
     instead of ``on_message``. ``journaled_index()`` is called at every handshake and returns
     the highest index the application has journaled (0: none); the device sends everything
-    after it again, and the connection drops what it has already delivered. Without it, what
-    was delivered counts as journaled: the connection confirms each event itself.
+    after it again, and the connection drops what it has already delivered. Without it the
+    application keeps no journal: the connection tells the device at every handshake that none of
+    its events is journaled (ResumeEvents(0)) and never confirms one, so the device forgets nothing
+    for it (a host that journals gets them all later), and gets everything the device keeps.
     """
 
     def __init__(self, url: str | DeviceURL, on_message: Callable[[Message], None] | None = None,
@@ -110,7 +115,7 @@ class DeviceConnection:
         self._confirm_sent = 0  # ... and the highest told to the device
         self._confirm_due = False  # a confirmation is scheduled for the end of this loop turn
         self._unit: tuple[Any, ...] | None = None  # (role, model, serial) of the unit the event mark belongs to
-        self._resumed_from: int | None = None  # what the last ResumeEvents said (None: none yet, or NO_JOURNAL)
+        self._resumed_from: int | None = None  # what the last ResumeEvents said (None: none yet)
         self._confirm_in_flight: asyncio.Future | None = None  # the EventsJournaled the link has not delivered yet
         self._backoff, self._sleep = backoff, sleep
         self._port = ReconnectingPort(url, self, self._port_event, sleep=sleep, backoff=backoff, **transport_options)
@@ -146,8 +151,8 @@ class DeviceConnection:
     @property
     def resumed_from(self) -> int | None:
         """The index the host told the device at the last handshake (ResumeEvents): the device
-        resends what follows it. 0: the application had journaled none of this unit's events;
-        None: no handshake with a 1.1 device yet, or it was told NO_JOURNAL (only new events)."""
+        resends what follows it. 0: the application had journaled none of this unit's events (or
+        keeps no journal); None: no handshake with a 1.1 device yet."""
         return self._resumed_from
 
     @property
@@ -160,7 +165,11 @@ class DeviceConnection:
         confirmations of one loop turn go out as one EventsJournaled at its end, and while one
         is unacknowledged by the link the next waits for it, so a busy link carries one per round
         trip (none while the device is away: the next handshake says it). EventIndexError
-        beyond what was delivered."""
+        beyond what was delivered, and from a connection without ``journaled_index``: only an
+        application that journals may let a device forget an event."""
+        if self._journaled_index is None:
+            raise EventIndexError(f"{self.url}: cannot confirm event {index}: this connection keeps no journal "
+                                  f"(no journaled_index), and the device keeps its events for a host that does")
         if index > self._delivery.delivered_up_to:
             raise EventIndexError(f"{self.url}: cannot confirm event {index}: "
                                   f"only events up to {self._delivery.delivered_up_to} were delivered")
@@ -414,21 +423,18 @@ class DeviceConnection:
         self._unit = unit
         if replaced:
             self._confirm_to = self._confirm_sent = 0
-        if self._journaled_index is not None:
-            journaled: int | None = self._journaled_index()
-        elif self._confirm_to or (self._delivery.last is not None and not replaced):
-            journaled = self._confirm_to  # what this connection delivered (and so confirmed)
-        else:
-            journaled = None  # no journal, nothing of this unit yet: only new events (NO_JOURNAL)
+        # no journal: none of its events is journaled, so the device forgets nothing for this host
+        # (never NO_JOURNAL, which lets it drop what it kept) and resends all it keeps, each
+        # delivered once (what this connection delivered already is dropped as a resend)
+        journaled = 0 if self._journaled_index is None else self._journaled_index()
         if replaced:
             self._delivery.restart(journaled)
         else:
             self._delivery.resume(journaled)
-        if journaled is not None:
-            self._confirm_sent = max(self._confirm_sent, journaled)
+        self._confirm_sent = max(self._confirm_sent, journaled)
         self._resumed_from = journaled
         log.info("events_resume", device=self.url, journaled=journaled, delivered=self._delivery.last)
-        return NO_JOURNAL if journaled is None else journaled
+        return journaled
 
     def _send_confirm(self) -> None:
         self._confirm_due = False
@@ -458,13 +464,14 @@ class DeviceConnection:
 
     def _lost_to_journal(self, reason: DropReason) -> bool:
         """Whether events the device no longer has are missing from what this application should
-        have. OVERFLOW: always, nobody confirmed them. CONFIRMED: a host journaled them; they are
-        missing here only when the application keeps a journal and had journaled some of this unit's
-        events (resumed from above 0). Resumed from 0 they are another host's (a unit from another
-        table) or ones whose mark the application let go of: none of them is lost to it."""
+        have. OVERFLOW: always, nobody confirmed them. CONFIRMED: some host said it journaled them,
+        but the application's journal has not got them (it resumed before them): lost to it when
+        it keeps one, whoever let them go (another table's host, a tool that told the device
+        NO_JOURNAL, a journal that lost records). An application without a journal loses nothing:
+        a host that journals has them."""
         if reason is DropReason.OVERFLOW:
             return True
-        return self._journaled_index is not None and bool(self._resumed_from)
+        return self._journaled_index is not None
 
     def _indexed(self, event: Event) -> None:
         deliver, skipped = self._delivery.accept(event.index)
@@ -486,8 +493,6 @@ class DeviceConnection:
                 self._to_subscribers(event.message)
         else:
             self._deliver(event.message)
-        if self._journaled_index is None:  # delivered counts as journaled
-            self.confirm(event.index)
 
     def _deliver(self, msg: Message) -> None:
         if self._on_message is not None:

@@ -28,9 +28,8 @@ class DeliveryStats:
 
 class EventDelivery:
     def __init__(self) -> None:
-        # the highest index the application has (delivered, or journaled at resume); None: not
-        # known yet (a host without a journal), the next event starts the count
-        self.last: int | None = None
+        # the highest index the application has (delivered, or journaled as said at resume)
+        self.last = 0
         self._stats = DeliveryStats()
 
     @property
@@ -41,28 +40,22 @@ class EventDelivery:
         for name, by in increments.items():
             setattr(self._stats, name, getattr(self._stats, name) + by)
 
-    def resume(self, journaled: int | None) -> None:
-        """A handshake: the device will send every event after ``journaled`` again (None: only
-        new events, from an index not known yet)."""
-        if self.last is None or journaled is None:
-            self.last = journaled if self.last is None else self.last
-        else:
-            self.last = max(self.last, journaled)
+    def resume(self, journaled: int) -> None:
+        """A handshake: the device will send every event after ``journaled`` again."""
+        self.last = max(self.last, journaled)
         self._stats.resumes += 1
 
-    def restart(self, journaled: int | None) -> None:
+    def restart(self, journaled: int) -> None:
         """Another unit answers now: its numbering has nothing to do with the last one's."""
         self.last = journaled
         self._stats.resumes += 1
 
     @property
     def delivered_up_to(self) -> int:
-        return self.last or 0
+        return self.last
 
     def accept(self, index: int) -> tuple[bool, range]:
         """Whether to deliver the event ``index``, and the indexes skipped before it (empty: none)."""
-        if self.last is None:
-            self.last = index - 1
         if index == self.last + 1:  # the next one, as nearly every event comes: no range to build
             self.last = index
             self._stats.delivered += 1
@@ -82,7 +75,7 @@ class EventDelivery:
         """The device no longer has ``first`` .. ``first + count - 1``: those the application
         does not have either (any skipped before ``first`` included) are lost, and the mark
         moves past them."""
-        lost = range(first if self.last is None else self.last + 1, first + count)
+        lost = range(self.last + 1, first + count)
         if lost:
             self._stats.dropped_by_device += len(lost)
             self.last = lost[-1]

@@ -292,7 +292,9 @@ class EventsJournaled(Message):
 
 
 #: ResumeEvents' journaled_index of a host that keeps no journal and has none of this device's
-#: events yet: the device lets go of what it kept and sends only new events
+#: events yet: the device lets go of what it kept and sends only new events. A device understands
+#: it; no host here sends it, as it lets events go that no journal has (a host without a journal
+#: says 0: DeviceConnection)
 NO_JOURNAL = 0xFFFFFFFF
 
 

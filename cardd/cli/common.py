@@ -324,19 +324,33 @@ def check_output_directory(path: Path, named_by: str | None = None) -> None:
 class OutputFile(click.Path):
     """An option's file the command writes when it is done: its directory is checked when the option
     is parsed (a usage error, exit 2), so a run of minutes does not end in a traceback for a mistyped
-    folder."""
+    folder, nor in a file named after the next option (``--plot --report``: click takes ``--report``
+    as --plot's file)."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, path_type=Path)
 
     def convert(self, value: str | os.PathLike[str], param: click.Parameter | None,
                 ctx: click.Context | None) -> Path:
+        if ctx is not None and os.fspath(value) in option_names(ctx.command):
+            flag = param.opts[0] if param is not None and param.opts else "the option"
+            self.fail(f"{os.fspath(value)} is an option, not a file name: give the file after {flag} "
+                      f"({flag} FILE), or ./{os.fspath(value)} for a file of that name", param, ctx)
         path = super().convert(value, param, ctx)
         assert isinstance(path, Path)
         problem = output_directory_problem(path)
         if problem is not None:
             self.fail(problem, param, ctx)
         return path
+
+
+def option_names(command: click.Command) -> set[str]:
+    """Every spelling of ``command``'s options (``--plot``, ``-h``, ``--no-x``), ``--help`` included."""
+    names = {"--help"}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            names.update(param.opts, param.secondary_opts)
+    return names
 
 
 #: what ends a program that cleans up after itself (:func:`end_like_ctrl_c`)

@@ -24,8 +24,8 @@ puts back on the wire), the ``link`` settings of a capture, and for a recorded s
 - ``{"t", "device", "event", "detail"}``: a link event of a capture (for people; not replayed).
 
 Format 1 had one ``device`` in the header and lines without ``device``. Replies to the host's
-identity, status, counters and self-test requests and heartbeats are not recorded: the replaying
-device makes its own.
+identity, status, counters and self-test requests, the EventsDropped that answers its resume,
+and heartbeats are not recorded: the replaying device makes its own.
 """
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.framing import Frame, FrameDecoder, FrameKind
 from firmware_bridge.link_types import SEQ_MOD
-from firmware_bridge.messages import (EVENT_MESSAGES, CardRead, Counters, CountersRequest, DeviceRole, FirmwareResult,
-                                      Heartbeat, Hello, Ident, Message, MessageDecodeError, Refused, SelfTest,
+from firmware_bridge.messages import (EVENT_MESSAGES, CardRead, Counters, CountersRequest, DeviceRole, EventsDropped,
+                                      FirmwareResult, Heartbeat, Hello, Ident, Message, MessageDecodeError, Refused, SelfTest,
                                       SelfTestResult, ShoeLoaded, ShuffleComplete, Status, StatusRequest,
                                       UnreadableCard, decode, encode)
 from firmware_bridge.session import SessionConfig, SessionEvent
@@ -65,8 +65,9 @@ from simulators.pty_endpoint import PtyEndpoint
 TRACE_FORMAT = 2
 #: format versions read_trace understands (1: one device, no commands)
 TRACE_FORMATS_READ = (1, 2)
-#: answers to a host's own requests, and heartbeats: the replaying device makes its own
-NOT_RECORDED = (Ident, Status, Counters, SelfTestResult, FirmwareResult, Refused, Heartbeat)
+#: answers to a host's own requests (EventsDropped answers the capture's ResumeEvents), and
+#: heartbeats: the replaying device makes its own
+NOT_RECORDED = (Ident, Status, Counters, SelfTestResult, FirmwareResult, Refused, Heartbeat, EventsDropped)
 
 
 class TraceError(CarddError):
@@ -642,8 +643,8 @@ async def _monitor(url: str, talk: bool, as_json: bool, duration: float | None) 
         connection = DeviceConnection(url, lambda m: show({"message": describe(m)}),
                                       lambda e: show({"link": str(e.kind), "detail": e.detail}),
                                       SessionConfig(host_name="cardctl monitor"))
-        await connection.start()
         try:
+            await connection.open()  # a missing, busy or silent device is one line, not a quiet wait
             await until_stopped(stop, duration)
         finally:
             await connection.close()

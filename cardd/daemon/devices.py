@@ -15,11 +15,13 @@ only once it is in the journal. Each record carries the unit the connection had 
 with when the event came in, so the mark moves for the unit that numbered it. A lost event
 (EVENT_GAP, EVENTS_DROPPED, a device's EventsDropped) is journaled as an alarm record
 (:data:`CONNECTION_ALARMS`) and, at alarm severity, opened in the table's alarms, which a supervisor
-sees in STATE and clears like any other (``clear_alarm``). Events another host confirmed, told
-by a unit this journal has no mark of (resumed from 0), are journaled as INFO: no alarm. So is a
-device FLAPPING (DEVICE_FLAPPING): one that asks for a handshake again and again (a new boot id
-at every one), which the connection shakes hands with ever more slowly; one alarm until it has
-stayed up ``devices.reconnect_stable_s``.
+sees in STATE and clears like any other (``clear_alarm``). Events a unit says a host confirmed
+(EventsDropped CONFIRMED) are lost to this journal whoever confirmed them: the connection reports
+them (EVENTS_LOST, an alarm), a unit this journal has no mark of (resumed from 0) included, since
+the journal cannot tell another table's host from a tool that let them go. A device FLAPPING
+(DEVICE_FLAPPING) asks for a handshake again and again (a new boot id at every one), which the
+connection shakes hands with ever more slowly; one alarm until it has stayed up
+``devices.reconnect_stable_s``.
 """
 from __future__ import annotations
 
@@ -99,20 +101,21 @@ class Devices:
         return connection
 
     def _dropped(self, device: str, msg: EventsDropped, resumed_from: int | None) -> None:
-        """Journal a device's EventsDropped. Events a host confirmed (CONFIRMED), told by a unit this
-        journal keeps no mark of (resumed from 0), are either another table's (a spare unit) or
-        journaled here already (a unit whose mark was let go, MARKS_PER_DEVICE): nothing this journal
-        counted on is gone, so an INFO record and no alarm for a supervisor."""
+        """Journal a device's EventsDropped: an alarm for an overflow, a warning beside the
+        connection's EVENTS_LOST alarm for events a host confirmed (CONFIRMED). A unit this journal
+        keeps no mark of (resumed from 0) is no exception: the host that confirmed them may have
+        been another table's, one that kept no journal (a tool that told it NO_JOURNAL), or this
+        one before the unit's mark was let go (MARKS_PER_DEVICE), and only the supervisor can tell
+        which, against the cards; the message says so."""
         last = msg.first_index + msg.count - 1
         detail = f"{device} no longer has events {msg.first_index}..{last}: {msg.reason.name.lower()}"
         if msg.reason is DropReason.OVERFLOW:
             severity = Severity.ALARM
-        elif resumed_from == 0:
-            severity = Severity.INFO
-            detail += (" (confirmed before this journal kept a mark of this unit: another table's events, or ones "
-                       "journaled here before its mark was let go)")
         else:
             severity = Severity.WARNING
+            if resumed_from == 0:
+                detail += (" (this journal keeps no mark of this unit: confirmed by another table's host, by a "
+                           "tool that kept no journal, or here before the unit's mark was let go)")
         self._alarm(device, Reason.DEVICE_DROPPED_EVENTS, severity, detail, first_index=msg.first_index,
                     count=msg.count, drop_reason=msg.reason.name.lower(), resumed_from=resumed_from)
 

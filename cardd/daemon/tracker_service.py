@@ -96,8 +96,9 @@ TABLE, DEVICE_STATES = "table", "device_states"
 #: (a journal of an older release holds one mark per device, {device: {"unit": ..., "index": n}})
 EVENT_MARKS = "event_marks"
 #: the marks kept per device: those of the units most recently journaled. A unit forgotten is told
-#: 0 again: it resends only what no host confirmed, and says the confirmed ones are gone, which is
-#: journaled as an INFO DEVICE_DROPPED_EVENTS, no alarm (cardd.daemon.devices; docs/protocol.md §3.2)
+#: 0 again: it resends only what no host confirmed, and says the confirmed ones are gone, which the
+#: daemon cannot tell from events journaled nowhere: an EVENTS_LOST alarm (cardd.daemon.devices;
+#: docs/protocol.md §3.2)
 MARKS_PER_DEVICE = 16
 
 #: a device unit as protocol 1.1 numbers its events: (role, model, serial) of its IDENT

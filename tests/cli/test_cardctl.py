@@ -417,18 +417,40 @@ def test_verify_journal_file_that_sqlite_cannot_open_is_a_failure_not_an_integri
 
 # ---- straight to a device --------------------------------------------------------------------
 
-def test_probe_a_device_the_daemon_holds_names_the_holder_and_a_missing_one_hints_devices(directory):
+#: the subcommands that open a device by URL themselves, each with its arguments after the URL
+#: (a --duration: a tool that waited quietly instead of failing ends, and fails the test)
+DIRECT = {"probe": (), "monitor": ("--duration", "3"), "monitor --talk": ("--talk", "--duration", "3"),
+          "capture": ("{directory}/trace", "--duration", "3")}
+
+
+@pytest.mark.parametrize("tool", list(DIRECT))
+def test_a_device_the_daemon_holds_names_the_holder_and_a_missing_one_hints_devices(directory, tool):
+    command, *rest = tool.split()
+    args = [arg.format(directory=directory) for arg in DIRECT[tool]]
     with simulate(directory) as running:
         urls = device_urls(running.stdout().splitlines()[0])  # printed before cardd listens
         client = running.client()
         client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         client.close()
-        busy = cardctl(None, "probe", urls["shoe"])
-        assert busy.code == 3
-        assert f"pid {running.proc.pid} (cardd)" in busy.one_line_error()
-    missing = cardctl(None, "probe", "serial:///dev/cardd/no-such-shoe")
-    assert missing.code == 3 and "cardctl devices" in missing.one_line_error()
-    assert cardctl(None, "probe", "gopher://x").code == 2
+        busy = cardctl(None, command, urls["shoe"], *args)
+        assert busy.code == 3, busy
+        assert f"pid {running.proc.pid} (cardd)" in busy.one_line_error() and busy.out == ""
+    missing = cardctl(None, command, "serial:///dev/cardd/no-such-shoe", *args)
+    assert missing.code == 3 and "cardctl devices" in missing.one_line_error() and missing.out == ""
+    assert cardctl(None, command, "gopher://x", *args).code == 2
+    assert not (directory / "trace").exists()
+
+
+def test_monitor_talk_to_a_silent_device_is_one_line_not_a_quiet_wait():
+    """A port that opens but never answers (no device behind it, the wrong baud rate): the
+    handshake fails in one line, exit 3, before the --duration is out."""
+    master, slave = os.openpty()
+    try:
+        run = cardctl(None, "monitor", "--talk", f"serial://{os.ttyname(slave)}", "--duration", "20")
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert run.code == 3 and "no handshake within" in run.one_line_error()
 
 
 def test_probe_a_free_simulated_device_shows_identity_and_protocol():

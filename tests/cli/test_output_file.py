@@ -4,6 +4,8 @@ both programs."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,20 @@ def test_a_directory_not_writable_here_reads_the_same_in_cardctl_and_cardbench(
 
 def test_a_writable_directory_passes(tmp_path: Path) -> None:
     check_output_directory(tmp_path / "report")
+
+
+CARDBENCH = Path(sys.executable).with_name("cardbench")
+
+
+@pytest.mark.parametrize("options", [["--plot", "--report"], ["--report", "--plot"]])
+def test_an_output_option_without_its_file_is_refused_not_a_file_named_after_the_next_option(
+        tmp_path: Path, options: list[str]) -> None:
+    """``cardbench soak --plot --report``, the two options as the README lists them without their
+    files: click would take the second as the first's file and run the soak into it."""
+    done = subprocess.run([str(CARDBENCH), "soak", "--shoes", "1", "--cut-at", "30", *options], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    first, second = options
+    assert done.returncode == EXIT_USAGE, done
+    assert (f"{second} is an option, not a file name: give the file after {first} ({first} FILE), "
+            f"or ./{second} for a file of that name") in " ".join(done.stderr.split())
+    assert list(tmp_path.iterdir()) == [] and done.stdout == ""  # nothing ran, nothing written

@@ -3,7 +3,8 @@ daemon journals an alarm for what the device says it dropped (DEVICE_DROPPED_EVE
 is lost to the journal (EVENTS_LOST) and for indexes skipped in the device's stream (EVENT_GAP),
 and journals the rest once each. Each alarm is one of the table's open alarms: a supervisor sees
 it in STATE and clears it (clear_alarm). Events another host confirmed, told by a unit this
-journal has no mark of (a shoe from another table), are no alarm: an INFO record says so."""
+journal has no mark of, are an alarm too: the journal cannot tell a shoe from another table from
+one whose cards a host that kept no journal let go."""
 from __future__ import annotations
 
 import re
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from cardd.journal import Journal
-from firmware_bridge.messages import CardRead
+from firmware_bridge.messages import NO_JOURNAL, CardRead
 from simulators.faults import Faults
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
@@ -120,25 +121,34 @@ def test_events_pushed_out_of_a_small_buffer_while_streaming_are_an_event_gap_al
 
 
 @pytest.mark.timeout(180)
-def test_a_shoe_from_another_table_raises_no_alarm_for_the_events_that_table_journaled() -> None:
-    """A spare shoe dealt at another table, whose daemon journaled and confirmed its events, is
-    brought to this table's daemon (another journal, no mark of the unit: told 0). The shoe says
-    the events that host confirmed are gone: that is journaled as an INFO record naming another
-    host, not as an EVENTS_LOST alarm a supervisor must clear; what it deals here is journaled as
-    always."""
+@pytest.mark.parametrize("confirmed_by", ["another-table", "a-host-without-a-journal"])
+def test_events_a_unit_says_another_host_confirmed_are_an_alarm_a_supervisor_clears(confirmed_by: str) -> None:
+    """A shoe whose events another host confirmed is brought to this table's daemon (another
+    journal, no mark of the unit: told 0): another table's daemon, which journaled them, or a host
+    that kept no journal and told the shoe NO_JOURNAL (a tool of another make or release), which
+    let them go unjournaled. The shoe says those events are gone, and this daemon cannot tell which
+    host it was: cards may have left the shoe that no journal holds, so an EVENTS_LOST alarm a
+    supervisor clears, beside a warning record naming who may have confirmed them; what it deals
+    here is journaled as always."""
     other_table, this_table = state_dir(), state_dir()
     shoe = SimulatedShoe("SHOE-SPARE", heartbeat_s=0)
     try:
         link = str(other_table / "shoe")
         with PtyEndpoint(shoe, link=link) as endpoint:
-            daemon = Daemon(["--config", str(write_config(other_table, f"serial://{link}", None))],
-                            other_table / "cardd.sock")
-            daemon.client().wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
+            daemon = None
+            if confirmed_by == "another-table":
+                daemon = Daemon(["--config", str(write_config(other_table, f"serial://{link}", None))],
+                                other_table / "cardd.sock")
+                daemon.client().wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
             endpoint.call(shoe.load, full_shoe(1))
             endpoint.call(shoe.deal, 3)
-            wait_until(lambda: endpoint.state()["events_confirmed"] == 4, "ShoeLoaded and cards 1..3 journaled there")
-            code, err = daemon.stop()
-            assert code == 0, err
+            if daemon is None:  # what the shoe does when a host's ResumeEvents says NO_JOURNAL
+                wait_until(lambda: endpoint.state()["event_index"] == 4, "ShoeLoaded and cards 1..3 read")
+                endpoint.call(shoe.events.resume, NO_JOURNAL)
+            wait_until(lambda: endpoint.state()["events_confirmed"] == 4, "ShoeLoaded and cards 1..3 confirmed there")
+            if daemon is not None:
+                code, err = daemon.stop()
+                assert code == 0, err
         link = str(this_table / "shoe")
         with PtyEndpoint(shoe, link=link) as endpoint:
             daemon = Daemon(["--config", str(write_config(this_table, f"serial://{link}", None))],
@@ -149,7 +159,10 @@ def test_a_shoe_from_another_table_raises_no_alarm_for_the_events_that_table_jou
             endpoint.call(shoe.deal, 2)
             wait_until(lambda: endpoint.state()["events_confirmed"] == 7, "ShoeLoaded and two cards journaled here")
             state = client.wait_state(lambda s: s["shoe"]["cards_out"] == 2)
-            assert lost_event_alarms(state) == []
+            assert [(a["reason"], a["message"]) for a in lost_event_alarms(state)] == [
+                ("EVENTS_LOST", "shoe-reader: events 1..4 (4) are lost: confirmed")]
+            clear_all(client, lost_event_alarms(state))
+            assert lost_event_alarms(client.state()) == []
             code, err = daemon.stop()
             assert code == 0, err
         with Journal.open(this_table / "journal.sqlite3", readonly=True) as journal:
@@ -158,11 +171,11 @@ def test_a_shoe_from_another_table_raises_no_alarm_for_the_events_that_table_jou
             lost = journal.query(reason="EVENTS_LOST", limit=None)
             events = journaled_events(journal, "shoe-reader")
         assert [(r.source, r.severity, r.data["message"], r.data["drop_reason"], r.data["resumed_from"])
-                for r in dropped] == [("shoe-reader", "info", "shoe-reader no longer has events 1..4: confirmed "
-                                       "(confirmed before this journal kept a mark of this unit: another table's "
-                                       "events, or ones journaled here before its mark was let go)",
+                for r in dropped] == [("shoe-reader", "warning", "shoe-reader no longer has events 1..4: confirmed "
+                                       "(this journal keeps no mark of this unit: confirmed by another table's host, "
+                                       "by a tool that kept no journal, or here before the unit's mark was let go)",
                                        "confirmed", 0)]
-        assert lost == []
+        assert [(r.source, r.severity) for r in lost] == [("shoe-reader", "alarm")]
         assert [index for index, _ in events] == [5, 6, 7]  # what was dealt here, once each
         assert [msg.index for _, msg in events if isinstance(msg, CardRead)] == [1, 2]
     finally:

@@ -7,6 +7,7 @@ behind a real pty."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from structlog.testing import capture_logs
@@ -28,7 +29,6 @@ from firmware_bridge.messages import (
     Hello,
     Ident,
     Message,
-    NO_JOURNAL,
     Request,
     ResumeEvents,
     ShoeLoaded,
@@ -132,13 +132,13 @@ class Device11(FakeDevice):
 
 
 class Rig:
-    def __init__(self, name: str, journaled: int | None = None) -> None:
+    def __init__(self, name: str, journaled: int | Callable[[], int] | None = None) -> None:
         self.device = Device11()
         self.line = listen(name, self.device.attach)
         self.indexed: list[tuple[int, Message]] = []
         self.messages: list[Message] = []
         self.events: list = []
-        provider = None if journaled is None else (lambda: journaled)
+        provider = journaled if journaled is None or callable(journaled) else (lambda: journaled)
         self.conn = DeviceConnection(self.line.url, self.messages.append, self.events.append, QUICK,
                                      journaled_index=provider,
                                      on_indexed=lambda i, m: self.indexed.append((i, m)), backoff=FAST_RETRY)
@@ -201,7 +201,7 @@ def test_an_on_indexed_that_fails_is_logged_and_the_events_after_it_still_come()
 
 def test_another_unit_on_the_port_starts_its_own_numbering():
     async def main():
-        rig = Rig("events-replaced")  # no journal: the mark is what this connection delivered
+        rig = Rig("events-replaced")  # no journal: the mark is what this connection delivered of the unit
         await rig.open()
         for index in (1, 2, 3):
             rig.device.send(Event(index, card(index)))
@@ -250,12 +250,11 @@ def test_events_the_device_no_longer_has_are_reported_and_passed_on():
 
 
 @pytest.mark.parametrize("resumed_from", [0, 2], ids=["no-mark-of-this-unit", "journaled-some-of-them"])
-def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journaled_some_of_them(resumed_from):
-    """A shoe dealt at another table, whose host journaled and confirmed its events 1..4, comes to
-    this host. Told 0 (this journal has none of the unit's events: a spare shoe, or a unit whose mark
-    the application let go of) it says 1..4 are gone, and nothing this journal counted on is:
-    EventsDropped goes on for the record, no EVENTS_DROPPED. Told 2 (this journal had 1..2) it says
-    3..4 are gone, and those this journal lacks: EVENTS_DROPPED, as before."""
+def test_events_another_host_confirmed_are_lost_to_a_journal_that_lacks_them(resumed_from):
+    """A shoe dealt at another host, which confirmed its events 1..4, comes to this host. Told 0
+    (this journal has none of the unit's events) it says 1..4 are gone; told 2, that 3..4 are. Either
+    way this journal lacks them and cannot tell whether any journal has them (another table's, or a
+    tool that let them go): EVENTS_DROPPED, and the EventsDropped goes on for the record."""
     shoe = SimulatedShoe("SHOE-SPARE", heartbeat_s=0)
     config = SessionConfig(stale_after=10.0)
 
@@ -286,7 +285,7 @@ def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journale
             dropped = EventsDropped(resumed_from + 1, 4 - resumed_from, DropReason.CONFIRMED)
             assert [m for m in messages if isinstance(m, EventsDropped)] == [dropped]  # for the journal
             lost = [e.detail for e in events if e.kind is K.EVENTS_DROPPED]
-            assert lost == ([] if resumed_from == 0 else ["events 3..4 (2) are lost: confirmed"])
+            assert lost == [f"events {resumed_from + 1}..4 ({4 - resumed_from}) are lost: confirmed"]
             assert conn.resumed_from == resumed_from
             stats = conn.event_stats
             assert (stats.dropped_by_device, stats.gaps, stats.duplicates_dropped) == (4 - resumed_from, 0, 0)
@@ -299,19 +298,15 @@ def test_events_another_host_confirmed_are_lost_only_to_a_host_that_had_journale
 
 def test_resumed_from_is_what_the_last_resume_events_said():
     async def main():
-        rig = Rig("events-resumed-from")  # no journal: NO_JOURNAL, then the last event delivered
+        journaled = [0]
+        rig = Rig("events-resumed-from", journaled=lambda: journaled[0])
         assert rig.conn.resumed_from is None  # no handshake yet
         await rig.open()
-        assert rig.device.resumes == [NO_JOURNAL] and rig.conn.resumed_from is None
-        for index in (1, 2, 3):
-            rig.device.send(Event(index, card(index)))
-        await until(lambda: len(rig.indexed) == 3)
+        assert rig.device.resumes == [0] and rig.conn.resumed_from == 0
+        journaled[0] = 3
         rig.device.reboot()
         await until(lambda: len(rig.device.resumes) == 2)
         assert rig.device.resumes[-1] == 3 and rig.conn.resumed_from == 3
-        rig.device.send(EventsDropped(4, 2, DropReason.CONFIRMED))  # another host's: no journal here to lack them
-        await until(lambda: EventsDropped(4, 2, DropReason.CONFIRMED) in rig.messages)
-        assert K.EVENTS_DROPPED not in kinds(rig.events)
         await rig.close()
 
     run(main())
@@ -337,14 +332,32 @@ def test_confirmations_of_one_loop_turn_go_out_as_one_message():
     run(main())
 
 
-def test_without_a_journal_the_connection_confirms_what_it_delivered():
+def test_without_a_journal_the_connection_lets_the_device_forget_nothing():
+    """A host that keeps no journal (a diagnostic tool) says at every handshake that it journaled
+    none of the events, never NO_JOURNAL (the device would let go of what it kept), and confirms
+    none: the device keeps them all for the host that journals them. What the device resends after
+    a reboot this connection delivered already is not given twice; events another host confirmed
+    are lost to nobody here."""
     async def main():
-        rig = Rig("events-auto")
+        rig = Rig("events-no-journal")
         await rig.open()
-        assert rig.device.resumes == [NO_JOURNAL]  # nothing from before this connection
+        assert rig.device.resumes == [0] and rig.conn.resumed_from == 0
         for index in (1, 2, 3):
             rig.device.send(Event(index, card(index)))
-        await until(lambda: rig.device.journaled and rig.device.journaled[-1] == 3)
+        await until(lambda: len(rig.indexed) == 3)
+        with pytest.raises(EventIndexError, match="cannot confirm event 3: this connection keeps no journal"):
+            rig.conn.confirm(3)
+        rig.device.reboot()
+        await until(lambda: len(rig.device.resumes) == 2)
+        assert rig.device.resumes == [0, 0]
+        for index in (1, 2, 3, 4):  # everything it keeps, again, and a new one
+            rig.device.send(Event(index, card(index)))
+        await until(lambda: len(rig.indexed) == 4)
+        rig.device.send(EventsDropped(5, 2, DropReason.CONFIRMED))  # a journaling host has them
+        await until(lambda: EventsDropped(5, 2, DropReason.CONFIRMED) in rig.messages)
+        await asyncio.sleep(0.05)
+        assert [i for i, _ in rig.indexed] == [1, 2, 3, 4] and rig.device.journaled == []
+        assert K.EVENTS_DROPPED not in kinds(rig.events) and rig.conn.event_stats.confirms_sent == 0
         await rig.close()
 
     run(main())
