@@ -336,7 +336,7 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
                 raise CliError(str(exc), EXIT_USAGE) from None
             hint = ("" if os.access(path.absolute().parent, os.W_OK) else
                     f" (SQLite reads a journal by writing its -shm beside it, and {path.absolute().parent} is "
-                    "read-only: copy the file, with its -wal, to a writable directory and verify the copy)")
+                    "read-only: copy the file, with its -wal and -head, to a writable directory and verify the copy)")
             raise CliError(f"{exc}{hint}", EXIT_FAILURE) from None
         result = {"journal": str(path), "ok": checked.ok, "checked": checked.checked,
                   "first_bad_seq": checked.first_bad_seq, "problem": checked.problem}

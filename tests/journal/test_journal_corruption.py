@@ -138,7 +138,7 @@ def test_a_copy_in_a_directory_that_cannot_be_written_is_read_as_it_stands(path,
     reader writes beside the file, so cardctl verify-journal --file failed on a journal that was fine.
     The directory's answer is the boundary mocked here (root writes anywhere): what is checked is that
     nothing is written beside the file and that damage is still found."""
-    for side in ("-wal", "-shm", "-lock"):  # the file alone, as copied
+    for side in ("-wal", "-shm", "-lock", "-head"):  # the file alone, as copied
         path.with_name(path.name + side).unlink(missing_ok=True)
     writable = os.access
     mocker.patch("cardd.journal.journal.os.access",
