@@ -343,8 +343,8 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
     if not result["ok"]:
         if as_json:
             emit_json(result)
-        raise CliError(f"{result['journal']}: chain broken at record {result['first_bad_seq']}: {result['problem']}",
-                       EXIT_INTEGRITY)
+        raise CliError(str(JournalCorrupt(result["journal"], result["first_bad_seq"], result["problem"])),
+                       EXIT_INTEGRITY)  # the line a check on open's refusal gives
     emit(result, as_json, lambda out: out.print(f"{result['journal']}: ok, {result['checked']} records verified"))
 
 

@@ -160,8 +160,8 @@ class Journal:
              quick_check_records: int = QUICK_CHECK_RECORDS, writer_lock: WriterLock | None = None) -> "Journal":
         """Open the journal at ``path`` and check it: the stored head, the last
         ``quick_check_records`` records of the chain, the record count, the anchor, the latest
-        snapshot and the head committed (its head file). ``create`` makes a new journal only where
-        no file exists. ``writer_lock``: the writer's lock already held
+        snapshot, the head committed (its head file) and the file's size. ``create`` makes a new
+        journal only where no file exists. ``writer_lock``: the writer's lock already held
         (:meth:`hold_writer_lock`), handed over to the journal whatever the outcome. Raises
         :class:`JournalCorrupt` for any damage, never a raw sqlite3 error; a journal refused is left
         as it was found."""
@@ -815,7 +815,7 @@ def _full_check(conn: sqlite3.Connection, path: Path | None = None, processes: i
                 parallel_from: int = PARALLEL_VERIFY_RECORDS, outside: "_Outside | None" = None) -> VerifyResult:
     """The whole chain on ``conn``'s read snapshot; with ``path``, a long one in ``processes``
     stretches side by side (chain.walk_in_processes); with ``outside``, what the files beside the
-    records say (the head committed) checked against it too."""
+    records say (the head committed, the file's size) checked against it too."""
     missing = _missing_guards(conn)
     if missing:
         return VerifyResult(False, 0, None, missing)
@@ -839,23 +839,30 @@ def _full_check(conn: sqlite3.Connection, path: Path | None = None, processes: i
 @dataclass(frozen=True, slots=True)
 class _Outside:
     """What the journal's files say beside its records, read before the read snapshot the check
-    runs on begins, so it cannot be ahead of it (the head file is written after each commit
-    returned)."""
+    runs on begins, so neither can be ahead of it: the head file is written after each commit
+    returned, and the database file grows only to pages already committed (a checkpoint copies
+    them, and sizes the file for them first)."""
     path: Path
     committed: CommittedHead | None  # the head file's, None when there is none
+    size: int  # the database file's bytes
 
 
 def _look_outside(path: Path) -> _Outside:
-    return _Outside(path, read_head_file(path))
+    committed = read_head_file(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise JournalError(f"journal {path} cannot be looked at: {exc.strerror}") from None
+    return _Outside(path, committed, size)
 
 
 def _problem_beyond_the_chain(conn: sqlite3.Connection, anchor: tuple[int, bytes], head: tuple[int, bytes],
                               outside: _Outside | None) -> tuple[int | None, str | None]:
-    """Once the chain is sound up to the stored head: the anchor, the latest snapshot and the head
-    committed, the first problem found (seq, what) or (None, None)."""
+    """Once the chain is sound up to the stored head: the anchor, the latest snapshot, the head
+    committed and the file's size, the first problem found (seq, what) or (None, None)."""
     found = [_anchor_problem(conn, *anchor), _snapshot_problem(conn, head[0])]
     if outside is not None:
-        found.append(_committed_problem(conn, outside, anchor, head))
+        found += [_committed_problem(conn, outside, anchor, head), (None, _size_problem(conn, outside))]
     return next(((seq, problem) for seq, problem in found if problem is not None), (None, None))
 
 
@@ -887,6 +894,22 @@ def _committed_problem(conn: sqlite3.Connection, outside: _Outside, anchor: tupl
         return committed.seq, (f"record {committed.seq} is not the record committed as seq {committed.seq} "
                                f"({noted} with another hash): the chain up to it was rewritten or replaced")
     return None, None
+
+
+def _size_problem(conn: sqlite3.Connection, outside: _Outside) -> str | None:
+    """Every byte of the database file must be in one of its pages. SQLite reads a file only up to
+    the size its header states and never looks at what follows, so bytes appended to it would pass
+    every other check (and the next complete checkpoint cuts them off unseen). The file may end
+    before its last page (pages only the WAL holds yet, a checkpoint cut short; a page cut short
+    is found by the walk that reads it), never after it: the journal never shrinks (no VACUUM;
+    pruned pages stay, free)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    end, size = page_size * pages, outside.size
+    if size > end:
+        return (f"{size - end} bytes follow the last of its {pages} pages (byte {end} on, of {size}): "
+                "appended to the file, or its WAL lost pages it had")
+    return None
 
 
 def _anchor_problem(conn: sqlite3.Connection, anchor_seq: int, anchor_hash: bytes) -> tuple[int | None, str | None]:

@@ -375,19 +375,42 @@ def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_rec
     assert cardctl(None, "verify-journal", "--file", str(directory / "nope.sqlite3")).code == 2
 
 
-@pytest.mark.parametrize("damage", ["an edited record", "not SQLite"])
+@pytest.mark.parametrize("damage", ["an edited record", "not SQLite", "bytes appended"])
 def test_verify_journal_file_json_answers_a_journal_damaged_at_open_on_stdout(tmp_path, damage):
     copy = journal_of_cards(tmp_path / "copy.sqlite3", 30)
     if damage == "an edited record":
         tamper(copy, "UPDATE records SET reason = 'TAMPERED' WHERE seq = 25")
-    else:
+    elif damage == "not SQLite":
         copy.write_bytes(b"not a database at all" * 300)
+    else:
+        with open(copy, "ab") as file:
+            file.write(os.urandom(5000))
     run = cardctl(None, "verify-journal", "--file", str(copy), "--json")
     assert run.code == 5
     answer = run.json()  # the one JSON document a script reads, as for a chain verify() finds broken
     assert answer["ok"] is False and answer["journal"] == str(copy) and answer["problem"]
     assert answer["first_bad_seq"] == (25 if damage == "an edited record" else None)
     assert str(copy) in run.one_line_error()
+    if damage == "bytes appended":
+        assert answer["problem"].startswith("5000 bytes follow the last of its ")
+        assert cardctl(None, "verify-journal", "--file", str(copy)).one_line_error() == \
+            f"cardctl: journal {copy} is corrupt (first bad seq unknown): {answer['problem']}"
+
+
+def test_verify_journal_through_the_daemon_finds_bytes_appended_to_its_file(daemon, directory):
+    """The running daemon's verify: the same line as a check of the file, no seq to name."""
+    path = directory / "journal.sqlite3"
+    for _ in range(3):
+        size = path.stat().st_size
+        with open(path, "ab") as file:
+            file.write(os.urandom(5000))
+        run = cardctl(daemon.socket_path, "verify-journal")
+        if path.stat().st_size == size + 5000:
+            break  # (a checkpoint after a new record cuts them off: the next complete one does)
+    assert run.code == 5
+    line = run.one_line_error()
+    assert line.startswith(f"cardctl: journal {path} is corrupt (first bad seq unknown): ") and \
+        " bytes follow the last of its " in line, line
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
@@ -274,20 +276,26 @@ def test_automatic_shuffle_rules_without_a_shuffler_are_a_warning_of_check_confi
         "cardd: warning: ")]
 
 
-def test_a_corrupt_journal_refuses_to_start_in_one_line(directory):
+@pytest.mark.parametrize("damage", ["an edit", "bytes appended"])
+def test_a_corrupt_journal_refuses_to_start_in_one_line(directory, damage):
     with simulate(directory) as daemon:
         daemon.client().close()
         assert daemon.stop()[0] == 0
-    with sqlite3.connect(directory / "journal.sqlite3") as conn:  # an edit behind the chain's back
-        conn.execute("DROP TRIGGER IF EXISTS records_no_update")
-        triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
-        for name in triggers:
-            conn.execute(f"DROP TRIGGER {name}")
-        conn.execute("UPDATE records SET who = 'mallory' WHERE seq = 1")
+    if damage == "an edit":
+        with sqlite3.connect(directory / "journal.sqlite3") as conn:  # an edit behind the chain's back
+            conn.execute("DROP TRIGGER IF EXISTS records_no_update")
+            triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+            for name in triggers:
+                conn.execute(f"DROP TRIGGER {name}")
+            conn.execute("UPDATE records SET who = 'mallory' WHERE seq = 1")
+    else:
+        with open(directory / "journal.sqlite3", "ab") as file:  # after the last checkpoint (the stop's)
+            file.write(os.urandom(5000))
     result = run_cardd("--simulate", "--state-dir", str(directory), "--log-format", "json")
     assert result.returncode == 1
     line = [l for l in result.stderr.splitlines() if l.startswith("cardd:")]
     assert len(line) == 1 and "corrupt" in line[0] and "journal.sqlite3" in line[0], result.stderr
+    assert damage == "an edit" or "5000 bytes follow the last of its " in line[0], line[0]
     assert "Traceback" not in result.stderr
 
 

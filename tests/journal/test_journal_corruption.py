@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cardd.journal import Journal, JournalCorrupt
-from tests.journal.journal_helpers import damage_page_of, journal_of_cards, tamper
+from tests.journal.journal_helpers import damage_page_of, fill, journal_of_cards, tamper
 
 RECORDS = 200  # 20 rounds of 10
 
@@ -97,6 +97,33 @@ def test_a_truncated_main_file(path):
     os.truncate(path, os.path.getsize(path) // 2)
     error = open_error(path)
     assert "malformed" in error.problem and error.seq is None  # SQLite reads nothing at all: no seq to name
+
+
+@pytest.mark.parametrize("appended", [5000, 2 * 4096, 1])  # random bytes; two whole pages of them; one
+def test_bytes_appended_to_the_file_are_refused_at_open_and_left_there(path, appended):
+    """SQLite reads the file only up to the size its header states: what follows passed every check."""
+    size = path.stat().st_size
+    with open(path, "ab") as file:
+        file.write(os.urandom(appended))
+    for readonly in (True, False):
+        error = open_error(path, readonly=readonly)
+        assert error.seq is None and error.problem == (
+            f"{appended} bytes follow the last of its {size // 4096} pages (byte {size} on, of {size + appended}): "
+            "appended to the file, or its WAL lost pages it had")
+        assert path.stat().st_size == size + appended  # a refused open cuts nothing off
+
+
+def test_bytes_appended_under_an_open_journal_are_found_by_verify(path):
+    with Journal.open(path) as journal:
+        fill(journal, rounds=1)
+        journal.checkpoint()  # the WAL copied into the file: what is appended now follows its pages
+        assert journal.verify().ok
+        size = path.stat().st_size
+        with open(path, "ab") as file:
+            file.write(os.urandom(5000))
+        result = journal.verify()
+        assert (result.ok, result.first_bad_seq) == (False, None)
+        assert (result.problem or "").startswith(f"5000 bytes follow the last of its {size // 4096} pages")
 
 
 def test_a_damaged_page_names_the_first_record_that_cannot_be_read(path):
