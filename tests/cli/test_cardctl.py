@@ -26,7 +26,7 @@ from cardd.cli.main import main as cardctl_main
 from cardd.journal import Journal
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
-from tests.journal.journal_helpers import journal_of_cards, tamper
+from tests.journal.journal_helpers import deleted_and_rechained, forge_head_file, journal_of_cards, tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, wait_until, write_config
 from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
@@ -411,6 +411,20 @@ def test_verify_journal_through_the_daemon_finds_bytes_appended_to_its_file(daem
     line = run.one_line_error()
     assert line.startswith(f"cardctl: journal {path} is corrupt (first bad seq unknown): ") and \
         " bytes follow the last of its " in line, line
+
+
+@pytest.mark.parametrize("gone", [1, 100, 199])
+def test_verify_journal_file_names_a_deleted_record_whose_chain_was_rehashed(tmp_path, gone):
+    """Every hash after it recomputed, the head and its head file rewritten to match: only the
+    run of seqs shows the gap, wherever it is."""
+    copy = journal_of_cards(tmp_path / "copy.sqlite3", 200)
+    tamper(copy, *deleted_and_rechained(copy, gone))
+    forge_head_file(copy)
+    run = cardctl(None, "verify-journal", "--file", str(copy))
+    assert run.code == 5
+    assert run.one_line_error() == f"cardctl: journal {copy} is corrupt at seq {gone}: record {gone} missing (deleted?)"
+    answer = cardctl(None, "verify-journal", "--file", str(copy), "--json").json()
+    assert (answer["ok"], answer["first_bad_seq"], answer["problem"]) == (False, gone, f"record {gone} missing (deleted?)")
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])

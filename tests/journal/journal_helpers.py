@@ -87,6 +87,17 @@ def rechained_from(path: Path, seq: int, prev: bytes) -> list[str]:
     return statements + [f"UPDATE head SET hash = x'{prev.hex()}'"]
 
 
+def deleted_and_rechained(path: Path, seq: int) -> list[str]:
+    """SQL deleting record ``seq`` and re-hashing every record after it onto the one before it,
+    the head rewritten to match: each link sound, only the run of seqs shows the gap."""
+    conn = sqlite3.connect(path)
+    before = conn.execute("SELECT hash FROM records WHERE seq = ?", (seq - 1,)).fetchone()
+    anchor = conn.execute("SELECT hash FROM anchor").fetchone()[0]
+    conn.close()
+    return [f"DELETE FROM records WHERE seq = {seq}", *rechained_from(path, seq + 1, anchor if before is None else before[0]),
+            "UPDATE head SET seq = (SELECT max(seq) FROM records)"]
+
+
 def forge_head_file(path: Path) -> None:
     """Write the journal's head file anew to say its stored head was committed, as someone who
     rewrote the chain can (it is a check on what the disk did, not a seal)."""

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cardd.journal import Journal, JournalCorrupt
-from tests.journal.journal_helpers import damage_page_of, fill, journal_of_cards, tamper
+from tests.journal.journal_helpers import (DAY_NS, FakeClock, damage_page_of, deleted_and_rechained, fill,
+                                           forge_head_file, journal_of_cards, tamper)
 
 RECORDS = 200  # 20 rounds of 10
 
@@ -73,6 +74,57 @@ def test_a_deletion_anywhere_is_found_at_open_by_the_count(path):
     tamper(path, "DELETE FROM records WHERE seq = 3")
     error = open_error(path, quick_check_records=10)
     assert error.seq == 3 and "3 missing" in error.problem
+
+
+@pytest.mark.parametrize("gone", [1, 2, 100, 190, 199])  # the first, far from the head, in the last 10, next to it
+@pytest.mark.parametrize("quick_check_records", [1000, 10])
+def test_a_deleted_record_with_the_chain_rehashed_after_it_is_named_at_open(path, gone, quick_check_records):
+    """Every hash after it recomputed, the head and its head file rewritten to match, as someone
+    holding the files can: each link is sound, only the run of seqs shows the gap."""
+    tamper(path, *deleted_and_rechained(path, gone))
+    forge_head_file(path)
+    for readonly in (True, False):
+        error = open_error(path, readonly=readonly, quick_check_records=quick_check_records)
+        assert (error.seq, error.problem) == (gone, f"record {gone} missing (deleted?)")
+
+
+def test_records_deleted_with_the_chain_rehashed_are_named_as_a_range(path):
+    tamper(path, *deleted_and_rechained(path, 101))
+    tamper(path, *deleted_and_rechained(path, 100))
+    forge_head_file(path)
+    error = open_error(path)
+    assert (error.seq, error.problem) == (100, "records 100..101 missing (deleted?)")
+
+
+@pytest.mark.parametrize("gone", [1, 66, 67, 100, 133, 150])  # three stretches: 1..66, 67..132, 133..200
+@pytest.mark.parametrize("processes", [1, 3])
+def test_a_deleted_record_with_the_chain_rehashed_is_named_by_verify_in_stretches(path, gone, processes):
+    with Journal.open(path, readonly=True) as journal:
+        tamper(path, *deleted_and_rechained(path, gone))
+        forge_head_file(path)
+        result = journal.verify(processes=processes, parallel_from=0)
+    assert (result.ok, result.first_bad_seq, result.problem) == (False, gone, f"record {gone} missing (deleted?)")
+
+
+def test_a_deleted_record_right_after_the_anchor_with_the_chain_rehashed_is_named(tmp_path):
+    clock = FakeClock()
+    path = tmp_path / "j.db"
+    with Journal.open(path, create=True, clock=clock) as journal:
+        fill(journal, rounds=20, per_round=5, clock=clock, step_ns=10 * DAY_NS)
+        journal.export(tmp_path / "a.jsonl")
+        anchor = journal.prune().through_seq
+    tamper(path, *deleted_and_rechained(path, anchor + 1))
+    forge_head_file(path)
+    error = open_error(path)
+    assert (error.seq, error.problem) == (anchor + 1, f"record {anchor + 1} missing (deleted?)")
+
+
+def test_the_last_record_deleted_with_the_head_rewritten_is_named_by_the_head_file(path):
+    """No record after it to show the gap, its snapshot deleted too: only what the head file says
+    was committed does."""
+    tamper(path, *deleted_and_rechained(path, 200), "DELETE FROM snapshots WHERE seq = 200")
+    error = open_error(path)
+    assert error.seq == 200 and error.problem.startswith("record 200 was committed but the journal ends at seq 199")
 
 
 def test_a_file_that_is_not_sqlite(tmp_path):
