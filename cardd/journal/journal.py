@@ -610,6 +610,9 @@ def _keep_head_file(path: Path, head: CommittedHead) -> HeadFile:
     try:
         return HeadFile.keep(path, head)
     except OSError as exc:
+        full = _full_disk(path, exc)
+        if full is not None:  # no room to make one (a journal of a release before it)
+            raise _disk_full(path, full) from None
         raise JournalError(f"journal {path}: its head file {head_file_path(path)} cannot be written: "
                            f"{exc.strerror}") from None
 
@@ -638,6 +641,8 @@ def _create(path: Path) -> None:
         fsync_dir(path.parent)
     except (OSError, sqlite3.Error) as exc:
         building.unlink(missing_ok=True)
+        if not path.exists():  # the head file written for the journal that was not made
+            head_file_path(path).unlink(missing_ok=True)
         full = _full_disk(path, exc)
         if full is not None:
             raise JournalWriteError(f"journal {path} cannot be created: the disk holding it is full ({full[0]} bytes "
@@ -721,13 +726,18 @@ def _size_or_none(file: Path) -> int | None:
 def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
     full = _full_disk(path, exc)
     if full is not None:  # an I/O error on a full disk (the -shm cannot grow) is no damage
-        return JournalWriteError(f"journal {path}: the disk holding it is full ({full[0]} bytes free in {path.parent}; "
-                                 f"{full[1]}): free space there; the journal is not damaged",
-                                 f"disk full: {full[0]} bytes free in {path.parent}")
+        return _disk_full(path, full)
     name = getattr(exc, "sqlite_errorname", "")
     if any(name.startswith(code) for code in _DAMAGE_CODES):
         return JournalCorrupt(path, None, f"damaged or not an SQLite database ({exc})")
     return JournalError(f"journal {path}: {exc}")
+
+
+def _disk_full(path: Path, full: tuple[int, str]) -> JournalWriteError:
+    """What the journal says when the disk holding it is too full to open it (_full_disk's answer)."""
+    return JournalWriteError(f"journal {path}: the disk holding it is full ({full[0]} bytes free in {path.parent}; "
+                             f"{full[1]}): free space there; the journal is not damaged",
+                             f"disk full: {full[0]} bytes free in {path.parent}")
 
 
 def _full_disk(path: Path, exc: BaseException) -> tuple[int, str] | None:

@@ -7,6 +7,7 @@ in the frames after the damage may still be recovered from it). A head file behi
 (what a power cut can leave of it) is no damage; one that is missing is made from the head."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sqlite3
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cardd.journal import Entry, Journal, JournalCorrupt
+from cardd.journal import Entry, Journal, JournalCorrupt, JournalWriteError
 from cardd.journal.head_file import CommittedHead, head_file_path, read_head_file, write_new
 from tests.cli.cli_rig import cardctl
 from tests.journal.journal_helpers import fill, journal_of_cards
@@ -222,3 +223,26 @@ def test_the_head_file_survives_a_kill_of_its_writer(tmp_path):
     Path(f"{path}-wal").unlink()
     with pytest.raises(JournalCorrupt, match="records 1..25 were committed"):
         Journal.open(path).close()
+
+
+def test_no_room_to_make_a_missing_head_file_is_a_full_disk_not_damage(tmp_path, mocker):
+    """A journal of a release before the head file, opened on a disk with room for the -shm and not
+    for it (the boundary mocked: the file system's answer to making it)."""
+    path = journal_of_cards(tmp_path / "j.db", 30)
+    head_file_path(path).unlink()
+    real_open = os.open
+
+    def no_room(file: str, flags: int, *args: int) -> int:
+        if os.fspath(file).endswith("-head.new"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(file, flags, *args)
+
+    mocker.patch("cardd.journal.head_file.os.open", side_effect=no_room)
+    with pytest.raises(JournalWriteError) as caught:
+        Journal.open(path).close()
+    assert str(caught.value).startswith(f"journal {path}: the disk holding it is full (")
+    assert str(caught.value).endswith("No space left on device): free space there; the journal is not damaged")
+    mocker.stopall()
+    assert sorted(p.name for p in tmp_path.iterdir() if "head" in p.name) == []
+    with Journal.open(path) as journal:
+        assert journal.last_seq == 30 and read_head_file(path) == CommittedHead(30, journal.head_hash)
