@@ -26,7 +26,7 @@ from tests.daemon.daemon_rig import (
 )
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import cardctl
-from tests.support.powercut import flip_bytes_in_frame, stored_head, wal_frames_not_copied
+from tests.support.powercut import flip_bytes, middle_of_frame, stored_head, wal_frames_not_copied
 
 CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
 
@@ -322,7 +322,7 @@ def test_a_wal_damaged_after_a_kill_while_dealing_stops_the_start_naming_the_rec
     else:
         raise AssertionError("every kill came just after a checkpoint")
     committed = stored_head(path)
-    flip_bytes_in_frame(wal, frames[len(frames) // 2])
+    flip_bytes(wal, middle_of_frame(wal, frames[len(frames) // 2]))
     first = stored_head(path) + 1
     assert first <= committed
     damaged = wal.read_bytes()

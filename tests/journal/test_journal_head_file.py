@@ -23,7 +23,7 @@ from cardd.journal import Entry, Journal, JournalCorrupt, JournalWriteError
 from cardd.journal.head_file import CommittedHead, head_file_path, read_head_file, write_new
 from tests.cli.cli_rig import cardctl
 from tests.journal.journal_helpers import fill, journal_of_cards
-from tests.support.powercut import stored_head
+from tests.support.powercut import flip_bytes, stored_head
 
 COMMITS = 63  # one card a commit, each with a snapshot: a WAL of some 300 frames, never checkpointed
 
@@ -44,18 +44,11 @@ def journal_as_a_kill_leaves_it(tmp_path: Path) -> Path:
     return left
 
 
-def flip_8_bytes_in_the_middle(file: Path) -> None:
-    data = bytearray(file.read_bytes())
-    middle = len(data) // 2
-    data[middle:middle + 8] = bytes(byte ^ 0xFF for byte in data[middle:middle + 8])
-    file.write_bytes(data)
-
-
 def test_a_wal_damaged_in_its_middle_is_refused_naming_the_records_it_lost(tmp_path):
     path = journal_as_a_kill_leaves_it(tmp_path)
     wal = Path(f"{path}-wal")
     assert stored_head(path) == COMMITS
-    flip_8_bytes_in_the_middle(wal)
+    flip_bytes(wal, wal.stat().st_size // 2)  # 8 bytes in the middle of the WAL
     first = stored_head(path) + 1  # SQLite reads the WAL up to the damage and stops there
     assert 1 < first <= COMMITS
     damaged = wal.read_bytes()

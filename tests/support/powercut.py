@@ -65,13 +65,18 @@ def wal_frames_not_copied(journal_path: str | Path) -> range:
     return range(copied + 1, struct.unpack_from("=I", header, 16)[0] + 1)
 
 
-def flip_bytes_in_frame(wal: Path, frame: int, count: int = 8) -> None:
-    """Invert ``count`` bytes in the middle of the page WAL frame ``frame`` (1-based) carries."""
-    data = bytearray(wal.read_bytes())
-    page_size = int.from_bytes(data[8:12], "big")
-    at = WAL_HEADER + (frame - 1) * (FRAME_HEADER + page_size) + FRAME_HEADER + page_size // 2
+def middle_of_frame(wal: Path, frame: int) -> int:
+    """The offset of the middle of the page WAL frame ``frame`` (1-based) carries."""
+    with open(wal, "rb") as file:
+        page_size = int.from_bytes(file.read(12)[8:12], "big")
+    return WAL_HEADER + (frame - 1) * (FRAME_HEADER + page_size) + FRAME_HEADER + page_size // 2
+
+
+def flip_bytes(file: Path, at: int, count: int = 8) -> None:
+    """Invert ``count`` bytes of ``file`` from offset ``at``, as a bad sector or a flipped bit can."""
+    data = bytearray(file.read_bytes())
     data[at:at + count] = bytes(byte ^ 0xFF for byte in data[at:at + count])
-    wal.write_bytes(data)
+    file.write_bytes(data)
 
 
 def stored_head(journal_path: Path) -> int:
