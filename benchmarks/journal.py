@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cardd.journal import Entry, Journal, JournalError  # noqa: E402
+from cardd.journal import Entry, Journal, JournalError, journal_files  # noqa: E402
 from cardd.journal.journal import PARALLEL_VERIFY_RECORDS, VERIFY_PROCESSES  # noqa: E402
 
 STARTUP_TARGET_S = 1.0
@@ -53,7 +53,7 @@ def round_entries(round_id: int, rng: random.Random) -> list[Entry]:
 
 
 def build(path: Path, records: int) -> None:
-    for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-lock")):
+    for stale in (*journal_files(path), Path(f"{path}-lock")):
         stale.unlink(missing_ok=True)
     start_ns = time.time_ns() - DAYS * 86_400 * 1_000_000_000
     step_ns = DAYS * 86_400 * 1_000_000_000 // records

@@ -354,15 +354,15 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
                 raise CliError(str(exc), EXIT_USAGE) from None
             hint = ("" if os.access(path.absolute().parent, os.W_OK) else
                     f" (SQLite reads a journal by writing its -shm beside it, and {path.absolute().parent} is "
-                    "read-only: copy the file, with its -wal, to a writable directory and verify the copy)")
+                    "read-only: copy the file, with its -wal and -head, to a writable directory and verify the copy)")
             raise CliError(f"{exc}{hint}", EXIT_FAILURE) from None
         result = {"journal": str(path), "ok": checked.ok, "checked": checked.checked,
                   "first_bad_seq": checked.first_bad_seq, "problem": checked.problem}
     if not result["ok"]:
         if as_json:
             emit_json(result)
-        raise CliError(f"{result['journal']}: chain broken at record {result['first_bad_seq']}: {result['problem']}",
-                       EXIT_INTEGRITY)
+        raise CliError(str(JournalCorrupt(result["journal"], result["first_bad_seq"], result["problem"])),
+                       EXIT_INTEGRITY)  # the line a check on open's refusal gives
     emit(result, as_json, lambda out: out.print(f"{result['journal']}: ok, {result['checked']} records verified"))
 
 

@@ -33,7 +33,7 @@ from cardd.config import (DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigErro
 from cardd.daemon.app import Daemon, StartupError, release
 from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
-from cardd.journal import Journal, JournalBusy, JournalError
+from cardd.journal import Journal, JournalBusy, JournalError, journal_files
 from cardd.logs import configure_logging
 from core.errors import CarddError
 from core.files import FileRefused, output_directory_problem, read_problem
@@ -86,8 +86,8 @@ def check_config(path: str) -> tuple[CarddConfig, list[str]]:
 def journal_not_writable(journal: Path) -> str | None:
     """What stops this user (the service's, under ``--check-config`` as docs/install.md runs it)
     from writing ``journal``: its directory, missing or not writable (core.files'
-    output_directory_problem, as cardctl's and cardbench's output files; SQLite makes the -wal and
-    -shm files there too), or one of its files left owned by another user (say, a technician's tool
+    output_directory_problem, as cardctl's and cardbench's output files; its -wal, -shm and -head
+    files are made there too), or one of its files left owned by another user (say, a technician's tool
     run as root); None if nothing."""
     user = f"the user running cardd (uid {os.getuid()})"
     directory = journal.parent
@@ -95,9 +95,9 @@ def journal_not_writable(journal: Path) -> str | None:
     if problem is not None:
         if not directory.is_dir():  # the daemon creates the journal, never its directory (the unit's StateDirectory)
             return problem
-        return (f"{problem} (SQLite makes the journal and its -wal and -shm files there): make it the service "
+        return (f"{problem} (the journal and its -wal, -shm and -head files are made there): make it the service "
                 f"user's (chown cardd:cardd {directory})")
-    for file in (journal, journal.with_name(journal.name + "-wal"), journal.with_name(journal.name + "-shm")):
+    for file in journal_files(journal):
         if file.exists() and not os.access(file, os.R_OK | os.W_OK):
             return f"{file}: {user} cannot write it: make it the service user's (chown cardd:cardd {file})"
     return None

@@ -11,7 +11,7 @@ and the guarantees after a crash or a power cut.
 from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalEntryError, JournalError,
                      JournalExportError, JournalNotFound, JournalWriteError)
 from .journal import (QUICK_CHECK_RECORDS, Encoded, ExportFile, ExportResult, Journal, PruneResult, RetentionStatus,
-                      VerifyResult, WriterLock)
+                      VerifyResult, WriterLock, journal_files)
 from .records import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START,
                       KIND_STOP, SEVERITIES, Entry, Record, input_of)
 from .schema import MIN_RETENTION_DAYS
@@ -21,5 +21,5 @@ __all__ = [
     "JournalCorrupt", "JournalEntryError", "JournalError", "JournalExportError", "JournalNotFound",
     "JournalWriteError", "KIND_COMMAND", "KIND_EVENT", "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START",
     "KIND_STOP", "MIN_RETENTION_DAYS", "PruneResult", "QUICK_CHECK_RECORDS", "Record", "RetentionStatus",
-    "SEVERITIES", "VerifyResult", "WriterLock", "input_of",
+    "SEVERITIES", "VerifyResult", "WriterLock", "input_of", "journal_files",
 ]

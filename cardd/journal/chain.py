@@ -78,8 +78,8 @@ def _diagnose(seq: int, expected: int, prev: bytes, last: bytes, body: bytes, di
     if seq < expected:
         return ChainBreak(expected, f"record seq {seq} is out of order")
     if seq > expected:
-        missing = f"{expected}" if seq == expected + 1 else f"{expected}..{seq - 1}"
-        return ChainBreak(expected, f"record(s) {missing} missing (deleted?)")
+        missing = f"record {expected}" if seq == expected + 1 else f"records {expected}..{seq - 1}"
+        return ChainBreak(expected, f"{missing} missing (deleted?)")
     if prev != last:
         return ChainBreak(seq, "its previous-hash does not match the record before it (deleted, inserted or reordered?)")
     if hashlib.sha256(prev + body).digest() != digest:

@@ -26,6 +26,7 @@ from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalErr
                      JournalNotFound, JournalWriteError)
 from .export import write_export
 from .files import fsync_dir
+from .head_file import CommittedHead, HeadFile, head_file_path, read_head_file, write_new
 from .records import (GENESIS_HASH, KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, SEVERITIES, Entry,
                       Record, canonical_json, chain_values, check_entries, iso_ns, plain_canonical_json,
                       reference_canonical_json, to_ns)
@@ -128,6 +129,12 @@ class PruneResult:
     record_seq: int | None  # the "prune" record, None when nothing was pruned
 
 
+def journal_files(path: Path) -> tuple[Path, ...]:
+    """The files the journal at ``path`` is kept in: its database file, SQLite's WAL and -shm
+    beside it, and its head file (head_file.py). A copy of the journal is a copy of all that exist."""
+    return (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"), head_file_path(path))
+
+
 class Journal:
     """Open with :meth:`Journal.open`; close (or use as a context manager) when done."""
 
@@ -143,6 +150,8 @@ class Journal:
         #: never takes ``_lock``, so commits go on while it copies
         self._checkpointer: sqlite3.Connection | None = None
         self._checkpoint_lock = threading.Lock()
+        #: the writer's note of each commit outside SQLite (head_file.py); None when read-only
+        self._head_file: HeadFile | None = None
 
     # ---- opening and closing -------------------------------------------------------------
 
@@ -152,9 +161,11 @@ class Journal:
              quick_check_records: int = QUICK_CHECK_RECORDS, writer_lock: WriterLock | None = None) -> "Journal":
         """Open the journal at ``path`` and check it: the stored head, the last
         ``quick_check_records`` records of the chain, the record count, the anchor, the latest
-        snapshot. ``create`` makes a new journal only where no file exists. ``writer_lock``: the
-        writer's lock already held (:meth:`hold_writer_lock`), handed over to the journal whatever
-        the outcome. Raises :class:`JournalCorrupt` for any damage, never a raw sqlite3 error."""
+        snapshot, the head committed (its head file) and the file's size. ``create`` makes a new
+        journal only where no file exists. ``writer_lock``: the writer's lock already held
+        (:meth:`hold_writer_lock`), handed over to the journal whatever the outcome. Raises
+        :class:`JournalCorrupt` for any damage, never a raw sqlite3 error; a journal refused is left
+        as it was found."""
         path = Path(path).absolute()
         held = None if writer_lock is None else writer_lock.hand_over()
         try:
@@ -172,16 +183,17 @@ class Journal:
             raise
         lock_fd = held if held is not None or readonly else _take_writer_lock(path)
         try:
-            conn = _connect(path, readonly)
-            journal = cls(path, conn, lock_fd, retention_days=retention_days, clock=clock)
+            conn, head = _open_checked(path, readonly, quick_check_records)
         except BaseException:
             _release(lock_fd)
             raise
+        journal = cls(path, conn, lock_fd, retention_days=retention_days, clock=clock)
+        journal._head = (head.seq, head.hash)
         try:
-            journal._check_on_open(quick_check_records)
             if not readonly:
                 fsync_dir(path.parent)  # the WAL file now exists: make its directory entry durable
                 journal._mark_current_version()
+                journal._head_file = _keep_head_file(path, head)
         except BaseException:
             journal.close()
             raise
@@ -203,6 +215,9 @@ class Journal:
                 self._checkpointer = None
             with self._lock:
                 self._conn.close()  # the last connection: it checkpoints the rest of the WAL
+                if self._head_file is not None:
+                    self._head_file.close()
+                    self._head_file = None
                 _release(self._lock_fd)
                 self._lock_fd = None
 
@@ -278,6 +293,8 @@ class Journal:
                 raise JournalWriteError(f"journal {self.path}: append of {count} record(s) failed, nothing "
                                         f"written: {cause}", cause) from None
             self._head = (seq, prev)
+            if count and self._head_file is not None:
+                self._head_file.record(seq, prev)
         return list(range(first + 1, seq + 1))
 
     def checkpoint(self) -> int:
@@ -302,6 +319,8 @@ class Journal:
                 _busy, wal_pages, copied = self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             except sqlite3.Error as exc:
                 raise _as_journal_error(self.path, exc) from None
+            if self._head_file is not None:  # the commits noted since the last call, durable too
+                self._head_file.sync()
         return max(0, wal_pages - copied)
 
     # ---- restoring -------------------------------------------------------------------------
@@ -406,8 +425,12 @@ class Journal:
         conn = _connect(self.path, readonly=True)
         try:
             conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+            try:
+                outside = _look_outside(self.path)
+            except JournalCorrupt as exc:
+                return VerifyResult(False, 0, exc.seq, exc.problem)
             conn.execute("BEGIN")  # one read snapshot: the head and the records agree
-            return _full_check(conn, self.path, processes, parallel_from)
+            return _full_check(conn, self.path, processes, parallel_from, outside)
         except sqlite3.Error as exc:
             return VerifyResult(False, 0, None, f"damaged SQLite file: {sqlite_problem(exc)}")
         finally:
@@ -533,37 +556,68 @@ class Journal:
         with self._lock:
             self._guarded(mark)
 
-    def _check_on_open(self, quick_check_records: int) -> None:
-        conn = self._conn
-        try:
-            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if application_id != APPLICATION_ID:
-                raise JournalCorrupt(self.path, None, f"an SQLite file but not a cardd journal "
-                                     f"(application_id {application_id:#x})")
-            if version not in READABLE_SCHEMA_VERSIONS:
-                raise JournalError(f"journal {self.path} has schema version {version}; this cardd reads "
-                                   f"version{'s' if len(READABLE_SCHEMA_VERSIONS) > 1 else ''} "
-                                   f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
-            missing = _missing_guards(conn)
-            if missing:
-                raise JournalCorrupt(self.path, None, missing)
-        except sqlite3.Error as exc:
-            raise _as_journal_error(self.path, exc) from None
-        try:
-            conn.execute("BEGIN")
-            try:
-                self._head = _quick_check(self.path, conn, quick_check_records)
-            finally:
-                conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            error = _as_journal_error(self.path, exc)
-            if isinstance(error, JournalCorrupt):  # a damaged page: walk the chain to name the first bad seq
-                error = JournalCorrupt(self.path, _first_unreadable_seq(conn), error.problem)
-            raise error from None
-
-
 # ---- module helpers: opening --------------------------------------------------------------
+
+def _open_checked(path: Path, readonly: bool, quick_check_records: int) -> tuple[sqlite3.Connection, CommittedHead]:
+    """The journal's connection and its head, once the check on open found it sound. The check
+    reads through a read-only connection, which leaves the file as it found it when it refuses:
+    the last writable connection to close copies the WAL's readable part into the database file
+    and deletes the WAL, and with a damaged WAL that is the frames after the damage, and the
+    records in them, gone."""
+    checker = _connect(path, readonly=True)
+    try:
+        head = _check_on_open(path, checker, quick_check_records)
+        if readonly:
+            return checker, head
+        conn = _connect(path, readonly=False)
+    except BaseException:
+        checker.close()
+        raise
+    checker.close()  # after the writer's connection opened: not the last, so no checkpoint either way
+    return conn, head
+
+
+def _check_on_open(path: Path, conn: sqlite3.Connection, quick_check_records: int) -> CommittedHead:
+    try:
+        application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if application_id != APPLICATION_ID:
+            raise JournalCorrupt(path, None, f"an SQLite file but not a cardd journal "
+                                 f"(application_id {application_id:#x})")
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise JournalError(f"journal {path} has schema version {version}; this cardd reads "
+                               f"version{'s' if len(READABLE_SCHEMA_VERSIONS) > 1 else ''} "
+                               f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}")
+        missing = _missing_guards(conn)
+        if missing:
+            raise JournalCorrupt(path, None, missing)
+    except sqlite3.Error as exc:
+        raise _as_journal_error(path, exc) from None
+    outside = _look_outside(path)
+    try:
+        conn.execute("BEGIN")
+        try:
+            head_seq, head_hash = _quick_check(path, conn, quick_check_records, outside)
+        finally:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        error = _as_journal_error(path, exc)
+        if isinstance(error, JournalCorrupt):  # a damaged page: walk the chain to name the first bad seq
+            error = JournalCorrupt(path, _first_unreadable_seq(conn), error.problem)
+        raise error from None
+    return CommittedHead(head_seq, head_hash)
+
+
+def _keep_head_file(path: Path, head: CommittedHead) -> HeadFile:
+    try:
+        return HeadFile.keep(path, head)
+    except OSError as exc:
+        full = _full_disk(path, exc)
+        if full is not None:  # no room to make one (a journal of a release before it)
+            raise _disk_full(path, full) from None
+        raise JournalError(f"journal {path}: its head file {head_file_path(path)} cannot be written: "
+                           f"{exc.strerror}") from None
+
 
 def _create(path: Path) -> None:
     """Build the empty journal beside ``path`` and rename it into place, so a file at ``path``
@@ -583,10 +637,14 @@ def _create(path: Path) -> None:
             conn.close()  # the last connection checkpoints the WAL into the file and removes it
         with open(building, "rb+") as built:
             os.fsync(built.fileno())
+        # a head file left by a journal that was here before (moved aside) is not this one's
+        write_new(path, CommittedHead(0, GENESIS_HASH), like=building)
         os.rename(building, path)
         fsync_dir(path.parent)
     except (OSError, sqlite3.Error) as exc:
         building.unlink(missing_ok=True)
+        if not path.exists():  # the head file written for the journal that was not made
+            head_file_path(path).unlink(missing_ok=True)
         full = _full_disk(path, exc)
         if full is not None:
             raise JournalWriteError(f"journal {path} cannot be created: the disk holding it is full ({full[0]} bytes "
@@ -671,15 +729,20 @@ def _size_or_none(file: Path) -> int | None:
 def _as_journal_error(path: Path, exc: sqlite3.Error) -> JournalError:
     full = _full_disk(path, exc)
     if full is not None:  # an I/O error on a full disk (the -shm cannot grow) is no damage
-        return JournalWriteError(f"journal {path}: the disk holding it is full ({full[0]} bytes free in {path.parent}; "
-                                 f"{full[1]}): free space there; the journal is not damaged",
-                                 f"disk full: {full[0]} bytes free in {path.parent}")
+        return _disk_full(path, full)
     name = sqlite_code(exc) or ""
     if name.startswith("SQLITE_NOTADB"):  # SQLite's answer for another file and for a journal's damaged header alike
         return JournalCorrupt(path, None, f"not an SQLite database, or its header is damaged ({name})")
     if any(name.startswith(code) for code in _DAMAGE_CODES):
         return JournalCorrupt(path, None, f"damaged SQLite file: {sqlite_problem(exc)}")
     return JournalError(f"journal {path}: {sqlite_problem(exc)}")
+
+
+def _disk_full(path: Path, full: tuple[int, str]) -> JournalWriteError:
+    """What the journal says when the disk holding it is too full to open it (_full_disk's answer)."""
+    return JournalWriteError(f"journal {path}: the disk holding it is full ({full[0]} bytes free in {path.parent}; "
+                             f"{full[1]}): free space there; the journal is not damaged",
+                             f"disk full: {full[0]} bytes free in {path.parent}")
 
 
 def _full_disk(path: Path, exc: BaseException) -> tuple[int, str] | None:
@@ -713,7 +776,7 @@ def _first_unreadable_seq(conn: sqlite3.Connection) -> int | None:
     return None if result.broken is None else result.broken.seq
 
 
-def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[int, bytes]:
+def _quick_check(path: Path, conn: sqlite3.Connection, records: int, outside: "_Outside") -> tuple[int, bytes]:
     """The checks an open can afford on a 90-day journal; returns the head (seq, hash)."""
     head_seq, head_hash = conn.execute("SELECT seq, hash FROM head").fetchone()
     anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
@@ -741,9 +804,9 @@ def _quick_check(path: Path, conn: sqlite3.Connection, records: int) -> tuple[in
         raise JournalCorrupt(path, result.broken.seq, result.broken.problem)
     if (result.last_seq, result.last_hash) != (head_seq, head_hash):
         raise JournalCorrupt(path, result.last_seq + 1, "the chain does not end at the stored head")
-    for problem_seq, problem in (_anchor_problem(conn, anchor_seq, anchor_hash), _snapshot_problem(conn, head_seq)):
-        if problem is not None:
-            raise JournalCorrupt(path, problem_seq, problem)
+    problem_seq, problem = _problem_beyond_the_chain(conn, (anchor_seq, anchor_hash), (head_seq, head_hash), outside)
+    if problem is not None:
+        raise JournalCorrupt(path, problem_seq, problem)
     return head_seq, head_hash
 
 
@@ -764,9 +827,10 @@ def _missing_guards(conn: sqlite3.Connection) -> str | None:
 
 
 def _full_check(conn: sqlite3.Connection, path: Path | None = None, processes: int = 1,
-                parallel_from: int = PARALLEL_VERIFY_RECORDS) -> VerifyResult:
+                parallel_from: int = PARALLEL_VERIFY_RECORDS, outside: "_Outside | None" = None) -> VerifyResult:
     """The whole chain on ``conn``'s read snapshot; with ``path``, a long one in ``processes``
-    stretches side by side (chain.walk_in_processes)."""
+    stretches side by side (chain.walk_in_processes); with ``outside``, what the files beside the
+    records say (the head committed, the file's size) checked against it too."""
     missing = _missing_guards(conn)
     if missing:
         return VerifyResult(False, 0, None, missing)
@@ -781,10 +845,86 @@ def _full_check(conn: sqlite3.Connection, path: Path | None = None, processes: i
     if (result.last_seq, result.last_hash) != (head_seq, head_hash):
         return VerifyResult(False, result.checked, min(result.last_seq, head_seq) + 1,
                             f"the chain ends at seq {result.last_seq} but the stored head is seq {head_seq}")
-    for problem_seq, problem in (_anchor_problem(conn, anchor_seq, anchor_hash), _snapshot_problem(conn, head_seq)):
-        if problem is not None:
-            return VerifyResult(False, result.checked, problem_seq, problem)
+    problem_seq, problem = _problem_beyond_the_chain(conn, (anchor_seq, anchor_hash), (head_seq, head_hash), outside)
+    if problem is not None:
+        return VerifyResult(False, result.checked, problem_seq, problem)
     return VerifyResult(True, result.checked, None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outside:
+    """What the journal's files say beside its records, read before the read snapshot the check
+    runs on begins, so neither can be ahead of it: the head file is written after each commit
+    returned, and the database file grows only to pages already committed (a checkpoint copies
+    them, and sizes the file for them first)."""
+    path: Path
+    committed: CommittedHead | None  # the head file's, None when there is none
+    size: int  # the database file's bytes
+
+
+def _look_outside(path: Path) -> _Outside:
+    committed = read_head_file(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise JournalError(f"journal {path} cannot be looked at: {exc.strerror}") from None
+    return _Outside(path, committed, size)
+
+
+def _problem_beyond_the_chain(conn: sqlite3.Connection, anchor: tuple[int, bytes], head: tuple[int, bytes],
+                              outside: _Outside | None) -> tuple[int | None, str | None]:
+    """Once the chain is sound up to the stored head: the anchor, the latest snapshot, the head
+    committed and the file's size, the first problem found (seq, what) or (None, None)."""
+    found = [_anchor_problem(conn, *anchor), _snapshot_problem(conn, head[0])]
+    if outside is not None:
+        found += [_committed_problem(conn, outside, anchor, head), (None, _size_problem(conn, outside))]
+    return next(((seq, problem) for seq, problem in found if problem is not None), (None, None))
+
+
+def _committed_problem(conn: sqlite3.Connection, outside: _Outside, anchor: tuple[int, bytes],
+                       head: tuple[int, bytes]) -> tuple[int | None, str | None]:
+    """The chain must hold the last record its head file says was committed, as committed: the
+    WAL read only up to a damaged frame is a shorter chain, sound in itself, without the commits
+    after the damage."""
+    committed = outside.committed
+    if committed is None:
+        return None, None
+    noted = f"its head file {head_file_path(outside.path).name} holds seq {committed.seq}"
+    if committed.seq > head[0]:
+        first = head[0] + 1
+        lost = f"record {first} was" if first == committed.seq else f"records {first}..{committed.seq} were"
+        return first, (f"{lost} committed but the journal ends at seq {head[0]} ({noted}): its WAL was damaged "
+                       "or removed, or the file was replaced by an older copy")
+    if committed.seq < anchor[0]:
+        return None, None  # pruned since (a head file behind by months: nothing left to compare it with)
+    stored: bytes | None
+    if committed.seq == head[0]:
+        stored = head[1]
+    elif committed.seq == anchor[0]:
+        stored = anchor[1]
+    else:
+        row = conn.execute("SELECT hash FROM records WHERE seq = ?", (committed.seq,)).fetchone()
+        stored = None if row is None else row[0]
+    if stored != committed.hash:
+        return committed.seq, (f"record {committed.seq} is not the record committed as seq {committed.seq} "
+                               f"({noted} with another hash): the chain up to it was rewritten or replaced")
+    return None, None
+
+
+def _size_problem(conn: sqlite3.Connection, outside: _Outside) -> str | None:
+    """Every byte of the database file must be in one of its pages. SQLite reads a file only up to
+    the size its header states and never looks at what follows, so bytes appended to it would pass
+    every other check (and the next complete checkpoint cuts them off unseen). The file may end
+    before its last page (pages only the WAL holds yet, a checkpoint cut short; a page cut short
+    is found by the walk that reads it), never after it: the journal never shrinks (no VACUUM;
+    pruned pages stay, free)."""
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    end, size = page_size * pages, outside.size
+    if size > end:
+        return (f"{size - end} bytes follow the last of its {pages} pages (byte {end} on, of {size}): "
+                "appended to the file, or its WAL lost pages it had")
+    return None
 
 
 def _anchor_problem(conn: sqlite3.Connection, anchor_seq: int, anchor_hash: bytes) -> tuple[int | None, str | None]:

@@ -26,7 +26,7 @@ from cardd.cli.main import main as cardctl_main
 from cardd.journal import Journal
 from cardd.cli.table import retention_line
 from tests.cli.cli_rig import CARDCTL, cardctl, device_urls, start_round
-from tests.journal.journal_helpers import journal_of_cards, tamper
+from tests.journal.journal_helpers import deleted_and_rechained, forge_head_file, journal_of_cards, tamper
 from tests.support.groups import unix_groups
 from tests.daemon.daemon_rig import Daemon, simulate, wait_until, write_config
 from tests.support.pipes import run_into_closed_pipe, run_until_first_line_read
@@ -375,19 +375,56 @@ def test_verify_journal_through_the_daemon_and_on_a_file_names_the_first_bad_rec
     assert cardctl(None, "verify-journal", "--file", str(directory / "nope.sqlite3")).code == 2
 
 
-@pytest.mark.parametrize("damage", ["an edited record", "not SQLite"])
+@pytest.mark.parametrize("damage", ["an edited record", "not SQLite", "bytes appended"])
 def test_verify_journal_file_json_answers_a_journal_damaged_at_open_on_stdout(tmp_path, damage):
     copy = journal_of_cards(tmp_path / "copy.sqlite3", 30)
     if damage == "an edited record":
         tamper(copy, "UPDATE records SET reason = 'TAMPERED' WHERE seq = 25")
-    else:
+    elif damage == "not SQLite":
         copy.write_bytes(b"not a database at all" * 300)
+    else:
+        with open(copy, "ab") as file:
+            file.write(os.urandom(5000))
     run = cardctl(None, "verify-journal", "--file", str(copy), "--json")
     assert run.code == 5
     answer = run.json()  # the one JSON document a script reads, as for a chain verify() finds broken
     assert answer["ok"] is False and answer["journal"] == str(copy) and answer["problem"]
     assert answer["first_bad_seq"] == (25 if damage == "an edited record" else None)
     assert str(copy) in run.one_line_error()
+    if damage == "bytes appended":
+        assert answer["problem"].startswith("5000 bytes follow the last of its ")
+        assert cardctl(None, "verify-journal", "--file", str(copy)).one_line_error() == \
+            f"cardctl: journal {copy} is corrupt (first bad seq unknown): {answer['problem']}"
+
+
+def test_verify_journal_through_the_daemon_finds_bytes_appended_to_its_file(daemon, directory):
+    """The running daemon's verify: the same line as a check of the file, no seq to name."""
+    path = directory / "journal.sqlite3"
+    for _ in range(3):
+        size = path.stat().st_size
+        with open(path, "ab") as file:
+            file.write(os.urandom(5000))
+        run = cardctl(daemon.socket_path, "verify-journal")
+        if path.stat().st_size == size + 5000:
+            break  # (a checkpoint after a new record cuts them off: the next complete one does)
+    assert run.code == 5
+    line = run.one_line_error()
+    assert line.startswith(f"cardctl: journal {path} is corrupt (first bad seq unknown): ") and \
+        " bytes follow the last of its " in line, line
+
+
+@pytest.mark.parametrize("gone", [1, 100, 199])
+def test_verify_journal_file_names_a_deleted_record_whose_chain_was_rehashed(tmp_path, gone):
+    """Every hash after it recomputed, the head and its head file rewritten to match: only the
+    run of seqs shows the gap, wherever it is."""
+    copy = journal_of_cards(tmp_path / "copy.sqlite3", 200)
+    tamper(copy, *deleted_and_rechained(copy, gone))
+    forge_head_file(copy)
+    run = cardctl(None, "verify-journal", "--file", str(copy))
+    assert run.code == 5
+    assert run.one_line_error() == f"cardctl: journal {copy} is corrupt at seq {gone}: record {gone} missing (deleted?)"
+    answer = cardctl(None, "verify-journal", "--file", str(copy), "--json").json()
+    assert (answer["ok"], answer["first_bad_seq"], answer["problem"]) == (False, gone, f"record {gone} missing (deleted?)")
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import (
@@ -23,6 +25,8 @@ from tests.daemon.daemon_rig import (
     simulate, state_dir, wait_devices, wait_until, write_config,
 )
 from simulators.rig import SimulatedTable
+from tests.cli.cli_rig import cardctl
+from tests.support.powercut import flip_bytes, middle_of_frame, stored_head, wal_frames_not_copied
 
 CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
 
@@ -272,20 +276,26 @@ def test_automatic_shuffle_rules_without_a_shuffler_are_a_warning_of_check_confi
         "cardd: warning: ")]
 
 
-def test_a_corrupt_journal_refuses_to_start_in_one_line(directory):
+@pytest.mark.parametrize("damage", ["an edit", "bytes appended"])
+def test_a_corrupt_journal_refuses_to_start_in_one_line(directory, damage):
     with simulate(directory) as daemon:
         daemon.client().close()
         assert daemon.stop()[0] == 0
-    with sqlite3.connect(directory / "journal.sqlite3") as conn:  # an edit behind the chain's back
-        conn.execute("DROP TRIGGER IF EXISTS records_no_update")
-        triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
-        for name in triggers:
-            conn.execute(f"DROP TRIGGER {name}")
-        conn.execute("UPDATE records SET who = 'mallory' WHERE seq = 1")
+    if damage == "an edit":
+        with sqlite3.connect(directory / "journal.sqlite3") as conn:  # an edit behind the chain's back
+            conn.execute("DROP TRIGGER IF EXISTS records_no_update")
+            triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
+            for name in triggers:
+                conn.execute(f"DROP TRIGGER {name}")
+            conn.execute("UPDATE records SET who = 'mallory' WHERE seq = 1")
+    else:
+        with open(directory / "journal.sqlite3", "ab") as file:  # after the last checkpoint (the stop's)
+            file.write(os.urandom(5000))
     result = run_cardd("--simulate", "--state-dir", str(directory), "--log-format", "json")
     assert result.returncode == 1
     line = [l for l in result.stderr.splitlines() if l.startswith("cardd:")]
     assert len(line) == 1 and "corrupt" in line[0] and "journal.sqlite3" in line[0], result.stderr
+    assert damage == "an edit" or "5000 bytes follow the last of its " in line[0], line[0]
     assert "Traceback" not in result.stderr
 
 
@@ -313,6 +323,45 @@ def test_watch_since_a_seq_the_journal_has_not_reached_is_refused_in_one_line(di
         assert [e["seq"] for e in client.events] == list(range(head + 1, seq + 1))  # no gap, none twice
         client.close()
         assert daemon.stop()[0] == 0
+
+
+def test_a_wal_damaged_after_a_kill_while_dealing_stops_the_start_naming_the_records_lost(directory):
+    """SIGKILL while the shoe deals, then 8 bytes flipped in a WAL frame no checkpoint had copied:
+    SQLite reads the WAL up to that frame and no further, a shorter chain sound in itself. The
+    daemon must not go on from it (reusing the lost records' seqs): it stops naming them, as
+    cardctl verify-journal does, and leaves the WAL as it found it."""
+    path = directory / "journal.sqlite3"
+    wal = Path(f"{path}-wal")
+    for _ in range(3):  # a kill just after a checkpoint leaves no frame to damage: deal again
+        daemon = Daemon(["--simulate", "--state-dir", str(directory)], directory / "cardd.sock")
+        client = daemon.client()
+        if client.state()["shoe"]["state"] == "idle":
+            shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))
+        before = client.state()["shoe"]["cards_out"]
+        client.ok("sim_deal", cards=40)
+        client.wait_state(lambda s: s["shoe"]["cards_out"] >= before + 20)
+        daemon.kill()
+        client.close()
+        frames = wal_frames_not_copied(path)
+        if len(frames) >= 4:
+            break
+    else:
+        raise AssertionError("every kill came just after a checkpoint")
+    committed = stored_head(path)
+    flip_bytes(wal, middle_of_frame(wal, frames[len(frames) // 2]))
+    first = stored_head(path) + 1
+    assert first <= committed
+    damaged = wal.read_bytes()
+    result = run_cardd("--simulate", "--state-dir", str(directory), "--log-format", "json")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("cardd:")]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    lost = f"record {first} was" if first == committed else f"records {first}..{committed} were"
+    assert f"journal {path} is corrupt at seq {first}: {lost} committed but the journal ends at seq {first - 1}" \
+        in lines[0], lines[0]
+    assert wal.read_bytes() == damaged
+    verified = cardctl(None, "verify-journal", "--file", str(path), "--json")
+    assert verified.code == 5 and verified.json()["first_bad_seq"] == first
+    assert wal.read_bytes() == damaged
 
 
 def test_a_second_daemon_on_the_same_socket_refuses_in_one_line(directory):

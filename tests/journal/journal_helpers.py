@@ -5,7 +5,9 @@ import sqlite3
 from pathlib import Path
 
 from cardd.journal import Entry, Journal
-from cardd.journal.schema import TRIGGERS
+from cardd.journal.head_file import CommittedHead, write_new
+from cardd.journal.records import body_bytes, record_hash
+from cardd.journal.schema import RECORD_COLUMNS, TRIGGERS
 
 DAY_NS = 86_400 * 1_000_000_000
 # 2020-01-01T00:00:00Z: old enough that the SQL guard (the machine's clock minus 90 days) allows pruning
@@ -68,3 +70,38 @@ def damage_page_of(path: Path, seq: int) -> None:
     with open(path, "r+b") as file:
         file.seek(page)
         file.write(b"\xa5" * 4096)
+
+
+def rechained_from(path: Path, seq: int, prev: bytes) -> list[str]:
+    """SQL giving record ``seq`` the previous-hash ``prev`` and every record from it (and the
+    head) the hashes that follow: a chain sound in itself from ``seq`` on, not joined to the
+    record before it."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute(f"SELECT {RECORD_COLUMNS} FROM records WHERE seq >= ? ORDER BY seq", (seq,)).fetchall()
+    conn.close()
+    statements = []
+    for row in rows:
+        digest = record_hash(prev, body_bytes(*row[:9]))
+        statements.append(f"UPDATE records SET prev = x'{prev.hex()}', hash = x'{digest.hex()}' WHERE seq = {row[0]}")
+        prev = digest
+    return statements + [f"UPDATE head SET hash = x'{prev.hex()}'"]
+
+
+def deleted_and_rechained(path: Path, seq: int) -> list[str]:
+    """SQL deleting record ``seq`` and re-hashing every record after it onto the one before it,
+    the head rewritten to match: each link sound, only the run of seqs shows the gap."""
+    conn = sqlite3.connect(path)
+    before = conn.execute("SELECT hash FROM records WHERE seq = ?", (seq - 1,)).fetchone()
+    anchor = conn.execute("SELECT hash FROM anchor").fetchone()[0]
+    conn.close()
+    return [f"DELETE FROM records WHERE seq = {seq}", *rechained_from(path, seq + 1, anchor if before is None else before[0]),
+            "UPDATE head SET seq = (SELECT max(seq) FROM records)"]
+
+
+def forge_head_file(path: Path) -> None:
+    """Write the journal's head file anew to say its stored head was committed, as someone who
+    rewrote the chain can (it is a check on what the disk did, not a seal)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    seq, digest = conn.execute("SELECT seq, hash FROM head").fetchone()
+    conn.close()
+    write_new(path, CommittedHead(seq, digest), like=path)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cardd.journal import Journal, JournalCorrupt
-from tests.journal.journal_helpers import damage_page_of, journal_of_cards, tamper
+from tests.journal.journal_helpers import (DAY_NS, FakeClock, damage_page_of, deleted_and_rechained, fill,
+                                           forge_head_file, journal_of_cards, tamper)
 
 RECORDS = 200  # 20 rounds of 10
 
@@ -75,6 +76,57 @@ def test_a_deletion_anywhere_is_found_at_open_by_the_count(path):
     assert error.seq == 3 and "3 missing" in error.problem
 
 
+@pytest.mark.parametrize("gone", [1, 2, 100, 190, 199])  # the first, far from the head, in the last 10, next to it
+@pytest.mark.parametrize("quick_check_records", [1000, 10])
+def test_a_deleted_record_with_the_chain_rehashed_after_it_is_named_at_open(path, gone, quick_check_records):
+    """Every hash after it recomputed, the head and its head file rewritten to match, as someone
+    holding the files can: each link is sound, only the run of seqs shows the gap."""
+    tamper(path, *deleted_and_rechained(path, gone))
+    forge_head_file(path)
+    for readonly in (True, False):
+        error = open_error(path, readonly=readonly, quick_check_records=quick_check_records)
+        assert (error.seq, error.problem) == (gone, f"record {gone} missing (deleted?)")
+
+
+def test_records_deleted_with_the_chain_rehashed_are_named_as_a_range(path):
+    tamper(path, *deleted_and_rechained(path, 101))
+    tamper(path, *deleted_and_rechained(path, 100))
+    forge_head_file(path)
+    error = open_error(path)
+    assert (error.seq, error.problem) == (100, "records 100..101 missing (deleted?)")
+
+
+@pytest.mark.parametrize("gone", [1, 66, 67, 100, 133, 150])  # three stretches: 1..66, 67..132, 133..200
+@pytest.mark.parametrize("processes", [1, 3])
+def test_a_deleted_record_with_the_chain_rehashed_is_named_by_verify_in_stretches(path, gone, processes):
+    with Journal.open(path, readonly=True) as journal:
+        tamper(path, *deleted_and_rechained(path, gone))
+        forge_head_file(path)
+        result = journal.verify(processes=processes, parallel_from=0)
+    assert (result.ok, result.first_bad_seq, result.problem) == (False, gone, f"record {gone} missing (deleted?)")
+
+
+def test_a_deleted_record_right_after_the_anchor_with_the_chain_rehashed_is_named(tmp_path):
+    clock = FakeClock()
+    path = tmp_path / "j.db"
+    with Journal.open(path, create=True, clock=clock) as journal:
+        fill(journal, rounds=20, per_round=5, clock=clock, step_ns=10 * DAY_NS)
+        journal.export(tmp_path / "a.jsonl")
+        anchor = journal.prune().through_seq
+    tamper(path, *deleted_and_rechained(path, anchor + 1))
+    forge_head_file(path)
+    error = open_error(path)
+    assert (error.seq, error.problem) == (anchor + 1, f"record {anchor + 1} missing (deleted?)")
+
+
+def test_the_last_record_deleted_with_the_head_rewritten_is_named_by_the_head_file(path):
+    """No record after it to show the gap, its snapshot deleted too: only what the head file says
+    was committed does."""
+    tamper(path, *deleted_and_rechained(path, 200), "DELETE FROM snapshots WHERE seq = 200")
+    error = open_error(path)
+    assert error.seq == 200 and error.problem.startswith("record 200 was committed but the journal ends at seq 199")
+
+
 def test_a_file_that_is_not_sqlite(tmp_path):
     path = tmp_path / "j.db"
     path.write_text("this is a shopping list, not a journal\n" * 20)
@@ -97,6 +149,33 @@ def test_a_truncated_main_file(path):
     os.truncate(path, os.path.getsize(path) // 2)
     error = open_error(path)
     assert "malformed" in error.problem and error.seq is None  # SQLite reads nothing at all: no seq to name
+
+
+@pytest.mark.parametrize("appended", [5000, 2 * 4096, 1])  # random bytes; two whole pages of them; one
+def test_bytes_appended_to_the_file_are_refused_at_open_and_left_there(path, appended):
+    """SQLite reads the file only up to the size its header states: what follows passed every check."""
+    size = path.stat().st_size
+    with open(path, "ab") as file:
+        file.write(os.urandom(appended))
+    for readonly in (True, False):
+        error = open_error(path, readonly=readonly)
+        assert error.seq is None and error.problem == (
+            f"{appended} bytes follow the last of its {size // 4096} pages (byte {size} on, of {size + appended}): "
+            "appended to the file, or its WAL lost pages it had")
+        assert path.stat().st_size == size + appended  # a refused open cuts nothing off
+
+
+def test_bytes_appended_under_an_open_journal_are_found_by_verify(path):
+    with Journal.open(path) as journal:
+        fill(journal, rounds=1)
+        journal.checkpoint()  # the WAL copied into the file: what is appended now follows its pages
+        assert journal.verify().ok
+        size = path.stat().st_size
+        with open(path, "ab") as file:
+            file.write(os.urandom(5000))
+        result = journal.verify()
+        assert (result.ok, result.first_bad_seq) == (False, None)
+        assert (result.problem or "").startswith(f"5000 bytes follow the last of its {size // 4096} pages")
 
 
 def test_a_damaged_page_names_the_first_record_that_cannot_be_read(path):
@@ -138,7 +217,7 @@ def test_a_copy_in_a_directory_that_cannot_be_written_is_read_as_it_stands(path,
     reader writes beside the file, so cardctl verify-journal --file failed on a journal that was fine.
     The directory's answer is the boundary mocked here (root writes anywhere): what is checked is that
     nothing is written beside the file and that damage is still found."""
-    for side in ("-wal", "-shm", "-lock"):  # the file alone, as copied
+    for side in ("-wal", "-shm", "-lock", "-head"):  # the file alone, as copied
         path.with_name(path.name + side).unlink(missing_ok=True)
     writable = os.access
     mocker.patch("cardd.journal.journal.os.access",

@@ -1,11 +1,15 @@
 """What a power cut mid-write leaves of an SQLite WAL, shared by the journal's and the daemon's
 power-cut tests: where the durable part of the WAL ends (read from the -shm a killed writer
-left behind) and the damage to what follows it (cut at a random byte, or the last page torn)."""
+left behind) and the damage to what follows it (cut at a random byte, or the last page torn);
+and damage inside the durable part, which no power cut makes (a bad sector, a flipped bit)."""
 from __future__ import annotations
 
 import os
 import random
+import shutil
+import sqlite3
 import struct
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,3 +53,42 @@ def cut_wal(wal: Path, committed: Committed, rng: random.Random, tear: bool) -> 
     cut = rng.randrange(durable_end, len(data))
     os.truncate(wal, cut)
     return f"cut at byte {cut} of {len(data)} (durable up to {durable_end})"
+
+
+def wal_frames_not_copied(journal_path: str | Path) -> range:
+    """The WAL frames (1-based) a killed writer left that no checkpoint had begun to copy into the
+    database file: after nBackfill and nBackfillAttempted (u32s at bytes 96 and 128 of the -shm,
+    its checkpoint information), up to mxFrame. Damage to one of them is damage only the WAL holds."""
+    with open(f"{journal_path}-shm", "rb") as shm:
+        header = shm.read(136)
+    copied = max(struct.unpack_from("=I", header, 96)[0], struct.unpack_from("=I", header, 128)[0])
+    return range(copied + 1, struct.unpack_from("=I", header, 16)[0] + 1)
+
+
+def middle_of_frame(wal: Path, frame: int) -> int:
+    """The offset of the middle of the page WAL frame ``frame`` (1-based) carries."""
+    with open(wal, "rb") as file:
+        page_size = int.from_bytes(file.read(12)[8:12], "big")
+    return WAL_HEADER + (frame - 1) * (FRAME_HEADER + page_size) + FRAME_HEADER + page_size // 2
+
+
+def flip_bytes(file: Path, at: int, count: int = 8) -> None:
+    """Invert ``count`` bytes of ``file`` from offset ``at``, as a bad sector or a flipped bit can."""
+    data = bytearray(file.read_bytes())
+    data[at:at + count] = bytes(byte ^ 0xFF for byte in data[at:at + count])
+    file.write_bytes(data)
+
+
+def stored_head(journal_path: Path) -> int:
+    """The seq of the head as SQLite itself reads a journal and its WAL (no cardd code), on a copy of
+    the two, so the files themselves are left as they are."""
+    copy = journal_path.with_name(journal_path.name + ".peek")
+    for suffix in ("", "-wal"):
+        if Path(f"{journal_path}{suffix}").exists():
+            shutil.copyfile(f"{journal_path}{suffix}", f"{copy}{suffix}")
+    try:
+        with closing(sqlite3.connect(copy)) as conn:
+            return int(conn.execute("SELECT seq FROM head").fetchone()[0])
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{copy}{suffix}").unlink(missing_ok=True)
