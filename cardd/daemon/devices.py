@@ -183,9 +183,11 @@ def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
 
 
 async def run_device_command(name: str, args: dict[str, Any], devices: Devices, decks: int,
-                             public_key: Path | None, shuffle_started: Callable[[], None],
+                             public_key: Path | None, shuffle_started: Callable[[dict[str, Any]], None],
                              who: str) -> dict[str, Any]:
-    """Do technician command ``name`` for ``who``; returns what the device said (for the journal record)."""
+    """Do technician command ``name`` for ``who``; returns what the device said (for the journal
+    record). ``shuffle_started(result)`` is called as StartShuffle goes to the shuffler: the
+    shuffle's operator and its command record are journaled before the shuffler reports on it."""
     try:
         if name == "selftest":
             conn = devices.connected(parse_args(name, args, DeviceArgs).device)
@@ -208,9 +210,10 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
         if name == "start_shuffle":
             parse_args(name, args, _Args)
             conn = devices.connected("shuffler")
-            shuffle_started()
+            asked = {"decks": decks}
+            shuffle_started(asked)
             await conn.send(StartShuffle(decks))
-            return {"decks": decks}
+            return asked
         if name == "firmware_update":
             return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key, who)
     except (CommandFailed, TableError):  # the table's refusal (start_shuffle) reads as any refused command's
