@@ -40,14 +40,19 @@ from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import EventIndexError
 from firmware_bridge.firmware import SignedImage, load_public_key, update_firmware
-from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, FaultCleared,
-                                      FaultCode, Message, SelfTest, SelfTestResult, StartShuffle)
+from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, Fault,
+                                      FaultCleared, FaultCode, Message, SelfTest, SelfTestResult, ShuffleComplete,
+                                      ShuffleProgress, StartShuffle)
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
 #: configuration name -> the tracker's device model name
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 #: a firmware image is read whole; larger files are refused before reading
 MAX_IMAGE_BYTES = 16 << 20
+#: what a shuffler reports once a shuffle has started (counting, done at once, or stopped on a fault)
+SHUFFLE_STARTED = (ShuffleProgress, ShuffleComplete, Fault)
+#: how long a shuffler may take to say a shuffle started, or refuse it
+SHUFFLE_START_TIMEOUT_S = 10.0
 #: the reason codes of lost events the connection reports (docs/deal-tracking.md)
 EVENT_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST}
 
@@ -187,7 +192,8 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
                              who: str) -> dict[str, Any]:
     """Do technician command ``name`` for ``who``; returns what the device said (for the journal
     record). ``shuffle_started(result)`` is called as StartShuffle goes to the shuffler: the
-    shuffle's operator and its command record are journaled before the shuffler reports on it."""
+    shuffle's operator and its command record are journaled before the shuffler reports on it.
+    A device's Refused of any of these ends it at once, its reason in the error."""
     try:
         if name == "selftest":
             conn = devices.connected(parse_args(name, args, DeviceArgs).device)
@@ -212,7 +218,8 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
             conn = devices.connected("shuffler")
             asked = {"decks": decks}
             shuffle_started(asked)
-            await conn.send(StartShuffle(decks))
+            # its first report says it started (the shuffle may stop on a fault at once); a Refused says why not
+            await conn.send_expecting(StartShuffle(decks), SHUFFLE_STARTED, timeout=SHUFFLE_START_TIMEOUT_S)
             return asked
         if name == "firmware_update":
             return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key, who)
