@@ -86,6 +86,8 @@ class Reason(enum.StrEnum):
     RULES_CHANGED = "RULES_CHANGED"
     # appended later: the shoe reader's count (its Status after each handshake) against the table's
     SHOE_COUNT_MISMATCH = "SHOE_COUNT_MISMATCH"  # the shoe holds more or fewer cards than the table expects
+    # appended later: a void that lets in the next shoe (devices/tracker/table.py)
+    NEXT_SHOE_TAKES_OVER = "NEXT_SHOE_TAKES_OVER"  # the next shoe's reports came in with the void: it is the shoe now
 
 
 @dataclass(frozen=True, slots=True, init=False)
