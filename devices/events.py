@@ -88,6 +88,8 @@ class Reason(enum.StrEnum):
     SHOE_COUNT_MISMATCH = "SHOE_COUNT_MISMATCH"  # the shoe holds more or fewer cards than the table expects
     # appended later: a device that asks for a handshake again and again (raised by the daemon)
     DEVICE_FLAPPING = "DEVICE_FLAPPING"  # re-identified or reset its link soon after each handshake: backed off
+    # appended later: a void that lets in the next shoe (devices/tracker/table.py)
+    NEXT_SHOE_TAKES_OVER = "NEXT_SHOE_TAKES_OVER"  # the next shoe's reports came in with the void: it is the shoe now
 
 
 @dataclass(frozen=True, slots=True, init=False)

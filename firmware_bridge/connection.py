@@ -42,7 +42,7 @@ from firmware_bridge.delivery import DeliveryStats, EventDelivery
 from firmware_bridge.errors import EventIndexError, LinkError, MessagesOverflow, RequestTimeout, SessionClosed
 from firmware_bridge.identity import IdentityTracker
 from firmware_bridge.messages import DropReason, Event, EventsDropped, Ident, Message
-from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind
+from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind, refusal_of
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
@@ -233,12 +233,15 @@ class DeviceConnection:
         except SessionClosed as exc:
             raise LinkDown(self.url, f"device went away before it answered {type(msg).__name__}") from exc
 
-    async def send_expecting(self, msg: Message, expect: type[M], timeout: float = 1.0) -> M:
-        """Send ``msg`` and return the next ``expect`` the device reports, whatever way it comes.
+    async def send_expecting(self, msg: Message, expect: type[M] | tuple[type[M], ...], timeout: float = 1.0) -> M:
+        """Send ``msg`` and return the next ``expect`` (a type, or any of several) the device
+        reports, whatever way it comes.
 
         For a command whose effect is an event (ClearFault -> FaultCleared): a 1.1 device reports
         it as a numbered event, never as the command's answer, so :meth:`request` would wait in vain.
-        Raises RequestTimeout after ``timeout`` seconds, LinkDown while the device is away.
+        The device's Refused of ``msg`` ends the wait as RequestRefused with the device's reason,
+        as it does a request's. Raises RequestTimeout after ``timeout`` seconds, LinkDown while
+        the device is away.
         """
         sub = _Subscriber(self.config.messages_limit)
         self._subscribers.add(sub)  # before sending: the event cannot slip past
@@ -250,11 +253,14 @@ class DeviceConnection:
                         item = sub.items.popleft()
                         if isinstance(item, expect):
                             return item
+                        refusal = refusal_of(self.url, msg.TYPE, item)
+                        if refusal is not None:
+                            raise refusal
                     sub.wake.clear()
                     await sub.wake.wait()
         except TimeoutError:
-            raise RequestTimeout(f"{self.url}: no {expect.__name__} within {timeout}s after "
-                                 f"{type(msg).__name__}") from None
+            expected = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
+            raise RequestTimeout(f"{self.url}: no {expected} within {timeout}s after {type(msg).__name__}") from None
         finally:
             self._subscribers.discard(sub)
 

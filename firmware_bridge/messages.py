@@ -628,5 +628,5 @@ def decode(payload: bytes) -> Message:
 
 
 def message_types() -> dict[int, type[Message]]:
-    """Every message class by type code (for docs and tests)."""
+    """Every message class by type code (for docs and tests, and to name the message a device refused)."""
     return dict(_REGISTRY)

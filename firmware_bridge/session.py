@@ -65,6 +65,7 @@ from firmware_bridge.messages import (
     StatusRequest,
     decode,
     encode,
+    message_types,
 )
 from firmware_bridge.staleness import Clock, Staleness
 
@@ -86,6 +87,7 @@ class SessionEventKind(enum.StrEnum):
     EVENT_GAP = "event_gap"  # event indexes skipped: detail names the missing range (1.1)
     EVENTS_DROPPED = "events_dropped"  # the device no longer has events asked for again (1.1)
     FLAPPING = "flapping"  # handshakes asked for again and again, each soon after the last (the connection's)
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,18 @@ class Need(enum.Enum):
 
     HANDSHAKE = "handshake"  # the link is up and nobody has said HELLO on it yet
     LINK_RESET = "link_reset"  # the link failed: reset it (after a backoff delay)
+
+
+def refusal_of(device: str, request_type: int, msg: Message) -> RequestRefused | None:
+    """The error for ``msg`` when it is the device's Refused of a message of type ``request_type``
+    (its reason in it, the message named: every refusal a device gives reaches whoever asked);
+    None for any other message. The one reading of a refusal, for requests and for commands
+    whose effect is an event alike."""
+    if not isinstance(msg, Refused) or msg.request_type != request_type:
+        return None
+    refused = message_types().get(request_type)
+    name = refused.__name__ if refused is not None else f"message 0x{request_type:02x}"
+    return RequestRefused(f"{device}: device refused {name}: {msg.reason}")
 
 
 class DeviceSession:
@@ -426,9 +440,9 @@ class DeviceSession:
         return False
 
     def _settle(self, fut: asyncio.Future[Any], expect: type[Message], request_type: int, msg: Message) -> bool:
-        if isinstance(msg, Refused) and msg.request_type == request_type:
-            why = f"{self.device}: device refused message 0x{request_type:02x}: {msg.reason}"
-            fut.set_exception(RequestRefused(why))
+        refusal = refusal_of(self.device, request_type, msg)
+        if refusal is not None:
+            fut.set_exception(refusal)
             return True
         if isinstance(msg, expect):
             fut.set_result(msg)

@@ -77,7 +77,18 @@ class SimulatedShuffler(SimulatedDevice):
 
     def close_door(self) -> None:
         self.set_faults(door_open=False)
-        self.clear_fault(FaultCode.DOOR_OPEN)
+
+    def set_faults(self, **changes: Any) -> None:
+        """As every device's; the ``door_open`` switch is the door itself, so setting it at run time
+        moves the door: opened, Fault(DOOR_OPEN) at once; closed, the fault's cause is gone and it
+        clears (FaultCleared, whatever raised it), as a door sensor's fault does on a real shuffler."""
+        super().set_faults(**changes)
+        if "door_open" not in changes:
+            return
+        if not self.faults.door_open:
+            self.clear_fault(FaultCode.DOOR_OPEN)
+        elif FaultCode.DOOR_OPEN not in self.active_faults:
+            self.raise_fault(FaultCode.DOOR_OPEN)
 
     def cards_held(self) -> int:
         return len(self._output) or len(self._loaded)

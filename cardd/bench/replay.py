@@ -34,12 +34,12 @@ import msgspec
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.api.protocol import Event
-from cardd.bench.runner import BenchRig, ScenarioResult, StepFailed, run_scenario
+from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, ScenarioResult, StepFailed, run_scenario
 from cardd.bench.scenario import Scenario, Step, Wait, load_scenario
 from cardd.config import RULES_DIR
 from cardd.cli.trace import (
-    ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Commanded, Handled, Said, Trace, TraceDevice,
-    TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
+    ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Answered, Commanded, Handled, Said, Trace,
+    TraceDevice, TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
 )
 from cardd.daemon.devices import MODEL_NAMES
 from cardd.journal import INPUT_KEY, KIND_EVENT
@@ -261,6 +261,25 @@ def trace_files(paths: list[Path]) -> list[Path]:
     return out
 
 
+class _InFlight:
+    """A recorded command sent on a thread of its own with its own client: ``got`` its outcome."""
+
+    def __init__(self, entry: Commanded, client: ApiClient) -> None:
+        self.entry = entry
+        self.got = "no outcome"
+        self.thread = threading.Thread(target=self._send, args=(client,), name=f"replay {entry.name}", daemon=True)
+
+    def _send(self, client: ApiClient) -> None:
+        try:
+            with client:
+                client.command(self.entry.name, **self.entry.args)
+            self.got = "ack"
+        except CommandRefused as exc:
+            self.got = f"refused:{exc.code}"
+        except ClientError as exc:  # the daemon went away: said as the outcome, checked as any
+            self.got = f"error: {exc}"
+
+
 class _Replay:
     """The traced devices behind ptys, a fresh daemon on them, and the stream played in order."""
 
@@ -284,11 +303,20 @@ class _Replay:
         self.rig = BenchRig(self.scenario, trace.path, directory, sim=sim)
         #: devices whose line is cut (unplugged, or every byte lost): what they say is not waited for
         self.cut_off: set[str] = set()
+        #: the command sent last, its outcome not checked yet (see _command)
+        self.in_flight: _InFlight | None = None
+        self.at = 0  # the stream's entry being played
 
     def run(self) -> list[str]:
         with self.rig as rig:
-            for entry in self.trace.entries:
-                self.play(entry)
+            try:
+                for at, entry in enumerate(self.trace.entries):
+                    self.at = at
+                    self.play(entry)
+                self._outcome()
+            finally:
+                if self.in_flight is not None:  # a replay that failed meanwhile: the thread ends with the daemon
+                    self.in_flight.thread.join(timeout=TAKE_TIMEOUT_S)
             unanswered = [answer for endpoint in self.endpoints.values()
                           for queue in endpoint.device.answers.values() for answer in queue]
             if unanswered:
@@ -310,14 +338,8 @@ class _Replay:
         elif isinstance(entry, Handled):
             self._hand(entry)
         elif isinstance(entry, Commanded):
-            try:
-                self.rig.api().command(entry.name, **entry.args)
-                got = "ack"
-            except CommandRefused as exc:
-                got = f"refused:{exc.code}"
-            if got != entry.outcome:
-                raise ReplayError(f"{self.where(entry.line)}: {entry.name}: recorded {entry.outcome}, "
-                                  f"the replay got {got}")
+            self._outcome()  # the commands reach the daemon one after the other, in the recorded order
+            self._command(entry)
         elif isinstance(entry, Waited):
             try:
                 step = msgspec.convert({**entry.until, "do": "wait"}, Wait)
@@ -328,6 +350,46 @@ class _Replay:
             except StepFailed as exc:
                 raise ReplayError(f"{self.where(entry.line)}: wait: {exc}") from None
         # an Answered entry is the device's, given when the daemon sends that request
+
+    def _command(self, entry: Commanded) -> None:
+        """Send the command and wait for its outcome, or, when the trace has the daemon ask a device
+        for something right after it, until the device has been asked: the daemon is at work on the
+        command then, and it may wait for a device's word on it that comes later in the stream
+        (start_shuffle: the shuffler's first report), so the stream goes on. Its outcome is checked
+        before the next command and at the end. Its own client: the rig's serves the waits meanwhile."""
+        assert self.rig.client is not None
+        in_flight = _InFlight(entry, ApiClient(self.rig.client.path, pace_s=REQUEST_INTERVAL_S))
+        in_flight.thread.start()
+        self.in_flight = in_flight
+        asked = self._asked_after()
+        deadline = time.monotonic() + TAKE_TIMEOUT_S + 5
+        while in_flight.thread.is_alive() and not (asked is not None and self._answered(asked)):
+            if time.monotonic() > deadline:
+                raise ReplayError(f"{self.where(entry.line)}: {entry.name}: no outcome within {TAKE_TIMEOUT_S + 5:g} s")
+            time.sleep(0.002)
+
+    def _asked_after(self) -> Answered | None:
+        """The request the trace has the daemon send a device right after the command being played."""
+        following = self.trace.entries[self.at + 1:self.at + 2]
+        return following[0] if following and isinstance(following[0], Answered) else None
+
+    def _answered(self, asked: Answered) -> bool:
+        """The daemon sent the device the request ``asked`` (the device has given its recorded answer)."""
+        endpoint = self.endpoints[asked.device]
+        return bool(endpoint.call(lambda: asked not in endpoint.device.answers.get(asked.request, ())))
+
+    def _outcome(self) -> None:
+        """The outcome of the command in flight, as recorded (ReplayError otherwise)."""
+        in_flight, self.in_flight = self.in_flight, None
+        if in_flight is None:
+            return
+        entry = in_flight.entry
+        in_flight.thread.join(timeout=TAKE_TIMEOUT_S + 5)
+        if in_flight.thread.is_alive():
+            raise ReplayError(f"{self.where(entry.line)}: {entry.name}: no outcome within {TAKE_TIMEOUT_S + 5:g} s")
+        if in_flight.got != entry.outcome:
+            raise ReplayError(f"{self.where(entry.line)}: {entry.name}: recorded {entry.outcome}, "
+                              f"the replay got {in_flight.got}")
 
     def _hand(self, entry: Handled) -> None:
         endpoint = self.endpoints[entry.device]

@@ -235,6 +235,8 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "take_seat": "seat take", "leave_seat": "seat leave", "ask_for_box": "seat ask-for-box",
     "placement_error": "round placement-error", "cards_to_box_without_wager": "round cards-to-box-without-wager",
 }
+#: an API command's argument a refusal names as the way forward, as cardctl's option for it
+CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe"}
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
 #: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with
@@ -261,8 +263,11 @@ def in_cardctl_words(line: str) -> str:
     if head is not None and head["name"] in CARDCTL_COMMANDS:
         line = CARDCTL_COMMANDS[head["name"]] + line[head.end("name"):]
         start = len(CARDCTL_COMMANDS[head["name"]])
+    rest = line[start:]
+    for (name, arg), option in CARDCTL_OPTIONS.items():  # "void_shoe next_shoe=true": one cardctl command line
+        rest = rest.replace(f"{name} {arg}", f"cardctl {CARDCTL_COMMANDS[name]} {option}")
     return line[:start] + _NEXT.sub(lambda m: f"cardctl {CARDCTL_COMMANDS[m[0]]}" if m[0] in CARDCTL_COMMANDS
-                                    else m[0], line[start:])
+                                    else m[0], rest)
 
 
 def run_command(client: ApiClient, name: str, **args: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rich.text import Text
 from cardd.api.client import ApiClient
 from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, in_cardctl_words, \
     json_option, money, run_command, to_builtins
+from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.cards import Card
 from core.errors import CarddError
 from core.parse_errors import json_text_problem
@@ -134,6 +135,20 @@ def outcome_of(client: ApiClient, seq: int, reasons: tuple[str, ...]) -> dict[st
 #: how many records after a command's own are searched for what it caused (the same commit's,
 #: with at most a few device reads that came in between)
 OUTCOME_WINDOW = 50
+
+
+def caused_by(client: ApiClient, seq: int) -> list[dict[str, Any]]:
+    """The events the command journaled at ``seq`` caused: the table journals them right behind
+    its input, in the same commit (before the ACK), up to the next input: a record that is no
+    event, or a card read's event (which carries its read)."""
+    with api_errors():
+        after = client.log(from_seq=seq + 1, limit=OUTCOME_WINDOW).records
+    caused = []
+    for record in after:
+        if record.kind != KIND_EVENT or INPUT_KEY in record.data:
+            break
+        caused.append(dict(to_builtins(record)))
+    return caused
 
 
 # ---- round ---------------------------------------------------------------------------------
@@ -542,16 +557,37 @@ def shoe_group() -> None:
     """
 
 
+#: what a void of the shoe is seen to do, in the order the journal has it: the live round void, the
+#: alarms it closed, the shoe void, and the next shoe that took its place
+VOID_EFFECTS = ("ROUND_VOID", "ALARM_CLEARED", "SHOE_VOID", "NEXT_SHOE_TAKES_OVER")
+
+
 @shoe_group.command("void")
+@click.option("--next-shoe", is_flag=True,
+              help="void the next shoe, the one that took the place of the shoe voided last (a void without "
+                   "this is refused then: it may be the last void again)")
 @json_option
-def shoe_void(as_json: bool) -> None:
-    """Void the whole shoe (supervisor).
+def shoe_void(next_shoe: bool, as_json: bool) -> None:
+    """Void the whole shoe (supervisor), and say what that did: the live round void, the shoe with
+    its cards out, and the next shoe if one, shuffled while this one was in play, takes its place.
 
     \b
     Example:
       cardctl shoe void
+      cardctl shoe void --next-shoe
     """
-    table_command("void_shoe", as_json)
+    words = cardctl_words("void_shoe")
+    with daemon() as client:
+        record = run_command(client, "void_shoe", **({"next_shoe": True} if next_shoe else {}))
+        caused = caused_by(client, record["seq"])
+    lines = [f"{words}: ok (journal seq {record['seq']})"]
+    for effect in caused:
+        if effect["reason"] == "NEXT_SHOE_TAKES_OVER":  # the table's own words: its way forward as cardctl's
+            lines.append(in_cardctl_words(effect["message"]))
+        elif effect["reason"] in VOID_EFFECTS:
+            lines.append(effect["message"])
+    emit({**record, "caused": caused}, as_json,
+         lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
 
 
 @shoe_group.command("hand-shuffled")

@@ -33,7 +33,7 @@ from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode, Event as ApiEvent
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
-from cardd.daemon.backend import DaemonBackend, Runner
+from cardd.daemon.backend import DaemonBackend, Given, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.parent import ParentWatch
@@ -269,12 +269,13 @@ class Daemon:
                     failure = str(exc)
                     log.warning("journal checkpoint failed", error=failure)
 
-    async def _device_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    async def _device_command(self, name: str, args: dict[str, Any], caller: Caller, given: Given) -> dict[str, Any]:
         assert self.devices is not None and self.service is not None
         service = self.service
 
-        def shuffle_started() -> None:  # who loaded the shuffler, for the verification record
-            service.apply(ShuffleStarted(caller.user), caller.user)
+        def shuffle_started(result: dict[str, Any]) -> None:
+            service.apply(ShuffleStarted(caller.user), caller.user)  # who loaded the shuffler: the verification names him
+            given(result)  # START_SHUFFLE before the shuffler's reports on it
 
         if name == "start_shuffle":  # before the shuffler hears of it: a hand-shuffle table's rules forbid it
             refused = service.table.machine_shuffle_refused()
@@ -284,7 +285,7 @@ class Daemon:
         return await run_device_command(name, args, self.devices, service.rules.decks,
                                         self.config.firmware.public_key, shuffle_started, caller.user)
 
-    async def _journal_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    async def _journal_command(self, name: str, args: dict[str, Any], caller: Caller, given: Given) -> dict[str, Any]:
         """verify_journal: the whole chain walked (off the loop: it reads the file through its own
         connection); export_journal: retention's."""
         assert self.journal is not None and self.retention is not None
@@ -296,7 +297,7 @@ class Daemon:
         return {"journal": str(self.journal.path), "ok": result.ok, "checked": result.checked,
                 "first_bad_seq": result.first_bad_seq, "problem": result.problem}
 
-    async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    async def _simulation_command(self, name: str, args: dict[str, Any], caller: Caller, given: Given) -> dict[str, Any]:
         assert self.simulation is not None and self.service is not None
         table = self.service.table
         waits = table.next_shoe_waits() if name == "sim_load_shoe" else None

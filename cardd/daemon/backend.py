@@ -2,6 +2,7 @@
 and COMMANDs, each through the table service's one path."""
 from __future__ import annotations
 
+import asyncio
 import difflib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -19,8 +20,14 @@ from cardd.journal.records import REASON_EXPORTED, REASON_PRUNED, SEVERITIES
 from core.errors import CarddError
 from devices.events import Reason
 
-#: a device or simulation command: (name, args, caller) -> what it did, for the journal record
-Runner = Callable[[str, dict[str, Any], Caller], Awaitable[dict[str, Any]]]
+#: journals a command's record now, with its result, while the command is under way (see :class:`Runner`)
+Given = Callable[[dict[str, Any]], None]
+#: a device, journal or simulation command: (name, args, caller, given) -> what it did, for the
+#: journal record. The record is journaled when the runner returns, after what the device
+#: answered; a runner whose result is known before the device hears of it (start_shuffle: the
+#: decks asked for) calls ``given(result)`` first, so the record comes before the device's reports
+#: on it, in the order things happened (a failure after it is journaled as COMMAND_REFUSED, after it)
+Runner = Callable[[str, dict[str, Any], Caller, Given], Awaitable[dict[str, Any]]]
 
 
 def journal_reasons() -> frozenset[str]:
@@ -94,8 +101,17 @@ class DaemonBackend:
         if spec.kind == "table":
             record = build_record(spec, args, caller)
             return await self.service.command(record, caller.user, caller.uid, name)
+        journaled: list[asyncio.Future[int]] = []  # the record's commit, once given
+
+        def given(result: dict[str, Any]) -> None:
+            if journaled:
+                raise RuntimeError(f"{name}: its record is journaled once")
+            index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
+                                                 source=spec.kind)
+            journaled.append(self.service.commit_of(index))
+
         try:
-            result = await self._runners[spec.kind](name, args, caller)
+            result = await self._runners[spec.kind](name, args, caller, given)
         except CarddError as exc:
             code = exc.code if isinstance(exc, CommandFailed) else "failed"
             # the client's line as the client got it (cut, one line): the text may quote what it sent
@@ -103,7 +119,11 @@ class DaemonBackend:
             index = self.service.journal_command(name, args, caller.user, caller.uid,
                                                  refused=line, source=spec.kind)
             await self.service.refusal_journaled(index)
+            if journaled:  # its outcome retrieved: kept like any record while the journal cannot write
+                await asyncio.gather(journaled[0], return_exceptions=True)
             raise CommandFailed(line, code=code) from None
+        if journaled:
+            return await journaled[0]
         index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
                                              source=spec.kind)
         return await self.service.commit_of(index)

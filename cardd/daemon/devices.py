@@ -48,12 +48,17 @@ from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import EventIndexError
 from firmware_bridge.firmware import SignedImage, read_image_file, read_public_key_file, update_firmware
-from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, FaultCleared,
-                                      FaultCode, Message, SelfTest, SelfTestResult, StartShuffle)
+from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, Fault,
+                                      FaultCleared, FaultCode, Message, SelfTest, SelfTestResult, ShuffleComplete,
+                                      ShuffleProgress, StartShuffle)
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
 #: configuration name -> the tracker's device model name
 MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
+#: what a shuffler reports once a shuffle has started (counting, done at once, or stopped on a fault)
+SHUFFLE_STARTED = (ShuffleProgress, ShuffleComplete, Fault)
+#: how long a shuffler may take to say a shuffle started, or refuse it
+SHUFFLE_START_TIMEOUT_S = 10.0
 #: the reason codes of the connection's events that are alarms: lost events, a flapping device (docs/deal-tracking.md)
 CONNECTION_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST,
                      SessionEventKind.FLAPPING: Reason.DEVICE_FLAPPING}
@@ -192,9 +197,12 @@ def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
 
 
 async def run_device_command(name: str, args: dict[str, Any], devices: Devices, decks: int,
-                             public_key: Path | None, shuffle_started: Callable[[], None],
+                             public_key: Path | None, shuffle_started: Callable[[dict[str, Any]], None],
                              who: str) -> dict[str, Any]:
-    """Do technician command ``name`` for ``who``; returns what the device said (for the journal record)."""
+    """Do technician command ``name`` for ``who``; returns what the device said (for the journal
+    record). ``shuffle_started(result)`` is called as StartShuffle goes to the shuffler: the
+    shuffle's operator and its command record are journaled before the shuffler reports on it.
+    A device's Refused of any of these ends it at once, its reason in the error."""
     try:
         if name == "selftest":
             conn = devices.connected(parse_args(name, args, DeviceArgs).device)
@@ -217,9 +225,11 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
         if name == "start_shuffle":
             parse_args(name, args, _Args)
             conn = devices.connected("shuffler")
-            shuffle_started()
-            await conn.send(StartShuffle(decks))
-            return {"decks": decks}
+            asked = {"decks": decks}
+            shuffle_started(asked)
+            # its first report says it started (the shuffle may stop on a fault at once); a Refused says why not
+            await conn.send_expecting(StartShuffle(decks), SHUFFLE_STARTED, timeout=SHUFFLE_START_TIMEOUT_S)
+            return asked
         if name == "firmware_update":
             return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key, who)
     except (CommandFailed, TableError):  # the table's refusal (start_shuffle) reads as any refused command's

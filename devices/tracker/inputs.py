@@ -204,6 +204,9 @@ class Redeal:
 class VoidShoe:
     who: str
     role: Role
+    #: the supervisor means the next shoe, the one that took the place of the shoe he voided last
+    #: (Shoe.after_void): a plain void of it is refused, as it may be the last void again
+    next_shoe: bool = False
 
 
 @dataclass(frozen=True, slots=True)

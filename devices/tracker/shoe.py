@@ -117,6 +117,9 @@ class Shoe(TableDriven):
         self.cards_out = 0
         self.burn_remaining = 0
         self.deferred: list[Message] = []
+        #: who voided the shoe this one took the place of: its reports had waited for that shoe's end and
+        #: came in with the void; None once it is loaded or another shoe starts (a void of it must say so)
+        self.after_void: str | None = None
         self._note: dict[str, Any] = {}
         self.machine = Machine(
             model=self, states=list(SHOE_STATES), transitions=[dict(t) for t in SHOE_TRANSITIONS],
@@ -207,6 +210,7 @@ class Shoe(TableDriven):
         are counted against it."""
         self.out.clear()
         self.cards_out = 0
+        self.after_void = None
         if self._on_load is not None:
             self._on_load()
 
@@ -315,8 +319,13 @@ class Shoe(TableDriven):
         return not (missing or extra)
 
     def void(self, who: str) -> None:
+        """Void the shoe; the next shoe's reports that waited for its end come in now, and the shoe
+        they start takes its place (:attr:`after_void` names who voided the one it replaced)."""
         self._fire("void_shoe", who=who, cards_out=self.cards_out)
+        self.after_void = None
         self._replay_deferred()
+        if self.state != "void":
+            self.after_void = who
 
     def next_shoe_released(self) -> None:
         """The table cleared what held the next shoe: the messages that waited for it are taken now."""
@@ -364,6 +373,7 @@ class Shoe(TableDriven):
         """Plain data: what left the shoe so far (never anything still inside it)."""
         return {
             "state": self.state, "cards_out": self.cards_out, "burn_remaining": self.burn_remaining,
+            "after_void": self.after_void,
             "out": {str(c): n for c, n in self.out.items() if n},
             "counted": None if self.counted is None else {str(c): n for c, n in self.counted.items() if n},
         }
@@ -372,6 +382,7 @@ class Shoe(TableDriven):
         self.machine.set_state(snap["state"])
         self.cards_out = snap["cards_out"]
         self.burn_remaining = snap["burn_remaining"]
+        self.after_void = snap.get("after_void")
         self.out = Counter({Card.parse(c): n for c, n in snap["out"].items()})
         counted = snap["counted"]
         self.counted = None if counted is None else {c: 0 for c in ALL_CARDS} | {Card.parse(c): n for c, n in counted.items()}

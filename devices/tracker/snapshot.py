@@ -45,12 +45,13 @@ from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
 
-SNAPSHOT_VERSION = 6  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
-#                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count)
+SNAPSHOT_VERSION = 7  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
+#                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count);
+#                       7: shoe.after_void (the next shoe that took a voided shoe's place)
 #: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round, a version 5
-#: a version 6 with no card put back and no count named. An older cardd refuses a newer one by its number
-#: (a rollback after this change: docs/journal.md)
-READABLE_VERSIONS = (4, 5, SNAPSHOT_VERSION)
+#: a version 6 with no card put back and no count named, a version 6 a version 7 whose shoe took no voided
+#: shoe's place. An older cardd refuses a newer one by its number (a rollback after this change: docs/journal.md)
+READABLE_VERSIONS = (4, 5, 6, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -123,6 +124,7 @@ class _Shoe(_Strict):
     burn_remaining: Count
     out: dict[str, Id]
     counted: dict[str, Count] | None
+    after_void: str | None = None  # none before version 7
 
 
 class _Alarm(_Strict):
@@ -263,7 +265,7 @@ def restore(rules: HouseRules, sink: EventSink, snap: Any, *, hold: bool = True,
 def _fill(table: Table, s: _Snapshot) -> None:
     shoe = table.shoe
     shoe.machine.set_state(s.shoe.state)
-    shoe.cards_out, shoe.burn_remaining = s.shoe.cards_out, s.shoe.burn_remaining
+    shoe.cards_out, shoe.burn_remaining, shoe.after_void = s.shoe.cards_out, s.shoe.burn_remaining, s.shoe.after_void
     shoe.out.clear()
     shoe.out.update(_counts(s.shoe.out, "$.shoe.out"))
     shoe.counted = None if s.shoe.counted is None else \

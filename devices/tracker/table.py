@@ -79,6 +79,14 @@ _SHOE_NOT_IN_PLAY = {
                     "shuffle a new one",
     "void": "the shoe is void: shuffle a new one",
 }
+#: what to do with the next shoe that took a voided shoe's place, by its state: it is a shoe of its own
+_NEXT_SHOE_WAY = {
+    "shuffling": "the shuffler is still shuffling it: load it once it is verified",
+    "verifying": "the shuffler is still counting it: load it once it is verified",
+    "verified": "it is verified, not loaded: load it and deal the burn card",
+    "refused": "the shuffler's count refused it: shuffle a new one",
+}
+_LOADED_ALREADY = "it is loaded already: deal from it"
 
 
 class Table:
@@ -769,8 +777,10 @@ class Table:
 
     def _void_shoe(self, inp: VoidShoe) -> None:
         who, role = inp.who, inp.role
-        if not self.shoe.may("void_shoe"):  # checked first: no override is journaled for a void that cannot happen
+        # checked first: no override is journaled for a void that cannot happen, or that may mean another shoe
+        if not self.shoe.may("void_shoe"):
             raise TableError(f"no shoe to void: the shoe is {self.shoe.state}")  # idle or void already
+        self._check_which_shoe(inp.next_shoe)
         require_supervisor(self._journal, "table", "void shoe", who, role, _VOID_SHOE)
         if self.round_live:
             self._void_round(Reason.SHOE_VOID, who, role)
@@ -778,6 +788,32 @@ class Table:
             self._emit(Reason.ALARM_CLEARED, f"alarm {alarm.id} ({alarm.reason}) cleared by {who}: the shoe is voided",
                        who=who, alarm=alarm.id, alarm_reason=alarm.reason)
         self.shoe.void(who)
+        if self.shoe.after_void is not None:  # the void let the next shoe in: said, with what a second void means
+            self._emit(Reason.NEXT_SHOE_TAKES_OVER, f"the next shoe, shuffled while the voided one was in play, takes "
+                       f"its place {self._next_shoe_now()}", who=who, state=self.shoe.state,
+                       cards_out=self.shoe.cards_out)
+
+    def _check_which_shoe(self, next_shoe: bool) -> None:
+        """A void of the next shoe that took the place of the shoe voided last must say it means that
+        one (``next_shoe``), and only such a void may: a plain void again may be the last one repeated."""
+        took_place = self.shoe.after_void is not None
+        if took_place and not next_shoe:
+            raise TableError(f"the shoe voided last is void already; the shoe now is the next one, shuffled while "
+                             f"that one was in play {self._next_shoe_now()}")
+        if not took_place and next_shoe:
+            raise TableError(f"no next shoe took a voided shoe's place: the shoe is {self.shoe.state}, "
+                             f"{self.shoe.cards_out} card(s) out; void it with {_VOID_SHOE} alone")
+
+    def _next_shoe_now(self) -> str:
+        """The shoe that took a voided shoe's place: its state and cards, what to do with it, and how to
+        void it ("(verified, 312 cards counted, 0 out): it is verified, ...; to void it too, say so: ...")."""
+        shoe = self.shoe
+        if shoe.state in ("verifying", "verified", "refused") and shoe.counted is not None:
+            now = f"{shoe.state}, {shoe.stack_cards} cards counted, {shoe.cards_out} out"
+        else:
+            now = f"{shoe.state}, {shoe.cards_out} card(s) out"
+        return (f"({now}): {_NEXT_SHOE_WAY.get(shoe.state, _LOADED_ALREADY)}; to void it too, say so: "
+                f"{_VOID_SHOE} next_shoe=true")
 
     def _holds_decided(self, who: str, how: str) -> None:
         """A supervisor decided the live round (resumed, voided, re-dealt it): its holds are over,

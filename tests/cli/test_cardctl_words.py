@@ -64,6 +64,11 @@ def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() ->
     assert in_cardctl_words("command 'void_shoe' needs the supervisor role; jdoe holds dealer") == \
         "command 'shoe void' needs the supervisor role; jdoe holds dealer"
     assert in_cardctl_words("clear_fault: the shuffler has no jam fault") == "clear-fault: the shuffler has no jam fault"
+    # a way forward with an argument: cardctl's option for it (CARDCTL_OPTIONS)
+    assert in_cardctl_words("void_shoe refused: the shoe voided last is void already; ...; to void it too, say so: "
+                            "void_shoe next_shoe=true") == \
+        ("shoe void refused: the shoe voided last is void already; ...; to void it too, say so: "
+         "cardctl shoe void --next-shoe")
 
 
 def test_words_that_are_not_commands_are_left_as_they_are() -> None:

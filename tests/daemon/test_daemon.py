@@ -24,6 +24,7 @@ from tests.daemon.daemon_rig import (
     CARDD, START_TIMEOUT, Client, Daemon, deal_one, open_and_bet, play_out, remove, run_cardd, shuffle_and_load, sim_deal,
     simulate, state_dir, wait_devices, wait_until, write_config,
 )
+from firmware_bridge.messages import DeckCheckResult, ShuffleComplete, ShuffleProgress, decode
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import cardctl
 from tests.support.powercut import flip_bytes, middle_of_frame, stored_head, wal_frames_not_copied
@@ -402,6 +403,25 @@ def test_technician_commands_reach_the_devices_and_are_journaled(directory):
         assert reply["class"] == "ERROR" and reply["code"] == "bad-args" and "device" in reply["message"]
         client.close()
         assert daemon.stop()[0] == 0
+
+
+def test_the_shuffle_command_is_journaled_before_the_shufflers_reports_on_it(directory):
+    """The journal's order is what happened: the technician's start_shuffle (who loaded the shuffler,
+    then the command) before every report of the shuffle it started, and its ACK names that record."""
+    with simulate(directory) as daemon:
+        client = daemon.client()
+        wait_devices(client)
+        seq = client.ok("start_shuffle")
+        client.wait_state(lambda s: s["shoe"]["state"] == "verified")
+        records = client.request({"class": "LOG", "from_seq": seq - 1})["records"]
+        client.close()
+    started, command, *after = records
+    assert (started["kind"], started["data"]["type"]) == ("input", "ShuffleStarted"), started
+    assert (command["seq"], command["reason"], command["data"]["result"]) == (seq, "START_SHUFFLE", {"decks": 6})
+    reports = [decode(bytes.fromhex(r["data"]["message"])) for r in after
+               if r["kind"] == "input" and r["source"] == "shuffler"]
+    kinds = [type(m) for m in reports if isinstance(m, (ShuffleProgress, ShuffleComplete, DeckCheckResult))]
+    assert kinds[0] is ShuffleProgress and kinds[-2:] == [ShuffleComplete, DeckCheckResult], kinds
 
 
 def test_a_missing_device_is_offline_never_fatal_and_a_command_for_it_names_it(directory):

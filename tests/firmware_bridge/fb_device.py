@@ -13,6 +13,7 @@ from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.link import Link, LinkConfig, discard_outcome
 from firmware_bridge.messages import (
     Calibrate,
+    ClearFault,
     DeviceRole,
     DeviceState,
     Hello,
@@ -97,6 +98,8 @@ class FakeDevice:
                 self.firmware_version = version
         elif isinstance(msg, Calibrate):
             self.send(Refused(msg.TYPE, "a shuffler has no optical reader"))
+        elif isinstance(msg, ClearFault):  # a fault whose cause is physical (a door): no command clears it
+            self.send(Refused(msg.TYPE, f"fault {msg.code.name} clears only when its cause is removed"))
 
 
 class DeviceLine:

@@ -14,11 +14,15 @@ from firmware_bridge.link import LinkState
 from firmware_bridge.messages import (
     Calibrate,
     CardRead,
+    ClearFault,
     Counters,
     CountersRequest,
+    FaultCleared,
+    FaultCode,
     Heartbeat,
     Hello,
     Ident,
+    Refused,
     Status,
     StatusRequest,
 )
@@ -182,9 +186,27 @@ def test_request_timeout_and_refusal_are_clear():
         await conn.open()
         with pytest.raises(RequestTimeout, match="no Counters within 0.05s after CountersRequest"):
             await conn.request(CountersRequest(), expect=Counters, timeout=0.05)
-        with pytest.raises(RequestRefused, match="refused message 0x35: a shuffler has no optical reader"):
+        with pytest.raises(RequestRefused, match="device refused Calibrate: a shuffler has no optical reader"):
             await conn.request(Calibrate(), expect=Ident)
         assert session_of(conn).stats.request_timeouts == 1
+        await conn.close()
+
+    run(main())
+
+
+def test_a_command_whose_effect_is_an_event_ends_with_the_devices_refusal():
+    """ClearFault's effect comes as an event (FaultCleared), never as its answer; a device that
+    will not clear the fault answers Refused, and that ends the wait with its reason (the wait
+    would otherwise run to its timeout and say only that nothing came)."""
+    async def main():
+        conn, _, _, messages, _ = connection()
+        await conn.open()
+        with pytest.raises(RequestRefused) as refused:
+            await conn.send_expecting(ClearFault(FaultCode.DOOR_OPEN), FaultCleared, timeout=10.0)
+        assert str(refused.value) == (f"{conn.url}: device refused ClearFault: fault DOOR_OPEN clears only when its "
+                                      "cause is removed")
+        assert [m for m in messages if isinstance(m, Refused)] == [
+            Refused(ClearFault.TYPE, "fault DOOR_OPEN clears only when its cause is removed")]  # the owner heard it too
         await conn.close()
 
     run(main())

@@ -128,6 +128,30 @@ def test_door_open_refuses_shuffles_until_closed(run_device):
     run_device(lambda: shuffler(door_open=True), body)
 
 
+def test_the_door_switch_at_run_time_opens_and_closes_the_door(run_device):
+    """``set_faults(door_open=...)`` (``sim_switches``) moves the door: opened, its fault at once;
+    closed, the fault's cause is gone and it clears, so the shuffler shuffles again."""
+    async def body(h):
+        h.device.set_faults(door_open=True)
+        assert h.of(Fault) == [Fault(FaultCode.DOOR_OPEN, 0, "door open")]
+        assert h.send(StatusRequest())[0].state is DeviceState.FAULT
+        [refused] = h.send(StartShuffle(6))
+        assert isinstance(refused, Refused) and "door open" in refused.reason
+        h.device.set_faults(door_open=True)  # open already: no second fault
+        assert len(h.of(Fault)) == 1
+        h.device.set_faults(door_open=False)
+        assert h.of(FaultCleared) == [FaultCleared(FaultCode.DOOR_OPEN)]
+        assert h.send(StatusRequest())[0].state is DeviceState.IDLE
+        assert h.send(StartShuffle(6)) == []
+        assert (await h.until(DeckCheckResult))[0].ok
+        h.device.raise_fault(FaultCode.DOOR_OPEN)  # a door fault however it came (cardd --simulate's sim_fault)
+        h.device.set_faults(drop_rate=0.0)  # other switches leave the door as it is
+        assert len(h.of(FaultCleared)) == 1
+        h.device.set_faults(door_open=False)  # closing the door ends it
+        assert h.of(FaultCleared) == [FaultCleared(FaultCode.DOOR_OPEN)] * 2
+    run_device(lambda: shuffler(), body)
+
+
 def test_face_up_card_stops_the_shuffle_at_its_position(run_device):
     async def body(h):
         h.send(StartShuffle(1))

@@ -170,3 +170,86 @@ def test_a_hand_shuffle_waits_while_a_round_of_a_shoe_refused_mid_round_is_on_th
     rig.table.apply(Redeal("sup-1", Role.SUPERVISOR))
     rig.table.apply(HandShuffled("dealer-1"))
     assert rig.table.shoe.state == "verified" and rig.table.placed() == rig.table.shoe.out == Counter()
+
+
+# ---- a void that lets the next shoe in -------------------------------------------------------
+
+SHUFFLER_RULES = RULE_FILES[0]  # casino-000: a shuffler shuffles, so the next shoe's reports wait
+
+
+def void_with_the_next_shoe_waiting(rig: TableRig) -> list[Event]:
+    """A shoe in play, the next one shuffled meanwhile (its reports wait), then the supervisor's
+    void of the shoe in play; the events the void caused."""
+    play_round(rig)
+    rig.table.apply(ShuffleStarted("dealer-1"))
+    rig.shuffle_ok()
+    assert rig.table.shoe.state == "in_play" and len(rig.table.shoe.deferred) == 3
+    return rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
+
+
+def test_a_void_says_the_next_shoe_takes_its_place_and_a_plain_void_again_is_refused() -> None:
+    rig = TableRig.from_file(SHUFFLER_RULES)
+    caused = void_with_the_next_shoe_waiting(rig)
+    voided = [e for e in caused if e.reason is Reason.SHOE_VOID]
+    assert [e.message for e in voided] == ["shoe: in_play -> void: cards out 6"]
+    took_over = caused[-1]  # said last: after the void and the reports it let in
+    assert (took_over.reason, took_over.severity, took_over.who) == (Reason.NEXT_SHOE_TAKES_OVER, Severity.INFO, "sup-1")
+    assert took_over.message == (
+        "the next shoe, shuffled while the voided one was in play, takes its place (verified, 312 cards counted, "
+        "0 out): it is verified, not loaded: load it and deal the burn card; to void it too, say so: "
+        "void_shoe next_shoe=true")
+    assert rig.table.shoe.state == "verified"
+
+    before = len(rig.events)
+    with pytest.raises(TableError) as refused:  # the same void again: it may mean the shoe voided already
+        rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
+    assert str(refused.value) == (
+        "the shoe voided last is void already; the shoe now is the next one, shuffled while that one was in play "
+        "(verified, 312 cards counted, 0 out): it is verified, not loaded: load it and deal the burn card; to void "
+        "it too, say so: void_shoe next_shoe=true")
+    assert rig.events[before:] == [] and rig.table.shoe.state == "verified"  # no override journaled, nothing lost
+
+    # a power cut now: the table still knows which shoe this is
+    restored = restore(rig.rules, rig.events.append, json.loads(json.dumps(snapshot(rig.table))), clock=rig.clock)
+    with pytest.raises(TableError, match="the shoe voided last is void already"):
+        restored.apply(VoidShoe("sup-1", Role.SUPERVISOR))
+
+    caused = rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR, next_shoe=True))  # said so: it goes
+    assert [e.reason for e in caused] == [Reason.OVERRIDE, Reason.SHOE_VOID]
+    assert caused[-1].message == "shoe: verified -> void: cards out 0"
+    with pytest.raises(TableError, match="no shoe to void: the shoe is void"):
+        rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR, next_shoe=True))
+
+
+def test_the_next_shoe_is_a_shoe_like_any_once_loaded() -> None:
+    rig = TableRig.from_file(SHUFFLER_RULES)
+    void_with_the_next_shoe_waiting(rig)
+    rig.load_and_burn()
+    with pytest.raises(TableError) as refused:  # next_shoe=true names a shoe that is not there now
+        rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR, next_shoe=True))
+    assert str(refused.value) == ("no next shoe took a voided shoe's place: the shoe is in_play, 1 card(s) out; "
+                                  "void it with void_shoe alone")
+    caused = rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
+    assert [e.reason for e in caused] == [Reason.OVERRIDE, Reason.SHOE_VOID]
+
+
+def test_a_void_with_nothing_waiting_lets_no_shoe_in() -> None:
+    rig = TableRig.from_file(SHUFFLER_RULES)
+    play_round(rig)
+    caused = rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))
+    assert Reason.NEXT_SHOE_TAKES_OVER not in [e.reason for e in caused] and rig.table.shoe.after_void is None
+    rig.table.apply(ShuffleStarted("dealer-1"))
+    rig.shuffle_ok()  # a shuffle after the void: a shoe of its own, voided as any
+    assert [e.reason for e in rig.table.apply(VoidShoe("sup-1", Role.SUPERVISOR))] == [Reason.OVERRIDE,
+                                                                                         Reason.SHOE_VOID]
+
+
+def test_a_version_6_snapshot_is_a_shoe_that_took_no_voided_shoes_place() -> None:
+    rig = TableRig.from_file(SHUFFLER_RULES)
+    void_with_the_next_shoe_waiting(rig)
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    assert (snap["version"], snap["shoe"]["after_void"]) == (7, "sup-1")
+    del snap["shoe"]["after_void"]
+    older = restore(rig.rules, rig.events.append, {**snap, "version": 6}, clock=rig.clock)
+    assert older.shoe.after_void is None and older.shoe.state == "verified"
+    assert [e.reason for e in older.apply(VoidShoe("sup-1", Role.SUPERVISOR))] == [Reason.OVERRIDE, Reason.SHOE_VOID]
