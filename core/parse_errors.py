@@ -43,6 +43,11 @@ class SyntaxProblem:
         where = self.where()
         return f"{where}: {said}" if where else said
 
+    def in_a_line(self) -> str:
+        """``not JSON: what (column 5)``, for one line of a file named by its number elsewhere."""
+        said = f"not JSON: {self.what}" if self.what else "not JSON"
+        return f"{said} (column {self.column})"
+
 
 # ---- TOML -----------------------------------------------------------------------------------
 

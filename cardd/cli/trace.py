@@ -256,9 +256,7 @@ def read_trace(path: Path) -> Trace:
                 raise ValueError(f"expected a JSON object, got {line[:40]!r}")
             entry = _entry(number, parsed, devices, single)
         except json.JSONDecodeError as exc:
-            syntax = json_text_problem(exc)
-            said = f"not JSON: {syntax.what}" if syntax.what else "not JSON"
-            raise TraceError(f"{path}:{number}: {said} (column {syntax.column})") from None
+            raise TraceError(f"{path}:{number}: {json_text_problem(exc).in_a_line()}") from None
         except KeyError as exc:
             raise TraceError(f"{path}:{number}: missing key {exc}") from None
         except (ValueError, MessageDecodeError) as exc:  # the checks' own words (_entry, _payload, decode)

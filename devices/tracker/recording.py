@@ -53,9 +53,7 @@ def load(path: Path) -> list[TableInput]:
             try:
                 records.append(from_json(json.loads(line)))
             except json.JSONDecodeError as exc:
-                syntax = json_text_problem(exc)
-                said = f"not JSON: {syntax.what}" if syntax.what else "not JSON"
-                raise InputDecodeError(f"{path}:{number}: {said} (column {syntax.column})") from None
+                raise InputDecodeError(f"{path}:{number}: {json_text_problem(exc).in_a_line()}") from None
             except InputDecodeError as exc:
                 raise InputDecodeError(f"{path}:{number}: {exc}") from None
     return records
