@@ -228,7 +228,11 @@ class DeviceSession:
         self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
         self._hand_on_held_back()
-        self._ask_status_now()  # after the events handed on: the device answers after what it resends
+        if self.connected:  # after the events handed on: the device answers after what it resends
+            self._ask_status_now()
+        # else the link was reset as the handshake ended (a RESET right behind the IDENT or the ACK of
+        # ResumeEvents): asked there, a 1.1 device not yet resumed on its new link would answer before
+        # the events it is to resend. The handshake on the new link, due now, asks.
         return ident
 
     def reset_link(self) -> None:
@@ -308,6 +312,8 @@ class DeviceSession:
         goes to ``on_message`` like any other; a request (not a bare send), so a request of the
         application waiting for a Status gets its own. No answer (a device that refuses it, or
         stays silent) is one log line and nothing more: nothing waits for it."""
+        if not self.connected:  # the link was reset since this was asked for: the next handshake asks
+            return
         try:
             await self.request(StatusRequest(), expect=Status, timeout=self.config.handshake_timeout)
         except ProtocolError as exc:  # reset, closed, silent or refused: the next handshake asks again
@@ -371,7 +377,14 @@ class DeviceSession:
         """Events a full buffer pushed out may have ended a fault: the device's Status says. Asked
         as it is handed on, so its answer comes after the events the device resends; not again while
         the handshake's own request waits (its answer comes after them too: one request)."""
-        if msg.reason is DropReason.OVERFLOW and (self._status_ask is None or self._status_ask.done()):
+        if msg.reason is DropReason.OVERFLOW:
+            self._ask_status_unless_asked()
+
+    def _ask_status_unless_asked(self) -> None:
+        """Ask for the Status, unless a request for it still waits (the device answers that one after
+        every event it numbered before the request came, so after the one that calls for it now) or
+        the link is not the one a handshake ended on (the next handshake asks)."""
+        if self.connected and (self._status_ask is None or self._status_ask.done()):
             self._ask_status_now()
 
     def _note_ident(self, ident: Ident) -> None:

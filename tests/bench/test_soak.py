@@ -113,6 +113,17 @@ def test_the_soaks_daemon_reopens_a_shoe_unplugged_every_round_at_the_first_back
     assert max(delay for _, delay in retries) <= 0.4, retries
 
 
+def test_a_shoe_unplugged_and_rebooted_at_the_same_card_is_counted_after_the_reads_it_resends() -> None:
+    # back from the unplug the shoe reboots as the daemon's handshake ends: the daemon shakes hands
+    # again on the new link, the shoe resends its two reads, then answers the Status. The daemon
+    # took the first handshake for done and asked for the Status on the new link before the shoe
+    # was resumed: it counted out the two cards whose reads were still to come, a SHOE_COUNT_MISMATCH
+    # that refused the next open_round (cardbench soak --fault-rate 0.2 --unplug-rate 0.1, seeds 1, 3)
+    report = SoakReport()
+    _short_shoe(report, 0.0, disconnect_for=0.3, disconnect_at=4, reboot_at=4)
+    assert report.violations == [] and report.rounds >= 3 and report.resumed >= 1
+
+
 def test_a_failed_soak_keeps_its_folder_with_the_journal_and_the_daemons_log(mocker: MockerFixture) -> None:
     # every round unplugs the shoe for 0.3 s; a resume awaited 0.01 s fails the first of them
     mocker.patch("cardd.bench.soak.RESUME_TIMEOUT_S", 0.01)
