@@ -18,7 +18,9 @@ a device that does not answer blocks nothing, one ``status_not_answered`` log li
 version the Status says how many cards the device holds now, which the table compares with
 what it expects (a shoe that lost or gained cards while no host listened). So again, once,
 after a 1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full
-buffer pushed out, unless the handshake's request still waits.
+buffer pushed out, unless the handshake's request still waits; and after a ShoeLoaded (a new
+stack: its count starts) or a FaultCleared (a jam or misfeed may have let cards out unseen), unless
+a request for it still waits (its answer comes after them).
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -53,6 +55,7 @@ from firmware_bridge.messages import (
     Event,
     EventsDropped,
     EventsJournaled,
+    FaultCleared,
     Heartbeat,
     Hello,
     Ident,
@@ -61,6 +64,7 @@ from firmware_bridge.messages import (
     Refused,
     Request,
     ResumeEvents,
+    ShoeLoaded,
     Status,
     StatusRequest,
     decode,
@@ -70,6 +74,9 @@ from firmware_bridge.staleness import Clock, Staleness
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
+#: what a device says that calls for its Status at once: a new stack loaded (its count starts), a
+#: fault ended (a jam or misfeed may have let cards out unseen; the Status says what it is now)
+_RECOUNT_AFTER = frozenset({ShoeLoaded, FaultCleared})
 
 
 class SessionEventKind(enum.StrEnum):
@@ -345,6 +352,8 @@ class DeviceSession:
         self._stats.messages_received += 1
         if type(msg) is Event and not self._pending and not self._handshaking:
             self._on_numbered(msg)  # the hot path (every card read): what the steps below do for it
+            if type(msg.message) in _RECOUNT_AFTER:
+                self._ask_status_unless_asked()
             return
         if isinstance(msg, Answer):
             answered = self._answer_by_id(msg)
@@ -365,6 +374,8 @@ class DeviceSession:
         elif type(msg) is EventsDropped:
             self._events_dropped(msg)
         self._on_message(msg)
+        if type(msg.message if type(msg) is Event else msg) in _RECOUNT_AFTER and not self._handshaking:
+            self._ask_status_unless_asked()  # (a handshake asks once it has ended)
 
     def _hand_on_held_back(self) -> None:
         held, self._held_back = self._held_back, []

@@ -16,9 +16,12 @@ from firmware_bridge.messages import (
     CardRead,
     Counters,
     CountersRequest,
+    FaultCleared,
+    FaultCode,
     Heartbeat,
     Hello,
     Ident,
+    ShoeLoaded,
     Status,
     StatusRequest,
 )
@@ -277,3 +280,28 @@ def test_a_device_that_resets_the_link_as_a_handshake_ends_is_asked_for_its_stat
 
     run(main())
 
+
+def test_a_shoe_loaded_or_a_fault_cleared_asks_for_the_status_again():
+    # a new stack's count starts at its load, and a jam or misfeed may have let cards out unseen:
+    # the table compares the shoe's count then, not only at the next handshake. A card read asks nothing.
+    async def main():
+        conn, device, line, messages, _ = connection()
+        await conn.open()
+
+        def asked() -> int:
+            return [type(m) for m in device.received].count(StatusRequest)
+
+        await until(lambda: asked() == 1)  # the handshake's
+        device.send(CardRead(1, Card.parse("AS"), Orientation.FACE_DOWN, 10))
+        device.send(ShoeLoaded(20))
+        await until(lambda: asked() == 2)
+        device.send(FaultCleared(FaultCode.JAM))
+        await until(lambda: asked() == 3)
+        device.send(CardRead(2, Card.parse("KD"), Orientation.FACE_DOWN, 30))
+        await until(lambda: isinstance(messages[-1], CardRead) and messages[-1].index == 2)
+        await settle(0.05)
+        assert asked() == 3
+        assert [type(m) for m in messages].count(Status) == 3  # each answer reached the application
+        await conn.close()
+
+    run(main())
