@@ -39,17 +39,18 @@ from devices.overrides import TableError
 from devices.tracker.alarms import Alarm
 from devices.tracker.inputs import from_json, to_json
 from devices.tracker.shoe import SHOE_STATES
-from devices.tracker.table import Table
+from devices.tracker.table import CountShortfall, Table
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
 
-SNAPSHOT_VERSION = 6  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
-#                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count)
+SNAPSHOT_VERSION = 7  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
+#                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count);
+#                       7: shoe_count_short (a count of fewer cards waiting for the next read)
 #: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round, a version 5
-#: a version 6 with no card put back and no count named. An older cardd refuses a newer one by its number
-#: (a rollback after this change: docs/journal.md)
-READABLE_VERSIONS = (4, 5, SNAPSHOT_VERSION)
+#: a version 6 with no card put back and no count named, a version 6 a version 7 whose count waits for no
+#: read. An older cardd refuses a newer one by its number (a rollback after this change: docs/journal.md)
+READABLE_VERSIONS = (4, 5, 6, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -145,6 +146,12 @@ class _Piles(_Strict):
     drawn_in_error: list[str]
 
 
+class _CountShortfall(_Strict):
+    held: Count
+    expected: Count
+    put_back: Count
+
+
 class _LiveRound(_Strict):
     id: Id
     log: list[dict[str, Any]]
@@ -171,6 +178,7 @@ class _Snapshot(_Strict):
     round: _LiveRound | None
     cards_put_back: Count | None = 0  # None: not known this load; a version-4 or -5 snapshot has none
     shoe_count_named: int | None = None
+    shoe_count_short: _CountShortfall | None = None
 
 
 @functools.lru_cache(maxsize=8)  # a table keeps one (frozen) HouseRules, snapshotted every few hundred cards
@@ -183,7 +191,7 @@ def rules_digest(rules: HouseRules) -> str:
 
 def snapshot(table: Table) -> dict[str, Any]:
     """Plain JSON-serialisable data describing ``table`` now."""
-    r = table.round
+    r, short = table.round, table.shoe_count_short
     return {
         "version": SNAPSHOT_VERSION,
         "rules": {"name": table.rules.name, "sha256": rules_digest(table.rules)},
@@ -200,6 +208,8 @@ def snapshot(table: Table) -> dict[str, Any]:
         "seated": list(table.seated), "asking_for_box": list(table.asking_for_box),
         "round": None if r is None else {"id": r.round_id, "log": [to_json(op) for op in table.round_log]},
         "cards_put_back": table.cards_put_back, "shoe_count_named": table.shoe_count_named,
+        "shoe_count_short": None if short is None else
+        {"held": short.held, "expected": short.expected, "put_back": short.put_back},
     }
 
 
@@ -282,6 +292,8 @@ def _fill(table: Table, s: _Snapshot) -> None:
     # an older snapshot mid-shoe does not say how many cards went back on top: the count waits for the next load
     table.cards_put_back = None if s.version < 6 and table.shoe.in_play else s.cards_put_back
     table.shoe_count_named = s.shoe_count_named
+    short = s.shoe_count_short
+    table.shoe_count_short = None if short is None else CountShortfall(short.held, short.expected, short.put_back)
     if s.round is not None:
         table.round = Round(table.rules, table._journal, round_id=s.round.id)
         for i, op in enumerate(s.round.log):
