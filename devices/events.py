@@ -86,6 +86,8 @@ class Reason(enum.StrEnum):
     RULES_CHANGED = "RULES_CHANGED"
     # appended later: the shoe reader's count (its Status after each handshake) against the table's
     SHOE_COUNT_MISMATCH = "SHOE_COUNT_MISMATCH"  # the shoe holds more or fewer cards than the table expects
+    # appended later: a repeated card index that carries another card than its first read
+    CONFLICTING_READ = "CONFLICTING_READ"  # one index, two cards: a damaged or forged read; play stops
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -46,10 +46,11 @@ from firmware_bridge.messages import (
 
 SNAPSHOT_VERSION = 7  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
 #                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count);
-#                       7: shoe_count_short (a count of fewer cards waiting for the next read)
+#                       7: read_cards (the card read at each index), shoe_count_short (a count waiting for a read)
 #: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round, a version 5
-#: a version 6 with no card put back and no count named, a version 6 a version 7 whose count waits for no
-#: read. An older cardd refuses a newer one by its number (a rollback after this change: docs/journal.md)
+#: a version 6 with no card put back and no count named, a version 6 a version 7 whose reads' cards are not
+#: known (not compared with a repeat) and whose count waits for no read. An older cardd refuses a newer one
+#: by its number (a rollback after this change: docs/journal.md)
 READABLE_VERSIONS = (4, 5, 6, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
@@ -178,6 +179,7 @@ class _Snapshot(_Strict):
     round: _LiveRound | None
     cards_put_back: Count | None = 0  # None: not known this load; a version-4 or -5 snapshot has none
     shoe_count_named: int | None = None
+    read_cards: dict[str, str] = {}  # index -> card; none in a version-6 snapshot or older (not known)
     shoe_count_short: _CountShortfall | None = None
 
 
@@ -208,6 +210,7 @@ def snapshot(table: Table) -> dict[str, Any]:
         "seated": list(table.seated), "asking_for_box": list(table.asking_for_box),
         "round": None if r is None else {"id": r.round_id, "log": [to_json(op) for op in table.round_log]},
         "cards_put_back": table.cards_put_back, "shoe_count_named": table.shoe_count_named,
+        "read_cards": {str(index): str(card) for index, card in table.read_cards.items()},
         "shoe_count_short": None if short is None else
         {"held": short.held, "expected": short.expected, "put_back": short.put_back},
     }
@@ -292,6 +295,9 @@ def _fill(table: Table, s: _Snapshot) -> None:
     # an older snapshot mid-shoe does not say how many cards went back on top: the count waits for the next load
     table.cards_put_back = None if s.version < 6 and table.shoe.in_play else s.cards_put_back
     table.shoe_count_named = s.shoe_count_named
+    # an older snapshot does not say which card each index carried: a repeat of one is not compared
+    table.read_cards = {_read_index(i, s.last_index): _card(c, f"$.read_cards[{i!r:.12}]")
+                        for i, c in s.read_cards.items()}
     short = s.shoe_count_short
     table.shoe_count_short = None if short is None else CountShortfall(short.held, short.expected, short.put_back)
     if s.round is not None:
@@ -323,6 +329,14 @@ def _check_invariants(table: Table, s: _Snapshot) -> None:
         problems.append("$.seated repeats a player, or $.asking_for_box names a player not seated")
     if problems:
         raise SnapshotError("table snapshot: " + "; ".join(problems))
+
+
+def _read_index(text: str, last_index: int) -> int:
+    """A key of $.read_cards: an index read since the load, 1 to $.last_index."""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= last_index):
+        raise SnapshotError(f"table snapshot: $.read_cards key {text!r:.12} is not an index read since the load "
+                            f"(1..{last_index})")
+    return int(text)
 
 
 def _card(text: str, where: str) -> Card:

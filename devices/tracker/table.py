@@ -139,6 +139,9 @@ class Table:
         self.shoe_count_named: int | None = None
         #: a count of fewer cards that waits for the next read (CountShortfall; None: none waits)
         self.shoe_count_short: CountShortfall | None = None
+        #: index -> the card the reader read there since the load (none for an unreadable card or an
+        #: index a gap skipped): a repeated index must carry the same card again
+        self.read_cards: dict[int, Card] = {}
         self.last_round_id: int | None = None  # the shoe ends after it: set by the cut card or an empty shoe
         self.dealer_change_pending: str | None = None
         self.seated: list[str] = []  # players at the table, in the order they sat down (kept across rounds)
@@ -280,6 +283,7 @@ class Table:
         self.reader.on_message(msg)
         if type(msg) is CardRead and msg.index == self.last_index + 1 and self.shoe_count_short is None:
             self.last_index = msg.index  # the hot path: the next card in order, no count waiting for it
+            self.read_cards[msg.index] = msg.card
             if self.awaiting_entry is None and self.reader.accepts_reads:  # what _on_read checks first
                 self._place(msg.card, msg.orientation, msg.index)
             else:
@@ -295,7 +299,7 @@ class Table:
             self._on_cut_card(msg)
         elif isinstance(msg, ShoeLoaded):
             self.last_index = 0  # the reader counts the cards of each load from 1
-            self.shoe_count_short = None
+            self.read_cards, self.shoe_count_short = {}, None
             self.shuffler.stack_taken()
             if not self.shoe.shoe_loaded(msg):
                 self._hold(Reason.DEALING_BLOCKED, f"shoe loaded while the shoe is {self.shoe.state}")
@@ -369,8 +373,8 @@ class Table:
 
     def _shortfall_read(self, short: CountShortfall, lost_reads: int, index: int) -> None:
         """The first read after a count of fewer cards that waited for it (:class:`CountShortfall`):
-        the ``lost_reads`` its gap skipped left the shoe read (MISSING_READ names them); the cards the
-        count had out beyond those left it unseen."""
+        the ``lost_reads`` its gap skipped were read and lost on the way (MISSING_READ names them); the
+        cards the count had out beyond those left the shoe unseen."""
         unseen = short.expected - short.held - lost_reads
         if unseen <= 0 or self.shoe_should_hold() is None or -unseen == self.shoe_count_named:
             return
@@ -378,15 +382,16 @@ class Table:
                              lost_reads=lost_reads)
 
     def _next_index(self, msg: CardRead | UnreadableCard) -> bool:
-        """A read's index must follow the last one of this load: False for a repeat (not used again);
-        a gap is an alarm naming the indexes never received, and holds the round."""
+        """A read's index must follow the last one of this load: False for a repeat (not used again;
+        one that carries another card than the first read of its index is CONFLICTING_READ); a gap
+        is an alarm naming the indexes never received, and holds the round."""
         index, last = msg.index, self.last_index
         if index <= last:
-            what = f"card #{index} ({msg.card})" if isinstance(msg, CardRead) else f"unreadable card #{index}"
-            self._emit(Reason.REPEATED_READ, f"{what} repeats an index already read since the shoe was loaded "
-                       f"(last #{last}): not dealt again", Severity.WARNING, index=index, last=last)
+            self._repeated(msg, last)
             return False
         self.last_index = index
+        if isinstance(msg, CardRead):
+            self.read_cards[index] = msg.card
         short, self.shoe_count_short = self.shoe_count_short, None
         if index > last + 1:
             missing = f"#{last + 1}" if index == last + 2 else f"#{last + 1}..#{index - 1}"
@@ -400,6 +405,25 @@ class Table:
         if short is not None:
             self._shortfall_read(short, index - last - 1, index)
         return True
+
+    def _repeated(self, msg: CardRead | UnreadableCard, last: int) -> None:
+        """A read whose index was read already since the load: a resend, or a reader counting from 1
+        again without a load. The same card again is a plain repeat; another card at an index that was
+        read is an integrity failure (a damaged or forged read): the first read stands, this one goes
+        nowhere, and play stops until a supervisor has looked at the shoe."""
+        index = msg.index
+        first = self.read_cards.get(index)
+        if isinstance(msg, CardRead) and first is not None and first != msg.card:
+            self._emit(Reason.CONFLICTING_READ, f"card #{index} read again as {msg.card}, first read as {first}: one "
+                       "index, two cards (a damaged or forged read); the first read stands, this one is not dealt; "
+                       "round held, no new round until a supervisor looks at the shoe and clears this alarm with "
+                       f"{_CLEAR_ALARM}", Severity.ALARM, index=index, card=str(msg.card), first_card=str(first),
+                       last=last)
+            self._hold(Reason.CONFLICTING_READ, f"card #{index} read again as another card")
+            return
+        what = f"card #{index} ({msg.card})" if isinstance(msg, CardRead) else f"unreadable card #{index}"
+        self._emit(Reason.REPEATED_READ, f"{what} repeats an index already read since the shoe was loaded "
+                   f"(last #{last}): not dealt again", Severity.WARNING, index=index, last=last)
 
     def _device_event(self, event: Event) -> None:
         """A device model's event. A device of another role refused on a port holds the live round,
@@ -601,6 +625,9 @@ class Table:
         foreign = self.alarms.of(Reason.FOREIGN_CARD)
         if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
             problems.append(_look_at_the_shoe("foreign card", foreign))
+        conflicting = self.alarms.of(Reason.CONFLICTING_READ)
+        if conflicting:  # so does a read that contradicts an earlier one
+            problems.append(_look_at_the_shoe("conflicting read", conflicting))
         if problems:
             raise TableError.of(problems)
         self.rounds_started += 1
