@@ -90,6 +90,8 @@ class Reason(enum.StrEnum):
     DEVICE_FLAPPING = "DEVICE_FLAPPING"  # re-identified or reset its link soon after each handshake: backed off
     # appended later: a void that lets in the next shoe (devices/tracker/table.py)
     NEXT_SHOE_TAKES_OVER = "NEXT_SHOE_TAKES_OVER"  # the next shoe's reports came in with the void: it is the shoe now
+    # appended later: a repeated card index that carries another card than its first read
+    CONFLICTING_READ = "CONFLICTING_READ"  # one index, two cards: a damaged or forged read; play stops
 
 
 @dataclass(frozen=True, slots=True, init=False)

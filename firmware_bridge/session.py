@@ -18,7 +18,9 @@ a device that does not answer blocks nothing, one ``status_not_answered`` log li
 version the Status says how many cards the device holds now, which the table compares with
 what it expects (a shoe that lost or gained cards while no host listened). So again, once,
 after a 1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full
-buffer pushed out, unless the handshake's request still waits.
+buffer pushed out, unless the handshake's request still waits; and after a ShoeLoaded (a new
+stack: its count starts) or a FaultCleared (a jam or misfeed may have let cards out unseen), unless
+a request for it still waits (its answer comes after them).
 
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
@@ -53,6 +55,7 @@ from firmware_bridge.messages import (
     Event,
     EventsDropped,
     EventsJournaled,
+    FaultCleared,
     Heartbeat,
     Hello,
     Ident,
@@ -61,6 +64,7 @@ from firmware_bridge.messages import (
     Refused,
     Request,
     ResumeEvents,
+    ShoeLoaded,
     Status,
     StatusRequest,
     decode,
@@ -71,6 +75,9 @@ from firmware_bridge.staleness import Clock, Staleness
 
 log = structlog.get_logger(__name__)
 M = TypeVar("M", bound=Message)
+#: what a device says that calls for its Status at once: a new stack loaded (its count starts), a
+#: fault ended (a jam or misfeed may have let cards out unseen; the Status says what it is now)
+_RECOUNT_AFTER = frozenset({ShoeLoaded, FaultCleared})
 
 
 class SessionEventKind(enum.StrEnum):
@@ -247,7 +254,11 @@ class DeviceSession:
         self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
         self._hand_on_held_back()
-        self._ask_status_now()  # after the events handed on: the device answers after what it resends
+        if self.connected:  # after the events handed on: the device answers after what it resends
+            self._ask_status_now()
+        # else the link was reset as the handshake ended (a RESET right behind the IDENT or the ACK of
+        # ResumeEvents): asked there, a 1.1 device not yet resumed on its new link would answer before
+        # the events it is to resend. The handshake on the new link, due now, asks.
         return ident
 
     def reset_link(self) -> None:
@@ -327,6 +338,8 @@ class DeviceSession:
         goes to ``on_message`` like any other; a request (not a bare send), so a request of the
         application waiting for a Status gets its own. No answer (a device that refuses it, or
         stays silent) is one log line and nothing more: nothing waits for it."""
+        if not self.connected:  # the link was reset since this was asked for: the next handshake asks
+            return
         try:
             await self.request(StatusRequest(), expect=Status, timeout=self.config.handshake_timeout)
         except ProtocolError as exc:  # reset, closed, silent or refused: the next handshake asks again
@@ -359,6 +372,8 @@ class DeviceSession:
         self._stats.messages_received += 1
         if type(msg) is Event and not self._pending and not self._handshaking:
             self._on_numbered(msg)  # the hot path (every card read): what the steps below do for it
+            if type(msg.message) in _RECOUNT_AFTER:
+                self._ask_status_unless_asked()
             return
         if isinstance(msg, Answer):
             answered = self._answer_by_id(msg)
@@ -388,6 +403,8 @@ class DeviceSession:
         elif type(msg) is EventsDropped:
             self._events_dropped(msg)
         self._on_message(msg)
+        if type(msg.message if type(msg) is Event else msg) in _RECOUNT_AFTER and not self._handshaking:
+            self._ask_status_unless_asked()  # (a handshake asks once it has ended)
 
     def _hand_on_held_back(self) -> None:
         held, self._held_back = self._held_back, []
@@ -400,7 +417,14 @@ class DeviceSession:
         """Events a full buffer pushed out may have ended a fault: the device's Status says. Asked
         as it is handed on, so its answer comes after the events the device resends; not again while
         the handshake's own request waits (its answer comes after them too: one request)."""
-        if msg.reason is DropReason.OVERFLOW and (self._status_ask is None or self._status_ask.done()):
+        if msg.reason is DropReason.OVERFLOW:
+            self._ask_status_unless_asked()
+
+    def _ask_status_unless_asked(self) -> None:
+        """Ask for the Status, unless a request for it still waits (the device answers that one after
+        every event it numbered before the request came, so after the one that calls for it now) or
+        the link is not the one a handshake ended on (the next handshake asks)."""
+        if self.connected and (self._status_ask is None or self._status_ask.done()):
             self._ask_status_now()
 
     def _note_ident(self, ident: Ident) -> None:

@@ -35,6 +35,7 @@ ONLY_FOR: dict[str, tuple[str, str]] = {
     "unreadable_at": ("shoe", "a shuffler does not read cards one by one (foreign=K gives it "
                               "cards it cannot recognise)"),
     "repeat_read_at": ("shoe", "a shuffler does not read cards one by one"),
+    "conflicting_read_at": ("shoe", "a shuffler does not read cards one by one"),
     "skip_read_at": ("shoe", "a shuffler does not read cards one by one"),
     "late_report_at": ("shuffler", "a shoe sends no shuffle reports"),
 }
@@ -80,6 +81,9 @@ class Faults:
     legacy_1_0: bool = False
     #: the shoe sends the read of card N twice (the same index again, like firmware resending a read)
     repeat_read_at: int | None = None
+    #: the shoe sends the read of card N again with another card (the next rank of its suit): a
+    #: damaged or forged resend, one index carrying two cards
+    conflicting_read_at: int | None = None
     #: card N leaves the shoe unseen: no read at all, and the next read carries index N + 1
     skip_read_at: int | None = None
     #: the shuffler's progress report at N cards counted is sent late: after its ShuffleComplete,

@@ -12,7 +12,7 @@ import asyncio
 import random
 from typing import Any, Sequence
 
-from core.cards import Orientation
+from core.cards import Card, Orientation, Rank
 from firmware_bridge.messages import (
     Calibrate,
     CalibrationResult,
@@ -52,6 +52,12 @@ def check_cut(cut_at: int | None, cards: int) -> None:
     if not 1 <= cut_at <= cards:
         raise ValueError(f"beyond the stack: the shoe is loaded with {cards} cards, so the cut card "
                          f"goes after card 1 to {cards}")
+
+
+def _next_rank(card: Card) -> Card:
+    """The card of the next rank in the same suit (a king's is the ace): another card at one index."""
+    ranks = list(Rank)
+    return Card(ranks[(ranks.index(card.rank) + 1) % len(ranks)], card.suit)
 
 
 class SimulatedShoe(SimulatedDevice):
@@ -186,5 +192,7 @@ class SimulatedShoe(SimulatedDevice):
             self.emit(read)
             if index == self.faults.repeat_read_at:
                 self.emit(read)  # the same read again: the host must not deal it twice
+            if index == self.faults.conflicting_read_at and isinstance(read, CardRead):
+                self.emit(CardRead(index, _next_rank(read.card), read.orientation, now))  # one index, two cards
         if index == self.cut_at:
             self.emit(CutCardSeen(index, now))

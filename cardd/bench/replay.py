@@ -72,8 +72,8 @@ SETTLE_S = 0.3
 FAULT_CLASSES: dict[str, frozenset[str]] = {
     "link": frozenset(WIRE_SWITCHES),
     "device": frozenset({"jam", "jam_needs_clear", "door_open", "face_up_at", "riffle_once", "missing", "extra",
-                         "foreign", "duplicate", "unreadable_at", "repeat_read_at", "skip_read_at",
-                         "late_report_at"}),
+                         "foreign", "duplicate", "unreadable_at", "repeat_read_at", "conflicting_read_at",
+                         "skip_read_at", "late_report_at"}),
     "disconnect-reboot": frozenset({"disconnect_for", "disconnect_at", "reboot_at", "same_nonce", "no_heartbeat",
                                     "wrong_role", "flapping_ident"}),
     "protocol-1.0": frozenset({"legacy_1_0"}),

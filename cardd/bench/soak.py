@@ -62,6 +62,7 @@ from cardd.journal.journal import Journal
 from cardd.journal.records import GENESIS_HASH
 from cardd.journal.sqlite_errors import sqlite_problem
 from core.cards import Card, Rank, shoe_composition
+from core.errors import CarddError
 from core.rundirs import keep, make_run_directory
 from devices.game.rules import cut_window
 from firmware_bridge.messages import CardRead
@@ -131,7 +132,8 @@ class MemoryTrend:
 
 @dataclass
 class SoakReport:
-    shoes: int = 0
+    shoes: int = 0  # played to their end
+    shoes_asked: int = 0  # what the run was to play (0: not said)
     rounds: int = 0
     latencies_ms: list[float] = field(default_factory=list)  # one per card, in dealing order
     memory: list[MemorySample] = field(default_factory=list)
@@ -217,7 +219,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
     round (per shoe for the shuffler's) of an unplug or a device fault (UNPLUGS, FAULTS);
     ``cut_at``: the cut card after this card (short shoes; default the rules' penetration);
     ``progress`` is called after every shoe."""
-    report = SoakReport(rules=rules)
+    report = SoakReport(rules=rules, shoes_asked=shoes)
     rng = random.Random(seed)
     start = time.monotonic()
     directory = make_run_directory("cardbench-soak-", "/tmp")  # removed below; by the next run if this one is killed
@@ -225,26 +227,23 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
     scenario = Scenario(description="soak", rules=rules, step=[])
     play: _Play | None = None
     try:
-        with BenchRig(scenario, RULES_DIR / f"{rules}.toml", directory,
-                      reconnect_stable_s=RECONNECT_STABLE_S) as rig:
-            play = _Play(rig, rng, report, unplug_rate, fault_rate, cut_at, start)
-            if rig.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
-                rig.api().command("take_seat", player="seated-1")
-            for _ in range(shoes):
-                play.shoe()
-                report.shoes += 1
-                progress(report)
-            unplugs = sum(report.injected[kind] for kind in UNPLUGS)
-            offline = play.watcher.counts_now()["DEVICE_OFFLINE"]
-            if offline < unplugs:
-                report.violations.append(f"{unplugs} unplugs injected, the daemon saw {offline} (DEVICE_OFFLINE)")
-        with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
-            result = journal.verify()
-            report.chain_ok = result.ok
-            report.chain_detail = (f"ok, {result.checked} records verified" if result.ok else
-                                   f"broken at record {result.first_bad_seq}: {result.problem}")
-    except (StepFailed, ClientError, RuntimeError) as exc:  # the daemon stuck or gone is a finding too
-        report.violations.append(f"shoe {report.shoes + 1}, after {report.rounds} rounds: {exc}")
+        try:
+            with BenchRig(scenario, RULES_DIR / f"{rules}.toml", directory,
+                          reconnect_stable_s=RECONNECT_STABLE_S) as rig:
+                play = _Play(rig, rng, report, unplug_rate, fault_rate, cut_at, start)
+                if rig.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
+                    rig.api().command("take_seat", player="seated-1")
+                for _ in range(shoes):
+                    play.shoe()
+                    report.shoes += 1
+                    progress(report)
+                unplugs = sum(report.injected[kind] for kind in UNPLUGS)
+                offline = play.watcher.counts_now()["DEVICE_OFFLINE"]
+                if offline < unplugs:
+                    report.violations.append(f"{unplugs} unplugs injected, the daemon saw {offline} (DEVICE_OFFLINE)")
+        except (StepFailed, ClientError, RuntimeError) as exc:  # the daemon stuck or gone is a finding too
+            report.violations.append(f"shoe {report.shoes + 1}, after {report.rounds} rounds: {exc}")
+        _verify_chain(report, directory / "journal.sqlite3")  # the daemon has stopped: a failed run's too
     finally:
         if play is not None:  # the daemon has stopped, so the watcher's connection has ended
             report.events = play.watcher.counts_now()
@@ -257,6 +256,19 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
             keep(directory)
     report.seconds = time.monotonic() - start
     return report
+
+
+def _verify_chain(report: SoakReport, path: Path) -> None:
+    """The whole journal's chain (Journal.verify), in words, for the report."""
+    try:
+        with Journal.open(path, readonly=True) as journal:
+            result = journal.verify()
+    except CarddError as exc:  # no journal (the daemon never started) or one that does not open
+        report.chain_ok, report.chain_detail = False, f"not verified: {exc}"
+        return
+    report.chain_ok = result.ok
+    report.chain_detail = (f"ok, {result.checked} records verified" if result.ok else
+                           f"broken at record {result.first_bad_seq}: {result.problem}")
 
 
 class _Play:
@@ -695,8 +707,12 @@ def summary_lines(report: SoakReport) -> list[str]:
     lat = report.latency_summary()
     trend = report.memory_trend()
     injected = ", ".join(f"{k} {v}" for k, v in sorted(report.injected.items())) or "none"
+    shoes = f"{report.shoes} shoes"
+    if report.shoes < report.shoes_asked:  # the run stopped: in which shoe, of how many
+        shoes = (f"{report.shoes} of {report.shoes_asked} shoes played to their end (the run stopped in shoe "
+                 f"{report.shoes + 1})")
     return [
-        f"{report.shoes} shoes, {report.rounds} rounds, {report.cards} cards in {report.seconds:.1f} s",
+        f"{shoes}, {report.rounds} rounds, {report.cards} cards in {report.seconds:.1f} s",
         f"injected: {injected}; held rounds resumed: {report.resumed}",
         "card latency (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items()),
         "daemon memory: " + (trend.describe() if trend else "too few samples"),

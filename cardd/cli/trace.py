@@ -46,8 +46,10 @@ from cardd.cli.common import (EXIT_USAGE, CliError, check_output_directory, emit
                               json_option)
 from cardd.cli.device import device_error
 from cardd.cli.message_text import describe
+from cardd.config import rules_file
 from core.errors import CarddError
 from core.parse_errors import json_text_problem
+from devices.game.rules import load_rules
 from drivers.factory import open_transport
 from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
@@ -559,8 +561,9 @@ class TraceDevice(SimulatedDevice):
 
 def _load_sizes(trace: Trace, role: str) -> list[int | None]:
     """The cards of each ShoeLoaded ``role`` said in ``trace``: the stack the shuffler counted last
-    (ShuffleComplete) before it; None when none did (a hand shuffle: the count is not traced)."""
-    counted: int | None = None
+    (ShuffleComplete) before it; when none did, the full decks of the trace's rules if they have the
+    dealer shuffle by hand (the shoe is loaded with them: docs/deal-tracking.md), else None (not known)."""
+    counted: int | None = _hand_shuffled_cards(trace)
     sizes: list[int | None] = []
     for entry in trace.entries:
         if isinstance(entry, Said) and isinstance(entry.message, ShuffleComplete):
@@ -568,6 +571,19 @@ def _load_sizes(trace: Trace, role: str) -> list[int | None]:
         elif isinstance(entry, Said) and entry.device == role and isinstance(entry.message, ShoeLoaded):
             sizes.append(counted)
     return sizes
+
+
+def _hand_shuffled_cards(trace: Trace) -> int | None:
+    """The cards of a shoe shuffled by hand under the trace's rules (its ``rules``: a name in rules/ or
+    a path beside the trace); None when they have a shuffler count the shoe, or are not known."""
+    name = trace.header.get("rules")
+    if not isinstance(name, str):
+        return None
+    try:
+        rules = load_rules(rules_file(name, trace.path.parent))
+    except CarddError:
+        return None
+    return 52 * rules.decks if rules.shoe.shuffle == "hand" else None
 
 
 def trace_device(trace: Trace, speed: float | None, role: str | None = None) -> TraceDevice:

@@ -40,18 +40,21 @@ from devices.overrides import TableError
 from devices.tracker.alarms import Alarm
 from devices.tracker.inputs import from_json, hex_bytes, to_json
 from devices.tracker.shoe import SHOE_STATES
-from devices.tracker.table import Table
+from devices.tracker.table import CountShortfall, Table
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
 
-SNAPSHOT_VERSION = 7  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
+SNAPSHOT_VERSION = 8  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
 #                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count);
-#                       7: shoe.after_void (the next shoe that took a voided shoe's place)
+#                       7: shoe.after_void (the next shoe that took a voided shoe's place);
+#                       8: read_cards (the card read at each index), shoe_count_short (a count waiting for a read)
 #: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round, a version 5
 #: a version 6 with no card put back and no count named, a version 6 a version 7 whose shoe took no voided
-#: shoe's place. An older cardd refuses a newer one by its number (a rollback after this change: docs/journal.md)
-READABLE_VERSIONS = (4, 5, 6, SNAPSHOT_VERSION)
+#: shoe's place, a version 7 a version 8 whose reads' cards are not known (not compared with a repeat) and
+#: whose count waits for no read. An older cardd refuses a newer one by its number (a rollback after this
+#: change: docs/journal.md)
+READABLE_VERSIONS = (4, 5, 6, 7, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -148,6 +151,12 @@ class _Piles(_Strict):
     drawn_in_error: list[str]
 
 
+class _CountShortfall(_Strict):
+    held: Count
+    expected: Count
+    put_back: Count
+
+
 class _LiveRound(_Strict):
     id: Id
     log: list[dict[str, Any]]
@@ -174,6 +183,8 @@ class _Snapshot(_Strict):
     round: _LiveRound | None
     cards_put_back: Count | None = 0  # None: not known this load; a version-4 or -5 snapshot has none
     shoe_count_named: int | None = None
+    read_cards: dict[str, str] = {}  # index -> card; none in a version-7 snapshot or older (not known)
+    shoe_count_short: _CountShortfall | None = None
 
 
 @functools.lru_cache(maxsize=8)  # a table keeps one (frozen) HouseRules, snapshotted every few hundred cards
@@ -186,7 +197,7 @@ def rules_digest(rules: HouseRules) -> str:
 
 def snapshot(table: Table) -> dict[str, Any]:
     """Plain JSON-serialisable data describing ``table`` now."""
-    r = table.round
+    r, short = table.round, table.shoe_count_short
     return {
         "version": SNAPSHOT_VERSION,
         "rules": {"name": table.rules.name, "sha256": rules_digest(table.rules)},
@@ -203,6 +214,9 @@ def snapshot(table: Table) -> dict[str, Any]:
         "seated": list(table.seated), "asking_for_box": list(table.asking_for_box),
         "round": None if r is None else {"id": r.round_id, "log": [to_json(op) for op in table.round_log]},
         "cards_put_back": table.cards_put_back, "shoe_count_named": table.shoe_count_named,
+        "read_cards": {str(index): str(card) for index, card in table.read_cards.items()},
+        "shoe_count_short": None if short is None else
+        {"held": short.held, "expected": short.expected, "put_back": short.put_back},
     }
 
 
@@ -285,6 +299,11 @@ def _fill(table: Table, s: _Snapshot) -> None:
     # an older snapshot mid-shoe does not say how many cards went back on top: the count waits for the next load
     table.cards_put_back = None if s.version < 6 and table.shoe.in_play else s.cards_put_back
     table.shoe_count_named = s.shoe_count_named
+    # an older snapshot does not say which card each index carried: a repeat of one is not compared
+    table.read_cards = {_read_index(i, s.last_index): _card(c, f"$.read_cards[{i!r:.12}]")
+                        for i, c in s.read_cards.items()}
+    short = s.shoe_count_short
+    table.shoe_count_short = None if short is None else CountShortfall(short.held, short.expected, short.put_back)
     if s.round is not None:
         table.round = Round(table.rules, table._journal, round_id=s.round.id)
         for i, op in enumerate(s.round.log):
@@ -314,6 +333,14 @@ def _check_invariants(table: Table, s: _Snapshot) -> None:
         problems.append("$.seated repeats a player, or $.asking_for_box names a player not seated")
     if problems:
         raise SnapshotError("table snapshot: " + "; ".join(problems))
+
+
+def _read_index(text: str, last_index: int) -> int:
+    """A key of $.read_cards: an index read since the load, 1 to $.last_index."""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= last_index):
+        raise SnapshotError(f"table snapshot: $.read_cards key {text!r:.12} is not an index read since the load "
+                            f"(1..{last_index})")
+    return int(text)
 
 
 def _card(text: str, where: str) -> Card:

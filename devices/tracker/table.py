@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from devices.models.device_model import DeviceModel
@@ -58,6 +59,21 @@ _MALFUNCTION_TEXT = (": round held; a supervisor re-deals it ({redeal}) or conti
                      "alarm with {clear_alarm} once the shuffler is checked (the round's decision leaves it open)")
 
 FACE_UP_RULE = "seed 000 section 7: cards dealt face up after a misload: re-deal, game void"
+
+#: the daemon's alarms for a shoe reader's numbered events that never reached the journal
+#: (cardd.daemon.devices): card reads among them are lost, and the next read's gap names them
+_LOST_EVENTS = (Reason.EVENT_GAP, Reason.EVENTS_LOST, Reason.DEVICE_DROPPED_EVENTS)
+
+
+@dataclass(frozen=True, slots=True)
+class CountShortfall:
+    """A shoe reader's count of fewer cards than the table expected, taken while reads may have
+    been lost on the way (a 1.0 reader's in flight at a link reset, a 1.1 reader's events reported
+    lost): the next read of the load says whether its gap accounts for them."""
+
+    held: int  # the reader's cards_held
+    expected: int  # what the table expected it to hold then
+    put_back: int  # the cards put back on top of the shoe then
 
 # The commands a refusal names as the way forward (devices.tracker.inputs.COMMAND_NAMES)
 _OPEN_ROUND, _ENTER_CARD, _DRAWN_IN_ERROR_CMD = (command_name(OpenRound), command_name(EnterCard),
@@ -129,6 +145,11 @@ class Table:
         #: alarm named last in this load (None: none, or the counts agreed since): the same difference again is
         #: not a new alarm at every handshake, open or cleared by a supervisor who accepted it
         self.shoe_count_named: int | None = None
+        #: a count of fewer cards that waits for the next read (CountShortfall; None: none waits)
+        self.shoe_count_short: CountShortfall | None = None
+        #: index -> the card the reader read there since the load (none for an unreadable card or an
+        #: index a gap skipped): a repeated index must carry the same card again
+        self.read_cards: dict[int, Card] = {}
         self.last_round_id: int | None = None  # the shoe ends after it: set by the cut card or an empty shoe
         self.dealer_change_pending: str | None = None
         self.seated: list[str] = []  # players at the table, in the order they sat down (kept across rounds)
@@ -139,7 +160,7 @@ class Table:
         for pile in (self.burn_pile, self.discard, self.played, self.pending, self.drawn_in_error):
             pile.clear()
         self.last_round_id = None
-        self.cards_put_back, self.shoe_count_named = 0, None
+        self.cards_put_back, self.shoe_count_named, self.shoe_count_short = 0, None, None
 
     # ---- journal ----------------------------------------------------------------------------
 
@@ -268,8 +289,9 @@ class Table:
 
     def _on_shoe(self, msg: Message) -> None:
         self.reader.on_message(msg)
-        if type(msg) is CardRead and msg.index == self.last_index + 1:  # the hot path: the next card in order
-            self.last_index = msg.index
+        if type(msg) is CardRead and msg.index == self.last_index + 1 and self.shoe_count_short is None:
+            self.last_index = msg.index  # the hot path: the next card in order, no count waiting for it
+            self.read_cards[msg.index] = msg.card
             if self.awaiting_entry is None and self.reader.accepts_reads:  # what _on_read checks first
                 self._place(msg.card, msg.orientation, msg.index)
             else:
@@ -285,6 +307,7 @@ class Table:
             self._on_cut_card(msg)
         elif isinstance(msg, ShoeLoaded):
             self.last_index = 0  # the reader counts the cards of each load from 1
+            self.read_cards, self.shoe_count_short = {}, None
             self.shuffler.stack_taken()
             if not self.shoe.shoe_loaded(msg):
                 self._hold(Reason.DEALING_BLOCKED, f"shoe loaded while the shoe is {self.shoe.state}")
@@ -297,12 +320,16 @@ class Table:
             self._check_shoe_count(msg)
 
     def _check_shoe_count(self, msg: Status) -> None:
-        """The shoe reader's own count (its Status, asked after every handshake) against the table's: a
-        shoe that lost or gained cards while no host listened (the daemon down, the link down) is an
-        alarm that holds the live round and opens no new one until a supervisor clears it."""
+        """The shoe reader's own count (its Status, asked after every handshake, after a ShoeLoaded and
+        after a FaultCleared) against the table's: a shoe that lost or gained cards while no host
+        listened (the daemon down, the link down) is an alarm that holds the live round and opens no
+        new round until a supervisor clears it. A count of fewer cards taken while reads may have been
+        lost on the way waits for the next read instead (:class:`CountShortfall`): the cards its gap
+        skips are those reads, and MISSING_READ names them (one cause, one alarm)."""
         expected = self.shoe_should_hold()
         if expected is None or not self.reader.accepts_reads:  # no stack to count, or a count not to trust
             return
+        self.shoe_count_short = None  # this count is the reader's word now, not one taken before it
         held = msg.cards_held
         difference = held - expected
         if difference == 0:
@@ -310,38 +337,101 @@ class Table:
             return
         if difference == self.shoe_count_named:
             return  # named already: its alarm is open, or a supervisor cleared it accepting the count
+        if difference < 0 and self._reads_may_be_lost():
+            self.shoe_count_short = CountShortfall(held, expected, self.cards_put_back or 0)
+            return
+        self._count_mismatch(held, expected, difference, self.cards_put_back or 0, self.last_index)
+
+    def _reads_may_be_lost(self) -> bool:
+        """Whether reads the reader sent may never reach the table: a 1.0 reader's in flight at a link
+        reset are lost, never sent again; a 1.1 reader keeps its events until they are journaled and
+        answers a Status only after the events numbered before it, unless events of it were lost (the
+        daemon's EVENT_GAP, EVENTS_LOST, DEVICE_DROPPED_EVENTS, open)."""
+        ident = self.reader.ident
+        if ident is None or ident.protocol_minor < 1:
+            return True
+        name = self.reader.NAME
+        return any(a.source == name and a.reason in _LOST_EVENTS for a in self.alarms.open.values())
+
+    def _count_mismatch(self, held: int, expected: int, difference: int, put_back: int, left: int, *,
+                        read: int | None = None, lost_reads: int = 0) -> None:
+        """SHOE_COUNT_MISMATCH naming both counts (``left``: the last index read when the reader
+        counted); ``read``: the read that showed a count of fewer cards was no lost read's
+        (``lost_reads`` of them its gap accounted for)."""
         self.shoe_count_named = difference
-        stack, left = self.shoe.stack_cards, self.last_index
-        put_back = f", {self.cards_put_back} put back on top" if self.cards_put_back else ""
+        stack = self.shoe.stack_cards
+        put_back_text = f", {put_back} put back on top" if put_back else ""
         what = (f"{-difference} fewer: cards left the shoe unseen" if difference < 0 else
                 f"{difference} more: cards were added to the shoe")
-        self._emit(Reason.SHOE_COUNT_MISMATCH, f"shoe count mismatch: the shoe reader holds {held} card(s), the "
-                   f"table expects {expected} ({stack} verified, {left} left the shoe since the load{put_back}): "
-                   f"{what}; round held, no new round until a supervisor looks at the shoe and clears this alarm "
-                   f"with {_CLEAR_ALARM} (or voids the shoe with {_VOID_SHOE})", Severity.ALARM,
-                   expected=expected, held=held, difference=difference, verified=stack, left=left,
-                   put_back=self.cards_put_back, shoe_state=self.shoe.state)
+        data: dict[str, Any] = {}
+        if read is None:
+            counts = f"the shoe reader holds {held} card(s), the table expects {expected}"
+        else:
+            counts = f"the shoe reader held {held} card(s) at its last count, the table expected {expected}"
+            gap = (f"its gap accounts for {lost_reads} lost read(s), not for these" if lost_reads else
+                   "it follows the last read with no gap: no lost read accounts for them")
+            what += f" (the next read, card #{read}, showed it: {gap})"
+            data = {"read": read, "lost_reads": lost_reads}
+        self._emit(Reason.SHOE_COUNT_MISMATCH, f"shoe count mismatch: {counts} ({stack} verified, {left} left the "
+                   f"shoe since the load{put_back_text}): {what}; round held, no new round until a supervisor looks "
+                   f"at the shoe and clears this alarm with {_CLEAR_ALARM} (or voids the shoe with {_VOID_SHOE})",
+                   Severity.ALARM, expected=expected, held=held, difference=difference, verified=stack, left=left,
+                   put_back=put_back, shoe_state=self.shoe.state, **data)
         self._hold(Reason.SHOE_COUNT_MISMATCH, f"the shoe holds {held} card(s), {expected} expected")
 
+    def _shortfall_read(self, short: CountShortfall, lost_reads: int, index: int) -> None:
+        """The first read after a count of fewer cards that waited for it (:class:`CountShortfall`):
+        the ``lost_reads`` its gap skipped were read and lost on the way (MISSING_READ names them); the
+        cards the count had out beyond those left the shoe unseen."""
+        unseen = short.expected - short.held - lost_reads
+        if unseen <= 0 or self.shoe_should_hold() is None or -unseen == self.shoe_count_named:
+            return
+        self._count_mismatch(short.held, short.expected, -unseen, short.put_back, index - lost_reads - 1, read=index,
+                             lost_reads=lost_reads)
+
     def _next_index(self, msg: CardRead | UnreadableCard) -> bool:
-        """A read's index must follow the last one of this load: False for a repeat (not used again);
-        a gap is an alarm naming the indexes never received, and holds the round."""
+        """A read's index must follow the last one of this load: False for a repeat (not used again;
+        one that carries another card than the first read of its index is CONFLICTING_READ); a gap
+        is an alarm naming the indexes never received, and holds the round."""
         index, last = msg.index, self.last_index
         if index <= last:
-            what = f"card #{index} ({msg.card})" if isinstance(msg, CardRead) else f"unreadable card #{index}"
-            self._emit(Reason.REPEATED_READ, f"{what} repeats an index already read since the shoe was loaded "
-                       f"(last #{last}): not dealt again", Severity.WARNING, index=index, last=last)
+            self._repeated(msg, last)
             return False
         self.last_index = index
+        if isinstance(msg, CardRead):
+            self.read_cards[index] = msg.card
+        short, self.shoe_count_short = self.shoe_count_short, None
         if index > last + 1:
             missing = f"#{last + 1}" if index == last + 2 else f"#{last + 1}..#{index - 1}"
             self._emit(Reason.MISSING_READ, f"card read(s) {missing} never received before card #{index}: "
                        "cards left the shoe unseen; round held", Severity.ALARM,
                        first_missing=last + 1, last_missing=index - 1, index=index)
             self._hold(Reason.MISSING_READ, f"card read(s) {missing} missing")
-            if self.shoe_count_named is not None:  # a Status counted these cards gone before their reads were missed
+            if short is None and self.shoe_count_named is not None:
+                # a Status counted these cards gone before their reads were missed
                 self.shoe_count_named = (self.shoe_count_named + index - last - 1) or None
+        if short is not None:
+            self._shortfall_read(short, index - last - 1, index)
         return True
+
+    def _repeated(self, msg: CardRead | UnreadableCard, last: int) -> None:
+        """A read whose index was read already since the load: a resend, or a reader counting from 1
+        again without a load. The same card again is a plain repeat; another card at an index that was
+        read is an integrity failure (a damaged or forged read): the first read stands, this one goes
+        nowhere, and play stops until a supervisor has looked at the shoe."""
+        index = msg.index
+        first = self.read_cards.get(index)
+        if isinstance(msg, CardRead) and first is not None and first != msg.card:
+            self._emit(Reason.CONFLICTING_READ, f"card #{index} read again as {msg.card}, first read as {first}: one "
+                       "index, two cards (a damaged or forged read); the first read stands, this one is not dealt; "
+                       "round held, no new round until a supervisor looks at the shoe and clears this alarm with "
+                       f"{_CLEAR_ALARM}", Severity.ALARM, index=index, card=str(msg.card), first_card=str(first),
+                       last=last)
+            self._hold(Reason.CONFLICTING_READ, f"card #{index} read again as another card")
+            return
+        what = f"card #{index} ({msg.card})" if isinstance(msg, CardRead) else f"unreadable card #{index}"
+        self._emit(Reason.REPEATED_READ, f"{what} repeats an index already read since the shoe was loaded "
+                   f"(last #{last}): not dealt again", Severity.WARNING, index=index, last=last)
 
     def _device_event(self, event: Event) -> None:
         """A device model's event. A device of another role refused on a port holds the live round,
@@ -543,6 +633,9 @@ class Table:
         foreign = self.alarms.of(Reason.FOREIGN_CARD)
         if foreign:  # an integrity failure stops play; one reason for them all (one line holds it)
             problems.append(_look_at_the_shoe("foreign card", foreign))
+        conflicting = self.alarms.of(Reason.CONFLICTING_READ)
+        if conflicting:  # so does a read that contradicts an earlier one
+            problems.append(_look_at_the_shoe("conflicting read", conflicting))
         if problems:
             raise TableError.of(problems)
         self.rounds_started += 1

@@ -2,7 +2,9 @@
 and unplugs, the latency histogram, event counts, memory trend, PNG plot and HTML report.
 
 CI: ``--shoes 20`` short shoes (the cut card after 30 cards, about 4 rounds a shoe) with faults
-and unplugs at 0.15 each (about 11 s on the shared 2-core machine). Before the bench's rig logged to
+and unplugs at 0.15 each (about 11 s on the shared 2-core machine); and 3 full shoes each of seeds
+1, 2 and 3 with a fifth of the rounds faulted and a tenth unplugged (about 20 s; seeds 1 to 20
+with CARDD_FULL=1). Before the bench's rig logged to
 a file this run stalled: the daemon's unread stderr pipe filled (64 KiB) and its loop blocked on
 the next log line.
 CARDD_FULL=1: 40 full 6-deck shoes (about 2 minutes; 14 minutes while the soak's daemon took the
@@ -64,6 +66,28 @@ def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path
     assert "<h2>Card latency histogram</h2>" in text
 
 
+#: the soak at a fifth of the rounds faulted and a tenth unplugged, as it stopped: three full six-deck
+#: shoes, so a shoe's reboot and unplug fall in one round now and then (seeds 1 and 3 of 4 stopped so)
+HARD_SEEDS = range(1, 21) if FULL else (1, 2, 3)
+HARD_SHOES = 3
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("seed", HARD_SEEDS)
+def test_soak_with_a_fifth_of_rounds_faulted_and_a_tenth_unplugged_passes(seed: int) -> None:
+    """cardbench soak --fault-rate 0.2 --unplug-rate 0.1 stopped with seeds 1 and 3: after a reboot and
+    an unplug in one round the daemon asked the shoe for its Status on a link it had not resumed, and
+    the count, taken before the reads it resent, was a SHOE_COUNT_MISMATCH that refused open_round."""
+    result = CliRunner().invoke(cardbench, ["soak", "--shoes", str(HARD_SHOES), "--seed", str(seed),
+                                            "--fault-rate", "0.2", "--unplug-rate", "0.1"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert out.endswith("PASS") and f"shoe {HARD_SHOES}/{HARD_SHOES}:" in out, out
+    assert f"RECONCILED {HARD_SHOES}," in out and "SHOE_COUNT_MISMATCH" not in out
+    assert re.search(r"at the end: ok, \d+ records verified", out), out
+
+
 def _short_shoe(report: SoakReport, unplug_rate: float, **shoe_faults: Any) -> list[tuple[int, float]]:
     """One short shoe (the cut card after card 30, seed 3) of the soak's play through a rig like the
     soak's, the shoe's ``shoe_faults`` set first; the reopens of the shoe's port the daemon logged,
@@ -113,6 +137,17 @@ def test_the_soaks_daemon_reopens_a_shoe_unplugged_every_round_at_the_first_back
     assert max(delay for _, delay in retries) <= 0.4, retries
 
 
+def test_a_shoe_unplugged_and_rebooted_at_the_same_card_is_counted_after_the_reads_it_resends() -> None:
+    # back from the unplug the shoe reboots as the daemon's handshake ends: the daemon shakes hands
+    # again on the new link, the shoe resends its two reads, then answers the Status. The daemon
+    # took the first handshake for done and asked for the Status on the new link before the shoe
+    # was resumed: it counted out the two cards whose reads were still to come, a SHOE_COUNT_MISMATCH
+    # that refused the next open_round (cardbench soak --fault-rate 0.2 --unplug-rate 0.1, seeds 1, 3)
+    report = SoakReport()
+    _short_shoe(report, 0.0, disconnect_for=0.3, disconnect_at=4, reboot_at=4)
+    assert report.violations == [] and report.rounds >= 3 and report.resumed >= 1
+
+
 def test_a_failed_soak_keeps_its_folder_with_the_journal_and_the_daemons_log(mocker: MockerFixture) -> None:
     # every round unplugs the shoe for 0.3 s; a resume awaited 0.01 s fails the first of them
     mocker.patch("cardd.bench.soak.RESUME_TIMEOUT_S", 0.01)
@@ -124,8 +159,15 @@ def test_a_failed_soak_keeps_its_folder_with_the_journal_and_the_daemons_log(moc
         assert not (kept / MARKER).exists()  # kept for a person: no later run takes it for one left behind
         with Journal.open(kept / "journal.sqlite3", readonly=True) as journal:
             assert journal.verify().ok and journal.last_seq > 0
-        assert summary_lines(report)[-1] == (f"the run's folder is kept for inspection: {kept} (journal.sqlite3, "
-                                             "the daemon's log cardd.log)")
+        lines = summary_lines(report)
+        assert lines[-1] == (f"the run's folder is kept for inspection: {kept} (journal.sqlite3, "
+                             "the daemon's log cardd.log)")
+        # the report of a stopped run is whole: the shoe it stopped in, and the chain verified at the end
+        # (it said "0 shoes, ..." and "at the end: " with nothing after it)
+        assert lines[0].startswith(f"0 of 1 shoes played to their end (the run stopped in shoe 1), {report.rounds} "
+                                   "rounds, ")
+        assert report.chain_ok and re.fullmatch(r"ok, \d+ records verified", report.chain_detail), report.chain_detail
+        assert lines[4].endswith(f"at the end: {report.chain_detail}")
     finally:
         if report.kept_folder is not None:
             shutil.rmtree(report.kept_folder)

@@ -12,7 +12,7 @@ import pytest
 
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import (CardRead, DeviceState, DropReason, EventsDropped, Fault, FaultCleared, FaultCode,
-                                     Heartbeat, Message, ShoeEmpty, Status, StatusRequest)
+                                     Heartbeat, Message, ShoeEmpty, ShoeLoaded, Status, StatusRequest)
 from firmware_bridge.session import SessionConfig, SessionEvent
 from firmware_bridge.session import SessionEventKind as K
 from simulators.endpoint import Endpoint
@@ -60,6 +60,24 @@ class Journal:
 
     async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         await self.host.until(predicate, timeout)
+
+
+class StatusJournal(Journal):
+    """A Journal that notes each Status with the events recorded when it came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[tuple[int, Status]] = []
+
+    def connect(self, endpoint: Endpoint) -> DeviceConnection:
+        conn = super().connect(endpoint)
+        conn._on_message = self.seen
+        return conn
+
+    def seen(self, msg: Message) -> None:
+        if isinstance(msg, Status):
+            self.statuses.append((len(self.records), msg))
+        self.host.seen(msg)
 
 
 async def device_state(endpoint: Endpoint, predicate, timeout: float = 10.0) -> dict:
@@ -272,27 +290,51 @@ def test_the_status_asked_after_a_handshake_comes_after_every_event_the_device_s
         endpoint.call(device.load, full_shoe(6))
         endpoint.call(device.deal, 300)  # the shoe deals until the events it keeps for a host reach 257
         state = await device_state(endpoint, lambda s: s["event_index"] == 257 and s["pending_deals"] > 0)
-        statuses: list[tuple[int, Status]] = []  # each Status, with the events recorded when it came
-
-        class Counting(Journal):
-            def connect(self, endpoint: Endpoint) -> DeviceConnection:
-                conn = super().connect(endpoint)
-                conn._on_message = self.seen
-                return conn
-
-            def seen(self, msg: Message) -> None:
-                if isinstance(msg, Status):
-                    statuses.append((len(self.records), msg))
-                self.host.seen(msg)
-
-        journal = Counting()
+        journal = StatusJournal()
         conn = journal.connect(endpoint)
         await conn.open()
         try:
-            await journal.until(lambda: bool(statuses))
-            recorded, status = statuses[0]
+            await journal.until(lambda: bool(journal.statuses))
+            recorded, status = journal.statuses[0]
             assert status.cards_held == 312 - recorded + 1, (recorded, status, state)  # ShoeLoaded is no card
             assert recorded >= 257
+        finally:
+            await conn.close()
+
+    with endpoint:
+        asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_a_shoe_loaded_and_a_fault_cleared_are_each_followed_by_the_shoes_status(link_path):
+    """The table compares a shoe's count with each Status: asked only after a handshake, a stack
+    loaded short or long, or cards a misfeed let out unseen, showed only at the next handshake. A
+    1.1 shoe's ShoeLoaded and FaultCleared (numbered events) each draw a Status now, which comes
+    after them and counts out every read before it; the reads between ask nothing."""
+    device = SimulatedShoe(heartbeat_s=0)
+    endpoint, _ = make_endpoint(link_path, device)
+
+    async def main():
+        journal = StatusJournal()
+        conn = journal.connect(endpoint)
+        await conn.open()
+        try:
+            await journal.until(lambda: len(journal.statuses) == 1)  # the handshake's
+            endpoint.call(device.load, full_shoe(1))
+            endpoint.call(device.deal, 3)
+            await journal.until(lambda: len(journal.statuses) == 2 and len(journal.records) == 4)
+            endpoint.call(device.raise_fault, FaultCode.JAM)
+            endpoint.call(device.clear_fault, FaultCode.JAM)
+            await journal.until(lambda: len(journal.statuses) == 3)
+            endpoint.call(device.deal, 2)
+            await journal.until(lambda: len(journal.records) == 8)
+            await conn.send(Heartbeat(0))  # acknowledged: anything asked before it has arrived
+            _, (loaded, at_load), (cleared, at_clear) = journal.statuses
+            assert [type(m) for _, m in journal.records][:1] == [ShoeLoaded] and 1 <= loaded <= 4
+            reads = sum(isinstance(m, CardRead) for _, m in journal.records[:loaded])
+            assert at_load.cards_held == 52 - reads  # after the load, every read before it out
+            assert [type(m) for _, m in journal.records][4:6] == [Fault, FaultCleared] and cleared == 6
+            assert (at_clear.cards_held, at_clear.fault) == (49, 0)
         finally:
             await conn.close()
 

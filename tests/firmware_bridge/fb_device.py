@@ -45,8 +45,12 @@ class FakeDevice:
     public_key: bytes | None = None
     answer: bool = True  # False: take messages, answer nothing
     received: list[Message] = field(default_factory=list)
+    #: (boot id, message) of each message received: what came after a reboot, on the link it restarted
+    received_at_boot: list[tuple[int, Message]] = field(default_factory=list)
     firmware_version: str = "1.0.0"
     hangups: int = 0  # connections the host ended
+    reboot_after_ident: bool = False  # reboot right after answering the first HELLO (once) ...
+    reboot_turns: int = 0  # ... this many loop turns after sending the IDENT
 
     def __post_init__(self) -> None:
         self.end: MemoryTransport | None = None
@@ -82,13 +86,23 @@ class FakeDevice:
         self.boot_id += 1
         self.link.reset("reboot")  # what firmware does first after power-on
 
+    def _reboot_in(self, turns: int) -> None:
+        if turns:
+            asyncio.get_running_loop().call_soon(self._reboot_in, turns - 1)
+        else:
+            self.reboot()
+
     def _payload(self, payload: bytes) -> None:
         msg = decode(payload)
         self.received.append(msg)
+        self.received_at_boot.append((self.boot_id, msg))
         if not self.answer:
             return
         if isinstance(msg, Hello):
             self.send(self.ident())
+            if self.reboot_after_ident:  # its RESET right behind its IDENT, before the host says more
+                self.reboot_after_ident = False
+                self._reboot_in(self.reboot_turns)
         elif isinstance(msg, StatusRequest):
             self.send(Status(DeviceState.IDLE, 0, 0, 1234))
         elif isinstance(msg, FIRMWARE_MESSAGES):

@@ -23,6 +23,7 @@ from firmware_bridge.messages import (
     Hello,
     Ident,
     Refused,
+    ShoeLoaded,
     Status,
     StatusRequest,
 )
@@ -299,5 +300,54 @@ def test_a_numbered_event_goes_to_on_numbered_when_given(numbered_apart):
         session.link.bytes_received(encode_frame(Frame(FrameKind.DATA, 0, 0, encode(event))))
         assert (numbered, messages) == (([event], []) if numbered_apart else ([], [event]))
         await session.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2], ids=["with-its-ident", "a-turn-later", "two-turns-later"])
+def test_a_device_that_resets_the_link_as_a_handshake_ends_is_asked_for_its_status_only_after_the_next(turns):
+    # the device answers HELLO and reboots at once or a loop turn or two later (its RESET right behind
+    # its IDENT): the handshake it answered was on a link it has left. A Status asked there (at the
+    # handshake's end, or by the request the handshake left to run a turn later) reached a 1.1 device
+    # not yet resumed on its new link, which answered before the events it is to resend: its count
+    # had cards out whose reads the host did not have yet, a false SHOE_COUNT_MISMATCH. On the link
+    # the device rebooted onto it hears HELLO first, then the one StatusRequest.
+    async def main():
+        conn, device, line, _, events = connection(reboot_after_ident=True, reboot_turns=turns)
+        await conn.open()
+        await until(lambda: K.REBOOTED in kinds(events) and kinds(events)[-1] is K.CONNECTED)
+        await until(lambda: StatusRequest in [type(m) for boot, m in device.received_at_boot if boot == device.boot_id])
+        await settle(0.1)
+        rebooted = [type(m) for boot, m in device.received_at_boot
+                    if boot == device.boot_id and not isinstance(m, Heartbeat)]
+        assert rebooted == [Hello, StatusRequest]
+        assert ident_of(conn).boot_id == device.boot_id
+        await conn.close()
+
+    run(main())
+
+
+def test_a_shoe_loaded_or_a_fault_cleared_asks_for_the_status_again():
+    # a new stack's count starts at its load, and a jam or misfeed may have let cards out unseen:
+    # the table compares the shoe's count then, not only at the next handshake. A card read asks nothing.
+    async def main():
+        conn, device, line, messages, _ = connection()
+        await conn.open()
+
+        def asked() -> int:
+            return [type(m) for m in device.received].count(StatusRequest)
+
+        await until(lambda: asked() == 1)  # the handshake's
+        device.send(CardRead(1, Card.parse("AS"), Orientation.FACE_DOWN, 10))
+        device.send(ShoeLoaded(20))
+        await until(lambda: asked() == 2)
+        device.send(FaultCleared(FaultCode.JAM))
+        await until(lambda: asked() == 3)
+        device.send(CardRead(2, Card.parse("KD"), Orientation.FACE_DOWN, 30))
+        await until(lambda: isinstance(messages[-1], CardRead) and messages[-1].index == 2)
+        await settle(0.05)
+        assert asked() == 3
+        assert [type(m) for m in messages].count(Status) == 3  # each answer reached the application
+        await conn.close()
 
     run(main())

@@ -18,16 +18,16 @@ def test_every_switch_parses_from_text():
     faults = Faults.parse("jam=2.5 jam_needs_clear door_open riffle_once face_up_at=7 missing=AS,7H; extra=KD foreign=1 "
                           "duplicate=QS unreadable_at=9 reboot_at=100 same_nonce bit_flip_rate=0.01 drop_rate=0.001 "
                           "byte_at_a_time ftdi_batching_ms=16 disconnect_for=1.5 disconnect_at=50 slow_ack_ms=30 "
-                          "seed=4 legacy_1_0 event_buffer=16 repeat_read_at=3 skip_read_at=5 late_report_at=7 "
-                          "no_heartbeat wrong_role flapping_ident")
+                          "seed=4 legacy_1_0 event_buffer=16 repeat_read_at=3 conflicting_read_at=4 skip_read_at=5 "
+                          "late_report_at=7 no_heartbeat wrong_role flapping_ident")
     assert faults.active() == {
         "jam": 2.5, "jam_needs_clear": True, "door_open": True, "riffle_once": True, "face_up_at": 7,
         "missing": (Card.parse("AS"), Card.parse("7H")), "extra": (Card.parse("KD"),), "foreign": 1,
         "duplicate": (Card.parse("QS"),), "unreadable_at": 9, "reboot_at": 100, "same_nonce": True, "bit_flip_rate": 0.01,
         "drop_rate": 0.001, "byte_at_a_time": True, "ftdi_batching_ms": 16.0, "disconnect_for": 1.5,
         "disconnect_at": 50, "slow_ack_ms": 30.0, "seed": 4, "legacy_1_0": True, "event_buffer": 16,
-        "repeat_read_at": 3, "skip_read_at": 5, "late_report_at": 7, "no_heartbeat": True, "wrong_role": True,
-        "flapping_ident": True,
+        "repeat_read_at": 3, "conflicting_read_at": 4, "skip_read_at": 5, "late_report_at": 7, "no_heartbeat": True,
+        "wrong_role": True, "flapping_ident": True,
     }
     assert set(faults.active()) == set(Faults.names())  # the test names every switch
 
@@ -73,6 +73,7 @@ def test_a_bad_value_says_what_the_switch_expects_in_words(spec, why):
     (SimulatedShoe, "door_open", "fault switch door_open is for the shuffler only: a shoe has no door"),
     (SimulatedShuffler, "unreadable_at=3", "fault switch unreadable_at is for the shoe only"),
     (SimulatedShuffler, "repeat_read_at=3", "fault switch repeat_read_at is for the shoe only"),
+    (SimulatedShuffler, "conflicting_read_at=3", "fault switch conflicting_read_at is for the shoe only"),
     (SimulatedShuffler, "skip_read_at=3", "fault switch skip_read_at is for the shoe only"),
     (SimulatedShoe, "late_report_at=3", "fault switch late_report_at is for the shuffler only: a shoe sends no "
                                         "shuffle reports"),

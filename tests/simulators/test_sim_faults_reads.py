@@ -1,5 +1,5 @@
-"""The fault switches behind the tracker's hardening reason codes: a repeated and a skipped read
-index (shoe), a shuffle report out of order (shuffler), a silent heartbeat and a device of the other
+"""The fault switches behind the tracker's hardening reason codes: a repeated, a conflicting and a
+skipped read index (shoe), a shuffle report out of order (shuffler), a silent heartbeat and a device of the other
 role (both). Each scenario of bench/scenarios/ that uses one shows what the daemon makes of it."""
 from __future__ import annotations
 
@@ -37,6 +37,17 @@ def test_repeat_read_at_repeats_an_unreadable_card_too(run_device):
         await h.until(CardRead, 2)
         assert [u.index for u in h.of(UnreadableCard)] == [2, 2]
     run_device(lambda: SimulatedShoe(faults=Faults(repeat_read_at=2, unreadable_at=2), heartbeat_s=0), body)
+
+
+def test_conflicting_read_at_sends_the_index_again_with_another_card(run_device):
+    async def body(h):
+        h.device.load(DECK)
+        h.device.deal(4)
+        await h.until(CardRead, 5)
+        assert [r.index for r in h.of(CardRead)] == [1, 2, 3, 3, 4]
+        first, other = h.of(CardRead)[2:4]
+        assert first.card == DECK[2] and other.card != first.card and other.card.suit == first.card.suit
+    run_device(lambda: SimulatedShoe(faults=Faults(conflicting_read_at=3), heartbeat_s=0), body)
 
 
 def test_skip_read_at_lets_a_card_leave_unseen(run_device):

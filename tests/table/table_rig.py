@@ -35,22 +35,24 @@ def round_of(table: Table) -> Round:
     return table.round
 
 
-def connect_devices(table: Table, boot: int = 7) -> None:
-    """Both links up and each device's IDENT, as the link layer reports a (re)connection."""
+def connect_devices(table: Table, boot: int = 7, protocol_minor: int = 0) -> None:
+    """Both links up and each device's IDENT, as the link layer reports a (re)connection; the devices
+    speak protocol 1.``protocol_minor``."""
     for role, name in ((DeviceRole.SHUFFLER, "shuffler"), (DeviceRole.SHOE, "shoe-reader")):
         table.apply(LinkUp(name))
-        msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, boot)
+        msg = Ident(role, "sim", f"{name}-1", "1.0.0", 1, protocol_minor, boot)
         table.apply(DeviceMessage(name, msg))
 
 
 class TableRig:
-    def __init__(self, rules: HouseRules, *, load: bool = True, seat_second_player: bool = True) -> None:
+    def __init__(self, rules: HouseRules, *, load: bool = True, seat_second_player: bool = True,
+                 protocol_minor: int = 0) -> None:
         self.rules = rules
         self.events: list[Event] = []
         self.clock = FakeClock()
         self.table = Table(rules, self._journal, clock=self.clock, stale_after_s=3.0)
         self.index = 0
-        connect_devices(self.table)
+        connect_devices(self.table, protocol_minor=protocol_minor)
         if seat_second_player and rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; the rig's
             self.table.apply(TakeSeat("p-seated", "dealer-1"))  # one-box rounds have a second player seated
         if load:

@@ -4,6 +4,7 @@ Each test here failed on the code before its fix (the issue lists what each one 
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -12,10 +13,12 @@ from tests.table.table_rig import TableRig, cards
 from core.cards import Card, Orientation, shoe_composition
 from devices.events import Reason, Role, Severity
 from devices.game.rules import HouseRules
-from devices.tracker.inputs import DeviceMessage, LinkDown, LinkUp, Resume, ShoeRemainder, Tick, VoidShoe
+from devices.tracker.inputs import (ClearAlarm, DeviceMessage, LinkDown, LinkUp, OpenRound, Redeal, Resume,
+                                    ShoeRemainder, Tick, VoidShoe)
+from devices.tracker.snapshot import SnapshotError, restore, snapshot
 from devices.tracker.shoe import RemainderError
 from devices.tracker.table import Table
-from devices.overrides import OverrideRefused
+from devices.overrides import OverrideRefused, TableError
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Heartbeat, Ident, ShoeEmpty, ShoeLoaded, ShuffleComplete,
     ShuffleProgress, Status, UnreadableCard,
@@ -109,6 +112,59 @@ def test_a_repeated_index_is_never_dealt_twice() -> None:
     rig.read("9S")  # the next index goes on normally, to the dealer
     assert [c for c, _ in rig.round.assignments] == cards("TH 9S")
     rig.assert_ledger()
+
+
+def test_a_repeated_index_that_carries_another_card_is_an_integrity_alarm_not_a_repeat() -> None:
+    """A resend carries the card its index was first read as. #3 read again as another card is a
+    damaged or forged read: journaled as a plain REPEATED_READ it passed as a duplicate. The first
+    read stands, this one goes nowhere, the round is held and no round opens until a supervisor has
+    looked at the shoe."""
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TH 9S")
+    before = Counter(rig.table.shoe.out)
+    caused = shoe(rig, CardRead(3, Card.parse("AS"), Orientation.FACE_DOWN, 0))  # #1 the burn card, #3 9S
+    assert [e.reason for e in caused] == [Reason.CONFLICTING_READ, Reason.ROUND_HELD]
+    alarm = caused[0]
+    assert alarm.severity is Severity.ALARM
+    assert alarm.data == {"index": 3, "card": "AS", "first_card": "9S", "last": 3}
+    assert alarm.message.startswith("card #3 read again as AS, first read as 9S: one index, two cards (a damaged "
+                                    "or forged read); the first read stands, this one is not dealt")
+    assert rig.table.shoe.out == before and [c for c, _ in rig.round.assignments] == cards("TH 9S")
+    assert [e.reason for e in shoe(rig, CardRead(3, Card.parse("9S"), Orientation.FACE_DOWN, 0))] == [
+        Reason.REPEATED_READ]  # the same card again: a resend
+    rig.table.apply(Redeal("sup-1", Role.SUPERVISOR))
+    [alarm_id] = [a.id for a in rig.table.alarms.of(Reason.CONFLICTING_READ)]
+    with pytest.raises(TableError, match=f"conflicting read alarm {alarm_id} is open: a supervisor looks at the shoe "
+                                         f"and clears it with clear_alarm first"):
+        rig.table.apply(OpenRound())
+    rig.table.apply(ClearAlarm(alarm_id, "sup-1", Role.SUPERVISOR))
+    rig.table.apply(OpenRound())
+    rig.assert_ledger()
+
+
+def test_the_cards_read_by_index_survive_a_snapshot_an_older_one_compares_none_a_bad_one_is_refused() -> None:
+    rig = TableRig(HouseRules.default())
+    rig.bets(1)
+    rig.deal("TH")
+    rig.unreadable()
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    assert snap["read_cards"] == {"1": "2C", "2": "TH"}  # the burn card, the box's card (#3: unreadable)
+    table = restore(rig.table.rules, rig.events.append, snap, hold=False, clock=rig.clock)
+    caused = table.apply(DeviceMessage("shoe-reader", CardRead(2, Card.parse("TD"), Orientation.FACE_DOWN, 0)))
+    assert Reason.CONFLICTING_READ in [e.reason for e in caused]
+    older = {key: value for key, value in snap.items() if key not in ("read_cards", "shoe_count_short")}
+    table = restore(rig.table.rules, rig.events.append, {**older, "version": 6}, hold=False, clock=rig.clock)
+    assert table.read_cards == {}  # not known: a repeat of these is not compared
+    caused = table.apply(DeviceMessage("shoe-reader", CardRead(2, Card.parse("TD"), Orientation.FACE_DOWN, 0)))
+    reasons = [e.reason for e in caused]
+    assert Reason.REPEATED_READ in reasons and Reason.CONFLICTING_READ not in reasons
+    for key in ("4", "0", "x", "١"):  # beyond the last index, none, no number, a digit that is not ASCII
+        with pytest.raises(SnapshotError, match=rf"\$.read_cards key '{key}' is not an index read since the load "
+                                                r"\(1..3\)"):
+            restore(rig.table.rules, rig.events.append, {**snap, "read_cards": {key: "2C"}}, clock=rig.clock)
+    with pytest.raises(SnapshotError, match=r"\$.read_cards\['2'\]: 'XX' is not a card"):
+        restore(rig.table.rules, rig.events.append, {**snap, "read_cards": {"2": "XX"}}, clock=rig.clock)
 
 
 def test_a_skipped_index_is_an_alarm_naming_the_missing_read_and_holds_the_round() -> None:

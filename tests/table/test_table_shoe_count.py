@@ -4,6 +4,11 @@ A shoe that lost or gained cards while no host listened (the daemon down, the li
 unnoticed: nothing compared the cards the shoe says it holds with what the table expects it to
 hold. Now a difference while a verified stack is in play is a SHOE_COUNT_MISMATCH alarm naming
 both counts; it holds the live round and no new round opens until a supervisor clears it.
+
+The rigs' shoe reader speaks protocol 1.1, as the daemon's do: it keeps its reads until they are
+journaled and answers a Status after the reads numbered before it, so its count is final. A 1.0
+reader's reads in flight at a link reset are lost, and a count of fewer cards waits for its next
+read (the last tests).
 """
 from __future__ import annotations
 
@@ -11,16 +16,16 @@ import json
 
 import pytest
 
-from devices.events import Event, Reason, Role
+from devices.events import Event, Reason, Role, Severity
 from devices.overrides import TableError
-from devices.tracker.inputs import (CardsToBoxWithoutWager, ClearAlarm, DeviceMessage, OpenRound, Redeal, Resume,
-                                    VoidShoe)
+from devices.tracker.inputs import (CardsToBoxWithoutWager, ClearAlarm, DeviceMessage, NoMoreBets, OpenRound,
+                                    PlaceBet, Redeal, Resume, VoidShoe)
 from devices.tracker.snapshot import restore, snapshot
 from devices.tracker.table import Table
 from firmware_bridge.messages import CardRead, CutCardSeen, DeviceState, ShoeEmpty, ShoeLoaded, Status
 from core.cards import Card, Orientation
 
-from tests.table.table_rig import RULES_DIR, TableRig, connect_devices
+from tests.table.table_rig import RULES_DIR, TableRig, cards as cards_of, connect_devices
 
 pytestmark = pytest.mark.timeout(30)
 SUP = Role.SUPERVISOR
@@ -44,7 +49,7 @@ def open_mismatch_ids(table: Table) -> list[int]:
 # ---- each shoe state a verified stack is in play in -----------------------------------------------
 
 def burning() -> TableRig:
-    rig = TableRig.from_file(RULES, load=False)
+    rig = TableRig.from_file(RULES, load=False, protocol_minor=1)
     rig.shuffle_ok()
     rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))
     assert rig.table.shoe.state == "burning" and rig.table.last_index == 0
@@ -52,13 +57,13 @@ def burning() -> TableRig:
 
 
 def in_play_between_rounds() -> TableRig:
-    rig = TableRig.from_file(RULES)
+    rig = TableRig.from_file(RULES, protocol_minor=1)
     assert rig.table.shoe.state == "in_play" and rig.table.last_index == 1  # the burn card
     return rig
 
 
 def in_play_mid_round() -> TableRig:
-    rig = TableRig.from_file(RULES)
+    rig = TableRig.from_file(RULES, protocol_minor=1)
     rig.bets(1, 2)
     rig.deal("TH 9S 5D")
     assert rig.round.live and rig.round.held is None
@@ -121,7 +126,7 @@ def test_fewer_or_more_cards_is_an_alarm_naming_both_counts_that_holds_play_unti
 def test_no_count_is_compared_while_no_verified_stack_is_in_play() -> None:
     """idle, verified (not loaded), complete (the stub may be out already, or the next stack in: the
     remainder's count is the check), void: the reader's count belongs to no stack the table deals from."""
-    rig = TableRig.from_file(RULES, load=False)
+    rig = TableRig.from_file(RULES, load=False, protocol_minor=1)
     for held in (0, 7, 312):
         status(rig.table, held)  # idle
     rig.shuffle_ok()
@@ -162,7 +167,7 @@ def test_reads_a_restarted_table_is_sent_again_count_before_the_status_after_the
     rig = in_play_mid_round()
     snap = json.loads(json.dumps(snapshot(rig.table)))
     table = restore(rig.table.rules, rig.events.append, snap, clock=rig.clock)
-    connect_devices(table, boot=7)
+    connect_devices(table, boot=7, protocol_minor=1)
     for index, card in ((rig.index + 1, "7C"), (rig.index + 2, "8H")):  # dealt while no host listened
         table.apply(DeviceMessage("shoe-reader", CardRead(index, Card.parse(card), Orientation.FACE_DOWN, 0)))
     assert status(table, STACK - rig.index - 2) == []
@@ -198,7 +203,7 @@ def test_the_snapshot_keeps_the_difference_named_and_the_cards_put_back() -> Non
     snap = json.loads(json.dumps(snapshot(rig.table)))
     assert (snap["cards_put_back"], snap["shoe_count_named"]) == (5, 1)
     table = restore(rig.table.rules, rig.events.append, snap, clock=rig.clock)
-    connect_devices(table, boot=7)
+    connect_devices(table, boot=7, protocol_minor=1)
     assert (table.cards_put_back, table.shoe_count_named) == (5, 1)
     status(table, expected + 1)  # after the restart's handshake: named already
     assert len(mismatches(rig)) == 1
@@ -216,7 +221,7 @@ def test_a_version_5_snapshot_mid_shoe_leaves_the_count_unchecked_until_the_next
     snap = json.loads(json.dumps(snapshot(rig.table)))
     del snap["cards_put_back"], snap["shoe_count_named"]
     table = restore(rig.table.rules, rig.events.append, {**snap, "version": 5}, clock=rig.clock)
-    connect_devices(table, boot=7)
+    connect_devices(table, boot=7, protocol_minor=1)
     assert (table.cards_put_back, table.shoe_count_named) == (None, None)
     assert status(table, truly_held) == [] and open_mismatch_ids(table) == []
     table.apply(VoidShoe("sup-1", SUP))
@@ -229,7 +234,7 @@ def test_a_version_5_snapshot_mid_shoe_leaves_the_count_unchecked_until_the_next
 
 
 def test_a_version_5_snapshot_between_shoes_checks_the_next_shoe() -> None:
-    rig = TableRig.from_file(RULES, load=False)
+    rig = TableRig.from_file(RULES, load=False, protocol_minor=1)
     snap = json.loads(json.dumps(snapshot(rig.table)))
     del snap["cards_put_back"], snap["shoe_count_named"]
     table = restore(rig.table.rules, rig.events.append, {**snap, "version": 5}, clock=rig.clock)
@@ -272,3 +277,118 @@ def test_a_count_from_a_reader_not_usable_is_not_compared() -> None:
     rig = in_play_between_rounds()
     rig.table.apply(DeviceMessage("shoe-reader", Status(DeviceState.UPDATING, 0, 5, 0)))  # a firmware update
     assert rig.table.reader.state == "updating" and not mismatches(rig)  # out of play: its count not trusted
+
+
+# ---- a count of fewer cards while reads may have been lost: the next read decides -----------------
+
+def reader_1_0_mid_round() -> TableRig:
+    """A round dealt by a 1.0 shoe (its reads in flight at a link reset are lost, never sent again)."""
+    rig = TableRig.from_file(RULES)  # the rig's devices speak 1.0
+    rig.bets(1, 2)
+    rig.deal("TH 9S")
+    return rig
+
+
+def alarm_reasons(table: Table) -> list[str]:
+    return sorted(a.reason for a in table.alarms.open.values())
+
+
+def test_a_1_0_shoes_reads_lost_in_a_link_reset_are_one_missing_read_alarm_not_a_count_alarm_too() -> None:
+    """The Status after the reset's handshake counts out the two cards whose reads were lost, and the
+    next read skips their indexes: one cause. MISSING_READ names them; a SHOE_COUNT_MISMATCH for the
+    same cards was raised beside it."""
+    rig = reader_1_0_mid_round()
+    lost = 2  # dealt, their reads lost in the link reset
+    assert status(rig.table, STACK - rig.index - lost) == []  # no alarm yet: the next read decides
+    assert rig.round.held is None and rig.table.shoe_count_short is not None
+    rig.index += lost
+    rig.read("5D")
+    assert not mismatches(rig) and len(rig.find(Reason.MISSING_READ)) == 1
+    assert alarm_reasons(rig.table) == ["MISSING_READ", "ROUND_HELD"]
+    assert rig.table.shoe_count_short is None
+    assert status(rig.table, STACK - rig.index) == [] and not mismatches(rig)  # the counts agree
+    rig.assert_ledger()
+
+
+def test_a_1_0_shoes_count_of_fewer_cards_that_the_next_read_does_not_account_for_is_the_alarm_then() -> None:
+    """Three cards taken out while no host listened: the next read follows the last one with no gap,
+    so no lost read accounts for them: SHOE_COUNT_MISMATCH at that read, naming the counts of the
+    Status, and the round held with the read waiting as the next card."""
+    rig = reader_1_0_mid_round()
+    left, expected = rig.index, STACK - rig.index
+    status(rig.table, expected - 3)
+    assert not mismatches(rig)
+    rig.read("5D")
+    [alarm] = mismatches(rig)
+    assert alarm.data == {"expected": expected, "held": expected - 3, "difference": -3, "verified": STACK,
+                          "left": left, "put_back": 0, "shoe_state": "in_play", "read": left + 1, "lost_reads": 0}
+    assert (f"the shoe reader held {expected - 3} card(s) at its last count, the table expected {expected} "
+            f"({STACK} verified, {left} left the shoe since the load): 3 fewer: cards left the shoe unseen (the next "
+            f"read, card #{left + 1}, showed it: it follows the last read with no gap: no lost read accounts for "
+            "them)") in alarm.message
+    assert rig.round.held is not None and rig.table.pending == cards_of("5D")
+    assert status(rig.table, expected - 4) == []  # after #left+1: the same difference, named already
+    rig.table.apply(Redeal("sup-1", SUP))
+    [alarm_id] = open_mismatch_ids(rig.table)
+    with pytest.raises(TableError, match=f"shoe count mismatch alarm {alarm_id} is open"):
+        rig.table.apply(OpenRound())
+
+
+def test_what_the_next_reads_gap_does_not_account_for_is_the_count_alarm_beside_its_missing_read() -> None:
+    rig = reader_1_0_mid_round()
+    expected = STACK - rig.index
+    status(rig.table, expected - 3)  # one read lost in a reset, two cards taken out
+    rig.index += 1
+    rig.read("5D")
+    [alarm] = mismatches(rig)
+    assert (alarm.data["difference"], alarm.data["lost_reads"]) == (-2, 1)
+    assert "its gap accounts for 1 lost read(s), not for these" in alarm.message
+    assert len(rig.find(Reason.MISSING_READ)) == 1
+    assert status(rig.table, STACK - rig.index - 2) == []  # the two still gone: named already
+
+
+def test_a_1_1_shoes_count_of_fewer_cards_while_its_events_are_reported_lost_waits_for_the_next_read() -> None:
+    """A 1.1 shoe whose full buffer pushed reads out (the daemon's EVENTS_LOST, open): its Status
+    counts them out and its next read skips them, as a 1.0 shoe's lost reads. Without such an alarm
+    a 1.1 shoe's count is final (the alarm at once, above)."""
+    rig = TableRig.from_file(RULES, protocol_minor=1)
+    rig.bets(1, 2)
+    rig.deal("TH 9S")
+    rig.table.alarms.raise_from(Event(Reason.EVENTS_LOST, "shoe-reader", "shoe-reader: events 9..11 (3) are lost: "
+                                      "overflow", Severity.ALARM))
+    status(rig.table, STACK - rig.index - 3)
+    assert not mismatches(rig) and rig.round.held is None
+    rig.index += 3
+    rig.read("5D")
+    assert not mismatches(rig) and len(rig.find(Reason.MISSING_READ)) == 1
+
+
+def test_a_count_waiting_for_a_read_gives_way_to_a_later_count_and_to_a_new_load_and_holds_no_round() -> None:
+    rig = TableRig.from_file(RULES)
+    expected = STACK - rig.index
+    status(rig.table, expected - 2)  # between rounds
+    rig.table.apply(OpenRound())  # nothing waits for it: the round's first card decides
+    status(rig.table, expected)  # a later count agrees: the two were there after all
+    assert rig.table.shoe_count_short is None
+    rig.table.apply(PlaceBet(1, "p1", 1000))
+    rig.table.apply(NoMoreBets("dealer-1"))
+    rig.deal("TH 9S 5D")
+    assert not mismatches(rig) and rig.round.held is None
+    status(rig.table, STACK - rig.index - 1)
+    rig.table.apply(Redeal("sup-1", SUP))
+    rig.table.apply(VoidShoe("sup-1", SUP))
+    rig.shuffle_ok()
+    rig.table.apply(DeviceMessage("shoe-reader", ShoeLoaded(0)))  # a new load forgets it
+    assert rig.table.shoe_count_short is None
+
+
+def test_the_snapshot_keeps_a_count_waiting_for_the_next_read() -> None:
+    rig = reader_1_0_mid_round()
+    expected = STACK - rig.index
+    status(rig.table, expected - 3)
+    snap = json.loads(json.dumps(snapshot(rig.table)))
+    assert snap["shoe_count_short"] == {"held": expected - 3, "expected": expected, "put_back": 0}
+    table = restore(rig.table.rules, rig.events.append, snap, hold=False, clock=rig.clock)
+    table.apply(DeviceMessage("shoe-reader", CardRead(rig.index + 1, Card.parse("5D"), Orientation.FACE_DOWN, 0)))
+    [alarm] = mismatches(rig)
+    assert alarm.data["difference"] == -3 and alarm.data["read"] == rig.index + 1

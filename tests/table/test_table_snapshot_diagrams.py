@@ -89,13 +89,13 @@ def test_the_round_log_is_input_records_and_a_bad_snapshot_is_refused_by_name() 
     rig.table.apply(NoMoreBets("dealer-1"))
     rig.deal("TC")
     snap = json.loads(json.dumps(snapshot(rig.table)))
-    assert snap["version"] == SNAPSHOT_VERSION == 7
+    assert snap["version"] == SNAPSHOT_VERSION == 8
     assert snap["round"]["log"] == [
         {"v": 2, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 1000},
         {"v": 2, "type": "NoMoreBets", "who": "dealer-1"},
         {"v": 2, "type": "CardDealt", "card": "TC"},
     ]
-    with pytest.raises(SnapshotError, match="version 2 is not one of 4, 5, 6"):
+    with pytest.raises(SnapshotError, match="version 2 is not one of 4, 5, 6, 7"):
         restore(HouseRules.default(), lambda e: None, {**snap, "version": 2}, clock=rig.clock)
     bad = json.loads(json.dumps(snap))
     bad["round"]["log"][0] = {"v": 1, "type": "place_bet", "box": 1, "player": "p1", "amount": 1000}
