@@ -20,6 +20,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from cardd.bench.junit import write_junit
 from cardd.bench.randomness import MINIMUM_SHUFFLES, ShuffleSource, qualify
@@ -31,6 +32,7 @@ from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
 from cardd.cli.common import OutputFile, Program, ProgramConsole, end_like_ctrl_c, logs_to_stderr
+from cardd.cli.shown import shown
 from cardd.config import rule_names
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
@@ -74,6 +76,16 @@ def each_in_parallel(jobs: int, work: Callable[[Path], ScenarioResult], files: l
             raise
 
 
+#: a report line's marks, each in its colour
+PASS, FAIL, SKIP = ("pass", "green"), ("FAIL", "red"), ("skip", "yellow")
+
+
+def marked(mark: tuple[str, str], text: object) -> Text:
+    """A report line: the mark in its colour, then the run's text (a path, a scenario's message, the
+    journal's and the devices' words in it) shown as text (cardd.cli.shown)."""
+    return Text.assemble(mark, " ", shown(text))
+
+
 def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs: int, junit: Path | None,
            count_skipped: bool) -> None:
     """The end of a run or a replay: the skipped and failed ones, the totals, the JUnit file, and
@@ -82,9 +94,9 @@ def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs
     skipped = [r for r in results if r.skipped]
     failed = [r for r in results if not r.passed and not r.skipped]
     for result in skipped:
-        console.print(f"[yellow]SKIPPED[/] {result.skipped}", soft_wrap=True)
+        console.print(marked(("SKIPPED", "yellow"), result.skipped), soft_wrap=True)
     for result in failed:
-        console.print(f"[red]FAIL[/] {result.message}")
+        console.print(marked(FAIL, result.message))
     totals = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
     if count_skipped:
         totals += f", {len(skipped)} skipped"
@@ -240,8 +252,8 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
         def done(result: ScenarioResult) -> None:
             results.append(result)
             progress.advance(task)
-            mark = "[yellow]skip[/]" if result.skipped else "[green]pass[/]" if result.passed else "[red]FAIL[/]"
-            progress.console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+            mark = SKIP if result.skipped else PASS if result.passed else FAIL
+            progress.console.print(marked(mark, f"{result.path} ({result.seconds:.1f} s)"))
 
         each_in_parallel(jobs, lambda path: run_scenario(path, real, say), files, done)
     finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=True)
@@ -273,7 +285,7 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
     start = time.monotonic()
     result = run_soak(shoes, rules, seed, unplug_rate, fault_rate, cut_at, progress)
     for line in summary_lines(result):
-        console.print(line, highlight=False)
+        console.print(shown(line))
     histogram = RichTable(title="card latency histogram")
     histogram.add_column("latency")
     histogram.add_column("cards", justify="right")
@@ -283,9 +295,9 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
     for label, n in buckets:
         histogram.add_row(label, str(n), "#" * math.ceil(40 * n / most))
     console.print(histogram)
-    console.print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items())), highlight=False)
+    console.print(shown("events: " + ", ".join(f"{k} {v}" for k, v in sorted(result.events.items()))))
     for violation in result.violations:
-        console.print(f"[red]violation[/] {violation}", highlight=False)
+        console.print(marked(("violation", "red"), violation))
     if plot or report:
         png = plot_png(result)
         if plot:
@@ -315,16 +327,16 @@ def record_command(paths: tuple[Path, ...], out: Path, force: bool) -> None:
         try:
             done = record_scenario(path, out, name)
         except (ReplayError, CarddError) as exc:
-            console.print(f"[red]FAIL[/] {path}: {exc}")
+            console.print(marked(FAIL, f"{path}: {exc}"))
             failed += 1
             continue
         if done.trace is None:
-            console.print(f"[red]FAIL[/] {done.message}")
+            console.print(marked(FAIL, done.message))
             failed += 1
             continue
-        console.print(f"[green]recorded[/] {path} -> {done.trace} (+ .golden)")
+        console.print(marked(("recorded", "green"), f"{path} -> {done.trace} (+ .golden)"))
         for note in done.notes:
-            console.print(f"[yellow]note[/] {note}")
+            console.print(marked(("note", "yellow"), note))
     if failed:
         sys.exit(1)
 
@@ -343,8 +355,8 @@ def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, juni
 
     def done(result: ScenarioResult) -> None:
         results.append(result)
-        mark = ("[green]updated[/]" if update_golden else "[green]pass[/]") if result.passed else "[red]FAIL[/]"
-        console.print(f"{mark} {result.path} ({result.seconds:.1f} s)")
+        mark = (("updated", "green") if update_golden else PASS) if result.passed else FAIL
+        console.print(marked(mark, f"{result.path} ({result.seconds:.1f} s)"))
 
     each_in_parallel(jobs, lambda path: check_trace(path, update_golden), files, done)
     finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=False)

@@ -32,6 +32,7 @@ from rich.console import Console
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
                               DaemonNotRunning, SocketPermissionDenied)
 from cardd.api.protocol import ErrorCode
+from cardd.cli.shown import visible
 from core.ctrl_c import end_interrupted
 from core.errors import CarddError
 from core.files import output_directory_problem
@@ -153,8 +154,8 @@ def run(group: Program, prog: str) -> NoReturn:
     logs_to_stderr(logging.ERROR)
     try:
         group.main(prog_name=prog)
-    except CliError as exc:
-        click.echo(f"{prog}: {exc}", err=True)
+    except CliError as exc:  # it may quote the daemon's, a device's or a person's text: shown as text
+        click.echo(f"{prog}: {visible(exc)}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(EXIT_OK)
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
 from cardd.cli.common import end_like_ctrl_c, ending_deferred, interrupted_exit_code, money, stop_child
+from cardd.cli.shown import visible
 from cardd.journal import Journal
 from core.rundirs import keep, make_run_directory
 
@@ -413,9 +414,9 @@ def print_summary(s: Summary, elapsed: float, directory: Path, gate: Path | None
                                     ("hit", "stand", "double", "split", "surrender", "insurance")))
     print("players' result per box: " + ", ".join(f"box {b} {money(v)}" for b, v in sorted(s.money.items())))
     print("alarms and holds:")
-    for line in s.alarms or ["none"]:
-        print(f"  {line}")
-    print(f"reconciliation: {s.reconciliation}", flush=True)
+    for line in s.alarms or ["none"]:  # the journal's and the devices' words: shown as text (cardd.cli.shown)
+        print(f"  {visible(line)}")
+    print(f"reconciliation: {visible(s.reconciliation)}", flush=True)
     if gate is not None:
         gate.open().close()
     with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:

@@ -12,9 +12,11 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from cardd.cli.common import (EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, daemon, emit, json_option,
                               run_command)
+from cardd.cli.shown import cells, shown
 from cardd.daemon.devices import MODEL_NAMES
 from core.errors import CarddError
 from drivers.discovery import discover
@@ -48,10 +50,11 @@ def devices_command(as_json: bool) -> None:
         for c in found.devices:
             vid_pid = f"{c.vid:04x}:{c.pid:04x}" if c.vid is not None and c.pid is not None else "-"
             where = c.path or f"bus {c.bus} address {c.address}"
-            table.add_row(c.role or "", c.kind, where, vid_pid, c.serial_number or "-", c.description, c.url or "")
+            table.add_row(*cells(c.role or "", c.kind, where, vid_pid, c.serial_number or "-", c.description,
+                                 c.url or ""))
         out.print(table)
         for kind, why in found.not_listed.items():
-            out.print(f"[yellow]{kind}: {why}[/]")
+            out.print(shown(f"{kind}: {why}", style="yellow"))
     emit(document, as_json, render)
 
 
@@ -136,11 +139,12 @@ def probe(url: str, timeout: float, as_json: bool) -> None:
         raise device_error(url, exc) from None
 
     def render(out: Any) -> None:
-        out.print(f"[bold]{found['model']}[/] serial {found['serial']} ({found['role']}) at {url}")
-        out.print(f"firmware {found['firmware']}, protocol {found['protocol']}, boot id {found['boot_id']:#x}")
+        out.print(Text.assemble(shown(found["model"], style="bold"),
+                                shown(f" serial {found['serial']} ({found['role']}) at {url}")))
+        out.print(shown(f"firmware {found['firmware']}, protocol {found['protocol']}, boot id {found['boot_id']:#x}"))
         link = found["stats"].get("link") or {}
-        out.print("link: " + ", ".join(f"{k.replace('_', ' ')} {link_value(v)}" for k, v in link.items()
-                                       if isinstance(v, (int, float)) and v))
+        out.print(shown("link: " + ", ".join(f"{k.replace('_', ' ')} {link_value(v)}" for k, v in link.items()
+                                             if isinstance(v, (int, float)) and v)))
     emit(found, as_json, render)
 
 
@@ -163,8 +167,8 @@ def selftest(device: str, as_json: bool) -> None:
       cardctl selftest shoe
     """
     result = device_request("selftest", as_json, device=device)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(f"{device}: {'passed' if result['passed'] else 'FAILED'}: "
-                                                f"{result['detail']}"))
+    emit(result, as_json, lambda out: out.print(shown(f"{device}: {'passed' if result['passed'] else 'FAILED'}: "
+                                                      f"{result['detail']}")))
     if not result["passed"]:
         raise CliError(f"{device}: self-test failed: {result['detail']}", EXIT_FAILURE)
 
@@ -180,7 +184,7 @@ def counters(device: str, as_json: bool) -> None:
       cardctl counters shuffler --json
     """
     result = device_request("counters", as_json, device=device)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(f"{device}: " + ", ".join(f"{k} {v}" for k, v in result.items())))
+    emit(result, as_json, lambda out: out.print(shown(f"{device}: " + ", ".join(f"{k} {v}" for k, v in result.items()))))
 
 
 @click.command("clear-fault")
@@ -201,7 +205,7 @@ def clear_fault(device: str, code: str, as_json: bool) -> None:
         now = f"state {model['state']}" + (f", fault {model['fault']}" if model.get("fault") else "")
         raise CliError(f"the {device} has no {code} fault ({now})", EXIT_FAILURE)
     result = device_request("clear_fault", as_json, device=device, code=code)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(f"{device}: {result['cleared']} cleared"))
+    emit(result, as_json, lambda out: out.print(shown(f"{device}: {result['cleared']} cleared")))
 
 
 @click.command("shuffle")
@@ -214,7 +218,7 @@ def shuffle(as_json: bool) -> None:
       cardctl shuffle
     """
     result = device_request("start_shuffle", as_json)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(f"shuffler: shuffling {result['decks']} decks"))
+    emit(result, as_json, lambda out: out.print(shown(f"shuffler: shuffling {result['decks']} decks")))
 
 
 COMMANDS = (devices_command, probe, selftest, counters, clear_fault, shuffle)

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, ProgramConsole, emit, json_option
 from cardd.cli.device import device_error
+from cardd.cli.shown import shown
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
 from core.files import FileRefused, read_problem
@@ -139,8 +140,8 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
         raise device_error(url, exc) from None
     if not result["ok"]:
         raise CliError(f"{url}: the device refused the image: {result['detail']}", EXIT_FAILURE)
-    emit(result, as_json, lambda out: out.print(f"{result['model']}: {result['from_version']} -> "
-                                                f"{result['to_version']}: {result['detail']}"))
+    emit(result, as_json, lambda out: out.print(shown(f"{result['model']}: {result['from_version']} -> "
+                                                      f"{result['to_version']}: {result['detail']}")))
 
 
 COMMANDS = (firmware_group,)

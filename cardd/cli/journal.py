@@ -29,6 +29,7 @@ from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError
                               to_builtins)
 from cardd.journal import Journal, JournalCorrupt, JournalError
 from cardd.cli.message_text import fields_line, message_text
+from cardd.cli.shown import cells, shown, visible
 from devices.tracker.inputs import COMMAND_NAMES, RECORDS
 from firmware_bridge.messages import decode
 
@@ -98,9 +99,11 @@ def co_player_answer(answer: dict[str, Any]) -> str:
 
 
 def render_event(event: dict[str, Any]) -> str:
+    """One record as ``log --follow`` prints it: one line, its texts made visible (cardd.cli.shown)."""
     when = datetime.fromtimestamp(event["time"]).strftime("%H:%M:%S.%f")[:-3]
-    who = f" ({event['who']})" if event.get("who") else ""
-    return f"{event['seq']:>7} {when} {event['severity']:<7} {event['reason']:<22} {shown_message(event)}{who}"
+    who = f" ({visible(event['who'])})" if event.get("who") else ""
+    return (f"{event['seq']:>7} {when} {visible(event['severity']):<7} {visible(event['reason']):<22} "
+            f"{visible(shown_message(event))}{who}")
 
 
 def pages(client: ApiClient, **filters: Any) -> Any:
@@ -252,7 +255,7 @@ def log_command(since: str | None, until: str | None, reason: str | None, severi
             else:
                 done = query_export(client, export_path, fmt, filters)
                 text = f"{done['exported']} records written to {export_path} ({fmt}; a query, not an archive export)"
-            emit(done, as_json, lambda out: out.print(text))
+            emit(done, as_json, lambda out: out.print(shown(text)))
             return
         if not follow:
             reply = client.log(limit=limit, **filters)
@@ -292,8 +295,9 @@ def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> Non
         out.print("no records match")
         return
     if not out.is_terminal:  # a pipe or a file: one line per record, whatever its length (grep -c counts them)
-        # tab-separated, written as it is: rich would turn the tabs into spaces
-        out.file.write("".join("\t".join(map(one_line, record_fields(e))) + "\n" for e in records))
+        # tab-separated, written as it is: rich would turn the tabs into spaces; a field's own tab or
+        # line end is written visible (\x09, \x0a), so it cannot end its column or its line early
+        out.file.write("".join("\t".join(map(visible, record_fields(e))) + "\n" for e in records))
     else:
         print_table(out, records)
     if more:
@@ -306,17 +310,12 @@ def record_fields(e: dict[str, Any]) -> tuple[str, ...]:
             e["reason"], shown_message(e), e.get("who") or "")
 
 
-def one_line(field: str) -> str:
-    """A field that cannot end its line or its column early (the daemon's texts carry none of these)."""
-    return field.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
 def print_table(out: Console, records: list[dict[str, Any]]) -> None:
     table = Table(box=None, show_header=True)
     for column in ("seq", "time", "severity", "reason", "message", "who"):
         table.add_column(column)
     for e in records:
-        table.add_row(*record_fields(e))
+        table.add_row(*cells(*record_fields(e)))
     out.print(table)
 
 
@@ -363,7 +362,8 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
             emit_json(result)
         raise CliError(str(JournalCorrupt(result["journal"], result["first_bad_seq"], result["problem"])),
                        EXIT_INTEGRITY)  # the line a check on open's refusal gives
-    emit(result, as_json, lambda out: out.print(f"{result['journal']}: ok, {result['checked']} records verified"))
+    emit(result, as_json,
+         lambda out: out.print(shown(f"{result['journal']}: ok, {result['checked']} records verified")))
 
 
 def _looks_like_an_export(path: Path) -> bool:

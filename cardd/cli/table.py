@@ -17,6 +17,7 @@ from rich.text import Text
 from cardd.api.client import ApiClient
 from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, in_cardctl_words, \
     json_option, money, run_command, to_builtins
+from cardd.cli.shown import cells, shown
 from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.cards import Card
 from core.errors import CarddError
@@ -45,34 +46,37 @@ def status(as_json: bool) -> None:
 
 
 def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
-    out.print(f"[bold]{release}[/] — rules {state['rules']}, journal seq {state['seq']}")
+    """Every text of the daemon's, a device's or a person's shown as text (cardd.cli.shown)."""
+    out.print(Text.assemble(shown(release, style="bold"),
+                            shown(f" — rules {state['rules']}, journal seq {state['seq']}")))
     devices = Table(title="devices", title_justify="left")
     for column in ("device", "link", "state", "model", "serial", "firmware"):
         devices.add_column(column)
     for name, d in state["devices"].items():
         ident = d.get("ident") or {}
-        devices.add_row(name, d["link"], d["state"], ident.get("model", "-"), ident.get("serial", "-"),
-                        ident.get("firmware", "-"))
+        devices.add_row(*cells(name, d["link"], d["state"], ident.get("model", "-"), ident.get("serial", "-"),
+                               ident.get("firmware", "-")))
     out.print(devices)
     shoe = state["shoe"]
-    out.print(f"shoe: {shoe['state']}, {shoe['cards_out']} of {shoe['cards_in_shoe']} cards out "
-              f"({shoe['penetration']:.0%} penetration)")
+    out.print(shown(f"shoe: {shoe['state']}, {shoe['cards_out']} of {shoe['cards_in_shoe']} cards out "
+                    f"({shoe['penetration']:.0%} penetration)"))
     next_shoe = next_shoe_line(shoe)
     if next_shoe is not None:
-        out.print(Text(next_shoe, style="yellow" if shoe.get("next_shoe_held") else ""))
+        out.print(shown(next_shoe, style="yellow" if shoe.get("next_shoe_held") else ""))
     r = state["round"]
-    out.print("round: none" if r is None else
-              f"round {r['id']}: {r['state']}" + (f" HELD ({r['held']})" if r["held"] else "")
-              + (f", house {money(r['house_result'])}" if r["house_result"] is not None else ""))
+    out.print(shown("round: none" if r is None else
+                    f"round {r['id']}: {r['state']}" + (f" HELD ({r['held']})" if r["held"] else "")
+                    + (f", house {money(r['house_result'])}" if r["house_result"] is not None else "")))
     for hold, why in state["holds"].items():
-        out.print(f"[yellow]hold {hold}: {why}[/]")
+        out.print(shown(f"hold {hold}: {why}", style="yellow"))
     exposed = state["piles"]["pending"]  # seen already: each the next card a hand takes (deal-tracking.md step 9)
     if exposed:
-        out.print(f"[yellow]exposed in error, used as the next cards in this order: {', '.join(exposed)}[/]")
+        out.print(shown(f"exposed in error, used as the next cards in this order: {', '.join(exposed)}",
+                        style="yellow"))
     waiting = state["piles"]["drawn_in_error"]
     if waiting:
-        out.print(f"[yellow]drawn in error, waiting for the dealer: {', '.join(waiting)} "
-                  f"({SETTLE_DRAWN_IN_ERROR})[/]")
+        out.print(shown(f"drawn in error, waiting for the dealer: {', '.join(waiting)} ({SETTLE_DRAWN_IN_ERROR})",
+                        style="yellow"))
     print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
 
@@ -88,18 +92,18 @@ def next_shoe_line(shoe: dict[str, Any]) -> str | None:
     return None
 
 
-def retention_line(retention: dict[str, Any] | None) -> str:
+def retention_line(retention: dict[str, Any] | None) -> Text:
     """STATE's ``retention`` in one line (docs/api.md, "STATE"); None until the daemon's first prune."""
     if retention is None:
-        return "retention: not checked yet (the daemon's first prune runs just after start)"
+        return shown("retention: not checked yet (the daemon's first prune runs just after start)")
     line = (f"retention ({retention['horizon_days']}-day horizon): pruned through seq {retention['pruned_through']}, "
             f"exported through seq "
             f"{retention['exported_through']}, {retention['unexported']} record(s) not exported")
     if retention["oldest_unexported"] is not None:
         line += f" (oldest {retention['oldest_unexported']})"
     if retention["unexported_past_horizon"]:
-        line = f"[yellow]{line}: past the horizon, export them (cardctl log --export FILE)[/]"
-    return line
+        return shown(f"{line}: past the horizon, export them (cardctl log --export FILE)", style="yellow")
+    return shown(line)
 
 
 def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), failures: tuple[str, ...] = (),
@@ -117,8 +121,14 @@ def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), fail
             return outcome
     lines = [f"{words}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
-         lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
+         lambda out: print_lines(out, lines))
     return outcome
+
+
+def print_lines(out: Console, lines: list[str]) -> None:
+    """Lines holding a journal's message (a name, a device's text), each shown as text."""
+    for line in lines:
+        out.print(shown(line))
 
 
 def outcome_of(client: ApiClient, seq: int, reasons: tuple[str, ...]) -> dict[str, Any]:
@@ -527,7 +537,7 @@ def alarm_group(ctx: click.Context, as_json: bool) -> None:
 def print_alarms(out: Console, alarms: list[dict[str, Any]]) -> None:
     """STATE's open alarms, one line each (``status`` and ``alarm``)."""
     for alarm in alarms:
-        out.print(f"[red]alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}[/]")
+        out.print(shown(f"alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}", style="red"))
     if not alarms:
         out.print("alarms: none")
 

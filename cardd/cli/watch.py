@@ -14,11 +14,11 @@ from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 
 from cardd.api.client import ApiClient
 from cardd.cli.common import api_errors, console, daemon, emit_json, end_like_ctrl_c, in_cardctl_words, json_option, \
     money, options, to_builtins
+from cardd.cli.shown import cells, shown
 from cardd.cli.table import SETTLE_DRAWN_IN_ERROR
 
 #: how many of the latest events the view keeps
@@ -28,46 +28,48 @@ LINK_STYLE = {"up": "green", "down": "red"}
 
 def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]], fill: bool = True) -> RenderableType:
     """One frame of the view from a STATE and the latest events; its tables and panels as wide as
-    the terminal with ``fill``, else as their content."""
-    header = Text(f"cardd table — {release} — rules {state['rules']} — journal seq {state['seq']} — "
-                  f"{datetime.now():%H:%M:%S}", style="bold")
+    the terminal with ``fill``, else as their content. Every text of the daemon's, a device's or a
+    person's is shown as text (cardd.cli.shown), in the view's styles alone."""
+    header = shown(f"cardd table — {release} — rules {state['rules']} — journal seq {state['seq']} — "
+                   f"{datetime.now():%H:%M:%S}", style="bold")
     devices = Table(expand=fill, title="devices", title_justify="left")
     for column in ("device", "link", "state", "model", "serial", "firmware"):
         devices.add_column(column)
     for name, d in state["devices"].items():
         ident = d.get("ident") or {}
-        devices.add_row(name, Text(d["link"], style=LINK_STYLE.get(d["link"], "yellow")), d["state"],
-                        ident.get("model", "-"), ident.get("serial", "-"), ident.get("firmware", "-"))
+        devices.add_row(*cells(name, shown(d["link"], style=LINK_STYLE.get(d["link"], "yellow")), d["state"],
+                               ident.get("model", "-"), ident.get("serial", "-"), ident.get("firmware", "-")))
     shoe = state["shoe"]
-    shoe_line = Text(f"shoe {shoe['state']}: {shoe['cards_out']} of {shoe['cards_in_shoe']} out, "
-                     f"penetration {shoe['penetration']:.0%}, rounds {state['rounds_started']}"
-                     + (", LAST ROUND" if shoe.get("last_round") else ""))
+    shoe_line = shown(f"shoe {shoe['state']}: {shoe['cards_out']} of {shoe['cards_in_shoe']} out, "
+                      f"penetration {shoe['penetration']:.0%}, rounds {state['rounds_started']}"
+                      + (", LAST ROUND" if shoe.get("last_round") else ""))
     parts: list[RenderableType] = [header, devices, shoe_line, round_view(state.get("round"), fill)]
     trouble = Table(expand=fill, title="holds, alarms and cards exposed or drawn in error", title_justify="left")
     trouble.add_column("what")
     trouble.add_column("detail")
     for hold, why in state["holds"].items():
-        trouble.add_row(Text(f"HOLD {hold}", style="yellow"), str(why))
+        trouble.add_row(*cells(shown(f"HOLD {hold}", style="yellow"), why))
     for alarm in state["alarms"]:
-        trouble.add_row(Text(f"ALARM {alarm.get('id')} {alarm.get('reason', '')}", style="bold red"),
-                        str(alarm.get("message", "")))
+        trouble.add_row(*cells(shown(f"ALARM {alarm.get('id')} {alarm.get('reason', '')}", style="bold red"),
+                               alarm.get("message", "")))
     exposed = state["piles"]["pending"]
     if exposed:  # seen already: which cards the next hands take
-        trouble.add_row(Text("EXPOSED IN ERROR", style="yellow"),
-                        f"{', '.join(exposed)}: used as the next cards, in this order")
+        trouble.add_row(*cells(shown("EXPOSED IN ERROR", style="yellow"),
+                               f"{', '.join(exposed)}: used as the next cards, in this order"))
     if shoe.get("next_shoe_held"):  # the shuffler's next shoe waits for a supervisor
-        trouble.add_row(Text("NEXT SHOE HELD", style="yellow"), in_cardctl_words(shoe["next_shoe_held"]))
+        trouble.add_row(*cells(shown("NEXT SHOE HELD", style="yellow"), in_cardctl_words(shoe["next_shoe_held"])))
     waiting = state["piles"]["drawn_in_error"]
     if waiting:  # no round opens until the dealer says whether each was seen
-        trouble.add_row(Text("DRAWN IN ERROR", style="yellow"),
-                        f"{', '.join(waiting)}: waiting for the dealer ({SETTLE_DRAWN_IN_ERROR})")
+        trouble.add_row(*cells(shown("DRAWN IN ERROR", style="yellow"),
+                               f"{', '.join(waiting)}: waiting for the dealer ({SETTLE_DRAWN_IN_ERROR})"))
     if trouble.row_count == 0:
-        trouble.add_row(Text("none", style="green"), "")
+        trouble.add_row(shown("none", style="green"), "")
     parts.append(trouble)
     last = Table(expand=fill, title="last events", title_justify="left", show_header=False)
     for e in events:
-        last.add_row(str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%H:%M:%S"),
-                     Text(e["severity"], style="red" if e["severity"] == "alarm" else ""), e["reason"], e["message"])
+        last.add_row(*cells(e["seq"], datetime.fromtimestamp(e["time"]).strftime("%H:%M:%S"),
+                            shown(e["severity"], style="red" if e["severity"] == "alarm" else ""), e["reason"],
+                            e["message"]))
     parts.append(last)
     return Group(*parts)
 
@@ -85,7 +87,7 @@ def round_view(r: dict[str, Any] | None, fill: bool = True) -> RenderableType:
     for box, wagers in r["wagers"].items():
         if box not in r["boxes"]:  # bets placed, no card yet
             stakes = ", ".join(f"{p} {money(a)}" for p, a in wagers.items())
-            table.add_row(f"box {box}", "", "", "", stakes, "")
+            table.add_row(*cells(f"box {box}", "", "", "", stakes, ""))
     for box, hands in r["boxes"].items():
         for hand in hands:
             total = ("soft " if hand["soft"] else "") + str(hand["total"])
@@ -95,12 +97,12 @@ def round_view(r: dict[str, Any] | None, fill: bool = True) -> RenderableType:
                 notes.append("<- to act")
             stakes = ", ".join(f"{p} {money(a)}" for p, a in hand["stakes"].items())
             # STATE numbers a box's hands from 0; people (and the journal's messages) from 1
-            table.add_row(f"box {box}", str(hand["hand"] + 1), " ".join(hand["cards"]), total, stakes,
-                          " ".join(notes))
+            table.add_row(*cells(f"box {box}", hand["hand"] + 1, " ".join(hand["cards"]), total, stakes,
+                                 " ".join(notes)))
     dealer = r["dealer"]
-    table.add_row("dealer", "", " ".join(dealer["cards"]), ("soft " if dealer["soft"] else "") + str(dealer["total"]),
-                  "", "")
-    return Panel(table, title=title, title_align="left", expand=fill)
+    table.add_row(*cells("dealer", "", " ".join(dealer["cards"]),
+                         ("soft " if dealer["soft"] else "") + str(dealer["total"]), "", ""))
+    return Panel(table, title=shown(title), title_align="left", expand=fill)
 
 
 def shown_in_view(kind: str, reason: str) -> bool:

@@ -17,7 +17,8 @@ from typing import Any, Literal
 from cardd.api.errors import REASONS_MAX, CommandFailed, one_line
 from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
-from cardd.journal.records import MAX_TEXT, is_header_text
+from cardd.journal.records import is_header_text
+from core.names import NameRefused, normal_name
 from devices.game.round_types import RuleViolation
 from devices.overrides import OverrideRefused, TableError
 from devices.tracker import inputs
@@ -110,8 +111,7 @@ def build_record(spec: CommandSpec, args: dict[str, Any], caller: Caller) -> Any
         record = inputs.from_json(data, named=spec.name)  # "place_bet.amount: ...", never the record's class
     except InputDecodeError as exc:
         raise CommandFailed(str(exc), code=ErrorCode.BAD_ARGS) from None
-    _check_text(spec.name, record, "")
-    return record
+    return _named(spec.name, record, "")
 
 
 def refusal_line(name: str, exc: Exception) -> str:
@@ -147,20 +147,32 @@ def reasons_line(head: str, reasons: Sequence[str]) -> str:
     return one_line(head + texts[0], REASONS_MAX)  # one reason alone too long: cut as any line
 
 
-def _check_text(name: str, value: Any, where: str) -> None:
-    """Refuse (bad-args) an empty text field, or one the journal could not store as a record's ``who``: a
-    player's name becomes the ``who`` of his bet's record, and a record the journal refuses would
-    fail its whole group commit (every card and command after it) rather than this command."""
+def _named(name: str, value: Any, where: str) -> Any:
+    """``value`` (a record, a tuple of them, a field) with every name a client gave in its one
+    spelling (core.names: the one policy for names, docs/api.md "Names"); CommandFailed (bad-args)
+    naming the field of one that is no name. The credentials' ``who`` is the user name the system
+    gave: kept as it is, refused only if the journal could not store it (a record the journal
+    refuses would fail its whole group commit, every card and command after it, not this command)."""
     if isinstance(value, str):
-        if not value or not is_header_text(value):  # an empty name bet as "'s bet 25.00" too
-            raise CommandFailed(f"{name}{where}: {value[:40]!r}{'...' if len(value) > 40 else ''} is not a name "
-                                f"(1 to {MAX_TEXT} characters, no control characters)", code=ErrorCode.BAD_ARGS)
-    elif isinstance(value, tuple):
-        for i, item in enumerate(value):
-            _check_text(name, item, f"{where}[{i}]")
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return normal_name(value)
+        except NameRefused as exc:
+            raise CommandFailed(f"{name}{where}: {value[:40]!r}{'...' if len(value) > 40 else ''} is not a name: "
+                                f"{exc}", code=ErrorCode.BAD_ARGS) from None
+    if isinstance(value, tuple):
+        return tuple(_named(name, item, f"{where}[{i}]") for i, item in enumerate(value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        named: dict[str, Any] = {}
         for field in dataclasses.fields(value):
-            _check_text(name, getattr(value, field.name), f"{where}.{field.name}")  # ".player", ".co_players[1].player"
+            given = getattr(value, field.name)
+            if field.name in CREDENTIAL_FIELDS and not where:
+                if isinstance(given, str) and (not given or not is_header_text(given)):
+                    raise CommandFailed(f"{name}: your user name {given[:40]!r} cannot be journaled as who",
+                                        code=ErrorCode.BAD_ARGS)
+            elif isinstance(given, (str, tuple)) or dataclasses.is_dataclass(given):
+                named[field.name] = _named(name, given, f"{where}.{field.name}")  # ".player", ".co_players[1].player"
+        return dataclasses.replace(value, **named) if named else value
+    return value
 
 
 def acting_role(spec: CommandSpec, caller: Caller) -> Role:

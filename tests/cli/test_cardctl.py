@@ -178,15 +178,19 @@ def test_status_counts_the_records_not_exported_now_not_at_the_last_prune(daemon
 
 
 def test_the_retention_line_of_status():
-    assert retention_line(None).startswith("retention: not checked yet")
+    assert retention_line(None).plain.startswith("retention: not checked yet")
     late = {"pruned_through": 100, "exported_through": 120, "unexported": 30,
             "oldest_unexported": "2026-01-02T03:04:05.000000000Z", "unexported_past_horizon": True, "horizon_days": 120}
-    assert retention_line(late) == (
-        "[yellow]retention (120-day horizon): pruned through seq 100, exported through seq 120, 30 record(s) not exported "
-        "(oldest 2026-01-02T03:04:05.000000000Z): past the horizon, export them (cardctl log --export FILE)[/]")
+    past = retention_line(late)
+    assert past.plain == (
+        "retention (120-day horizon): pruned through seq 100, exported through seq 120, 30 record(s) not exported "
+        "(oldest 2026-01-02T03:04:05.000000000Z): past the horizon, export them (cardctl log --export FILE)")
+    assert past.style == "yellow"
     everything = {**late, "unexported": 0, "oldest_unexported": None, "unexported_past_horizon": False}
-    assert retention_line(everything) == \
+    line = retention_line(everything)
+    assert line.plain == \
         "retention (120-day horizon): pruned through seq 100, exported through seq 120, 0 record(s) not exported"
+    assert not line.style
 
 
 def test_devices_lists_json(daemon):

@@ -3,41 +3,14 @@ boxes with their totals, an alarm appearing and then clearing."""
 from __future__ import annotations
 
 import itertools
-import shutil
 import subprocess
-import time
-from collections.abc import Callable
-
 
 from cardd.api.client import ApiClient
 from tests.cli.cli_rig import CARDCTL
 from tests.daemon.daemon_rig import shuffle_and_load, simulate
+from tests.support.terminal import Tmux
 
 SESSION_PREFIX = "cardctl-watch-test"
-
-
-
-class Tmux:
-    def __init__(self, name: str, command: list[str]) -> None:
-        assert shutil.which("tmux"), "tmux is installed by make sysdeps"
-        self.name = name
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "60", *command], check=True)
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
-                              check=True).stdout
-
-    def wait_for(self, check: Callable[[str], bool], timeout: float = 20.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            assert time.monotonic() < deadline, f"the screen never showed it:\n{screen}"
-            time.sleep(0.1)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
 
 
 def test_watch_shows_the_boxes_totals_and_an_alarm_appearing_and_clearing(directory):

@@ -55,27 +55,66 @@ def test_a_wrong_arg_is_one_error_naming_the_field(name, args, message):
     assert caught.value.code == "bad-args"
 
 
-@pytest.mark.parametrize(("name", "args", "field"), [
-    ("place_bet", {"box": 1, "player": "\x1b[31mX\r\nY", "amount": 500}, "place_bet.player"),
-    ("insure", {"box": 1, "player": "p" * 257, "amount": 500}, "insure.player"),
-    ("take_seat", {"player": "tab\there"}, "take_seat.player"),
-    ("place_bet", {"box": 1, "player": "", "amount": 500}, "place_bet.player"),
+@pytest.mark.parametrize(("name", "args", "field", "why"), [
+    ("place_bet", {"box": 1, "player": "\x1b[31mX\r\nY", "amount": 500}, "place_bet.player",
+     "U+001B is a control character"),
+    ("insure", {"box": 1, "player": "p" * 65, "amount": 500}, "insure.player", "it is 65 characters long, at most 64"),
+    ("take_seat", {"player": "tab\there"}, "take_seat.player", "U+0009 is a control character"),
+    ("place_bet", {"box": 1, "player": "", "amount": 500}, "place_bet.player", "it is empty"),
+    ("place_bet", {"box": 1, "player": " \u00a0\u3000 ", "amount": 500}, "place_bet.player", "it is empty"),
     ("act", {"box": 1, "action": "double", "player": "p1",
              "co_players": [{"player": "p2", "joins": True}, {"player": "bell\x07", "joins": False}]},
-     "act.co_players[1].player"),
+     "act.co_players[1].player", "U+0007 is a control character"),
+    # C1 controls: U+009B is an 8-bit terminal's CSI, U+0085 a line end to Python and Unicode
+    ("take_seat", {"player": "p\u009bx"}, "take_seat.player", "U+009B is a control character"),
+    ("take_seat", {"player": "p\x9b31mX"}, "take_seat.player", "U+009B is a control character"),
+    ("take_seat", {"player": "ab\u0085"}, "take_seat.player", "U+0085 is a control character"),
+    # what makes a line read otherwise than it is stored: bidi controls, zero-width characters
+    ("take_seat", {"player": "evil\u202ecod.exe"}, "take_seat.player", "U+202E is a format character"),
+    ("take_seat", {"player": "\u2067x\u2069"}, "take_seat.player", "U+2067 is a format character"),
+    ("take_seat", {"player": "a\u200fb"}, "take_seat.player", "U+200F is a format character"),
+    ("take_seat", {"player": "a\u061cb"}, "take_seat.player", "U+061C is a format character"),
+    ("take_seat", {"player": "al\u200bice"}, "take_seat.player", "U+200B is a format character"),
+    ("take_seat", {"player": "al\u00adice"}, "take_seat.player", "U+00AD is a format character"),
+    ("take_seat", {"player": "a\u2028b"}, "take_seat.player", "U+2028 is a line separator"),
+    ("take_seat", {"player": "a\u2029b"}, "take_seat.player", "U+2029 is a paragraph separator"),
+    ("take_seat", {"player": "a\ud800b"}, "take_seat.player", "U+D800 is a surrogate"),
+    ("take_seat", {"player": "a\ue000b"}, "take_seat.player", "U+E000 is a private-use character"),
+    ("take_seat", {"player": "a\ufdd0b"}, "take_seat.player", "U+FDD0 is not a character Unicode assigns"),
+    ("take_seat", {"player": "a\u0378b"}, "take_seat.player", "U+0378 is not a character Unicode assigns"),
+    ("take_seat", {"player": "a\ufe0f"}, "take_seat.player", "U+FE0F is an invisible character"),
+    ("take_seat", {"player": "a\u3164b"}, "take_seat.player", "U+3164 is an invisible character"),
+    ("take_seat", {"player": "\u0301bob"}, "take_seat.player", "U+0301 is a combining mark with no letter before it"),
+    ("take_seat", {"player": "bob \u00b4"}, "take_seat.player", "U+0301 is a combining mark with no letter before it"),
 ])
-def test_a_name_the_journal_cannot_store_as_who_is_refused_as_a_bad_arg(name, args, field):
-    """A player's name becomes the ``who`` of his input's records (a refused bet's too): one the
-    journal refuses (a control character, more than 256 characters) must be this command's
-    bad-args, not a record that fails every group commit after it."""
+def test_a_text_that_is_no_name_is_refused_as_a_bad_arg_saying_why(name, args, field, why):
+    """A player's name becomes the ``who`` of his input's records and a line in every view: one
+    that a view could not show as itself (core.names) is this command's bad-args, naming the field
+    and the character by its code point, never a record (nor a group commit that fails on it)."""
     with pytest.raises(CommandFailed) as caught:
         build_record(command_table(False)[name], args, caller(Role.DEALER))
     assert caught.value.code == "bad-args"
-    assert str(caught.value).startswith(f"{field}: ") and "is not a name (1 to 256 characters, no control" \
-        in str(caught.value)
-    assert "\x1b" not in str(caught.value) and "\n" not in str(caught.value)
-    # the longest name the journal takes still is one
-    build_record(command_table(False)["take_seat"], {"player": "p" * 256}, caller(Role.DEALER))
+    line = str(caught.value)
+    assert line.startswith(f"{field}: ") and " is not a name: " in line and why in line, line
+    assert line.isprintable(), line  # the refusal shows the text escaped (repr), never raw
+
+
+def test_a_name_is_stored_in_one_spelling():
+    """NFKC, spaces as one: a name typed two ways (a composed or a combining accent, full-width
+    letters, a no-break space) is one player, in each field that takes a name."""
+    table = command_table(False)
+    for typed in ("Jos\u00e9", "Jose\u0301", "  Jos\u00e9 ", "\uff2a\uff4f\uff53\u00e9"):
+        assert build_record(table["take_seat"], {"player": typed}, caller(Role.DEALER)) == \
+            inputs.TakeSeat("Jos\u00e9", "dana"), typed
+    assert build_record(table["take_seat"], {"player": "Ana\u00a0\u3000Lu\u00eds"}, caller(Role.DEALER)) == \
+        inputs.TakeSeat("Ana Lu\u00eds", "dana")
+    act = build_record(table["act"], {"box": 1, "action": "double", "player": "Ren\u00e9e",
+                                      "co_players": [{"player": "Rene\u0301e", "joins": True}]}, caller(Role.DEALER))
+    assert act.player == act.co_players[0].player == "Ren\u00e9e"
+    # names of any script, markup-looking text and case are names, kept as typed
+    for name in ("\u0928\u092e\u0938\u094d\u0924\u0947", "\u5f20\u4f1f", "\u05d3\u05d5\u05d3", "[red]MALLORY[/red]",
+                 "O'Brien-Smith", "alice", "Alice", "p" * 64):
+        assert build_record(table["take_seat"], {"player": name}, caller(Role.DEALER)).player == name
 
 
 def test_a_refused_commands_args_nested_past_the_json_module_are_kept_as_a_note() -> None:
