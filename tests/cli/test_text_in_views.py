@@ -4,7 +4,6 @@ ending it. The real programs against the real daemon, on a real terminal (tmux) 
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from cardd.bench.program import cardbench
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import CARDCTL, cardctl
 from tests.daemon.daemon_rig import Daemon, shuffle_and_load, simulate, wait_devices, write_config
-from tests.support.terminal import Tmux
+from tests.support.terminal import Tmux, kept_open
 
 SESSION_PREFIX = "cardctl-text-test"
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,11 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MARKUP_NAMES = ("[/]", "[red]MALLORY[/red]", ":joy:", "[firmware]")
 #: an SGR code of tmux's capture: where a colour or an attribute starts or ends
 SGR = re.compile(r"\x1b\[[0-9;:]*m")
-
-
-def kept_open(*command: str) -> list[str]:
-    """``command`` in a shell that says how it ended and keeps the terminal open to read."""
-    return ["sh", "-c", shlex.join(command) + '; echo "ended with $?"; sleep 600']
 
 
 def test_watch_shows_markup_in_a_name_as_text_unstyled_and_a_closing_tag_ends_nothing(directory):

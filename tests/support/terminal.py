@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import locale
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -28,15 +29,18 @@ class Tmux:
         subprocess.run([*self._server, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
                         "env", "-u", "COLUMNS", "-u", "LINES", *command], check=True)
 
-    def screen(self, escapes: bool = False) -> str:
-        """The screen's lines; with ``escapes``, with the SGR codes of their colours and attributes."""
-        return subprocess.run([*self._server, "capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.name],
+    def screen(self, escapes: bool = False, history: bool = False) -> str:
+        """The screen's lines; with ``escapes``, with the SGR codes of their colours and attributes;
+        with ``history``, the lines scrolled off the top before them."""
+        return subprocess.run([*self._server, "capture-pane", "-p", *(["-e"] if escapes else []),
+                               *(["-S", "-"] if history else []), "-t", self.name],
                               capture_output=True, text=True, check=True).stdout
 
-    def wait_for(self, check: Callable[[str], bool], timeout: float = 20.0, escapes: bool = False) -> str:
+    def wait_for(self, check: Callable[[str], bool], timeout: float = 20.0, escapes: bool = False,
+                 history: bool = False) -> str:
         deadline = time.monotonic() + timeout
         while True:
-            screen = self.screen(escapes)
+            screen = self.screen(escapes, history)
             if check(screen):
                 return screen
             assert time.monotonic() < deadline, f"the screen never showed it:\n{screen}"
@@ -45,6 +49,12 @@ class Tmux:
     def close(self) -> None:
         subprocess.run([*self._server, "kill-server"], capture_output=True)
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def kept_open(*command: str) -> list[str]:
+    """``command`` in a shell that says how it ended (``ended with CODE``) and keeps the terminal
+    open to read: a program that ends (or crashes) leaves its last screen."""
+    return ["sh", "-c", shlex.join(command) + '; echo "ended with $?"; sleep 600']
 
 
 @lru_cache(maxsize=None)
