@@ -7,7 +7,8 @@ while a watcher waits for a reply are kept, in order, in :attr:`ApiClient.pendin
 Errors a person meets first are typed, each one line saying what to do:
 :class:`DaemonNotRunning` (no socket, or nobody listening), :class:`SocketPermissionDenied`
 (not in the API group), :class:`CommandRefused` (an ERROR reply: ``code`` and ``message``),
-:class:`ConnectionClosed` (the daemon went away or dropped a lagging watcher).
+:class:`ConnectionClosed` (the daemon went away or dropped a lagging watcher), :class:`TextNotUtf8`
+(an argument that is not UTF-8: nothing sent).
 """
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ class SocketPermissionDenied(ClientError):
 
 class ConnectionClosed(ClientError):
     """The daemon closed the connection (stopped, or dropped a watcher that fell behind)."""
+
+
+class TextNotUtf8(ClientError):
+    """A text of the request holds bytes that are not UTF-8 (an argument typed on a terminal in another
+    encoding reaches Python as surrogates): nothing is sent."""
 
 
 class StateTimeout(ClientError):
@@ -162,7 +168,12 @@ class ApiClient:
                 time.sleep(wait)
             self._last_request = time.monotonic()
         try:
-            self._sock.sendall(encode_line(message))
+            line = encode_line(message)
+        except UnicodeEncodeError as exc:  # msgspec refuses a surrogate: the API carries UTF-8 text only
+            raise TextNotUtf8(f"{exc.object!r} is not UTF-8 text (a terminal set to another encoding?): "
+                              "not sent") from None
+        try:
+            self._sock.sendall(line)
         except OSError as exc:
             raise ConnectionClosed(f"{self.path}: connection lost: {exc}") from exc
 

@@ -30,7 +30,7 @@ import msgspec
 from rich.console import Console
 
 from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
-                              DaemonNotRunning, SocketPermissionDenied)
+                              DaemonNotRunning, SocketPermissionDenied, TextNotUtf8)
 from cardd.api.protocol import ErrorCode
 from cardd.cli.shown import visible
 from core.ctrl_c import end_interrupted
@@ -196,6 +196,8 @@ def exit_code_of(exc: ClientError) -> int:
         return _CODE_EXITS.get(exc.code, EXIT_FAILURE)
     if isinstance(exc, (DaemonNotRunning, SocketPermissionDenied, ConnectionClosed)):
         return EXIT_UNREACHABLE
+    if isinstance(exc, TextNotUtf8):
+        return EXIT_USAGE
     return EXIT_FAILURE
 
 

@@ -169,9 +169,11 @@ def _named(name: str, value: Any, where: str) -> Any:
                 if isinstance(given, str) and (not given or not is_header_text(given)):
                     raise CommandFailed(f"{name}: your user name {given[:40]!r} cannot be journaled as who",
                                         code=ErrorCode.BAD_ARGS)
-            elif isinstance(given, (str, tuple)) or dataclasses.is_dataclass(given):
-                named[field.name] = _named(name, given, f"{where}.{field.name}")  # ".player", ".co_players[1].player"
-        return dataclasses.replace(value, **named) if named else value
+            elif field.init and (isinstance(given, (str, tuple)) or dataclasses.is_dataclass(given)):
+                spelled = _named(name, given, f"{where}.{field.name}")  # ".player", ".co_players[1].player"
+                if spelled != given:
+                    named[field.name] = spelled
+        return dataclasses.replace(value, **named) if named else value  # a record unchanged is kept as it came
     return value
 
 

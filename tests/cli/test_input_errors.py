@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from cardd.journal import Entry, Journal, JournalError
 from devices.game.rules import HouseRules
 from devices.game.settlement import units
 from devices.tracker.snapshot import snapshot
-from tests.cli.cli_rig import cardctl, start_round
+from tests.cli.cli_rig import CARDCTL, cardctl, start_round
 from tests.table.table_rig import TableRig
 from cardd.daemon.main import main as cardd_main
 from tests.daemon.daemon_rig import RULES, Daemon, run_cardd, simulate, write_config
@@ -359,3 +360,18 @@ def test_a_remainder_file_the_daemon_would_refuse_is_refused_before_it_is_sent(d
     assert "list" not in error and "Traceback" not in run.err
     with ApiClient(daemon.socket_path) as client:
         assert client.log(reason="COMMAND_REFUSED").records == []  # never sent: nothing journaled
+
+
+@pytest.mark.parametrize("name", [b"Jos\xe9", b"ok\xed\xa0\x80"])  # Latin-1's e acute; an encoded surrogate
+def test_a_name_typed_in_another_encoding_is_a_usage_error_and_nothing_is_sent(daemon: Daemon, name: bytes) -> None:
+    """A terminal set to Latin-1 sends bytes that are not UTF-8 (Python holds them as surrogates,
+    which the API's JSON cannot carry): one line naming the text, exit 2, nothing journaled."""
+    with ApiClient(daemon.socket_path) as client:
+        before = client.state()["seq"]
+    done = subprocess.run([os.fsencode(CARDCTL), b"--socket", os.fsencode(daemon.socket_path), b"seat", b"take", name],
+                          capture_output=True, timeout=60)
+    err = done.stderr.decode("utf-8", "backslashreplace")
+    assert done.returncode == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("cardctl: '") and "is not UTF-8 text" in err, err
+    with ApiClient(daemon.socket_path) as client:
+        assert [r.reason for r in client.log(from_seq=before + 1).records if r.kind != "input"] == [], "journaled"

@@ -124,3 +124,17 @@ def test_a_refused_commands_args_nested_past_the_json_module_are_kept_as_a_note(
     for _ in range(5000):
         deep = [deep]
     assert refused_args({"x": deep}) == {"too_deep": "nested too deeply to keep"}
+
+
+def test_the_name_policy_leaves_a_records_other_fields_as_decoded():
+    """Only the names are respelled: a card (whose text is no init field), a target, a count per
+    card come out of build_record as the records' decoder made them."""
+    table = command_table(False)
+    for name, args in (("placement_error", {"assignments": [["AS", ["dealer", None, None]], ["9S", ["box", 3, 0]]]}),
+                       ("enter_card", {"card": "QH"}), ("shoe_remainder", {"returned": {"AS": 2, "7H": 1}})):
+        spec = table[name]
+        assert spec.record is not None
+        record = build_record(spec, args, caller(Role.DEALER, Role.SUPERVISOR))
+        assert record == inputs.from_json({**args, "v": inputs.FORMAT_VERSION, "type": spec.record.__name__,
+                                           "who": "dana", **({"role": "supervisor"} if spec.role is Role.SUPERVISOR
+                                                            else {})}), name
