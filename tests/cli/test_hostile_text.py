@@ -379,11 +379,8 @@ def test_every_view_shows_hostile_text_as_text(texts: list[str]) -> None:
     for name in TERMINAL_VIEWS:
         check_terminal_view(name, texts)
     check_plain_log(texts)
-    check_exports(texts, EXPORTS)
-
-
-#: where the exports of the property go (one file at a time, replaced each example)
-EXPORTS = Path(tempfile.mkdtemp(prefix="cardd-hostile-exports-"))
+    with tempfile.TemporaryDirectory(prefix="cardd-hostile-exports-") as exports:  # its own, gone after
+        check_exports(texts, Path(exports))
 
 
 # ---- the real programs -------------------------------------------------------------------------
