@@ -860,6 +860,7 @@ class _Outside:
     path: Path
     committed: CommittedHead | None  # the head file's, None when there is none
     size: int  # the database file's bytes
+    wal_bytes: int  # its WAL's (0 when there is none)
 
 
 def _look_outside(path: Path) -> _Outside:
@@ -868,7 +869,11 @@ def _look_outside(path: Path) -> _Outside:
         size = path.stat().st_size
     except OSError as exc:
         raise JournalError(f"journal {path} cannot be looked at: {exc.strerror}") from None
-    return _Outside(path, committed, size)
+    try:
+        wal_bytes = Path(f"{path}-wal").stat().st_size
+    except OSError:
+        wal_bytes = 0
+    return _Outside(path, committed, size, wal_bytes)
 
 
 def _problem_beyond_the_chain(conn: sqlite3.Connection, anchor: tuple[int, bytes], head: tuple[int, bytes],
@@ -921,6 +926,8 @@ def _size_problem(conn: sqlite3.Connection, outside: _Outside) -> str | None:
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     end, size = page_size * pages, outside.size
+    if size > end and (size - end) % page_size == 0 and outside.wal_bytes > 0:
+        return None  # whole pages a checkpoint copied from WAL frames a power cut then lost: not appended
     if size > end:
         return (f"{size - end} bytes follow the last of its {pages} pages (byte {end} on, of {size}): "
                 "appended to the file, or its WAL lost pages it had")
