@@ -345,7 +345,7 @@ class _RefusalBudget:
 
     def __init__(self, limits: Limits, window_ended: Callable[[str, int, dict[str, int], float], None]) -> None:
         self.window_ended = window_ended
-        # the budget's clock is time.monotonic, the loop's own: its window ends are loop timers
+        # the budget ends its windows with loop timers set as delays on its own clock (time.monotonic)
         self._budget: WindowedBudget[int] = WindowedBudget(limits.refusal_window_s, limits.refused_per_window,
                                                            self._ended)
 

@@ -596,8 +596,11 @@ def shoe_void(next_shoe: bool, as_json: bool) -> None:
             lines.append(in_cardctl_words(effect["message"]))
         elif effect["reason"] in VOID_EFFECTS:
             lines.append(effect["message"])
-    emit({**record, "caused": caused}, as_json,
-         lambda out: out.print("\n".join(lines), markup=False))  # a journal message is text, not markup
+    def show(out: Console) -> None:
+        for line in lines:
+            out.print(shown(line))  # a journal message is text, not markup
+
+    emit({**record, "caused": caused}, as_json, show)
 
 
 @shoe_group.command("hand-shuffled")
