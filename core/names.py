@@ -26,12 +26,14 @@ from __future__ import annotations
 import unicodedata
 
 from core.errors import CarddError
+from core.text import UNSAFE_CATEGORIES
 
 #: the longest name, in characters after normalisation: a name fits a view's column and a line
 MAX_NAME = 64
 
-#: what each refused category is, in the refusal's words
-_REFUSED_CATEGORIES = {
+#: what each category a view escapes (core.text.UNSAFE_CATEGORIES, refused in a name) is, in the
+#: refusal's words
+_CATEGORY_WORDS = {
     "Cc": "a control character",
     "Cf": "a format character (a bidi control, a zero-width character, a soft hyphen)",
     "Zl": "a line separator",
@@ -87,8 +89,8 @@ def _refused(char: str) -> str | None:
     if char.isprintable() and ord(char) not in _INVISIBLE:  # the common case, letters of any script
         return None
     category = unicodedata.category(char)
-    if category in _REFUSED_CATEGORIES:
-        return _REFUSED_CATEGORIES[category]
+    if category in UNSAFE_CATEGORIES:
+        return _CATEGORY_WORDS[category]
     if ord(char) in _INVISIBLE:
         return "an invisible character (a variation selector, a filler, a grapheme joiner)"
     return None  # a space separator: made a space already
