@@ -870,7 +870,7 @@ def _look_outside(path: Path) -> _Outside:
     except OSError as exc:
         raise JournalError(f"journal {path} cannot be looked at: {exc.strerror}") from None
     try:
-        wal_bytes = Path(f"{path}-wal").stat().st_size
+        wal_bytes = journal_files(path)[1].stat().st_size
     except OSError:
         wal_bytes = 0
     return _Outside(path, committed, size, wal_bytes)
