@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cardd.journal import Entry, Journal, JournalError, journal_files  # noqa: E402
-from cardd.journal.journal import PARALLEL_VERIFY_RECORDS, VERIFY_PROCESSES  # noqa: E402
+from cardd.journal.integrity import PARALLEL_VERIFY_RECORDS, VERIFY_PROCESSES  # noqa: E402
 
 STARTUP_TARGET_S = 1.0
 QUERY_TARGET_MS = 100.0

@@ -58,7 +58,7 @@ from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, StepFailed
 from cardd.bench.scenario import Load, Scenario, Shuffle
 from cardd.config import RULES_DIR
 from cardd.journal.chain import walk
-from cardd.journal.journal import Journal
+from cardd.journal import Journal
 from cardd.journal.records import GENESIS_HASH
 from cardd.journal.sqlite_errors import sqlite_problem
 from core.cards import Card, Rank, shoe_composition

@@ -10,10 +10,12 @@ and the guarantees after a crash or a power cut.
 """
 from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalEntryError, JournalError,
                      JournalExportError, JournalNotFound, JournalWriteError)
-from .journal import (QUICK_CHECK_RECORDS, Encoded, ExportFile, ExportResult, Journal, PruneResult, RetentionStatus,
-                      VerifyResult, WriterLock, journal_files)
+from .integrity import QUICK_CHECK_RECORDS, VerifyResult
+from .journal import Encoded, Journal, journal_files
+from .lock import WriterLock
 from .records import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START,
                       KIND_STOP, SEVERITIES, Entry, Record, input_of)
+from .retention import ExportFile, ExportResult, PruneResult, RetentionStatus
 from .schema import MIN_RETENTION_DAYS
 
 __all__ = [

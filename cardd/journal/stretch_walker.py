@@ -17,15 +17,16 @@ import sys
 from pathlib import Path
 
 from .chain import Stretch, stretch_to_json, walk_stretch
+from .connection import connect
 from .errors import JournalError
-from .journal import _MMAP_BYTES, _connect
+from .integrity import MMAP_BYTES
 from .sqlite_errors import sqlite_problem
 
 
 def walk_file(path: Path, first: int, through: int, anchor_seq: int, anchor_hash: bytes) -> Stretch | None:
-    conn = _connect(path, readonly=True)
+    conn = connect(path, readonly=True)
     try:
-        conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         conn.execute("BEGIN")
         if conn.execute("SELECT seq, hash FROM anchor").fetchone() != (anchor_seq, anchor_hash):
             return None

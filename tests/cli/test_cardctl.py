@@ -447,7 +447,7 @@ def test_verify_journal_file_that_sqlite_cannot_open_is_a_failure_not_an_integri
     copy = journal_of_cards(tmp_path / "copy.sqlite3", 10)
     cannot_open = sqlite3.OperationalError("unable to open database file")  # as SQLite raises it
     cannot_open.sqlite_errorcode, cannot_open.sqlite_errorname = sqlite3.SQLITE_CANTOPEN, "SQLITE_CANTOPEN"
-    mocker.patch("cardd.journal.journal.sqlite3.connect",  # as on a disk SQLite cannot open the file on
+    mocker.patch("cardd.journal.connection.sqlite3.connect",  # as on a disk SQLite cannot open the file on
                  side_effect=cannot_open)
     monkeypatch.setattr(sys, "argv", ["cardctl", "verify-journal", "--file", str(copy)])
     with pytest.raises(SystemExit) as ended:

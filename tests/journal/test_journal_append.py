@@ -11,7 +11,7 @@ import pytest
 
 from cardd.journal import (Entry, Journal, JournalBusy, JournalConfigError, JournalEntryError, JournalError,
                            JournalNotFound, JournalWriteError)
-from cardd.journal.journal import Encoded
+from cardd.journal import Encoded
 from cardd.journal.records import body_bytes, canonical_json, record_hash, round_of
 from cardd.journal.schema import LEGACY_APPEND_IN_ORDER
 from devices.events import Event, Reason, Severity

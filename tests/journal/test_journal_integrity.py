@@ -220,7 +220,7 @@ def test_a_copy_in_a_directory_that_cannot_be_written_is_read_as_it_stands(path,
     for side in ("-wal", "-shm", "-lock", "-head"):  # the file alone, as copied
         path.with_name(path.name + side).unlink(missing_ok=True)
     writable = os.access
-    mocker.patch("cardd.journal.journal.os.access",
+    mocker.patch("cardd.journal.connection.os.access",
                  side_effect=lambda p, mode: False if os.fspath(p) == os.fspath(path.parent) else writable(p, mode))
     with Journal.open(path, readonly=True) as journal:
         result = journal.verify()
@@ -249,7 +249,7 @@ def test_a_wal_removed_while_a_copy_is_opened_read_only_is_no_wal(path, mocker):
             wal.unlink(missing_ok=True)  # the daemon stops just after the look
         return there
 
-    mocker.patch("cardd.journal.journal.os.access",
+    mocker.patch("cardd.journal.connection.os.access",
                  side_effect=lambda p, mode: False if os.fspath(p) == os.fspath(path.parent) else writable(p, mode))
     mocker.patch.object(Path, "exists", autospec=True, side_effect=seen_then_removed)
     with Journal.open(path, readonly=True) as journal:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cardd.journal.journal import FULL_DISK_BYTES
+from cardd.journal.disk_full import FULL_DISK_BYTES
 from tests.support.full_disk import PrivateTmpfs
 
 CHILD = Path(__file__).with_name("full_disk_child.py")
