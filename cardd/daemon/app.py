@@ -114,8 +114,7 @@ class Daemon:
             raise StartupError(str(exc)) from None
         except OSError as exc:
             raise StartupError(f"journal {path}: {exc.strerror}") from None
-        service = self.service = TableService(rules, self.journal, self._publish)
-        service.on_published = self._published
+        service = self.service = TableService(rules, self.journal, self._publish, on_published=self._published)
         start = Entry(kind=KIND_START, reason=REASON_START, source="cardd", data={
             "release": self.release, "config": self.config_path, "rules": rules.name, "rules_sha256": rules_hash,
             "simulated": self.simulation is not None, "message": f"{self.release} started"})

@@ -39,7 +39,8 @@ from cardd.api.protocol import ErrorCode
 from cardd.config import CarddConfig
 from core.errors import CarddError
 from core.schema_errors import schema_problem
-from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
+from cardd.daemon.event_marks import EventMarks, unit_of
+from cardd.daemon.tracker_service import TableService
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
 from devices.overrides import TableError

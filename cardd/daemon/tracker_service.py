@@ -1,51 +1,15 @@
 """The one path of every input: apply to the table, journal, then publish.
 
 Device messages (through the feed), link changes, ticks and API commands all go through
-:meth:`TableService.apply`. Each input applied adds an ``input`` record (the record's JSON
-form) and a record per event it caused to the open batch, except that a card read and the first
-event it caused are one record, the event's carrying the read (journal ``INPUT_KEY``); at the end of the loop turn the
-batch is written in ONE journal transaction (group commit, a ``call_soon``-scheduled flush),
-and only then is each record published to the API, in sequence order.
-
-A batch of :data:`THREAD_COMMIT_RECORDS` or more (the cards pour in) is committed by the
-journal's writer thread, so the loop goes on reading and applying the next cards while the disk
-syncs; the next batch waits for that commit, then goes the same way whatever its size (it
-filled while the disk synced: the cards are still pouring in, a few per loop turn now that the
-link acknowledges a burst before handing it over). The journal's own writes (an export's record,
-a prune: :meth:`TableService.journal_write`) take the same thread, in line between two commits,
-and their records are published the same way. Any other smaller batch (a lone card, a command)
-is committed on the loop at once: no thread hop in its latency.
-
-The table's snapshot goes into the same transaction, except where a batch holds nothing but
-card reads and heartbeats from devices whose states did not change (the card path): those
-commits skip it, at most :data:`SNAPSHOT_EVERY_S` and :data:`SNAPSHOT_EVERY_RECORDS` apart,
-because building and writing the whole snapshot costs more than the cards. The snapshot
-stored beside the device models' states (``{"table": ..., "device_states": ...}``), so a restart replays the inputs after
-it onto the table exactly as it was (no hold, devices as they were), then restores from the
-replayed table's snapshot (a live round comes back held, the devices offline).
-
-After each commit :attr:`TableService.journaled_reads` holds the highest card index journaled
-per device, and :attr:`TableService.event_marks` the highest protocol 1.1 event index journaled
-per device and unit (role, model, serial: each unit numbers its own events), so a unit that comes
-back to a port after another resumes from its own mark; ``on_journaled`` is called with the marks
-that commit moved: the daemon confirms them to the devices (docs/protocol.md §3.2), which then
-forget those events. A restart reads the marks back from the snapshot (:data:`EVENT_MARKS`) and
-the input records after it, so each device resends exactly what was not journaled.
-
-A commit that fails (the disk holding the journal is full) loses nothing: its batch is kept, in
-front of what comes meanwhile, and written again every :data:`RETRY_AFTER_S`. A failure opens a
-JOURNAL_WRITE_FAILED alarm at once unless one is open (in STATE; its record waits with the others), commands
-waiting on a commit get one line saying their record is kept (:func:`not_journaled_yet`), no new
-round opens, and ``journal_commit_failed`` is logged at most every :data:`FAILED_LOG_EVERY_S`.
-The first commit that succeeds is followed by a JOURNAL_WRITE_RESUMED record: how long writing
-failed and how many records waited. The alarm stays open until a supervisor clears it (cleared
-while commits still fail, it opens again). An entry the journal refuses for what it holds would
-fail every retry: it is journaled made storable instead (:meth:`TableService._encoded`).
+:meth:`TableService.apply`; each input applied and the events it caused join the open batch,
+which the journal's writer (cardd.journal.writer) commits at the end of the loop turn, then
+each record is published to the API in seq order. A commit that fails keeps its batch for a
+retry and opens the JOURNAL_WRITE_FAILED alarm. docs/architecture.md ("The daemon") and
+docs/journal.md ("Group commit", "When the disk is full") describe the whole path.
 """
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import json
 import time
@@ -58,15 +22,17 @@ import structlog
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import Event as ApiEvent
 from cardd.daemon.commands import refusal_line
+from cardd.daemon.event_marks import EVENT_MARKS, EventMarks, marks_from_json, marks_to_json, merge_marks, unit_of
 from cardd.journal import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_INPUT, Encoded, Entry, Journal,
                            JournalEntryError, JournalError, JournalWriteError, Record, input_of)
+from cardd.journal.writer import JournalWriter
 from core.errors import CarddError
 from devices.events import Event, Reason, Severity
 from devices.game.rules import HouseRules
 from devices.overrides import TableError
 from devices.tracker.feed import Feed
 from devices.tracker.inputs import DeviceMessage, OpenRound, TableInput, Tick, from_json, to_json
-from devices.tracker.snapshot import SnapshotError, restore, snapshot
+from devices.tracker.snapshot import restore, snapshot
 from devices.tracker.table import Table
 from drivers.aio import RateLimitedLog
 from firmware_bridge.messages import CardRead, Heartbeat, Ident, UnreadableCard
@@ -87,47 +53,18 @@ JOURNAL_SOURCE = "journal"
 SNAPSHOT_EVERY_S = 0.5
 #: ... or this many records back (what a restart replays is at most about this much)
 SNAPSHOT_EVERY_RECORDS = 500
-#: a batch of this many records or more is committed by the writer thread (module docstring)
-THREAD_COMMIT_RECORDS = 16
-#: what the daemon stores as the journal's snapshot: the table's own snapshot under TABLE and
-#: the device models' states under DEVICE_STATES (a bare table snapshot is read as one too)
+#: what the daemon stores as the journal's snapshot: the table's own snapshot under TABLE, the
+#: device models' states under DEVICE_STATES (a bare table snapshot is read as one too) and the
+#: event marks under event_marks.EVENT_MARKS
 TABLE, DEVICE_STATES = "table", "device_states"
-#: ... and the event marks under EVENT_MARKS: {device: [{"unit": [role, model, serial], "index": n}, ...]}
-#: (a journal of an older release holds one mark per device, {device: {"unit": ..., "index": n}})
-EVENT_MARKS = "event_marks"
-#: the marks kept per device: those of the units most recently journaled. A unit forgotten is told
-#: 0 again: it resends only what no host confirmed, and says the confirmed ones are gone, which the
-#: daemon cannot tell from events journaled nowhere: an EVENTS_LOST alarm (cardd.daemon.devices;
-#: docs/protocol.md §3.2)
-MARKS_PER_DEVICE = 16
-
-#: a device unit as protocol 1.1 numbers its events: (role, model, serial) of its IDENT
-Unit = tuple[str, str, str]
 _R = TypeVar("_R")
 #: all that the device models' checkpoints are made of: (state, resume state, IDENT) of each
 #: model, compared on every commit instead of building (and encoding the IDENT of) both checkpoints
 DeviceKey = tuple[tuple[str, str, Ident | None], ...]
 
 
-def unit_of(ident: Ident | None) -> Unit | None:
-    if ident is None:
-        return None
-    last, unit = _last_unit
-    if ident is not last:  # asked for every card read: the IDENT object changes only at a handshake
-        unit = (ident.role.name.lower(), ident.model, ident.serial)
-        _last_unit[:] = [ident, unit]
-    return unit
-
-
-#: the last IDENT unit_of was asked about, and its unit
-_last_unit: list[Any] = [None, None]
-
-
 #: the kinds of record that may carry an input (journal.input_of): only their data is read at a restart
 _CARRY_INPUTS = frozenset({KIND_INPUT, KIND_EVENT})
-
-#: device -> unit (None: not known, an older journal) -> the highest event index journaled for it
-EventMarks = dict[str, dict[Unit | None, int]]
 
 
 def stored_table(stored: Mapping[str, Any]) -> Any:
@@ -148,37 +85,6 @@ def journaled_state(journal: Journal) -> tuple[dict[str, Any] | None, list[Journ
     after, stored = latest if latest is not None else (0, None)
     carried = ((r.seq, input_of(r.kind, r.data)) for r in journal.entries_after(after) if r.kind in _CARRY_INPUTS)
     return stored, [(seq, inp) for seq, inp in carried if inp is not None]
-
-
-def merge_marks(into: EventMarks, moved: Mapping[str, Mapping[Unit | None, int]]) -> EventMarks:
-    """``into`` moved on by ``moved`` (each unit's mark only goes up); the unit moved last comes
-    last, and a device keeps the :data:`MARKS_PER_DEVICE` units moved most recently."""
-    for device, units in moved.items():
-        marks = into.setdefault(device, {})
-        for unit, index in units.items():
-            marks[unit] = max(marks.pop(unit, 0), index)
-        for unit in list(marks)[:-MARKS_PER_DEVICE]:
-            del marks[unit]
-    return into
-
-
-def marks_to_json(marks: EventMarks) -> dict[str, list[dict[str, Any]]]:
-    return {device: [{"unit": None if unit is None else list(unit), "index": index} for unit, index in units.items()]
-            for device, units in marks.items()}
-
-
-def marks_from_json(data: Mapping[str, Any]) -> EventMarks:
-    """The :data:`EVENT_MARKS` of a snapshot, of this release or the one-mark-per-device form before it."""
-    marks: EventMarks = {}
-    try:
-        for device, stored in data.items():
-            units = marks[device] = {}
-            for mark in stored if isinstance(stored, list) else [stored]:
-                unit = mark.get("unit")
-                units[None if unit is None else (str(unit[0]), str(unit[1]), str(unit[2]))] = int(mark["index"])
-    except (AttributeError, KeyError, IndexError, TypeError, ValueError):
-        raise SnapshotError(f"snapshot: $.{EVENT_MARKS} is not a list of {{unit, index}} per device") from None
-    return marks
 
 
 @dataclass
@@ -207,6 +113,8 @@ class _Batch:
     needs_snapshot: bool = False
     #: what the device models' checkpoints depend on, when this batch's commit carries the snapshot
     devices: "DeviceKey | None" = None
+    #: the snapshot its commit carries (None: none, the card path), fixed when the batch is closed
+    snapshot: dict[str, Any] | None = None
     #: a write of the journal's own (journal_write): its success says nothing of the batches kept
     own: bool = False
 
@@ -231,20 +139,23 @@ class TableService:
 
     def __init__(self, rules: HouseRules, journal: Journal, publish: Callable[[ApiEvent], None],
                  clock: Callable[[], float] = time.monotonic,
-                 on_journaled: Callable[[EventMarks], None] | None = None) -> None:
+                 on_journaled: Callable[[EventMarks], None] | None = None,
+                 on_published: Callable[[], None] | None = None) -> None:
         self.rules, self.journal, self._publish = rules, journal, publish
         self._clock = clock
+        #: called after each commit with the event marks it moved (the devices' confirms); set by
+        #: cardd.daemon.devices, which is made from this service
         self.on_journaled = on_journaled
-        #: called after each commit with its first record's seq and time (ns): retention's oldest unexported
+        #: called after each commit with its first record's seq and time (ns): retention's oldest
+        #: unexported; set by cardd.daemon.retention, which is made from this service
         self.on_committed: Callable[[int, int], None] | None = None
         #: called after each commit's records were handed to ``publish``: the API writes them now
         #: (ApiServer.flush), before the confirms the commit sends the devices, not a loop turn later
-        self.on_published: Callable[[], None] | None = None
+        self.on_published = on_published
         self._batch = _Batch()
-        self._flush_handle: asyncio.Handle | asyncio.TimerHandle | None = None
-        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
-        #: the writer thread's commit under way: (its future, its batch, its snapshot)
-        self._in_flight: tuple[concurrent.futures.Future[list[int]], _Batch, dict[str, Any] | None] | None = None
+        #: the group commit of the open batch, and the journal's writer thread
+        self.writer: JournalWriter[_Batch] = JournalWriter(journal, take=self._take_batch, encode=self._encoded,
+                                                           committed=self._committed, failed=self._failed)
         #: when the last snapshot was written (clock), the records since, the device states in it
         self._snapshot_at = -float("inf")
         self._since_snapshot = 0
@@ -284,7 +195,7 @@ class TableService:
             start = start._replace(ts_ns=time.time_ns())
         self._batch = _Batch(entries=[start, *held], needs_snapshot=True)
         self.feed = _JournaledFeed(self)
-        seqs = self._commit()
+        seqs = self.writer.commit_now()
         return seqs[0]
 
     def _replayed(self, stored: dict[str, Any] | None, inputs: list[JournaledInput]) -> dict[str, Any]:
@@ -331,7 +242,7 @@ class TableService:
         at = len(batch.entries)
         batch.entries.append(Entry(kind=KIND_INPUT, source=_source(inp), who=who, data=to_json(inp),
                                    ts_ns=time.time_ns()))
-        self._schedule_flush()
+        self.writer.schedule()
         if not _card_path(inp):
             batch.needs_snapshot = True
         try:
@@ -354,7 +265,7 @@ class TableService:
         entries = batch.entries
         at, data, ts_ns = len(entries), to_json(inp), time.time_ns()
         entries.append(Entry(kind=KIND_INPUT, source=device, who=who, data=data, ts_ns=ts_ns))
-        self._schedule_flush()
+        self.writer.schedule()
         try:
             caused = self.table.apply(inp)
         finally:  # journaled either way: its read and its event index count, applied or refused
@@ -415,40 +326,20 @@ class TableService:
         """Add a record that is no table input to the open batch; returns its index there."""
         self._batch.entries.append(entry)
         self._batch.needs_snapshot = True
-        self._schedule_flush()
+        self.writer.schedule()
         return len(self._batch.entries) - 1
 
     def commit_of(self, index: int) -> asyncio.Future[int]:
         """A future: the seq of entry ``index`` of the open batch, once it is journaled."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._batch.waiters.append((index, future))
-        self._schedule_flush()
+        self.writer.schedule()
         return future
 
     def flush(self) -> None:
         """Commit the open batch now, after the writer thread's commit under way (shutdown): when
         this returns, everything journaled is published, in seq order."""
-        if self._in_flight is not None:  # done here, starting no other thread commit (_thread_done would)
-            future, batch, snap = self._in_flight
-            concurrent.futures.wait([future])
-            self._in_flight = None
-            try:
-                self._committed(batch, snap, future.result())
-            except JournalError as exc:
-                self._failed(batch, exc)  # its records back in front of the open batch, written below
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-            self._flush_handle = None
-        if self._writer is not None:
-            self._writer.shutdown()
-            self._writer = None
-        try:
-            while self._batch.entries or self._batch.waiters:  # twice after a failure: JOURNAL_WRITE_RESUMED
-                self._commit()
-        finally:  # no retry of a failed one after this: the caller closes the journal
-            if self._flush_handle is not None:
-                self._flush_handle.cancel()
-                self._flush_handle = None
+        self.writer.flush()
 
     def unjournaled(self) -> list[Entry]:
         """The records waiting for a commit that has failed (none once one has succeeded): what a
@@ -459,29 +350,13 @@ class TableService:
 
     def _sink(self, event: Event) -> None:
         self._batch.entries.append(Entry.from_event(event, who=event.who or "", ts_ns=time.time_ns()))
-        self._schedule_flush()
+        self.writer.schedule()
 
     def _note_read(self, inp: TableInput) -> None:
         if isinstance(inp, DeviceMessage):
             if isinstance(inp.message, (CardRead, UnreadableCard)):
                 _note_index(self._batch.reads, inp.device, inp.message.index)
             _note_event(self._batch, self.table, inp)
-
-    def _schedule_flush(self) -> None:
-        if self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._scheduled_flush)
-
-    def _scheduled_flush(self) -> None:
-        self._flush_handle = None
-        if self._in_flight is not None or not (self._batch.entries or self._batch.waiters):
-            return  # the commit under way schedules the next when it is done
-        if len(self._batch.entries) >= THREAD_COMMIT_RECORDS:
-            self._commit_in_thread()
-            return
-        try:
-            self._commit()
-        except JournalError:
-            pass  # logged by _failed; retried
 
     def _snapshot_due(self, batch: _Batch) -> dict[str, Any] | None:
         """The snapshot this commit carries, or None on the card path (module docstring)."""
@@ -497,17 +372,22 @@ class TableService:
         return {TABLE: snapshot(self.table), DEVICE_STATES: {model.NAME: model.checkpoint() for model in models},
                 EVENT_MARKS: marks_to_json(marks)}
 
-    def _close_batch(self) -> tuple[_Batch, dict[str, Any] | None]:
-        batch, self._batch = self._batch, _Batch()
-        return batch, self._snapshot_due(batch)
+    def _take_batch(self) -> _Batch | None:
+        """The open batch closed for its commit, with the snapshot it carries; None when nothing waits."""
+        batch = self._batch
+        if not (batch.entries or batch.waiters):
+            return None
+        self._batch = _Batch()
+        batch.snapshot = self._snapshot_due(batch)
+        return batch
 
-    def _encoded(self, batch: _Batch, snap: dict[str, Any] | None) -> Encoded:
+    def _encoded(self, batch: _Batch) -> Encoded:
         """The batch checked and its JSON text fixed. An entry the journal refuses (a text with a
         control character that slipped past a check, data that is not JSON) would fail every retry
         and hold every record behind it for good: it is made storable instead (Entry.storable:
         what it says kept, why in its data) and logged."""
         try:
-            return self.journal.encode(batch.entries, snap)
+            return self.journal.encode(batch.entries, batch.snapshot)
         except JournalEntryError:
             for at, entry in enumerate(batch.entries):
                 try:
@@ -515,49 +395,13 @@ class TableService:
                 except JournalEntryError as exc:
                     batch.entries[at] = entry.storable(str(exc))
                     log.error("journal_entry_repaired", at=at, reason=str(entry.reason)[:64], error=str(exc))
-            return self.journal.encode(batch.entries, snap)  # the snapshot itself refused: a failure
-
-    def _commit(self) -> list[int]:
-        batch, snap = self._close_batch()
-        try:
-            seqs = self.journal.append_encoded(self._encoded(batch, snap))
-        except JournalError as exc:
-            self._failed(batch, exc)
-            raise
-        self._committed(batch, snap, seqs)
-        return seqs
-
-    def _commit_in_thread(self) -> None:
-        batch, snap = self._close_batch()
-        try:  # the JSON text fixed here, on the loop: the table goes on changing meanwhile
-            encoded = self._encoded(batch, snap)
-        except JournalError as exc:
-            self._failed(batch, exc)
-            return
-        self._submit(lambda: self.journal.append_encoded(encoded), batch, snap)
-
-    def _submit(self, commit: Callable[[], list[int]], batch: _Batch, snap: dict[str, Any] | None) -> \
-            concurrent.futures.Future[list[int]]:
-        """``commit`` on the writer thread, as the commit under way; :meth:`_thread_done` after it."""
-        if self._writer is None:
-            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="journal-writer")
-        future = self._writer.submit(commit)
-        self._in_flight = (future, batch, snap)
-        loop = asyncio.get_running_loop()
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._thread_done, future))
-        return future
+            return self.journal.encode(batch.entries, batch.snapshot)  # the snapshot itself refused: a failure
 
     async def journal_write(self, write: Callable[[], _R]) -> _R:
         """A write of the journal's own (an export's record, a prune) on the writer thread, as one
         more commit in line: after the commit under way, while the open batch waits; the records it
         made are then published like a batch's, in seq order. Never on the loop: a prune may take
         a while."""
-        while self._in_flight is not None:
-            try:
-                await asyncio.wrap_future(self._in_flight[0])
-            except JournalError:
-                pass  # that batch's own failure: _thread_done keeps it for a retry
-            await asyncio.sleep(0)  # _thread_done publishes it (and may start the next commit)
         own, done = _Batch(own=True), []
 
         def commit() -> list[int]:
@@ -568,35 +412,19 @@ class TableService:
                                  data=r.data, ts_ns=r.ts_ns) for r in made]
             return [r.seq for r in made]
 
-        await asyncio.wrap_future(self._submit(commit, own, None))
+        await self.writer.write(commit, own)
         result: _R = done[0]
         return result
-
-    def _thread_done(self, future: concurrent.futures.Future[list[int]]) -> None:
-        if self._in_flight is None or self._in_flight[0] is not future:
-            return  # flush() took care of it already
-        _, batch, snap = self._in_flight
-        self._in_flight = None
-        try:
-            seqs = future.result()
-        except JournalError as exc:
-            if batch.own and not isinstance(exc, JournalWriteError):
-                # a prune's or an export's own trouble (a damaged page it read): its caller gets it;
-                # nothing was kept and nothing says the journal cannot be written
-                self._schedule_flush()
-                return
-            self._failed(batch, exc)
-            return
-        self._committed(batch, snap, seqs)
-        if self._batch.entries:  # came while the disk synced: a burst, however small this batch
-            self._commit_in_thread()
-        elif self._batch.waiters:
-            self._schedule_flush()
 
     def _failed(self, batch: _Batch, exc: JournalError) -> None:
         """Nothing of ``batch`` was written: its waiters fail, its records go back in front of
         what was added since, and the whole is written again a little later. A failure opens the
-        JOURNAL_WRITE_FAILED alarm unless it is open (module docstring)."""
+        JOURNAL_WRITE_FAILED alarm unless it is open (module docstring). A write of the journal's own
+        that failed for another reason than writing (a damaged page a prune read) is its caller's
+        trouble alone: nothing was kept and nothing says the journal cannot be written."""
+        if batch.own and not isinstance(exc, JournalWriteError):
+            self.writer.schedule()
+            return
         cause = exc.cause if isinstance(exc, JournalWriteError) else str(exc)
         failure = self._failure
         if failure is None:
@@ -629,13 +457,11 @@ class TableService:
             batch.entries.append(Entry.from_event(event, ts_ns=time.time_ns()))
         self._failure_log.error("journal_commit_failed", records=len(batch.entries), retries=failure.retries,
                                 failing_for_s=round(self._clock() - failure.since, 1), error=str(exc))
-        if self._flush_handle is not None:
-            self._flush_handle.cancel()
-        self._flush_handle = asyncio.get_running_loop().call_later(RETRY_AFTER_S, self._scheduled_flush)
+        self.writer.retry_after(RETRY_AFTER_S)
 
-    def _committed(self, batch: _Batch, snap: dict[str, Any] | None, seqs: list[int]) -> None:
+    def _committed(self, batch: _Batch, seqs: list[int]) -> None:
         """After the commit returned: publish in seq order, answer the waiters, note the reads."""
-        if snap is None:
+        if batch.snapshot is None:
             self._since_snapshot += len(seqs)
         else:
             self._snapshot_at, self._since_snapshot, self._snapshot_devices = self._clock(), 0, batch.devices

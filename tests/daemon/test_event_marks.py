@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cardd.daemon.tracker_service import (MARKS_PER_DEVICE, SNAPSHOT_EVERY_RECORDS, EventMarks, TableService,
-                                          marks_from_json, marks_to_json, merge_marks)
+from cardd.daemon.event_marks import MARKS_PER_DEVICE, EventMarks, marks_from_json, marks_to_json, merge_marks
+from cardd.daemon.tracker_service import SNAPSHOT_EVERY_RECORDS, TableService
 from cardd.journal import Journal
 from core.cards import Card, Orientation
 from devices.tracker.inputs import DeviceMessage, LinkUp, from_json, to_json

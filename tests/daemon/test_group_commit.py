@@ -14,8 +14,9 @@ from pytest_mock import MockerFixture
 
 import cardd.daemon.tracker_service as tracker_service
 from cardd.api.protocol import Event as ApiEvent
-from cardd.daemon.tracker_service import THREAD_COMMIT_RECORDS, TableService
+from cardd.daemon.tracker_service import TableService
 from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalCorrupt, JournalWriteError
+from cardd.journal.writer import THREAD_COMMIT_RECORDS
 from core.errors import CarddError
 from cardd.api.peer import Caller
 from cardd.daemon.backend import DaemonBackend
@@ -95,7 +96,7 @@ def test_what_came_while_the_writer_thread_synced_goes_to_the_thread_too(tmp_pat
         await until(lambda: threads, what="the writer thread's commit")
         service.apply(LinkUp("shoe-reader"))  # one record, while the disk syncs
         syncing.set()
-        await until(lambda: len(threads) == 2 and not service._batch.entries and service._in_flight is None,
+        await until(lambda: len(threads) == 2 and not service._batch.entries and not service.writer.busy,
                     what="the second commit")
         assert [name.split("_")[0] for name in threads] == ["journal-writer"] * 2
         service.apply(LinkDown("shoe-reader"))  # nothing under way now: committed on the loop
@@ -260,7 +261,7 @@ def test_flush_publishes_everything_journaled_in_seq_order_with_a_thread_commit_
         for n in range(THREAD_COMMIT_RECORDS + 4):
             service.add(Entry(kind="note", reason="BURST", data={"n": n}, ts_ns=time.time_ns()))
         await asyncio.sleep(0)  # the group commit's turn: a burst, to the writer thread
-        assert service._in_flight is not None
+        assert service.writer.busy
         for n in range(3):
             service.add(Entry(kind="note", reason="BEHIND", data={"n": n}, ts_ns=time.time_ns()))
         service.flush()
