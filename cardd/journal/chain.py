@@ -1,11 +1,6 @@
-"""Walking the hash chain: the full verify and the quick check on open share this one loop.
-
-The loop is kept tight (rows in batches, the body built by SQLite, one hashlib call per
-record) because a 90-day journal has millions of records and must verify at >= 500,000/s.
-A long chain is also cut into stretches walked side by side, one process each
-(:func:`walk_in_processes`): each record's check needs only its own row and the hash before it,
-so a stretch is checked on its own from the previous-hash its first record carries, and the
-seams are checked once every stretch is done.
+"""Walking the hash chain: the full verify and the quick check on open share this one loop, kept
+tight (rows in batches, the body built by SQLite, one hashlib call per record); a long chain
+is walked in stretches side by side, one process each, and the seams checked after.
 """
 from __future__ import annotations
 

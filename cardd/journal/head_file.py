@@ -1,19 +1,7 @@
-"""The head file: the seq and hash of the last record the journal committed, kept beside it
-(``<journal>-head``), outside SQLite.
-
-SQLite keeps a commit in the WAL until a checkpoint copies it into the database file, and reads a
-WAL only up to its first damaged frame: a WAL damaged in its middle (a flipped bit, a bad sector)
-loses every commit after the damage without a word, and what is left is a shorter chain that is
-sound in itself. The head file is not in the WAL, so what damaged the WAL leaves it as it was: the
-check on open and ``verify()`` compare the chain with it and name the records that are gone.
-
-The file holds two slots, :data:`SLOT_BYTES` apart (two disk blocks: a write a power cut tears
-spoils only the slot being written), each one line of text with its own CRC-32 (a technician can
-read it with ``cat``); the readable slot with the higher seq is the head committed. Each commit
-writes the other slot once SQLite's commit (fsynced) has returned, so the file is never ahead of
-the journal. It is fsynced by :meth:`HeadFile.sync` (the journal's checkpoint, each second in the
-daemon, and its close), not on the commit's path: after a power cut it may be behind by the last
-second's commits, never ahead.
+"""The head file (``<journal>-head``): the seq and hash of the last record the journal committed,
+kept outside SQLite, so records a damaged WAL lost are named, not missed. Two slots of one CRC'd
+line each, written after each commit, fsynced at the checkpoint: never ahead of the journal.
+docs/journal.md, "The file", says why and how.
 """
 from __future__ import annotations
 

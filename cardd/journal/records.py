@@ -1,15 +1,6 @@
-"""What one journal record is, and the canonical bytes its hash is taken over.
-
-The hash of record n is ``SHA-256(prev || body)``: ``prev`` is the 32-byte hash of record n-1
-(32 zero bytes for the first record, the anchor's hash after a prune), ``body`` is the UTF-8
-encoding of nine fields joined by the unit separator 0x1F::
-
-    seq, ts_ns, kind, source, reason, severity, who, round, data
-
-integers in decimal, ``round`` empty when absent, ``data`` the stored canonical JSON text.
-No field may contain a control character (JSON escapes them in ``data``), so a body has
-exactly eight separators and its bytes fix every field: an edit that keeps the hash keeps
-each field. docs/journal.md has the auditor's version.
+"""What one journal record is, and the canonical bytes its hash is taken over: ``SHA-256(prev ||
+body)``, the body nine fields joined by 0x1F, none holding a control character.
+docs/journal.md, "The hash chain", has the format and an auditor's version.
 """
 from __future__ import annotations
 

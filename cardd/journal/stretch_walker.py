@@ -2,12 +2,8 @@
 
     python -m cardd.journal.stretch_walker PATH FIRST THROUGH ANCHOR_SEQ ANCHOR_HASH_HEX
 
-reads records FIRST..THROUGH of the journal at PATH read-only and prints one JSON line
-(chain.stretch_to_json): what the walk found and the previous-hash record FIRST carries, which
-the parent checks against the hash it computed for the record before. It prints null when
-this process's read snapshot has another anchor than the parent's (a prune in between): the
-records it would read are then not the ones the parent's snapshot holds, and the parent walks
-the stretch itself. Not imported by the package: only the parent's ``python -m`` runs it.
+prints one JSON line (chain.stretch_to_json), or null when this process's read snapshot has
+another anchor than the parent's (a prune in between: the parent walks the stretch itself).
 """
 from __future__ import annotations
 
