@@ -12,7 +12,7 @@ import pytest
 from core.cards import Card, Orientation
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.messages import CardRead, DeviceState, Message, Status, StatusRequest
+from firmware_bridge.messages import CardRead, DeviceState, Heartbeat, Message, Refused, Status, StatusRequest
 from firmware_bridge.session import SessionConfig, SessionEvent
 from firmware_bridge.session import SessionEventKind as K
 
@@ -85,6 +85,37 @@ def test_status_past_the_budget_is_left_out_counted_and_one_flooding_event_event
                 device.send(Status(DeviceState.IDLE, 0, n, 0))
             await until(lambda: len(flooding(events)) == 2, what="the second FLOODING")
             assert conn.stats.floods == 2 and conn.stats.status_left_out > left_before
+        finally:
+            await conn.close()
+            line.close()
+
+    run(main())
+
+
+def test_every_kind_of_status_shares_the_budget_an_unasked_ident_of_the_same_boot_included() -> None:
+    """Heartbeats, a Refused nobody asked for and the same boot's IDENT again, unasked: each was handed
+    on (and journaled by the daemon) however many came; now they share the one budget."""
+    async def main() -> None:
+        line = DeviceLine("mixed")
+        messages: list[Message] = []
+        events: list[SessionEvent] = []
+        conn = DeviceConnection(line.url, messages.append, events.append, CONFIG,
+                                backoff=Backoff(initial=0.01, cap=0.05, stable=STABLE_S))
+        device = line.device
+        try:
+            await conn.open()
+            await until(lambda: any(isinstance(m, Status) for m in messages), what="the handshake's Status")
+            start = len(messages)
+            for n in range(100):
+                device.send(Heartbeat(n))
+                device.send(Refused(0x7F, "nobody asked"))
+                device.send(device.ident())  # the same boot: nothing to shake hands again for
+            await until(lambda: flooding(events), what="FLOODING")
+            await until(lambda: len(messages) - start + conn.stats.status_left_out == 300, what="all taken")
+            [event] = flooding(events)
+            for name in ("Heartbeat", "Refused", "Ident"):
+                assert re.search(rf"\d+ {name}\b", event.detail), event.detail
+            assert session_of(conn).stats.handshakes == 1  # the same boot's IDENT asked for no handshake
         finally:
             await conn.close()
             line.close()
