@@ -92,6 +92,8 @@ class Reason(enum.StrEnum):
     NEXT_SHOE_TAKES_OVER = "NEXT_SHOE_TAKES_OVER"  # the next shoe's reports came in with the void: it is the shoe now
     # appended later: a repeated card index that carries another card than its first read
     CONFLICTING_READ = "CONFLICTING_READ"  # one index, two cards: a damaged or forged read; play stops
+    # appended later: a device that sends more status than its budget (raised by the daemon)
+    DEVICE_FLOODING = "DEVICE_FLOODING"  # status messages past the device's budget are left out, not journaled
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -42,8 +42,9 @@ class WindowedBudget(Generic[K]):
     reports it once the window ends (on the running loop at its end; with no loop running, at that
     key's next use). A window in which nothing was held back ends without a word.
 
-    The one mechanism behind a log whose repeated lines are limited (:class:`RateLimitedLog`) and
-    the API's budget of refused commands per user (cardd.api.server). ``clock`` is monotonic
+    The one mechanism behind a log whose repeated lines are limited (:class:`RateLimitedLog`),
+    the API's budget of refused commands per user (cardd.api.server) and a device's budget of
+    status messages (firmware_bridge.flooding). ``clock`` is monotonic
     seconds (injectable), and need not be the loop's: a window's end is a loop timer set for the
     time left in it on ``clock``."""
 

@@ -8,7 +8,9 @@ is reset, a link reset after the link FAILED. One :class:`~drivers.reconnect.Bac
 everything that is retried: opening the port, a handshake the device refused, let time out
 or answered in another protocol major version, and resetting a failed link. One
 :class:`~firmware_bridge.identity.IdentityTracker` outlives the sessions, so a device that
-rebooted or was swapped while unplugged is reported (REBOOTED / REPLACED "while away").
+rebooted or was swapped while unplugged is reported (REBOOTED / REPLACED "while away"), and one
+:class:`~firmware_bridge.flooding.StatusBudget` bounds the status its sessions hand on (FLOODING
+past it).
 
 :meth:`start` keeps the device connected from then on (the daemon); :meth:`open` does the same
 but first waits for the handshake and raises what stopped it (the demo, tools, tests). Only
@@ -40,6 +42,7 @@ from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPor
 from drivers.urls import DeviceURL
 from firmware_bridge.delivery import DeliveryStats, EventDelivery
 from firmware_bridge.errors import EventIndexError, LinkError, MessagesOverflow, RequestTimeout, SessionClosed
+from firmware_bridge.flooding import StatusBudget
 from firmware_bridge.identity import IdentityTracker
 from firmware_bridge.messages import DropReason, Event, EventsDropped, Ident, Message
 from firmware_bridge.session import DeviceSession, Need, SessionConfig, SessionEvent, SessionEventKind, refusal_of
@@ -56,6 +59,8 @@ FLAPPING_AFTER = 3
 class ConnectionStats:
     messages_dropped: int = 0  # messages a messages() iterator could not take (its queue was full)
     overflows: int = 0  # messages() iterators ended by MessagesOverflow
+    status_left_out: int = 0  # status messages past the device's budget, over all its sessions (StatusBudget)
+    floods: int = 0  # FLOODING events
 
 
 class _Subscriber:
@@ -130,6 +135,9 @@ class DeviceConnection:
         self._stats = ConnectionStats()
         self._again_in_a_row = 0  # handshakes due again soon after the last, in a row (_again_soon)
         self._flapping = False  # FLAPPING reported, the device not up long enough since
+        #: the device's budget of status messages, kept across its sessions as FLAPPING's count is
+        self._status_budget = StatusBudget(self.url, self.config.status_budget, self.config.status_window_s,
+                                           backoff.stable, self._flooding)
         self._closed = False
 
     # ---- public ----------------------------------------------------------------------
@@ -291,7 +299,8 @@ class DeviceConnection:
 
     @property
     def stats(self) -> ConnectionStats:
-        return self._stats
+        budget = self._status_budget
+        return replace(self._stats, status_left_out=budget.left_out, floods=budget.floods)
 
     async def close(self) -> None:
         """Stop reopening, close the session and the port; idempotent. No event follows."""
@@ -300,6 +309,7 @@ class DeviceConnection:
         if self._first is not None and not self._first.done():
             self._first.set_exception(SessionClosed(f"{self.url}: closed while opening"))
         self._closed = True
+        self._status_budget.close()
         await self._port.close()  # its transport's connection_lost comes with no event
         await asyncio.gather(self._detach("closed"), *self._endings)
         for sub in self._subscribers:
@@ -331,7 +341,8 @@ class DeviceConnection:
     def _begin(self) -> None:
         """A fresh session on the port just opened, kept handshaken by a task."""
         session = DeviceSession(self._port.write, self.url, on_message=self._message, on_event=self._emit,
-                                identity=self._identity, config=self.config, on_numbered=self._indexed)
+                                identity=self._identity, config=self.config, on_numbered=self._indexed,
+                                status_budget=self._status_budget)
         self._session = session
         session.start()
         self._task = asyncio.get_running_loop().create_task(self._keep_up(session), name=f"session {self.url}")
@@ -400,6 +411,12 @@ class DeviceConnection:
                                     f"{session.handshake_cause}): each handshake waits longer, up to "
                                     f"{self._backoff.cap:g} s, until it stays up {stable:g} s; a technician "
                                     "looks at the device", session.ident))
+
+    def _flooding(self, detail: str) -> None:
+        """The device sent more status than its budget (:class:`StatusBudget`): one FLOODING event,
+        the one until it has stayed within budget ``Backoff.stable``."""
+        if not self._closed:
+            self._emit(SessionEvent(SessionEventKind.FLOODING, self.url, detail, self.ident))
 
     def _detach(self, why: str) -> Coroutine[Any, Any, None]:
         """Forget the current session at once (so a new port never meets it); the returned

@@ -22,6 +22,12 @@ buffer pushed out, unless the handshake's request still waits; and after a ShoeL
 stack: its count starts) or a FaultCleared (a jam or misfeed may have let cards out unseen), unless
 a request for it still waits (its answer comes after them).
 
+Status a device sends unasked (anything that is neither an event nor an answer to a request that
+waits: Heartbeat, Status, ShuffleProgress, ...) goes through the device's
+:class:`~firmware_bridge.flooding.StatusBudget` (its owner's, which outlives the sessions): past
+it, it is left out, counted in ``SessionStats.status_left_out``, so a device that floods its link
+with status cannot have every message of it journaled.
+
 It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
 (the link came up or was reset by the device, or an IDENT from another boot or unit arrived
 unasked) or the link needs a reset (it FAILED: LINK_FAILED is reported once per outage), and
@@ -37,6 +43,7 @@ from typing import Any, Callable, TypeVar
 import structlog
 
 from drivers.aio import RateLimitedLog, cancel_and_wait
+from drivers.reconnect import Backoff
 from firmware_bridge.errors import (
     IncompatibleProtocol,
     LinkReset,
@@ -45,9 +52,11 @@ from firmware_bridge.errors import (
     RequestTimeout,
     SessionClosed,
 )
+from firmware_bridge.flooding import StatusBudget
 from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkStats, discard_outcome
 from firmware_bridge.messages import (
+    EVENT_MESSAGES,
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
     Answer,
@@ -94,6 +103,7 @@ class SessionEventKind(enum.StrEnum):
     EVENT_GAP = "event_gap"  # event indexes skipped: detail names the missing range (1.1)
     EVENTS_DROPPED = "events_dropped"  # the device no longer has events asked for again (1.1)
     FLAPPING = "flapping"  # handshakes asked for again and again, each soon after the last (the connection's)
+    FLOODING = "flooding"  # more status messages than its budget: those past it are left out (StatusBudget)
 
 
 
@@ -114,6 +124,10 @@ class SessionConfig:
     stale_after: float = 3.0
     stats_interval: float = 60.0  # how often the link statistics go to the log
     messages_limit: int = 10_000  # messages one messages() iterator may hold before it overflows
+    #: unsolicited status messages handed on per status_window_s at most (firmware_bridge.flooding):
+    #: the simulators send a Heartbeat a second, and a shuffle's ShuffleProgress ten at most at once
+    status_budget: int = 20
+    status_window_s: float = 1.0
 
 
 @dataclass(slots=True)
@@ -126,6 +140,7 @@ class SessionStats:
     reboots: int = 0
     late_answers: int = 0  # Answers whose request is no longer waiting (timed out): taken by none
     idents_ignored: int = 0  # unasked IDENTs while a handshake was due already: its HELLO asks anyway
+    status_left_out: int = 0  # status messages past the device's budget: not handed on (StatusBudget)
     link: LinkStats | None = None
 
 
@@ -152,7 +167,8 @@ class DeviceSession:
     def __init__(self, write: Callable[[bytes], None], device: str, *,
                  on_message: Callable[[Message], None], on_event: Callable[[SessionEvent], None],
                  identity: IdentityTracker, config: SessionConfig | None = None,
-                 clock: Clock | None = None, on_numbered: Callable[[Event], None] | None = None) -> None:
+                 clock: Clock | None = None, on_numbered: Callable[[Event], None] | None = None,
+                 status_budget: StatusBudget | None = None) -> None:
         self.device = device
         self.config = config or SessionConfig()
         self.ident: Ident | None = None  # the IDENT heard in this session (None until the first)
@@ -165,6 +181,11 @@ class DeviceSession:
         self._on_numbered = on_message if on_numbered is None else on_numbered
         self._liveness = Staleness(clock or self._loop.time, self.config.stale_after)
         self._stats = SessionStats()
+        #: the owner's budget (it outlives the sessions), else one of this session's own
+        self._own_budget = status_budget is None
+        self._budget = status_budget or StatusBudget(
+            device, self.config.status_budget, self.config.status_window_s, Backoff().stable,
+            lambda detail: self._emit(SessionEventKind.FLOODING, detail, self.ident))
         # (expected type, request type code, request id or None when matched by type, answer)
         self._pending: list[tuple[type[Message], int, int | None, asyncio.Future[Any]]] = []
         self._last_request_id = 0
@@ -276,6 +297,8 @@ class DeviceSession:
         await cancel_and_wait(self._heartbeat)
         await cancel_and_wait(self._status_ask)
         self._fail_pending(SessionClosed(f"{self.device}: {why}"))
+        if self._own_budget:
+            self._budget.close()
         self.link.close()
 
     # ---- what the device is asked -----------------------------------------------------------
@@ -397,14 +420,26 @@ class DeviceSession:
                 self._note_ident(msg)
                 self._needs_handshake = True
                 self._changed.set()
+            elif not self._admitted(msg):  # the same boot saying who it is again, unasked: status
+                return
         elif self._handshaking and isinstance(msg, (Event, EventsDropped)):
             self._held_back.append(msg)  # see _held_back
             return
+        elif not answered and type(msg) is not Event and type(msg) not in EVENT_MESSAGES and not self._admitted(msg):
+            return  # status past the device's budget (an event, or an answer the host waits for, never is)
         elif type(msg) is EventsDropped:
             self._events_dropped(msg)
         self._on_message(msg)
         if type(msg.message if type(msg) is Event else msg) in _RECOUNT_AFTER and not self._handshaking:
             self._ask_status_unless_asked()  # (a handshake asks once it has ended)
+
+    def _admitted(self, msg: Message) -> bool:
+        """Whether the device's budget of status messages lets ``msg`` (status, never an event nor
+        an answer the host waits for) through; counted when it does not."""
+        if self._budget.admit(msg):
+            return True
+        self._stats.status_left_out += 1
+        return False
 
     def _hand_on_held_back(self) -> None:
         held, self._held_back = self._held_back, []
@@ -452,8 +487,8 @@ class DeviceSession:
             if request_id == answer.request_id and not fut.done():
                 return self._settle(fut, expect, request_type, answer.message)
         self._stats.late_answers += 1
-        log.info("late_answer", device=self.device, request_id=answer.request_id,
-                 message=type(answer.message).__name__)
+        self._log.info("late_answer", key="late_answer", device=self.device, request_id=answer.request_id,
+                       message=type(answer.message).__name__)
         return False
 
     def _answer_pending(self, msg: Message) -> bool:

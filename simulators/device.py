@@ -48,6 +48,8 @@ log = structlog.get_logger(__name__)
 Emit = Callable[[Message], None]
 Handler = Callable[[Any], list[Message]]
 
+#: status_flood: the Status messages sent and not yet acknowledged at most (a link's window full)
+FLOOD_BACKLOG = 32
 #: faults a ClearFault may clear; the others clear when their cause goes (a door is closed)
 CLEARABLE = {FaultCode.JAM, FaultCode.FACE_UP_CARD, FaultCode.CARD_COUNT_MISMATCH, FaultCode.SENSOR,
              FaultCode.MOTOR, FaultCode.POWER_RESTORED, FaultCode.CARD_PUSHED_BACK}
@@ -81,6 +83,7 @@ class SimulatedDevice:
         self._on_reboot: Callable[[], None] = lambda: None
         self._disconnect: Callable[[float], Awaitable[None]] | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._flood: asyncio.Task | None = None  # status_flood: the Status sent again and again
         #: called once what the device keeps across a power cut changed (simulators/nvram.py keeps it in a file)
         self.on_change: Callable[[], None] = lambda: None
         self.reset()
@@ -108,6 +111,7 @@ class SimulatedDevice:
         for task in list(self._tasks):
             task.cancel()
         self._tasks.clear()
+        self._flood = None
 
     # ---- state for tests -----------------------------------------------------------
 
@@ -161,6 +165,8 @@ class SimulatedDevice:
         self.faults = faults
         for store in (self._own_events, self._other_events):
             store.capacity = faults.event_buffer  # a smaller buffer pushes out the oldest at the next event
+        if faults.status_flood and self._flood is None and self._tasks_may_run():
+            self._flood = self.spawn(self._flood_status())  # at once (what it sends waits for a host's link)
 
     @property
     def events(self) -> EventStore:
@@ -241,6 +247,8 @@ class SimulatedDevice:
         """What the device says once a host has shaken hands: its status while a fault is active, so
         a fault raised at power-on or while no host listened (whose event a host may have journaled
         before, or never got) reaches the host as firmware reporting its state would."""
+        if self.faults.status_flood and self._flood is None:
+            self._flood = self.spawn(self._flood_status())
         return [self.status()] if self.active_faults else []
 
     def self_test(self) -> SelfTestResult:
@@ -320,6 +328,15 @@ class SimulatedDevice:
 
     # ---- timed behaviour -----------------------------------------------------------
 
+    @staticmethod
+    def _tasks_may_run() -> bool:
+        """Whether a loop runs here for :meth:`spawn` (switches are also set before the device starts)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -358,6 +375,18 @@ class SimulatedDevice:
         """Wait until at most ``limit`` emitted messages await the host's ACK."""
         if self._flush is not None:
             await self._flush(limit)
+
+    async def _flood_status(self) -> None:
+        """``status_flood``: the Status, unasked, as fast as the link takes it (at most
+        :data:`FLOOD_BACKLOG` unacknowledged), until the switch is turned off."""
+        try:
+            while self.faults.status_flood:
+                self.emit(self.status())
+                await self.flush(FLOOD_BACKLOG)
+                await asyncio.sleep(0)  # a link that refuses them at once must not hold the loop
+        finally:
+            if self._flood is asyncio.current_task():
+                self._flood = None
 
     async def _heartbeats(self) -> None:
         while True:

@@ -98,6 +98,9 @@ class Faults:
     #: the device answers every Hello with a new boot id and then says Ident again, unasked, with
     #: another: a device that flaps its identity at every handshake (firmware in a boot loop)
     flapping_ident: bool = False
+    #: once a host has shaken hands, the device sends its Status unasked, again and again, as fast
+    #: as the link takes them: firmware stuck in a reporting loop, or a device flooding its host
+    status_flood: bool = False
     #: how many unconfirmed events the device keeps (docs/protocol.md §3.2); fewer makes the
     #: overflow (EventsDropped OVERFLOW) easy to reach in tests
     event_buffer: int = DEFAULT_CAPACITY

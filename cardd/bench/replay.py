@@ -75,7 +75,7 @@ FAULT_CLASSES: dict[str, frozenset[str]] = {
                          "foreign", "duplicate", "unreadable_at", "repeat_read_at", "conflicting_read_at",
                          "skip_read_at", "late_report_at"}),
     "disconnect-reboot": frozenset({"disconnect_for", "disconnect_at", "reboot_at", "same_nonce", "no_heartbeat",
-                                    "wrong_role", "flapping_ident"}),
+                                    "wrong_role", "flapping_ident", "status_flood"}),
     "protocol-1.0": frozenset({"legacy_1_0"}),
     "event-buffer": frozenset({"event_buffer"}),
 }

@@ -21,7 +21,9 @@ them (EVENTS_LOST, an alarm), a unit this journal has no mark of (resumed from 0
 the journal cannot tell another table's host from a tool that let them go. A device FLAPPING
 (DEVICE_FLAPPING) asks for a handshake again and again (a new boot id at every one), which the
 connection shakes hands with ever more slowly; one alarm until it has stayed up
-``devices.reconnect_stable_s``.
+``devices.reconnect_stable_s``. A device FLOODING (DEVICE_FLOODING) sends more status messages than
+its budget (``SessionConfig.status_budget`` a second): those past it are left out, never journaled;
+one alarm until it has stayed within budget ``devices.reconnect_stable_s``.
 """
 from __future__ import annotations
 
@@ -60,9 +62,11 @@ MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 SHUFFLE_STARTED = (ShuffleProgress, ShuffleComplete, Fault)
 #: how long a shuffler may take to say a shuffle started, or refuse it
 SHUFFLE_START_TIMEOUT_S = 10.0
-#: the reason codes of the connection's events that are alarms: lost events, a flapping device (docs/deal-tracking.md)
+#: the reason codes of the connection's events that are alarms: lost events, a flapping or flooding device
+#: (docs/deal-tracking.md)
 CONNECTION_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST,
-                     SessionEventKind.FLAPPING: Reason.DEVICE_FLAPPING}
+                     SessionEventKind.FLAPPING: Reason.DEVICE_FLAPPING,
+                     SessionEventKind.FLOODING: Reason.DEVICE_FLOODING}
 
 
 class Devices:

@@ -144,3 +144,36 @@ def test_a_device_that_flaps_its_identity_is_shaken_hands_with_on_the_backoff_an
     handshakes = [e for e in seen.events if e.kind is K.CONNECTED]
     idents = [m for m in seen.messages if isinstance(m, Ident)]
     assert len(idents) <= 2 * (len(handshakes) + 1)  # the answer and the one unasked IDENT behind it
+
+
+@pytest.mark.timeout(60)
+def test_a_device_that_floods_its_status_gets_its_budget_and_the_answers_and_events_all_get_through(link_path):
+    """A protocol 1.1 shoe sends its Status unasked as fast as the link takes it: once its budget is
+    spent one FLOODING event says so and the rest is left out, counted; every Status the host asks for
+    (tied to its request by its id) and every numbered card read still arrives, each once."""
+    endpoint, _ = make_endpoint(link_path, SimulatedShoe(faults=Faults(status_flood=True), heartbeat_s=0))
+    seen = Seen()
+    config = SessionConfig(stale_after=10.0)
+
+    async def main() -> None:
+        await asyncio.to_thread(endpoint.start)
+        conn = DeviceConnection(endpoint.url, seen.message, seen.event, config, **transport_options(endpoint))
+        try:
+            await conn.open()
+            await seen.until(lambda: any(e.kind is K.FLOODING for e in seen.events))
+            left_out = conn.stats.status_left_out
+            assert left_out > 0
+            for _ in range(5):  # each answered at once, in a window whose budget is spent
+                answer = await conn.request(StatusRequest(), Status, timeout=5.0)
+                assert answer.cards_held == 0
+            await asyncio.to_thread(endpoint.call, endpoint.device.load, full_shoe(1))
+            await asyncio.to_thread(endpoint.call, endpoint.device.deal, 52)
+            await seen.until(lambda: len(seen.reads()) >= 52)
+            assert conn.stats.status_left_out > left_out  # it floods on all the while
+        finally:
+            await conn.close()
+            await asyncio.to_thread(endpoint.stop)
+
+    asyncio.run(main())
+    assert seen.reads() == list(range(1, 53))
+    assert len([e for e in seen.events if e.kind is K.FLOODING]) == 1
