@@ -413,7 +413,14 @@ def test_the_shuffle_command_is_journaled_before_the_shufflers_reports_on_it(dir
         wait_devices(client)
         seq = client.ok("start_shuffle")
         client.wait_state(lambda s: s["shoe"]["state"] == "verified")
-        records = client.request({"class": "LOG", "from_seq": seq - 1})["records"]
+        records: list[dict] = []
+
+        def journaled_to_the_deck_check() -> bool:  # STATE shows what was applied, LOG what was committed
+            records[:] = client.request({"class": "LOG", "from_seq": seq - 1})["records"]
+            return any(r["kind"] == "input" and r["source"] == "shuffler"
+                       and isinstance(decode(bytes.fromhex(r["data"]["message"])), DeckCheckResult) for r in records)
+
+        wait_until(journaled_to_the_deck_check, "the deck check's record in the journal")
         client.close()
     started, command, *after = records
     assert (started["kind"], started["data"]["type"]) == ("input", "ShuffleStarted"), started
