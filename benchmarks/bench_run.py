@@ -1,7 +1,7 @@
 """Wall time of ``cardbench run`` over the whole scenario library (a benchmark, not a test).
 
 Each scenario starts its own cardd and simulated devices, so this is mostly start-up and the
-scenarios' own waits; the issue asks for the figure with ``--jobs 2``.
+scenarios' own waits; the library's figure is taken with ``--jobs 2`` (docs/performance.md).
 
     .venv/bin/python benchmarks/bench_run.py [--jobs 2] [--library bench/scenarios]
 """

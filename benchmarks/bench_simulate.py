@@ -4,7 +4,7 @@ The rounds go through the real deal tracker (Table.apply: device messages, bets,
 the round's rules, events and settlement; each shoe reconciled), exactly as ``cardbench simulate``
 plays them, each round's JSON line built and written to /dev/null (``--no-rounds``: not built).
 ``--jobs N`` deals the shoes in N processes as ``cardbench simulate --jobs`` does (default: the
-CPUs available). The issue's target: 1,000,000 rounds, 1 box, basic strategy, under 60 s
+CPUs available). The target: 1,000,000 rounds, 1 box, basic strategy, under 60 s
 (>= 16,000 rounds/s, in-process); ``--transport pty`` records the full stack's rounds per second.
 Prints wall time, the CPU time of this process and its workers, and the load average, because
 the machine is shared and wall time alone says little.

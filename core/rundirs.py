@@ -2,7 +2,7 @@
 
 cardbench (run, soak, replay), the demo and ``cardd --simulate`` without ``--state-dir`` keep a
 journal, a socket and a log in a fresh temporary directory and remove it when they end. Nothing
-runs at a SIGKILL (nor the OOM killer's), so such a directory stayed in /tmp. Now each is made by
+runs at a SIGKILL (nor the OOM killer's), so such a directory would stay in /tmp. Each is made by
 :func:`make_run_directory`, whose name carries the owner's pid and the start time the kernel gives
 that process (``cardbench-soak-4242-918273-abcd1234``), with a marker file saying the same
 (:data:`MARKER`). Making one first removes, in the same parent, every directory left by an owner

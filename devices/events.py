@@ -70,7 +70,7 @@ class Reason(enum.StrEnum):
     ALARM_CLEARED = "ALARM_CLEARED"  # a supervisor cleared an open alarm
     CUT_CARD_MISPLACED = "CUT_CARD_MISPLACED"  # the cut card came out where the cut rules do not put it (shoe)
     BOX_OVER_MAXIMUM = "BOX_OVER_MAXIMUM"  # the owner's priority took a box over its maximum: who must reduce
-    # appended later: hardening against hostile and broken devices (issue 7)
+    # what hostile and broken devices do (appended after the reasons above, whose order stays)
     WRONG_DEVICE = "WRONG_DEVICE"  # a device of another role identified on a port: refused, never used
     OUT_OF_ORDER_REPORT = "OUT_OF_ORDER_REPORT"  # a shuffler report its shoe's state does not expect: ignored
     REPEATED_READ = "REPEATED_READ"  # a card read with an index already seen since the load: not dealt again

@@ -2,7 +2,7 @@
 
 This is the CRC the standard library computes in C as ``binascii.crc_hqx`` (the XMODEM
 polynomial, with the init value passed in): every frame in and out is checked, and a Python
-loop over its bytes cost about 3 us per card frame (docs/performance.md).
+loop over its bytes would cost about 3 us per card frame.
 """
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ class PtySimulation(Simulation):
                 await connection.open()
         asyncio.run_coroutine_threadsafe(open_all(), self.loop).result(STEP_TIMEOUT)
         self._until(lambda: self.table.shuffler.usable and self.table.reader.usable, "both devices identified")
-        if self.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
+        if self.rules.table.lone_player_min_boxes > 1:  # a lone player must play two boxes: one more sits
             self.apply(TakeSeat("seated-1", DEALER))
 
     def _new_shoe(self) -> None:

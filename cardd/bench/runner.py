@@ -219,7 +219,7 @@ class BenchRig:
         #: role -> URL of a real device: no simulated one is started for that role
         self.real = dict(real or {})
         devices = scenario.devices
-        # a hand-shuffled table (seed 003) has no counting shuffler: the dealer shuffles, the bench's hands load
+        # a hand-shuffled table (shoe.shuffle = "hand") has no counting shuffler: the dealer shuffles, the bench's hands load
         self.by_hand = self.rules.shoe.shuffle == "hand"
         self.shuffler_sim: Endpoint[SimulatedShuffler] | None = None
         self.shoe_sim: Endpoint[SimulatedShoe] | None = None

@@ -204,7 +204,7 @@ class Simulation:
         for name, role in (("shuffler", DeviceRole.SHUFFLER), ("shoe-reader", DeviceRole.SHOE)):
             apply(LinkUp(name))
             apply(DeviceMessage(name, Ident(role, "sim", f"{name}-1", "1.0.0", 1, 0, 1)))
-        if self.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
+        if self.rules.table.lone_player_min_boxes > 1:  # a lone player must play two boxes: one more sits
             apply(TakeSeat("seated-1", DEALER))
 
     def _new_shoe(self) -> None:

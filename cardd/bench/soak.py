@@ -231,7 +231,7 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
             with BenchRig(scenario, RULES_DIR / f"{rules}.toml", directory,
                           reconnect_stable_s=RECONNECT_STABLE_S) as rig:
                 play = _Play(rig, rng, report, unplug_rate, fault_rate, cut_at, start)
-                if rig.rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more sits
+                if rig.rules.table.lone_player_min_boxes > 1:  # a lone player must play two boxes: one more sits
                     rig.api().command("take_seat", player="seated-1")
                 for _ in range(shoes):
                     play.shoe()

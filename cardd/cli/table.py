@@ -294,7 +294,8 @@ round_insure = stake_command("insure", "insure", """PLAYER on BOX takes insuranc
 
 
 round_pairs = stake_command("pairs", "pairs_bet", """PLAYER bets AMOUNT on Blackjack Pairs at BOX, where he has a
-    wager, while bets are open (dealer), where the house rules offer it (seed 002); a second bet adds to it.
+    wager, while bets are open (dealer), where the house rules offer it ([side_bets.blackjack_pairs]);
+    a second bet adds to it.
 
     \b
     Example:
@@ -308,7 +309,8 @@ round_pairs = stake_command("pairs", "pairs_bet", """PLAYER bets AMOUNT on Black
 @json_option
 def round_even_money(box: int, player: str, as_json: bool) -> None:
     """PLAYER's blackjack on BOX takes even money against the dealer's ace, while insurance is
-    offered (dealer; seed 003 pays an insured blackjack so).
+    offered (dealer; where insurance.blackjack_insured_as = "even_money" an insured blackjack is
+    paid so).
 
     \b
     Example:
@@ -324,7 +326,8 @@ def round_even_money(box: int, player: str, as_json: bool) -> None:
 @json_option
 def round_reduce(box: int, player: str, new_stake: int, as_json: bool) -> None:
     """PLAYER lowers his bet on BOX to NEW_STAKE, the whole bet he keeps there, not the cut; 0
-    withdraws it (dealer, while bets are open). Where the box owner has priority (seed 003), a
+    withdraws it (dealer, while bets are open). Where the box owner has priority
+    (table.owner_priority_at_maximum), a
     raise that takes his box over its maximum is announced, and no more bets refused, naming each
     co-player's cut and the stake to reduce to ("bob by 600.00, to 1400.00": round reduce 1 bob 1400).
 
@@ -465,7 +468,7 @@ def round_placement_error(layout: tuple[str, ...], as_json: bool) -> None:
 def round_cards_to_box_without_wager(as_json: bool) -> None:
     """Cards were dealt to a box without a wager (supervisor): every card in play, those exposed in
     error too, goes back on top of the shoe and is dealt again in the same order, the bets as placed
-    (seed 003's reconstruction). Prints the CARDS_TO_BOX_WITHOUT_WAGER line.
+    (the table re-reads them). Prints the CARDS_TO_BOX_WITHOUT_WAGER line.
 
     \b
     Example:
@@ -607,7 +610,8 @@ def shoe_void(next_shoe: bool, as_json: bool) -> None:
 @json_option
 def shoe_hand_shuffled(as_json: bool) -> None:
     """The dealer declares a new shoe shuffled by hand (dealer), on a table whose house rules
-    shuffle by hand (seed 003): the shoe is verified, to be loaded. Refused on a table with a
+    shuffle by hand (shoe.shuffle = "hand"): the shoe is verified, to be loaded. Refused on a table
+    with a
     shuffler (cardctl shuffle), and until the last shoe is complete and reconciled, or void.
 
     \b
@@ -673,8 +677,8 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
 @click.group("seat")
 def seat_group() -> None:
     """Who sits at the table, beyond who bets (dealer): kept across rounds. A seated player
-    without a box may ask for one; where the house rules give boxes up on request (seeds 000, 002,
-    003), no more bets is then refused while he waits and no box is free, naming the players on
+    without a box may ask for one; where the house rules give boxes up on request
+    (table.give_up_boxes), no more bets is then refused while he waits and no box is free, naming the players on
     several boxes who must give all but one up.
 
     \b
@@ -707,7 +711,7 @@ seat_leave = seat_command("leave", "leave_seat", """PLAYER leaves the table (dea
       cardctl seat leave dave
     """)
 seat_ask_for_box = seat_command("ask-for-box", "ask_for_box", """PLAYER, seated and owning no box, asks for one
-    (dealer). Prints whether the house rules have others give a box up (seeds 000, 002, 003).
+    (dealer). Prints whether the house rules have others give a box up (table.give_up_boxes).
 
     \b
     Example:
@@ -719,7 +723,8 @@ seat_ask_for_box = seat_command("ask-for-box", "ask_for_box", """PLAYER, seated 
 @json_option
 def dealer_change(as_json: bool) -> None:
     """A new dealer takes the table (dealer: the new one sends it, and is named): the house rules'
-    shoe.burn_on_dealer_change cards burn (seed 003: one), after the live round if there is one.
+    shoe.burn_on_dealer_change cards burn (none unless the rules say), after the live round if there
+    is one.
 
     \b
     Example:

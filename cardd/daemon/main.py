@@ -2,8 +2,8 @@
 command line and start are cardd.daemon.program's.
 
 Once it serves (from ``asyncio.run`` on) the daemon takes SIGINT and SIGTERM as a clean stop (exit 0).
-Before, a Ctrl-C printed Python's traceback: it came while the daemon still imported (about 0.35 s:
-the API, the journal, the tracker, the drivers) or checked its configuration. So
+A Ctrl-C may also come while the daemon still imports (about 0.35 s: the API, the journal, the
+tracker, the drivers) or checks its configuration, where Python would print a traceback. So
 this module imports nothing at its top but core.ctrl_c, and the daemon inside
 :func:`core.ctrl_c.run_entry_point`: such a Ctrl-C ends it quietly with exit 130.
 """

@@ -95,7 +95,7 @@ BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 CREATE TRIGGER exports_no_delete BEFORE DELETE ON exports
 BEGIN SELECT RAISE(ABORT, 'export records are append-only'); END;
 """
-#: records_append_in_order as journals made before 2026-11-27 hold it: the same rule, two lookups
+#: records_append_in_order as older journals hold it: the same rule, two lookups
 #: of the records a row (the check on open accepts both forms, GUARD_FORMS; a journal keeps the
 #: form it was made with: no trigger is rewritten in place)
 LEGACY_APPEND_IN_ORDER = """

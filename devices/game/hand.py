@@ -54,7 +54,7 @@ class Hand:
     stood: bool = False  # stood, or closed by the rules (a double's or a split ace's one card)
     took_double: bool = False
     awaiting_card: bool = False  # a hit or a double asked for a card that has not come yet
-    waits_on_21: bool = False  # a split hand whose two-card 21 may still be doubled (seed 004)
+    waits_on_21: bool = False  # a split hand whose two-card 21 may still be doubled (play.double_on_split_21)
 
     _hard: int = field(default=0, init=False, repr=False)  # running hard total and ace flag,
     _ace: bool = field(default=False, init=False, repr=False)  # kept by add/take_last/reset

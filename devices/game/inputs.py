@@ -25,8 +25,8 @@ class PlaceBet:
 @dataclass(frozen=True, slots=True)
 class ReduceBet:
     """A player lowers his own bet during betting: ``amount`` is his new stake, 0 withdraws it
-    (seed 003: co-players reduce when the box owner's priority takes the box over its maximum;
-    seeds 000/002/003: an owner gives a box up)."""
+    (co-players reduce when the box owner's priority takes the box over its maximum:
+    table.owner_priority_at_maximum; an owner gives a box up: table.give_up_boxes)."""
 
     box: int
     player: str

@@ -10,7 +10,7 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r = Round(rules, sink, round_id=1)
     r.place_bet(box, player, amount)            # betting: first player on a box owns it
     r.reduce_bet(box, player, amount)           # betting: lower one's own bet (0 withdraws it)
-    r.reductions_at_maximum(box) -> {player: cents}  # seed 003: who must reduce by how much
+    r.reductions_at_maximum(box) -> {player: cents}  # owner priority: who must reduce by how much
     r.place_pairs_bet(box, player, amount)      # Blackjack Pairs side wager, if enabled
     r.no_more_bets(who)                         # -> initial_deal
     r.expected_next() -> Target | None          # what the next card from the shoe is for
@@ -461,7 +461,8 @@ class Round:
 
     def _do_split(self, hand: Hand, amount: int | None, choices: tuple[CoPlayerChoice, ...]) -> list[str]:
         """The owner and each joining co-player stake again on the second card; a declining co-player
-        stays on the first hand, or (seed 000 10.1) moves his stake to the second card he chose."""
+        stays on the first hand, or (play.declined_split_stays_on) moves his stake to the second card
+        he chose."""
         hands = self.box_hands[hand.box]
         aces = hand.cards[0].rank is Rank.ACE
         owner = next(iter(hand.stakes))
@@ -507,8 +508,8 @@ class Round:
     def void(self, reason: Reason, who: str, role: Role, by_rule: str | None = None) -> None:
         """Round void: nothing is settled, every bet goes back. The table places the cards.
 
-        ``by_rule`` names the house rule that voids the round by itself (a face-up misload,
-        seed 000 section 7); without it the void is an override and needs a supervisor.
+        ``by_rule`` names the house rule that voids the round by itself (a face-up misload);
+        without it the void is an override and needs a supervisor.
         """
         if not self.live:
             raise self._refuse("round_state", f"round {self.round_id} is {self.state} already: there is nothing to void",

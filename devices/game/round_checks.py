@@ -51,14 +51,14 @@ def check_bet(rules: HouseRules, stakes: dict[str, int], box: int, player: str, 
     total = sum(stakes.values()) + amount
     if total > t.max_per_box:
         owner = next(iter(stakes), player)
-        # seed 003: the owner has priority (his own stake within the maximum); the co-players then reduce
+        # owner priority at the maximum: the owner's own stake within the maximum passes; the co-players then reduce
         if not (t.owner_priority_at_maximum and player == owner and stakes.get(player, 0) + amount <= t.max_per_box):
             return "box_maximum", f"box {box} would hold {units(total)}, above the maximum per box {units(t.max_per_box)}"
     return None
 
 
 def reductions_at_maximum(rules: HouseRules, stakes: dict[str, int]) -> dict[str, int]:
-    """Who must reduce by how much on a box over its maximum (seed 003's owner priority).
+    """Who must reduce by how much on a box over its maximum (table.owner_priority_at_maximum).
 
     The sheet says only "the other players must reduce their stakes"; the tracker announces one
     split, by the same priority of arrival the sheet gives the owner: the latest co-player first,
@@ -210,7 +210,7 @@ def check_action(rules: HouseRules, rnd: RoundView, hand: Hand | None, box: int,
     elif action is Action.SPLIT:
         if len(hand.cards) != 2 or not is_pair(rules, *hand.cards):
             return "split_pairs_only", f"{hand.label()} is not a pair ({' '.join(map(str, hand.cards))})"
-        if hand.cards[0].rank is Rank.ACE:  # aces have their own limit (seed 004: unlimited)
+        if hand.cards[0].rank is Rank.ACE:  # aces have their own limit (play.ace_splits)
             if p.ace_split_limit is not None and rnd.ace_splits(box) >= p.ace_split_limit:
                 return "ace_split_limit", f"aces may be split {p.ace_split_limit} time(s) per box"
         elif p.hand_limit is not None and len(rnd.box_hands[box]) >= p.hand_limit:

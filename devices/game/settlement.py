@@ -107,7 +107,8 @@ def _pair_kind(a: Card, b: Card) -> str | None:
 
 
 def instant_bonuses(rules: HouseRules, hand: Hand) -> list[tuple[str, str, Fraction]]:
-    """Seed 001's bonuses won by the card just added to ``hand``, paid at once: (kind, outcome, multiple).
+    """The bonuses (side_bets: seven_seven_seven, five_card_21, seven_card_hand) won by the card just
+    added to ``hand``, paid at once: (kind, outcome, multiple).
 
     Each can be won once per hand: 77 on its first two cards, five-card 21 when 21 closes the hand,
     seven-card hand on the seventh card. A later bust or split does not take them back.
@@ -138,7 +139,7 @@ def even_money_line(hand: Hand, player: str) -> Line:
 
 def blackjack_lines(hand: Hand, up: Card) -> list[Line]:
     """A blackjack against an up card that cannot make blackjack (2 to 9) is won for certain: its
-    3:2 is paid at once (seed 000 7.1.1), one line per player on the hand."""
+    3:2 is paid at once, one line per player on the hand."""
     if not hand.blackjack or up.rank is Rank.ACE or int(up.rank) >= 10:
         return []
     return [Line(p, hand.box, hand.index, "main", hand.stake_of(p), _times(_THREE_HALVES, hand.stake_of(p)),

@@ -114,7 +114,7 @@ class EnterCard:
 
 @dataclass(frozen=True, slots=True)
 class DrawnInErrorDecision:
-    """Seed 002: a card drawn after the dealer's finished hand was ``exposed`` (discard) or not (burn)."""
+    """A card drawn after the dealer's finished hand was ``exposed`` (discard) or not (burn)."""
 
     exposed: bool
     who: str

@@ -96,7 +96,7 @@ def record_random_shoes(rules: HouseRules, rng: random.Random, shoes: int = 1, s
     table = Table(rules, sink, clock=lambda: 0.0, stale_after_s=1e9)
     rec = _Recorder(table)
     connect(rec)
-    if rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; one more is seated
+    if rules.table.lone_player_min_boxes > 1:  # a lone player must play two boxes: one more is seated
         rec(TakeSeat("seated-1", "dealer-1"))
     for _ in range(shoes):
         _play_shoe(table, rec, rules, rng, max_boxes)

@@ -75,8 +75,8 @@ def test_a_client_turned_away_says_why_in_the_daemons_words(sock_dir) -> None:
 
 def test_a_client_that_asks_and_never_reads_stops_being_read_instead_of_growing_the_daemon(sock_dir) -> None:
     """100 LOG requests of a 2,000-record journal (about 0.4 MB an answer), none of the answers read:
-    the daemon once queued them all (a hostile client grew it by 260 MB); now it answers no faster
-    than the client reads, and every answer arrives once it does."""
+    the daemon answers no faster than the client reads (queuing every answer would let such a client
+    grow it without bound), and every answer arrives once it does."""
     daemon = FakeDaemon()
     for n in range(2000):
         daemon.journal_event(card=f"card {n}", round=n // 10)

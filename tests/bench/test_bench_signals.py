@@ -1,6 +1,6 @@
 """A cardbench ended by a signal (``kill``, a closed terminal) stops the cardd it started, as Ctrl-C
-does. Before, a SIGTERM ended cardbench at once and left its daemon running on the bench's ptys and
-socket: a later run reusing those pty numbers met a daemon that was not its own (stop 21)."""
+does: a cardbench that left its daemon running on the bench's ptys and socket would hand a later
+run reusing those pty numbers a daemon that was not its own."""
 from __future__ import annotations
 
 import os
@@ -103,8 +103,8 @@ def test_a_signal_to_cardbench_soak_stops_its_daemon(signum: int) -> None:
 
 def test_a_sigkill_of_cardbench_stops_its_daemon_cleanly_and_the_next_run_removes_its_folder() -> None:
     """Nothing catches a SIGKILL (nor the OOM killer's): the daemon watches cardbench instead (cardbench
-    starts it with ``--stop-with-parent``) and stops as on SIGTERM. Before, it ran on for ever, and its
-    folder (journal, log) stayed in /tmp for ever."""
+    starts it with ``--stop-with-parent``) and stops as on SIGTERM, and the next run removes its folder
+    (journal, log), which would otherwise stay in /tmp for ever."""
     bench = _bench("soak", "--shoes", "1000", "--cut-at", "30", "--unplug-rate", "0", "--fault-rate", "0")
     (daemon,) = _daemons_of(bench, 1)
     arguments = _command(daemon).split()

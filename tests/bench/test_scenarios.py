@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "bench" / "scenarios"
 CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
 
-#: Reason codes and fault switches no scenario covers. The library covers them all (issue 11); a
+#: Reason codes and fault switches no scenario covers. The library covers them all; a
 #: code or switch added without a scenario fails the test until one expects it (or it is listed here
 #: on purpose, with the reason).
 #: The journal's own codes need its disk full under the daemon, which a scenario cannot do (its

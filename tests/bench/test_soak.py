@@ -4,11 +4,11 @@ and unplugs, the latency histogram, event counts, memory trend, PNG plot and HTM
 CI: ``--shoes 20`` short shoes (the cut card after 30 cards, about 4 rounds a shoe) with faults
 and unplugs at 0.15 each (about 11 s on the shared 2-core machine); and 3 full shoes each of seeds
 1, 2 and 3 with a fifth of the rounds faulted and a tenth unplugged (about 20 s; seeds 1 to 20
-with CARDD_FULL=1). Before the bench's rig logged to
-a file this run stalled: the daemon's unread stderr pipe filled (64 KiB) and its loop blocked on
-the next log line.
-CARDD_FULL=1: 40 full 6-deck shoes (about 2 minutes; 14 minutes while the soak's daemon took the
-shoe, unplugged about once a second, for a flapping device and waited 5 s at each unplug).
+with CARDD_FULL=1). The bench's rig gives the daemon a log file: an unread stderr pipe would fill
+(64 KiB) and block the daemon's loop on its next log line, and this run would stall.
+CARDD_FULL=1: 40 full 6-deck shoes (about 2 minutes; the soak's daemon takes every reopened port as
+stable, where the default would take the shoe, unplugged about once a second, for a flapping device
+and wait 5 s at each unplug: 14 minutes).
 """
 from __future__ import annotations
 

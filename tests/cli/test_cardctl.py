@@ -45,7 +45,7 @@ def test_no_daemon_on_the_default_socket_is_one_line_with_the_systemctl_line_and
 
 
 def test_no_daemon_on_another_socket_names_the_socket_tried_not_systemd(directory):
-    # a cardd --simulate's socket: systemd's cardd would never listen there (from the trial)
+    # a cardd --simulate's socket: systemd's cardd would never listen there, so the line names no systemd
     for run in (cardctl(directory / "cardd.sock", "status"),
                 cardctl(None, "status", prefix=("env", f"CARDD_SOCKET={directory / 'cardd.sock'}"))):
         assert run.code == 3
@@ -298,7 +298,7 @@ def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
 
 
 def test_log_shows_a_table_input_by_its_command_name_with_money_in_units(daemon):
-    # the trial's "input: PlaceBet (amount=2500 box=1 player=alice)": a class name and cents
+    # never "input: PlaceBet (amount=2500 box=1 player=alice)": a class name and cents
     start_round(daemon)
     shown = cardctl(daemon.socket_path, "log", "--limit", "1000", prefix=("env", "COLUMNS=400")).out
     # the message column, then the who column
@@ -329,7 +329,7 @@ def test_watch_on_an_idle_table_ends_once_its_reader_has_gone(daemon):
 @pytest.mark.parametrize("ending", [signal.SIGINT, signal.SIGTERM])
 def test_watch_into_a_file_ended_by_a_signal_writes_its_last_frame(daemon, directory, ending):
     """``cardctl watch > file``, then Ctrl-C or ``timeout 2``'s SIGTERM: a view redirected to a file
-    writes its one frame as it ends; a SIGTERM killed it with the file empty (from the trial)."""
+    writes its one frame as it ends, a SIGTERM too (never a file left empty)."""
     shown = directory / "watch.txt"
     with shown.open("w") as out:
         watching = subprocess.Popen([str(CARDCTL), "--socket", str(daemon.socket_path), "watch"], stdout=out,

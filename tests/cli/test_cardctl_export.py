@@ -103,7 +103,7 @@ def test_a_file_in_a_missing_directory_is_refused_before_the_daemon_exports(daem
 @pytest.mark.parametrize(("extra", "named"), [(["--follow"], "--follow"), (["--limit", "5"], "--limit"),
                                               (["-f", "--limit", "5"], "--follow and --limit")])
 def test_an_export_refuses_follow_and_limit_instead_of_ignoring_them(directory, extra, named):
-    """``log --export FILE --limit 5`` wrote every record and said nothing of the limit (the trial)."""
+    """``log --export FILE --limit 5`` is refused, never an export of every record that says nothing of the limit."""
     target = directory / "archive.jsonl"
     run = cardctl(directory / "no-daemon.sock", "log", "--export", str(target), *extra)  # refused before connecting
     assert run.code == 2, run.err

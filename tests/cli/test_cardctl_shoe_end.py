@@ -144,7 +144,7 @@ def test_a_remainder_short_of_a_card_fails_the_reconciliation_naming_it(daemon: 
     if view:  # the record and what it led to, for a script
         document = failed.json()
         assert document["outcome"]["reason"] == "RECONCILIATION_FAILED"
-    else:  # what happened, once: no "shoe_remainder: ok" above the failure (from the trial)
+    else:  # what happened, once: no "shoe_remainder: ok" above the failure
         assert failed.out == ""
     state = cardctl(daemon.socket_path, "status", "--json").json()["state"]
     assert state["shoe"]["state"] == "unreconciled"

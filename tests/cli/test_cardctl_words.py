@@ -79,7 +79,7 @@ def test_words_that_are_not_commands_are_left_as_they_are() -> None:
         assert in_cardctl_words(line) == f"{CARDCTL_COMMANDS[head]} refused: {rest}"
     assert in_cardctl_words("act refused: box 2 has an unreadable card: enter it with enter_card first") == \
         "round act refused: box 2 has an unreadable card: enter it with cardctl shoe enter-card first"
-    # a path or a quoted name the line carries is no command (the review's: /var/tmp/open_round/x)
+    # a path or a quoted name the line carries is no command (/var/tmp/open_round/x names no open_round)
     assert in_cardctl_words("export_journal refused: /var/tmp/open_round/x exists") == \
         "log --export refused: /var/tmp/open_round/x exists"
     assert in_cardctl_words('place_bet refused: player "start_shuffle" unknown') == \

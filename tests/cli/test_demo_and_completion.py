@@ -104,7 +104,7 @@ def test_ctrl_c_stops_the_demo_its_daemon_and_removes_its_directory(whole_group)
 @pytest.mark.timeout(120)
 def test_a_sigkill_of_the_demo_stops_its_daemon_cleanly_all_the_same():
     """Nothing catches a SIGKILL: the demo starts cardd with ``--stop-with-parent``, and the daemon
-    stops as on SIGTERM once the demo has ended. Before, it ran on for ever."""
+    stops as on SIGTERM once the demo has ended, never left running for ever."""
     tmp = state_dir()
     table = tmp / "table"
     try:

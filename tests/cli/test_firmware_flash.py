@@ -130,8 +130,8 @@ def test_a_standalone_simulator_given_the_key_takes_a_signed_image(tmp_path, key
 
 @pytest.mark.parametrize("wrong", ["older", "other model"])
 def test_an_image_the_device_would_refuse_draws_no_progress_bar(tmp_path, keys, wrong):
-    """The trial: an older or wrong-model image showed an empty progress bar above the error line. The
-    device's model and running version are checked against the image before any bar is drawn."""
+    """An older or wrong-model image draws no empty progress bar above the error line: the device's
+    model and running version are checked against the image before any bar is drawn."""
     private, key = keys
     model, version = ("OS-1 sim", "0.9.0") if wrong == "older" else ("OS-9 other", "2.0.0")
     image = image_file(tmp_path / "x.fw", sign_image(model, version, b"\x00img" * 100, private))

@@ -1,4 +1,4 @@
-"""cardctl's and cardd's answers to bad input met by a new user: one line saying what and where,
+"""cardctl's and cardd's answers to bad input: one line saying what and where,
 with the usage exit code, never a library's exception or wording."""
 from __future__ import annotations
 
@@ -346,9 +346,9 @@ def test_clear_fault_of_a_fault_not_there_is_refused_at_once_saying_the_state(da
 ])
 def test_a_remainder_file_the_daemon_would_refuse_is_refused_before_it_is_sent(daemon: Daemon, tmp_path: Path,
                                                                                content: str, why: str) -> None:
-    """The trial: {"AS": "two"} went to the daemon, which journaled the refused command, and a JSON
-    list was "not list". Now the daemon's own decoding of the args and the shoe's own count check
-    refuse it here: one error line naming the file, the card and what the file may hold."""
+    """A file such as {"AS": "two"} or a JSON list never reaches the daemon (which would journal the
+    refused command) nor reads as "not list": the daemon's own decoding of the args and the shoe's own
+    count check refuse it here, one error line naming the file, the card and what the file may hold."""
     stub = tmp_path / "stub.json"
     stub.write_text(content)
     run = cardctl(daemon.socket_path, "shoe", "remainder", "--file", str(stub))

@@ -46,7 +46,7 @@ def test_the_log_line_shows_the_same_fields() -> None:
 
 
 def test_a_table_input_shows_its_command_name_money_in_units_and_no_empty_field() -> None:
-    # the trial's lines: "input: PlaceBet (amount=2500 box=1 player=alice)", "input: Act (... co_players=)",
+    # never "input: PlaceBet (amount=2500 box=1 player=alice)", "input: Act (... co_players=)" or
     # "input: Resume": a class name, cents, an empty field
     def record(inp: Any) -> dict[str, Any]:
         return {"kind": "input", "message": "", "data": to_json(inp)}

@@ -1,6 +1,6 @@
-"""A file a person named that is not there (the trial: ``--firmware-key``, ``capture``'s FILE,
-``firmware flash``'s IMAGE and key printed the OS's "No such file or directory", and capture
-exited 1): one line naming the option and the path, exit 2 like every other bad argument. Real
+"""A file a person named that is not there (``--firmware-key``, ``capture``'s FILE, ``firmware
+flash``'s IMAGE and key): one line naming the option and the path, never the OS's bare "No such
+file or directory", and exit 2 like every other bad argument. Real
 cardctl, cardd and simulator processes on real (missing) files."""
 from __future__ import annotations
 

@@ -97,9 +97,9 @@ def test_nothing_cardd_did_not_make_as_a_run_directory_is_touched(tmp_path: Path
 
 
 def test_a_killed_runs_directory_given_back_to_cardd_simulate_is_kept_while_it_runs() -> None:
-    """The review's: `cardd --simulate` killed, then `cardd --simulate --state-dir` on the directory
-    it printed, to resume that table: the next run's clean-up took it for one left behind (its
-    marker still named the dead owner) and removed it under the running daemon."""
+    """`cardd --simulate` killed, then `cardd --simulate --state-dir` on the directory it printed, to
+    resume that table: the next run's clean-up must not take it for one left behind (its marker
+    still names the dead owner) and remove it under the running daemon."""
     from tests.daemon.daemon_rig import Daemon
     tmp_path = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))  # pytest's is too long for the socket's path
     with owner(tmp_path) as (killed, left):

@@ -1,4 +1,4 @@
-"""The crash harness (issue 9, "done when"): cardd killed with SIGKILL at random points while a
+"""The crash harness: cardd killed with SIGKILL at random points while a
 simulated shoe deals through its pty, the shoe's link reset and the shoe unplugged at random
 points too. The test owns the simulated devices, so they outlive each daemon, like hardware,
 and resend what the daemon had not confirmed (protocol 1.1, docs/protocol.md §3.2).

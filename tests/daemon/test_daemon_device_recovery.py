@@ -63,7 +63,7 @@ def shoe_inputs(path: Path) -> list[str]:
 def test_the_events_a_shoe_resends_at_a_replug_are_applied_after_its_handshake(directory: Path,
                                                                              batching_ms: int) -> None:
     # with FTDI-like batching the link's ACK of ResumeEvents and the events the shoe resends at once
-    # reach the daemon in one read: the events used to be applied before the handshake's LinkUp + IDENT
+    # reach the daemon in one read: the events must still be applied after the handshake's LinkUp + IDENT
     shoe = SimulatedShoe(faults=Faults(disconnect_for=0.5, disconnect_at=2, ftdi_batching_ms=batching_ms))
     with PtyEndpoint(shoe) as endpoint:
         daemon = Daemon(["--config", str(write_config(directory, endpoint.url, None))], directory / "cardd.sock")

@@ -175,9 +175,9 @@ def test_a_full_disk_holds_the_journal_back_loses_nothing_and_says_so(directory:
 
 @pytest.mark.timeout(120)
 def test_a_stop_that_cannot_write_the_journal_logs_every_record_it_held(directory: Path) -> None:
-    """A stop while the disk is full tried its last commit once and lost what it held without a
-    word: a command applied meanwhile (told its record is kept) was nowhere. Now the stop tries a
-    few times, then logs every record it could not write, as it would have been journaled."""
+    """A stop while the disk is full must not lose what it holds without a word (a command applied
+    meanwhile was told its record is kept): the stop tries its last commit a few times, then logs
+    every record it could not write, as it would have been journaled."""
     disk_dir = directory / "disk"
     disk_dir.mkdir()
     free = FREE.format(disk=re.escape(str(disk_dir)))

@@ -1,7 +1,6 @@
 """``cardd --stop-with-parent PID`` (cardd/daemon/parent.py): a daemon started by a program
-(cardbench, the demo) stops, cleanly, when that program is killed outright. Before, a SIGKILL of
-cardbench left its daemon running for ever on the bench's ptys, socket and journal (it failed 8
-tests of a later run). The parent here is a small program that starts cardd as cardbench does;
+(cardbench, the demo) stops, cleanly, when that program is killed outright: left running on the
+bench's ptys, socket and journal, it would meet the tests of a later run. The parent here is a small program that starts cardd as cardbench does;
 tests/bench/test_bench_signals.py and tests/cli/test_demo_and_completion.py kill the real ones."""
 from __future__ import annotations
 
@@ -163,8 +162,8 @@ time.sleep(600)
 @pytest.mark.timeout(120)
 def test_a_test_process_killed_outright_leaves_no_daemon_of_the_rig_running(directory):
     """The tests' rig starts cardd as cardbench does, with ``--stop-with-parent``: a pytest killed
-    by a CI timeout's SIGKILL (tests/conftest.py never runs then) used to leave every daemon it had
-    started running for ever."""
+    by a CI timeout's SIGKILL (tests/conftest.py never runs then) leaves no daemon it had started
+    running."""
     user = subprocess.Popen([sys.executable, "-c", RIG_USER, str(directory)], stdout=subprocess.PIPE, text=True,
                             cwd=Path(__file__).resolve().parents[2])
     pid = 0

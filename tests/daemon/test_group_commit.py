@@ -174,8 +174,8 @@ def test_a_journal_that_fails_and_resumes_again_and_again_keeps_one_alarm_open(t
 
 def test_an_entry_the_journal_refuses_is_journaled_made_storable_and_holds_nothing_back(tmp_path: Path) -> None:
     """A text with a control character that slipped past the API's checks (the journal's hash uses
-    0x1F as its separator) used to fail its batch's commit, and every retry, holding every later
-    card and command back for good. It is journaled made storable, with why, and the rest goes on."""
+    0x1F as its separator) would fail its batch's commit, and every retry, holding every later card
+    and command back for good. It is journaled made storable, with why, and the rest goes on."""
 
     async def main() -> None:
         journal, service, first = started_service(tmp_path)
@@ -249,8 +249,8 @@ def test_the_alarm_cleared_while_the_journal_still_cannot_write_opens_again(tmp_
 
 
 def test_flush_publishes_everything_journaled_in_seq_order_with_a_thread_commit_under_way(tmp_path: Path) -> None:
-    """Shutdown's flush with the writer thread's commit under way and more records behind it: it
-    used to start one more thread commit for them, written but not yet published when flush returned."""
+    """Shutdown's flush with the writer thread's commit under way and more records behind it: every
+    record is published by the time flush returns, none left in a thread commit written but unpublished."""
 
     async def main() -> None:
         journal = Journal.open(tmp_path / "journal.sqlite3", create=True)

@@ -1,7 +1,7 @@
 """``cardd --simulate`` restarted on its ``--state-dir`` mid-round (a SIGKILL, as a crash or a power
 cut would): the simulated shoe and shuffler keep what they held, as real devices beside a restarted
 table computer do, so the round a supervisor continues is dealt to its end; a ``sim_deal`` the
-simulated shoe cannot do is refused rather than ACKed with cards that never come (from the trial)."""
+simulated shoe cannot do is refused rather than ACKed with cards that never come."""
 from __future__ import annotations
 
 import json
@@ -76,9 +76,9 @@ def test_a_damaged_device_memory_stops_the_start_in_one_line_naming_the_file(dir
 
 
 def test_the_devices_memory_without_its_journal_is_dropped_and_the_new_table_starts_empty(directory: Path) -> None:
-    """The review's: a shoe played on a --state-dir, the journal removed to start over, the devices'
-    memory files left: the shoe came back with 306 cards the new table never saw, and its first card
-    raised MISSING_READ. Memory beside no journal belongs to no table: it is dropped, said in the log."""
+    """A shoe played on a --state-dir, the journal removed to start over, the devices' memory files
+    left: kept, the shoe would come back with 306 cards the new table never saw and its first card
+    raise MISSING_READ. Memory beside no journal belongs to no table: it is dropped, said in the log."""
     daemon = _start(directory)
     client = daemon.client()
     shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))
@@ -108,7 +108,7 @@ def test_a_shoe_that_lost_cards_while_the_daemon_was_stopped_raises_the_count_al
     """Three cards taken out of the loaded shoe while cardd was stopped (its memory on the --state-dir
     says what it holds): the restarted daemon asks the shoe for its Status after the handshake, and
     its count against the table's is a SHOE_COUNT_MISMATCH alarm that stops play until a supervisor
-    clears it. Before, nothing asked a 1.1 shoe for its Status and nothing compared the counts."""
+    clears it."""
     daemon = _start(directory)
     client = daemon.client()
     state = shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), sim_deal(client))  # one burn card out

@@ -1,4 +1,4 @@
-"""packaging/cardd.service: what the issue asks of it, the real `systemd-analyze verify`, and the
+"""packaging/cardd.service: the settings it must hold, the real `systemd-analyze verify`, and the
 hardening score docs/install.md records."""
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ def test_a_listener_that_raises_is_logged_and_the_reader_thread_goes_on(usb_shoe
 
 
 def test_a_slow_out_endpoint_bounds_the_backlog_and_close_does_not_wait_for_it(usb_shoe):
-    """Issue 7 #10: the device takes 64 bytes per 50 ms. What it has not taken stays within
+    """The device takes 64 bytes per 50 ms. What it has not taken stays within
     MAX_BACKLOG (the oldest dropped and counted, as on serial), and close() returns without
     draining it; the writer thread ends by itself within one write timeout."""
     from drivers.transport import MAX_BACKLOG

@@ -73,7 +73,7 @@ HOSTILE_SHOWN = "\\x1b[2J\\x0d\\x0a2026-11-23 [info] all clear\\u202eevil\\u200d
 
 
 def test_device_text_is_escaped_where_it_enters_the_host():
-    """Issue 7 #11: Ident strings and a Fault detail full of control characters reach every
+    """Ident strings and a Fault detail full of control characters reach every
     consumer (the session's ident, its events, the messages) escaped, never raw."""
     endpoint, transport = make_endpoint("pty", SimulatedShoe(serial="SN" + HOSTILE, heartbeat_s=0))
 

@@ -112,7 +112,7 @@ def test_a_device_connection_waits_for_a_device_that_is_not_there_yet(link_path)
 @pytest.mark.timeout(60)
 def test_a_device_that_flaps_its_identity_is_shaken_hands_with_on_the_backoff_and_reported_once(link_path):
     """A new boot id at every HELLO and another IDENT unasked right behind the answer: each handshake
-    is asked for again at once, and was made at once, without end. Now each waits the backoff's next
+    is asked for again at once, which would go on without end: each waits the backoff's next
     step (the one Backoff: 0.1 s doubling to 5 s) and the third in a row is one FLAPPING event."""
     endpoint, _ = make_endpoint(link_path, SimulatedShoe(faults=Faults(flapping_ident=True), heartbeat_s=0))
     seen = Seen()

@@ -146,7 +146,7 @@ def test_unsigned_firmware_never_leaves_the_host_and_forged_images_are_refused_b
 
 @pytest.mark.timeout(60)
 def test_a_device_that_reuses_its_reset_nonce_at_every_boot_loses_no_card(e2e):
-    """Issue 7 #4: the second boot's RESET carries the first boot's nonce. It is a new reset (the
+    """The second boot's RESET carries the first boot's nonce. It is a new reset (the
     device had sent DATA since that nonce was accepted), not a repeat of a lost RESET_ACK."""
     stack = stack_of(30)
 

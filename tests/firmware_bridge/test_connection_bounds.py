@@ -1,4 +1,4 @@
-"""Issue 7 #9: a slow messages() consumer over a real pty: the queue is bounded, the overflow counted,
+"""A slow messages() consumer over a real pty: the queue is bounded, the overflow counted,
 and the consumer cannot miss it (the iterator ends with MessagesOverflow after what it held).
 
 Failed before: the queue was unbounded (a slow consumer grew memory without limit) and nothing was counted.

@@ -81,7 +81,7 @@ def test_device_refusal_aborts_and_raises(keys):
 
 
 def test_a_lower_version_is_refused_before_anything_is_sent_unless_a_technician_allows_it(keys):
-    """Issue 7 #6: a genuine older image was installed by host and device alike."""
+    """A genuine older image is refused by host and device alike, unless a technician allows it."""
     async def main():
         session, device = await connected(keys, firmware_version="2.0.0")
         older = sign_image("CS-6000", "1.10.0", IMAGE, keys[0])

@@ -1,7 +1,7 @@
-"""Issue 7 #8: a RESET flood from a hostile device on a real pty: the log stays readable.
+"""A RESET flood from a hostile device on a real pty: the log stays readable.
 
-Before the fix every RESET wrote its own link_state and session_event lines (48,000 lines/s).
-Now at most ``burst`` lines of a kind per interval are written and one ``log_rate_limited``
+A line per RESET (link_state and session_event) would write 48,000 lines/s: at most ``burst``
+lines of a kind per interval are written and one ``log_rate_limited``
 line per kind says how many were left out, when the interval ends (a loop timer). The clocks are
 the real ones: a slow machine may spread the flood over a few intervals, and every assertion
 holds for any number of them, while a flood written line by line fails them.

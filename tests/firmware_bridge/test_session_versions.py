@@ -1,4 +1,4 @@
-"""Issue 7 (test gap): the protocol major-version check against an OLDER major.
+"""The protocol major-version check against an OLDER major.
 
 Only a newer major was tested, so weakening the check from "different" to "greater" passed the
 suite; this test fails on that mutation (checked by hand: `ident.protocol_major > PROTOCOL_MAJOR`).

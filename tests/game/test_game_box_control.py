@@ -2,7 +2,7 @@
 answers to a double or a split, the box maximum, and the rules one sheet states and the others do
 not. Each is a stacked shoe (burn cards not fed: the round starts at its first card) with the money
 WRITTEN here, worked from the sheet, never computed by the code under test. The refusals name the
-rule (docs/rules.md). S-numbers are those of the issue 8 notes."""
+rule (docs/rules.md)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -402,7 +402,7 @@ def test_003_a_co_player_at_the_minimum_is_told_to_withdraw_with_a_new_stake_of_
 
 
 def test_001_insurance_over_half_of_all_bets_names_the_half_then_what_it_is_half_of() -> None:
-    # the trial read "insurance 50.01 ... exceeds half of all p1's bets 100.00" as if the half were 100.00
+    # not "insurance 50.01 ... exceeds half of all p1's bets 100.00", which reads as if the half were 100.00
     r, _ = table("casino-001", [(1, "p1", 5000), (2, "p1", 5000)])
     r.no_more_bets("dealer-1")
     deal(r, "9S 8C AD TH 9H")  # the dealer's ace: insurance

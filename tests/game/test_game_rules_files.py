@@ -1,6 +1,6 @@
-"""Issue 7 #7: rules files a technician damaged: one RulesError naming the file and what is wrong.
+"""Rules files a technician damaged: one RulesError naming the file and what is wrong.
 
-Each failed before its fix (a bare UnicodeDecodeError; contradictory cut settings accepted).
+Never a bare UnicodeDecodeError, never contradictory cut settings accepted.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 7 (test gap): the settlement checked independently of the settlement code.
+"""The settlement checked independently of the settlement code.
 
 ``house == -sum(per player)`` is true by definition (both are sums of the same lines). Here every
 main, surrender and even-money line is recomputed in the test from the cards themselves (totals

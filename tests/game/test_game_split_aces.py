@@ -1,4 +1,4 @@
-"""Issue 7 (test gap): hitting a split ace that still waits to be re-split.
+"""Hitting a split ace that still waits to be re-split.
 
 AS 9H AC, split, AD: the first hand is AS AD, a pair of aces that may be split again, so it is
 not complete yet; a hit there must still be refused. Removing the split-ace check from the hit

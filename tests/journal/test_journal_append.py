@@ -231,7 +231,7 @@ def test_a_record_the_sql_guards_refuse_inside_a_long_append_fails_all_of_it(jou
 
 def _append_guard_in_form(path, form: str) -> None:
     """A new journal at ``path`` whose records_append_in_order is in ``form``: "current" (what
-    Journal.open creates) or "legacy" (as journals made before 2026-11-27 hold it)."""
+    Journal.open creates) or "legacy" (as older journals hold it)."""
     Journal.open(path, create=True).close()
     if form == "legacy":
         with closing(sqlite3.connect(path, isolation_level=None)) as conn:

@@ -28,9 +28,9 @@ QUIET_HOST = SessionConfig(heartbeat_interval=60.0, stale_after=120.0)
 
 
 def test_flush_ends_on_the_link_ack_of_a_message_that_is_not_an_event() -> None:
-    """Before, only an event's ACK (or a payload from the host) woke the flush: a Heartbeat sent
-    to a quiet host kept it waiting for the host's next heartbeat (a second by default; a minute
-    here, so the old flush outlived the 10 s bound)."""
+    """The link's ACK of any message wakes the flush, not only an event's ACK (or a payload from
+    the host): else a Heartbeat sent to a quiet host would keep it waiting for the host's next
+    heartbeat (a second by default; a minute here, past the 10 s bound)."""
     async def main(endpoint: PtyEndpoint) -> None:
         host = await open_host(endpoint.url, QUIET_HOST)
         try:

@@ -177,7 +177,7 @@ def test_a_reboot_mid_transfer_forgets_the_partial_image_and_keeps_the_running_f
 
 
 def test_the_device_refuses_a_lower_version_unless_the_host_says_a_technician_allowed_it(run_device, keys):
-    """Issue 7 #6, device side: a host that skips its own check still cannot downgrade the device."""
+    """A host that skips its own check still cannot downgrade the device."""
     private, public = keys
     older = sign_image(SimulatedShoe.MODEL, "0.9.0", b"old" * 100, private)
 

@@ -53,7 +53,7 @@ class TableRig:
         self.table = Table(rules, self._journal, clock=self.clock, stale_after_s=3.0)
         self.index = 0
         connect_devices(self.table, protocol_minor=protocol_minor)
-        if seat_second_player and rules.table.lone_player_min_boxes > 1:  # seed 001: a lone player plays two boxes; the rig's
+        if seat_second_player and rules.table.lone_player_min_boxes > 1:  # a lone player must play two boxes; the rig's
             self.table.apply(TakeSeat("p-seated", "dealer-1"))  # one-box rounds have a second player seated
         if load:
             self.shuffle_ok()

@@ -1,6 +1,6 @@
-"""Issue 7: hostile and broken devices through the tracker's own input path (Table.apply with records).
+"""Hostile and broken devices through the tracker's own input path (Table.apply with records).
 
-Each test here failed on the code before its fix (the issue lists what each one saw).
+Each test names one thing such a device does and what the table must do about it.
 """
 from __future__ import annotations
 
@@ -252,7 +252,7 @@ def test_a_reader_back_from_stale_while_it_waits_for_its_ident_is_no_wrong_devic
     assert rig.table.reader.state == "connecting" and "WRONG_DEVICE" not in rig.table.holds
 
 
-# ---- found by the hostile property test (test_table_hostile.py) -------------------------------
+# ---- what the hostile property test (test_table_hostile.py) explores, pinned one by one ------
 
 def test_a_negative_remainder_count_is_a_documented_refusal_not_a_bare_value_error() -> None:
     rig = TableRig(HouseRules.default())

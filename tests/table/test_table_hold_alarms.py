@@ -1,8 +1,8 @@
 """A held round's alarms (ROUND_HELD) end with the supervisor's decision on that round.
 
-Found by the 2,000-shoe soak: each hold left its ROUND_HELD alarm open after the supervisor had
-resumed the round, one more a hold for good, and every STATE and snapshot carried them all (36
-open after 50 shoes; the soak's shoes took 0.58 s at the start and 1.57 s at the end). The alarms
+A hold whose ROUND_HELD alarm stayed open after the supervisor resumed the round would leave one
+more alarm a hold for good, and every STATE and snapshot would carry them all, slower with every
+shoe of a long run (cardbench soak). The alarms
 of what caused a hold (a shuffler malfunction, a card from a stale reader) still wait for a
 supervisor's ClearAlarm: those are incidents of their own.
 """

@@ -139,8 +139,8 @@ def refused_mid_round(rig: TableRig) -> list[Card]:
 
 @pytest.mark.parametrize("how", ["redeal", "void_shoe"])
 def test_a_shuffle_waits_while_a_round_of_a_shoe_refused_mid_round_is_on_the_table(how) -> None:
-    """Found by the hostile-input property in CI: the next shoe's shuffle report emptied the count
-    of cards out while the round still held three of them (a card in no place, the ledger broken)."""
+    """The next shoe's shuffle report must not empty the count of cards out while the round still
+    holds three of them (a card in no place, the ledger broken): the shuffle waits."""
     rig = TableRig.from_file(RULE_FILES[0])
     on_table = refused_mid_round(rig)
     with pytest.raises(TableError) as refused:

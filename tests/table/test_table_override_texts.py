@@ -1,6 +1,6 @@
-"""An override refused inside a round reads as any refused command (stop 23's "X refused: why:
-what to do next", cardd.daemon.commands.refusal_line): the command people send, never the round's
-own words for it ("round 3: void refused: dealer-1 is dealer; supervisor only" before). The API
+"""An override refused inside a round reads as any refused command ("X refused: why: what to do
+next", cardd.daemon.commands.refusal_line): the command people send, never the round's own words
+for it (not "round 3: void refused: dealer-1 is dealer; supervisor only"). The API
 refuses a missing role before the table sees it, so these were never rewritten; a caller of the
 table (a recording, a test, the bench) still meets them, and the journal keeps their OVERRIDE_REFUSED."""
 from __future__ import annotations

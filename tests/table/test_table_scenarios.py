@@ -1,4 +1,4 @@
-"""Scenario table: every detection and table procedure of issue 3, for each seed casino's rules.
+"""Scenario table: every detection and table procedure (docs/deal-tracking.md), under each rules file.
 
 Each scenario stacks the shoe (the cards read, in order), gives the dealer's and
 supervisor's inputs, and checks the reason codes journaled, where the cards went and the

@@ -1,6 +1,6 @@
 """Seats and the sheets' rules on boxes, and the burn on a dealer change, at the table: stacked
 shoes worked by hand from one casino's sheet each, the money WRITTEN here (never computed by the
-code under test), each refusal naming its rule (docs/rules.md). S-numbers: the issue 8 notes."""
+code under test), each refusal naming its rule (docs/rules.md)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,8 +1,7 @@
 """The shoe reader's own count (its Status, asked after every handshake) against the table's.
 
-A shoe that lost or gained cards while no host listened (the daemon down, the link down) went
-unnoticed: nothing compared the cards the shoe says it holds with what the table expects it to
-hold. Now a difference while a verified stack is in play is a SHOE_COUNT_MISMATCH alarm naming
+A shoe may lose or gain cards while no host listens (the daemon down, the link down): the table
+compares the cards the shoe says it holds with what it expects the shoe to hold. A difference while a verified stack is in play is a SHOE_COUNT_MISMATCH alarm naming
 both counts; it holds the live round and no new round opens until a supervisor clears it.
 
 The rigs' shoe reader speaks protocol 1.1, as the daemon's do: it keeps its reads until they are
@@ -212,8 +211,8 @@ def test_the_snapshot_keeps_the_difference_named_and_the_cards_put_back() -> Non
 
 def test_a_version_5_snapshot_mid_shoe_leaves_the_count_unchecked_until_the_next_load() -> None:
     """An older snapshot does not say how many cards went back on top (cards_to_box_without_wager):
-    after an upgrade mid-shoe the shoe's true count (five cards put back) was a certain false alarm
-    (found by the stop's review). The next load counts again."""
+    after an upgrade mid-shoe the shoe's true count (five cards put back) would be a certain false
+    alarm, so it is not checked. The next load counts again."""
     rig = in_play_mid_round()
     rig.deal("7C 8H")
     rig.table.apply(CardsToBoxWithoutWager("sup-1", SUP))  # five cards back on top of the shoe
@@ -243,8 +242,8 @@ def test_a_version_5_snapshot_between_shoes_checks_the_next_shoe() -> None:
 
 def test_a_gap_that_explains_a_named_difference_makes_a_later_loss_news_again() -> None:
     """A Status named one card fewer (its read lost in a 1.0 link reset); the next read's gap then
-    accounts for it. A later card taken out unseen is a new difference of the same size: it was
-    taken for the one named already, no alarm (found by the stop's review)."""
+    accounts for it. A later card taken out unseen is a new difference of the same size, an alarm,
+    never taken for the one named already."""
     rig = in_play_between_rounds()
     lost = rig.index + 1
     status(rig.table, STACK - lost)  # the shoe dealt card #lost; its read never came
@@ -258,8 +257,8 @@ def test_a_gap_that_explains_a_named_difference_makes_a_later_loss_news_again() 
 
 
 def test_voiding_the_shoe_closes_its_count_alarm_in_the_supervisors_name() -> None:
-    """The alarm's text says a supervisor clears it or voids the shoe; a void left it open, and the
-    next shoe's first round was refused naming it (found by the stop's review)."""
+    """The alarm's text says a supervisor clears it or voids the shoe: a void closes it, so the next
+    shoe's first round is not refused naming it."""
     rig = in_play_between_rounds()
     status(rig.table, STACK - rig.index - 3)
     [alarm] = open_mismatch_ids(rig.table)

@@ -1,4 +1,4 @@
-"""Issue 7 #5: damaged snapshot files (JSON on disk) are refused with one SnapshotError naming what is wrong.
+"""Damaged snapshot files (JSON on disk) are refused with one SnapshotError naming what is wrong.
 
 Each of these failed before: bare KeyError/TypeError/AttributeError, or a silent restore of nonsense
 (negative or non-integer counts, piles that disagree with the shoe), or a snapshot accepted under other

@@ -1,4 +1,4 @@
-"""docs/install.md as a new user follows it: the local udev rules of its RS-232 section work
+"""docs/install.md as a reader follows it, step by step: the local udev rules of its RS-232 section work
 as written (checked by the real udevadm on emulated devices), its commands use the checkout's
 .venv, and it names the system package a real USB shoe needs."""
 import re

@@ -145,7 +145,8 @@ def hostile_udevadm_test(tmp_path_factory):
 @pytest.mark.parametrize("role", ["shoe", "shuffler"])
 @pytest.mark.parametrize("serial", list(HOSTILE_SERIALS))
 def test_a_hostile_serial_never_shapes_the_link_path(hostile_udevadm_test, role, serial):
-    """Issue 7 #12: the link was built from the raw serial, so `x/y` made /dev/cardd/shoe-x/y."""
+    """A link built from the raw serial would let `x/y` make /dev/cardd/shoe-x/y: a serial that could
+    shape the path gets a safe link or none."""
     output = hostile_udevadm_test(role, serial)
     props = properties(output)
     assert props["CARDD_ROLE"] == role  # the device is still recognised and its node still ours
