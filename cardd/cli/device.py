@@ -1,7 +1,8 @@
 """Devices: ``devices`` (what is plugged in, cardd's own flagged), ``probe URL`` (straight to
 the device), and the technician's requests through the daemon (``selftest``, ``counters``,
 ``clear-fault``, ``shuffle``). A device the daemon holds cannot be opened beside it: the
-exclusive-open error names the process that holds it."""
+exclusive-open error names the process that holds it. Each command's one-line help is in
+cardd.cli.program."""
 from __future__ import annotations
 
 import asyncio

@@ -192,7 +192,7 @@ class TerminalFile(io.StringIO):
 
 
 def on_a_terminal() -> Console:
-    """The views' console on a terminal (cardd.cli.common.console), WIDTH cells wide, in colour."""
+    """The views' console on a terminal (cardd.cli.console.console), WIDTH cells wide, in colour."""
     return ProgramConsole(file=TerminalFile(), highlight=False, soft_wrap=True, width=WIDTH, height=200,
                           color_system="truecolor")
 
