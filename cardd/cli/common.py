@@ -79,7 +79,7 @@ class Program(click.Group):
                                                                           list[str]]:
         """The subcommand, its module imported: the libraries it imports that log (structlog's) log
         errors only, on stderr (:func:`run`); one that imports none (``cardctl status``) does not
-        import structlog for it."""
+        import structlog for it. So a subcommand's module imports at its top whatever logs."""
         found = super().resolve_command(ctx, args)
         if "structlog" in sys.modules:
             logs_to_stderr(logging.ERROR)

@@ -36,7 +36,7 @@ class LazyCommands(MutableMapping[str, click.Command]):
         if name not in self.loaded:
             entry = self.entries[name]
             module = importlib.import_module(entry.module)
-            command = next(c for c in module.COMMANDS if c.name == name)
+            command = {c.name: c for c in module.COMMANDS}[name]  # KeyError: the table names a command its module lacks
             rest = inspect.cleandoc(command.help or "")
             command.help = f"{entry.summary}\n\n{rest}" if rest else entry.summary
             self.loaded[name] = command
