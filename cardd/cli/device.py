@@ -78,15 +78,12 @@ def holders(path: str) -> list[str]:
     return found
 
 
-def simulated_devices() -> None:
-    """Let ``sim://`` URLs (the simulators' devices) parse and open: called by the commands that
-    open a device or read a configuration that names one, so no other command loads the simulators."""
-    import simulators  # noqa: F401 - importing it registers the scheme
-
-
 def parse_device_url(url: str) -> DeviceURL:
-    """``url`` parsed (BadURL naming what is wrong), a simulated device's (``sim://shoe``) too."""
-    simulated_devices()
+    """``url`` parsed (BadURL naming what is wrong and the accepted forms), a simulated device's
+    (``sim://shoe``) too: the commands that open a device import the simulators here, which
+    registers their scheme, so no other command loads them (a configuration loads them itself for
+    the ``sim:`` URLs it names, cardd.config)."""
+    import simulators  # noqa: F401 - importing it registers sim://
     return parse_url(url)
 
 

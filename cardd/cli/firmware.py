@@ -14,7 +14,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, json_option
 from cardd.cli.console import ProgramConsole, emit
-from cardd.cli.device import device_error, parse_device_url, simulated_devices
+from cardd.cli.device import device_error, parse_device_url
 from cardd.cli.shown import shown
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
@@ -119,7 +119,6 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
     Example:
       cardctl firmware flash --key /etc/cardd/firmware.pub serial:///dev/cardd/shoe-SHOE0001 os1-1.1.0.fw
     """
-    simulated_devices()  # the configuration may name sim:// devices
     key = public_key(key_path, config_path)
     signed = signed_image(image, key)
     try:
