@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import msgspec.inspect as schema
 
+from cardd.api.paths import DEFAULT_SOCKET
 from core.errors import CarddError
 from core.parse_errors import toml_problem
 from core.schema_errors import ProblemKind, SchemaProblem, schema_problem
@@ -102,7 +103,7 @@ class JournalConfig(_Section, frozen=True):
 
 
 class ApiConfig(_Section, frozen=True):
-    socket: Path = Path("/run/cardd/cardd.sock")
+    socket: Path = DEFAULT_SOCKET
     #: the socket file's permissions, octal digits; never any for others
     mode: str = "0660"
     #: the socket file's group: API clients join it (and one role group). Not the udev device

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from cardd.api.errors import ApiError
+from cardd.api.paths import DEFAULT_SOCKET
 from cardd.api.protocol import (
     PROTOCOL_VERSION, Ack, Command, Disconnect, Error, Event, LogQuery, LogReply, StateQuery, StateReply, Version,
     Watch, encode_line, reply_decoder,
@@ -33,7 +34,7 @@ from cardd.api.protocol import (
 from core.parse_errors import json_line_problem
 from core.schema_errors import schema_problem
 
-DEFAULT_SOCKET = Path("/run/cardd/cardd.sock")
+
 #: the longest line a client accepts from the daemon (a LOG page of 10,000 records fits)
 MAX_REPLY_LINE = 64 * 1024 * 1024
 #: how long a client without a timeout of its own (a verify, a watch, a follow) waits for the

@@ -6,10 +6,10 @@ logs through gpsfake against .chk files).
 every message the simulated devices send by themselves, their answers to the daemon's requests,
 what the bench's hands do to them (unplug, replug, reboot, link fault switches) and every API
 command with its outcome go into one stream, in the order they happened, written in cardctl's
-trace format (:mod:`cardd.cli.trace`, format 2).
+trace format (:mod:`cardd.trace.format`, format 2).
 
 ``replay_trace`` starts a fresh ``cardd`` (its own journal, the trace's rules) on the trace's
-devices, each a :class:`~cardd.cli.trace.TraceDevice` behind a real pty (the device
+devices, each a :class:`~cardd.trace.device.TraceDevice` behind a real pty (the device
 ``cardctl replay`` serves), and walks the stream: each device message is sent and waited for
 until the daemon has it (a numbered event of protocol 1.1: until it confirms it journaled), so
 the daemon sees the devices and the commands in the recorded order; each command is sent
@@ -37,11 +37,10 @@ from cardd.api.protocol import Event
 from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, ScenarioResult, StepFailed, run_scenario
 from cardd.bench.scenario import Scenario, Step, Wait, load_scenario
 from cardd.config import RULES_DIR
-from cardd.cli.trace import (
-    ANSWERED_BY_REPLAY, NOT_RECORDED, TAKE_TIMEOUT_S, TRACE_FORMAT, Answered, Commanded, Handled, Said, Trace,
-    TraceDevice, TraceEntry, TraceError, Waited, device_info, link_switches, message_line, read_trace, switches,
-)
-from cardd.daemon.devices import MODEL_NAMES
+from cardd.trace.device import ANSWERED_BY_REPLAY, TAKE_TIMEOUT_S, TraceDevice
+from cardd.trace.format import (NOT_RECORDED, TRACE_FORMAT, Answered, Commanded, Handled, Said, Trace, TraceEntry,
+                                TraceError, Waited, device_info, link_switches, message_line, read_trace, switches)
+from devices.models.names import MODEL_NAMES
 from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.errors import CarddError
 from core.rundirs import make_run_directory

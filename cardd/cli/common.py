@@ -22,21 +22,18 @@ from dataclasses import dataclass
 from types import FrameType
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-import structlog
-import msgspec
-from rich.console import Console
 
-from cardd.api.client import (DEFAULT_SOCKET, ApiClient, ClientError, CommandRefused, ConnectionClosed,
-                              DaemonNotRunning, SocketPermissionDenied, TextNotUtf8)
-from cardd.api.protocol import ErrorCode
-from cardd.cli.shown import visible
+from cardd.api.paths import DEFAULT_SOCKET
 from core.ctrl_c import end_interrupted
 from core.errors import CarddError
 from core.files import output_directory_problem
-from devices.game.settlement import units
+from core.text import printable
+
+if TYPE_CHECKING:
+    import structlog
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -74,9 +71,19 @@ class Program(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except BrokenPipeError:
-            _stdout_closed()
+            stdout_closed()
         except KeyboardInterrupt:
             end_interrupted()
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                          list[str]]:
+        """The subcommand, its module imported: the libraries it imports that log (structlog's) log
+        errors only, on stderr (:func:`run`); one that imports none (``cardctl status``) does not
+        import structlog for it. So a subcommand's module imports at its top whatever logs."""
+        found = super().resolve_command(ctx, args)
+        if "structlog" in sys.modules:
+            logs_to_stderr(logging.ERROR)
+        return found
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -84,7 +91,7 @@ class Program(click.Group):
             sys.stdout.flush()  # what is still buffered fails here, not at the interpreter's exit
             return value
         except BrokenPipeError:  # the API client's socket errors are ClientErrors: this is an output stream
-            _stdout_closed()
+            stdout_closed()
         except KeyboardInterrupt:
             if not _ended_by:  # a program without end_like_ctrl_c: quietly, where click said 'Aborted!', exit 1
                 end_interrupted()
@@ -93,7 +100,7 @@ class Program(click.Group):
             sys.exit(interrupted_exit_code())
 
 
-def _stdout_closed() -> NoReturn:
+def stdout_closed() -> NoReturn:
     """The Python docs' "Note on SIGPIPE": what is still buffered for stdout goes to /dev/null (the
     flush at exit would fail again and print a traceback), and the shell's exit code for SIGPIPE."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -102,46 +109,18 @@ def _stdout_closed() -> NoReturn:
     sys.exit(EXIT_STDOUT_CLOSED)
 
 
-#: the width a console off a terminal lays out to: no limit a line of text could reach, so a table
-#: is as wide as its content and nothing is wrapped or cut
-UNLIMITED_WIDTH = 1 << 20
-
-
-class ProgramConsole(Console):
-    """rich's Console for a program's output: a closed stdout ends the program as :class:`Program`
-    does (rich's own handler exits 1).
-
-    Off a terminal (a pipe, a file) it writes plain text: no line wrapped or padded to a width
-    ($COLUMNS or rich's 80 would break a path or a record across lines for ``grep``), no colours
-    and no control codes, whatever $FORCE_COLOR says. On a terminal it is rich's Console as given."""
-
-    def __init__(self, *, file: IO[str] | None = None, stderr: bool = False, **options: Any) -> None:
-        if not writes_to_a_terminal(file if file is not None else sys.stderr if stderr else sys.stdout):
-            options.update(force_terminal=False, color_system=None, soft_wrap=True, width=UNLIMITED_WIDTH)
-        super().__init__(file=file, stderr=stderr, **options)
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        _stdout_closed()
-
-
-def writes_to_a_terminal(stream: IO[str]) -> bool:
-    """``stream`` is a terminal (a tty), not a pipe or a file."""
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError, OSError):  # a closed stream, or a stand-in without isatty
-        return False
-
-
 def logs_to_stderr(level: int) -> None:
     """The libraries' log lines at ``level`` and above, on stderr: a program's stdout is its answer
-    (--json, JSON lines), where a log line would break the reader's parse."""
+    (--json, JSON lines), where a log line would break the reader's parse. structlog is imported
+    here, not at a program's start (:meth:`Program.resolve_command`)."""
+    import structlog
     structlog.configure(logger_factory=_stderr_logger, wrapper_class=structlog.make_filtering_bound_logger(level))
 
 
 def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
     """On the stderr of the moment, as structlog's default is on the stdout of the moment (a test's
     captured stream too: a stream held from configure time may be closed by the next log line)."""
+    import structlog
     return structlog.PrintLogger(sys.stderr)
 
 
@@ -149,13 +128,13 @@ def run(group: Program, prog: str) -> NoReturn:
     """Run a click group as a program: click's own usage errors exit 2, a CliError is one line
     on stderr with its exit code, a closed stdout exits EXIT_STDOUT_CLOSED (:class:`Program`), a
     Ctrl-C at any moment 130, quietly. Library log lines go to stderr, errors only
-    (the failure itself is our one line): stdout is the program's answer (--json). Called inside
-    core.ctrl_c.run_entry_point, which ends a Ctrl-C outside the subcommand."""
-    logs_to_stderr(logging.ERROR)
+    (:meth:`Program.resolve_command`; the failure itself is our one line): stdout is the program's
+    answer (--json). Called inside core.ctrl_c.run_entry_point, which ends a Ctrl-C outside the
+    subcommand."""
     try:
         group.main(prog_name=prog)
     except CliError as exc:  # it may quote the daemon's, a device's or a person's text: shown as text
-        click.echo(f"{prog}: {visible(exc)}", err=True)
+        click.echo(f"{prog}: {printable(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(EXIT_OK)
 
@@ -184,42 +163,7 @@ def options() -> Options:
     return obj if obj is not None else Options()
 
 
-# ---- the daemon ---------------------------------------------------------------------------
-
-#: an ERROR code from the daemon -> the exit code it means
-_CODE_EXITS = {ErrorCode.REFUSED: EXIT_REFUSED, ErrorCode.DEVICE_OFFLINE: EXIT_UNREACHABLE,
-               ErrorCode.BAD_ARGS: EXIT_USAGE, ErrorCode.UNKNOWN_COMMAND: EXIT_USAGE, ErrorCode.BAD_REQUEST: EXIT_USAGE}
-
-
-def exit_code_of(exc: ClientError) -> int:
-    if isinstance(exc, CommandRefused):
-        return _CODE_EXITS.get(exc.code, EXIT_FAILURE)
-    if isinstance(exc, (DaemonNotRunning, SocketPermissionDenied, ConnectionClosed)):
-        return EXIT_UNREACHABLE
-    if isinstance(exc, TextNotUtf8):
-        return EXIT_USAGE
-    return EXIT_FAILURE
-
-
-@contextmanager
-def api_errors() -> Iterator[None]:
-    """The API client's typed errors as one line and their exit code."""
-    try:
-        yield
-    except ClientError as exc:
-        raise CliError(str(exc), exit_code_of(exc)) from None
-
-
-@contextmanager
-def daemon(timeout: float | None = 10.0) -> Iterator[ApiClient]:
-    """A connection to the daemon for one subcommand; every API error becomes one line."""
-    with api_errors():
-        client = ApiClient(options().socket, timeout=timeout)
-        try:
-            yield client
-        finally:
-            client.close()
-
+# ---- the daemon's words in cardctl's ------------------------------------------------------
 
 #: The one table of which cardctl command sends which API command (docs/cardctl.md): a refusal
 #: the daemon words with the API's name is shown in cardctl's (:func:`in_cardctl_words`). Every
@@ -273,27 +217,7 @@ def in_cardctl_words(line: str) -> str:
                                     else m[0], rest)
 
 
-def run_command(client: ApiClient, name: str, **args: Any) -> dict[str, Any]:
-    """Run a daemon command; the journal record it made (its ``data`` holds a device's answer).
-    A refusal is shown in cardctl's words (:func:`in_cardctl_words`)."""
-    with api_errors():
-        try:
-            ack = client.command(name, **args)
-        except CommandRefused as exc:
-            raise CommandRefused(exc.code, in_cardctl_words(str(exc))) from None
-        records = client.log(from_seq=ack.seq, to_seq=ack.seq).records
-    return to_builtins(records[0]) if records else {"seq": ack.seq}
-
-
-def to_builtins(value: Any) -> Any:
-    return msgspec.to_builtins(value)
-
-
 # ---- output -------------------------------------------------------------------------------
-
-def console() -> Console:
-    return ProgramConsole(highlight=False, soft_wrap=True)
-
 
 def emit_json(document: Any, stream: IO[str] | None = None) -> None:
     """One JSON document (or one line of JSON lines) on stdout, flushed."""
@@ -302,17 +226,10 @@ def emit_json(document: Any, stream: IO[str] | None = None) -> None:
     out.flush()
 
 
-def emit(document: Any, as_json: bool, render: Callable[[Console], None]) -> None:
-    """``document`` as JSON with --json, else ``render`` it for a person."""
-    if as_json:
-        emit_json(document)
-    else:
-        render(console())
-
-
 def money(cents: int | str | Fraction | None) -> str:
     """An amount of STATE (cents: an int, or "p/q" where a pay ratio leaves part of a cent) in units
     for a view, with thousands separators: ``125050`` -> ``1,250.50``; ``-`` for none."""
+    from devices.game.settlement import units  # the game's rules, loaded only by a view that shows money
     return "-" if cents is None else units(Fraction(cents), grouping=True)
 
 

@@ -1,7 +1,8 @@
 """Devices: ``devices`` (what is plugged in, cardd's own flagged), ``probe URL`` (straight to
 the device), and the technician's requests through the daemon (``selftest``, ``counters``,
 ``clear-fault``, ``shuffle``). A device the daemon holds cannot be opened beside it: the
-exclusive-open error names the process that holds it."""
+exclusive-open error names the process that holds it. Each command's one-line help is in
+cardd.cli.program."""
 from __future__ import annotations
 
 import asyncio
@@ -14,14 +15,15 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from cardd.cli.common import (EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, daemon, emit, json_option,
-                              run_command)
+from cardd.cli.common import EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, json_option
+from cardd.cli.console import emit
+from cardd.cli.daemon_client import daemon, run_command
 from cardd.cli.shown import cells, shown
-from cardd.daemon.devices import MODEL_NAMES
 from core.errors import CarddError
+from devices.models.names import MODEL_NAMES
 from drivers.discovery import discover
 from drivers.errors import BadURL, DeviceBusy, DeviceNotFound, DriverError
-from drivers.urls import parse_url
+from drivers.urls import DeviceURL, parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import IncompatibleProtocol, RequestTimeout
 from firmware_bridge.messages import FaultCode
@@ -33,9 +35,7 @@ DEVICE_NAMES = ("shoe", "shuffler")
 @click.command("devices")
 @json_option
 def devices_command(as_json: bool) -> None:
-    """Serial ports and USB devices on this machine; cardd's shoes and shufflers flagged.
-
-    \b
+    """\b
     Example:
       cardctl devices
       cardctl devices --json | jq '.devices[] | select(.role)'
@@ -76,6 +76,15 @@ def holders(path: str) -> list[str]:
             except OSError:
                 continue
     return found
+
+
+def parse_device_url(url: str) -> DeviceURL:
+    """``url`` parsed (BadURL naming what is wrong and the accepted forms), a simulated device's
+    (``sim://shoe``) too: the commands that open a device import the simulators here, which
+    registers their scheme, so no other command loads them (a configuration loads them itself for
+    the ``sim:`` URLs it names, cardd.config)."""
+    import simulators  # noqa: F401 - importing it registers sim://
+    return parse_url(url)
 
 
 def device_error(url: str, exc: CarddError) -> CliError:
@@ -123,9 +132,7 @@ async def _probe(url: str, timeout: float) -> dict[str, Any]:
 @click.option("--timeout", type=float, default=2.0, show_default=True, help="seconds to wait for the handshake")
 @json_option
 def probe(url: str, timeout: float, as_json: bool) -> None:
-    """Open the device at URL directly: identity, firmware, protocol version, link statistics.
-
-    The daemon must not hold the device (an exclusive open): stop it, or ask it with
+    """The daemon must not hold the device (an exclusive open): stop it, or ask it with
     `cardctl status`.
 
     \b
@@ -133,7 +140,7 @@ def probe(url: str, timeout: float, as_json: bool) -> None:
       cardctl probe serial:///dev/cardd/shoe-SHOE0001
     """
     try:
-        parse_url(url)
+        parse_device_url(url)
         found = asyncio.run(_probe(url, timeout))
     except CarddError as exc:
         raise device_error(url, exc) from None
@@ -160,9 +167,7 @@ def device_request(name: str, as_json: bool, **args: Any) -> dict[str, Any]:
 @click.argument("device", type=click.Choice(DEVICE_NAMES))
 @json_option
 def selftest(device: str, as_json: bool) -> None:
-    """Ask DEVICE to test itself (technician); exit 1 if it fails.
-
-    \b
+    """\b
     Example:
       cardctl selftest shoe
     """
@@ -177,9 +182,7 @@ def selftest(device: str, as_json: bool) -> None:
 @click.argument("device", type=click.Choice(DEVICE_NAMES))
 @json_option
 def counters(device: str, as_json: bool) -> None:
-    """DEVICE's lifetime counters: shuffles, cards, jams, faults (technician).
-
-    \b
+    """\b
     Example:
       cardctl counters shuffler --json
     """
@@ -192,9 +195,7 @@ def counters(device: str, as_json: bool) -> None:
 @click.argument("code")
 @json_option
 def clear_fault(device: str, code: str, as_json: bool) -> None:
-    """Clear fault CODE (e.g. jam) on DEVICE once its cause is fixed (technician).
-
-    \b
+    """\b
     Example:
       cardctl clear-fault shuffler jam
     """
@@ -211,9 +212,7 @@ def clear_fault(device: str, code: str, as_json: bool) -> None:
 @click.command("shuffle")
 @json_option
 def shuffle(as_json: bool) -> None:
-    """Start the shuffler on a new shoe (technician).
-
-    \b
+    """\b
     Example:
       cardctl shuffle
     """

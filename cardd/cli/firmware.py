@@ -12,13 +12,13 @@ import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, ProgramConsole, emit, json_option
-from cardd.cli.device import device_error
+from cardd.cli.common import EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, json_option
+from cardd.cli.console import ProgramConsole, emit
+from cardd.cli.device import device_error, parse_device_url
 from cardd.cli.shown import shown
 from cardd.config import DEFAULT_PATH, ConfigError, load_config
 from core.errors import CarddError
 from core.files import FileRefused, read_problem
-from drivers.urls import parse_url
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError,
                                     FirmwareSignatureError)
@@ -29,9 +29,7 @@ from firmware_bridge.session import SessionConfig
 
 @click.group("firmware")
 def firmware_group() -> None:
-    """Device firmware (signed images only).
-
-    \b
+    """\b
     Example:
       cardctl firmware flash serial:///dev/cardd/shoe-SHOE0001 os1-1.1.0.fw
     """
@@ -124,7 +122,7 @@ def flash(url: str, image: Path, key_path: Path | None, config_path: Path, allow
     key = public_key(key_path, config_path)
     signed = signed_image(image, key)
     try:
-        parse_url(url)
+        parse_device_url(url)
         if as_json:
             result = asyncio.run(_flash(url, signed, key, allow_downgrade_by, None))
         else:

@@ -24,12 +24,13 @@ from rich.table import Table
 
 from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
-from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors,
-                              check_output_directory, daemon, emit, emit_json, json_option, money, run_command,
-                              to_builtins)
-from cardd.journal import Journal, JournalCorrupt, JournalError
-from cardd.cli.message_text import fields_line, message_text
+from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, check_output_directory, emit_json,
+                              json_option, money)
+from cardd.cli.console import emit
+from cardd.cli.daemon_client import api_errors, daemon, run_command, to_builtins
 from cardd.cli.shown import cells, shown, visible
+from cardd.journal import Journal, JournalCorrupt, JournalError
+from cardd.message_text import fields_line, message_text
 from devices.tracker.inputs import COMMAND_NAMES, RECORDS
 from firmware_bridge.messages import decode
 
@@ -223,9 +224,7 @@ def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any
 def log_command(since: str | None, until: str | None, reason: str | None, severity: str | None,
                 round_id: int | None, limit: int, follow: bool, export_path: Path | None, fmt: str | None,
                 as_json: bool) -> None:
-    """Query the journal by time, reason, severity and round; --follow; --export FILE.
-
-    \b
+    """\b
     Example:
       cardctl log --round 12 --severity alarm
       cardctl log --until 2026-09-01 --export archive-to-august.jsonl
@@ -324,9 +323,7 @@ def print_table(out: Console, records: list[dict[str, Any]]) -> None:
               help="check this journal file directly (read-only) instead of asking the daemon")
 @json_option
 def verify_journal(path: Path | None, as_json: bool) -> None:
-    """Walk the journal's hash chain; exit 5 naming the first bad record.
-
-    \b
+    """\b
     Example:
       cardctl verify-journal
       cardctl verify-journal --file /var/lib/cardd/journal.sqlite3

@@ -1,6 +1,8 @@
 """The table through the daemon: ``status``, and the dealer's and supervisor's commands
 (``round ...``, ``alarm clear``, ``shoe ...``, ``seat ...``, ``dealer-change``). A refused command says which
-role it needs: the daemon checks every role, cardctl only relays."""
+role it needs: the daemon checks every role, cardctl only relays. The tracker's and the journal's
+modules are imported by the commands that check an input with them, so ``status`` loads neither;
+each command's one-line help is in cardd.cli.program."""
 from __future__ import annotations
 
 import json
@@ -15,15 +17,13 @@ from rich.table import Table
 from rich.text import Text
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, in_cardctl_words, \
-    json_option, money, run_command, to_builtins
+from cardd.cli.common import EXIT_FAILURE, CliError, cardctl_words, in_cardctl_words, json_option, money
+from cardd.cli.console import emit
+from cardd.cli.daemon_client import api_errors, daemon, run_command, to_builtins
 from cardd.cli.shown import cells, shown
-from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.cards import Card
 from core.errors import CarddError
 from core.parse_errors import json_text_problem
-from devices.tracker.inputs import InputDecodeError, PlacementError, ShoeRemainder, decode_field
-from devices.tracker.shoe import remainder_problem
 
 F = TypeVar("F", bound=Any)
 
@@ -31,9 +31,7 @@ F = TypeVar("F", bound=Any)
 @click.command()
 @json_option
 def status(as_json: bool) -> None:
-    """The daemon, its devices, the shoe, the round, the open alarms and the journal's retention.
-
-    \b
+    """\b
     Example:
       cardctl status
       cardctl status --json | jq .shoe
@@ -151,6 +149,7 @@ def caused_by(client: ApiClient, seq: int) -> list[dict[str, Any]]:
     """The events the command journaled at ``seq`` caused: the table journals them right behind
     its input, in the same commit (before the ACK), up to the next input: a record that is no
     event, or a card read's event (which carries its read)."""
+    from cardd.journal import INPUT_KEY, KIND_EVENT  # the journal's, only where a command's outcome is read
     with api_errors():
         after = client.log(from_seq=seq + 1, limit=OUTCOME_WINDOW).records
     caused = []
@@ -165,10 +164,7 @@ def caused_by(client: ApiClient, seq: int) -> list[dict[str, Any]]:
 
 @click.group("round")
 def round_group() -> None:
-    """The dealer's round (dealer role; continue, redeal, placement-error and cards-to-box-without-wager:
-    supervisor).
-
-    \b
+    """\b
     Example:
       cardctl round open && cardctl round bet 1 p1 25.00 && cardctl round no-more-bets
     """
@@ -486,6 +482,7 @@ def parse_layout(tokens: tuple[str, ...]) -> list[Any]:
     target, ``["box", 3, 0]`` or ``["dealer", None, None]``: in the initial deal a box has one hand),
     checked with the daemon's own decoding so that a layout it would refuse to read is a usage error
     here, and nothing is sent (or journaled). Which cards and boxes are right is the table's to say."""
+    from devices.tracker.inputs import InputDecodeError, PlacementError, decode_field  # the tracker's, here alone
     assignments: list[Any] = []
     for token in tokens:
         card, equals, place = token.partition("=")
@@ -523,9 +520,7 @@ def in_layout_words(problem: str, tokens: tuple[str, ...]) -> str:
 @json_option
 @click.pass_context
 def alarm_group(ctx: click.Context, as_json: bool) -> None:
-    """The open alarms, without a subcommand; clear one (clear: supervisor).
-
-    \b
+    """\b
     Example:
       cardctl alarm
       cardctl alarm clear 3
@@ -560,10 +555,7 @@ def alarm_clear(alarm_id: int, as_json: bool) -> None:
 
 @click.group("shoe")
 def shoe_group() -> None:
-    """The shoe (dealer): its start (hand-shuffled, shuffle-started), a card it could not read
-    (enter-card), its end (remainder); void (supervisor).
-
-    \b
+    """\b
     Example:
       cardctl shoe void
       cardctl shoe remainder --file stub.json
@@ -676,12 +668,7 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
 
 @click.group("seat")
 def seat_group() -> None:
-    """Who sits at the table, beyond who bets (dealer): kept across rounds. A seated player
-    without a box may ask for one; where the house rules give boxes up on request
-    (table.give_up_boxes), no more bets is then refused while he waits and no box is free, naming the players on
-    several boxes who must give all but one up.
-
-    \b
+    """\b
     Example:
       cardctl seat take dave && cardctl seat ask-for-box dave
     """
@@ -722,11 +709,7 @@ seat_ask_for_box = seat_command("ask-for-box", "ask_for_box", """PLAYER, seated 
 @click.command("dealer-change")
 @json_option
 def dealer_change(as_json: bool) -> None:
-    """A new dealer takes the table (dealer: the new one sends it, and is named): the house rules'
-    shoe.burn_on_dealer_change cards burn (none unless the rules say), after the live round if there
-    is one.
-
-    \b
+    """\b
     Example:
       cardctl dealer-change
     """
@@ -764,6 +747,8 @@ def read_counts(stream: IO[str]) -> dict[str, Any]:
     """The JSON object of --file, checked here with the daemon's own decoding of shoe_remainder's
     ``returned`` and the shoe's own count check: a bad file is refused before anything is sent (the
     daemon would journal the refused command), naming the file, the card and what is allowed."""
+    from devices.tracker.inputs import InputDecodeError, ShoeRemainder, decode_field  # the tracker's, here alone
+    from devices.tracker.shoe import remainder_problem
     try:
         counts = json.load(stream, object_pairs_hook=_refuse_repeated_keys)
     except RepeatedKey as exc:  # json keeps the last of a repeated key: one count would vanish

@@ -16,8 +16,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import api_errors, console, daemon, emit_json, end_like_ctrl_c, in_cardctl_words, json_option, \
-    money, options, to_builtins
+from cardd.cli.common import emit_json, end_like_ctrl_c, in_cardctl_words, json_option, money, options
+from cardd.cli.console import console
+from cardd.cli.daemon_client import api_errors, daemon, to_builtins
 from cardd.cli.shown import cells, shown
 from cardd.cli.table import SETTLE_DRAWN_IN_ERROR
 
@@ -152,10 +153,7 @@ def run_view(client: ApiClient, watcher: ApiClient, as_json: bool, frames: int |
 @click.option("--frames", type=int, default=None, help="stop after this many frames (scripts, tests)")
 @json_option
 def watch(frames: int | None, as_json: bool) -> None:
-    """A live full-screen view of the table: devices, shoe, round, holds, alarms, cards exposed in
-    error (the next cards, in order), cards drawn in error waiting for the dealer, events.
-
-    Ctrl-C leaves (a kill or a closed terminal too, as Ctrl-C does: redirected to a file, the
+    """Ctrl-C leaves (a kill or a closed terminal too, as Ctrl-C does: redirected to a file, the
     last frame is written). With --json: a STATE line, then one JSON line per event.
 
     \b

@@ -45,6 +45,7 @@ from cardd.daemon.event_marks import EventMarks, unit_of
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
+from devices.models.names import MODEL_NAMES
 from devices.overrides import TableError
 from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
@@ -56,8 +57,6 @@ from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, Dro
                                       ShuffleProgress, StartShuffle)
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
-#: configuration name -> the tracker's device model name
-MODEL_NAMES = {"shoe": "shoe-reader", "shuffler": "shuffler"}
 #: what a shuffler reports once a shuffle has started (counting, done at once, or stopped on a fault)
 SHUFFLE_STARTED = (ShuffleProgress, ShuffleComplete, Fault)
 #: how long a shuffler may take to say a shuffle started, or refuse it

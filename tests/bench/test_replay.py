@@ -15,7 +15,7 @@ from junitparser import JUnitXml
 from cardd.bench.program import cardbench
 from cardd.bench.replay import FAULT_CLASSES, golden_path, trace_files
 from cardd.bench.scenario import load_scenario
-from cardd.cli.trace import Said, read_trace
+from cardd.trace.format import Said, read_trace
 from firmware_bridge.messages import CardRead
 from simulators.faults import Faults
 

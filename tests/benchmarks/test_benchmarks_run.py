@@ -22,6 +22,9 @@ RUNS: dict[str, list[tuple[list[str], dict[str, str]]]] = {
                                                               "the house edge": r"house edge -?[\d.]+ %"})],
     "card_path.py": [(["--shoes", "1"], {"CPU a card": r"card path \(no-round, 1 shoes.*CPU [\d.]+ us a card"}),
                      (["--shoes", "1", "--stream", "rounds"], {"CPU a card": r"card path \(rounds, 1 shoes.*CPU [\d.]+ us a card"})],
+    "cli.py": [(["--runs", "2"], {"--version": r"cardctl --version: median \d+ ms of 2 runs.*target 100 ms",
+                                   "status": r"cardctl status .*: median \d+ ms of 2 runs.*target 200 ms",
+                                   "imports": r"cardctl status: \d+ ms; slowest: \S+ \d+"})],
     # 314 cards one at a time: more than a shoe holds (312), so the latency phases take a second shoe
     "daemon.py": [(["--cards", "314", "--rate-shoes", "1", "--shoes", "1", "--idle-seconds", "0.5"],
                    {"start-up": r"start-up \(empty journal\): \d+ ms",

@@ -42,7 +42,8 @@ from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console
 
 from cardd.api.protocol import LOG_LIMIT_MAX
-from cardd.cli.common import ProgramConsole, in_cardctl_words, money
+from cardd.cli.common import in_cardctl_words, money
+from cardd.cli.console import ProgramConsole
 from cardd.cli.journal import Exporter, print_events, render_event
 from cardd.cli.shown import visible
 from cardd.cli.table import render_status
@@ -191,7 +192,7 @@ class TerminalFile(io.StringIO):
 
 
 def on_a_terminal() -> Console:
-    """The views' console on a terminal (cardd.cli.common.console), WIDTH cells wide, in colour."""
+    """The views' console on a terminal (cardd.cli.console.console), WIDTH cells wide, in colour."""
     return ProgramConsole(file=TerminalFile(), highlight=False, soft_wrap=True, width=WIDTH, height=200,
                           color_system="truecolor")
 

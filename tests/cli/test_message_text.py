@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cardd.cli.trace import describe
+from cardd.message_text import describe
 from cardd.cli.journal import shown_message
 from core.cards import Card, Orientation, shoe_composition
 from devices.events import Role
