@@ -19,7 +19,7 @@ LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-
              --custom-compile-command "make lock"
 
 .PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
-        check-api-schema clean
+        check-api-schema clean wheel
 
 # One line when this is not the platform the quick start is tested on; a stop when Python is
 # older than cardd can run on (pyproject.toml: requires-python).
@@ -109,9 +109,14 @@ api-schema: $(STAMP)
 check-api-schema: $(STAMP)
 	$(PY) -m cardd.api.schema --check docs/api-schema.json
 
+# cardd's wheel in dist/, built from a clean copy of the packages with the locked setuptools
+# (packaging/build_wheel.py; docs/install.md, section 7)
+wheel: $(STAMP)
+	$(PY) packaging/build_wheel.py dist
+
 bench: $(STAMP)
 	$(PY) benchmarks/link.py
 	$(PY) benchmarks/deal.py
 
 clean:
-	rm -rf $(VENV) .venv-latest $(TOOLS) .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-latest $(TOOLS) .pytest_cache .hypothesis dist
