@@ -15,6 +15,7 @@ A staged tree built with ``dpkg-deb --build`` (docs/dependencies.md says why not
     /etc/cardd/cardd.toml, rules.toml       conffiles: packaging/cardd.toml, casino-000's rules
     /usr/share/cardd/rules                  a link to the seed casinos' house rules in the venv
     /usr/share/doc/cardd/                   README, docs/*.md, copyright
+    /usr/share/man/man1/cardd.1.gz ...      each program's --help (packaging/man_pages.py)
 
 The venv is made in the staging folder and its paths rewritten to /opt/cardd/venv (the console
 scripts' ``#!`` lines, ``activate``); pip compiles nothing there (``--no-compile``): postinst
@@ -33,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_wheel import ROOT, build_wheel  # noqa: E402
+from man_pages import write_man_pages  # noqa: E402
 
 DEB = ROOT / "packaging" / "deb"
 PREFIX = Path("/opt/cardd/venv")
@@ -110,6 +112,9 @@ def build_deb(out: Path) -> Path:
         for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
             _install(page, doc / page.name)
         _install(DEB / "copyright", doc / "copyright")
+        write_man_pages(stage / PREFIX.relative_to("/"), stage / "usr" / "share" / "man" / "man1", version())
+        for cache in list((stage / PREFIX.relative_to("/")).rglob("__pycache__")):  # what --help compiled
+            shutil.rmtree(cache)
         control = stage / "DEBIAN"
         control.mkdir()
         (control / "control").write_text((DEB / "control.in").read_text().format(

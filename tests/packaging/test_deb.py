@@ -65,6 +65,11 @@ def test_the_package_puts_the_files_in_place(debian: Path) -> None:
                  "etc/cardd/rules.toml", "usr/share/doc/cardd/install.md", "usr/share/doc/cardd/copyright"):
         assert (debian / path).is_file(), path
     ok(debian, "test -f /usr/share/cardd/rules/casino-004.toml")  # a link into the venv's package data
+    for program, says in (("cardd", "--simulate"), ("cardctl", ".SS cardctl status"), ("cardbench", ".SS cardbench run")):
+        page = ok(debian, f"zcat /usr/share/man/man1/{program}.1.gz")
+        assert page.startswith(f".TH {program.upper()} 1 ") and says in page, page[:500]
+    # postinst compiled the modules where they run (the package ships none; prerm removes them)
+    assert ok(debian, "find /opt/cardd/venv -name 'program*.pyc' -path '*/cardd/daemon/*' -print -quit")
     assert (debian / "lib/udev/rules.d/99-cardd.rules").read_text() == (ROOT / "udev" / "99-cardd.rules").read_text()
     conffiles = ok(debian, "cat /var/lib/dpkg/info/cardd.conffiles").split()
     assert conffiles == ["/etc/cardd/cardd.toml", "/etc/cardd/rules.toml"]
