@@ -103,8 +103,9 @@ def build_deb(out: Path) -> Path:
         _install(ROOT / "udev" / "99-cardd.rules", stage / "lib" / "udev" / "rules.d" / "99-cardd.rules")
         _install(DEB / "cardd.sysusers", stage / "usr" / "lib" / "sysusers.d" / "cardd.conf")
         _install(DEB / "cardd.tmpfiles", stage / "usr" / "lib" / "tmpfiles.d" / "cardd.conf")
-        _install(ROOT / "packaging" / "cardd.toml", stage / "etc" / "cardd" / "cardd.toml")
-        _install(site_packages / "cardd" / "rules" / "casino-000.toml", stage / "etc" / "cardd" / "rules.toml")
+        _install(ROOT / "packaging" / "cardd.toml", stage / "etc" / "cardd" / "cardd.toml", 0o640)
+        _install(site_packages / "cardd" / "rules" / "casino-000.toml", stage / "etc" / "cardd" / "rules.toml",
+                 0o640)
         shared = stage / "usr" / "share" / "cardd"
         shared.mkdir(parents=True)
         (shared / "rules").symlink_to(Path("/") / site_packages.relative_to(stage) / "cardd" / "rules")

@@ -73,8 +73,8 @@ def test_the_package_puts_the_files_in_place(debian: Path) -> None:
     assert (debian / "lib/udev/rules.d/99-cardd.rules").read_text() == (ROOT / "udev" / "99-cardd.rules").read_text()
     conffiles = ok(debian, "cat /var/lib/dpkg/info/cardd.conffiles").split()
     assert conffiles == ["/etc/cardd/cardd.toml", "/etc/cardd/rules.toml"]
-    assert ok(debian, "stat -c '%U:%G %a' /etc/cardd/cardd.toml /var/lib/cardd /run/cardd").split("\n")[:3] == [
-        "root:cardd 640", "cardd:cardd 711", "cardd:cardd 755"]
+    assert ok(debian, "stat -c '%U:%G %a' /etc/cardd/cardd.toml /etc/cardd/rules.toml /var/lib/cardd /run/cardd"
+              ).split("\n")[:4] == ["root:cardd 640", "root:cardd 640", "cardd:cardd 711", "cardd:cardd 755"]
     assert ok(debian, "id -nG cardd").split() == ["cardd", "cardd-api"]
     for group in ("cardd-api", "cardd-dealer", "cardd-supervisor", "cardd-tech"):
         ok(debian, f"getent group {group}")
@@ -125,6 +125,13 @@ def _connect(daemon: subprocess.Popen[bytes], socket: Path, log: Path, timeout: 
         except OSError:
             assert time.monotonic() < deadline, "cardd never listened"
             time.sleep(0.05)
+
+
+def test_a_reinstall_keeps_the_configuration_s_group_and_mode(debian: Path, deb: Path) -> None:
+    ok(debian, f"apt-get install -y -q --reinstall /tmp/{deb.name}")
+    assert ok(debian, "stat -c '%U:%G %a' /etc/cardd/cardd.toml /etc/cardd/rules.toml").split("\n")[:2] == [
+        "root:cardd 640", "root:cardd 640"]
+    assert ok(debian, "find /opt/cardd/venv -name 'program*.pyc' -path '*/cardd/daemon/*' -print -quit")
 
 
 def test_remove_keeps_configuration_and_state_and_purge_keeps_only_a_journal(debian: Path) -> None:
