@@ -19,7 +19,7 @@ LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-
              --custom-compile-command "make lock"
 
 .PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
-        check-api-schema clean
+        check-api-schema clean wheel deb
 
 # One line when this is not the platform the quick start is tested on; a stop when Python is
 # older than cardd can run on (pyproject.toml: requires-python).
@@ -109,9 +109,21 @@ api-schema: $(STAMP)
 check-api-schema: $(STAMP)
 	$(PY) -m cardd.api.schema --check docs/api-schema.json
 
+# cardd's wheel in dist/, built from a clean copy of the packages with the locked setuptools
+# (packaging/build_wheel.py; docs/install.md, section 7)
+wheel: $(STAMP)
+	$(PY) packaging/build_wheel.py dist
+
+# dist/cardd_<version>_<arch>.deb: a venv under /opt/cardd from the hashed runtime lock and the
+# wheel, the unit, the udev rules, sysusers.d and tmpfiles.d, the example configuration
+# (packaging/build_deb.py; docs/install.md, section 0; docs/dependencies.md says why dpkg-deb)
+deb: $(STAMP)
+	@command -v dpkg-deb >/dev/null || { echo "make deb: needs dpkg-deb (Debian's dpkg)"; exit 1; }
+	$(PY) packaging/build_deb.py dist
+
 bench: $(STAMP)
 	$(PY) benchmarks/link.py
 	$(PY) benchmarks/deal.py
 
 clean:
-	rm -rf $(VENV) .venv-latest $(TOOLS) .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-latest $(TOOLS) .pytest_cache .hypothesis dist

@@ -3,7 +3,7 @@
 Each scenario starts its own cardd and simulated devices, so this is mostly start-up and the
 scenarios' own waits; the library's figure is taken with ``--jobs 2`` (docs/performance.md).
 
-    .venv/bin/python benchmarks/bench_run.py [--jobs 2] [--library bench/scenarios]
+    .venv/bin/python benchmarks/bench_run.py [--jobs 2] [--library cardd/bench/scenarios]
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--library", type=Path, default=ROOT / "bench" / "scenarios",
+    ap.add_argument("--library", type=Path, default=ROOT / "cardd" / "bench" / "scenarios",
                     help="the scenarios run (a file or a directory; default: the whole library)")
     args = ap.parse_args()
     cardbench = Path(sys.executable).with_name("cardbench")

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cardd.api.server import ApiServer  # noqa: E402
+from cardd.config import RULES_DIR  # noqa: E402
 from cardd.daemon.backend import DaemonBackend  # noqa: E402
 from cardd.daemon.tracker_service import TableService  # noqa: E402
 from cardd.journal import Entry, Journal  # noqa: E402
@@ -189,7 +190,7 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=16)
     ap.add_argument("--window", type=int, default=128,
                     help="the shoe's events not yet journaled before it pauses (a commit holds about twice as many records)")
-    ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-000.toml")
+    ap.add_argument("--rules", type=Path, default=RULES_DIR / "casino-000.toml")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--no-freeze", action="store_true", help="leave the start-up's objects to the collector")

@@ -53,6 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cardd.config import RULES_DIR  # noqa: E402
 from cardd.journal import INPUT_KEY, Entry, Journal, input_of  # noqa: E402
 from firmware_bridge.messages import CardRead, Message  # noqa: E402
 from simulators.pty_endpoint import PtyEndpoint  # noqa: E402
@@ -270,7 +271,7 @@ class Bench:
         config = self.directory / "cardd.toml"
         config.write_text(
             f'[devices]\nshoe = "{sim.shoe_url}"\nshuffler = "{sim.shuffler_url}"\n\n'
-            f'[table]\nrules = "{ROOT / "rules" / "casino-000.toml"}"\n\n'
+            f'[table]\nrules = "{RULES_DIR / "casino-000.toml"}"\n\n'
             f'[journal]\npath = "{self.directory / "journal.sqlite3"}"\n\n'
             f'[api]\nsocket = "{self.directory / "cardd.sock"}"\n'
             f'rate = 10000\nburst = 100000\n\n[log]\nlevel = "warning"\n')

@@ -6,7 +6,7 @@ input records (devices.tracker.inputs), after a round trip through their JSON fo
 fresh Table with no I/O: the journal is an in-memory list. Prints the figures;
 the target is >= 50,000 cards/s.
 
-    .venv/bin/python benchmarks/deal.py [--shoes 40] [--rules rules/casino-000.toml] [--repeat 7]
+    .venv/bin/python benchmarks/deal.py [--shoes 40] [--rules cardd/rules/casino-000.toml] [--repeat 7]
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import structlog  # noqa: E402
 
+from cardd.config import RULES_DIR  # noqa: E402
 from devices.game.rules import RulesError, load_rules  # noqa: E402
 from devices.tracker.table import Table  # noqa: E402
 from devices.tracker.inputs import DeviceMessage, from_json, to_json  # noqa: E402
@@ -36,7 +37,7 @@ TARGET = 50_000
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shoes", type=int, default=40)
-    ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-000.toml")
+    ap.add_argument("--rules", type=Path, default=RULES_DIR / "casino-000.toml")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--seed", type=int, default=2026)
     args = ap.parse_args()

@@ -14,7 +14,7 @@ commented example that a test loads with this schema. Every section but ``[devic
 :func:`load_config` returns a frozen :class:`CarddConfig` or raises one :class:`ConfigError`
 whose text is a single line naming the file, the key (``journal.retention_days``) and what is
 allowed. :func:`simulated` is the built-in configuration of ``cardd --simulate`` (no file);
-:func:`rules_file` finds a house-rules file by name (``casino-001``: ``rules/casino-001.toml``) or
+:func:`rules_file` finds a house-rules file by name (``casino-001``: ``cardd/rules/casino-001.toml``, the package's data) or
 path, for ``cardd --simulate --rules`` and a bench scenario's ``rules =`` alike.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import msgspec
 import msgspec.inspect as schema
 
 from cardd.api.paths import DEFAULT_SOCKET
+from cardd.package_data import package_folder
 from core.errors import CarddError
 from core.parse_errors import toml_problem
 from core.schema_errors import ProblemKind, SchemaProblem, schema_problem
@@ -39,9 +40,8 @@ from drivers.reconnect import Backoff
 from drivers.urls import parse_url
 
 DEFAULT_PATH = Path("/etc/cardd/cardd.toml")
-ROOT = Path(__file__).resolve().parents[1]
-#: the seed casinos' house rules, by name (rules/casino-000.toml ...)
-RULES_DIR = ROOT / "rules"
+#: the seed casinos' house rules, by name (cardd/rules/casino-000.toml ...): the package's data
+RULES_DIR = package_folder("cardd", "rules")
 #: the rules ``cardd --simulate`` plays under unless ``--rules`` names others (``make demo``'s)
 SIMULATED_RULES = RULES_DIR / "casino-000.toml"
 LogFormat = Literal["auto", "console", "json"]
@@ -82,7 +82,7 @@ class DevicesConfig(_Section, frozen=True):
 
 
 class TableConfig(_Section, frozen=True):
-    #: the house rules file (rules/*.toml are examples)
+    #: the house rules file (cardd/rules/*.toml are examples)
     rules: Path
 
 
@@ -187,8 +187,9 @@ def parse_config(text: str, source: str = "<config>") -> CarddConfig:
 
 
 def rules_file(name: str, relative_to: Path) -> Path:
-    """The house-rules file ``name`` means: ``rules/<name>.toml`` when there is one, or when ``name``
-    does not look like a path (no ``/``, no ``.toml``: a misspelt name is reported as rules/'s);
+    """The house-rules file ``name`` means: ``cardd/rules/<name>.toml`` when there is one, or when
+    ``name`` does not look like a path (no ``/``, no ``.toml``: a misspelt name is reported as a seed
+    casino's);
     otherwise the path ``name``, relative to ``relative_to``. Not checked for existence here."""
     named = RULES_DIR / f"{name}.toml"
     if named.exists() or not ("/" in name or name.endswith(".toml")):
@@ -197,7 +198,7 @@ def rules_file(name: str, relative_to: Path) -> Path:
 
 
 def rule_names() -> list[str]:
-    """The names rules/ offers (casino-000 ...), for an error that says what exists."""
+    """The seed casinos' rules by name (casino-000 ...), for an error that says what exists."""
     return sorted(path.stem for path in RULES_DIR.glob("*.toml"))
 
 

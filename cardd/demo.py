@@ -13,7 +13,7 @@ devices, and a :class:`devices.tracker.feed.Feed` takes what they say to the dea
    but one missing and a stranger in its place is refused at verification; a card loaded
    face up voids its round.
 
-    python -m cardd.demo [--rules rules/casino-000.toml] [--shuffle-seconds 2] [--pace 0.005] [--no-faults]
+    python -m cardd.demo [--rules cardd/rules/casino-000.toml] [--shuffle-seconds 2] [--pace 0.005] [--no-faults]
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from typing import Callable, TextIO
 
 import structlog
 
+from cardd.config import SIMULATED_RULES
 from devices.events import Event, Reason, Role, Severity
 from devices.game.hand import card_value, hand_total
 from devices.game.round import Action, Round, RuleViolation
@@ -52,7 +53,6 @@ from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKin
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
 
-ROOT = Path(__file__).resolve().parents[1]
 DEALER = "dealer-1"
 SUPERVISOR = "supervisor-1"
 LOUD = {Reason.SHOE_VERIFIED, Reason.CUT_CARD_OUT, Reason.RECONCILED, Reason.REDEAL, Reason.ROUND_VOID}
@@ -308,7 +308,7 @@ async def _faults(demo: Demo, shuffle_seconds: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cardd.demo", description=__doc__.splitlines()[0])
-    ap.add_argument("--rules", type=Path, default=ROOT / "rules" / "casino-000.toml",
+    ap.add_argument("--rules", type=Path, default=SIMULATED_RULES,
                     help="a house-rules file for a table with an automatic shuffler (docs/rules.md)")
     ap.add_argument("--shuffle-seconds", type=float, default=2.0)
     ap.add_argument("--pace", type=float, default=0.005, help="seconds between cards, for reading along")

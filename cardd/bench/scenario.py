@@ -2,7 +2,7 @@
 daemon's configuration), refused with the file, the line and what was expected.
 
     description = "a clean round: exact money"
-    rules = "casino-000"                  # rules/<name>.toml, or a path relative to the scenario
+    rules = "casino-000"                  # a seed casino's (cardd/rules/), or a path relative to the scenario
 
     [devices.shuffler]
     faults = "jam=0.2"                    # simulators.faults spec (every switch by name)
@@ -58,9 +58,10 @@ from typing import Any, Literal
 import msgspec
 
 from cardd.api.protocol import ERROR_CODES
-from cardd.config import rules_file
+from cardd.config import rule_names, rules_file
 from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
+from cardd.package_data import package_folder
 from core.cards import Card, CardCodeError
 from core.errors import CarddError
 from core.parse_errors import last_line, toml_problem
@@ -69,6 +70,8 @@ from devices.events import Reason
 from devices.game.rules import RulesError, load_rules
 from simulators.faults import FaultSpecError, Faults
 
+#: the scenario library, a folder per seed casino (casino-000/clean-round.toml ...): the package's data
+LIBRARY = package_folder("cardd", "bench/scenarios")
 #: the device roles a scenario sets up (``[devices.<role>]``, a ``faults`` step's ``device``)
 ROLES = ("shuffler", "shoe")
 #: the commands a scenario may send: the daemon's table (the bench's daemon is no ``--simulate`` one)
@@ -180,8 +183,8 @@ class Scenario(_Strict, frozen=True, kw_only=True):
     step: list[Step]
 
     def rules_path(self, scenario_file: Path) -> Path:
-        """rules/<name>.toml, or a path relative to the scenario (``cardd --simulate --rules`` finds
-        them the same way, relative to its current directory)."""
+        """A seed casino's rules by name (cardd/rules/<name>.toml), or a path relative to the scenario
+        (``cardd --simulate --rules`` finds them the same way, relative to its current directory)."""
         return rules_file(self.rules, scenario_file.parent)
 
     def fault_switches(self) -> set[str]:
@@ -219,7 +222,8 @@ def load_scenario(path: Path) -> Scenario:
     rules = scenario.rules_path(path)
     if not rules.exists():
         raise ScenarioError(f"{path}:{_line_of(text, '.rules') or 1}: rules {scenario.rules!r}: expected a rules "
-                            f"file in rules/ by name or a path relative to the scenario ({rules} does not exist)")
+                            f"file by a seed casino's name ({', '.join(rule_names())}) or a path relative to "
+                            f"the scenario ({rules} does not exist)")
     try:  # a broken rules file is the scenario's error too, before any daemon starts
         load_rules(rules)
     except RulesError as exc:
@@ -331,13 +335,27 @@ def _line_of(text: str, json_path: str) -> int | None:
 
 
 def scenario_files(paths: list[Path]) -> list[Path]:
-    """Files, and the *.toml files under folders (sorted); a path that does not exist is an error."""
+    """Files, and the *.toml files under folders (sorted); a path that does not exist is a name in the
+    library (:data:`LIBRARY`: ``casino-000``, its folder, or ``casino-000/clean-round``, one scenario),
+    so an installed cardbench runs the library from any directory; neither is an error."""
     out: list[Path] = []
     for path in paths:
+        if not path.exists():
+            path = library_scenario(path)
         if path.is_dir():
             out.extend(sorted(path.rglob("*.toml")))
-        elif path.exists():
-            out.append(path)
         else:
-            raise ScenarioError(f"{path}: no such file or folder")
+            out.append(path)
     return out
+
+
+def library_scenario(name: Path) -> Path:
+    """The library's folder or scenario file ``name`` names (``casino-000``, ``casino-000/clean-round``,
+    ``.toml`` optional); ScenarioError naming what the library has when it has none of that name."""
+    named = LIBRARY / name
+    for candidate in (named, named.with_name(named.name + ".toml")):
+        if not name.is_absolute() and ".." not in name.parts and candidate.exists():
+            return candidate
+    casinos = sorted(folder.name for folder in LIBRARY.iterdir() if folder.is_dir()) if LIBRARY.is_dir() else []
+    raise ScenarioError(f"{name}: no such file or folder, nor a scenario of the library (a casino: "
+                        f"{', '.join(casinos)}; or one of its scenarios, e.g. casino-000/clean-round)")

@@ -69,8 +69,6 @@ from firmware_bridge.messages import CardRead
 from simulators.rig import cut_card_at
 from simulators.stack import fisher_yates
 
-ROOT = Path(__file__).resolve().parents[2]
-
 #: the events that say where a card read went (a burn card, or a card given to a hand)
 CARD_REASONS = ("BURN", "CARD_ASSIGNED")
 #: the upper edges of the latency histogram's buckets, in ms (the last bucket: everything above)

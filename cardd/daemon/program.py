@@ -3,7 +3,7 @@
     cardd [--config PATH]            run the table configured in PATH (default /etc/cardd/cardd.toml)
     cardd --simulate [--state-dir D] [--rules NAME|PATH]
                                      run on built-in simulated devices behind real ptys, no config file,
-                                     under the house rules rules/NAME.toml or PATH (default casino-000)
+                                     under the house rules NAME (a seed casino's) or PATH (default casino-000)
     cardd --check-config [--config PATH]   validate (rules file and firmware key included) and exit
     cardd ... --stop-with-parent PID       for a program that starts cardd as its child, with its own pid:
                                            cardd stops (as on SIGTERM) once that process has ended
@@ -118,15 +118,15 @@ def rules_change_refused_by(journal: Path, rules: HouseRules) -> str | None:
 
 
 def simulated_rules(name: str | None, state_dir: Path | None) -> tuple[Path, HouseRules]:
-    """--simulate's --rules: rules/NAME.toml, or a path (relative to the current directory), as a bench
-    scenario's ``rules =`` names them (cardd.config.rules_file), loaded to be sure the table can use
-    them, and allowed on the journal in ``state_dir`` (as --check-config checks a configuration's):
-    the file and what it says; ConfigError (the command line) naming what is wrong and what rules/
-    offers otherwise."""
+    """--simulate's --rules: a seed casino's (cardd/rules/NAME.toml), or a path (relative to the current
+    directory), as a bench scenario's ``rules =`` names them (cardd.config.rules_file), loaded to be
+    sure the table can use them, and allowed on the journal in ``state_dir`` (as --check-config checks a configuration's):
+    the file and what it says; ConfigError (the command line) naming what is wrong and the seed
+    casinos' names."""
     option = f"--rules {name}" if name is not None else f"--rules (default {SIMULATED_RULES.stem})"
     path = SIMULATED_RULES if name is None else rules_file(name, Path.cwd()).absolute()
     if not path.is_file():
-        raise ConfigError(option, f"no such rules file {path}: expected a name from rules/ "
+        raise ConfigError(option, f"no such rules file {path}: expected a seed casino's name "
                           f"({', '.join(rule_names())}) or the path of a house-rules file")
     try:
         rules = load_rules(path)
@@ -149,7 +149,7 @@ def command_line_refused(args: argparse.Namespace) -> str | None:
         # own: taking only its rules would run a table the file does not describe, silently
         return ("--config and --simulate do not go together: --simulate runs on its own simulated devices, journal "
                 "and socket, never a configuration's; to simulate a configuration's house rules, pass its rules "
-                "file with --rules PATH (or a name from rules/, e.g. --rules casino-001)")
+                "file with --rules PATH (or a seed casino's name, e.g. --rules casino-001)")
     if args.state_dir is not None and not args.simulate:
         return ("--state-dir goes with --simulate only: a table's journal and socket are its configuration's "
                 f"[journal] path and [api] socket (--config, default {DEFAULT_PATH})")
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="built-in simulated shuffler and shoe behind real ptys; no configuration file (--config is "
                          "refused): the house rules come from --rules")
     ap.add_argument("--rules", default=None, metavar="NAME|PATH",
-                    help=f"with --simulate: the house rules, a name from rules/ ({', '.join(rule_names())}) or the "
+                    help=f"with --simulate: the house rules, a seed casino's name ({', '.join(rule_names())}) or the "
                          f"path of a rules file (default {SIMULATED_RULES.stem})")
     ap.add_argument("--state-dir", type=Path, default=None,
                     help="with --simulate: where the journal, the socket, the devices' ptys and their memory go "

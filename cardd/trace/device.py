@@ -137,7 +137,7 @@ def _load_sizes(trace: Trace, role: str) -> list[int | None]:
 
 
 def _hand_shuffled_cards(trace: Trace) -> int | None:
-    """The cards of a shoe shuffled by hand under the trace's rules (its ``rules``: a name in rules/ or
+    """The cards of a shoe shuffled by hand under the trace's rules (its ``rules``: a seed casino's name or
     a path beside the trace); None when they have a shuffler count the shoe, or are not known."""
     name = trace.header.get("rules")
     if not isinstance(name, str):

@@ -8,9 +8,10 @@ import re
 import pytest
 
 from cardd import demo
+from cardd.config import RULES_DIR
 from devices.game.rules import load_rules
 
-RULES = demo.ROOT / "rules" / "casino-000.toml"
+RULES = RULES_DIR / "casino-000.toml"
 
 
 def run_demo(**kwargs) -> tuple[int, str]:
@@ -59,5 +60,5 @@ def test_demo_refuses_a_bad_rules_file_in_one_line(tmp_path, capsys):
 
 
 def test_demo_refuses_a_hand_shuffled_table(capsys):
-    assert demo.main(["--rules", str(demo.ROOT / "rules" / "casino-003.toml")]) == 2
+    assert demo.main(["--rules", str(RULES_DIR / "casino-003.toml")]) == 2
     assert "automatic shuffler" in capsys.readouterr().err

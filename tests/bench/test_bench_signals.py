@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from cardd.bench.scenario import LIBRARY
 from tests.daemon.daemon_rig import Client, assert_stopped_cleanly, remove, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = ROOT / "bench" / "scenarios"
 #: a loaded 2-core machine may take this long to start a daemon and its simulated devices
 START_S = 60.0
 

@@ -16,14 +16,13 @@ from junitparser import JUnitXml, Skipped
 
 from cardd.bench.program import cardbench
 from cardd.bench.runner import needs_simulators
-from cardd.bench.scenario import load_scenario
+from cardd.bench.scenario import LIBRARY, load_scenario
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = ROOT / "bench" / "scenarios"
 CARDBENCH = Path(sys.executable).with_name("cardbench")
 
 #: no fault, no stack: it runs on real devices (random cards, so no money is expected)

@@ -15,13 +15,14 @@ from junitparser import JUnitXml
 from cardd.bench.program import cardbench
 from cardd.bench.replay import FAULT_CLASSES, golden_path, trace_files
 from cardd.bench.scenario import load_scenario
+from cardd.config import RULES_DIR
 from cardd.trace.format import Said, read_trace
 from firmware_bridge.messages import CardRead
 from simulators.faults import Faults
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "traces"
-CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
+CASINOS = sorted(p.stem for p in RULES_DIR.glob("casino-*.toml"))
 #: a short trace (a hand-shuffled table: no shuffler to replay)
 SHORT = TRACES / "casino-003-clean-round.trace"
 

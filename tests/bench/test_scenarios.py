@@ -10,15 +10,15 @@ from junitparser import Failure, JUnitXml
 
 from cardd.bench.program import cardbench
 from cardd.bench.runner import run_scenario, stacked_shoe
-from cardd.bench.scenario import ScenarioError, load_scenario, scenario_files
+from cardd.bench.scenario import LIBRARY, ScenarioError, load_scenario, scenario_files
+from cardd.config import RULES_DIR
 from cardd.daemon.backend import journal_reasons
 from core.cards import Card, shoe_composition
 from devices.events import Reason
 from simulators.faults import Faults
 
 ROOT = Path(__file__).resolve().parents[2]
-LIBRARY = ROOT / "bench" / "scenarios"
-CASINOS = sorted(p.stem for p in (ROOT / "rules").glob("casino-*.toml"))
+CASINOS = sorted(p.stem for p in (RULES_DIR).glob("casino-*.toml"))
 
 #: Reason codes and fault switches no scenario covers. The library covers them all; a
 #: code or switch added without a scenario fails the test until one expects it (or it is listed here
@@ -144,10 +144,10 @@ def test_a_scenario_that_is_not_utf_8_is_refused_naming_file_line_and_byte(tmp_p
 
 def test_rules_beside_the_scenario_by_file_name_and_a_broken_rules_file_are_the_scenario_s_to_name(
         tmp_path: Path) -> None:
-    (tmp_path / "house.toml").write_text((ROOT / "rules" / "casino-000.toml").read_text())
+    (tmp_path / "house.toml").write_text((RULES_DIR / "casino-000.toml").read_text())
     beside = scenario(tmp_path, 'description = "x"\nrules = "house.toml"\nstep = []\n')
     assert load_scenario(beside).rules_path(beside) == tmp_path / "house.toml"  # not rules/house.toml.toml
-    (tmp_path / "house.toml").write_bytes(b"# caf\xe9\n" + (ROOT / "rules" / "casino-000.toml").read_bytes())
+    (tmp_path / "house.toml").write_bytes(b"# caf\xe9\n" + (RULES_DIR / "casino-000.toml").read_bytes())
     assert load_error(beside).startswith(f"{beside}:2: rules 'house.toml': {tmp_path / 'house.toml'}: (file): "
                                          "not UTF-8 text")
     result = CliRunner().invoke(cardbench, ["run", str(beside)])  # a FAIL line, not a traceback
@@ -229,3 +229,17 @@ def test_which_reason_codes_and_fault_switches_the_library_covers() -> None:
     missing_faults = set(Faults.names()) - {"seed"} - faults
     assert missing_reasons == EXPECTED_MISSING_REASONS, f"not covered: {sorted(missing_reasons)}"
     assert missing_faults == EXPECTED_MISSING_FAULTS, f"not covered: {sorted(missing_faults)}"
+
+
+def test_a_path_that_does_not_exist_is_a_name_in_the_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no casino-000 here: the names are the library's, from any directory
+    assert scenario_files([Path("casino-001/clean-round")]) == [LIBRARY / "casino-001" / "clean-round.toml"]
+    assert scenario_files([Path("casino-001/clean-round.toml")]) == [LIBRARY / "casino-001" / "clean-round.toml"]
+    assert scenario_files([Path("casino-003")]) == sorted((LIBRARY / "casino-003").glob("*.toml"))
+    (tmp_path / "casino-003").mkdir()  # a folder of that name where cardbench runs is taken as the path it is
+    (tmp_path / "casino-003" / "mine.toml").write_text("")
+    assert scenario_files([Path("casino-003")]) == [Path("casino-003") / "mine.toml"]
+    for name in ("casino-009", "../rules/casino-000", str(LIBRARY.parent / "nothing")):
+        with pytest.raises(ScenarioError, match=r"no such file or folder, nor a scenario of the library \(a casino: "
+                                                r"casino-000, casino-001, casino-002, casino-003, casino-004;"):
+            scenario_files([Path(name)])

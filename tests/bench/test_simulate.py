@@ -16,13 +16,12 @@ from cardd.bench.program import cardbench
 from cardd.bench.simulate import RoundResult, Simulation, SimulationError, Summary, rules_for, run
 from cardd.bench.strategy import AlwaysStand, BasicStrategy
 from cardd.cli.common import EXIT_STDOUT_CLOSED
+from cardd.config import RULES_DIR
 from core.cards import Card
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.round_types import Action
 from devices.game.rules import HouseRules, load_rules
 from tests.support.pipes import run_into_closed_pipe
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def cards(*names: str) -> list[Card]:
@@ -57,7 +56,7 @@ def test_refused_choices_fall_back() -> None:
 
 
 def test_rounds_settle_through_the_tracker_and_add_up() -> None:
-    rules = rules_for(load_rules(ROOT / "rules" / "casino-000.toml"), 6, 3)
+    rules = rules_for(load_rules(RULES_DIR / "casino-000.toml"), 6, 3)
     seen: list[RoundResult] = []
     summary = run(rules, 300, 3, BasicStrategy(), seed=7, each=seen.append)
     assert summary.rounds == len(seen) == 300
@@ -161,7 +160,7 @@ def test_jobs_do_not_change_the_output(tmp_path: Path, rules_name: str | None, d
     outputs, summaries = [], []
     for jobs in (1, 2, 3):
         out = tmp_path / f"jobs{jobs}.jsonl"
-        rules = ["--rules", str(ROOT / "rules" / rules_name)] if rules_name else []
+        rules = ["--rules", str(RULES_DIR / rules_name)] if rules_name else []
         result = CliRunner().invoke(cardbench, ["simulate", "--rounds", "300", "--decks", str(decks), "--boxes", str(boxes),
                                            "--seed", "9", "--jobs", str(jobs), "--out", str(out), *rules])
         assert result.exit_code == 0, result.output
@@ -175,7 +174,7 @@ def test_jobs_do_not_change_the_output(tmp_path: Path, rules_name: str | None, d
 @pytest.mark.parametrize("rules_name", [None, "casino-001.toml", "casino-003.toml", "casino-004.toml"])
 def test_a_line_is_its_round_as_compact_json(rules_name: str | None) -> None:
     """json_line is written out field by field: it must stay what json.dumps gives for as_json()."""
-    base = load_rules(ROOT / "rules" / rules_name) if rules_name else HouseRules.default()
+    base = load_rules(RULES_DIR / rules_name) if rules_name else HouseRules.default()
     results: list[RoundResult] = []
     run(rules_for(base, 2, min(3, base.table.boxes)), 300, min(3, base.table.boxes), BasicStrategy(), 11,
         results.append)

@@ -30,8 +30,9 @@ from click.testing import CliRunner
 from cardd.bench.program import cardbench
 from cardd.bench.runner import BenchRig, StepFailed
 from cardd.bench.scenario import Scenario
-from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, ROOT, UNPLUGS, MemorySample, SoakReport, _Play,
+from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, UNPLUGS, MemorySample, SoakReport, _Play,
                               expected_nets, soak, summary_lines)
+from cardd.config import RULES_DIR
 from cardd.journal import Journal
 from core.rundirs import MARKER
 
@@ -95,7 +96,7 @@ def _short_shoe(report: SoakReport, unplug_rate: float, **shoe_faults: Any) -> l
     directory = Path(tempfile.mkdtemp(prefix="cardbench-soak-test-", dir="/tmp"))  # a socket path under 108 bytes
     play: _Play | None = None
     try:
-        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), ROOT / "rules" / "casino-000.toml",
+        with BenchRig(Scenario(description="soak", rules="casino-000", step=[]), RULES_DIR / "casino-000.toml",
                       directory, reconnect_stable_s=RECONNECT_STABLE_S) as rig:
             play = _Play(rig, random.Random(3), report, unplug_rate, 0.0, 30, time.monotonic())
             rig.sim.shoe.set_faults(**shoe_faults)

@@ -16,7 +16,7 @@ BENCHMARKS = ROOT / "benchmarks"
 
 #: script -> (its smallest arguments, {what: a pattern its output must hold}); {tmp} is a new directory
 RUNS: dict[str, list[tuple[list[str], dict[str, str]]]] = {
-    "bench_run.py": [(["--jobs", "1", "--library", "bench/scenarios/casino-000/card-drawn-in-error.toml"],
+    "bench_run.py": [(["--jobs", "1", "--library", "cardd/bench/scenarios/casino-000/card-drawn-in-error.toml"],
                       {"the run": r"cardbench run: 1 scenarios, --jobs 1: [\d.]+ s wall.*exit 0 \(all passed\)"})],
     "bench_simulate.py": [(["--rounds", "20", "--jobs", "1"], {"the rate": r"[\d,]+ rounds/s",
                                                               "the house edge": r"house edge -?[\d.]+ %"})],

@@ -8,14 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from cardd.bench.runner import BenchRig
 from cardd.bench.scenario import Deal, DeviceSetup, Devices, Load, Scenario, Shuffle
+from cardd.config import RULES_DIR
 from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import Daemon, remove, state_dir
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -25,7 +23,7 @@ def table(rules: str | Scenario) -> Iterator[BenchRig]:
     scenario = Scenario(description=rules, rules=rules, step=[]) if isinstance(rules, str) else rules
     directory = state_dir()  # a socket path under 108 bytes
     try:
-        with BenchRig(scenario, ROOT / "rules" / f"{scenario.rules}.toml", directory) as rig:
+        with BenchRig(scenario, RULES_DIR / f"{scenario.rules}.toml", directory) as rig:
             yield rig
     finally:
         remove(directory)

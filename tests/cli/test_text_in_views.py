@@ -10,6 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cardd.bench.program import cardbench
+from cardd.bench.scenario import LIBRARY
 from simulators.rig import SimulatedTable
 from tests.cli.cli_rig import CARDCTL, cardctl
 from tests.daemon.daemon_rig import Daemon, shuffle_and_load, simulate, wait_devices, write_config
@@ -111,7 +112,7 @@ def test_cardbench_reports_a_path_with_markup_as_it_is(tmp_path):
     folder = tmp_path / "[red]bench[" / "][" / "]"  # a path of ".../[red]bench[/][/]/...": one tag too many to close
     folder.mkdir(parents=True)
     path = folder / "clean-round.toml"
-    shutil.copy(ROOT / "bench" / "scenarios" / "casino-000" / "clean-round.toml", path)
+    shutil.copy(LIBRARY / "casino-000" / "clean-round.toml", path)
     result = CliRunner().invoke(cardbench, ["run", str(path)])
     assert result.exit_code == 0, result.output
     assert f"pass {path}" in " ".join(result.output.split()), result.output

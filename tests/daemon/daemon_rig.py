@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
+from cardd.config import RULES_DIR
 from cardd.journal import Journal, input_of
 from firmware_bridge.messages import CardRead, Message, decode
 
 CARDD = Path(sys.executable).with_name("cardd")
-ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "rules" / "casino-000.toml"
+RULES = RULES_DIR / "casino-000.toml"
 #: how long the daemon and its simulated devices may take to come up on a loaded machine
 START_TIMEOUT = 30.0
 

@@ -3,8 +3,8 @@ applied in one loop turn followed by their group commit."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
+from cardd.config import RULES_DIR
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import KIND_START, Entry
 from core.cards import shoe_composition
@@ -12,7 +12,7 @@ from devices.game.rules import load_rules
 from devices.tracker.inputs import DeviceMessage, LinkUp, TableInput
 from firmware_bridge.messages import DeckCheckResult, DeviceRole, Ident, ShuffleComplete, ShuffleProgress
 
-RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
+RULES = load_rules(RULES_DIR / "casino-000.toml")
 
 
 def start() -> Entry:

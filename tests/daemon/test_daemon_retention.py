@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
+from cardd.config import RULES_DIR
 from cardd.daemon.retention import Retention
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import Entry, Journal
@@ -38,7 +39,7 @@ HORIZON_DAYS = 90
 GROUPS = {"api": ("cardd-r-api", 64530), "dealer": ("cardd-r-dealer", 64531),
           "supervisor": ("cardd-r-super", 64532), "technician": ("cardd-r-tech", 64533)}
 DEALER_UID, SUPERVISOR_UID, TECH_UID = 64541, 64542, 64543
-RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
+RULES = load_rules(RULES_DIR / "casino-000.toml")
 
 
 def day_ns(now: int, day: int) -> int:

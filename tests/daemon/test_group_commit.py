@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pytest_mock import MockerFixture
 
+from cardd.config import RULES_DIR
 import cardd.daemon.tracker_service as tracker_service
 from cardd.api.protocol import Event as ApiEvent
 from cardd.daemon.tracker_service import TableService
@@ -28,7 +29,7 @@ from tests.support.aio import run
 from tests.support.poll import until
 from tests.support.recorders import FakeClock
 
-RULES = load_rules(Path(__file__).resolve().parents[2] / "rules" / "casino-000.toml")
+RULES = load_rules(RULES_DIR / "casino-000.toml")
 
 
 def test_a_failed_thread_commit_is_written_again_in_order_and_published_once(tmp_path: Path, mocker: MockerFixture,

@@ -1,5 +1,5 @@
 """``cardd --simulate --rules``: a simulated table under any casino's house rules, found as a bench
-scenario's ``rules =`` finds them (a name from rules/ or a path); ``--config`` with ``--simulate``
+scenario's ``rules =`` finds them (a seed casino's name or a path); ``--config`` with ``--simulate``
 is refused in one line rather than silently ignored."""
 from __future__ import annotations
 

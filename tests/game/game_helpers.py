@@ -5,6 +5,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from cardd.config import RULES_DIR
 from devices.events import Event, Reason
 from devices.game.round import Action, Round
 from devices.game.rules import HouseRules, load_rules
@@ -12,7 +13,7 @@ from devices.game.settlement import Money, Settlement
 from core.cards import Card
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES_FILES = sorted((ROOT / "rules").glob("casino-*.toml"))
+RULES_FILES = sorted((RULES_DIR).glob("casino-*.toml"))
 CASINOS = [p.stem for p in RULES_FILES]
 
 # What each seed sheet implies, written out by hand from ../shared/seeds/ (not read from the
@@ -54,7 +55,7 @@ def ace_splits_allowed(casino: str, n: int) -> bool:
 
 
 def rules_for(casino: str) -> HouseRules:
-    return load_rules(ROOT / "rules" / f"{casino}.toml")
+    return load_rules(RULES_DIR / f"{casino}.toml")
 
 
 def cards(text: str) -> list[Card]:

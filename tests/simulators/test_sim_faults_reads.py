@@ -1,6 +1,6 @@
 """The fault switches behind the tracker's hardening reason codes: a repeated, a conflicting and a
 skipped read index (shoe), a shuffle report out of order (shuffler), a silent heartbeat and a device of the other
-role (both). Each scenario of bench/scenarios/ that uses one shows what the daemon makes of it."""
+role (both). Each scenario of cardd/bench/scenarios/ that uses one shows what the daemon makes of it."""
 from __future__ import annotations
 
 import asyncio

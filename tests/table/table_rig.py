@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cardd.config import RULES_DIR
 from devices.tracker.inputs import DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, TakeSeat
 from devices.events import Event, Reason
 from devices.game.round import Round
@@ -21,7 +22,6 @@ from firmware_bridge.messages import (
 
 from tests.support.recorders import FakeClock
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 RULE_FILES = sorted(RULES_DIR.glob("casino-*.toml"))
 
 

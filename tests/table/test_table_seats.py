@@ -3,10 +3,10 @@ shoes worked by hand from one casino's sheet each, the money WRITTEN here (never
 code under test), each refusal naming its rule (docs/rules.md)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
+from cardd.config import RULES_DIR
 from core.cards import Card
 from devices.events import Reason
 from devices.game.round import Action, RuleViolation
@@ -17,12 +17,11 @@ from devices.game.rules import load_rules
 from devices.tracker.snapshot import restore, snapshot
 from tests.table.table_rig import TableRig
 
-RULES = Path(__file__).resolve().parents[2] / "rules"
 D = "dealer-1"
 
 
 def rig_for(casino: str, **kw: bool) -> TableRig:
-    return TableRig(load_rules(RULES / f"{casino}.toml"), **kw)
+    return TableRig(load_rules(RULES_DIR / f"{casino}.toml"), **kw)
 
 
 def refused(rig: TableRig, rule: str, record: object) -> None:
@@ -169,7 +168,7 @@ def _one_box_round(rig: TableRig, amount: int, first_three: str, dealer_draws: s
 
 def test_s19_003_a_dealer_change_mid_shoe_burns_one_card() -> None:
     # "Should the dealer change during the middle of the shoe, then this dealer will burn one card"
-    rig = TableRig(load_rules(RULES / "casino-003.toml"), load=False)
+    rig = TableRig(load_rules(RULES_DIR / "casino-003.toml"), load=False)
     rig.shuffle_ok()  # by hand: the dealer declares it
     rig.load_and_burn("7D 8D 9D")
     _one_box_round(rig, 2500, "TS 7C QS", "TD")  # 20 against 17
@@ -184,7 +183,7 @@ def test_s19_003_a_dealer_change_mid_shoe_burns_one_card() -> None:
 
 @pytest.mark.parametrize("casino", ["casino-000", "casino-001", "casino-002", "casino-004"])
 def test_s20_a_dealer_change_burns_nothing_where_the_sheet_does_not_say_so(casino: str) -> None:
-    rig = TableRig(load_rules(RULES / f"{casino}.toml"), load=False)
+    rig = TableRig(load_rules(RULES_DIR / f"{casino}.toml"), load=False)
     rig.shuffle_ok()
     rig.load_and_burn("7D")  # these sheets burn one after the shuffle (000 4.8; the others: the site's one)
     _one_box_round(rig, 1000, "TS 7C QS", "TD")  # 20 against 17
