@@ -31,7 +31,8 @@ from core.cards import Card, Orientation, shoe_composition
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS
 from devices.game.hand import card_value, hand_total
-from devices.game.round_types import Action, RuleViolation
+from devices.game.round_types import Action
+from devices.errors import RuleViolation
 from devices.game.rules import HouseRules
 from devices.tracker.inputs import (
     Act, CloseInsurance, DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder,

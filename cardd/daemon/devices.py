@@ -42,7 +42,7 @@ from core.schema_errors import schema_problem
 from cardd.daemon.tracker_service import EventMarks, TableService, unit_of
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection

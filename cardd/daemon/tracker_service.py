@@ -63,7 +63,7 @@ from cardd.journal import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_INPUT, Enco
 from core.errors import CarddError
 from devices.events import Event, Reason, Severity
 from devices.game.rules import HouseRules
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.feed import Feed
 from devices.tracker.inputs import DeviceMessage, OpenRound, TableInput, Tick, from_json, to_json
 from devices.tracker.snapshot import SnapshotError, restore, snapshot

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devices.events import Event, EventSink, Reason, Role
-from devices.overrides import TableError, require_supervisor
+from devices.errors import TableError
+from devices.overrides import require_supervisor
 from devices.tracker.inputs import ClearAlarm, command_name
 
 

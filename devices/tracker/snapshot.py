@@ -36,7 +36,7 @@ from devices.events import Event, EventSink, Reason, Severity
 from devices.game.inputs import ROUND_INPUTS
 from devices.game.round import Round
 from devices.game.rules import HouseRules
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.alarms import Alarm
 from devices.tracker.inputs import from_json, hex_bytes, to_json
 from devices.tracker.shoe import SHOE_STATES

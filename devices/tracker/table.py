@@ -28,9 +28,10 @@ from devices.game.inputs import (
     Act, CardDealt, CloseInsurance, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet, PlacePairsBet,
     ReconstructAndRedeal, ReconstructInitialDeal, ReduceBet, Resume, RoundInput, Void,
 )
-from devices.game.round import CardMismatch, Round, RuleViolation
+from devices.errors import CardMismatch, RuleViolation, TableError
+from devices.game.round import Round
 from devices.game.round_checks import box_owners, check_seats
-from devices.overrides import TableError, refuse_override, refuse_unless_supervisor, require_supervisor
+from devices.overrides import refuse_override, refuse_unless_supervisor, require_supervisor
 from devices.tracker.alarms import Alarm, AlarmBook
 from devices.tracker.inputs import (
     AskForBox, CardsToBoxWithoutWager, ClearAlarm, DealerChange, DeviceMessage, DrawnInErrorDecision, EnterCard,
