@@ -28,7 +28,7 @@ from cardd.bench.scenario import (
     load_scenario,
 )
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import ending_deferred, stop_child
+from core.ctrl_c import ending_deferred, stop_child
 from core.cards import Card, shoe_composition
 from core.rundirs import make_run_directory
 from devices.game.round_types import Action

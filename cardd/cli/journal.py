@@ -24,9 +24,11 @@ from rich.table import Table
 
 from cardd.api.client import ApiClient
 from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
-from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors,
-                              check_output_directory, daemon, emit, emit_json, json_option, money, run_command,
-                              to_builtins)
+from cardd.cli.common import (
+    EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, api_errors, check_output_directory, daemon, emit, emit_json,
+    json_option, run_command, to_builtins,
+)
+from devices.game.settlement import money
 from cardd.journal import Journal, JournalCorrupt, JournalError
 from cardd.cli.message_text import fields_line, message_text
 from cardd.cli.shown import cells, shown, visible

@@ -15,8 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, in_cardctl_words, \
-    json_option, money, run_command, to_builtins
+from cardd.cli.common import (
+    EXIT_FAILURE, CliError, api_errors, cardctl_words, daemon, emit, in_cardctl_words, json_option, run_command,
+    to_builtins,
+)
+from devices.game.settlement import money
 from cardd.cli.shown import cells, shown
 from cardd.journal import INPUT_KEY, KIND_EVENT
 from core.cards import Card

@@ -16,8 +16,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import api_errors, console, daemon, emit_json, end_like_ctrl_c, in_cardctl_words, json_option, \
-    money, options, to_builtins
+from cardd.cli.common import api_errors, console, daemon, emit_json, in_cardctl_words, json_option, options, to_builtins
+from devices.game.settlement import money
+from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.shown import cells, shown
 from cardd.cli.table import SETTLE_DRAWN_IN_ERROR
 

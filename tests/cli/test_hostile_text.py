@@ -42,7 +42,8 @@ from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console
 
 from cardd.api.protocol import LOG_LIMIT_MAX
-from cardd.cli.common import ProgramConsole, in_cardctl_words, money
+from cardd.cli.common import ProgramConsole, in_cardctl_words
+from devices.game.settlement import money
 from cardd.cli.journal import Exporter, print_events, render_event
 from cardd.cli.shown import visible
 from cardd.cli.table import render_status
