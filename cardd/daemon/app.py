@@ -30,7 +30,7 @@ import structlog
 
 from cardd.api.errors import ApiError, CommandFailed
 from cardd.api.peer import Caller, Role
-from cardd.api.protocol import ErrorCode, Event as ApiEvent
+from cardd.api.protocol import ApiEvent, ErrorCode
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
 from cardd.daemon.backend import DaemonBackend, Given, Runner

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 import structlog
 
 from cardd.api.errors import CommandFailed
-from cardd.api.protocol import Event as ApiEvent
+from cardd.api.protocol import ApiEvent
 from cardd.daemon.commands import refusal_line
 from cardd.journal import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_INPUT, Encoded, Entry, Journal,
                            JournalEntryError, JournalError, JournalWriteError, Record, input_of)

@@ -13,7 +13,7 @@ import pytest
 from pytest_mock import MockerFixture
 
 import cardd.daemon.tracker_service as tracker_service
-from cardd.api.protocol import Event as ApiEvent
+from cardd.api.protocol import ApiEvent
 from cardd.daemon.tracker_service import THREAD_COMMIT_RECORDS, TableService
 from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalCorrupt, JournalWriteError
 from core.errors import CarddError
