@@ -30,7 +30,8 @@ import structlog
 from cardd.config import SIMULATED_RULES
 from devices.events import Event, Reason, Role, Severity
 from devices.game.hand import card_value, hand_total
-from devices.game.round import Action, Round, RuleViolation
+from devices.game.round import Action, Round
+from devices.errors import RuleViolation
 from devices.game.rules import HouseRules, RulesError, load_rules
 from devices.game.settlement import Money, units
 from devices.tracker.feed import Feed

@@ -1,4 +1,4 @@
-"""Who may override, and the refusals of inputs the round or the table cannot take.
+"""Who may override: the journaled grant or refusal of a supervisor's override.
 
 Overrides (resume a held round, declare a re-deal, accept a device back, void a shoe, clear
 an alarm) need :attr:`Role.SUPERVISOR`. :func:`require_supervisor` journals every attempt:
@@ -7,34 +7,10 @@ game (the round's overrides) and the tracker (the table's), so it sits beside th
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import NoReturn
 
-from core.errors import CarddError
+from devices.errors import OverrideRefused
 from devices.events import Event, EventSink, Reason, Role, Severity
-
-
-class TableError(CarddError, RuntimeError):
-    """An input the table cannot take now; the text says what and why. ``reasons``: each reason on
-    its own with its way forward, where there are several (the text joins them with "; "), so a
-    line cut short keeps whole reasons (cardd.daemon.commands.refusal_line)."""
-
-    def __init__(self, message: str, reasons: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.reasons = tuple(reasons)
-
-    @classmethod
-    def of(cls, reasons: Sequence[str]) -> TableError:
-        return cls("; ".join(reasons), reasons)
-
-
-class OverrideRefused(TableError, PermissionError):
-    """An override asked for without the supervisor role, or while its condition is unmet; ``why``
-    is the reason alone (the text also names the override)."""
-
-    def __init__(self, what: str, why: str) -> None:
-        super().__init__(f"{what} refused: {why}")
-        self.why = why
 
 
 def require_supervisor(sink: EventSink, source: str, what: str, who: str, role: Role, command: str = "") -> None:

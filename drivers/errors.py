@@ -39,7 +39,7 @@ class UsbUnavailable(DriverError):
     """pyusb found no USB library on this machine (libusb-1.0 is not installed)."""
 
 
-class LinkDown(DriverError):
+class PortClosed(DriverError):
     """A write on a transport that is closed or lost."""
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from drivers.errors import BadURL, DeviceNotFound, LinkDown, LinkLost
+from drivers.errors import BadURL, DeviceNotFound, PortClosed, LinkLost
 from drivers.transport import Transport, TransportListener, deliver
 from drivers.urls import DeviceURL, parse_url
 
@@ -57,12 +57,12 @@ class MemoryTransport(Transport):
     def attach(self, listener: TransportListener) -> None:
         """Open an end already joined to its peer, at once (what a line's accept does with its end)."""
         if self._peer is None:
-            raise LinkDown(self.url, "not joined to another end")
+            raise PortClosed(self.url, "not joined to another end")
         self._listener = listener
 
     def write(self, data: bytes) -> None:
         if self._listener is None or self._write is None:
-            raise LinkDown(self.url, "closed")
+            raise PortClosed(self.url, "closed")
         self._write(data)
 
     def close(self) -> None:

@@ -29,7 +29,7 @@ import structlog
 
 from core.callbacks import call_logged
 from drivers.aio import cancel_and_wait
-from drivers.errors import LinkDown
+from drivers.errors import PortClosed
 from drivers.factory import make_transport
 from drivers.transport import Transport
 from drivers.urls import DeviceURL, parse_url
@@ -100,7 +100,7 @@ class ReconnectingPort:
 
     def write(self, data: bytes) -> None:
         if self._transport is None:
-            raise LinkDown(self.url, "port is closed (reconnecting)")
+            raise PortClosed(self.url, "port is closed (reconnecting)")
         self._transport.write(data)
 
     async def close(self) -> None:

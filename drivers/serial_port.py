@@ -18,7 +18,7 @@ import os
 import serial
 import structlog
 
-from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, LinkDown,
+from drivers.errors import (PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError, PortClosed,
                             LinkLost, PermissionDenied, os_words)
 from drivers.transport import Transport, TransportListener, WriteBacklog, deliver
 from drivers.urls import DeviceURL, parse_url
@@ -75,7 +75,7 @@ class SerialTransport(Transport):
     def line_settings(self) -> dict[str, object]:
         """What pyserial applied to the open port (baudrate, parity, stopbits, bytesize, ...)."""
         if self._port is None:
-            raise LinkDown(self.path, "serial port is not open")
+            raise PortClosed(self.path, "serial port is not open")
         return self._port.get_settings()
 
     async def open(self, listener: TransportListener) -> None:
@@ -112,7 +112,7 @@ class SerialTransport(Transport):
 
     def write(self, data: bytes) -> None:
         if self._port is None:
-            raise LinkDown(self.path, "write on a closed serial port")
+            raise PortClosed(self.path, "write on a closed serial port")
         waiting = bool(self._out)  # if so, the writer callback is armed: queue behind it
         self._out.add(data)
         if not waiting:

@@ -89,7 +89,7 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def write(self, data: bytes) -> None:
-        """Queue ``data`` for the device. Raises ``drivers.errors.LinkDown`` when closed."""
+        """Queue ``data`` for the device. Raises ``drivers.errors.PortClosed`` when closed."""
 
     @abc.abstractmethod
     def close(self) -> None:

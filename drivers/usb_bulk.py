@@ -27,7 +27,7 @@ import usb.core
 import usb.util
 
 from drivers.errors import (LIBUSB_HINT, PERMISSION_HINT, DeviceBusy, DeviceNotFound, DriverError,
-                            LinkDown, LinkLost, PermissionDenied, UsbUnavailable, os_words)
+                            PortClosed, LinkLost, PermissionDenied, UsbUnavailable, os_words)
 from drivers.transport import Transport, TransportListener, WriteBacklog, deliver
 from drivers.urls import DeviceURL, parse_url
 
@@ -229,7 +229,7 @@ class UsbBulkTransport(Transport):
 
     def write(self, data: bytes) -> None:
         if not self.is_open:
-            raise LinkDown(self.url, "write on a closed USB link")
+            raise PortClosed(self.url, "write on a closed USB link")
         with self._pending:
             self._backlog.add(data)
             self._pending.notify()

@@ -15,7 +15,7 @@ past it).
 :meth:`start` keeps the device connected from then on (the daemon); :meth:`open` does the same
 but first waits for the handshake and raises what stopped it (the demo, tools, tests). Only
 :meth:`close` stops it. While no session is up, :meth:`send` and :meth:`request` raise
-:class:`drivers.errors.LinkDown` naming the device.
+:class:`drivers.errors.PortClosed` naming the device.
 
 With a protocol 1.1 device, events are numbered (docs/protocol.md §3.2): after every handshake
 the connection tells the device the last index the application journaled (``journaled_index``)
@@ -37,7 +37,7 @@ import structlog
 
 from core.callbacks import call_logged
 from drivers.aio import cancel_and_wait
-from drivers.errors import LinkDown
+from drivers.errors import PortClosed
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 from drivers.urls import DeviceURL
 from firmware_bridge.delivery import DeliveryStats, EventDelivery
@@ -216,30 +216,30 @@ class DeviceConnection:
             self._first = None
 
     async def wait_connected(self, timeout: float | None = None) -> Ident:
-        """Wait until a session is up; TimeoutError after ``timeout`` seconds, LinkDown once closed."""
+        """Wait until a session is up; TimeoutError after ``timeout`` seconds, PortClosed once closed."""
         async with asyncio.timeout(timeout):
             while not (self._up.is_set() and self._session is not None):
                 if self._closed:
-                    raise LinkDown(self.url, "closed: no session will come up")
+                    raise PortClosed(self.url, "closed: no session will come up")
                 await self._up.wait()
         assert self._session is not None and self._session.ident is not None
         return self._session.ident
 
     async def send(self, msg: Message) -> None:
-        """Send ``msg`` and wait for the device's acknowledgement; LinkDown while it is away."""
+        """Send ``msg`` and wait for the device's acknowledgement; PortClosed while it is away."""
         session = self._current()
         try:
             await session.send(msg)
         except SessionClosed as exc:
-            raise LinkDown(self.url, f"device went away before {type(msg).__name__} was acknowledged") from exc
+            raise PortClosed(self.url, f"device went away before {type(msg).__name__} was acknowledged") from exc
 
     async def request(self, msg: Message, expect: type[M], timeout: float = 1.0) -> M:
-        """:meth:`DeviceSession.request` on the current session; LinkDown while the device is away."""
+        """:meth:`DeviceSession.request` on the current session; PortClosed while the device is away."""
         session = self._current()
         try:
             return await session.request(msg, expect, timeout)
         except SessionClosed as exc:
-            raise LinkDown(self.url, f"device went away before it answered {type(msg).__name__}") from exc
+            raise PortClosed(self.url, f"device went away before it answered {type(msg).__name__}") from exc
 
     async def send_expecting(self, msg: Message, expect: type[M] | tuple[type[M], ...], timeout: float = 1.0) -> M:
         """Send ``msg`` and return the next ``expect`` (a type, or any of several) the device
@@ -248,7 +248,7 @@ class DeviceConnection:
         For a command whose effect is an event (ClearFault -> FaultCleared): a 1.1 device reports
         it as a numbered event, never as the command's answer, so :meth:`request` would wait in vain.
         The device's Refused of ``msg`` ends the wait as RequestRefused with the device's reason,
-        as it does a request's. Raises RequestTimeout after ``timeout`` seconds, LinkDown while
+        as it does a request's. Raises RequestTimeout after ``timeout`` seconds, PortClosed while
         the device is away.
         """
         sub = _Subscriber(self.config.messages_limit)
@@ -435,7 +435,7 @@ class DeviceConnection:
     def _current(self) -> DeviceSession:
         if self._session is None or not self._up.is_set():
             state = "closed" if self._closed else "not connected (reconnecting)"
-            raise LinkDown(self.url, f"device is {state}")
+            raise PortClosed(self.url, f"device is {state}")
         return self._session
 
     def _resume_point(self) -> int:

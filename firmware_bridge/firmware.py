@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from core.files import read_regular_file
-from drivers.errors import LinkDown
+from drivers.errors import PortClosed
 from firmware_bridge.errors import (
     FirmwareArgumentError,
     FirmwareDowngradeRefused,
@@ -356,7 +356,7 @@ _ABORTS: set[asyncio.Task] = set()
 async def _abort(session: Requester, reason: str, timeout: float) -> None:
     try:
         await session.request(FirmwareAbort(_fit_text(reason)), expect=FirmwareResult, timeout=timeout)
-    except (SessionError, LinkError, LinkDown):
+    except (SessionError, LinkError, PortClosed):
         pass  # the device is gone; it keeps its running firmware without a COMMIT
 
 
@@ -417,7 +417,7 @@ async def update_firmware(
         raise
     except Exception as exc:
         await _abort(session, str(exc) or type(exc).__name__, timeout)
-        if isinstance(exc, (SessionError, LinkError, LinkDown)):  # LinkDown: a connection whose device went away
+        if isinstance(exc, (SessionError, LinkError, PortClosed)):  # PortClosed: a connection whose device went away
             raise FirmwareTransferError(f"transfer of {header.model} {header.version} stopped: {exc}") from exc
         raise
     return FirmwareUpdate(result, header.model, running, header.version, allowed_by)

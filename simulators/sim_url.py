@@ -17,7 +17,7 @@ import math
 import threading
 from typing import Any, Callable
 
-from drivers.errors import BadURL, LinkDown
+from drivers.errors import BadURL, PortClosed
 from drivers.factory import register_scheme
 from drivers.serial_port import SerialTransport
 from drivers.transport import Transport, TransportListener
@@ -118,7 +118,7 @@ class SimTransport(Transport):
 
     def write(self, data: bytes) -> None:
         if self._serial is None:
-            raise LinkDown(self.url, "not open")
+            raise PortClosed(self.url, "not open")
         self._serial.write(data)
 
     def close(self) -> None:

@@ -73,7 +73,7 @@ def _daemons_stopped():
 @pytest.fixture(autouse=True)
 def _signal_handlers_restored():
     """cardbench run in-process (CliRunner) makes SIGINT, SIGTERM and SIGHUP end it its own way, as its
-    program does (cardd.cli.common.end_like_ctrl_c): put them back, so neither this process nor a
+    program does (core.ctrl_c.end_like_ctrl_c): put them back, so neither this process nor a
     child it forks later ends by an exception where it should end by the signal."""
     saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     yield

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from cardd.api.peer import Caller, Role
-from cardd.api.protocol import Event, LogQuery
+from cardd.api.protocol import ApiEvent, LogQuery
 
 
 class Backend(Protocol):
@@ -28,7 +28,7 @@ class Backend(Protocol):
         """The table now, as a JSON object (never an undealt card)."""
         ...
 
-    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[ApiEvent], bool]:
         """Journal records matching ``query`` (oldest first, at most ``query.limit``), and
         whether more matched than were returned."""
         ...
@@ -38,7 +38,7 @@ class Backend(Protocol):
         is refused, since no event it names has been journaled."""
         ...
 
-    async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
+    async def events_since(self, seq: int, limit: int) -> Sequence[ApiEvent]:
         """Journaled events with a sequence number above ``seq``, in order, at most ``limit``.
         Fewer than ``limit`` means the journal has nothing more yet."""
         ...

@@ -28,7 +28,7 @@ import msgspec
 from cardd.api.errors import ApiError
 from cardd.api.paths import DEFAULT_SOCKET
 from cardd.api.protocol import (
-    PROTOCOL_VERSION, Ack, Command, Disconnect, Error, Event, LogQuery, LogReply, StateQuery, StateReply, Version,
+    PROTOCOL_VERSION, Ack, Command, Disconnect, Error, ApiEvent, LogQuery, LogReply, StateQuery, StateReply, Version,
     Watch, encode_line, reply_decoder,
 )
 from core.parse_errors import json_line_problem
@@ -112,7 +112,7 @@ class ApiClient:
             raise ClientError(f"{self.path}: cannot connect: {errno.errorcode.get(exc.errno or 0, exc)}") from exc
         self._stream = self._sock.makefile("rb")
         self._ids = itertools.count(1)
-        self.pending_events: list[Event] = []
+        self.pending_events: list[ApiEvent] = []
         try:
             self.version = self._greeting(timeout)
         except BaseException:
@@ -139,7 +139,7 @@ class ApiClient:
 
     # ---- lines ----------------------------------------------------------------------------
 
-    def _read(self) -> Version | Event | StateReply | LogReply | Ack | Error | Disconnect:
+    def _read(self) -> Version | ApiEvent | StateReply | LogReply | Ack | Error | Disconnect:
         try:
             line = self._stream.readline(MAX_REPLY_LINE)
         except TimeoutError as exc:
@@ -181,11 +181,11 @@ class ApiClient:
     def _next_id(self) -> str:
         return f"c{next(self._ids)}"
 
-    def _reply(self, request_id: str) -> Version | Event | StateReply | LogReply | Ack | Error | Disconnect:
+    def _reply(self, request_id: str) -> Version | ApiEvent | StateReply | LogReply | Ack | Error | Disconnect:
         """The reply to ``request_id``; EVENT lines before it are kept in ``pending_events``."""
         while True:
             message = self._read()
-            if isinstance(message, Event):
+            if isinstance(message, ApiEvent):
                 self.pending_events.append(message)
             elif getattr(message, "id", None) == request_id or (isinstance(message, Error) and message.id is None):
                 if isinstance(message, Error):
@@ -236,7 +236,7 @@ class ApiClient:
             raise ClientError(f"{self.path}: LOG: got {type(reply).__name__}")
         return reply
 
-    def watch(self, since_seq: int | None = None, hangup_fd: int | None = None) -> Iterator[Event]:
+    def watch(self, since_seq: int | None = None, hangup_fd: int | None = None) -> Iterator[ApiEvent]:
         """Every event from ``since_seq`` (exclusive) on, then live ones, until the connection ends.
 
         ``hangup_fd`` (the watcher's stdout): while waiting for the next event, also watch it, and
@@ -251,7 +251,7 @@ class ApiClient:
             if hangup_fd is not None:
                 self._wait_for_line(hangup_fd)
             message = self._read()
-            if isinstance(message, Event):
+            if isinstance(message, ApiEvent):
                 yield message
 
     def _wait_for_line(self, hangup_fd: int) -> None:

@@ -118,7 +118,7 @@ class Version(_Reply, tag="VERSION"):
     protocol: str = PROTOCOL_VERSION
 
 
-class Event(_Reply, tag="EVENT"):
+class ApiEvent(_Reply, tag="EVENT"):
     """One journaled event, as a watcher sees it and as LOG returns it."""
     seq: Seq
     time: UnixTime
@@ -140,7 +140,7 @@ class StateReply(_Reply, tag="STATE"):
 class LogReply(_Reply, tag="LOG"):
     """The answer to a LOG query, oldest first; `more` when the limit cut it short."""
     id: RequestId | None
-    records: list[Event]
+    records: list[ApiEvent]
     more: bool = False
 
 
@@ -166,10 +166,10 @@ class Disconnect(_Reply, tag="DISCONNECT"):
     message: str
 
 
-ServerMessage = Union[Version, Event, StateReply, LogReply, Ack, Error, Disconnect]
+ServerMessage = Union[Version, ApiEvent, StateReply, LogReply, Ack, Error, Disconnect]
 
 CLIENT_CLASSES: tuple[type[msgspec.Struct], ...] = (Watch, StateQuery, LogQuery, Command)
-SERVER_CLASSES: tuple[type[msgspec.Struct], ...] = (Version, Event, StateReply, LogReply, Ack, Error, Disconnect)
+SERVER_CLASSES: tuple[type[msgspec.Struct], ...] = (Version, ApiEvent, StateReply, LogReply, Ack, Error, Disconnect)
 
 
 class ErrorCode:

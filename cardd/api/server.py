@@ -30,8 +30,9 @@ from cardd.api.backend import Backend
 from cardd.api.errors import (REASONS_MAX, ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
                               one_line)
 from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
-from cardd.api.protocol import (CLIENT_CLASSES, Ack, Command, Disconnect, Error, ErrorCode, Event, LogQuery, LogReply,
-                                StateQuery, StateReply, Version, Watch, class_name, encode_line, request_decoder)
+from cardd.api.protocol import (CLIENT_CLASSES, Ack, ApiEvent, Command, Disconnect, Error, ErrorCode, LogQuery,
+                                LogReply, StateQuery, StateReply, Version, Watch, class_name, encode_line,
+                                request_decoder)
 from core.errors import CarddError
 from core.parse_errors import json_line_problem
 from core.schema_errors import ProblemKind, schema_problem
@@ -485,7 +486,7 @@ class ApiServer:
         self._socket_ino = None
 
     # -- events --------------------------------------------------------------------------------
-    def publish(self, event: Event) -> None:
+    def publish(self, event: ApiEvent) -> None:
         """Send a journaled event to every watcher. Call it on the loop, after the event is
         durable in the journal and in sequence order; it never waits."""
         line = encode_line(event)

@@ -5,7 +5,7 @@ A Ctrl-C at any moment ends cardbench quietly with exit 130 (core.ctrl_c), while
 too (about half a second: click, rich, the daemon's modules its scenarios run), where a KeyboardInterrupt
 printed Python's traceback: this module imports nothing at its top but core.ctrl_c, and the program
 inside :func:`core.ctrl_c.run_entry_point`. Once a command runs, its Ctrl-C is the program's
-(cardd.cli.common.end_like_ctrl_c: what it started is stopped, one line, exit 130).
+(core.ctrl_c.end_like_ctrl_c: what it started is stopped, one line, exit 130).
 """
 from core.ctrl_c import run_entry_point
 

@@ -31,7 +31,8 @@ from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import OutputFile, Program, end_like_ctrl_c, logs_to_stderr
+from cardd.cli.common import OutputFile, Program, logs_to_stderr
+from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.console import ProgramConsole
 from cardd.cli.shown import shown
 from cardd.config import rule_names

@@ -33,7 +33,7 @@ from typing import Any, Callable, cast
 import msgspec
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused
-from cardd.api.protocol import Event
+from cardd.api.protocol import ApiEvent
 from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, ScenarioResult, StepFailed, run_scenario
 from cardd.bench.scenario import Scenario, Step, Wait, load_scenario
 from cardd.config import RULES_DIR
@@ -92,7 +92,7 @@ class Recorder:
     def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
         self.devices: dict[str, dict[str, Any]] = {}
-        self.journal: list[Event] = []
+        self.journal: list[ApiEvent] = []
         self._lock = threading.Lock()
         self._start = time.monotonic()
 
@@ -427,7 +427,7 @@ class _Replay:
             raise ReplayError(f"{self.where(entry.line)}: {entry.hand}: {exc}") from None
 
     @staticmethod
-    def _settled(rig: BenchRig) -> list[Event]:
+    def _settled(rig: BenchRig) -> list[ApiEvent]:
         """The journal once it stopped growing (a 1.0 device's messages are not confirmed one by one)."""
         records = rig.journal()
         while True:
@@ -464,7 +464,7 @@ def _stable(value: Any, user: re.Pattern[str]) -> Any:
     return value
 
 
-def normalise(records: list[Event]) -> list[str]:
+def normalise(records: list[ApiEvent]) -> list[str]:
     """The journal as lines a replay repeats: the table's events, device commands and the API's
     inputs, without sequence numbers, times, boot ids, nonces or the peer's uid; the name of the
     user who ran it is ``<user>``; the devices' start-up (their DEVICE_STATE records before

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
-from cardd.api.protocol import LOG_LIMIT_MAX, Event
+from cardd.api.protocol import LOG_LIMIT_MAX, ApiEvent
 from cardd.bench.scenario import (
     Command, Deal, Expect, Load, Play, Remainder, Rounds, Scenario, ScenarioError, SetFaults, Shuffle, Step, Wait,
     load_scenario,
 )
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import ending_deferred, stop_child
+from core.ctrl_c import ending_deferred, stop_child
 from core.cards import Card, shoe_composition
 from core.rundirs import make_run_directory
 from devices.game.round_types import Action
@@ -341,9 +341,9 @@ class BenchRig:
         except StateTimeout as exc:
             raise StepFailed(f"{expected} within {timeout:g} s", _short(show(exc.state))) from None
 
-    def journal(self, since: int | None = None) -> list[Event]:
+    def journal(self, since: int | None = None) -> list[ApiEvent]:
         """Every record journaled so far (from seq ``since`` on, when given), page by page."""
-        records: list[Event] = []
+        records: list[ApiEvent] = []
         while True:
             page = self.api().log(from_seq=since, limit=LOG_LIMIT_MAX)
             records += page.records
@@ -499,7 +499,7 @@ class BenchRig:
         # come later (after a commit under way on the writer thread: a loaded machine): the events
         # and the money are looked for again until they are there or the step's time is up
         deadline = time.monotonic() + EXPECT_JOURNAL_S
-        records: list[Event] = []
+        records: list[ApiEvent] = []
         while True:
             records += self.journal(since=records[-1].seq + 1 if records else None)  # what was committed since
             seen = {r.reason for r in records} - {""}  # a table input's record carries no reason
@@ -515,7 +515,7 @@ class BenchRig:
             time.sleep(self.poll_s)
 
 
-def _expect_records(step: Expect, seen: set[str], records: list[Event]) -> None:
+def _expect_records(step: Expect, seen: set[str], records: list[ApiEvent]) -> None:
     """The events and the settlement ``step`` expects, in ``records`` (``seen``: their reasons)."""
     missing = [reason for reason in step.events if reason not in seen]
     if missing:

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from cardd.cli.common import ENDING_SIGNALS
+from core.ctrl_c import ending_signals
 from cardd.bench.strategy import Strategy
 from core.cards import Card, Orientation, shoe_composition
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS
 from devices.game.hand import card_value, hand_total
-from devices.game.round_types import Action, RuleViolation
+from devices.game.round_types import Action
+from devices.errors import RuleViolation
 from devices.game.rules import HouseRules
 from devices.tracker.inputs import (
     Act, CloseInsurance, DeviceMessage, HandShuffled, LinkUp, NoMoreBets, OpenRound, PlaceBet, ShoeRemainder,
@@ -360,7 +361,7 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
     try:
         # forked with the ending signals blocked: a worker sets its own handlers (not the parent's
         # KeyboardInterrupt) before one can reach it
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ending_signals())
         try:
             for worker in workers:
                 worker.start()
@@ -407,7 +408,7 @@ def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, fi
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # how it ends them (the parent's own SIGTERM raises)
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup's stays: the run outlives the terminal
         signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a closed terminal ends a worker whatever its parent does
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, ENDING_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, ending_signals())
     try:
         simulation = Simulation(rules, boxes, strategy, seed)
         shoe = first

@@ -13,13 +13,9 @@ import logging
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from fractions import Fraction
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -27,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from cardd.api.paths import DEFAULT_SOCKET
-from core.ctrl_c import end_interrupted
+from core.ctrl_c import end_interrupted, ended_by, interrupted_exit_code
 from core.errors import CarddError
 from core.files import output_directory_problem
 from core.text import printable
@@ -61,7 +57,7 @@ class CliError(CarddError):
 class Program(click.Group):
     """A program's top group (``cls=Program``; see :func:`run`): when the reader of stdout goes away
     (``cardctl log | head``) the program ends quietly with EXIT_STDOUT_CLOSED, and a Ctrl-C ends it
-    quietly with exit 130 (core.ctrl_c; a program of :func:`end_like_ctrl_c` with its
+    quietly with exit 130 (core.ctrl_c; a program of ``core.ctrl_c.end_like_ctrl_c`` with its
     one line). Caught here, around the parsing of the options (``--help``, ``--version``) and around
     the subcommand, because click's own main turns a broken pipe into exit 1 and a Ctrl-C into
     'Aborted!' and exit 1."""
@@ -93,9 +89,10 @@ class Program(click.Group):
         except BrokenPipeError:  # the API client's socket errors are ClientErrors: this is an output stream
             stdout_closed()
         except KeyboardInterrupt:
-            if not _ended_by:  # a program without end_like_ctrl_c: quietly, where click said 'Aborted!', exit 1
+            signum = ended_by()
+            if signum is None:  # a program without end_like_ctrl_c: quietly, where click said 'Aborted!', exit 1
                 end_interrupted()
-            click.echo(f"{ctx.info_name}: interrupted ({signal.Signals(_ended_by[-1]).name}); "
+            click.echo(f"{ctx.info_name}: interrupted ({signal.Signals(signum).name}); "
                        "what it started is stopped", err=True)
             sys.exit(interrupted_exit_code())
 
@@ -227,10 +224,9 @@ def emit_json(document: Any, stream: IO[str] | None = None) -> None:
 
 
 def money(cents: int | str | Fraction | None) -> str:
-    """An amount of STATE (cents: an int, or "p/q" where a pay ratio leaves part of a cent) in units
-    for a view, with thousands separators: ``125050`` -> ``1,250.50``; ``-`` for none."""
-    from devices.game.settlement import units  # the game's rules, loaded only by a view that shows money
-    return "-" if cents is None else units(Fraction(cents), grouping=True)
+    """``devices.game.settlement.money``, the game's rules loaded only by a view that shows money."""
+    from devices.game.settlement import money as shown_money
+    return shown_money(cents)
 
 
 def fail(message: str, exit_code: int = EXIT_FAILURE) -> CliError:
@@ -276,71 +272,3 @@ def option_names(command: click.Command) -> set[str]:
         if isinstance(param, click.Option):
             names.update(param.opts, param.secondary_opts)
     return names
-
-
-#: what ends a program that cleans up after itself (:func:`end_like_ctrl_c`)
-ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_ended_by: list[int] = []  # the signal that ended this program, once one has
-_deferred: list[int] = []  # inside ending_deferred (main thread, where Python runs signal handlers): what came
-
-
-def end_like_ctrl_c() -> None:
-    """Ctrl-C, SIGTERM and SIGHUP end this program alike: the first raises KeyboardInterrupt in the
-    main thread, so its ``finally`` blocks stop the children it started (a ``kill`` or a closed
-    terminal must not leave a daemon running on ptys and sockets the next run reuses), and any
-    after it is let pass, so that cleanup is not cut short. :class:`Program` then exits
-    128 + the signal's number with one line."""
-    _ended_by.clear()
-    for signum in ENDING_SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored by who started it (a `&` job): stays so
-            signal.signal(signum, _first_ends)
-
-
-def _first_ends(signum: int, frame: FrameType | None) -> None:
-    if _deferred:  # raised where the block ends (ending_deferred)
-        _deferred[-1] = signum
-        return
-    _ended_by.append(signum)
-    for ending in ENDING_SIGNALS:  # a Python handler, not SIG_IGN: a child started meanwhile keeps the default
-        signal.signal(ending, _already_ending)
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def ending_deferred() -> Iterator[None]:
-    """Starting a child that is to be stopped: the KeyboardInterrupt of an ending signal that comes
-    meanwhile is raised where the block ends, not inside ``subprocess.Popen`` (the child would run
-    with nobody holding it to stop it: an orphaned daemon)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # handlers run in the main thread only: nothing is raised here
-        return
-    _deferred.append(0)
-    try:
-        yield
-    finally:
-        came = _deferred.pop()
-        if came:  # the one that came meanwhile ends the program now (or at the outer block's end)
-            _first_ends(came, None)
-
-
-def _already_ending(signum: int, frame: FrameType | None) -> None:
-    """A second signal while the first one's cleanup runs: nothing."""
-
-
-def interrupted_exit_code() -> int:
-    """The shell's exit code for the signal that ended this program (130 for a Ctrl-C)."""
-    return 128 + (_ended_by[-1] if _ended_by else signal.SIGINT)
-
-
-def stop_child(proc: subprocess.Popen[Any] | None, signum: int, timeout: float) -> None:
-    """Stop a child process this program started (it may have ended already: a Ctrl-C reaches the
-    whole process group): ``signum``, then SIGKILL if it is still there after ``timeout`` seconds."""
-    if proc is None:
-        return
-    if proc.poll() is None:
-        proc.send_signal(signum)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused, StateTimeout
-from cardd.cli.common import end_like_ctrl_c, ending_deferred, interrupted_exit_code, money, stop_child
+from devices.game.settlement import money
+from core.ctrl_c import end_like_ctrl_c, ending_deferred, interrupted_exit_code, stop_child
 from cardd.cli.shown import visible
 from cardd.journal import Journal
 from core.rundirs import keep, make_run_directory

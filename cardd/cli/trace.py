@@ -18,8 +18,8 @@ from typing import IO, Any
 
 import click
 
-from cardd.cli.common import (EXIT_USAGE, CliError, check_output_directory, emit_json, end_like_ctrl_c,
-                              json_option)
+from cardd.cli.common import EXIT_USAGE, CliError, check_output_directory, emit_json, json_option
+from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.device import device_error, parse_device_url
 from cardd.message_text import describe
 from cardd.trace.device import TraceDevice, trace_device

@@ -16,7 +16,8 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.cli.common import emit_json, end_like_ctrl_c, in_cardctl_words, json_option, money, options
+from cardd.cli.common import emit_json, in_cardctl_words, json_option, money, options
+from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.console import console
 from cardd.cli.daemon_client import api_errors, daemon, to_builtins
 from cardd.cli.shown import cells, shown

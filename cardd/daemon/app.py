@@ -30,7 +30,7 @@ import structlog
 
 from cardd.api.errors import ApiError, CommandFailed
 from cardd.api.peer import Caller, Role
-from cardd.api.protocol import ErrorCode, Event as ApiEvent
+from cardd.api.protocol import ApiEvent, ErrorCode
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
 from cardd.daemon.backend import DaemonBackend, Given, Runner
@@ -43,7 +43,7 @@ from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
 from devices.game.rules import HouseRules, RulesError, load_rules
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.inputs import ShuffleStarted
 from drivers.aio import cancel_and_wait
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from cardd.api.errors import CommandFailed, CommandKept
 from cardd.api.peer import Caller, Role, roles_text
-from cardd.api.protocol import Event, LogQuery
+from cardd.api.protocol import ApiEvent, LogQuery
 from cardd.api.protocol import ErrorCode
 from cardd.daemon.commands import CommandSpec, build_record, command_table, refusal_line
 from cardd.daemon.state import table_state
@@ -71,7 +71,7 @@ class DaemonBackend:
         return {**table_state(self.service.table, self._links(), self.service.journal.last_seq),
                 "retention": self._retention()}
 
-    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[ApiEvent], bool]:
         if query.severity is not None and query.severity not in SEVERITIES:  # a wrong field: not "failed"
             raise CommandFailed(f"severity {query.severity!r}: one of {', '.join(SEVERITIES)}",
                                 code=ErrorCode.BAD_REQUEST)
@@ -87,7 +87,7 @@ class DaemonBackend:
     def journal_head(self) -> int:
         return self.service.journal.last_seq
 
-    async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
+    async def events_since(self, seq: int, limit: int) -> Sequence[ApiEvent]:
         return [record_event(r) for r in self.service.journal.query(seq_from=seq + 1, limit=limit)]
 
     async def command(self, name: str, args: dict[str, Any], caller: Caller) -> int:

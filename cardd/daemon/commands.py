@@ -19,8 +19,7 @@ from cardd.api.peer import Caller, Role
 from cardd.api.protocol import ErrorCode
 from cardd.journal.records import is_header_text
 from core.names import NameRefused, normal_name
-from devices.game.round_types import RuleViolation
-from devices.overrides import OverrideRefused, TableError
+from devices.errors import OverrideRefused, RuleViolation, TableError
 from devices.tracker import inputs
 from devices.tracker.inputs import InputDecodeError
 

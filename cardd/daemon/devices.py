@@ -45,8 +45,8 @@ from cardd.daemon.event_marks import EventMarks, unit_of
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import Entry
 from devices.events import Event, Reason, Severity
+from devices.errors import TableError
 from devices.models.names import MODEL_NAMES
-from devices.overrides import TableError
 from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection

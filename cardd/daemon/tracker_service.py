@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import structlog
 
 from cardd.api.errors import CommandFailed
-from cardd.api.protocol import Event as ApiEvent
+from cardd.api.protocol import ApiEvent
 from cardd.daemon.commands import refusal_line
 from cardd.daemon.event_marks import EVENT_MARKS, EventMarks, marks_from_json, marks_to_json, merge_marks, unit_of
 from cardd.journal import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_INPUT, Encoded, Entry, Journal,
@@ -29,7 +29,7 @@ from cardd.journal.writer import JournalWriter
 from core.errors import CarddError
 from devices.events import Event, Reason, Severity
 from devices.game.rules import HouseRules
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.feed import Feed
 from devices.tracker.inputs import DeviceMessage, OpenRound, TableInput, Tick, from_json, to_json
 from devices.tracker.snapshot import restore, snapshot

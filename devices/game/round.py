@@ -23,9 +23,9 @@ API (all amounts in integer cents; ``who`` is the person behind an input, logged
     r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
     r.apply(record)                             # any of the records of devices.game.inputs, by type
 
-Modules: round_types (Action, Target, errors), round_checks (what the rules allow: they read the
-round and never change it), round_machine (the states, declared as a transitions Machine, and the
-table of its transitions), inputs (the records).
+Modules: round_types (Action, Target), round_checks (what the rules allow: they read the round
+and never change it), round_machine (the states, declared as a transitions Machine, and the
+table of its transitions), inputs (the records); the errors are in devices.errors.
 
 Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
 (OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).
@@ -53,9 +53,10 @@ from devices.game.inputs import (
     Act, CardDealt, CloseInsurance, CoPlayerChoice, EvenMoney, Flag, Hold, Insure, NoMoreBets, PlaceBet,
     PlacePairsBet, ReconstructAndRedeal, ReconstructInitialDeal, ReduceBet, Resume, RoundInput, Void,
 )
-from devices.overrides import OverrideRefused, require_supervisor  # refused overrides raise OverrideRefused
+from devices.overrides import require_supervisor
+from devices.errors import CardMismatch, RoundError, RoundHeld, RuleViolation
 from devices.game.round_machine import INITIAL, ROUND_STATES, ROUND_TRANSITIONS, is_live, next_state, triggers_from
-from devices.game.round_types import DEALER, Action, CardMismatch, RoundError, RoundHeld, RuleViolation, Target
+from devices.game.round_types import DEALER, Action, Target
 from devices.game.round_checks import (
     Problem, check_action, check_bet, check_insurance, check_pairs_bet, check_reduce, reductions_at_maximum,
 )
@@ -64,8 +65,7 @@ from devices.game.settlement import (Line, Settlement, blackjack_lines, even_mon
                                      units)
 from core.cards import Card, Rank
 
-__all__ = ["Action", "CardMismatch", "DEALER", "OverrideRefused", "ROUND_STATES", "ROUND_TRANSITIONS", "Round",
-           "RoundError", "RoundHeld", "RuleViolation", "Target"]
+__all__ = ["Action", "DEALER", "ROUND_STATES", "ROUND_TRANSITIONS", "Round", "Target"]
 
 
 _TARGETS: dict[tuple[int, int], Target] = {}

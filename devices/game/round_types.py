@@ -1,10 +1,8 @@
-"""The round's public value types and errors (re-exported by devices.game.round)."""
+"""The round's public value types (re-exported by devices.game.round); its errors are in devices.errors."""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-
-from core.errors import CarddError
 
 
 class Action(enum.StrEnum):
@@ -38,23 +36,3 @@ class Target:
 
 
 DEALER = Target("dealer")
-
-
-class RoundError(CarddError):
-    """Base of the round's typed errors."""
-
-
-class RoundHeld(RoundError):
-    """The round is held: no card or action is accepted until a supervisor resumes it."""
-
-
-class CardMismatch(RoundError):
-    """During a re-deal the shoe gave a card other than the one expected back."""
-
-
-class RuleViolation(CarddError):
-    """An input the house rules forbid; ``rule`` names the rule, the state is unchanged."""
-
-    def __init__(self, rule: str, message: str) -> None:
-        self.rule, self.message = rule, message
-        super().__init__(f"{rule}: {message}")

@@ -36,6 +36,14 @@ def units(amount: Money, *, grouping: bool = False) -> str:
     return f"{value:{separator}.2f}" if value == round(value, 2) else f"{value.normalize():{separator}f}"
 
 
+
+def money(cents: int | str | Fraction | None) -> str:
+    """An amount as a view shows it, with thousands separators: cents as an int, a Fraction, or the
+    "p/q" of STATE where a pay ratio leaves part of a cent; ``125050`` -> ``1,250.50``; ``-`` for none.
+    cardctl's views, the demo and the bench show money with it."""
+    return "-" if cents is None else units(Fraction(cents), grouping=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     player: str

@@ -10,11 +10,12 @@ them all.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from devices.events import Event, EventSink, Reason, Role
-from devices.overrides import TableError, require_supervisor
+from devices.overrides import require_supervisor
+from devices.errors import TableError
 from devices.tracker.inputs import ClearAlarm, command_name
 
 
@@ -25,6 +26,8 @@ class Alarm:
     source: str
     message: str
     round: int | None = None  # the round a round's alarm is about (its event's data)
+    #: the facts of the event that raised it (its ``data``): what code reads of an alarm, never its text
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 class AlarmBook:
@@ -37,7 +40,7 @@ class AlarmBook:
     def raise_from(self, event: Event) -> int:
         round_id = event.data.get("round")
         alarm = Alarm(self._next_id, str(event.reason), event.source, event.message,
-                      round_id if type(round_id) is int and round_id >= 0 else None)
+                      round_id if type(round_id) is int and round_id >= 0 else None, event.data)
         self.open[alarm.id] = alarm
         self._next_id += 1
         return alarm.id
@@ -67,8 +70,15 @@ class AlarmBook:
         # built by hand: dataclasses.asdict deep-copies field by field, and this runs at every snapshot
         return {"next_id": self._next_id, "open": [
             {"id": a.id, "reason": a.reason, "source": a.source, "message": a.message}
-            | ({} if a.round is None else {"round": a.round}) for a in self.open.values()]}
+            | ({} if a.round is None else {"round": a.round}) | ({"data": a.data} if a.data else {})
+            for a in self.open.values()]}
 
     def restore(self, snap: dict[str, Any]) -> None:
         self._next_id = snap["next_id"]
         self.open = {a["id"]: Alarm(**a) for a in snap["open"]}
+
+
+def alarms_open(kind: str, alarms: list[Alarm]) -> str:
+    """'foreign card alarm 3 is open', 'foreign card alarms 3, 4 are open'."""
+    ids = ", ".join(str(a.id) for a in alarms)
+    return f"{kind} alarm {ids} is open" if len(alarms) == 1 else f"{kind} alarms {ids} are open"

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from devices.events import EventSink
-from devices.game.round import Action, RuleViolation
+from devices.game.round import Action
+from devices.errors import RuleViolation
 from devices.tracker.inputs import (
     Act, CloseInsurance, CoPlayerChoice, DeviceMessage, HandShuffled, InputDecodeError, LinkUp, NoMoreBets,
     OpenRound, PlaceBet, ReduceBet, ShoeRemainder, TableInput, TakeSeat, from_json, to_json,

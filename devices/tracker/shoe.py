@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import structlog
 from transitions import Machine
 
-from core.errors import CarddError
+from devices.errors import RemainderError, ShoeStateError
 from devices.events import Event, EventSink, Reason, Severity
 from devices.machine_table import TableDriven
 from devices.game.rules import HouseRules, cut_window
@@ -386,11 +386,3 @@ class Shoe(TableDriven):
         self.out = Counter({Card.parse(c): n for c, n in snap["out"].items()})
         counted = snap["counted"]
         self.counted = None if counted is None else {c: 0 for c in ALL_CARDS} | {Card.parse(c): n for c, n in counted.items()}
-
-
-class ShoeStateError(CarddError, RuntimeError):
-    """An input the shoe cannot take in its current state."""
-
-
-class RemainderError(CarddError, ValueError):
-    """A shoe remainder that is not a count of 0 or more per card."""

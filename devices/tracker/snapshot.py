@@ -36,11 +36,12 @@ from devices.events import Event, EventSink, Reason, Severity
 from devices.game.inputs import ROUND_INPUTS
 from devices.game.round import Round
 from devices.game.rules import HouseRules
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.alarms import Alarm
 from devices.tracker.inputs import from_json, hex_bytes, to_json
 from devices.tracker.shoe import SHOE_STATES
-from devices.tracker.table import CountShortfall, Table
+from devices.tracker.state import CountShortfall
+from devices.tracker.table import Table
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
@@ -136,6 +137,7 @@ class _Alarm(_Strict):
     source: str
     message: str
     round: Count | None = None  # none in a version-4 snapshot
+    data: dict[str, Any] = {}  # the raising event's facts; none in a snapshot older than this key
 
 
 class _Alarms(_Strict):
@@ -287,7 +289,8 @@ def _fill(table: Table, s: _Snapshot) -> None:
     shoe.deferred = _messages(s.deferred, "$.deferred", (ShuffleProgress, ShuffleComplete, DeckCheckResult,
                                                          ShoeLoaded))
     table.alarms._next_id = s.alarms.next_id
-    table.alarms.open = {a.id: Alarm(a.id, a.reason, a.source, a.message, a.round) for a in s.alarms.open}
+    table.alarms.open = {a.id: Alarm(a.id, a.reason, a.source, a.message, a.round, dict(a.data))
+                          for a in s.alarms.open}
     table.holds = dict(s.holds)
     for name in _PILES:
         setattr(table, name, _cards(getattr(s.piles, name), f"$.piles.{name}"))

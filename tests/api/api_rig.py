@@ -11,7 +11,7 @@ from typing import Any
 
 from cardd.api.errors import CommandFailed
 from cardd.api.peer import Caller, Role, RoleGroups
-from cardd.api.protocol import ErrorCode, Event, LogQuery
+from cardd.api.protocol import ErrorCode, ApiEvent, LogQuery
 from cardd.api.server import ApiServer, Limits
 from cardd.daemon.commands import command_table
 from cardd.journal.records import KIND_COMMAND, KIND_EVENT, KIND_INPUT
@@ -33,7 +33,7 @@ class FakeDaemon:
     command_roles: dict[str, frozenset[Role]] = {name: spec.roles for name, spec in COMMANDS.items()}
 
     def __init__(self) -> None:
-        self.journal: list[Event] = []
+        self.journal: list[ApiEvent] = []
         self.accepted: list[tuple[str, dict[str, Any], Caller]] = []
         self.refused: list[tuple[str, Caller, frozenset[Role]]] = []
         self.held_back: list[tuple[str, int, dict[str, int], float]] = []
@@ -41,9 +41,9 @@ class FakeDaemon:
         self.queries: list[LogQuery] = []
 
     def journal_event(self, reason: str = Reason.CARD_ASSIGNED.value, *, kind: str = KIND_EVENT,
-                      source: str = "shoe-1", who: str | None = None, **data: Any) -> Event:
+                      source: str = "shoe-1", who: str | None = None, **data: Any) -> ApiEvent:
         """A record as the daemon journals one: by default the event of a card read and assigned."""
-        event = Event(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind=kind,
+        event = ApiEvent(seq=len(self.journal) + 1, time=1_700_000_000.0 + len(self.journal), kind=kind,
                       source=source, reason=reason, severity="info", who=who, message=reason.lower(), data=data)
         self.journal.append(event)
         return event
@@ -51,7 +51,7 @@ class FakeDaemon:
     async def state(self, caller: Caller) -> dict[str, Any]:
         return {"shoe": {"cards_left": 416 - len(self.journal)}, "round": None, "holds": []}
 
-    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[Event], bool]:
+    async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[ApiEvent], bool]:
         self.queries.append(query)
         if query.reason == "BUG":
             raise RuntimeError("a fault in the daemon")
@@ -64,7 +64,7 @@ class FakeDaemon:
     def journal_head(self) -> int:
         return len(self.journal)
 
-    async def events_since(self, seq: int, limit: int) -> Sequence[Event]:
+    async def events_since(self, seq: int, limit: int) -> Sequence[ApiEvent]:
         self.replay_reads += 1
         # a journal read in another thread: events are journaled and published before it
         # starts and after it read, so some arrive both ways and some only live

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from cardd.api import schema
-from cardd.api.protocol import (CLIENT_CLASSES, COMMAND_TYPES, PROTOCOL_VERSION, SERVER_CLASSES, Command, Event,
+from cardd.api.protocol import (CLIENT_CLASSES, COMMAND_TYPES, PROTOCOL_VERSION, SERVER_CLASSES, Command, ApiEvent,
                                 LogQuery, LogReply, Version, class_name, encode_line, reply_decoder, request_decoder)
 from cardd.daemon.app import release
 from cardd.daemon.backend import journal_reasons
@@ -64,7 +64,7 @@ def test_the_examples_use_the_daemons_own_reason_codes_and_commands():
     requests = [request_decoder.decode(e) for e in examples("Client to server")]
     replies = [reply_decoder.decode(e) for e in examples("Server to client")]
     journaled = journal_reasons()
-    events = [m for m in replies if isinstance(m, Event)]
+    events = [m for m in replies if isinstance(m, ApiEvent)]
     events += [r for m in replies if isinstance(m, LogReply) for r in m.records]
     assert events
     for event in events:  # a table input's record has no reason; every other record one the daemon writes

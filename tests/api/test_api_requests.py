@@ -10,7 +10,7 @@ import pytest
 
 from cardd.api.errors import ApiError, PeerCredentialsError, SocketInUse
 from cardd.api.peer import ALL_ROLES, Caller
-from cardd.api.protocol import ERROR_CODES, Event, LogQuery
+from cardd.api.protocol import ERROR_CODES, ApiEvent, LogQuery
 from cardd.api.server import ApiServer, Limits
 from cardd.daemon.backend import journal_reasons
 from cardd.daemon.commands import command_table
@@ -33,7 +33,7 @@ def test_the_rig_has_the_daemons_commands_and_journals_them_as_the_daemon_does()
     assert daemon.command_roles == {spec.name: spec.roles for spec in command_table(simulated=False).values()}
     root = Caller(pid=1, uid=0, gid=0, user="root", groups=frozenset({0}), roles=ALL_ROLES)
 
-    async def commands() -> list[Event]:
+    async def commands() -> list[ApiEvent]:
         for name in ("open_round", "selftest", "export_journal"):
             await daemon.command(name, {}, root)
         return daemon.journal

@@ -1,4 +1,4 @@
-"""How a program that cleans up after itself ends on a signal (cardd.cli.common.end_like_ctrl_c),
+"""How a program that cleans up after itself ends on a signal (core.ctrl_c.end_like_ctrl_c),
 in this process: tests/conftest.py puts the handlers back after each test."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from cardd.cli.common import end_like_ctrl_c, ending_deferred, interrupted_exit_code
+from core.ctrl_c import end_like_ctrl_c, ending_deferred, interrupted_exit_code
 
 
 def test_the_first_signal_raises_and_the_next_ones_are_let_pass() -> None:

@@ -12,11 +12,10 @@ import click
 import pytest
 
 from cardd.api.client import ApiClient, CommandRefused
-from cardd.cli.common import money
 from cardd.cli.table import Cents, parse_counts, read_counts
 from cardd.journal import Entry, Journal, JournalError
 from devices.game.rules import HouseRules
-from devices.game.settlement import units
+from devices.game.settlement import money, units
 from devices.tracker.snapshot import snapshot
 from tests.cli.cli_rig import CARDCTL, cardctl, start_round
 from tests.table.table_rig import TableRig

@@ -14,7 +14,7 @@ from pytest_mock import MockerFixture
 
 from cardd.config import RULES_DIR
 import cardd.daemon.tracker_service as tracker_service
-from cardd.api.protocol import Event as ApiEvent
+from cardd.api.protocol import ApiEvent
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import KIND_START, Encoded, Entry, Journal, JournalCorrupt, JournalWriteError
 from cardd.journal.writer import THREAD_COMMIT_RECORDS

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from drivers import BadURL, DeviceNotFound, LinkDown, LinkLost, make_transport, parse_url
+from drivers import BadURL, DeviceNotFound, PortClosed, LinkLost, make_transport, parse_url
 from drivers.memory import MemoryTransport, listen, memory_pair
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 
@@ -68,7 +68,7 @@ def test_closing_either_end_hangs_up_the_other():
         await turns()
         assert len(host.lost) == 1 and isinstance(host.lost[0], LinkLost) and "hung up" in str(host.lost[0])
         assert not port.is_open
-        with pytest.raises(LinkDown, match="^mem://plug: closed"):
+        with pytest.raises(PortClosed, match="^mem://plug: closed"):
             port.write(b"late")
 
         again = make_transport("mem://plug")  # a new connection reaches the same line
@@ -132,5 +132,5 @@ def test_a_reconnecting_port_reopens_a_mem_line_after_an_unplug():
 
 
 def test_an_end_not_joined_cannot_be_attached():
-    with pytest.raises(LinkDown, match="not joined"):
+    with pytest.raises(PortClosed, match="not joined"):
         MemoryTransport("mem://alone").attach(ListenerRecorder())

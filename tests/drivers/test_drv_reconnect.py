@@ -10,7 +10,7 @@ import os
 import pytest
 from structlog.testing import capture_logs
 
-from drivers import LinkDown
+from drivers import PortClosed
 from drivers.reconnect import Backoff, PortEventKind, ReconnectingPort
 from drivers.transport import Transport
 
@@ -88,7 +88,7 @@ def test_serial_port_survives_unplug_and_replug(pty_device):
         assert await pty_device.receive(3) == b"one"
         pty_device.unplug()
         await h.until(lambda: DISCONNECTED in h.kinds())
-        with pytest.raises(LinkDown):
+        with pytest.raises(PortClosed):
             h.port.write(b"lost")
         await h.until_connected(2)
         h.port.write(b"two")
@@ -260,12 +260,12 @@ class Flapping(Transport):
         asyncio.get_running_loop().call_soon(self.close)
 
     def write(self, data):
-        raise LinkDown(self.url, "gone")
+        raise PortClosed(self.url, "gone")
 
     def close(self):
         listener, self._listener = self._listener, None
         if listener is not None:
-            listener.connection_lost(LinkDown(self.url, "dropped right after open"))
+            listener.connection_lost(PortClosed(self.url, "dropped right after open"))
 
     @property
     def is_open(self):

@@ -8,7 +8,7 @@ import threading
 import pytest
 from structlog.testing import capture_logs
 
-from drivers import (DeviceBusy, DeviceNotFound, LinkDown, LinkLost, PermissionDenied,
+from drivers import (DeviceBusy, DeviceNotFound, PortClosed, LinkLost, PermissionDenied,
                      open_transport)
 from drivers.serial_port import SerialTransport
 
@@ -100,7 +100,7 @@ def test_unplug_calls_connection_lost_once_naming_the_device(pty_device):
         exc = await rec.wait_lost()
         await asyncio.sleep(0.05)  # any second report would land here
         transport.close()  # closing a lost link is a no-op
-        with pytest.raises(LinkDown, match=pty_device.link_path):
+        with pytest.raises(PortClosed, match=pty_device.link_path):
             transport.write(b"x")
         return rec, exc, transport
 

@@ -8,7 +8,7 @@ import pytest
 import usb.core
 from structlog.testing import capture_logs
 
-from drivers import (DeviceBusy, DeviceNotFound, DriverError, LinkDown, LinkLost, PermissionDenied,
+from drivers import (DeviceBusy, DeviceNotFound, DriverError, PortClosed, LinkLost, PermissionDenied,
                      UsbUnavailable, open_transport)
 from drivers.known_devices import by_role
 from drivers.usb_bulk import UsbBulkTransport
@@ -89,7 +89,7 @@ def test_unplug_reports_connection_lost_once_and_ends_the_threads(usb_shoe):
         exc = await rec.wait_lost()
         await asyncio.sleep(0.1)  # a second report (from the writer thread too) would land here
         transport.close()
-        with pytest.raises(LinkDown):
+        with pytest.raises(PortClosed):
             transport.write(b"x")
         return rec, exc
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from drivers import LinkDown
+from drivers import PortClosed
 from firmware_bridge.errors import FirmwareTransferError
 from firmware_bridge.firmware import generate_dev_keypair, public_key_bytes, sign_image, update_firmware
 from firmware_bridge.messages import Counters, Fault, FaultCode, Status, StatusRequest
@@ -59,7 +59,7 @@ def test_simulator_stopped_while_a_request_waits_ends_the_request_at_once(e2e):
         pending = asyncio.ensure_future(host.conn.request(StatusRequest(), expect=Counters, timeout=30))
         await host.until(lambda: host.of(Status))  # the device is mid-conversation
         endpoint.stop()
-        with pytest.raises(LinkDown, match="device went away before it answered StatusRequest"):
+        with pytest.raises(PortClosed, match="device went away before it answered StatusRequest"):
             await asyncio.wait_for(pending, 10)
         await host.until(lambda: SessionEventKind.DISCONNECTED in host.kinds())
 

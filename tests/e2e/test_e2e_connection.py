@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from drivers.errors import LinkDown
+from drivers.errors import PortClosed
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import FLAPPING_AFTER, DeviceConnection
 from firmware_bridge.messages import CardRead, Ident, Message, Status, StatusRequest
@@ -61,7 +61,7 @@ def test_a_device_connection_reconnects_after_an_unplug_and_card_reads_resume(li
             endpoint.call(device.load, full_shoe(1))
             endpoint.call(device.deal, 5)  # the shoe goes off the wire after card 2 for 0.3 s
             await seen.until(lambda: K.DISCONNECTED in seen.kinds())
-            with pytest.raises(LinkDown, match="not connected"):
+            with pytest.raises(PortClosed, match="not connected"):
                 await conn.request(StatusRequest(), expect=Status)
             await seen.until(lambda: seen.kinds().count(K.CONNECTED) == 2)
             assert seen.kinds() == [K.CONNECTED, K.DISCONNECTED, K.CONNECTED]  # same boot: no REBOOTED
@@ -97,7 +97,7 @@ def test_a_device_connection_waits_for_a_device_that_is_not_there_yet(link_path)
         try:
             await until(lambda: len(retries) >= 3, what="three failed opens")  # nothing reported, nothing raised
             assert seen.events == [] and not conn.connected
-            with pytest.raises(LinkDown, match=r"not connected \(reconnecting\)"):
+            with pytest.raises(PortClosed, match=r"not connected \(reconnecting\)"):
                 await conn.send(StatusRequest())
             await asyncio.to_thread(endpoint.start)  # the device is plugged in
             await conn.wait_connected(timeout=10)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from drivers import LinkDown, register_scheme, unregister_scheme
+from drivers import PortClosed, register_scheme, unregister_scheme
 from drivers.memory import MemoryTransport
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import LinkReset, SessionClosed
@@ -189,9 +189,9 @@ def test_wait_connected_on_a_closed_managed_device_raises_instead_of_waiting_for
         waiting = asyncio.ensure_future(conn.wait_connected())  # no timeout: the caller trusts close()
         await asyncio.sleep(0.05)
         await conn.close()
-        with pytest.raises(LinkDown, match="closed"):
+        with pytest.raises(PortClosed, match="closed"):
             await asyncio.wait_for(waiting, 5)
-        with pytest.raises(LinkDown, match="closed"):
+        with pytest.raises(PortClosed, match="closed"):
             await asyncio.wait_for(conn.wait_connected(), 5)
 
     run(main())

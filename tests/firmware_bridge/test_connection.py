@@ -1,11 +1,11 @@
 """DeviceConnection kept up against the in-memory device: handshakes retried until the device
-answers, a lost port reopened and greeted again, LinkDown while away, a broken event sink survived.
+answers, a lost port reopened and greeted again, PortClosed while away, a broken event sink survived.
 (tests/e2e/test_e2e_connection.py runs it over a real pty and pyusb with an unplug.)"""
 from __future__ import annotations
 
 import pytest
 
-from drivers import LinkDown
+from drivers import PortClosed
 from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.messages import Status, StatusRequest
 from firmware_bridge.session import SessionEventKind as K
@@ -23,7 +23,7 @@ def test_handshake_is_retried_until_the_device_answers():
         await conn.start()
         await until(lambda: len(line.device.received) >= 3)  # HELLO, HELLO, ...
         assert not conn.connected and K.CONNECTED not in kinds(events)
-        with pytest.raises(LinkDown, match=r"mem://shoe: device is not connected \(reconnecting\)"):
+        with pytest.raises(PortClosed, match=r"mem://shoe: device is not connected \(reconnecting\)"):
             await conn.request(StatusRequest(), expect=Status)
         line.device.answer = True
         ident = await conn.wait_connected(timeout=5)
@@ -58,7 +58,7 @@ def test_a_lost_port_is_reported_reopened_and_greeted_again():
         assert K.REBOOTED in kinds_seen and ident_of(conn).boot_id == line.device.boot_id
         await conn.close()
         assert not conn.connected
-        with pytest.raises(LinkDown):
+        with pytest.raises(PortClosed):
             await conn.send(StatusRequest())
 
     run(main())

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from drivers import LinkDown
+from drivers import PortClosed
 
 from core.cards import Card, Orientation
 from firmware_bridge.errors import IncompatibleProtocol, RequestRefused, RequestTimeout
@@ -78,7 +78,7 @@ def test_incompatible_major_version_is_refused_naming_both():
             await conn.open()
         assert K.INCOMPATIBLE in kinds(events) and K.CONNECTED not in kinds(events)
         assert await hung_up(device) == 1 and line.connections == 1
-        with pytest.raises(LinkDown, match="mem://device: device is closed"):
+        with pytest.raises(PortClosed, match="mem://device: device is closed"):
             await conn.send(StatusRequest())
 
     run(main())
@@ -240,7 +240,7 @@ def test_port_loss_ends_the_session_and_the_connection_waits_for_the_device():
         line.close()  # unplugged, and nothing answers at mem://device any more
         await until(lambda: K.DISCONNECTED in kinds(events))
         assert conn.session is None and not conn.connected
-        with pytest.raises(LinkDown, match=r"mem://device: device is not connected \(reconnecting\)"):
+        with pytest.raises(PortClosed, match=r"mem://device: device is not connected \(reconnecting\)"):
             await conn.request(StatusRequest(), expect=Status)
         await until(lambda: session.link.state is LinkState.CLOSED)  # the session is over
         assert not waiter.done()  # the connection's messages go on across unplugs...

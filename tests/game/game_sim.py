@@ -8,7 +8,8 @@ from typing import Callable
 from devices.events import Event
 from devices.game.hand import Hand
 from devices.game.inputs import CoPlayerChoice
-from devices.game.round import Action, Round, RuleViolation
+from devices.game.round import Action, Round
+from devices.errors import RuleViolation
 from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card
 

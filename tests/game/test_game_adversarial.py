@@ -5,7 +5,8 @@ import pytest
 
 from devices.events import Reason, Role
 from devices.game.inputs import CoPlayerChoice
-from devices.game.round import Action, RuleViolation
+from devices.game.round import Action
+from devices.errors import RuleViolation
 
 from tests.game.game_helpers import Recorder, deal, nets, new_round, rules_for, run, settlement_of, snapshot
 

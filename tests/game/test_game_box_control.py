@@ -11,7 +11,8 @@ import pytest
 
 from devices.events import Reason
 from devices.game.inputs import CoPlayerChoice
-from devices.game.round import Action, Round, RuleViolation
+from devices.game.round import Action, Round
+from devices.errors import RuleViolation
 from tests.game.game_helpers import Recorder, deal, nets, new_round, rules_for, snapshot
 
 HIT, STAND, DOUBLE, SPLIT, SURRENDER = Action.HIT, Action.STAND, Action.DOUBLE, Action.SPLIT, Action.SURRENDER

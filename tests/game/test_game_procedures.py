@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 
 from devices.events import Reason, Role, Severity
-from devices.overrides import OverrideRefused
-from devices.game.round import Action, CardMismatch, Round, RoundHeld, RuleViolation, Target
+from devices.errors import CardMismatch, OverrideRefused, RoundHeld, RuleViolation
+from devices.game.round import Action, Round, Target
 from devices.game.rules import DealerRules, HouseRules
 
 from tests.game.game_helpers import Recorder, cards, deal, new_round, settlement_of, snapshot

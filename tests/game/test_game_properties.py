@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devices.game.round import Action, Round, RoundError, RuleViolation
+from devices.game.round import Action, Round
+from devices.errors import RoundError, RuleViolation
 from core.cards import Card
 
 from tests.game.game_helpers import CASINOS, Recorder, rules_for, snapshot

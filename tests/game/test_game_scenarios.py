@@ -10,7 +10,7 @@ import pytest
 
 from devices.events import Reason
 from devices.game.inputs import CoPlayerChoice
-from devices.game.round import RuleViolation
+from devices.errors import RuleViolation
 
 from tests.game.game_helpers import (
     CASINOS, SHEET, Recorder, ace_splits_allowed, nets, new_round, rules_for, run, settlement_of, snapshot,

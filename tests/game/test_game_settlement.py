@@ -10,7 +10,8 @@ import pytest
 
 from devices.game.hand import Hand
 from devices.game.rules import HouseRules
-from devices.game.round import Action, RuleViolation
+from devices.game.round import Action
+from devices.errors import RuleViolation
 from devices.game.settlement import settle, units
 
 from devices.events import Reason

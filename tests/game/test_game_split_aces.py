@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 from tests.game.game_helpers import new_round, rules_for, run
 
-from devices.game.round import Action, RuleViolation
+from devices.game.round import Action
+from devices.errors import RuleViolation
 
 
 @pytest.mark.parametrize("casino", ["casino-000", "casino-003"])  # aces re-split: twice; unlimited

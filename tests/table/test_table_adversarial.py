@@ -12,8 +12,8 @@ from devices.tracker.inputs import (
     NoMoreBets, OpenRound, PlaceBet, Redeal, Resume, ShoeRemainder, ShuffleStarted, VoidShoe,
 )
 from devices.events import Reason, Role
-from devices.game.round import Action, RuleViolation
-from devices.overrides import TableError
+from devices.game.round import Action
+from devices.errors import RuleViolation, TableError
 from devices.game.rules import HouseRules
 from devices.tracker.snapshot import restore, snapshot
 from cardd.daemon.state import table_state

@@ -16,9 +16,8 @@ from devices.game.rules import HouseRules
 from devices.tracker.inputs import (ClearAlarm, DeviceMessage, LinkDown, LinkUp, OpenRound, Redeal, Resume,
                                     ShoeRemainder, Tick, VoidShoe)
 from devices.tracker.snapshot import SnapshotError, restore, snapshot
-from devices.tracker.shoe import RemainderError
+from devices.errors import OverrideRefused, RemainderError, TableError
 from devices.tracker.table import Table
-from devices.overrides import OverrideRefused, TableError
 from firmware_bridge.messages import (
     CardRead, DeckCheckResult, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Heartbeat, Ident, ShoeEmpty, ShoeLoaded, ShuffleComplete,
     ShuffleProgress, Status, UnreadableCard,

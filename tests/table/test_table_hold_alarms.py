@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from devices.events import Event, Reason, Role, Severity
-from devices.overrides import OverrideRefused
+from devices.errors import OverrideRefused
 from devices.tracker.inputs import (Act, CardsToBoxWithoutWager, ClearAlarm, DeviceMessage, LinkDown, LinkUp, Redeal,
                                     Resume, VoidShoe)
 from devices.tracker.snapshot import restore, snapshot

@@ -11,9 +11,9 @@ from core.cards import Card
 from core.errors import CarddError
 from devices.events import Reason, Role
 from devices.game.inputs import ROUND_INPUTS
-from devices.game.round import Action, Round, RoundError, Target
+from devices.game.round import Action, Round, Target
+from devices.errors import RoundError, TableError
 from devices.game.rules import HouseRules
-from devices.overrides import TableError
 from devices.tracker import inputs as i
 from devices.tracker.recording import load, record_random_shoes, replay, save
 from devices.tracker.table import Table

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from devices.events import Reason, Role
-from devices.overrides import OverrideRefused, TableError
+from devices.errors import OverrideRefused, TableError
 from devices.tracker.inputs import ClearAlarm, DeviceMessage, OpenRound, Redeal, Resume
 from firmware_bridge.messages import Fault, FaultCleared, FaultCode
 

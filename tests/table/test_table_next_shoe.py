@@ -9,7 +9,7 @@ import pytest
 
 from core.cards import Card, shoe_composition
 from devices.events import Event, Reason, Role, Severity
-from devices.overrides import OverrideRefused, TableError
+from devices.errors import OverrideRefused, TableError
 from devices.tracker.inputs import ClearAlarm, DeviceMessage, HandShuffled, OpenRound, Redeal, ShoeRemainder, ShuffleStarted, \
     VoidShoe
 from devices.tracker.snapshot import SNAPSHOT_VERSION, restore, snapshot

@@ -9,7 +9,7 @@ import pytest
 
 from cardd.daemon.commands import refusal_line
 from devices.events import Reason, Role
-from devices.overrides import OverrideRefused
+from devices.errors import OverrideRefused
 from devices.tracker.inputs import (COMMAND_NAMES, CardsToBoxWithoutWager, ClearAlarm, PlacementError, Redeal, Resume,
                                     TableInput, VoidShoe)
 from devices.tracker.inputs import DeviceMessage

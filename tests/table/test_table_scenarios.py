@@ -14,8 +14,8 @@ from devices.tracker.inputs import (
     EnterCard, LinkDown, LinkUp, OpenRound, PlacementError, Redeal, Resume, Tick,
 )
 from devices.events import Reason, Role, Severity
-from devices.overrides import OverrideRefused, TableError
-from devices.game.round import Action, RoundHeld, RuleViolation
+from devices.errors import OverrideRefused, RoundHeld, RuleViolation, TableError
+from devices.game.round import Action
 from core.cards import Card
 from firmware_bridge.messages import (CutCardSeen, DeviceRole, DeviceState, Fault, FaultCleared, FaultCode, Ident,
                                       Status)

@@ -9,7 +9,8 @@ import pytest
 from cardd.config import RULES_DIR
 from core.cards import Card
 from devices.events import Reason
-from devices.game.round import Action, RuleViolation
+from devices.game.round import Action
+from devices.errors import RuleViolation
 from devices.tracker.inputs import (
     Act, AskForBox, DealerChange, LeaveSeat, NoMoreBets, OpenRound, PlaceBet, ReduceBet, TakeSeat,
 )

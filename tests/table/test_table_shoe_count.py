@@ -16,7 +16,7 @@ import json
 import pytest
 
 from devices.events import Event, Reason, Role, Severity
-from devices.overrides import TableError
+from devices.errors import TableError
 from devices.tracker.inputs import (CardsToBoxWithoutWager, ClearAlarm, DeviceMessage, NoMoreBets, OpenRound,
                                     PlaceBet, Redeal, Resume, VoidShoe)
 from devices.tracker.snapshot import restore, snapshot

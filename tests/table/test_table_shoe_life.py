@@ -10,7 +10,7 @@ from devices.tracker.inputs import (
     Act, ClearAlarm, DeviceMessage, OpenRound, PlaceBet, ShoeRemainder, ShuffleStarted, VoidShoe,
 )
 from devices.events import Reason, Role, Severity
-from devices.overrides import OverrideRefused, TableError
+from devices.errors import OverrideRefused, TableError
 from devices.game.round import Action
 from devices.game.rules import HouseRules
 from core.cards import ALL_CARDS, Card, shoe_composition
