@@ -46,16 +46,17 @@ from firmware_bridge.messages import (
     CardRead, DeckCheckResult, Message, ShoeLoaded, ShuffleComplete, ShuffleProgress, UnreadableCard, decode, encode,
 )
 
-SNAPSHOT_VERSION = 8  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
+SNAPSHOT_VERSION = 9  # 2: entry_to_discard; 3: the round log as input records; 4: rules digest, last_index, seats;
 #                       5: an alarm's round; 6: cards_put_back, shoe_count_named (the shoe reader's count);
 #                       7: shoe.after_void (the next shoe that took a voided shoe's place);
-#                       8: read_cards (the card read at each index), shoe_count_short (a count waiting for a read)
+#                       8: read_cards (the card read at each index), shoe_count_short (a count waiting for a read);
+#                       9: an alarm's data (the facts its event carried)
 #: what :func:`restore` reads: a version-4 snapshot is a version 5 whose alarms have no round, a version 5
 #: a version 6 with no card put back and no count named, a version 6 a version 7 whose shoe took no voided
 #: shoe's place, a version 7 a version 8 whose reads' cards are not known (not compared with a repeat) and
-#: whose count waits for no read. An older cardd refuses a newer one by its number (a rollback after this
-#: change: docs/journal.md)
-READABLE_VERSIONS = (4, 5, 6, 7, SNAPSHOT_VERSION)
+#: whose count waits for no read, a version 8 a version 9 whose alarms carry no facts. An older cardd
+#: refuses a newer one by its number (a rollback after this change: docs/journal.md)
+READABLE_VERSIONS = (4, 5, 6, 7, 8, SNAPSHOT_VERSION)
 _PILES = ("burn_pile", "discard", "played", "pending", "drawn_in_error")
 
 Count = Annotated[int, msgspec.Meta(ge=0)]

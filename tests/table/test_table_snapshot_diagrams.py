@@ -89,7 +89,7 @@ def test_the_round_log_is_input_records_and_a_bad_snapshot_is_refused_by_name() 
     rig.table.apply(NoMoreBets("dealer-1"))
     rig.deal("TC")
     snap = json.loads(json.dumps(snapshot(rig.table)))
-    assert snap["version"] == SNAPSHOT_VERSION == 8
+    assert snap["version"] == SNAPSHOT_VERSION == 9
     assert snap["round"]["log"] == [
         {"v": 2, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 1000},
         {"v": 2, "type": "NoMoreBets", "who": "dealer-1"},
