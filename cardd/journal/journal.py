@@ -26,9 +26,9 @@ from .integrity import PARALLEL_VERIFY_RECORDS, QUICK_CHECK_RECORDS, VerifyResul
 from .lock import WriterLock, release_lock, take_writer_lock
 from .records import (GENESIS_HASH, SEVERITIES, Entry, Record, canonical_json, chain_values, check_entries,
                       plain_canonical_json, reference_canonical_json, to_ns)
-from .retention import (DAY_NS, BeforeInsert, ExportFile, ExportResult, PruneResult, RetentionStatus, export_note,
+from .retention import (BeforeInsert, ExportFile, ExportResult, PruneResult, RetentionStatus, export_note,
                         exported_through, prunable_through, prune_note, write_export_file)
-from .schema import MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
+from .schema import DAY_NS, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
 from .sqlite_errors import sqlite_problem
 
 KEEP_SNAPSHOTS = 3
@@ -53,7 +53,6 @@ def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Enc
             text = reference_canonical_json(data, f"entry {len(datas)} ({entry.kind} {entry.reason}) data")
         append(text)
     return Encoded(entries, datas, snapshot_json)
-
 
 
 def journal_files(path: Path) -> tuple[Path, ...]:

@@ -13,10 +13,9 @@ from .connection import connect
 from .errors import JournalCorrupt, JournalExportError
 from .export import write_export
 from .records import KIND_EXPORT, KIND_PRUNE, REASON_EXPORTED, REASON_PRUNED, Entry, Record, iso_ns
-from .schema import RECORD_COLUMNS
+from .schema import DAY_NS, RECORD_COLUMNS
 from .sqlite_errors import sqlite_problem
 
-DAY_NS = 86_400 * 1_000_000_000
 #: what runs first in the transaction of an export's or a prune's record: (connection, its seq)
 BeforeInsert = Callable[[sqlite3.Connection, int], None]
 

@@ -16,7 +16,7 @@ APPLICATION_ID = 0x43415244  # "CARD": PRAGMA application_id marks the file as a
 SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 MIN_RETENTION_DAYS = 90
-_DAY_NS = 86_400 * 1_000_000_000
+DAY_NS = 86_400 * 1_000_000_000
 # the machine's clock in UTC nanoseconds, as SQLite can compute it
 _SQL_NOW_NS = "CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)"
 
@@ -85,7 +85,7 @@ CREATE TRIGGER anchor_forward BEFORE UPDATE ON anchor
 WHEN NEW.seq <= OLD.seq
   OR NEW.hash IS NOT (SELECT hash FROM records WHERE seq = NEW.seq)
   OR NOT EXISTS (SELECT 1 FROM exports WHERE NEW.seq BETWEEN first_seq AND last_seq)
-  OR (SELECT ts FROM records WHERE seq = NEW.seq) >= {_SQL_NOW_NS} - {MIN_RETENTION_DAYS * _DAY_NS}
+  OR (SELECT ts FROM records WHERE seq = NEW.seq) >= {_SQL_NOW_NS} - {MIN_RETENTION_DAYS * DAY_NS}
 BEGIN SELECT RAISE(ABORT, 'the anchor moves only forward onto an exported record older than {MIN_RETENTION_DAYS} days'); END;
 CREATE TRIGGER anchor_no_delete BEFORE DELETE ON anchor
 BEGIN SELECT RAISE(ABORT, 'the journal anchor is never deleted'); END;
