@@ -149,6 +149,19 @@ class Daemon:
         """cardd's log so far (JSON lines) and any last words."""
         return self.stderr_path.read_text(errors="replace")
 
+    def log_lines(self, event: str) -> list[dict[str, Any]]:
+        """The lines of cardd's log so far whose ``event`` is ``event``, as JSON objects (its
+        last words, not JSON, left out)."""
+        lines = []
+        for line in self.stderr().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("event") == event:
+                lines.append(record)
+        return lines
+
     def stop(self) -> tuple[int, str]:
         """SIGTERM: a graceful stop; returns (exit code, stderr)."""
         if self.proc.poll() is None:

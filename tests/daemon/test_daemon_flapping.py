@@ -4,7 +4,6 @@ with it without pause and journaled thousands of records a second (most of them 
 the device states they moved)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +27,6 @@ RECORDS_PER_HANDSHAKE = 8
 HANDSHAKES_AGAIN = 5
 
 
-def _log_lines(daemon: Daemon, event: str) -> list[dict[str, Any]]:
-    lines = []
-    for line in daemon.stderr().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("event") == event:
-            lines.append(record)
-    return lines
-
-
 def test_a_shoe_that_flaps_its_identity_is_one_alarm_and_handshakes_that_back_off(directory: Path) -> None:
     with PtyEndpoint(SimulatedShoe(faults=Faults(flapping_ident=True))) as endpoint:
         daemon = Daemon(["--config", str(write_config(directory, endpoint.url, None))], directory / "cardd.sock")
@@ -51,12 +38,12 @@ def test_a_shoe_that_flaps_its_identity_is_one_alarm_and_handshakes_that_back_of
             "after the handshake before (the last: unasked IDENT: boot id "), alarm
         assert alarm["message"].endswith("): each handshake waits longer, up to 5 s, until it stays up 5 s; a "
                                          "technician looks at the device"), alarm
-        wait_until(lambda: len(_log_lines(daemon, "handshake_again_soon")) >= HANDSHAKES_AGAIN,
+        wait_until(lambda: len(daemon.log_lines("handshake_again_soon")) >= HANDSHAKES_AGAIN,
                    f"{HANDSHAKES_AGAIN} handshakes asked for again")
         client.close()
         code, err = daemon.stop()
         assert code == 0, err
-    again = _log_lines(daemon, "handshake_again_soon")
+    again = daemon.log_lines("handshake_again_soon")
     backoff = Backoff()
     assert [line["delay"] for line in again] == [backoff.delay(n) for n in range(1, len(again) + 1)]
     with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:

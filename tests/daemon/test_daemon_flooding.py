@@ -6,7 +6,6 @@ comes near the budget. Without the budget a shoe sending Status unasked at link 
 the journal by about 6,700 records a second (134,096 in 20 s, one input record each)."""
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -52,18 +51,6 @@ def flooding(state: dict[str, Any]) -> list[dict[str, Any]]:
     return [a for a in state["alarms"] if a["reason"] == "DEVICE_FLOODING"]
 
 
-def log_lines(daemon: Daemon, event: str) -> list[dict[str, Any]]:
-    lines = []
-    for line in daemon.stderr().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("event") == event:
-            lines.append(record)
-    return lines
-
-
 def test_a_shoe_that_floods_its_status_journals_at_most_its_budget_one_alarm_and_every_card(directory: Path) -> None:
     with PtyEndpoint(SimulatedShoe(faults=Faults(status_flood=True))) as shoe:
         daemon = Daemon(["--config", str(write_config(directory, shoe.url, None))], directory / "cardd.sock")
@@ -89,7 +76,7 @@ def test_a_shoe_that_floods_its_status_journals_at_most_its_budget_one_alarm_and
         client.close()
         code, err = daemon.stop()
         assert code == 0, err
-    assert log_lines(daemon, "status_flood") and not log_lines(daemon, "status_flood_over")
+    assert daemon.log_lines("status_flood") and not daemon.log_lines("status_flood_over")
     with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
         assert journal.verify().ok
         records = journal.query(limit=None)
@@ -114,7 +101,7 @@ def test_a_tables_ordinary_traffic_never_comes_near_the_budget(directory: Path) 
         client.close()
         code, err = daemon.stop()
         assert code == 0, err
-        flooded = log_lines(daemon, "status_flood")
+        flooded = daemon.log_lines("status_flood")
         sim.shoe.call(sim.shoe.device.deal, cards - 150)  # no host: the shoe keeps them
         daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
         wait_until(lambda: all_journaled(sim.shoe, cards), "the resent reads journaled")
@@ -123,7 +110,7 @@ def test_a_tables_ordinary_traffic_never_comes_near_the_budget(directory: Path) 
         client.close()
         code, err = daemon.stop()
         assert code == 0, err
-        flooded += log_lines(daemon, "status_flood")
+        flooded += daemon.log_lines("status_flood")
     assert not flooded
     with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
         records = journal.query(limit=None)

@@ -10,7 +10,6 @@ JOURNAL_WRITE_RESUMED record says how long it failed and how many records waited
 on the full disk exits with one line saying so (not that its journal is corrupt)."""
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import socket
@@ -57,11 +56,6 @@ class Statuses:
             except BlockingIOError:
                 return self.said[-1] if self.said else ""
             self.said += [line.removeprefix("STATUS=") for line in datagram.splitlines() if line.startswith("STATUS=")]
-
-
-def log_lines(daemon: Daemon, event: str) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in daemon.stderr().splitlines() if line.startswith("{")]
-    return [line for line in lines if line.get("event") == event]
 
 
 @pytest.mark.timeout(180)
@@ -112,13 +106,13 @@ def test_a_full_disk_holds_the_journal_back_loses_nothing_and_says_so(directory:
         time.sleep(3.5)  # a few retries, one a second
         state = client.state()
         assert state["seq"] == seq_at_failure and shoe.state()["events_confirmed"] == confirmed_at_failure
-        assert len(log_lines(daemon, "journal_commit_failed")) == 1  # not once per retry
+        assert len(daemon.log_lines("journal_commit_failed")) == 1  # not once per retry
 
         disk.free()
         wait_until(lambda: shoe.state()["events_confirmed"] == dealt + 1, "every card journaled and confirmed")
         state = client.wait_state(lambda s: s["seq"] > seq_at_failure)
         assert journal_alarms(state) == [alarm]  # open until a supervisor clears it
-        wait_until(lambda: bool(log_lines(daemon, "journal_commit_resumed")), "the log says writing resumed")
+        wait_until(lambda: bool(daemon.log_lines("journal_commit_resumed")), "the log says writing resumed")
         wait_until(lambda: status.latest().startswith("shoe "), "STATUS= back to the table alone")
         client.ok("clear_alarm", alarm_id=alarm["id"])
         verified = client.command("verify_journal")
@@ -127,12 +121,12 @@ def test_a_full_disk_holds_the_journal_back_loses_nothing_and_says_so(directory:
         code, err = daemon.stop()
         assert code == 0, err
 
-        [failed] = log_lines(daemon, "journal_commit_failed")
+        [failed] = daemon.log_lines("journal_commit_failed")
         assert failed["level"] == "error" and re.search(free, failed["error"]), failed
-        [resumed_line] = log_lines(daemon, "journal_commit_resumed")
+        [resumed_line] = daemon.log_lines("journal_commit_resumed")
         retries = resumed_line["retries"]
         assert retries >= 2
-        [summary] = [line for line in log_lines(daemon, "log_rate_limited") if line["line"] == "journal_commit_failed"]
+        [summary] = [line for line in daemon.log_lines("log_rate_limited") if line["line"] == "journal_commit_failed"]
         assert summary["suppressed"] == retries  # every retry after the first, counted, not written
 
         # SQLite would resolve /proc/PID/root to this namespace's path: read a copy
@@ -199,9 +193,9 @@ def test_a_stop_that_cannot_write_the_journal_logs_every_record_it_held(director
 
     # journald (LineMax, 48 KiB) splits a longer line into pieces that are no JSON
     assert max(map(len, daemon.stderr().splitlines())) < JOURNALD_LINE_MAX
-    [lost] = log_lines(daemon, "records_not_journaled_at_stop")
+    [lost] = daemon.log_lines("records_not_journaled_at_stop")
     assert lost["level"] == "error" and re.search(free, lost["error"]) and lost["tries"] == 3, lost
-    lines = log_lines(daemon, "record_not_journaled_at_stop")
+    lines = daemon.log_lines("record_not_journaled_at_stop")
     records = [line["record"] for line in lines]
     assert lost["count"] == lost["logged"] == len(records) and lost["left_out"] == 0
     assert [(line["n"], line["of"]) for line in lines] == [(n, len(records)) for n in range(1, len(records) + 1)]
