@@ -175,10 +175,13 @@ def test_a_failed_soak_keeps_its_folder_with_the_journal_and_the_daemons_log(moc
 
 
 def test_a_passed_soak_leaves_no_folder_behind() -> None:
-    before = set(Path("/tmp").glob("cardbench-soak-*"))
+    # this process's run folders only (their names start with its pid): other test processes' soaks
+    # may be making and removing theirs meanwhile
+    mine = f"cardbench-soak-{os.getpid()}-*"
+    before = set(Path("/tmp").glob(mine))
     report = soak(1, cut_at=30)
     assert report.passed and report.kept_folder is None, report.violations
-    assert set(Path("/tmp").glob("cardbench-soak-*")) <= before
+    assert set(Path("/tmp").glob(mine)) <= before
     # the chain's verdict in words, not the repr of the journal's VerifyResult
     assert re.fullmatch(r"ok, \d+ records verified", report.chain_detail), report.chain_detail
     assert summary_lines(report)[4].endswith(f"at the end: {report.chain_detail}")

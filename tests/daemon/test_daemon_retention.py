@@ -31,13 +31,13 @@ from tests.support.aio import run
 from tests.daemon.daemon_rig import Client, Daemon, write_config
 from tests.support.clients import run_client
 from tests.journal.journal_helpers import DAY_NS
-from tests.support.groups import unix_groups
+from tests.support.groups import this_process, unix_groups
 
 DAYS = 190  # history days 0..189, day d stamped (200 - d) days ago, less half a day
 PER_DAY = 2
 HORIZON_DAYS = 90
-GROUPS = {"api": ("cardd-r-api", 64530), "dealer": ("cardd-r-dealer", 64531),
-          "supervisor": ("cardd-r-super", 64532), "technician": ("cardd-r-tech", 64533)}
+GROUPS = this_process({"api": "cardd-r-api", "dealer": "cardd-r-dealer", "supervisor": "cardd-r-super",
+                       "technician": "cardd-r-tech"})
 DEALER_UID, SUPERVISOR_UID, TECH_UID = 64541, 64542, 64543
 RULES = load_rules(RULES_DIR / "casino-000.toml")
 
@@ -225,8 +225,8 @@ def test_records_after_a_check_that_saw_none_unexported_show_the_oldest_without_
 
 def test_a_supervisor_or_a_technician_may_export_a_dealer_is_refused_and_journaled(directory):
     with unix_groups(GROUPS) as gids, SimulatedTable.over_ptys() as sim:
-        roles = {role: GROUPS[role][0] for role in ("dealer", "supervisor", "technician")}
-        config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles=roles, api_group=GROUPS["api"][0])
+        roles = {role: GROUPS[role] for role in ("dealer", "supervisor", "technician")}
+        config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles=roles, api_group=GROUPS["api"])
         daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
         try:
             sock = directory / "cardd.sock"

@@ -12,12 +12,12 @@ import pytest
 from cardd.journal import Journal
 from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
 from tests.support.clients import run_client
-from tests.support.groups import unix_groups
+from tests.support.groups import this_process, unix_groups
 from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import deal_one, open_and_bet, shuffle_and_load
 
-GROUPS = {"api": ("cardd-t-api", 64510), "dealer": ("cardd-t-dealer", 64511),
-          "supervisor": ("cardd-t-super", 64512), "technician": ("cardd-t-tech", 64513)}
+GROUPS = this_process({"api": "cardd-t-api", "dealer": "cardd-t-dealer", "supervisor": "cardd-t-super",
+                       "technician": "cardd-t-tech"})
 DEALER_UID, SUPERVISOR_UID, NOBODY_UID, OUTSIDER_UID = 64521, 64522, 64523, 64524
 
 
@@ -36,9 +36,9 @@ def test_dealer_and_supervisor_commands_follow_the_callers_groups(groups):
     directory = state_dir()
     try:
         with SimulatedTable.over_ptys() as sim:
-            roles = {role: GROUPS[role][0] for role in ("dealer", "supervisor", "technician")}
+            roles = {role: GROUPS[role] for role in ("dealer", "supervisor", "technician")}
             config = write_config(directory, sim.shoe.url, sim.shuffler.url, roles=roles,
-                                  api_group=GROUPS["api"][0])
+                                  api_group=GROUPS["api"])
             daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
             try:
                 sock = directory / "cardd.sock"
@@ -90,8 +90,8 @@ def test_a_user_refused_too_often_is_held_back_and_the_count_journaled(groups):
     directory = state_dir()
     try:
         with SimulatedTable.over_ptys() as sim:
-            config = write_config(directory, sim.shoe.url, sim.shuffler.url, api_group=GROUPS["api"][0],
-                                  roles={role: GROUPS[role][0] for role in ("dealer", "supervisor", "technician")},
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url, api_group=GROUPS["api"],
+                                  roles={role: GROUPS[role] for role in ("dealer", "supervisor", "technician")},
                                   api={"refused_per_minute": 2})
             daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
             try:
