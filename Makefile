@@ -10,7 +10,7 @@ LOCK   := requirements/lock.txt
 RUNTIME_LOCK := requirements/runtime.txt
 TOOLS  := .venv-tools
 UV     := $(TOOLS)/bin/uv
-SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze tmux
+SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze tmux debootstrap dpkg-deb
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # How the locks are made (make lock): one resolution for every platform and Python the ranges
 # allow (--universal, from 3.11), a hash for every file of each pinned release, wheels only (an
@@ -49,13 +49,13 @@ $(STAMP): pyproject.toml $(LOCK)
 venv: $(STAMP)
 
 # umockdev and udev are needed by the udev rule tests, systemd (systemd-analyze) by the unit test,
-# tmux by the test of `cardctl watch` in a real terminal;
-# installed only when missing.
+# tmux by the test of `cardctl watch` in a real terminal, debootstrap (and dpkg-deb) by the test of
+# the Debian package in a clean Debian root; installed only when missing.
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg >/dev/null; \
 	fi
 
 # the real daemon (cardd --simulate) through a whole shoe, with `cardctl watch` live; DEMO_ARGS=--fast for seconds
@@ -66,12 +66,13 @@ demo: platform $(STAMP)
 # daemon, pty or subprocess, not on the CPU, so on 2 cores more workers than cores keep them busy
 # (46 daemon and journal tests: 62 s in one process, 40-43 s with 2 or 3 workers, 37 s with 4 on
 # a quiet machine; under others' load 3 did best, 52 s against 76 and 93). Each test makes its own
-# folders, sockets, tmux servers and Unix groups, so any test may run beside any other.
-# TEST_WORKERS=0: one process.
+# folders, sockets, tmux servers and Unix groups, so any test may run beside any other; a module
+# that builds something once for its tests (the wheel, the Debian package) is one xdist_group,
+# run whole by one worker. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 3
 
 test: platform sysdeps $(STAMP) check-diagrams check-api-schema typecheck
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
 # venv (.venv-latest), the lock untouched: what the next `make lock` would bring, found on the

@@ -26,6 +26,9 @@ from tests.daemon.daemon_rig import Client, shuffle_and_load, sim_deal, wait_dev
 from tests.packaging.debian_root import in_root, start_in_root, stop_in_root, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
+#: one worker runs the whole module (make test: --dist loadgroup): the package is built and the root
+#: made once, and the remove and purge come after every other check, as they stand in the file
+pytestmark = pytest.mark.xdist_group("debian-package")
 #: the edit docs/install.md section 0 asks for before the first check: no firmware key is installed
 #: here, so firmware updates are left refused (the device URLs may stay the example's until plugged)
 DOCUMENTED_EDIT = r"sed -i 's/^public_key = /# public_key = /' /etc/cardd/cardd.toml"

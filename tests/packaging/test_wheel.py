@@ -26,6 +26,8 @@ from cardd.config import RULES_DIR
 from tests.daemon.daemon_rig import Client, remove, shuffle_and_load, sim_deal, state_dir, wait_devices
 
 ROOT = Path(__file__).resolve().parents[2]
+#: one worker runs the whole module (make test: --dist loadgroup): the wheel is built and installed once
+pytestmark = pytest.mark.xdist_group("wheel")
 RUNTIME_LOCK = ROOT / "requirements" / "runtime.txt"
 
 
