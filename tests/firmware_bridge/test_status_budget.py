@@ -1,11 +1,13 @@
 """A device's budget of status messages at the connection (firmware_bridge.flooding): status past it
 is left out and counted, one FLOODING event says so until the device stays within budget
-``Backoff.stable``; events and the answers the host waits for always get through. Without the
-budget every message a device sent was handed on, however many it sent."""
+``Backoff.stable``; events and the answers the host waits for always get through."""
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -34,18 +36,36 @@ def flooding(events: list[SessionEvent]) -> list[SessionEvent]:
     return [e for e in events if e.kind is K.FLOODING]
 
 
+@dataclass
+class Connected:
+    """A connection to a simulated device line, handshaken; ``start``: the messages handed on by then."""
+    line: DeviceLine
+    conn: DeviceConnection
+    messages: list[Message] = field(default_factory=list)
+    events: list[SessionEvent] = field(default_factory=list)
+    start: int = 0
+
+
+@asynccontextmanager
+async def connected(name: str) -> AsyncIterator[Connected]:
+    line = DeviceLine(name)
+    messages: list[Message] = []
+    events: list[SessionEvent] = []
+    conn = DeviceConnection(line.url, messages.append, events.append, CONFIG,
+                            backoff=Backoff(initial=0.01, cap=0.05, stable=STABLE_S))
+    try:
+        await conn.open()
+        await until(lambda: any(isinstance(m, Status) for m in messages), what="the handshake's Status")
+        yield Connected(line, conn, messages, events, len(messages))
+    finally:
+        await conn.close()
+        line.close()
+
+
 def test_status_past_the_budget_is_left_out_counted_and_one_flooding_event_events_and_answers_never() -> None:
     async def main() -> None:
-        line = DeviceLine("flood")
-        messages: list[Message] = []
-        events: list[SessionEvent] = []
-        conn = DeviceConnection(line.url, messages.append, events.append, CONFIG,
-                                backoff=Backoff(initial=0.01, cap=0.05, stable=STABLE_S))
-        device = line.device
-        try:
-            await conn.open()
-            await until(lambda: any(isinstance(m, Status) for m in messages), what="the handshake's Status")
-            start = len(messages)
+        async with connected("flood") as up:
+            conn, device, messages, events, start = up.conn, up.line.device, up.messages, up.events, up.start
 
             def statuses() -> list[Status]:
                 """The Status messages handed on since the flood began (the request's answer among them)."""
@@ -85,27 +105,16 @@ def test_status_past_the_budget_is_left_out_counted_and_one_flooding_event_event
                 device.send(Status(DeviceState.IDLE, 0, n, 0))
             await until(lambda: len(flooding(events)) == 2, what="the second FLOODING")
             assert conn.stats.floods == 2 and conn.stats.status_left_out > left_before
-        finally:
-            await conn.close()
-            line.close()
 
     run(main())
 
 
 def test_every_kind_of_status_shares_the_budget_an_unasked_ident_of_the_same_boot_included() -> None:
-    """Heartbeats, a Refused nobody asked for and the same boot's IDENT again, unasked: each was handed
-    on (and journaled by the daemon) however many came; now they share the one budget."""
+    """Heartbeats, a Refused nobody asked for and the same boot's IDENT again, unasked, share the one
+    budget: each would otherwise be handed on (and journaled by the daemon) however many came."""
     async def main() -> None:
-        line = DeviceLine("mixed")
-        messages: list[Message] = []
-        events: list[SessionEvent] = []
-        conn = DeviceConnection(line.url, messages.append, events.append, CONFIG,
-                                backoff=Backoff(initial=0.01, cap=0.05, stable=STABLE_S))
-        device = line.device
-        try:
-            await conn.open()
-            await until(lambda: any(isinstance(m, Status) for m in messages), what="the handshake's Status")
-            start = len(messages)
+        async with connected("mixed") as up:
+            conn, device, messages, events, start = up.conn, up.line.device, up.messages, up.events, up.start
             for n in range(100):
                 device.send(Heartbeat(n))
                 device.send(Refused(0x7F, "nobody asked"))
@@ -116,8 +125,5 @@ def test_every_kind_of_status_shares_the_budget_an_unasked_ident_of_the_same_boo
             for name in ("Heartbeat", "Refused", "Ident"):
                 assert re.search(rf"\d+ {name}\b", event.detail), event.detail
             assert session_of(conn).stats.handshakes == 1  # the same boot's IDENT asked for no handshake
-        finally:
-            await conn.close()
-            line.close()
 
     run(main())
