@@ -56,8 +56,11 @@ def test_a_reboot_mid_firmware_transfer_fails_it_and_the_session_comes_back_on_t
 def test_simulator_stopped_while_a_request_waits_ends_the_request_at_once(e2e):
     async def body(endpoint, host):
         # Counters never answers a StatusRequest: the request waits until the device goes
+        await host.until(lambda: host.of(Status))  # the Status asked after the handshake came first
+        before = len(host.of(Status))
         pending = asyncio.ensure_future(host.conn.request(StatusRequest(), expect=Counters, timeout=30))
-        await host.until(lambda: host.of(Status))  # the device is mid-conversation
+        # its Status: the device took the request (its frame acknowledged) and is mid-conversation
+        await host.until(lambda: len(host.of(Status)) > before)
         endpoint.stop()
         with pytest.raises(PortClosed, match="device went away before it answered StatusRequest"):
             await asyncio.wait_for(pending, 10)
