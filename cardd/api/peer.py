@@ -19,12 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
 
-import structlog
-
 from cardd.api.errors import PeerCredentialsError
 from devices.events import Role  # the tracker's roles: one list of who may do what
-
-log = structlog.get_logger(__name__)
 
 #: linux/socket.h: SO_PEERGROUPS (4.13+); Python has no constant for it
 SO_PEERGROUPS = 59
@@ -44,8 +40,9 @@ RoleGroups: TypeAlias = Mapping[Role, str | int]
 
 
 def resolve_role_groups(groups: RoleGroups) -> dict[int, Role]:
-    """gid -> role. A group name that does not exist gives its role to nobody but root (and a
-    warning), so a table computer without the groups still runs for root and the daemon user."""
+    """gid -> role. A group name that does not exist gives its role to nobody but root and the
+    daemon's user, so a table computer without the groups still runs for them (the daemon says
+    which are missing once, at its start: :func:`missing_groups`)."""
     roles: dict[int, Role] = {}
     for role, group in groups.items():
         if isinstance(group, int):
@@ -54,8 +51,27 @@ def resolve_role_groups(groups: RoleGroups) -> dict[int, Role]:
         try:
             roles[grp.getgrnam(group).gr_gid] = role
         except KeyError:
-            log.warning("role group does not exist; only root holds the role", role=role.value, group=group)
+            pass
     return roles
+
+
+def missing_groups(groups: Iterable[str | int]) -> list[str]:
+    """The group names among ``groups`` that do not exist on this machine, in their order (a
+    numeric gid is taken as it is)."""
+    missing: list[str] = []
+    for group in groups:
+        if isinstance(group, int) or group in missing:
+            continue
+        try:
+            grp.getgrnam(group)
+        except KeyError:
+            missing.append(group)
+    return missing
+
+
+def groupadd_commands(groups: Iterable[str]) -> str:
+    """The commands that create ``groups`` as system groups, as root types them on Debian."""
+    return "; ".join(f"groupadd --system {group}" for group in groups)
 
 
 def roles_text(roles: Iterable[Role]) -> str:

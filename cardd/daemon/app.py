@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from cardd.api.errors import ApiError, CommandFailed
-from cardd.api.peer import Caller, Role
+from cardd.api.peer import Caller, Role, groupadd_commands, missing_groups
 from cardd.api.protocol import ApiEvent, ErrorCode
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
@@ -122,6 +122,7 @@ class Daemon:
             service.restore(start)
         except CarddError as exc:
             raise StartupError(f"journal {path}: cannot restore the table: {exc}") from None
+        _say_missing_groups(config)
         api_gid = _api_gid(config.api.group)
         self.retention = Retention(service, self.journal, config.journal.exports, config.journal.prune_every_s,
                                    group=api_gid)
@@ -316,9 +317,28 @@ def _rules(path: Path) -> tuple[HouseRules, str]:
 
 
 def _api_gid(group: str) -> int | None:
-    """The socket's group; a group that does not exist leaves the daemon's own (and says so)."""
+    """The socket's group; a group that does not exist leaves the daemon's own (_say_missing_groups says so)."""
     try:
         return grp.getgrnam(group).gr_gid
     except KeyError:
-        log.warning("API group does not exist; the socket keeps the daemon's group", group=group)
         return None
+
+
+def _say_missing_groups(config: CarddConfig) -> None:
+    """One warning for every missing group at once, the API's and the roles' ([api] group, [roles]),
+    with what that leaves and the commands that create them: said at the start, never per
+    connection (a client refused for want of a role is told so in its refusal)."""
+    roles = config.roles
+    missing = missing_groups([config.api.group, roles.dealer, roles.supervisor, roles.technician])
+    if not missing:
+        return
+    effects = []
+    if config.api.group in missing:
+        effects.append(f"the socket keeps the daemon's group ({config.api.group} is the API's)")
+    lost = [role for role, group in (("dealer", roles.dealer), ("supervisor", roles.supervisor),
+                                     ("technician", roles.technician)) if group in missing]
+    if lost:
+        named = lost[0] if len(lost) == 1 else f"{', '.join(lost[:-1])} and {lost[-1]} roles"
+        effects.append(f"only root and the daemon's own user hold the {named}{' role' if len(lost) == 1 else ''}")
+    log.warning("groups_missing", groups=missing, effect="; ".join(effects),
+                create=f"as root: {groupadd_commands(missing)}")

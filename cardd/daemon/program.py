@@ -22,6 +22,7 @@ import asyncio
 import gc
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -184,6 +185,8 @@ async def serve(config: CarddConfig, config_path: str, simulation: Simulation | 
                 stop_with_parent: int | None) -> None:
     daemon = Daemon(config, config_path, simulation=simulation, stop_with_parent=stop_with_parent)
     await daemon.start()
+    if simulation is not None:  # the socket listens: the command a person tries first, apart from the log
+        print(f"cardd --simulate: ready; try: {simulated_status_command(config.api.socket)}", flush=True)
     # What start-up made (modules, rules, the restored table, the connections) lives as long as
     # the process: frozen out of the collector, whose full passes then walk only what came since
     # (a full pass over the whole heap costs tens of milliseconds of the card path).
@@ -192,6 +195,11 @@ async def serve(config: CarddConfig, config_path: str, simulation: Simulation | 
         await daemon.run()
     finally:
         await daemon.stop()
+
+
+def simulated_status_command(socket: Path) -> str:
+    """The cardctl command that asks a simulated table for its state: its socket is not the default one."""
+    return f"cardctl --socket {shlex.quote(str(socket))} status"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,10 +263,12 @@ def main(argv: list[str] | None = None) -> int:
                 adopt(args.state_dir)
             from cardd.daemon.simulation import Simulation
             simulation = Simulation(args.state_dir, rules_path, rules)
-            config = simulation.start()
-            config_path = "(--simulate)"
+            config = simulation.config()
+            # on stdout, before the first log line (stderr): where the table is, for a person at the terminal
             print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, shoe "
                   f"{config.devices.shoe}, shuffler {config.devices.shuffler}, rules {config.table.rules}", flush=True)
+            config = simulation.start()
+            config_path = "(--simulate)"
         else:
             config, warnings = check_config(config_file)
             config_path = config_file

@@ -99,10 +99,15 @@ class Simulation:
         except BaseException:
             self.writer_lock.release()
             raise
+        return self.config()
+
+    def config(self) -> CarddConfig:
+        """The built-in configuration, with the devices' ptys as their URLs: known before start()
+        (the pty links' paths are fixed in the directory), so cardd names them before it logs anything."""
         shoe, shuffler = self.table.shoe, self.table.shuffler
         assert isinstance(shoe, PtyEndpoint) and isinstance(shuffler, PtyEndpoint)  # over_ptys() made them
         devices = DevicesConfig(shoe=shoe.url, shuffler=shuffler.url)
-        return msgspec.structs.replace(base, devices=devices)
+        return msgspec.structs.replace(simulated(self.directory, self.rules), devices=devices)
 
     def _nvram_path(self, endpoint: Endpoint[Any]) -> Path:
         """Where a simulated device keeps its memory: beside the journal, one file a role."""

@@ -26,7 +26,7 @@ def test_simulate_plays_under_the_rules_named_by_rules(directory: Path) -> None:
     client = daemon.client()
     assert client.state()["rules"] == "casino-001"
     client.close()
-    assert daemon.stdout().rstrip().endswith(f"rules {RULES_DIR / 'casino-001.toml'}")
+    assert daemon.stdout().splitlines()[0].endswith(f"rules {RULES_DIR / 'casino-001.toml'}")
     code, err = daemon.stop()
     assert code == 0, err
     assert _started_with(daemon)["rules"] == "casino-001"
