@@ -1,4 +1,4 @@
-"""cardd's Debian package installs on a clean Debian 12 as docs/install.md section 0 says: built by
+"""cardd's Debian package installs on a clean Debian 12 as docs/install.md's Debian package section says: built by
 packaging/build_deb.py (``make deb``), installed with ``apt-get install ./cardd_*.deb`` into a fresh
 debootstrap root (tests/packaging/debian_root.py), then removed and purged there. Checked in the
 root: the files in place, the user and groups sysusers.d made, the folders tmpfiles.d made,
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: one worker runs the whole module (make test: --dist loadgroup): the package is built and the root
 #: made once, and the remove and purge come after every other check, as they stand in the file
 pytestmark = pytest.mark.xdist_group("debian-package")
-#: the edit docs/install.md section 0 asks for before the first check: no firmware key is installed
+#: the edit docs/install.md asks for (its Debian package section) before the first check: no firmware key is installed
 #: here, so firmware updates are left refused (the device URLs may stay the example's until plugged)
 DOCUMENTED_EDIT = r"sed -i 's/^public_key = /# public_key = /' /etc/cardd/cardd.toml"
 

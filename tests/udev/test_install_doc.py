@@ -71,3 +71,89 @@ def test_a_table_computer_installs_libusb_and_the_makefile_need_not():
     assert any(re.search(r"apt-get install[^\n]*\blibusb-1\.0-0\b", b) for b in blocks)
     assert "libusb" not in (ROOT / "Makefile").read_text()  # tests use the simulator backend
     assert "the tests and the demo never need it" in INSTALL.read_text()
+
+
+#: "section 9", "sections 7-11", "sections 1 and 8", "§13", "step 2", "steps 1–2"
+REFERENCE = re.compile(r"(?:\b(?:sections?|steps?) |§)(\d+)(?:\s*(?:[-–]|and)\s*(\d+))?")
+#: a file outside install.md that points into it: "docs/install.md, section 9", "docs/install.md §4"
+INSTALL_REFERENCE = re.compile(r"docs/install\.md,? (?:sections?|§) ?(\d+)(?:\s*(?:[-–]|and)\s*(\d+))?")
+
+
+def sections() -> dict[int, str]:
+    """install.md's numbered sections: number -> heading."""
+    return {int(n): title for n, title in re.findall(r"^## (\d+)\. (.*)$", INSTALL.read_text(), re.M)}
+
+
+def numbers(match: re.Match[str]) -> list[int]:
+    first, last = int(match[1]), int(match[2] or match[1])
+    return list(range(first, last + 1)) if "and" not in match[0] else [first, last]
+
+
+def test_every_section_install_md_names_is_one_of_its_headings():
+    known = sections()
+    assert sorted(known) == list(range(14)), known
+    dangling = [m[0] for m in REFERENCE.finditer(INSTALL.read_text()) if any(n not in known for n in numbers(m))]
+    assert dangling == []
+
+
+def test_files_that_point_into_install_md_name_existing_sections():
+    known = sections()
+    files = [*ROOT.glob("docs/*.md"), ROOT / "README.md", *(ROOT / "packaging").rglob("*"),
+             *ROOT.glob("cardd/**/*.py"), *ROOT.glob("tests/**/*.py")]
+    dangling = []
+    for path in files:
+        if path.is_file() and path != INSTALL and path.suffix not in {".png", ".whl", ".deb"}:
+            for m in INSTALL_REFERENCE.finditer(path.read_text(errors="replace")):
+                if any(n not in known for n in numbers(m)):
+                    dangling.append(f"{path.relative_to(ROOT)}: {m[0]}")
+    assert dangling == []
+
+
+@pytest.mark.parametrize(("path", "line_says", "heading"), [
+    ("packaging/cardd.toml", "the cardd daemon's configuration", "The configuration file"),
+    ("packaging/cardd.toml", "RS-232", "A shuffler on RS-232"),
+    ("packaging/cardd.toml", "readable by the API group", "Exports, retention and backups"),
+    ("packaging/cardd.service", "as a service", "The systemd unit"),
+    ("packaging/cardd.service", "generic USB-serial adapter", "A shuffler on RS-232"),
+    ("packaging/cardd.service", "hardening", "The systemd unit"),
+    ("packaging/deb/cardd.sysusers", "service user", "Group and service user"),
+    ("packaging/deb/cardd.sysusers", "service user", "Users and role groups"),
+])
+def test_the_example_configuration_and_the_unit_point_to_the_sections_they_mean(path, line_says, heading):
+    lines = [line for line in (ROOT / path).read_text().splitlines() if line_says in line]
+    assert len(lines) == 1, lines
+    found = INSTALL_REFERENCE.search(lines[0])
+    assert found, lines[0]
+    assert heading in [sections()[n] for n in numbers(found)], (lines[0], sections())
+
+
+def test_install_md_is_typed_as_root_without_sudo():
+    """A bare Debian 12 has no sudo: root types every command as given."""
+    blocks = code_blocks(INSTALL.read_text())
+    with_sudo = [line for block in blocks for line in block.splitlines() if re.search(r"\bsudo\b", line)]
+    assert with_sudo == []
+    assert any(line.startswith("runuser -u cardd -- ") and "--check-config" in line
+               for block in blocks for line in block.splitlines())
+
+
+def test_the_journals_directory_is_not_the_service_users_home():
+    commands = " ".join(code_blocks(INSTALL.read_text())).replace("\\\n", " ")
+    useradd = re.search(r"^useradd [^\n]*", commands, re.M)
+    assert useradd and "--no-create-home" in useradd[0] and "/var/lib/cardd" not in useradd[0], useradd
+    assert "--create-home" not in commands.replace("--no-create-home", "")
+    assert "install -d -o cardd -g cardd -m 0711 /var/lib/cardd " in commands  # the unit's StateDirectoryMode
+    unit = (ROOT / "packaging" / "cardd.service").read_text()
+    assert "StateDirectory=cardd\n" in unit and "StateDirectoryMode=0711\n" in unit
+    example = (ROOT / "packaging" / "cardd.toml").read_text()
+    assert re.search(r'^path = "/var/lib/cardd/journal\.sqlite3"$', example, re.M)
+    sysusers = (ROOT / "packaging" / "deb" / "cardd.sysusers").read_text()
+    assert re.search(r"^u cardd - \"[^\"]*\" (\S+) ", sysusers, re.M)[1] != "/var/lib/cardd"
+
+
+def test_the_firmware_key_the_example_names_is_installed_by_a_step():
+    example = (ROOT / "packaging" / "cardd.toml").read_text()
+    key = re.search(r'^public_key = "([^"]+)"$', example, re.M)
+    assert key, "the example names no firmware key"
+    installs = [line for block in code_blocks(INSTALL.read_text()) for line in block.splitlines()
+                if line.startswith("install ") and f" {key[1]}" in line]
+    assert len(installs) == 1, installs
