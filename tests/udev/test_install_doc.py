@@ -147,7 +147,8 @@ def test_the_journals_directory_is_not_the_service_users_home():
     example = (ROOT / "packaging" / "cardd.toml").read_text()
     assert re.search(r'^path = "/var/lib/cardd/journal\.sqlite3"$', example, re.M)
     sysusers = (ROOT / "packaging" / "deb" / "cardd.sysusers").read_text()
-    assert re.search(r"^u cardd - \"[^\"]*\" (\S+) ", sysusers, re.M)[1] != "/var/lib/cardd"
+    user = re.search(r"^u cardd - \"[^\"]*\" (\S+) ", sysusers, re.M)
+    assert user and user[1] != "/var/lib/cardd", user
 
 
 def test_the_firmware_key_the_example_names_is_installed_by_a_step():
