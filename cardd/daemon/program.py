@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                 adopt(args.state_dir)
             from cardd.daemon.simulation import Simulation
             simulation = Simulation(args.state_dir, rules_path, rules)
+            simulation.claim()  # a directory another cardd runs on is refused before anything is said of it
             config = simulation.config()
             # on stdout, before the first log line (stderr): where the table is, for a person at the terminal
             print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, shoe "

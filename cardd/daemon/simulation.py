@@ -78,7 +78,8 @@ class Simulation:
         pty links would be replaced, then removed, under it. The journal's writer's lock is held from
         that check on, for the daemon to open the journal with (:meth:`take_writer_lock`)."""
         base = simulated(self.directory, self.rules)
-        self.writer_lock = Journal.hold_writer_lock(base.journal.path)
+        self.claim()
+        assert self.writer_lock is not None
         try:
             # what the devices held when the daemon last stopped (or was killed) here: a restart of the
             # table computer leaves the cards in the shoe and the shuffler. Not in a directory made
@@ -100,6 +101,12 @@ class Simulation:
             self.writer_lock.release()
             raise
         return self.config()
+
+    def claim(self) -> None:
+        """The journal's writer's lock, taken (start() takes it if not yet): :class:`JournalBusy` if a
+        cardd already runs (or starts) on this directory, before anything is printed or started."""
+        if self.writer_lock is None:
+            self.writer_lock = Journal.hold_writer_lock(simulated(self.directory, self.rules).journal.path)
 
     def config(self) -> CarddConfig:
         """The built-in configuration, with the devices' ptys as their URLs: known before start()
