@@ -1,13 +1,6 @@
 """A ``transitions`` Machine's transitions as a table (trigger -> source -> destination), and models
-that run on it.
-
-Each state machine is declared once, as a ``transitions`` Machine (devices/diagrams.py draws the
-diagrams from it), but firing a trigger through ``transitions`` (event lookup, the ``_process``
-queue, ``execute``, enter/exit callbacks, debug logging) costs about 18 us per change. The machines
-here have no conditions and no per-transition callbacks, so a model looks its next state up in
-the table read from its Machine instead: the same transitions, the same refusal
-(:class:`transitions.MachineError`) for a trigger its state does not allow.
-"""
+that run on it: each machine is declared once as a Machine and run on the table read from it
+(why: docs/architecture.md, "State machines as tables")."""
 from __future__ import annotations
 
 import functools

@@ -1,31 +1,10 @@
 """One device connection: the one owner of a device's port, its session and its retries.
 
-:class:`DeviceConnection` opens the port through :class:`drivers.reconnect.ReconnectingPort`
-(which reopens it after every loss). Every time the port opens it makes a fresh
-:class:`~firmware_bridge.session.DeviceSession`, feeds it what the port reads, gives it the
-port's write, and does what the session asks for: a handshake whenever the link comes up or
-is reset, a link reset after the link FAILED. One :class:`~drivers.reconnect.Backoff` paces
-everything that is retried: opening the port, a handshake the device refused, let time out
-or answered in another protocol major version, and resetting a failed link. One
-:class:`~firmware_bridge.identity.IdentityTracker` outlives the sessions, so a device that
-rebooted or was swapped while unplugged is reported (REBOOTED / REPLACED "while away"), and one
-:class:`~firmware_bridge.flooding.StatusBudget` bounds the status its sessions hand on (FLOODING
-past it).
-
-:meth:`start` keeps the device connected from then on (the daemon); :meth:`open` does the same
-but first waits for the handshake and raises what stopped it (the demo, tools, tests). Only
-:meth:`close` stops it. While no session is up, :meth:`send` and :meth:`request` raise
-:class:`drivers.errors.PortClosed` naming the device.
-
-With a protocol 1.1 device, events are numbered (docs/protocol.md §3.2): after every handshake
-the connection tells the device the last index the application journaled (``journaled_index``)
-and the device sends everything after it again; :class:`~firmware_bridge.delivery.EventDelivery`
-gives the application each index once, in order, and reports a skipped index (EVENT_GAP).
-:meth:`confirm` lets the device forget what the application journaled. An application that keeps
-no journal (a diagnostic tool, a demo) never lets the device forget anything: at every handshake
-it says it journaled none (ResumeEvents(0)), so the device keeps every event for the host that
-journals them, and resends them all to this one, which is given each index once.
-"""
+:class:`DeviceConnection` opens the port through :class:`drivers.reconnect.ReconnectingPort`,
+makes a fresh :class:`~firmware_bridge.session.DeviceSession` every time it opens, and paces
+every retry with one :class:`~drivers.reconnect.Backoff`; its identity tracker and status budget
+outlive the sessions. :meth:`start`, :meth:`open`, :meth:`confirm` and numbered events:
+docs/protocol.md §3.1 and §3.2."""
 from __future__ import annotations
 
 import asyncio

@@ -1,17 +1,6 @@
-"""Signed firmware images: build, sign, verify, and move them to a device chunk by chunk.
-
-An image file is ``header + image + signature``:
-
-- header: ``"CDFW"``, format u8 (=1), model (u8 length + UTF-8), version (u8 length + UTF-8),
-  image size u32 big-endian;
-- image: ``size`` bytes;
-- signature: 64-byte Ed25519 signature over header + image.
-
-The host verifies the signature against its configured public key before it sends a single
-byte (:func:`update_firmware`); the device verifies again, with the SHA-256 of what it
-received, before it installs (:func:`verify_on_device`, which the simulators call). Each chunk carries a CRC-32
-(zlib.crc32). docs/protocol.md has the transfer step by step.
-"""
+"""Signed firmware images: build, sign, verify, and move them to a device chunk by chunk
+(Ed25519 over header and image, checked by the host before it sends and by the device before it
+installs; a CRC-32 per chunk). The image file and the transfer: docs/protocol.md §5."""
 from __future__ import annotations
 
 import asyncio

@@ -1,22 +1,7 @@
 """A device's budget of unsolicited status messages: what a device that floods its link may have
-its host hand on (docs/protocol.md §3.1).
-
-What a device sends is an event (``messages.EVENT_MESSAGES``: a card read, a fault, a shoe
-loaded, ...), an answer to a request of the host, or status (Heartbeat, Status, ShuffleProgress,
-an unasked Ident of the same boot, a Refused, an EventsDropped, an answer nobody waits for any
-more): status is current again the next time it is sent or asked for, never numbered, lost at a
-reset (docs/protocol.md, "Events and status"). So status past a budget can be left out without
-losing anything the protocol promises, and without it every one is an input record in the
-daemon's journal, at whatever rate the link carries them. Events and the answers the host waits
-for are never counted here: the session hands those on whatever the budget says.
-
-One :class:`StatusBudget` per device connection outlives its sessions (an unplug does not refill
-it, as it does not end FLAPPING). It lets ``burst`` status messages through per window of
-``window_s`` (the one windowed budget, :class:`drivers.aio.WindowedBudget`); what comes past them
-is left out and counted by message type. The first window that left any out is one FLOODING
-report (``on_flooding``, with the counts), the one until the device has sent no more than its
-budget for ``stable_s``; each later such window is a rate-limited ``status_left_out`` log line.
-"""
+its host hand on. One :class:`StatusBudget` per connection, across its sessions; events and the
+answers the host waits for are never counted (why status may be left out, the FLOODING report:
+docs/protocol.md §3.1, "Status")."""
 from __future__ import annotations
 
 from time import monotonic

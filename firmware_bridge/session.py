@@ -1,38 +1,9 @@
 """The protocol over one open port: link + HELLO/IDENT handshake + typed messages + liveness.
 
-A :class:`DeviceSession` owns no port. Like :class:`~firmware_bridge.link.Link` it is given a
-``write`` function and fed what the port reads (:meth:`bytes_received`); its owner, the
-:class:`~firmware_bridge.connection.DeviceConnection` of the device, makes one for every time
-the port opens and closes it when the port goes. The session starts a Link, says HELLO when
-asked to (:meth:`shake_hands`, refusing another protocol major version), hands every message
-to ``on_message``, and :meth:`request` sends one message and waits for the answer of a given
-type. It sends a HEARTBEAT every ``heartbeat_interval`` and reports STALE when the device has
-been silent for ``stale_after`` (:class:`~firmware_bridge.staleness.Staleness`). Every IDENT
-goes through the device's :class:`~firmware_bridge.identity.IdentityTracker`: REPLACED (loudly,
-before REBOOTED) when another unit answers, REBOOTED when the boot id changed. What a 1.1
-device sends at once after ResumeEvents (EventsDropped, the events it resends) goes to
-``on_message`` after CONNECTED, even when it arrives before the handshake has ended. After
-every handshake it asks for the device's Status (StatusRequest, one request, in the background:
-a device that does not answer blocks nothing, one ``status_not_answered`` log line says so): a
-1.0 device's events, a FaultCleared among them, are lost in a link reset; and with either
-version the Status says how many cards the device holds now, which the table compares with
-what it expects (a shoe that lost or gained cards while no host listened). So again, once,
-after a 1.1 device's EventsDropped(OVERFLOW): a FaultCleared may be among the events its full
-buffer pushed out, unless the handshake's request still waits; and after a ShoeLoaded (a new
-stack: its count starts) or a FaultCleared (a jam or misfeed may have let cards out unseen), unless
-a request for it still waits (its answer comes after them).
-
-Status a device sends unasked (anything that is neither an event nor an answer to a request that
-waits: Heartbeat, Status, ShuffleProgress, ...) goes through the device's
-:class:`~firmware_bridge.flooding.StatusBudget` (its owner's, which outlives the sessions): past
-it, it is left out, counted in ``SessionStats.status_left_out``, so a device that floods its link
-with status cannot have every message of it journaled.
-
-It decides nothing about retrying: :meth:`wait_need` tells the owner when a handshake is due
-(the link came up or was reset by the device, or an IDENT from another boot or unit arrived
-unasked) or the link needs a reset (it FAILED: LINK_FAILED is reported once per outage), and
-the owner does it, paced by its one backoff.
-"""
+A :class:`DeviceSession` owns no port: it is given a ``write`` and fed what the port reads, by
+its :class:`~firmware_bridge.connection.DeviceConnection`, which makes one every time the port
+opens and does the retries the session asks for (:meth:`wait_need`). The handshake, requests,
+heartbeats, the Status asked after a handshake and the status budget: docs/protocol.md §3, §3.2."""
 from __future__ import annotations
 
 import asyncio

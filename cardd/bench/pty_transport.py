@@ -1,17 +1,11 @@
-"""``cardbench simulate --transport pty``: the same rounds with the devices' side real.
-
-The simulated shuffler and shoe run behind real pseudo-terminals; their bytes come through the
-serial driver, the link, the session and the :class:`firmware_bridge.connection.DeviceConnection`,
-and the library's :class:`devices.tracker.feed.Feed` applies every device message to the table, as
-the daemon's feed does. The shuffler really shuffles (seeded), the stack goes into the shoe by the
-bench's hands, the shoe deals card by card and reports the cut card itself; the dealer's and the
-players' inputs are applied on the connections' loop.
+"""``cardbench simulate --transport pty``: the same rounds with the devices' side real (the simulated
+shuffler and shoe behind real pseudo-terminals, through the serial driver, link, session,
+connection and the library's ``Feed``).
 
 Threads: the connections' asyncio loop runs on its own thread and every table input is applied
 there. The round loop of :class:`Simulation` runs on the caller's thread and reads the round only
 while no card is on its way (it waits for each card to be placed); meanwhile the loop applies at
-most the devices' heartbeats, which touch only the device models.
-"""
+most the devices' heartbeats, which touch only the device models."""
 from __future__ import annotations
 
 import asyncio

@@ -1,25 +1,8 @@
 """Shuffler qualification: shuffles dealt through the shoe's reader, then tested as a lab would.
 
-:class:`ShuffleSource` runs the simulators' own shuffler and shoe on one asyncio loop: the shuffler
-shuffles ``decks`` fresh decks (``StartShuffle``), the stack goes into the shoe physically, and the
-shoe deals every card; the bench learns the order only from the shoe's ``CardRead`` messages, the
-way a bench learns a real shuffler's order after dealing.
-
-:func:`qualify` tests the orders at the 99 % level:
-
-- **chi-squared, each card over each position**: for each of the 52 cards, its counts over the
-  52 x decks positions against the uniform expectation (scaled for a table of permutations, below). By chance about 1 card in 100 fails at
-  99 %, so the test passes while no more cards fail than a binomial(52, 0.01) allows at 99 %, and
-  the table as a whole (the sum, (52 - 1)(52 x decks - 1) degrees of freedom) passes at 99 %;
-- **runs up and down** (each shuffle: the dealt cards' places in the loaded order, the number of
-  ascending and descending runs against (2n - 1) / 3, variance (16n - 29) / 90, summed over shuffles);
-- **correlation between consecutive shuffles**: Pearson's r of each card's (mean) position in one
-  shuffle and the next; under independence each r has mean 0 and variance about 1 / 51, so the
-  mean over the shuffles is tested as a normal z.
-
-p-values use the Wilson-Hilferty normal approximation of chi-squared (accurate to a few 1e-3 at
-these degrees of freedom) and the normal tail; no SciPy.
-"""
+:class:`ShuffleSource` deals the simulators' own shuffler's stacks through their shoe;
+:func:`qualify` runs the tests at the 99 % level (chi-squared per card and position, runs up and
+down, correlation between consecutive shuffles; no SciPy): docs/bench.md, "`cardbench randomness`"."""
 from __future__ import annotations
 
 import asyncio

@@ -1,22 +1,6 @@
-"""Record and replay: a scenario run recorded as a trace, a trace replayed into a fresh daemon and
-its journal compared with the golden file beside it (the model: gpsd's regression suite, captured
-logs through gpsfake against .chk files).
-
-``record`` runs a scenario (:func:`cardd.bench.runner.run_scenario`) with a :class:`RecordingRig`:
-every message the simulated devices send by themselves, their answers to the daemon's requests,
-what the bench's hands do to them (unplug, replug, reboot, link fault switches) and every API
-command with its outcome go into one stream, in the order they happened, written in cardctl's
-trace format (:mod:`cardd.trace.format`, format 2).
-
-``replay_trace`` starts a fresh ``cardd`` (its own journal, the trace's rules) on the trace's
-devices, each a :class:`~cardd.trace.device.TraceDevice` behind a real pty (the device
-``cardctl replay`` serves), and walks the stream: each device message is sent and waited for
-until the daemon has it (a numbered event of protocol 1.1: until it confirms it journaled), so
-the daemon sees the devices and the commands in the recorded order; each command is sent
-through the API and must have the recorded outcome. Then the journal, normalised
-(:func:`normalise`), is the replay's result: :func:`check` compares it with ``NAME.golden``
-beside ``NAME.trace``.
-"""
+"""Record and replay: a scenario run recorded as a trace (``record``), a trace replayed into a fresh
+daemon (``replay_trace``) and its journal, normalised, compared with the golden file beside it
+(``check``). docs/bench.md, "Record and replay"."""
 from __future__ import annotations
 
 import getpass

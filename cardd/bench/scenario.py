@@ -1,51 +1,6 @@
 """Scenario files: one TOML file a scenario, declared once here as a typed schema (msgspec, like the
-daemon's configuration), refused with the file, the line and what was expected.
-
-    description = "a clean round: exact money"
-    rules = "casino-000"                  # a seed casino's (cardd/rules/), or a path relative to the scenario
-
-    [devices.shuffler]
-    faults = "jam=0.2"                    # simulators.faults spec (every switch by name)
-    stack = ["AS", "KD", ...]             # stacked mode: each shuffle outputs exactly these cards
-
-    [devices.shoe]
-    faults = "face_up_at=4"
-
-    [[step]]
-    do = "shuffle"                        # start_shuffle (technician), wait for the shoe verified
-    [[step]]
-    do = "load"                           # the shuffled stack into the shoe; the burn dealt
-    [[step]]
-    do = "command"                        # any API command; refused = "code" expects an ERROR
-    name = "place_bet"
-    args = { box = 1, player = "p1", amount = 1000 }
-    [[step]]
-    do = "deal"                           # the shoe deals N cards (wait = false: do not wait for them)
-    cards = 2
-    [[step]]
-    do = "play"                           # deal and decide until the round is complete or void
-    strategy = "stand"
-    [[step]]
-    do = "rounds"                         # one-box rounds until the shoe is complete
-    [[step]]
-    do = "remainder"                      # the undealt cards counted back (a stacked shoe's)
-    drop = ["AS"]                         # ... one lost on the way: reconciliation fails
-    [[step]]
-    do = "faults"                         # switch faults on a device now
-    device = "shoe"
-    set = "disconnect_for=1 disconnect_at=1"  # "name=0" turns a switch off
-    [[step]]
-    do = "wait"                           # until STATE at a dotted path equals a value
-    path = "shoe.state"
-    equals = "in_play"                    # or: matches = "^SHUFFLER_MALFUNCTION" (a regular expression)
-    [[step]]
-    do = "expect"                         # checked now; every key optional
-    state = { "round.state" = "complete" }
-    events = ["SETTLED"]                  # reason codes journaled so far
-    no_events = ["ROUND_VOID"]
-    alarms = ["FACE_UP_CARD"]             # reasons of the open alarms, exactly
-    settlement = { p1 = 1000 }            # each player's net over the settled rounds, cents
-"""
+daemon's configuration), refused with the file, the line and what was expected. Every key, with
+an example file: docs/bench.md, "The schema"."""
 from __future__ import annotations
 
 import difflib

@@ -1,14 +1,7 @@
-"""The Monte Carlo: rounds played in-process through the real deal tracker.
-
-Every round goes through :meth:`devices.tracker.table.Table.apply` with typed input records, the way
-the daemon applies them: the shuffler's count, the deck check and the shoe loaded, the burn, bets,
-each card as the shoe reader's ``CardRead``, the player's decisions as ``Act`` (the round's rules
-refuse what the house forbids), the cut card, and at the shoe's end the remainder counted back for
-reconciliation. The table settles each round (exact money); nothing here computes a payout.
-
-The shoe's order is the simulated device's (a seeded ``random.Random`` Fisher-Yates shuffle); the
-table only learns each card as it is read.
-"""
+"""The Monte Carlo: rounds played in-process through the real deal tracker (``Table.apply`` with
+typed input records, as the daemon applies them); the table settles each round in exact money,
+nothing here computes a payout. The shoe's order is the simulated device's (a seeded Fisher-Yates
+shuffle); the table learns each card only as it is read. docs/bench.md, "`cardbench simulate`"."""
 from __future__ import annotations
 
 import dataclasses

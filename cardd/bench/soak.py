@@ -1,38 +1,7 @@
 """``cardbench soak``: random play through the real daemon, shoe after shoe, with the invariants
 checked after every round, device faults and unplugs at a configurable rate, and the figures a
-long run needs: a card latency histogram, the count of every event class, the daemon's memory
-trend.
-
-Each shoe is a random order the bench makes (seeded) and stacks in the simulated shuffler, so at
-the shoe's end the bench counts the undealt remainder back for reconciliation, as the shuffler
-would. Rounds: 1 to 3 boxes, basic strategy.
-
-The bench plays as three clients of the API: the dealer's console (commands and STATE), a
-supervisor (resumes a held round) on the same connection, and a watcher (a WATCH connection on
-its own thread) that sees every event. Each card is dealt and then awaited on the watcher, so a
-card costs the paced console one STATE read, not a poll loop.
-
-Invariants, every round, each worked by the bench from what it saw itself:
-
-- **every card placed once**: the cards the simulated shoe read, in order, are exactly the cards
-  of the BURN and CARD_ASSIGNED events, in order (none lost, none twice); the round's cards in
-  STATE (hands and dealer) are its CARD_ASSIGNED cards; and the table's piles add up to its
-  ``cards_out``;
-- **settlements add up**: each hand's net is worked here from its cards, stake and the dealer's
-  cards (the main bet's rules: 1:1, blackjack 3:2, push, bust, a dealer blackjack takes every
-  other hand with its doubled stake: no hole card), then compared with the round's SETTLED line
-  for that hand; every line adds up to minus the house result;
-- each shoe reconciles; **the chain verifies**: the journal's hash chain at the end, read by the
-  journal's own verifier from the file the daemon wrote;
-- **the cut card is checked**: a shoe whose cut card comes out outside the rules' cut window
-  (``--cut-at`` makes short shoes that way on purpose) has the table's ``CUT_CARD_MISPLACED``
-  warning, and a shoe whose cut card is inside it has none. The bench misplaced the card itself,
-  so the warning does not fail the soak (the daemon did what the house rules ask: it said so);
-  the report says it in a line of its own.
-
-Card latency: from the simulated shoe emitting the CardRead (a probe on the simulator's ``emit``)
-to the card's event reaching the watcher.
-"""
+long run needs (card latency histogram, every event class's count, the daemon's memory trend).
+The invariants, the clients it plays as and the figures: docs/bench.md, "`cardbench soak`"."""
 from __future__ import annotations
 
 import base64

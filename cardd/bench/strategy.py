@@ -1,19 +1,7 @@
-"""Players' strategies for the Monte Carlo: what a player does with a hand against the dealer's up card.
-
-A strategy answers with actions in order of preference; the simulation tries them in turn and the
-round (the real rules check) refuses what the house rules forbid, so a strategy never needs to know
-the rules file: "double, else hit" on three cards becomes a hit, a split over the box's limit falls
-back to the total's play.
-
-``BasicStrategy`` is the basic strategy for a shoe of 4-8 decks, dealer stands on soft 17, double
-after split allowed, no surrender, and **no hole card** (European: the dealer takes the second card
-after the players, and a dealer blackjack takes every doubled and split stake). Source: the standard
-multi-deck S17/DAS chart (e.g. Wizard of Odds, "Blackjack basic strategy", 4-8 decks, S17, DAS) with
-the no-hole-card changes listed in red-dog-poker.info/blackjack_basic_strategy3.html ("do not split or
-double down against a dealer's ace, do not double down against a dealer 10, and do not split a pair
-of 8's against a dealer's 10"): 11 vs T and A hits, 10 vs T and A hits, A,A vs A hits, 8,8 vs T and A
-hits. Never insurance. Used as is for 1-3 decks too (a few marginal cells differ there).
-"""
+"""Players' strategies for the Monte Carlo: what a player does with a hand against the dealer's up
+card, as actions in order of preference (the round refuses what the house rules forbid).
+``BasicStrategy`` is the multi-deck S17/DAS no-hole-card chart; its source and its cells:
+docs/bench.md, "`cardbench simulate`"."""
 from __future__ import annotations
 
 from typing import Protocol

@@ -1,47 +1,9 @@
 """One round of blackjack: bets, the initial deal, insurance, the players' hands, the dealer, settlement.
 
-The table's deal tracker drives a :class:`Round` from the shoe's card reads and the dealer's and
-supervisor's inputs. The round is a ``transitions`` state machine (see ``ROUND_STATES`` and
-``ROUND_TRANSITIONS``, drawn in docs/state-machines.md); it emits an :class:`Event` through the
-injected sink for every state change, card assignment, action, refusal and settlement.
-
-API (all amounts in integer cents; ``who`` is the person behind an input, logged on the event)::
-
-    r = Round(rules, sink, round_id=1)
-    r.place_bet(box, player, amount)            # betting: first player on a box owns it
-    r.reduce_bet(box, player, amount)           # betting: lower one's own bet (0 withdraws it)
-    r.reductions_at_maximum(box) -> {player: cents}  # owner priority: who must reduce by how much
-    r.place_pairs_bet(box, player, amount)      # Blackjack Pairs side wager, if enabled
-    r.no_more_bets(who)                         # -> initial_deal
-    r.expected_next() -> Target | None          # what the next card from the shoe is for
-    r.card_dealt(card) -> Target | None         # assign it; None = no card expected (table's call)
-    r.insure(box, player, amount); r.even_money(box, player); r.close_insurance(who)
-    r.act(box, Action.HIT|STAND|DOUBLE|SPLIT|SURRENDER, who, amount=None, player=None, co_players=())
-    r.hold(reason, detail); r.resume(who, role); r.void(reason, who, role)
-    r.reconstruct_initial_deal(who, role, assignments=None); r.reconstruct_and_redeal(who, role, also=())
-    r.flag(reason, detail, who)                 # e.g. an unreadable card the dealer entered
-    r.state, r.held, r.hands, r.dealer_cards, r.current_hand, r.settlement
-    r.apply(record)                             # any of the records of devices.game.inputs, by type
-
-Modules: round_types (Action, Target), round_checks (what the rules allow: they read the round
-and never change it), round_machine (the states, declared as a transitions Machine, and the
-table of its transitions), inputs (the records); the errors are in devices.errors.
-
-Overrides (resume, void, the reconstructions) need ``Role.SUPERVISOR``: each attempt is journaled
-(OVERRIDE with who, or OVERRIDE_REFUSED and :class:`OverrideRefused`).
-
-Refusals: an action the rules forbid raises :class:`RuleViolation` (``rule`` names the rule),
-emits ACTION_REFUSED and changes nothing. While held, cards and actions raise :class:`RoundHeld`.
-A card that arrives when ``expected_next()`` is None is not taken: ``card_dealt`` returns None
-and the table applies the seed procedure (exposed in error -> offer it again as the next card;
-after the dealer's finished hand -> discard if exposed, else next round's burn card).
-
-Re-deal after cards went to a box without a wager: every card in play goes back on top of the
-shoe in the order it was dealt; the round returns to the start of the initial deal (bets as
-placed, splits, doubles, insurance undone) and ``expected_next()`` then accepts exactly those
-cards again, in that order, before any new card (a different card raises :class:`CardMismatch`; the
-table holds the round, and a supervisor's resume then gives the order up: cards as they come).
-"""
+The table's deal tracker drives a :class:`Round`; it is a ``transitions`` state machine
+(``ROUND_STATES``, ``ROUND_TRANSITIONS``) and emits an :class:`Event` through the injected sink
+for every change. Its API, refusals, overrides and procedures (the re-deal among them):
+docs/rules.md, "The round" and "Procedures"."""
 from __future__ import annotations
 
 from collections import Counter

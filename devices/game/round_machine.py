@@ -1,14 +1,6 @@
 """The round's state machine: its definition, the ``transitions`` Machine that declares it (drawn
-from that Machine in docs/state-machines.md), and the transition table every round runs on.
-
-The Machine is the one definition; rounds do not run inside it. Firing a trigger through
-``transitions`` (event lookup, ``_process`` queue, ``execute``, enter/exit callbacks, debug
-logging) cost about 40 us per state change, about a quarter of a whole round at the bench's
-rate, for a machine that has no conditions and no callbacks. So :data:`NEXT` is read from the
-Machine's own events once, at import (:func:`devices.machine_table.transition_table`), and a round
-looks its next state up there: the same transitions, the same refusal
-(:class:`transitions.MachineError`) for a trigger its state does not allow.
-"""
+from that Machine in docs/state-machines.md), and the transition table :data:`NEXT` every round
+runs on (why a table: docs/architecture.md, "State machines as tables")."""
 from __future__ import annotations
 
 from typing import Any

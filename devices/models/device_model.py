@@ -1,23 +1,6 @@
-"""What the host believes about one device: a `transitions` state machine fed by typed messages.
-
-The shuffler and the shoe reader share the link life (offline -> connecting -> idle, stale
-on heartbeat loss, fault and back) and differ only in their working states, which each
-subclass adds in ``WORK_STATES``/``WORK_TRANSITIONS``. Every transition is one :class:`Event`:
-DEVICE_STALE, DEVICE_OFFLINE, DEVICE_FAULT or DEVICE_RECOVERED when it enters or leaves
-trouble (identified again after its link was down counts as leaving it), DEVICE_STATE otherwise.
-A device's fault comes as a Fault event or in its Status (a device reports it after each
-handshake); one in fault that reports another (either way) has that one now, journaled as
-DEVICE_FAULT again; the fault ends with a FaultCleared event or a Status without a fault (the host asks every
-device for its Status after each handshake: a 1.0 device's FaultCleared may have been lost in a link reset;
-a 1.1 device's again after its full event buffer pushed events out); an IDENT of the same boot again changes nothing the device said since.
-
-Staleness is the connection layer's one detector (:class:`~firmware_bridge.staleness.Staleness`)
-on an injectable monotonic clock: ``check_heartbeat()`` (the daemon calls it periodically, tests
-after moving a fake clock) makes a device STALE when nothing was heard for ``stale_after_s``.
-Only proof of life (Heartbeat, Status, Ident) brings a stale device back; a card read from a
-stale device is not accepted. Whether an IDENT means a reboot is decided by the same
-:class:`~firmware_bridge.identity.IdentityTracker` the device connection uses.
-"""
+"""What the host believes about one device: a `transitions` state machine fed by typed messages,
+shared by the shuffler's and the shoe reader's models (each adds its working states). Its events,
+faults and staleness: docs/architecture.md, "The device models"; docs/state-machines.md."""
 from __future__ import annotations
 
 import time

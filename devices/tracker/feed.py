@@ -1,28 +1,13 @@
 """The hop from a device connection to the deal tracker: messages and link events become input records.
 
-A connection (``DeviceSession`` or ``ManagedDevice``) calls ``on_message(Message)`` and
-``on_event(SessionEvent)``; :meth:`Feed.callbacks` gives both for one device, bound to its
-name, and :meth:`Feed.run_ticks` applies a :class:`Tick` about once a second so the device
-models notice silence. Each becomes a record of :mod:`devices.tracker.inputs` applied with
-:meth:`Table.apply`::
+:meth:`Feed.callbacks` gives a connection's ``on_message`` and ``on_event`` for one device, and
+:meth:`Feed.run_ticks` applies a :class:`Tick` about once a second; nothing the tracker raises
+reaches the connection (logged, ``tracker_input_failed``). Which event becomes which record:
+docs/deal-tracking.md, "Inputs"::
 
     feed = Feed(table)
     on_message, on_event = feed.callbacks("shoe-reader")
-    session = DeviceSession(SerialTransport(url), on_message, on_event, config)
-    ticks = asyncio.create_task(feed.run_ticks())
-
-Nothing the tracker raises reaches the connection: a refused or failing input is logged
-(structlog, ``tracker_input_failed``) and the feed goes on with the next one.
-
-Connection events, as the tracker sees them:
-
-- CONNECTED: :class:`LinkUp`, then the device's IDENT as a :class:`DeviceMessage` (the model
-  compares boot ids itself: a reboot mid-round holds the round); a 1.1 device's events of that
-  session come after it (the session holds back what comes during its handshake);
-- DISCONNECTED, LINK_FAILED, INCOMPATIBLE: :class:`LinkDown` (the device is out of play);
-- the rest carry nothing new for the tracker: IDENT, REBOOTED and REPLACED come with an IDENT
-  the model gets as a message, and STALE/FRESH are decided by the model's own clock (ticks).
-"""
+    ticks = asyncio.create_task(feed.run_ticks())"""
 from __future__ import annotations
 
 import asyncio

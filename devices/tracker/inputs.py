@@ -1,22 +1,9 @@
 """Every input the deal tracker takes, as a typed record, and their one JSON form.
 
-A device message, a link going up or down, a tick, and each dealer, player and supervisor input
-is a frozen dataclass; :meth:`devices.tracker.table.Table.apply` applies any of them and returns
-the events it caused. The players' and dealer's round inputs are the round's own records
-(:mod:`devices.game.inputs`, re-exported here). Overrides carry ``who`` and ``role``.
-
-JSON (:func:`to_json` / :func:`from_json`) is one object per record::
-
-    {"v": 2, "type": "PlaceBet", "box": 1, "player": "p1", "amount": 500}
-    {"v": 2, "type": "DeviceMessage", "device": "shoe-reader", "message": "<hex of messages.encode>", ...}
-
-``type`` comes from the fixed registry :data:`RECORDS` (nothing is looked up by a name beyond
-it); a card is "AS", a target ``[kind, box, hand]``, an enum its value, a firmware message the hex
-of :func:`firmware_bridge.messages.encode`. The round log of the snapshot, recordings and the
-benchmark all use this form. A record that cannot be decoded raises :class:`InputDecodeError`.
-Version 2 added ``DeviceMessage.unit``; records of version 1 (older journals, recordings and
-snapshots) still decode, without it.
-"""
+Each input is a frozen dataclass :meth:`devices.tracker.table.Table.apply` takes (the round's own
+records, :mod:`devices.game.inputs`, re-exported here); :func:`to_json` / :func:`from_json` are
+the one versioned JSON form (types from the fixed registry :data:`RECORDS`, one
+:class:`InputDecodeError`). The form and its versions: docs/deal-tracking.md, "Inputs"."""
 from __future__ import annotations
 
 import enum

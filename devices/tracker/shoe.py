@@ -1,20 +1,7 @@
 """The shoe's life: shuffle -> verification -> loaded -> burn -> rounds -> cut card -> complete
--> reconciliation.
-
-Verification compares the shuffler's count per card (``ShuffleComplete.composition``) and
-its own deck check (``DeckCheckResult``) with the configured decks; any missing, extra or
-unrecognised card refuses the shoe and blocks dealing, naming the cards. The host never
-learns the order of a stack: integrity rule, no card is known before the shoe reads it
-leaving the shoe. Reconciliation at the end: cards dealt + cards returned to the shuffler
-(the undealt remainder, counted per card) must equal the verified shoe, card by card.
-
-Messages that belong to the next shoe (a shuffle while this shoe is in play, a new shoe
-loaded before this one is reconciled) wait in ``deferred`` and are replayed once this
-shoe is reconciled or void, so the life of one shoe never mixes with the next. They wait
-longer while the table says the next shoe may not start (``next_shoe_waits``): after a failed
-reconciliation until a supervisor clears its alarm, and while a round dealt from a shoe
-refused mid-round is still on the table (its cards still count as out of this shoe).
-"""
+-> reconciliation (cards dealt + the remainder counted back = the verified shoe, card by card).
+The host never learns a stack's order. Verification and the next shoe's deferred messages:
+docs/architecture.md, "The shoe's life"; the reason codes: docs/deal-tracking.md."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,24 +1,9 @@
 """The table's critical data as a plain dict, and back: what survives a power loss.
 
-Saved: the shoe's position and its count of cards out per card, every pile (burn, discard,
-played, pending), open alarms, holds, the procedures waiting for the dealer, the cards put
-back on top and the shoe count difference an alarm named (the shoe reader's count), and the live
-round as the log of the input records it took (devices.game.inputs, in the JSON form of
-devices.tracker.inputs). Restoring replays that log into a fresh Round with the journal
-muted (its events were journaled the first time), so the round comes back exactly as it was
-without a second copy of its state here. Nothing still inside the shoe is known to the host,
-so nothing undealt can be in a snapshot.
-
-A snapshot names the rules it was taken under by a content hash (:func:`rules_digest`), not by
-their ``name``. :func:`restore` checks everything before it builds a table: the structure and
-types against an explicit schema (:class:`_Snapshot`: unknown keys, missing keys, wrong types,
-negative counts), every card, message and record, and the invariants (the shoe's count equals
-its count per card; every card out is in exactly one pile, ``placed() == shoe.out``). Anything
-wrong is one :class:`SnapshotError` naming what and where.
-
-After a restore the devices are offline (they reconnect by themselves) and a live round is
-held: it resumes only when the devices are back and a supervisor agrees.
-"""
+:func:`snapshot` saves the shoe, the piles, alarms, holds and procedures, and the live round as the
+log of its input records; :func:`restore` checks it all (schema, values, invariants, the rules'
+content hash :func:`rules_digest`) and raises one :class:`SnapshotError`. docs/deal-tracking.md,
+"Power loss"; why the round is a log: docs/architecture.md, "The snapshot"."""
 from __future__ import annotations
 
 import functools

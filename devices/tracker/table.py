@@ -1,20 +1,9 @@
 """The deal tracker: one table's devices, shoe and round, and where every card read goes.
 
-A card read travels: shoe-reader model (stale? refused) -> shoe (counted out; dealing
-blocked? foreign card?) -> face up? (misload: re-deal, round void) -> burn while the shoe
-burns -> the round's expected target -> otherwise the seed procedures (exposed in error:
-kept as the next card; after the dealer's finished hand: the dealer says exposed or not).
-Every card that left the shoe ends in exactly one place: a hand (``played`` or the live
-round), ``burn_pile``, ``discard``, ``pending`` or ``drawn_in_error``; :meth:`placed` counts
-them and must always equal the shoe's count of cards out.
-
-Every input is a typed record (:mod:`devices.tracker.inputs`: device messages, links, ticks,
-the dealer's, players' and supervisor's inputs, ``who`` and ``role`` on overrides) applied by
-:meth:`Table.apply`, which returns the events it caused and dispatches by the record's type.
-See docs/deal-tracking.md for every reason code and who may override it. The state survives a
-power loss through :mod:`devices.tracker.snapshot`; the live round is kept as the log of the
-round inputs (:mod:`devices.game.inputs`) it took.
-"""
+:meth:`Table.apply` takes any record of :mod:`devices.tracker.inputs`, dispatches by its type and
+returns the events it caused; every card that left the shoe ends in exactly one place, and
+:meth:`placed` always equals the shoe's count out. The path of a card read, every reason code and
+who may override it: docs/deal-tracking.md."""
 from __future__ import annotations
 
 from typing import Any, Callable
