@@ -1,6 +1,7 @@
-"""`make demo`'s library-level cousin: a shoe's life on simulated devices behind real ptys, through
-the real host stack and the deal tracker, without the daemon; then the faults the tracker catches.
-What it shows: docs/cardctl.md, "The demo".
+"""`make demo`'s library-level cousin: a shoe's life on simulated devices, through the real host stack.
+
+The simulated devices sit behind real ptys; the deal tracker follows every card without the
+daemon, then the faults it catches are shown. What it shows: docs/cardctl.md, "The demo".
 
     python -m cardd.demo [--rules cardd/rules/casino-000.toml] [--shuffle-seconds 2] [--pace 0.005] [--no-faults]"""
 from __future__ import annotations

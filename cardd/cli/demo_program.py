@@ -1,7 +1,9 @@
 """``make demo``: the real ``cardd --simulate`` through a whole 6-deck shoe, run by a scripted
 dealer, players and supervisor that talk to it only through the API, while ``cardctl watch``
-shows the table live in this terminal (cardd.cli.demo is the entry point). What it plays, its
-summary and its Ctrl-C: docs/cardctl.md, "The demo".
+shows the table live in this terminal.
+
+cardd.cli.demo is the entry point. What it plays, its summary and its Ctrl-C: docs/cardctl.md,
+"The demo".
 
     python -m cardd.cli.demo [--fast] [--seed N] [--no-watch] [--state-dir DIR]"""
 from __future__ import annotations
