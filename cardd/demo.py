@@ -1,20 +1,9 @@
-"""`make demo`: a shoe's life on simulated devices, through the real host stack.
+"""`make demo`'s library-level cousin: a shoe's life on simulated devices, through the real host stack.
 
-A simulated shuffler and a simulated shoe each sit behind a real pseudo-terminal; the host
-opens both with the serial driver, the link and the session, exactly as it would real
-devices, and a :class:`devices.tracker.feed.Feed` takes what they say to the deal tracker.
+The simulated devices sit behind real ptys; the deal tracker follows every card without the
+daemon, then the faults it catches are shown. What it shows: docs/cardctl.md, "The demo".
 
-1. A shoe's life: the shuffler shuffles and verifies a 6-deck shoe (a count per card, never
-   the order); the dealer moves the stack into the shoe; the tracker follows every card the
-   shoe reads: the burn, each round (a simple scripted dealer and players), the cut card,
-   and the end-of-shoe reconciliation, for which the dealer runs the undealt stub through
-   the reader. Every card is printed as the host reads it, with where it went.
-2. What the tracker catches (skip with --no-faults): a shoe with the right number of cards
-   but one missing and a stranger in its place is refused at verification; a card loaded
-   face up voids its round.
-
-    python -m cardd.demo [--rules cardd/rules/casino-000.toml] [--shuffle-seconds 2] [--pace 0.005] [--no-faults]
-"""
+    python -m cardd.demo [--rules cardd/rules/casino-000.toml] [--shuffle-seconds 2] [--pace 0.005] [--no-faults]"""
 from __future__ import annotations
 
 import argparse

@@ -1,18 +1,6 @@
 """Ctrl-C and the signals that end a program like it, for every entry point (cardctl, cardbench,
 the demo, the daemon before it serves): the one owner of the process's signal state.
-
-Ctrl-C's quiet end: no traceback, nothing but a newline on a terminal, exit 130 (the shell's code
-for SIGINT, 128 + 2). :func:`run_entry_point` runs a program whose imports are inside it, so a
-Ctrl-C while it still imports (most of a short command's time) ends it as one at any later moment
-does; cardd.cli.common's Program ends the click programs' KeyboardInterrupts (click would print
-'Aborted!') with :func:`end_interrupted` too. A program that starts children
-(:func:`end_like_ctrl_c`) ends alike on SIGTERM and SIGHUP, holds a signal back while it starts
-one (:func:`ending_deferred`) and stops them (:func:`stop_child`).
-
-This module is imported before that ``try`` (an entry point's top): it imports only what Python's
-start has loaded already (sys, contextlib) and ``signal``, ``threading`` and ``subprocess`` where
-they are used, not ``typing`` (milliseconds of a window where a Ctrl-C would still print Python's
-traceback)."""
+Why it imports next to nothing: docs/architecture.md, "Ctrl-C"."""
 from __future__ import annotations
 
 import sys

@@ -1,26 +1,6 @@
-"""What a person's name may be, and its one spelling: the policy every name a client gives passes.
-
-A player's name is what the table, the journal and every view know him by: it becomes the
-``who`` of his records, the key of his seat and his stakes, and a line in a supervisor's view.
-So a name is shown as it is stored, and one person typed two ways is one name:
-
-- **One spelling.** Unicode NFKC: a letter with its accent and the letter followed by a
-  combining accent (``José``, ``Jose\\u0301``), a full-width or a ligature form and its plain
-  letters (``Ｊｏｓｅ``, ``ﬁ``) are one name. Every run of spaces, of any kind (no-break, ideographic,
-  ...), is one ASCII space, and none begins or ends a name. Case is kept: ``alice`` and
-  ``Alice`` are two names, as they were typed.
-- **Refused**: an empty name; one of more than :data:`MAX_NAME` characters; and any character a
-  view could not show as itself: control characters (C0, DEL, C1: a terminal's escape
-  sequences), format characters (bidi embeddings, overrides, isolates and marks, zero-width
-  spaces and joiners, the soft hyphen, the BOM), line and paragraph separators, surrogates,
-  private-use characters, code points Unicode has not assigned (noncharacters too), the other
-  invisible characters (variation selectors, the Hangul fillers, the combining grapheme
-  joiner), and a combining mark with no letter before it, first or after a space (it would
-  join what a view shows before it: NFKC makes a spacing accent such as U+00B4 a space and a
-  combining one).
-
-docs/api.md ("Names") is the reader's version.
-"""
+"""What a person's name may be, and its one spelling: the policy every name a client gives passes
+(NFKC, spaces as one, at most :data:`MAX_NAME` characters, every character a view could not show
+as itself refused). docs/api.md, "Names", says every rule."""
 from __future__ import annotations
 
 import unicodedata

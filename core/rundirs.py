@@ -1,24 +1,7 @@
-"""A run's temporary directory that a killed run does not leave behind for ever.
-
-cardbench (run, soak, replay), the demo and ``cardd --simulate`` without ``--state-dir`` keep a
-journal, a socket and a log in a fresh temporary directory and remove it when they end. Nothing
-runs at a SIGKILL (nor the OOM killer's), so such a directory would stay in /tmp. Each is made by
-:func:`make_run_directory`, whose name carries the owner's pid and the start time the kernel gives
-that process (``cardbench-soak-4242-918273-abcd1234``), with a marker file saying the same
-(:data:`MARKER`). Making one first removes, in the same parent, every directory left by an owner
-that is gone:
-
-- only a directory (not a symlink) owned by this user, whose name has that form and whose marker
-  names the same pid and start time: nothing cardd did not make is touched;
-- only when no process has that pid with that start time (a pid the kernel gave to another
-  process since is told apart by its start time; a zombie counts as gone): a live run's
-  directory is never removed. Where /proc cannot be read, nothing is removed.
-
-A directory a run means to keep (a failed soak's journal and log, the demo's journal) is
-:func:`keep`-ed: its marker is removed, so no later run takes it for one left behind; so is a dead
-run's directory another process takes over (:func:`adopt`).
-Directories made before this mechanism have no marker: they are left alone.
-"""
+"""A run's temporary directory that a killed run does not leave behind for ever:
+:func:`make_run_directory` (its name and marker carry the owner's pid and start time, and it
+removes what owners that are gone left), :func:`keep` and :func:`adopt`. docs/install.md,
+"Temporary directories of a killed run"."""
 from __future__ import annotations
 
 import os

@@ -1,16 +1,6 @@
-"""From a URL to a transport: one registry of schemes, so drivers never import simulators.
-
-``serial``, ``usb`` and ``mem`` (the in-process loopback of :mod:`drivers.memory`) are registered here. The simulators package registers ``sim``::
-
-    from drivers import register_scheme
-    register_scheme("sim", lambda url, **options: SimTransport(url), form="sim://shoe|shuffler")
-
-Registering a scheme is also what makes its URLs parse: any other scheme is a BadURL
-"unknown scheme 'tcp'", with the accepted forms.
-
-:func:`make_transport` builds an unopened transport; :func:`open_transport` also opens it.
-Options (e.g. ``backend=`` for a pyusb backend) pass through to the scheme's factory.
-"""
+"""From a URL to a transport: one registry of schemes, so drivers never import simulators
+(:func:`register_scheme`, :func:`make_transport`, :func:`open_transport`).
+docs/architecture.md, "URLs and schemes"."""
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,22 +1,6 @@
-"""``mem://NAME``: an in-memory port for tests and in-process simulators, like python-can's
-virtual bus or pymodbus's null modem.
-
-A device side listens on a name and is handed its end of every connection made to it::
-
-    line = drivers.memory.listen("shoe", accept)   # accept(end): end.attach(listener) at once
-
-and the host opens ``mem://shoe`` like any other URL (``make_transport``, ``ReconnectingPort``,
-``DeviceConnection``). Each open joins a fresh host end to a fresh device end: what one end
-writes reaches the other's listener on a later turn of the loop, in order, never inside the
-writer's own call (as with a real port). Closing either end hangs up the other, whose listener
-then gets ``connection_lost`` (an unplug, seen from that side); :meth:`MemoryLine.close` stops
-listening and hangs up every connection. :func:`memory_pair` gives two joined ends with no name.
-
-Impairment is the caller's to inject (drivers never import simulators): a *wire* is a function
-that, given the delivery, returns the write, e.g. the simulators' ``FaultyWire``::
-
-    listen("shoe", accept, to_host=lambda deliver: FaultyWire(faults, deliver, loop).to_host)
-"""
+"""``mem://NAME``: an in-memory port for tests and in-process simulators. A device side listens on a
+name (:func:`listen`) and is handed its end of every connection; impairment is a wire the caller
+injects (drivers never import simulators). docs/architecture.md, "The in-memory port"."""
 from __future__ import annotations
 
 import asyncio

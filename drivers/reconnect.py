@@ -1,23 +1,6 @@
-"""Keep a device port open: open, and after every loss or failed open, retry with backoff.
-
-("Port" is the transport to one device URL; "link" is only firmware_bridge's seq/ACK layer above it.)
-
-Like a NUT driver it never gives up and never exits: it says what happens through events
-(``connected``, ``disconnected`` with the reason, ``retrying`` with attempt and delay)
-and reopens with exponential backoff (0.1 s doubling, capped at 5 s); the schedule starts
-over only after a port that stayed open ``Backoff.stable`` (5 s), so a device that drops right
-after every open backs off like one that cannot be opened. A refused open
-(EACCES just after hotplug, before udev has applied the group) is retried the same way.
-A cause that needs a person (no libusb on the machine: :class:`~drivers.errors.UsbUnavailable`)
-is retried the same way too, on purpose: installing libusb-1.0-0 brings the port up without a
-restart (pyusb looks for the library again at every open). Such a port never spins silently:
-every ``retrying`` event carries the whole reason ("... libusb is not installed ... install
-the system package libusb-1.0-0 ...") and is logged at warning level, as ``disconnected`` is.
-Each attempt builds a fresh transport from the URL. ``sleep`` is injectable so tests run
-the backoff without waiting.
-
-The layer above re-handshakes on ``connected``: bytes from before a loss are gone.
-"""
+"""Keep a device port open: open, and after every loss or failed open, retry with backoff, forever
+(:class:`ReconnectingPort`, :class:`Backoff`). "Port" is the transport to one device URL; "link"
+is only firmware_bridge's seq/ACK layer above it. docs/architecture.md, "Reopening a port"."""
 from __future__ import annotations
 
 import asyncio

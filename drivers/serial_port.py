@@ -1,14 +1,6 @@
-"""Serial transport: pyserial opens and configures the port, the asyncio loop moves bytes.
-
-Reads and writes are event-driven (``add_reader``/``add_writer`` on the port's fd, non-
-blocking ``os.read``/``os.write``): no reader thread, no polling. Any chunk size is passed
-up as it arrives, so byte-at-a-time delivery and an FTDI adapter's 16 ms batches look the
-same to the framing layer. EIO or a zero-length read on a readable fd is an unplug:
-``connection_lost`` is called exactly once and the fd leaves the loop; a failed write reports
-it on the next loop turn, never from inside ``write()``. What the kernel has not taken yet
-is held up to ``drivers.transport.MAX_BACKLOG`` bytes; beyond that the oldest are dropped (counted in
-``bytes_dropped``), so a device that stops reading cannot grow the host's memory.
-"""
+"""Serial transport: pyserial opens and configures the port, the asyncio loop moves bytes
+(``add_reader``/``add_writer``, no thread, no polling; a bounded write backlog; one
+``connection_lost`` on an unplug). docs/architecture.md, "The serial transport"."""
 from __future__ import annotations
 
 import asyncio

@@ -1,17 +1,10 @@
-"""Device URLs: one string in config names a device and how to talk to it.
-
-Accepted forms::
+"""Device URLs: one string in config names a device and how to talk to it::
 
     serial:///dev/cardd/shuffler-A1?baud=115200&parity=N&stopbits=1&bytesize=8
     usb://1209:c4d0?serial=SHOE0001
-    NAME-SCHEME://NAME?key=value   for a scheme registered with drivers.register_scheme
-                                   (``sim://shoe`` once ``simulators`` is imported; ``mem://NAME``,
-                                   an in-process loopback, always: see drivers.memory)
+    NAME-SCHEME://NAME?key=value   (a scheme registered with drivers.register_scheme)
 
-:func:`parse_url` returns a typed :class:`DeviceURL` or raises one :class:`BadURL` that
-says what is wrong and shows the accepted forms, compactly. Any other scheme is refused as
-unknown, by its name.
-"""
+:func:`parse_url` returns a :class:`DeviceURL` or raises one :class:`BadURL`."""
 from __future__ import annotations
 
 import re

@@ -1,19 +1,5 @@
-"""USB bulk transport through pyusb: one reader thread, one writer thread, bytes on the loop.
-
-Open: find by VID:PID (and serial number), detach an active kernel driver, set the
-configuration, claim interface 0, find its bulk IN and OUT endpoints. The reader thread
-loops on bulk reads with a short timeout (so it sees a stop request) and hands each chunk
-to the loop with ``call_soon_threadsafe``; writes go to a bounded backlog (the same
-:class:`drivers.transport.WriteBacklog` as serial: at most MAX_BACKLOG bytes, the oldest
-dropped and counted in ``bytes_dropped``) that a writer thread empties in WRITE_CHUNK pieces,
-so a slow device never blocks the loop nor grows the host's memory. A bulk write that times
-out (the device NAKs) is retried, as a serial port waits for a device that does not read.
-A USB error (ENODEV, EIO, EPIPE, ...) on either thread becomes ``connection_lost`` exactly
-once. ``close()`` lets the writer send what is queued for at most CLOSE_WAIT_S, however slow
-the device, then drops the rest: a thread still inside a transfer ends by itself within one
-write timeout and releases the device then. ``backend`` selects the pyusb backend (tests and simulators
-pass SimUsbBackend).
-"""
+"""USB bulk transport through pyusb: one reader thread, one writer thread, bytes on the loop (a
+bounded write backlog; at most ``CLOSE_WAIT_S`` at close). docs/architecture.md, "USB bulk"."""
 from __future__ import annotations
 
 import asyncio

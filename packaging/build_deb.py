@@ -1,26 +1,9 @@
-"""Build cardd's Debian package, ``cardd_<version>_<arch>.deb``, into a folder (``make deb``).
+"""Build cardd's Debian package, ``cardd_<version>_<arch>.deb``, into a folder (``make deb``): a
+staged tree (a venv under /opt/cardd/venv, the programs' links, the unit, udev rules, sysusers,
+tmpfiles, conffiles, docs and man pages) built with ``dpkg-deb --build``. The tree and why not
+debhelper: docs/dependencies.md.
 
-    python packaging/build_deb.py OUT_DIR      # prints the package's path
-
-A staged tree built with ``dpkg-deb --build`` (docs/dependencies.md says why not debhelper):
-
-    /opt/cardd/venv/            a venv made by Debian 12's python3.11: requirements/runtime.txt
-                                (every file checked against its hash), then cardd's wheel
-                                (packaging/build_wheel.py)
-    /usr/bin/cardd, cardctl, cardbench      links to the venv's console scripts
-    /lib/systemd/system/cardd.service       packaging/cardd.service
-    /lib/udev/rules.d/99-cardd.rules        udev/99-cardd.rules
-    /usr/lib/sysusers.d/cardd.conf          the user cardd and the API's groups
-    /usr/lib/tmpfiles.d/cardd.conf          /var/lib/cardd and /run/cardd
-    /etc/cardd/cardd.toml, rules.toml       conffiles: packaging/cardd.toml, casino-000's rules
-    /usr/share/cardd/rules                  a link to the seed casinos' house rules in the venv
-    /usr/share/doc/cardd/                   README, docs/*.md, copyright
-    /usr/share/man/man1/cardd.1.gz ...      each program's --help (packaging/man_pages.py)
-
-The venv is made in the staging folder and its paths rewritten to /opt/cardd/venv (the console
-scripts' ``#!`` lines, ``activate``); pip compiles nothing there (``--no-compile``): postinst
-compiles the modules where they run, and prerm removes what it compiled.
-"""
+    python packaging/build_deb.py OUT_DIR      # prints the package's path"""
 from __future__ import annotations
 
 import hashlib

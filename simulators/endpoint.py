@@ -1,22 +1,8 @@
 """Where a simulated device meets a real transport: its own thread, asyncio loop, Link and wire.
 
-An :class:`Endpoint` runs one device (:mod:`simulators.shuffler`, :mod:`simulators.shoe`)
-behind the bridge's :class:`~firmware_bridge.link.Link` (the same class the host uses) and a
-:class:`~simulators.wire.FaultyWire`. Subclasses move the raw bytes: :class:`PtyEndpoint`
-(a pseudo-terminal the host opens with pyserial) and :class:`UsbEndpoint`
-(:mod:`simulators.usb_backend`, the host's pyusb core reads it). Host code runs unchanged.
-
-The device's link waits for the host's RESET at power-on (nothing is written before a host
-is there); after a reboot the device starts the link itself with RESET, as firmware does.
-
-Events (protocol 1.1, docs/protocol.md §3.2) go through the device's
-:class:`~simulators.event_store.EventStore`: numbered and kept there, they are sent only once
-a host has shaken hands on the link as it is now — as ``Event(index, message)`` from the
-index the host's ResumeEvents names, or plain to a 1.0 host — so an event in flight when the
-link resets is sent again, never lost. Requests wrapped in ``Request(id, ...)`` are answered
-in ``Answer(id, ...)``.
-Every method called from another thread (the test's) is marshalled onto the device's loop.
-"""
+An :class:`Endpoint` runs one device behind the host's own Link and a ``FaultyWire``; subclasses
+(:class:`PtyEndpoint`, :class:`UsbEndpoint`) move the raw bytes. Its link start, numbered events
+and threads: docs/simulators.md, "How an endpoint runs a device"."""
 from __future__ import annotations
 
 import abc

@@ -1,14 +1,6 @@
-"""A device's numbered events, kept until the host confirms them as journaled (protocol 1.1).
-
-What a real device keeps in non-volatile memory (docs/protocol.md §3.2): the index of its last
-event, the highest index a host confirmed, and the unconfirmed events themselves (at most
-``capacity``). The simulated device keeps one store across ``reboot()`` (that is its
-persistence) and starts a new one on ``reset()`` (factory defaults).
-
-When the store is full a new event pushes out the oldest unconfirmed one: the live stream
-goes on, and only a host that asks for the pushed-out events again learns they are gone
-(EventsDropped OVERFLOW, counted in :attr:`overflowed`).
-"""
+"""A device's numbered events, kept until the host confirms them as journaled (protocol 1.1): kept
+across ``reboot()``, bounded, the oldest pushed out when full (:attr:`overflowed`).
+docs/simulators.md, "How an endpoint runs a device"; docs/protocol.md §3.2."""
 from __future__ import annotations
 
 from collections import deque

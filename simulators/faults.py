@@ -1,14 +1,7 @@
-"""Fault-injection switches of the simulated devices, each named so the CLI and the bench can set it.
-
-Device faults act on what a device does (docs/simulators.md lists them with their effect);
-wire faults act on the bytes between the device's link and its transport
-(:mod:`simulators.wire`). A spec string such as ``"jam=0.5 missing=AS,7H byte_at_a_time"``
-(entries separated by spaces or ``;``) parses with :meth:`Faults.parse`; a bad entry raises
-:class:`FaultSpecError` naming the entry and what it takes, in words ("jam=abc: expected a
-number of seconds, 0 or more"). A few switches mean nothing to one of the two devices
-(:data:`ONLY_FOR`): :meth:`Faults.check_for` refuses them there, and every device checks its
-switches when it is built and when they change, so a shoe never silently ignores ``jam``.
-"""
+"""Fault-injection switches of the simulated devices, each named so the CLI and the bench can set it:
+device faults and wire faults (:mod:`simulators.wire`), a spec string parsed by
+:meth:`Faults.parse` (one :class:`FaultSpecError` in words), and the switches one device refuses
+(:data:`ONLY_FOR`). docs/simulators.md, "Fault switches", lists them all."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,18 +1,6 @@
-"""A simulated device's non-volatile memory in a file: what a real shoe or shuffler still holds
-after the table computer restarts, or after a power cut to them both.
-
-The cards are physically there (the shoe's undealt stack and its cut card, how many have left;
-the shuffler's shuffled stack, or the cards in its tray when a shuffle was cut short), and so are
-the numbered events the device keeps until a host confirms them (docs/protocol.md §3.2).
-``cardd --simulate --state-dir D`` keeps each device's in D and restores it at start, so a
-daemon restarted there (after a SIGKILL too) finds its shoe as it left it. A device writes its
-file at each change (:attr:`SimulatedDevice.on_change`: each numbered event, before it is sent,
-and each stack taken out or put in by hand) through a temporary file and a rename: a process
-killed at any point leaves the old file or the new one, never half of one (not flushed to disk:
-it survives the process, not the machine's power). The file is its owner's alone (mode 0600): a
-shoe's memory is its undealt cards in order, which nobody else on the computer may read; a file
-left readable by an older version is made so when the device starts keeping it.
-"""
+"""A simulated device's non-volatile memory in a file (its cards, counters and numbered events),
+written at each change through a rename, mode 0600: what a real shoe or shuffler still holds after
+the table computer restarts. docs/simulators.md, "Memory across a restart"."""
 from __future__ import annotations
 
 import json

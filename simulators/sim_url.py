@@ -1,16 +1,7 @@
-"""``sim://shuffler`` and ``sim://shoe``: a simulated device in this process, behind a real pty.
-
-Registered with the drivers' scheme registry when :mod:`simulators` is imported, so host code
-opens ``sim://shoe`` exactly like ``serial://...``: the transport is the real serial driver on
-the simulator's pty. A simulated device lives for the whole process (like hardware that stays
-on when the host reconnects): the first open of a URL starts it, later opens reach the same
-device, :func:`stop_all` ends them. Query parameters::
-
-    sim://shoe?serial=SHOE0002&pace_s=0.5&faults=face_up_at=7+unreadable_at=9
-    sim://shuffler?shuffle_time_s=3&faults=jam=1
-
-``faults`` takes the switches of :class:`simulators.faults.Faults`, separated by ``+``/``;``.
-"""
+"""``sim://shuffler`` and ``sim://shoe``: a simulated device in this process, behind a real pty,
+registered with the drivers' scheme registry when :mod:`simulators` is imported. The first open of
+a URL starts the device, later opens reach it, :func:`stop_all` ends them; the query parameters:
+docs/simulators.md, "In-process: URLs, endpoints and the rig"."""
 from __future__ import annotations
 
 import math

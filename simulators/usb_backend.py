@@ -1,25 +1,7 @@
-"""A pyusb backend whose USB devices are simulated, so host code runs through pyusb's core.
-
-``usb.core.find(backend=SimUsbBackend())`` finds the simulated devices; descriptors,
-string descriptors (serial number), configuration, interface claiming, kernel-driver
-detach and bulk transfers all behave as libusb's backend does, including its errors:
-:class:`usb.core.USBTimeoutError` (errno ETIMEDOUT) when a read times out and
-:class:`usb.core.USBError` with errno ENODEV once the device is unplugged.
-
-Binding a device side (e.g. the simulated shoe)::
-
-    class Side:                          # anything with host_wrote(bytes)
-        def host_wrote(self, data: bytes) -> None: ...   # called on the host's writer thread
-
-    backend = SimUsbBackend()
-    dev = backend.add_device(Side(), vid=0x1209, pid=0xC4D0, serial="SHOE0001")
-    dev.send_to_host(b"...")             # thread-safe: queue bytes for the host's bulk IN read
-    dev.unplug(); dev.replug()           # pending reads fail with ENODEV; replug = fresh device
-    dev.out_packet_delay_s = 0.05        # a slow OUT endpoint: each 64-byte packet takes 50 ms
-
-Each device has one configuration (value 1) with one vendor-class interface (0) holding
-bulk IN 0x81 and bulk OUT 0x01, 64-byte packets (full speed).
-"""
+"""A pyusb backend whose USB devices are simulated, so host code runs through pyusb's core
+(descriptors, claiming, bulk transfers and libusb's errors as libusb's backend gives them).
+Binding a device side, and the one configuration each device has: docs/simulators.md, "How an
+endpoint runs a device"."""
 from __future__ import annotations
 
 import array

@@ -1,15 +1,6 @@
 """A client of the local API: what cardctl, the bench and a dealer console use to talk to cardd.
-
-Blocking and small on purpose (one socket, one line per message): a command-line tool or a
-test drives it step by step. Every request gets exactly one reply; EVENT lines that arrive
-while a watcher waits for a reply are kept, in order, in :attr:`ApiClient.pending_events`.
-
-Errors a person meets first are typed, each one line saying what to do:
-:class:`DaemonNotRunning` (no socket, or nobody listening), :class:`SocketPermissionDenied`
-(not in the API group), :class:`CommandRefused` (an ERROR reply: ``code`` and ``message``),
-:class:`ConnectionClosed` (the daemon went away or dropped a lagging watcher), :class:`TextNotUtf8`
-(an argument that is not UTF-8: nothing sent).
-"""
+Blocking and small on purpose; every request gets one reply, and the errors a person meets first
+are typed, one line each (docs/architecture.md, "The API client and messages")."""
 from __future__ import annotations
 
 import errno

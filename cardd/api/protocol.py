@@ -1,14 +1,6 @@
-"""The local API's messages, declared once: JSON objects, one per line, each tagged by `class`.
-
-Every message is a msgspec Struct in a tagged union (`tag_field="class"`), so the same
-declaration validates what a client sends, encodes what the daemon sends, and generates the
-JSON Schema in docs/api-schema.json (`make api-schema`). docs/api.md describes each class
-with an example; tests/api/test_api_doc.py parses those examples with these types.
-
-Requests are strict (an unknown field is an error: a typo must not be silently ignored);
-clients should ignore fields they do not know in the daemon's messages, which a later 1.x
-may add.
-"""
+"""The local API's messages, declared once: JSON objects, one per line, each tagged by `class`
+(msgspec Structs in a tagged union: they validate, encode and generate docs/api-schema.json).
+Requests are strict, clients ignore unknown fields: docs/api.md describes each class."""
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union

@@ -1,15 +1,6 @@
-"""The local API server: a Unix socket speaking JSON lines (docs/api.md).
-
-One asyncio loop, the daemon's. The card path calls :meth:`ApiServer.publish` synchronously:
-it encodes the event once and appends the line to each watcher's bounded queue, never
-waiting on any client. Each connection has a reader (requests, one reply each, in order)
-and a writer (the queue to the socket). What a loop turn queued for a client goes to its
-socket in one write at the end of that turn, straight from the loop (no task to wake: with 50
-watchers that was most of the fan-out's time), or at once when the daemon calls
-:meth:`ApiServer.flush` after a commit's records; only while the socket's buffer is full does
-the writer task take over and wait for the peer. A watcher whose queue is full is told
-DISCONNECT and dropped; it reconnects with WATCH since_seq and misses nothing.
-"""
+"""The local API server: a Unix socket speaking JSON lines (docs/api.md); ``publish`` never waits on
+a client, each watcher has a bounded queue (a full one is told DISCONNECT). How the fan-out
+writes: docs/architecture.md, "The API server's fan-out"."""
 from __future__ import annotations
 
 import asyncio

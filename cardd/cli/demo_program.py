@@ -1,19 +1,11 @@
 """``make demo``: the real ``cardd --simulate`` through a whole 6-deck shoe, run by a scripted
-dealer, players and supervisor that talk to it only through the API (ApiClient), as a dealer
-console would — while ``cardctl watch`` shows the table live in this terminal.
+dealer, players and supervisor that talk to it only through the API, while ``cardctl watch``
+shows the table live in this terminal.
 
-The shoe: shuffle and verify, load, burn; rounds with random wagers on several boxes (a
-co-player on some), basic-strategy decisions, insurance and surrender where offered; one
-face-up misload that voids its round, one shuffler jam mid-round that the supervisor clears,
-one unplug and replug of the shoe; then the stub back to the shuffler and the reconciliation.
-Then a summary: rounds played and voided, cards, money per box, alarms and how each was
-resolved, the reconciliation, the journal and the line that verifies it. Ctrl-C at any moment,
-the summary included, ends it with one line and exit 130: the live view and the daemon stopped,
-its temporary directory removed (cardd.cli.demo, the entry point, runs it; a Ctrl-C while it
-still imports ends it quietly, exit 130: nothing is started yet).
+cardd.cli.demo is the entry point. What it plays, its summary and its Ctrl-C: docs/cardctl.md,
+"The demo".
 
-    python -m cardd.cli.demo [--fast] [--seed N] [--no-watch] [--state-dir DIR]
-"""
+    python -m cardd.cli.demo [--fast] [--seed N] [--no-watch] [--state-dir DIR]"""
 from __future__ import annotations
 
 import argparse

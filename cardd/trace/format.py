@@ -1,31 +1,8 @@
 """The trace format: what devices said, as ``cardctl capture`` captures one device and
 ``cardbench record`` records a scenario, read back by ``cardctl replay`` and ``cardbench replay``
 (the device a replay serves: :mod:`cardd.trace.device`). Below both programs, so neither imports
-the other for it.
-
-A trace file is JSON lines (format 2; format 1 files are still read). The first line is the
-header: ``cardd_trace``, the time the capture started, ``devices`` (role -> the device: URL,
-role, model, serial, firmware, protocol, and ``faults``: the link-level fault switches a replay
-puts back on the wire), the ``link`` settings of a capture, and for a recorded scenario its
-``rules`` and ``scenario``. Each further line is one of:
-
-- ``{"t", "device", "type", "payload", "fields"}``: a message the device sent by itself (``t``
-  seconds after the start; ``payload``: the message's exact bytes in hex; ``fields`` for people);
-- ``{"t", "device", "request", "emitted", "replies"}``: what the device did when the host sent
-  ``request`` (a type name): the messages it sent while handling it and its replies, in hex
-  (a replaying device answers that request the same way, once);
-- ``{"t", "device", "hand": "unplug" | "replug" | "reboot" | "faults", ...}``: what was done to
-  the device (unplugged, plugged back, rebooted, ``set``: link fault switches changed);
-- ``{"t", "api", "args", "outcome"}``: an API command a dealer or supervisor sent, at its place
-  in the stream, and its outcome (``ack`` or ``refused:CODE``);
-- ``{"t", "wait": {"path", "equals" | "matches", "timeout"}}``: the bench waited until the
-  daemon's STATE at ``path`` was so (a scenario's wait step);
-- ``{"t", "device", "event", "detail"}``: a link event of a capture (for people; not replayed).
-
-Format 1 had one ``device`` in the header and lines without ``device``. Replies to the host's
-identity, status, counters and self-test requests, the EventsDropped that answers its resume,
-and heartbeats are not recorded: the replaying device makes its own.
-"""
+the other for it. Every line of the format (JSON lines, format 2; format 1 still read):
+docs/bench.md, "Record and replay"."""
 from __future__ import annotations
 
 import dataclasses
