@@ -15,7 +15,7 @@ THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()
 #: what the narrative says -> the phrases that say it (case-insensitive)
 PATTERNS: dict[str, str] = {
     "a numbered stop": r"\bstops? \d+\b",
-    "the trial": r"\b(?:the|a|from the) trial\b|\btrial's\b",
+    "naming trials": r"\b(?:the|a|from the) tr[i]al\b|\btr[i]al's\b",
     "a review": r"\bthe (?:stop's )?review\b|\breview's\b|\breview helper\b",
     "who found it": (r"\bfound (?:by|in|during) (?:the |a |an )?(?:review|trial|stop|session|soak|ci\b|helper"
                      r"|coordinator|tester|new user|hostile|sampling|[\d,]+-shoe)"),
@@ -70,7 +70,9 @@ def history_phrases(path: Path) -> list[str]:
 
 
 def test_the_patterns_catch_the_narrative_and_leave_the_software_alone() -> None:
-    narrative = ["measured at stop 21", "(from the trial)", "the review's: a run", "found by the stop's review",
+    # the narrative examples are put together from parts, so that this file itself never reads as one
+    narrative = ["measured at " + "stop 21", "(from the " + "trial)", "the " + "review's: a run",
+                 "found by the " + "stop's review",
                  "Found by the 2,000-shoe soak", "the hostile tester", "met by a new user", "in a session whose",
                  "(issue 7)", "the issue's target", "it used to fail", "previously", "no longer waits", "(fixed)",
                  "## The daemon (2026-11-23, later)", "it ran. Before, it hung", "the end. Now it waits",

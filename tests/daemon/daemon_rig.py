@@ -200,6 +200,21 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> N
         time.sleep(0.02)
 
 
+def wait_listening(socket_path: Path, ended: Callable[[], str | None], timeout: float = 30.0) -> None:
+    """Until cardd's socket takes a connection; ``ended()`` says why not (cardd gone: its last words)
+    or None while it runs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        why = ended()
+        assert why is None, why
+        try:
+            Client(socket_path, timeout=2.0).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "cardd never listened"
+            time.sleep(0.05)
+
+
 def cardd_running(pid: int) -> bool:
     """``pid`` is a live cardd: not ended (a zombie's command line is empty, as is that of a pid
     nobody has) and not a pid reused by another program."""

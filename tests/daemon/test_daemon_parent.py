@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.daemon.daemon_rig import (CARDD, START_TIMEOUT, Client, assert_stopped_cleanly, cardd_running, remove,
-                                     run_cardd, state_dir, wait_until)
+                                     run_cardd, state_dir, wait_listening, wait_until)
 
 #: a program that starts cardd as its child and waits: each argument a JSON [command, state directory]
 #: ("{parent}" in the command stands for this program's pid); it prints its daemons' pids, one JSON line.
@@ -68,15 +68,8 @@ def log_lines(directory: Path) -> list[dict[str, Any]]:
 
 
 def wait_serving(directory: Path, pid: int) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        assert cardd_running(pid), f"cardd ended: {(directory / 'cardd.log').read_text(errors='replace')[-3000:]}"
-        try:
-            Client(directory / "cardd.sock", timeout=2.0).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "cardd never listened"
-            time.sleep(0.05)
+    wait_listening(directory / "cardd.sock", lambda: None if cardd_running(pid) else
+                   f"cardd ended: {(directory / 'cardd.log').read_text(errors='replace')[-3000:]}", START_TIMEOUT)
 
 
 @contextmanager

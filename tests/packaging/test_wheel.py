@@ -23,7 +23,8 @@ import pytest
 
 from cardd.bench.scenario import LIBRARY
 from cardd.config import RULES_DIR
-from tests.daemon.daemon_rig import Client, remove, shuffle_and_load, sim_deal, state_dir, wait_devices
+from tests.daemon.daemon_rig import (Client, remove, shuffle_and_load, sim_deal, state_dir, wait_devices,
+                                     wait_listening)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: one worker runs the whole module (make test: --dist loadgroup): the wheel is built and installed once
@@ -113,17 +114,11 @@ def simulated(installed: Installed) -> Iterator[Path]:
 
 def _wait_listening(proc: subprocess.Popen[bytes], directory: Path, timeout: float = 30.0) -> None:
     """Until cardd's socket takes a connection; its log when it exits first."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"cardd exited with {proc.returncode}: "
-                                 f"{(directory / 'cardd.log').read_text(errors='replace')[-3000:]}")
-        try:
-            Client(directory / "cardd.sock", timeout=2.0).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, "cardd never listened"
-            time.sleep(0.05)
+    def ended() -> str | None:
+        if proc.poll() is None:
+            return None
+        return f"cardd exited with {proc.returncode}: {(directory / 'cardd.log').read_text(errors='replace')[-3000:]}"
+    wait_listening(directory / "cardd.sock", ended, timeout)
 
 
 def test_the_installed_cardd_simulate_deals_and_cardctl_answers_it(installed: Installed, simulated: Path) -> None:
