@@ -127,16 +127,13 @@ class Daemon:
                                          stderr=err, cwd=cwd,
                                          env=None if env is None else {**os.environ, **env})
         STARTED.append(self)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"cardd exited with {self.proc.returncode}: {self.stderr()[-3000:]}")
-            try:
-                Client(socket_path, timeout=2.0).close()
-                return
-            except OSError:
-                assert time.monotonic() < deadline, "cardd never listened"
-                time.sleep(0.05)
+        wait_listening(socket_path, self._ended, START_TIMEOUT)
+
+    def _ended(self) -> str | None:
+        """Why cardd is not running (its exit code and last words), or None while it runs."""
+        if self.proc.poll() is None:
+            return None
+        return f"cardd exited with {self.proc.returncode}: {self.stderr()[-3000:]}"
 
     def client(self) -> Client:
         return Client(self.socket_path)
