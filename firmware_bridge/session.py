@@ -96,8 +96,9 @@ class SessionConfig:
     stats_interval: float = 60.0  # how often the link statistics go to the log
     messages_limit: int = 10_000  # messages one messages() iterator may hold before it overflows
     #: unsolicited status messages handed on per status_window_s at most (firmware_bridge.flooding):
-    #: the simulators send a Heartbeat a second, and a shuffle's ShuffleProgress ten at most at once
-    status_budget: int = 20
+    #: the simulators send a Heartbeat a second, a shuffle ten ShuffleProgress at once, and two shuffles
+    #: back to back (this shoe's and the next one's) may fall in one window
+    status_budget: int = 50
     status_window_s: float = 1.0
 
 
