@@ -27,7 +27,7 @@ import pytest
 from pytest_mock import MockerFixture
 from click.testing import CliRunner
 from matplotlib.collections import LineCollection
-from PIL import Image
+from PIL import Image, PngImagePlugin
 
 from cardd.bench.program import cardbench
 from cardd.bench.runner import BenchRig, StepFailed
@@ -287,7 +287,9 @@ def test_the_soaks_report_and_plot_say_how_to_reproduce_the_run_and_when_each_fa
     counts = {kind: int(n) for kind, n in re.findall(r"(\w+) (\d+)", injected[1])}
     assert sum(counts.values()) >= 3, out
 
-    text = Image.open(png).text  # the PNG's text chunks
+    image = Image.open(png)
+    assert isinstance(image, PngImagePlugin.PngImageFile)
+    text = image.text  # the PNG's text chunks
     assert text["Description"] == run[1] and text["Creation Time"] == run[3]
     assert (text["Seed"], text["Rules"], text["Fault rate"], text["Unplug rate"]) == ("3", "casino-000", "0.3", "0.2")
     assert text["Faults injected"] == str(sum(counts.values()))
