@@ -240,6 +240,8 @@ def randomness(shuffles: int, decks: int, fault: str, seed: int | None, device: 
                                    "(docs/protocol.md, section 4), so each order is what a shoe reads as the cards "
                                    "are dealt out of it")
         shuffler_url, shoe_url = device_url(device), device_url(shoe)
+        # the drivers' reopen warnings: a device that stays away ends the run in one line of its own
+        logs_to_stderr(logging.ERROR)
 
         def say(line: str) -> None:  # to the person at the devices; the report may be JSON on stdout
             click.echo(line, err=as_json)
