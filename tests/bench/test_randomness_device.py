@@ -158,3 +158,36 @@ def test_a_device_run_asked_wrongly_is_one_usage_error(args: list[str], message:
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert result.output.count("Error:") == 1 and "Traceback" not in result.output
+
+
+def _served(kind: str, link: Path) -> subprocess.Popen[str]:
+    """``python -m simulators KIND --pty --link LINK``, once it serves (its first line: the path)."""
+    served = subprocess.Popen([sys.executable, "-m", "simulators", kind, "--pty", "--link", str(link),
+                               "--shuffle-time", "0"] if kind == "shuffler" else
+                              [sys.executable, "-m", "simulators", kind, "--pty", "--link", str(link)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert served.stdout is not None and served.stdout.readline().strip()
+    return served
+
+
+def test_a_missing_shoe_beside_a_served_shuffler_is_one_line_naming_the_shoe(tmp_path: Path) -> None:
+    served = _served("shuffler", tmp_path / "shuffler")
+    try:
+        code, line = _one_line(["--device", str(tmp_path / "shuffler"), "--shoe", str(tmp_path / "shoe")])
+    finally:
+        served.terminate()
+        served.wait(10)
+    assert code == 4
+    assert line.startswith(f"cardbench: {tmp_path / 'shoe'}: no such device") and "cardctl devices" in line
+
+
+def test_a_shoe_given_as_the_shuffler_is_one_line(tmp_path: Path) -> None:
+    served = _served("shoe", tmp_path / "shoe")
+    try:
+        code, line = _one_line(["--device", str(tmp_path / "shoe"), "--shoe", str(tmp_path / "shoe")])
+    finally:
+        served.terminate()
+        served.wait(10)
+    assert code == 4
+    assert re.fullmatch(rf"cardbench: serial://{re.escape(str(tmp_path / 'shoe'))}: a shoe \(OS-1 sim SHOE0001\), "
+                        "not a shuffler", line), line
