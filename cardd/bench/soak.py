@@ -802,6 +802,6 @@ def report_html(report: SoakReport, png: bytes) -> str:
 <img alt="card latency and daemon memory" src="data:image/png;base64,{base64.b64encode(png).decode()}">
 <h2>Card latency histogram</h2><table><tr><th>latency</th><th>cards</th></tr>{buckets}</table>
 <h2>Events</h2><table><tr><th>reason</th><th>count</th></tr>{rows}</table>
-<h2>Faults injected</h2><table id="faults"><tr><th>fault</th><th>round</th><th>card</th><th>s</th></tr>{faults}</table>
+<h2>Faults injected</h2><table id="faults"><tr><th>fault</th><th>round</th><th>card</th><th>seconds in</th></tr>{faults}</table>
 </body></html>
 """
