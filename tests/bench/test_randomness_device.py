@@ -162,9 +162,7 @@ def test_a_device_run_asked_wrongly_is_one_usage_error(args: list[str], message:
 
 def _served(kind: str, link: Path) -> subprocess.Popen[str]:
     """``python -m simulators KIND --pty --link LINK``, once it serves (its first line: the path)."""
-    served = subprocess.Popen([sys.executable, "-m", "simulators", kind, "--pty", "--link", str(link),
-                               "--shuffle-time", "0"] if kind == "shuffler" else
-                              [sys.executable, "-m", "simulators", kind, "--pty", "--link", str(link)],
+    served = subprocess.Popen([sys.executable, "-m", "simulators", kind, "--pty", "--link", str(link)],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert served.stdout is not None and served.stdout.readline().strip()
     return served
