@@ -215,7 +215,8 @@ def what_the_table_waits_for(state: dict[str, Any]) -> str | None:
         box = r["turn"][1]
         return f"box {box} decides: cardctl round act {box} hit|stand|double|split|surrender"
     if r["state"] == "insurance":
-        return "insurance is offered: cardctl round insure, then cardctl round close-insurance"
+        return ("insurance is offered: cardctl round insure BOX PLAYER AMOUNT for each who takes it, then "
+                "cardctl round close-insurance")
     return f"the round is in {r['state'].replace('_', ' ')}: cardctl status"
 
 
