@@ -285,3 +285,31 @@ def test_sim_commands_against_a_real_table_say_they_are_for_a_simulated_one(dire
                     f"{running.socket_path} runs a real table, whose cards move by hand"), refused.err
         finally:
             running.stop()
+
+
+def test_unload_shoe_prints_the_stub_as_shoe_remainder_takes_it(daemon: Daemon) -> None:
+    """A shoe whose cut card comes right after the burn card: one round, then the stub's count,
+    printed as CARD=N words that cardctl shoe remainder reconciles as they stand."""
+    sock = daemon.socket_path
+    for args in (("shuffle",), ("sim", "load-shoe", "--cut-at", "1"), ("sim", "deal", "--needed"), ("round", "open"),
+                 ("round", "bet", "1", "ann", "25"), ("round", "no-more-bets")):
+        assert cardctl(sock, *args).code == 0, args
+    client = daemon.client()
+    for _ in range(6):  # the players stand until the round is over
+        dealt = cardctl(sock, "sim", "deal", "--needed")
+        assert dealt.code == 0, dealt.err
+        turn = client.state()["round"]["turn"]
+        if turn is None:
+            break
+        assert cardctl(sock, "round", "act", str(turn[1]), "stand").code == 0
+    client.close()
+    assert "now the shoe is complete: count its remainder with cardctl sim unload-shoe" in dealt.out, dealt.out
+    unloaded = cardctl(sock, "sim", "unload-shoe")
+    assert unloaded.code == 0, unloaded.err
+    head, counted = unloaded.out.rstrip("\n").split(", counted: ")
+    assert re.fullmatch(r"sim unload-shoe: \d+ undealt cards back to the shuffler \(journal seq \d+\)", head), head
+    words = counted.split()
+    assert all(re.fullmatch(r"[2-9TJQKA][CDHS]=\d+", word) for word in words), words
+    reconciled = cardctl(sock, "shoe", "remainder", *words)
+    assert reconciled.code == 0, reconciled.err
+    assert cardctl(sock, "status", "--json").json()["state"]["shoe"]["state"] == "reconciled"
