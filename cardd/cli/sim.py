@@ -54,8 +54,8 @@ def sim_group() -> None:
 @contextmanager
 def simulation(command: str) -> Iterator[tuple[ApiClient, dict[str, Any]]]:
     """A connection for ``cardctl sim`` subcommand ``command``, and the table's STATE; a daemon
-    that does not simulate (a real table's) is one line saying what these commands are for, before
-    anything is sent to it."""
+    that does not simulate (a real table's, STATE's ``simulated`` false) is one line saying what
+    these commands are for, before any command is sent to it."""
     with daemon() as client:
         state = client.state()
         if not state.get("simulated"):

@@ -2,9 +2,10 @@
 hands on their cards (moving the shuffled stack into the shoe, drawing cards), offered as the
 simulation-only commands ``sim_load_shoe`` and ``sim_deal``. A real table has neither: its
 cards move by hand and the host learns each one only when the shoe reads it. Under rules that
-shuffle by hand, ``sim_load_shoe`` loads the dealer's own shuffle; the shuffler is not used. The demo and the
-tests inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler jam) and
-``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``).
+shuffle by hand, ``sim_load_shoe`` loads the dealer's own shuffle; the shuffler is not used. The demo, the
+tests and ``cardctl sim`` inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler
+jam) and ``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``,
+on, or back to their defaults).
 """
 from __future__ import annotations
 
