@@ -125,7 +125,8 @@ NOT_JOURNALED = "nothing is journaled: cardd is not running, so no journal recor
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=DEFAULT_PATH, show_default=True,
               help="where the key is configured")
 @click.option("--allow-downgrade-by", metavar="NAME",
-              help="allow an older version: the login name of the supervisor who allows it (journaled)")
+              help="allow an older version: the login name of the supervisor who allows it (journaled by the "
+                   "daemon; cardd stopped, nothing is journaled)")
 @click.option("--force", is_flag=True, help="flash the version the device runs already")
 @json_option
 def flash(device: str, image: Path, key_path: Path | None, config_path: Path, allow_downgrade_by: str | None,
