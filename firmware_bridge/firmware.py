@@ -375,7 +375,7 @@ def check_update(ident: Ident | None, signed: SignedImage, public_key: Ed25519Pu
     if downgrade is not None and allow_downgrade_by is None:
         device = f"{ident.model} {ident.serial}" if ident is not None else "the device"
         raise FirmwareDowngradeRefused(f"{header.model} {header.version} for {device} refused: {downgrade} "
-                                       f"(a technician may allow it, by name)")
+                                       f"(it goes only when someone allows it, by name)")
     return FirmwarePlan(header, running, downgrade, allow_downgrade_by if downgrade is not None else None)
 
 

@@ -123,7 +123,7 @@ def test_a_downgrade_through_the_daemon_needs_a_supervisor_named_and_journals_th
     assert refused.code == 1
     assert refused.one_line_error() == (
         f"cardctl: firmware flash: {MODEL} 0.9.0 for {MODEL} SHOE0001 refused: version 0.9.0 is lower than the "
-        "running 1.0.0 (a technician may allow it, by name): a supervisor allows it with cardctl firmware flash "
+        "running 1.0.0 (it goes only when someone allows it, by name): a supervisor allows it with cardctl firmware flash "
         "--allow-downgrade-by NAME")
     nobody = cardctl(table.socket, "firmware", "flash", "--key", str(table.key), "--allow-downgrade-by",
                      "no-such-login", "shoe", str(older))
