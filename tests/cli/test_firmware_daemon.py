@@ -6,6 +6,7 @@ key names ``--key`` as well as the configuration."""
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
 from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import Daemon, write_config
+from tests.support.groups import this_process, unix_groups
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -226,3 +228,57 @@ def test_a_missing_key_names_the_key_option_and_the_configuration(tmp_path: Path
     assert unset.code == 2
     assert unset.one_line_error().startswith(f"cardctl: no firmware key: give --key FILE, or set [firmware] "
                                              f"public_key in {config}")
+
+
+ROLE_GROUPS = this_process({"api": "cardd-fw-api", "dealer": "cardd-fw-dealer", "technician": "cardd-fw-tech"})
+TECHNICIAN_UID, DEALER_UID = 64541, 64542
+
+
+def test_only_a_technician_flashes_through_the_daemon_and_the_image_is_theirs_to_read(directory: Path) -> None:
+    """The technician's image and key in a directory only they can read: cardctl reads them and sends
+    the bytes, so the daemon's own user need not reach the file. A dealer is refused by role."""
+    private, public = generate_dev_keypair()
+    key = directory / "fw.pub"
+    key.write_bytes(public_key_bytes(public))
+    mine = directory / "technician"
+    mine.mkdir(mode=0o700)
+    image = mine / "os1-1.1.0.fw"
+    image.write_bytes(sign_image(MODEL, "1.1.0", BODY, private).to_bytes())
+    mine_key = mine / "fw.pub"
+    mine_key.write_bytes(key.read_bytes())
+    for path in (mine, image, mine_key):
+        os.chown(path, TECHNICIAN_UID, -1)
+    with unix_groups(ROLE_GROUPS) as gids, \
+            PtyEndpoint(SimulatedShoe(firmware_public_key=public_key_bytes(public))) as endpoint:
+        config = write_config(directory, endpoint.url, None, firmware_key=key, api_group=ROLE_GROUPS["api"],
+                              roles={"dealer": ROLE_GROUPS["dealer"], "technician": ROLE_GROUPS["technician"]})
+        daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+        try:
+            client = daemon.client()
+            client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"])
+            client.close()
+            as_technician = ("setpriv", f"--reuid={TECHNICIAN_UID}", f"--regid={gids['api']}",
+                             f"--groups={gids['api']},{gids['technician']}")
+            as_dealer = ("setpriv", f"--reuid={DEALER_UID}", f"--regid={gids['api']}",
+                         f"--groups={gids['api']},{gids['dealer']}")
+            dealer_key = directory / "dealer.pub"
+            dealer_key.write_bytes(key.read_bytes())
+            dealer_image = directory / "os1.fw"
+            dealer_image.write_bytes(image.read_bytes())
+            refused = cardctl(daemon.socket_path, "firmware", "flash", "--key", str(dealer_key), "shoe",
+                              str(dealer_image), prefix=as_dealer)
+            assert refused.code == 4
+            assert refused.one_line_error().startswith(
+                "cardctl: command 'firmware flash' needs the technician role; ")
+            run = cardctl(daemon.socket_path, "firmware", "flash", "--key", str(mine_key), "--json", "shoe",
+                          str(image), prefix=as_technician)
+            assert run.code == 0, run.err
+            assert run.json()["who"] == str(TECHNICIAN_UID) and run.json()["to_version"] == "1.1.0"
+            client = daemon.client()
+            refusal = client.request({"class": "LOG", "reason": "COMMAND_REFUSED"})["records"][-1]
+            client.close()
+            # refused for want of the role, as any command is (not as a line too long), the image unread
+            assert refusal["who"] == str(DEALER_UID) and refusal["data"]["command"] == "firmware_update"
+            assert "needs the technician role" in refusal["message"] and "image_base64" not in json.dumps(refusal)
+        finally:
+            daemon.stop()
