@@ -30,9 +30,9 @@ from firmware_bridge.connection import DeviceConnection
 from firmware_bridge.errors import (FirmwareDowngradeRefused, FirmwareError, FirmwareFormatError, FirmwareSameVersion,
                                     FirmwareSignatureError)
 from firmware_bridge.firmware import (MAX_IMAGE_FILE_BYTES, MAX_IMAGE_SIZE, SignedImage, check_update,
-                                      downgrade_reason, generate_dev_keypair, private_key_pem, public_key_pem, read_image_file,
-                                      read_private_key_file, read_public_key_file, sign_image, update_firmware,
-                                      verify_image)
+                                      downgrade_reason, generate_dev_keypair, private_key_pem, public_key_pem,
+                                      read_image_file, read_private_key_file, read_public_key_file, sign_image,
+                                      update_firmware, verify_image)
 from firmware_bridge.session import SessionConfig
 
 
@@ -131,11 +131,11 @@ NOT_JOURNALED = "nothing is journaled: cardd is not running, so no journal recor
 @json_option
 def flash(device: str, image: Path, key_path: Path | None, config_path: Path, allow_downgrade_by: str | None,
           force: bool, as_json: bool) -> None:
-    """Flash the signed IMAGE into DEVICE: shoe or shuffler through the running daemon (journaled),
-    or a device's URL (through the daemon when it holds that device, else straight to it).
+    """Flash the signed IMAGE into DEVICE: shoe or shuffler (or its URL) through the running
+    daemon, journaled; with cardd stopped, straight to the device's URL, and nothing is journaled.
 
     The signature is verified before a byte is sent; an unsigned or wrongly signed image
-    exits 5. With cardd stopped, a URL is flashed directly and nothing is journaled.
+    exits 5. While cardd runs, a URL it does not hold is refused (exit 2).
 
     \b
     Example:
@@ -151,7 +151,8 @@ def flash(device: str, image: Path, key_path: Path | None, config_path: Path, al
                        "(serial:///dev/cardd/shoe-SHOE0001)", EXIT_USAGE)
     with api_errors():
         try:
-            client = ApiClient(options().socket, timeout=None)  # a transfer takes what it takes: the daemon times its steps
+            # a transfer takes what it takes: the daemon times each of its steps
+            client = ApiClient(options().socket, timeout=None)
         except DaemonNotRunning as exc:
             if not is_url:
                 raise CliError(f"{exc}: give the device's URL to flash it directly (nothing is journaled then)",

@@ -117,6 +117,11 @@ def test_a_url_the_daemon_holds_is_flashed_through_it_not_opened_beside_it(table
     assert run.code == 0, run.err
     assert run.json()["journaled"] is True and run.json()["to_version"] == "1.1.0"
     assert [r["data"]["result"]["stage"] for r in table.firmware_records()] == ["started", "done"]
+    elsewhere = cardctl(table.socket, "firmware", "flash", "--key", str(table.key), "serial:///dev/ttyUSB7",
+                        str(table.image("1.2.0")))
+    assert elsewhere.code == 2
+    assert elsewhere.one_line_error() == ("cardctl: firmware flash refused: no device 'serial:///dev/ttyUSB7' at this "
+                                          "table (devices: shoe)")
 
 
 def test_a_downgrade_through_the_daemon_needs_a_supervisor_named_and_journals_them(table: Table) -> None:
