@@ -90,6 +90,10 @@ class FirmwareDowngradeRefused(FirmwareError):
     technician allowed a downgrade."""
 
 
+class FirmwareSameVersion(FirmwareError):
+    """The image's version is the one the device runs already, and no one asked to flash it again."""
+
+
 class FirmwareTransferError(FirmwareError):
     """The device refused a step of the transfer, or a chunk arrived damaged."""
 

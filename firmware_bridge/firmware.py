@@ -25,6 +25,7 @@ from firmware_bridge.errors import (
     FirmwareDowngradeRefused,
     FirmwareError,
     FirmwareFormatError,
+    FirmwareSameVersion,
     FirmwareSignatureError,
     FirmwareTargetMismatch,
     FirmwareTransferError,
@@ -143,6 +144,36 @@ def generate_dev_keypair() -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
 
 def public_key_bytes(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def public_key_pem(key: Ed25519PublicKey) -> bytes:
+    """The public key as a PEM block (SubjectPublicKeyInfo): what ``[firmware] public_key`` and the
+    simulators' ``--firmware-key`` take, as the 32 raw bytes are."""
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def private_key_pem(key: Ed25519PrivateKey) -> bytes:
+    """The private key as an unencrypted PKCS #8 PEM block (the file's mode keeps it: 0600)."""
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def load_private_key(data: bytes) -> Ed25519PrivateKey:
+    """An Ed25519 private key from a PEM block (PKCS #8, unencrypted)."""
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):  # cryptography's text names its internals; TypeError: an encrypted key
+        what = ("a PEM block whose private key cannot be read (damaged, encrypted, or a public key)"
+                if data.lstrip().startswith(b"-----BEGIN") else f"{len(data)} bytes, not PEM")
+        raise FirmwareError(f"not an Ed25519 private key (PEM): {what}") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise FirmwareError(f"private key is {type(key).__name__}, firmware needs Ed25519")
+    return key
+
+
+def read_private_key_file(path: Path) -> Ed25519PrivateKey:
+    """:func:`load_private_key` of the file at ``path``, read as :func:`read_public_key_file` reads a key."""
+    return load_private_key(read_regular_file(path, MAX_KEY_FILE_BYTES))
 
 
 def read_image_file(path: Path) -> SignedImage:
@@ -316,12 +347,20 @@ class FirmwarePlan:
     allowed_by: str | None
 
 
+def same_version(running: str, new: str) -> bool:
+    """Whether ``new`` is the version ``running`` already is (1.0 and 1.0.0 are one version)."""
+    running_key, new_key = _version_key(running), _version_key(new)
+    return running == new if running_key is None or new_key is None else running_key == new_key
+
+
 def check_update(ident: Ident | None, signed: SignedImage, public_key: Ed25519PublicKey, *,
                  chunk_size: int = DEFAULT_CHUNK, timeout: float = 5.0,
-                 allow_downgrade_by: str | None = None) -> FirmwarePlan:
+                 allow_downgrade_by: str | None = None, reflash: bool = False) -> FirmwarePlan:
     """Every check :func:`update_firmware` makes before it sends a byte, against the device's IDENT:
     the arguments, the signature, the model, the version (see there for what each raises). A tool
-    calls it first to show nothing of a transfer (a progress bar) that would not start."""
+    calls it first to show nothing of a transfer (a progress bar) that would not start. The version
+    the device runs already is FirmwareSameVersion unless ``reflash``: flashing it again is
+    seldom what was meant (the wrong file picked), and costs the device a reboot."""
     check_update_arguments(chunk_size, timeout, allow_downgrade_by)
     header = verify_image(signed, public_key)
     if ident is not None and ident.model != header.model:
@@ -329,12 +368,14 @@ def check_update(ident: Ident | None, signed: SignedImage, public_key: Ed25519Pu
             f"image is for model {header.model!r}, the device is {ident.model!r} ({ident.serial})"
         )
     running = ident.firmware_version if ident is not None else None
+    if ident is not None and running is not None and not reflash and same_version(running, header.version):
+        raise FirmwareSameVersion(f"{header.model} {header.version} runs on {ident.model} {ident.serial} already")
     downgrade = ("the device has not identified, so its running version is unknown" if running is None
                  else downgrade_reason(running, header.version))
     if downgrade is not None and allow_downgrade_by is None:
         device = f"{ident.model} {ident.serial}" if ident is not None else "the device"
         raise FirmwareDowngradeRefused(f"{header.model} {header.version} for {device} refused: {downgrade} "
-                                       f"(a technician may allow it, by name)")
+                                       f"(it goes only when someone allows it, by name)")
     return FirmwarePlan(header, running, downgrade, allow_downgrade_by if downgrade is not None else None)
 
 
@@ -358,6 +399,7 @@ async def update_firmware(
     timeout: float = 5.0,
     progress: Callable[[int, int], None] | None = None,
     allow_downgrade_by: str | None = None,
+    reflash: bool = False,
 ) -> FirmwareUpdate:
     """Verify ``signed`` and transfer it; returns what was done, with the device's COMMIT result.
 
@@ -365,12 +407,13 @@ async def update_firmware(
     FirmwareSignatureError, FirmwareTargetMismatch, or FirmwareDowngradeRefused: an image whose
     version is lower than the device's (or not comparable) goes only with
     ``allow_downgrade_by`` naming the technician who allowed it; the device is told so
-    (FirmwareAllowDowngrade) and refuses a downgrade without it. Once FirmwareBegin is sent,
+    (FirmwareAllowDowngrade) and refuses a downgrade without it. The running version again goes
+    only with ``reflash`` (else FirmwareSameVersion). Once FirmwareBegin is sent,
     any failure sends FirmwareAbort first: a refused step raises FirmwareTransferError, the
     caller's own exception (from ``progress``, a cancellation) propagates unchanged.
     """
     plan = check_update(session.ident, signed, public_key, chunk_size=chunk_size, timeout=timeout,
-                        allow_downgrade_by=allow_downgrade_by)
+                        allow_downgrade_by=allow_downgrade_by, reflash=reflash)
     header, running, downgrade, allowed_by = plan.header, plan.from_version, plan.downgrade, plan.allowed_by
 
     async def step(msg: Message, stage: FirmwareStage) -> FirmwareResult:

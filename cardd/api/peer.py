@@ -151,6 +151,19 @@ def roles_for(uid: int, gids: Iterable[int], role_gids: Mapping[int, Role], admi
     return frozenset(role_gids[g] for g in gids if g in role_gids)
 
 
+def login_roles(login: str, groups: RoleGroups, admin_uids: frozenset[int] | None = None) -> frozenset[Role]:
+    """The roles of the user ``login`` among ``groups``, from the user database (their primary and
+    supplementary groups), as a connection of theirs would hold them; none for a login this
+    machine does not know."""
+    try:
+        entry = pwd.getpwnam(login)
+    except (KeyError, ValueError):  # ValueError: a NUL in the name
+        return frozenset()
+    gids = os.getgrouplist(login, entry.pw_gid)
+    return roles_for(entry.pw_uid, gids, resolve_role_groups(groups),
+                     default_admin_uids() if admin_uids is None else admin_uids)
+
+
 def identify(sock: socket.socket, role_gids: Mapping[int, Role], admin_uids: frozenset[int]) -> Caller:
     """The caller on ``sock`` and its roles."""
     pid, uid, gid = peer_credentials(sock)

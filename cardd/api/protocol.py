@@ -95,10 +95,58 @@ class ExportJournalResult(msgspec.Struct, kw_only=True):
     record_seq: Seq
 
 
+#: the largest firmware image the daemon takes (the bytes of its file: header, image, signature);
+#: firmware_bridge.firmware.MAX_IMAGE_FILE_BYTES, not imported here (cardctl's start-up time)
+FIRMWARE_IMAGE_MAX = 16 << 20
+#: those bytes in base64 (4 characters for each 3 bytes)
+FIRMWARE_BASE64_MAX = -(-FIRMWARE_IMAGE_MAX // 3) * 4
+#: the request line a technician's connection may send: a firmware_update with the largest image
+#: and room for the rest of the command (everyone else's lines stay within Limits.max_line)
+TECHNICIAN_LINE_MAX = FIRMWARE_BASE64_MAX + 64 * 1024
+
+
+class FirmwareUpdateArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """`firmware_update` (technician): flash a signed image into one of the table's devices
+    through the daemon's own link to it. The image goes as its file's bytes in base64
+    (`image_base64`: what cardctl sends, read as the technician who runs it) or as `image`,
+    an absolute path the daemon reads itself (as its own user); exactly one of them. It is
+    checked against the configured `[firmware] public_key` and the device's identity before a
+    byte is sent. An older version than the running one goes only with `allow_downgrade_by`
+    naming a supervisor (a login that holds the supervisor role here); the running version
+    again only with `force`. Journaled before the transfer (who, the versions, who allowed a
+    downgrade) and after it (the device's result, or the refusal)."""
+    #: `shoe` or `shuffler` (or the device's URL as configured)
+    device: str
+    image_base64: Annotated[str, msgspec.Meta(max_length=FIRMWARE_BASE64_MAX)] | None = None
+    image: str | None = None
+    allow_downgrade_by: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    force: bool = False
+
+
+class FirmwareUpdateResult(msgspec.Struct, kw_only=True):
+    """What `firmware_update` journaled: `data.result` of its records, `stage` "started" before
+    the transfer and "done" after it (the ACK names the "done" record)."""
+    stage: Literal["started", "done"]
+    device: str
+    model: str
+    serial: str
+    from_version: str | None
+    to_version: str
+    #: why the image counts as a downgrade (null when it does not)
+    downgrade: str | None
+    downgrade_allowed_by: str | None
+    image_bytes: int
+    image_sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+    #: the device's answer at COMMIT ("done" only)
+    ok: bool | None = None
+    detail: str | None = None
+
+
 #: command name -> its args' type and its result's type, for the commands whose args are not an
 #: input record of the deal tracker (those are devices/tracker/inputs.py's)
 COMMAND_TYPES: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     "export_journal": (ExportJournalArgs, ExportJournalResult),
+    "firmware_update": (FirmwareUpdateArgs, FirmwareUpdateResult),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import re
 import socket
 import stat
 from collections import deque
@@ -20,10 +21,10 @@ import structlog
 from cardd.api.backend import Backend
 from cardd.api.errors import (REASONS_MAX, ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
                               one_line)
-from cardd.api.peer import Caller, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
-from cardd.api.protocol import (CLIENT_CLASSES, Ack, ApiEvent, Command, Disconnect, Error, ErrorCode, LogQuery,
-                                LogReply, StateQuery, StateReply, Version, Watch, class_name, encode_line,
-                                request_decoder)
+from cardd.api.peer import Caller, Role, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
+from cardd.api.protocol import (CLIENT_CLASSES, TECHNICIAN_LINE_MAX, Ack, ApiEvent, Command, Disconnect, Error,
+                                ErrorCode, LogQuery, LogReply, StateQuery, StateReply, Version, Watch, class_name,
+                                encode_line, request_decoder)
 from core.errors import CarddError
 from core.parse_errors import json_line_problem
 from core.schema_errors import ProblemKind, schema_problem
@@ -559,15 +560,31 @@ class ApiServer:
         return None
 
     async def _read_requests(self, client: _Client, reader: asyncio.StreamReader) -> None:
+        # a technician's firmware_update carries the image (image_base64): that line, and only
+        # that one, may be longer than max_line, the stream's own limit, so every other line (a
+        # flood without a newline) is cut off there as before
+        technician = Role.TECHNICIAN in client.caller.roles
+        longest = max(self.limits.max_line, TECHNICIAN_LINE_MAX) if technician else self.limits.max_line
         while not client.closing:
             try:
-                line = await reader.readuntil(b"\n")
+                line = await _read_line(reader, self.limits.max_line, longest)
             except asyncio.IncompleteReadError:
                 return  # end of input (an unfinished last line is dropped)
-            except asyncio.LimitOverrunError:
+            except _LongCommand as exc:
+                if technician:  # longer than any image: too long for anyone
+                    client.close_after(encode_line(Error(
+                        id=None, code=ErrorCode.TOO_LONG,
+                        message=f"a request line longer than {exc.consumed} bytes: closing")))
+                    return
+                # a firmware_update from someone who may not send one: refused (and journaled) for
+                # want of the role, as a shorter one is, not as a line too long; the rest is not read
+                reply = await self._command(client.caller, Command(id=exc.request_id, name="firmware_update"))
+                client.close_after(encode_line(reply))
+                return
+            except asyncio.LimitOverrunError as exc:  # its consumed: the limit that applied
                 client.close_after(encode_line(Error(
                     id=None, code=ErrorCode.TOO_LONG,
-                    message=f"a request line longer than {self.limits.max_line} bytes: closing")))
+                    message=f"a request line longer than {exc.consumed} bytes: closing")))
                 return
             except (ConnectionError, OSError):
                 return
@@ -731,6 +748,51 @@ class ApiServer:
                 return last
             after = events[-1].seq
         return last
+
+
+#: how a COMMAND line that may be longer than max_line begins (its name before its args, as
+#: msgspec and the API's client write a Command): a firmware_update's
+_LONG_LINE_START = re.compile(rb'^\s*\{\s*"class"\s*:\s*"COMMAND"\s*,\s*"id"\s*:\s*"(?P<id>[^"\\]{0,128})"\s*,'
+                              rb'\s*"name"\s*:\s*"firmware_update"\s*,')
+
+
+class _LongCommand(asyncio.LimitOverrunError):
+    """A line longer than ``consumed`` that begins as a firmware_update (:data:`_LONG_LINE_START`)."""
+
+    def __init__(self, limit: int, request_id: str) -> None:
+        super().__init__("a firmware_update line too long", limit)
+        self.request_id = request_id
+
+
+async def _read_line(reader: asyncio.StreamReader, usual: int, longest: int) -> bytes:
+    """One line of at most ``usual`` bytes (the stream's own limit), newline included, or read on
+    piece by piece up to ``longest`` when it begins as a firmware_update command does;
+    LimitOverrunError whose ``consumed`` is the limit it passed (nothing more is read of it),
+    :class:`_LongCommand` for such a firmware_update."""
+    pieces: list[bytes] = []
+    size, request_id = 0, ""
+    while True:
+        try:
+            piece = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError as exc:
+            if not pieces:
+                piece = await reader.readexactly(exc.consumed)
+                start = _LONG_LINE_START.match(piece)
+                if start is None:
+                    raise asyncio.LimitOverrunError("a request line too long", usual) from None
+                request_id = start["id"].decode("utf-8", errors="replace")
+                if len(piece) >= longest:
+                    raise _LongCommand(longest, request_id) from None
+            elif size + exc.consumed >= longest:
+                raise _LongCommand(longest, request_id) from None
+            else:
+                piece = await reader.readexactly(exc.consumed)
+            pieces.append(piece)
+            size += len(piece)
+            continue
+        if size + len(piece) > longest:
+            raise _LongCommand(longest, request_id)
+        return b"".join([*pieces, piece]) if pieces else piece
 
 
 def _tag(request: Any) -> str:

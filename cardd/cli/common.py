@@ -164,15 +164,14 @@ def options() -> Options:
 
 #: The one table of which cardctl command sends which API command (docs/cardctl.md): a refusal
 #: the daemon words with the API's name is shown in cardctl's (:func:`in_cardctl_words`). Every
-#: table and simulation command of the daemon is here (tests/cli/test_cardctl_words.py);
-#: firmware_update (cardctl flashes a device itself) is not.
+#: table and simulation command of the daemon is here (tests/cli/test_cardctl_words.py).
 CARDCTL_COMMANDS: dict[str, str] = {
     "open_round": "round open", "place_bet": "round bet", "no_more_bets": "round no-more-bets",
     "insure": "round insure", "close_insurance": "round close-insurance", "act": "round act",
     "resume": "round continue", "redeal": "round redeal", "drawn_in_error": "round drawn-in-error",
     "clear_alarm": "alarm clear", "void_shoe": "shoe void", "shoe_remainder": "shoe remainder",
     "selftest": "selftest", "counters": "counters", "clear_fault": "clear-fault", "start_shuffle": "shuffle",
-    "export_journal": "log --export", "verify_journal": "verify-journal",
+    "export_journal": "log --export", "verify_journal": "verify-journal", "firmware_update": "firmware flash",
     "reduce_bet": "round reduce", "pairs_bet": "round pairs", "even_money": "round even-money",
     "hand_shuffled": "shoe hand-shuffled", "shuffle_started": "shoe shuffle-started", "enter_card": "shoe enter-card",
     "dealer_change": "dealer-change",
@@ -183,7 +182,9 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "sim_fault": "sim fault", "sim_switches": "sim switch",
 }
 #: an API command's argument a refusal names as the way forward, as cardctl's option for it
-CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe"}
+CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe",
+                                               ("firmware_update", "force=true"): "--force",
+                                               ("firmware_update", "allow_downgrade_by=NAME"): "--allow-downgrade-by NAME"}
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
 #: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from cardd.api.errors import ApiError, CommandFailed
-from cardd.api.peer import Caller, Role, groupadd_commands, missing_groups
+from cardd.api.peer import Caller, Role, groupadd_commands, login_roles, missing_groups
 from cardd.api.protocol import ApiEvent, ErrorCode
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
@@ -273,9 +273,10 @@ class Daemon:
         assert self.devices is not None and self.service is not None
         service = self.service
 
-        def shuffle_started(result: dict[str, Any]) -> None:
-            service.apply(ShuffleStarted(caller.user), caller.user)  # who loaded the shuffler: the verification names him
-            given(result)  # START_SHUFFLE before the shuffler's reports on it
+        def journal_now(result: dict[str, Any]) -> None:
+            if name == "start_shuffle":  # who loaded the shuffler: the verification names him
+                service.apply(ShuffleStarted(caller.user), caller.user)
+            given(result)  # START_SHUFFLE before the shuffler's reports on it; a firmware update before its transfer
 
         if name == "start_shuffle":  # before the shuffler hears of it: a hand-shuffle table's rules forbid it
             refused = service.table.machine_shuffle_refused()
@@ -283,7 +284,12 @@ class Daemon:
                 raise TableError(refused)
 
         return await run_device_command(name, args, self.devices, service.rules.decks,
-                                        self.config.firmware.public_key, shuffle_started, caller.user)
+                                        self.config.firmware.public_key, journal_now, caller.user, self._supervisor)
+
+    def _supervisor(self, login: str) -> bool:
+        """Whether the user ``login`` holds the supervisor role on this machine, as a connection of
+        theirs would (their groups, or root and the daemon's own user): who may allow a downgrade."""
+        return Role.SUPERVISOR in login_roles(login, {Role.SUPERVISOR: self.config.roles.supervisor})
 
     async def _journal_command(self, name: str, args: dict[str, Any], caller: Caller, given: Given) -> dict[str, Any]:
         """verify_journal: the whole chain walked (off the loop: it reads the file through its own

@@ -12,6 +12,7 @@ from cardd.api.peer import Caller, Role, roles_text
 from cardd.api.protocol import ApiEvent, LogQuery
 from cardd.api.protocol import ErrorCode
 from cardd.daemon.commands import CommandSpec, build_record, command_table, refusal_line
+from cardd.daemon.devices import journaled_args
 from cardd.daemon.state import table_state
 from cardd.daemon.tracker_service import (REASON_COMMAND_REFUSED, REASON_START, REASON_STOP, TableService,
                                           record_event)
@@ -26,7 +27,9 @@ Given = Callable[[dict[str, Any]], None]
 #: journal record. The record is journaled when the runner returns, after what the device
 #: answered; a runner whose result is known before the device hears of it (start_shuffle: the
 #: decks asked for) calls ``given(result)`` first, so the record comes before the device's reports
-#: on it, in the order things happened (a failure after it is journaled as COMMAND_REFUSED, after it)
+#: on it, in the order things happened (a failure after it is journaled as COMMAND_REFUSED, after it).
+#: A runner that then returns another result than it gave (firmware_update: what the transfer will
+#: do, then what the device said) has that journaled too, as a second record the ACK names
 Runner = Callable[[str, dict[str, Any], Caller, Given], Awaitable[dict[str, Any]]]
 
 
@@ -104,13 +107,16 @@ class DaemonBackend:
             record = build_record(spec, args, caller)
             return await self.service.command(record, caller.user, caller.uid, name)
         journaled: list[asyncio.Future[int]] = []  # the record's commit, once given
+        gave: list[dict[str, Any]] = []
+        kept_args = journaled_args(name, args)
 
         def given(result: dict[str, Any]) -> None:
             if journaled:
                 raise RuntimeError(f"{name}: its record is journaled once")
-            index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
-                                                 source=spec.kind)
+            index = self.service.journal_command(name, {"args": kept_args, "result": result}, caller.user,
+                                                 caller.uid, source=spec.kind)
             journaled.append(self.service.commit_of(index))
+            gave.append(result)
 
         try:
             result = await self._runners[spec.kind](name, args, caller, given)
@@ -118,20 +124,22 @@ class DaemonBackend:
             code = exc.code if isinstance(exc, CommandFailed) else "failed"
             # the client's line as the client got it (cut, one line): the text may quote what it sent
             line = refusal_line(name, exc)
-            index = self.service.journal_command(name, args, caller.user, caller.uid,
+            index = self.service.journal_command(name, kept_args, caller.user, caller.uid,
                                                  refused=line, source=spec.kind)
             await self.service.refusal_journaled(index)
             if journaled:  # its outcome retrieved: kept like any record while the journal cannot write
                 await asyncio.gather(journaled[0], return_exceptions=True)
             raise CommandFailed(line, code=code) from None
         if journaled:
-            return await journaled[0]
-        index = self.service.journal_command(name, {"args": args, "result": result}, caller.user, caller.uid,
+            seq = await journaled[0]
+            if result is gave[0]:
+                return seq
+        index = self.service.journal_command(name, {"args": kept_args, "result": result}, caller.user, caller.uid,
                                              source=spec.kind)
         return await self.service.commit_of(index)
 
     async def command_refused(self, name: str, args: dict[str, Any], caller: Caller, needs: frozenset[Role]) -> None:
-        index = self.service.journal_command(name, args, caller.user, caller.uid,
+        index = self.service.journal_command(name, journaled_args(name, args), caller.user, caller.uid,
                                              refused=f"needs the {roles_text(needs)} role")
         await self.service.refusal_journaled(index)
 

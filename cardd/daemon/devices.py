@@ -28,6 +28,9 @@ one alarm until it has stayed within budget ``devices.reconnect_stable_s``.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +40,7 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from cardd.api.errors import CommandFailed
-from cardd.api.protocol import ErrorCode
+from cardd.api.protocol import FIRMWARE_IMAGE_MAX, ErrorCode, FirmwareUpdateArgs
 from cardd.config import CarddConfig
 from core.errors import CarddError
 from core.schema_errors import schema_problem
@@ -50,8 +53,9 @@ from devices.models.names import MODEL_NAMES
 from devices.tracker.inputs import DeviceMessage
 from drivers.reconnect import Backoff
 from firmware_bridge.connection import DeviceConnection
-from firmware_bridge.errors import EventIndexError
-from firmware_bridge.firmware import SignedImage, read_image_file, read_public_key_file, update_firmware
+from firmware_bridge.errors import EventIndexError, FirmwareDowngradeRefused, FirmwareSameVersion
+from firmware_bridge.firmware import (MAX_IMAGE_FILE_BYTES, SignedImage, check_update, read_image_file,
+                                      read_public_key_file, update_firmware)
 from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, Fault,
                                       FaultCleared, FaultCode, Message, SelfTest, SelfTestResult, ShuffleComplete,
                                       ShuffleProgress, StartShuffle)
@@ -66,6 +70,10 @@ SHUFFLE_START_TIMEOUT_S = 10.0
 CONNECTION_ALARMS = {SessionEventKind.EVENT_GAP: Reason.EVENT_GAP, SessionEventKind.EVENTS_DROPPED: Reason.EVENTS_LOST,
                      SessionEventKind.FLAPPING: Reason.DEVICE_FLAPPING,
                      SessionEventKind.FLOODING: Reason.DEVICE_FLOODING}
+
+
+# the API's bound on an image is the bridge's bound on an image file (kept apart: cardctl's start-up)
+assert FIRMWARE_IMAGE_MAX == MAX_IMAGE_FILE_BYTES
 
 
 class Devices:
@@ -160,6 +168,13 @@ class Devices:
         """Model name -> whether its session is up now."""
         return {MODEL_NAMES[name]: c.connected for name, c in self.connections.items()}
 
+    def name_of(self, device: str) -> str:
+        """A device as the API names it (``shoe``, ``shuffler``), or its URL as configured: its name."""
+        for name, connection in self.connections.items():
+            if device == connection.url:
+                return name
+        return device
+
     def connected(self, name: str) -> DeviceConnection:
         """The connection to ``name``; CommandFailed naming the device when it is unknown or offline."""
         connection = self.connections.get(name)
@@ -186,14 +201,7 @@ class ClearFaultArgs(_Args, frozen=True):
     code: str
 
 
-class FirmwareArgs(_Args, frozen=True):
-    device: str
-    image: str  # a path on the table computer, readable by the daemon
-    #: an older version goes only when the technician says so (journaled as who allowed it)
-    allow_downgrade: bool = False
-
-
-def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
+def parse_args(name: str, args: dict[str, Any], kind: type[msgspec.Struct]) -> Any:
     try:
         return msgspec.convert(args, kind)
     except msgspec.ValidationError as exc:
@@ -201,12 +209,15 @@ def parse_args(name: str, args: dict[str, Any], kind: type[_Args]) -> Any:
 
 
 async def run_device_command(name: str, args: dict[str, Any], devices: Devices, decks: int,
-                             public_key: Path | None, shuffle_started: Callable[[dict[str, Any]], None],
-                             who: str) -> dict[str, Any]:
+                             public_key: Path | None, given: Callable[[dict[str, Any]], None],
+                             who: str, supervisor: Callable[[str], bool]) -> dict[str, Any]:
     """Do technician command ``name`` for ``who``; returns what the device said (for the journal
-    record). ``shuffle_started(result)`` is called as StartShuffle goes to the shuffler: the
-    shuffle's operator and its command record are journaled before the shuffler reports on it.
-    A device's Refused of any of these ends it at once, its reason in the error."""
+    record). ``given(result)`` journals the command's record before the device has done it:
+    called as StartShuffle goes to the shuffler (the shuffle's operator and its command record are
+    journaled before the shuffler reports on it), and before a firmware transfer starts (what it
+    will do, its "done" record after it). ``supervisor(name)``: whether that login holds the
+    supervisor role (a firmware downgrade's permission). A device's Refused of any of these ends it
+    at once, its reason in the error."""
     try:
         if name == "selftest":
             conn = devices.connected(parse_args(name, args, DeviceArgs).device)
@@ -230,12 +241,12 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
             parse_args(name, args, _Args)
             conn = devices.connected("shuffler")
             asked = {"decks": decks}
-            shuffle_started(asked)
+            given(asked)
             # its first report says it started (the shuffle may stop on a fault at once); a Refused says why not
             await conn.send_expecting(StartShuffle(decks), SHUFFLE_STARTED, timeout=SHUFFLE_START_TIMEOUT_S)
             return asked
         if name == "firmware_update":
-            return await _firmware(parse_args(name, args, FirmwareArgs), devices, public_key, who)
+            return await _firmware(parse_args(name, args, FirmwareUpdateArgs), devices, public_key, given, supervisor)
     except (CommandFailed, TableError):  # the table's refusal (start_shuffle) reads as any refused command's
         raise
     except CarddError as exc:  # the device refused, timed out or went away: one line, named
@@ -243,24 +254,68 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
     raise CommandFailed(f"{name} is not a device command", code=ErrorCode.UNKNOWN_COMMAND)
 
 
-async def _firmware(args: FirmwareArgs, devices: Devices, public_key: Path | None, who: str) -> dict[str, Any]:
+async def _firmware(args: FirmwareUpdateArgs, devices: Devices, public_key: Path | None,
+                    given: Callable[[dict[str, Any]], None], supervisor: Callable[[str], bool]) -> dict[str, Any]:
+    """Check the image against the key and the device (nothing sent before), journal what the
+    transfer will do (``given``), then send it over the daemon's own link: the device's result
+    is the "done" record, a failure the refusal record after it."""
     if public_key is None:
         raise CommandFailed("firmware_update: no [firmware] public_key is configured: firmware updates are refused")
-    conn = devices.connected(args.device)
+    if (args.image is None) == (args.image_base64 is None):
+        raise CommandFailed("firmware_update: give the image as image_base64 (its bytes) or image (a path), "
+                            "one of them", code=ErrorCode.BAD_ARGS)
+    if args.allow_downgrade_by is not None and not supervisor(args.allow_downgrade_by):
+        raise CommandFailed(f"firmware_update: a downgrade allowed by {args.allow_downgrade_by!r}: no login of that "
+                            "name holds the supervisor role here (a supervisor allows it, by login name)",
+                            code=ErrorCode.BAD_ARGS)
+    name = devices.name_of(args.device)
+    conn = devices.connected(name)
+    try:  # off the loop: a file on a slow disk must not stop the cards (nor a device or FIFO: refused unread)
+        key, signed = await asyncio.to_thread(_read_firmware, public_key, args)
+    except OSError as exc:
+        raise CommandFailed(f"firmware_update: {exc.filename}: {exc.strerror}") from None
+    try:  # the way forward, as the API takes it (cardctl shows its options: CARDCTL_OPTIONS)
+        plan = check_update(conn.ident, signed, key, allow_downgrade_by=args.allow_downgrade_by, reflash=args.force)
+    except FirmwareSameVersion as exc:
+        raise CommandFailed(f"firmware_update: {exc}: flash it again with firmware_update force=true") from None
+    except FirmwareDowngradeRefused as exc:
+        raise CommandFailed(f"firmware_update: {exc}: a supervisor allows it with firmware_update "
+                            "allow_downgrade_by=NAME") from None
+    ident = conn.ident
+    facts: dict[str, Any] = {
+        "device": name, "model": plan.header.model, "serial": ident.serial if ident is not None else "",
+        "from_version": plan.from_version, "to_version": plan.header.version, "downgrade": plan.downgrade,
+        "downgrade_allowed_by": plan.allowed_by, "image_bytes": len(signed.to_bytes()),
+        "image_sha256": hashlib.sha256(signed.to_bytes()).hexdigest()}
+    given({"stage": "started", **facts})
+    done = await update_firmware(conn, signed, key,  # type: ignore[arg-type]
+                                 allow_downgrade_by=args.allow_downgrade_by, reflash=args.force)
+    if not done.result.ok:
+        raise CommandFailed(f"firmware_update: the device refused the image: {done.result.detail}")
+    return {"stage": "done", **facts, "ok": done.result.ok, "detail": done.result.detail}
+
+
+def journaled_args(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` as the journal keeps them: a firmware image's bytes left out (up to 22 MB of
+    base64; the records name its size and SHA-256)."""
+    if name != "firmware_update" or "image_base64" not in args:
+        return args
+    sent = args["image_base64"]
+    left_out = f"({len(sent)} characters, left out of the journal)" if isinstance(sent, str) else "(left out)"
+    return {**args, "image_base64": left_out}
+
+
+def _read_firmware(public_key: Path, args: FirmwareUpdateArgs) -> tuple[Ed25519PublicKey, SignedImage]:
+    """The configured key and the image sent (or the file named, read only as a bounded regular file)."""
+    key = read_public_key_file(public_key)
+    if args.image_base64 is not None:
+        try:
+            data = base64.b64decode(args.image_base64, validate=True)
+        except binascii.Error:
+            raise CommandFailed("firmware_update.image_base64: not base64", code=ErrorCode.BAD_ARGS) from None
+        return key, SignedImage.from_bytes(data)
+    assert args.image is not None
     path = Path(args.image)
     if not path.is_absolute():
         raise CommandFailed(f"firmware_update: image {args.image!r}: give an absolute path", code=ErrorCode.BAD_ARGS)
-    try:  # off the loop: a file on a slow disk must not stop the cards (nor a device or FIFO: refused unread)
-        key, signed = await asyncio.to_thread(_read_firmware, public_key, path)
-    except OSError as exc:
-        raise CommandFailed(f"firmware_update: {exc.filename}: {exc.strerror}") from None
-    done = await update_firmware(conn, signed, key,  # type: ignore[arg-type]
-                                 allow_downgrade_by=who if args.allow_downgrade else None)
-    return {"model": done.model, "from_version": done.from_version, "to_version": done.to_version,
-            "downgrade_allowed_by": done.downgrade_allowed_by, "ok": done.result.ok, "detail": done.result.detail}
-
-
-
-def _read_firmware(public_key: Path, image: Path) -> tuple[Ed25519PublicKey, SignedImage]:
-    """The configured key and the image named, each read only as a bounded regular file."""
-    return read_public_key_file(public_key), read_image_file(image)
+    return key, read_image_file(path)

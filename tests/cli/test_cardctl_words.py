@@ -77,7 +77,7 @@ def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() ->
 
 
 def test_words_that_are_not_commands_are_left_as_they_are() -> None:
-    # "act" and "resume" are words here; firmware_update has no cardctl command; an arg's name
+    # "act" and "resume" are words here; a name no command has is left alone; an arg's name
     for line in ("act refused: stand at box 1 is taken only while the players act, and bets are still open",
                  "resume refused: no held round to resume: only a held round waits for a supervisor"):
         head, rest = line.split(" refused: ")
@@ -91,7 +91,7 @@ def test_words_that_are_not_commands_are_left_as_they_are() -> None:
         'round bet refused: player "start_shuffle" unknown'
     assert in_cardctl_words("place_bet.amount: expected a whole number, got 'ten'") == \
         "place_bet.amount: expected a whole number, got 'ten'"
-    assert in_cardctl_words("firmware_update refused: x") == "firmware_update refused: x"
+    assert in_cardctl_words("no_such_command refused: x") == "no_such_command refused: x"
 
 
 def test_cardctl_shows_a_table_refusal_in_its_own_words(daemon: Daemon) -> None:

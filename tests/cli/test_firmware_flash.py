@@ -100,7 +100,7 @@ def test_an_older_image_is_refused_naming_the_option_that_allows_it(tmp_path, ke
         assert run.code == 1
         assert run.one_line_error() == (
             f"cardctl: {sim.shoe.url}: firmware not flashed: OS-1 sim 0.9.0 for OS-1 sim SHOE0001 refused: version "
-            "0.9.0 is lower than the running 1.0.0 (a technician may allow it, by name): --allow-downgrade-by NAME "
+            "0.9.0 is lower than the running 1.0.0 (it goes only when someone allows it, by name): --allow-downgrade-by NAME "
             "allows it")  # the option cardctl takes, not the library's keyword (allow_downgrade_by=name)
         allowed = cardctl(None, "firmware", "flash", "--key", str(key), "--json", "--allow-downgrade-by", "tech1",
                           sim.shoe.url, str(image))
