@@ -132,7 +132,8 @@ def pages(client: ApiClient, grep: re.Pattern[str] | None = None, **filters: Any
         from_seq = records[-1]["seq"] + 1
 
 
-def newest(client: ApiClient, lines: int, grep: re.Pattern[str] | None, **filters: Any) -> tuple[list[dict[str, Any]], bool]:
+def newest(client: ApiClient, lines: int, grep: re.Pattern[str] | None,
+           **filters: Any) -> tuple[list[dict[str, Any]], bool]:
     """The last ``lines`` matching records, oldest first, and whether older ones match too. The
     daemon answers the newest of its filters; ``--grep`` reads the messages as cardctl shows them,
     so pages of them are read back from the newest until enough match."""

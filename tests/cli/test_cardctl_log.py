@@ -113,7 +113,8 @@ def test_the_filters_compose(daemon: Daemon) -> None:
     me = pwd.getpwuid(os.getuid()).pw_name  # who sent the commands, as the daemon names this test's user
     with ApiClient(sock) as client:
         records = client.log(limit=10_000).records
-    bets = [r.seq for r in records if r.reason == "ACTION" and (r.data or {}).get("round") == 1 and " bets " in r.message]
+    bets = [r.seq for r in records
+            if r.reason == "ACTION" and (r.data or {}).get("round") == 1 and " bets " in r.message]
     alice = [r.seq for r in records if r.seq in bets and r.who == "alice"]  # a bet's record: the player's
     sent = [r.seq for r in records if r.kind == "input" and r.who == me and (r.data or {}).get("type") == "PlaceBet"]
     assert (len(bets), len(alice), len(sent)) == (3, 1, 3), records  # alice's, bob's and carol's bets
