@@ -146,3 +146,16 @@ def test_a_notify_command_that_cannot_run_is_one_line_naming_the_key(tmp_path: P
     assert "\n" not in str(refused.value) and str(refused.value).startswith("cardd.toml: ")
     assert said.format(dir=tmp_path) in str(refused.value), str(refused.value)
     assert os.access(tmp_path, os.X_OK)  # a directory is "executable" too: still refused
+
+
+def test_a_command_that_outlives_its_timeout_is_killed_and_logged(directory: Path) -> None:
+    script = hook_script(directory, "print(os.getpid(), file=open(sys.argv[0] + '.pid', 'w'), flush=True)\n"
+                                    "import time\ntime.sleep(600)\n")
+    with table_with_hook(directory, f'command = "{script}"\ntimeout_s = 0.5\n') as (daemon, sim):
+        round_held(daemon, sim)
+        wait_until(lambda: any(e.get("event") == "alarm_hook_failed" for _, e in log_lines(daemon)), "the timeout")
+        [failed] = [e for _, e in log_lines(daemon) if e.get("event") == "alarm_hook_failed"]
+        assert (failed["failure"], failed["timeout_s"]) == ("timeout", 0.5), failed
+        pid = int(Path(f"{script}.pid").read_text())
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or
+                   Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", "the command killed")
