@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import tempfile
 import tomllib
 from pathlib import Path
@@ -142,6 +143,22 @@ class LogConfig(_Section, frozen=True):
     level: LogLevel = "info"
 
 
+class NotifyConfig(_Section, frozen=True):
+    #: run for each table alarm raised and cleared, the facts in CARDD_* environment variables
+    #: (docs/install.md, "Alarms to a pager"); an absolute path to an executable file, no shell
+    command: Path | None = None
+    #: CARDD_TABLE: which table the page is about; left out, this computer's host name
+    table: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    #: seconds a run may take before it is killed (with all it started)
+    timeout_s: Annotated[float, msgspec.Meta(ge=0.1, le=600.0)] = 10.0
+    #: runs that may start in any minute; the alarms beyond are counted, and said in the next run
+    max_per_minute: Annotated[int, msgspec.Meta(ge=1, le=600)] = 10
+
+    @property
+    def table_name(self) -> str:
+        return self.table or socket.gethostname()
+
+
 class CarddConfig(_Section, frozen=True):
     devices: DevicesConfig
     table: TableConfig
@@ -150,6 +167,7 @@ class CarddConfig(_Section, frozen=True):
     firmware: FirmwareConfig = msgspec.field(default_factory=FirmwareConfig)
     roles: RolesConfig = msgspec.field(default_factory=RolesConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
+    notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
 
 
 def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> CarddConfig:
@@ -359,10 +377,14 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
                        "serial number (cardctl devices lists them)")
     paths = {"table.rules": config.table.rules, "journal.path": config.journal.path,
              "journal.export_dir": config.journal.export_dir, "api.socket": config.api.socket,
-             "firmware.public_key": config.firmware.public_key}
+             "firmware.public_key": config.firmware.public_key, "notify.command": config.notify.command}
     for key, path in paths.items():
         if path is not None and not path.is_absolute():
             raise fail(key, "expected an absolute path")
+    command = config.notify.command
+    if command is not None and not (command.is_file() and os.access(command, os.X_OK)):
+        raise fail("notify.command", "expected an executable file (no shell: a script needs its #! line and "
+                   "chmod +x)" if command.exists() else "no such file")
     journal_dir = config.journal.path.parent
     exports = config.journal.exports
     if exports == journal_dir or not exports.is_relative_to(journal_dir) or ".." in exports.parts:

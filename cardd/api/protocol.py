@@ -58,7 +58,10 @@ class LogQuery(_Request, tag="LOG"):
     reason: str | None = None
     severity: str | None = None
     round: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    who: Annotated[str, msgspec.Meta(max_length=256)] | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=LOG_LIMIT_MAX)] = 1000
+    #: the last `limit` matching records (still oldest first) rather than the first
+    newest: bool = False
 
 
 class Command(_Request, tag="COMMAND"):

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -20,15 +21,15 @@ from typing import IO, Any
 import click
 from click.core import ParameterSource
 from rich.console import Console
-from rich.table import Table
 
 from cardd.api.client import ApiClient
-from cardd.api.protocol import LOG_LIMIT_MAX, MAX_UNIX_TIME
+from cardd.api.protocol import LOG_LIMIT_MAX
 from cardd.cli.common import (EXIT_FAILURE, EXIT_INTEGRITY, EXIT_USAGE, CliError, check_output_directory, emit_json,
                               json_option, money)
-from cardd.cli.console import emit
+from cardd.cli.console import console, emit
 from cardd.cli.daemon_client import api_errors, daemon, run_command, to_builtins
-from cardd.cli.shown import cells, shown, visible
+from cardd.cli.log_times import BadTime, unix_seconds
+from cardd.cli.shown import shown, visible
 from cardd.journal import Journal, JournalCorrupt, JournalError
 from cardd.message_text import fields_line, message_text
 from devices.tracker.inputs import COMMAND_NAMES, RECORDS
@@ -36,26 +37,33 @@ from firmware_bridge.messages import decode
 
 SEVERITIES = ("info", "warning", "alarm")
 EXPORT_COLUMNS = ("seq", "time", "kind", "source", "reason", "severity", "who", "message", "data")
-#: records per LOG page when following or exporting
+#: records per LOG page when exporting or grepping
 PAGE = 1000
+#: records ``log`` shows when -n/--lines is not given: about a screenful
+LINES = 20
 #: bytes per read when copying the daemon's export file
 COPY_CHUNK = 1 << 20
 
 
-def unix_time(text: str | None) -> float | None:
-    """ISO 8601 (2026-11-23T10:00) or Unix seconds; BadParameter naming the text otherwise."""
+def unix_time(text: str | None, now: datetime | None = None) -> float | None:
+    """``--since``/``--until``'s text as Unix seconds (cardd.cli.log_times: "1 hour ago", "today",
+    an ISO time...), read against the local clock now; BadParameter naming the text otherwise."""
     if text is None:
         return None
     try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            seconds = datetime.fromisoformat(text).timestamp()
-        except (ValueError, OverflowError):
-            raise click.BadParameter(f"{text!r}: give ISO 8601 (2026-11-23T10:00:00) or Unix seconds") from None
-    if not 0 <= seconds <= MAX_UNIX_TIME:  # nan and inf too: the API would refuse it in msgspec's words
-        raise click.BadParameter(f"{text!r}: a time from 1970 to 2262 (what the journal's times can be)")
-    return seconds
+        return unix_seconds(text, datetime.now() if now is None else now)
+    except BadTime as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def grep_pattern(text: str | None) -> re.Pattern[str] | None:
+    """``--grep``'s regular expression, case-insensitive unless it has a capital (journalctl's rule)."""
+    if text is None:
+        return None
+    try:
+        return re.compile(text, 0 if any(c.isupper() for c in text) else re.IGNORECASE)
+    except re.error as exc:
+        raise click.BadParameter(f"{text!r}: not a regular expression ({exc.msg} at position {exc.pos})") from None
 
 
 def shown_message(event: dict[str, Any]) -> str:
@@ -99,25 +107,52 @@ def co_player_answer(answer: dict[str, Any]) -> str:
     return f"{answer.get('player')}={'joins' if joins else 'declines'}" + ("" if detail is None else f":{shown}")
 
 
-def render_event(event: dict[str, Any]) -> str:
-    """One record as ``log --follow`` prints it: one line, its texts made visible (cardd.cli.shown)."""
-    when = datetime.fromtimestamp(event["time"]).strftime("%H:%M:%S.%f")[:-3]
-    who = f" ({visible(event['who'])})" if event.get("who") else ""
-    return (f"{event['seq']:>7} {when} {visible(event['severity']):<7} {visible(event['reason']):<22} "
-            f"{visible(shown_message(event))}{who}")
+def render_event(event: dict[str, Any], terminal: bool = True) -> str:
+    """One record as ``log`` prints it, with and without ``--follow``: one line, its texts made
+    visible (cardd.cli.shown). Off a terminal its fields are tab-separated (a field's own tab is
+    ``\\x09``); on one they are padded into columns."""
+    fields = [visible(field) for field in record_fields(event)]
+    if not terminal:
+        return "\t".join(fields)
+    seq, when, severity, reason, message, who = fields
+    return f"{seq:<7} {when} {severity:<7} {reason:<22} {message}" + (f" ({who})" if who else "")
 
 
-def pages(client: ApiClient, **filters: Any) -> Any:
-    """Every matching record, page by page (each a list of event dicts)."""
+def pages(client: ApiClient, grep: re.Pattern[str] | None = None, **filters: Any) -> Any:
+    """Every matching record, page by page (each a list of event dicts), the oldest first."""
     from_seq = filters.pop("from_seq", None)
     while True:
         reply = client.log(from_seq=from_seq, limit=PAGE, **filters)
         records = [to_builtins(r) for r in reply.records]
-        if records:
-            yield records
+        found = [r for r in records if grep is None or grep_matches(r, grep)]
+        if found:
+            yield found
         if not reply.more or not records:
             return
         from_seq = records[-1]["seq"] + 1
+
+
+def newest(client: ApiClient, lines: int, grep: re.Pattern[str] | None,
+           **filters: Any) -> tuple[list[dict[str, Any]], bool]:
+    """The last ``lines`` matching records, oldest first, and whether older ones match too. The
+    daemon answers the newest of its filters; ``--grep`` reads the messages as cardctl shows them,
+    so pages of them are read back from the newest until enough match."""
+    if grep is None:
+        reply = client.log(limit=lines, newest=True, **filters)
+        return [to_builtins(r) for r in reply.records], reply.more
+    found: list[dict[str, Any]] = []
+    to_seq = None
+    while True:
+        reply = client.log(limit=PAGE, newest=True, **({} if to_seq is None else {"to_seq": to_seq}), **filters)
+        records = [to_builtins(r) for r in reply.records]
+        found[:0] = [r for r in records if grep_matches(r, grep)]
+        if len(found) > lines or not reply.more or not records:
+            return found[-lines:], len(found) > lines
+        to_seq = records[0]["seq"] - 1
+
+
+def grep_matches(event: dict[str, Any], grep: re.Pattern[str]) -> bool:
+    return grep.search(shown_message(event)) is not None
 
 
 class Exporter:
@@ -193,11 +228,12 @@ def copy_checked(source: Path, target: Path, sha256: str, record_seq: int) -> No
                        "the file changed after the export; copy removed", EXIT_INTEGRITY)
 
 
-def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any]) -> dict[str, Any]:
+def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any],
+                 grep: re.Pattern[str] | None) -> dict[str, Any]:
     """The records matching a filtered query, written here (not an archive: nothing journaled)."""
     exporter = Exporter(path, fmt)
     try:
-        for page in pages(client, **filters):
+        for page in pages(client, grep, **filters):
             for event in page:
                 exporter.write(event)
     finally:
@@ -206,116 +242,128 @@ def query_export(client: ApiClient, path: Path, fmt: str, filters: dict[str, Any
 
 
 @click.command("log")
-@click.option("--since", help="from this time (ISO 8601 or Unix seconds)")
-@click.option("--until", help="up to this time")
+@click.option("-n", "--lines", "--limit", "lines", type=click.IntRange(1, LOG_LIMIT_MAX), default=LINES,
+              show_default=True, help="the newest this many matching records, printed oldest first")
+@click.option("--since", help="from this time: 'now', 'today', 'yesterday 18:00', '1 hour ago', "
+                              "'30 minutes ago', ISO 8601 (2026-11-23T10:00) or Unix seconds")
+@click.option("--until", help="up to this time (the same forms)")
 @click.option("--reason", help="only this reason code, e.g. CARD_ASSIGNED or ROUND_VOID")
 @click.option("--severity", type=click.Choice(SEVERITIES), help="this severity or worse")
 @click.option("--round", "round_id", type=click.IntRange(min=0), help="only this round")
-@click.option("--limit", type=click.IntRange(1, LOG_LIMIT_MAX), default=100, show_default=True, help="at most this many, the oldest first (--since for the latest ones)")
-@click.option("-f", "--follow", is_flag=True, help="then keep printing new events as they come")
+@click.option("--who", help="only records of this user (the who column)")
+@click.option("--grep", "grep_text", metavar="REGEX",
+              help="only records whose message (as shown) matches; case-insensitive unless REGEX has a capital")
+@click.option("-f", "--follow", is_flag=True, help="then keep printing new records as they come, in the same lines")
 @click.option("--export", "export_path", type=click.Path(path_type=Path),
               help="write to a new file. With at most --since/--until: the daemon's archive export, journaled "
                    "(only exported records are ever pruned), copied here and checked against its SHA-256 in the "
-                   "journal. With --reason/--severity/--round: only a copy of the matching records, not an "
-                   "archive: nothing is journaled and nothing becomes prunable")
+                   "journal. With --reason/--severity/--round/--who/--grep: only a copy of the matching records, "
+                   "not an archive: nothing is journaled and nothing becomes prunable")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
               help="export format (default: from the file name; .csv is CSV, anything else JSON lines)")
 @json_option
-def log_command(since: str | None, until: str | None, reason: str | None, severity: str | None,
-                round_id: int | None, limit: int, follow: bool, export_path: Path | None, fmt: str | None,
-                as_json: bool) -> None:
+def log_command(lines: int, since: str | None, until: str | None, reason: str | None, severity: str | None,
+                round_id: int | None, who: str | None, grep_text: str | None, follow: bool,
+                export_path: Path | None, fmt: str | None, as_json: bool) -> None:
     """\b
     Example:
-      cardctl log --round 12 --severity alarm
+      cardctl log
+      cardctl log -n 50 --since "1 hour ago" --severity alarm
+      cardctl log --since yesterday --until today --grep "alice"
+      cardctl log --round 12 --who dana
       cardctl log --until 2026-09-01 --export archive-to-august.jsonl
       cardctl log --round 12 --export round-12.csv
-      cardctl log --follow --json
+      cardctl log -f --reason ROUND_VOID
     """
     if export_path is not None:
-        given = click.get_current_context().get_parameter_source("limit") is not ParameterSource.DEFAULT
-        ignored = [option for option, used in (("--follow", follow), ("--limit", given)) if used]
+        given = click.get_current_context().get_parameter_source("lines") is not ParameterSource.DEFAULT
+        ignored = [option for option, used in (("--follow", follow), ("-n/--lines", given)) if used]
         if ignored:  # an export is every matching record, once: it was written as if they were not there
             raise CliError(f"--export writes every matching record once: {' and '.join(ignored)} cannot go with it",
                            EXIT_USAGE)
-    filters = {"since": unix_time(since), "until": unix_time(until), "reason": reason, "severity": severity,
-               "round": round_id}
+    now = datetime.now()  # one clock for both ends: "today" and "1 hour ago" read against the same moment
+    filters = {"since": unix_time(since, now), "until": unix_time(until, now), "reason": reason,
+               "severity": severity, "round": round_id, "who": who}
     filters = {k: v for k, v in filters.items() if v is not None}
+    grep = grep_pattern(grep_text)
     with daemon(timeout=None if follow else 30.0) as client, api_errors():
         if export_path is not None:
             fmt = fmt or ("csv" if export_path.suffix == ".csv" else "jsonl")
             if export_path.exists():
                 raise CliError(f"{export_path} exists: an export never overwrites a file", EXIT_USAGE)
             check_output_directory(export_path)
-            if filters.keys() <= {"since", "until"}:
-                done = archive_export(client, export_path, fmt, unix_time(since), unix_time(until))
+            if filters.keys() <= {"since", "until"} and grep is None:
+                done = archive_export(client, export_path, fmt, unix_time(since, now), unix_time(until, now))
                 text = (f"{done['exported']} records (seq {done['first_seq']}..{done['last_seq']}) exported and "
                         f"journaled (record {done['record_seq']}), written to {export_path} ({fmt}), "
                         f"SHA-256 {done['sha256']} checked")
             else:
-                done = query_export(client, export_path, fmt, filters)
+                done = query_export(client, export_path, fmt, filters, grep)
                 text = f"{done['exported']} records written to {export_path} ({fmt}; a query, not an archive export)"
             emit(done, as_json, lambda out: out.print(shown(text)))
             return
+        last = client.state()["seq"] if follow else 0
+        records, more = newest(client, lines, grep, **filters)
         if not follow:
-            reply = client.log(limit=limit, **filters)
-            records = [to_builtins(r) for r in reply.records]
-            emit({"records": records, "more": reply.more}, as_json, lambda out: print_events(out, records, reply.more))
+            emit({"records": records, "more": more}, as_json, lambda out: print_events(out, records, more))
             return
-        # --follow: the matching past (up to --limit), then live events with the same filters
-        last = client.state()["seq"]
-        for record in [to_builtins(r) for r in client.log(limit=limit, **filters).records]:
-            show_line(record, as_json)
+        # --follow: the newest matching records, then live ones with the same filters, in the same lines
+        out = console()
+        for record in records:
+            if record["seq"] <= last:  # a later one comes again through the watch
+                show_line(out, record, as_json)
         for event in client.watch(since_seq=last):
             record = to_builtins(event)
             record.pop("class", None)
-            if matches(record, filters):
-                show_line(record, as_json)
+            if matches(record, filters, grep):
+                show_line(out, record, as_json)
 
 
-def matches(event: dict[str, Any], filters: dict[str, Any]) -> bool:
+def matches(event: dict[str, Any], filters: dict[str, Any], grep: re.Pattern[str] | None = None) -> bool:
     if "reason" in filters and event["reason"] != filters["reason"]:
         return False
     if "severity" in filters and SEVERITIES.index(event["severity"]) < SEVERITIES.index(filters["severity"]):
         return False
     if "round" in filters and (event.get("data") or {}).get("round") != filters["round"]:
         return False
-    return "until" not in filters or event["time"] <= filters["until"]
+    if "who" in filters and event.get("who") != filters["who"]:
+        return False
+    if grep is not None and not grep_matches(event, grep):
+        return False
+    return "until" not in filters or event["time"] < filters["until"]
 
 
-def show_line(event: dict[str, Any], as_json: bool) -> None:
+def show_line(out: Console, event: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(event)
-    else:
-        click.echo(render_event(event))
+        return
+    print_records(out, [event])
+    out.file.flush()  # a follower's reader sees each record as it comes, through a pipe too
 
 
 def print_events(out: Console, records: list[dict[str, Any]], more: bool) -> None:
     if not records:
         out.print("no records match")
         return
-    if not out.is_terminal:  # a pipe or a file: one line per record, whatever its length (grep -c counts them)
-        # tab-separated, written as it is: rich would turn the tabs into spaces; a field's own tab or
-        # line end is written visible (\x09, \x0a), so it cannot end its column or its line early
-        out.file.write("".join("\t".join(map(visible, record_fields(e))) + "\n" for e in records))
-    else:
-        print_table(out, records)
-    if more:
-        out.print("(more: raise --limit, or narrow the query: the oldest come first, --since for the latest)")
+    print_records(out, records)
+    if more:  # on stderr: stdout is the records, one a line (grep -c counts them)
+        click.echo("(more: older records match: raise -n/--lines, or narrow the query with --since/--until)",
+                   err=True)
+
+
+def print_records(out: Console, records: list[dict[str, Any]]) -> None:
+    """Each record on one line (:func:`render_event`), whatever its length: never wrapped by cardctl."""
+    if not out.is_terminal:  # written as it is: rich would turn the tabs into spaces
+        out.file.write("".join(render_event(e, terminal=False) + "\n" for e in records))
+        return
+    for e in records:
+        out.print(shown(render_event(e)), soft_wrap=True)
 
 
 def record_fields(e: dict[str, Any]) -> tuple[str, ...]:
     """A record's columns in the view: seq, time, severity, reason, message, who."""
     return (str(e["seq"]), datetime.fromtimestamp(e["time"]).strftime("%Y-%m-%d %H:%M:%S"), e["severity"],
             e["reason"], shown_message(e), e.get("who") or "")
-
-
-def print_table(out: Console, records: list[dict[str, Any]]) -> None:
-    table = Table(box=None, show_header=True)
-    for column in ("seq", "time", "severity", "reason", "message", "who"):
-        table.add_column(column)
-    for e in records:
-        table.add_row(*cells(*record_fields(e)))
-    out.print(table)
 
 
 @click.command("verify-journal")

@@ -38,7 +38,7 @@ SUBCOMMANDS = {
     "dealer-change": Lazy(_TABLE, "A new dealer takes the table (dealer: the new one sends it, and is named): the "
                                   "house rules' shoe.burn_on_dealer_change cards burn (none unless the rules say), "
                                   "after the live round if there is one."),
-    "log": Lazy(_JOURNAL, "Query the journal by time, reason, severity and round; --follow; --export FILE."),
+    "log": Lazy(_JOURNAL, "The newest journal records by time, reason, round, who, --grep; --follow; --export FILE."),
     "verify-journal": Lazy(_JOURNAL, "Walk the journal's hash chain; exit 5 naming the first bad record."),
     "devices": Lazy(_DEVICE, "Serial ports and USB devices on this machine; cardd's shoes and shufflers "
                              "flagged."),

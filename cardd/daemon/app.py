@@ -33,6 +33,7 @@ from cardd.api.peer import Caller, Role, groupadd_commands, login_roles, missing
 from cardd.api.protocol import ApiEvent, ErrorCode
 from cardd.api.server import ApiServer, Limits
 from cardd.config import CarddConfig
+from cardd.daemon.alarm_hook import AlarmHook, AlarmNotices, log_notice
 from cardd.daemon.backend import DaemonBackend, Given, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
@@ -90,6 +91,9 @@ class Daemon:
         self.api: ApiServer | None = None
         self.devices: Devices | None = None
         self.retention: Retention | None = None
+        #: the committed records that raise or clear an alarm, for the log and [notify] command
+        self.alarm_notices: AlarmNotices | None = None
+        self.alarm_hook: AlarmHook | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
 
@@ -115,6 +119,12 @@ class Daemon:
         except OSError as exc:
             raise StartupError(f"journal {path}: {exc.strerror}") from None
         service = self.service = TableService(rules, self.journal, self._publish, on_published=self._published)
+        self.alarm_notices = AlarmNotices(lambda: service.table.alarms.open)
+        notify = config.notify
+        if notify.command is not None:
+            self.alarm_hook = AlarmHook(notify.command, notify.table_name, timeout_s=notify.timeout_s,
+                                        max_per_minute=notify.max_per_minute)
+            self.alarm_hook.start()
         start = Entry(kind=KIND_START, reason=REASON_START, source="cardd", data={
             "release": self.release, "config": self.config_path, "rules": rules.name, "rules_sha256": rules_hash,
             "simulated": self.simulation is not None, "message": f"{self.release} started"})
@@ -191,6 +201,9 @@ class Daemon:
         if self.journal is not None:
             self.journal.close()
             self.journal = None
+        if self.alarm_hook is not None:  # after the last commit: its alarms were told
+            await self.alarm_hook.stop()
+            self.alarm_hook = None
         if self.simulation is not None:
             self.simulation.stop()
         self.notifier.close()
@@ -225,6 +238,11 @@ class Daemon:
     def _publish(self, event: ApiEvent) -> None:
         if self.api is not None:
             self.api.publish(event)
+        notice = None if self.alarm_notices is None else self.alarm_notices.notice(event)
+        if notice is not None:
+            log_notice(notice)
+            if self.alarm_hook is not None:
+                self.alarm_hook.notify(notice)
 
     def _published(self) -> None:
         if self.api is not None:

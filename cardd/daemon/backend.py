@@ -84,10 +84,15 @@ class DaemonBackend:
             seq_from=query.from_seq, seq_to=query.to_seq,
             since=None if query.since is None else int(query.since * 1e9),
             until=None if query.until is None else int(query.until * 1e9),
-            reason=query.reason, min_severity=query.severity, round_id=query.round, limit=query.limit + 1)
+            reason=query.reason, min_severity=query.severity, round_id=query.round, who=query.who,
+            limit=query.limit + 1, newest_first=query.newest)
         if query.reason is not None and not records:  # an older release's code still finds its records
             check_reason(query.reason, self._reasons)
-        return [record_event(r) for r in records[:query.limit]], len(records) > query.limit
+        more = len(records) > query.limit
+        records = records[:query.limit]
+        if query.newest:  # the last ones matching, in the order they were written
+            records.reverse()
+        return [record_event(r) for r in records], more
 
     def journal_head(self) -> int:
         return self.service.journal.last_seq

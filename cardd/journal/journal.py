@@ -279,7 +279,7 @@ class Journal:
     def query(self, *, seq_from: int | None = None, seq_to: int | None = None,
               since: datetime | int | None = None, until: datetime | int | None = None,
               kind: str | None = None, reason: str | None = None, source: str | None = None,
-              min_severity: str | None = None, round_id: int | str | None = None,
+              min_severity: str | None = None, round_id: int | str | None = None, who: str | None = None,
               limit: int | None = 1000, newest_first: bool = False) -> list[Record]:
         """Records matching every given filter, in seq order (or newest first). Ranges are
         inclusive for seq, [since, until) for time (aware datetimes or UTC nanoseconds).
@@ -322,7 +322,7 @@ class Journal:
             args.append(seq_to)
         if seq_from is not None or seq_to is not None:
             index = None  # a seq range is the primary key's own range
-        for column, value in (("kind", kind), ("source", source)):
+        for column, value in (("kind", kind), ("source", source), ("who", who)):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)

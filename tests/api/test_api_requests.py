@@ -107,7 +107,8 @@ BAD_LINES = [
     (b'[1, 2]\n', None, "bad-request", "expected an object, got an array"),
     (b'{"class": "LOG", "id": "l", "limit": 0}\n', "l", "bad-request", "limit: expected a whole number of at least 1"),
     (b'{"class": "LOG", "id": "l", "colour": "red"}\n', "l", "bad-request",
-     "unknown field 'colour' (a LOG has from_seq, id, limit, reason, round, severity, since, to_seq, until)"),
+     "unknown field 'colour' (a LOG has from_seq, id, limit, newest, reason, round, severity, since, to_seq, until, "
+     "who)"),
     (b'{"class": "WATCH", "since_seq": "3"}\n', None, "bad-request",
      "since_seq: expected a whole number or null, got a string"),
     (b'{"class": "COMMAND", "id": "e", "name": ""}\n', "e", "bad-request", "name: expected a string of at least 1 "

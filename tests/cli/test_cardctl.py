@@ -272,7 +272,7 @@ def test_log_query_follow_and_export(daemon, directory):
         with ApiClient(sock) as client:
             client.command("void_shoe")
         line = follower.stdout.readline() if follower.stdout else ""
-        while '"void' not in line and line:
+        while "void" not in line and line:  # the void's OVERRIDE records: the shoe's, its round's
             line = follower.stdout.readline() if follower.stdout else ""
         assert '"reason": "OVERRIDE"' in line
     finally:
@@ -283,7 +283,7 @@ def test_log_query_follow_and_export(daemon, directory):
 def test_log_shows_an_input_record_as_its_input_not_its_payload_in_hex(daemon):
     sock = daemon.socket_path
     assert cardctl(sock, "counters", "shoe").code == 0
-    journaled = cardctl(sock, "log", "--json").json()["records"]
+    journaled = cardctl(sock, "log", "--limit", "1000", "--json").json()["records"]
     inputs = {r["data"]["type"]: r for r in journaled if r["kind"] == "input"}
     ident, counters = (next(r for r in journaled if r["kind"] == "input" and r["source"] == "shoe-reader" and
                             r["data"].get("message", "").startswith(prefix))

@@ -100,8 +100,8 @@ def test_a_file_in_a_missing_directory_is_refused_before_the_daemon_exports(daem
     assert not (directory / "exports").exists() or not any((directory / "exports").iterdir())
 
 
-@pytest.mark.parametrize(("extra", "named"), [(["--follow"], "--follow"), (["--limit", "5"], "--limit"),
-                                              (["-f", "--limit", "5"], "--follow and --limit")])
+@pytest.mark.parametrize(("extra", "named"), [(["--follow"], "--follow"), (["--limit", "5"], "-n/--lines"),
+                                              (["-f", "-n", "5"], "--follow and -n/--lines")])
 def test_an_export_refuses_follow_and_limit_instead_of_ignoring_them(directory, extra, named):
     """``log --export FILE --limit 5`` is refused, never an export of every record that says nothing of the limit."""
     target = directory / "archive.jsonl"

@@ -101,12 +101,12 @@ def test_a_time_or_round_the_journal_cannot_have_is_a_usage_error(directory: Pat
     assert value in run.err and "`" not in run.err and "$." not in run.err and "Traceback" not in run.err
 
 
-def test_log_help_says_the_oldest_records_come_first() -> None:
-    """LOG answers oldest first; --limit's help said "the newest query page", and a supervisor asking
-    for the last alarms got the first ones of a 90-day journal."""
+def test_log_help_says_the_newest_records_are_shown_oldest_first() -> None:
+    """``log`` shows the newest matching records (as journalctl -n), printed in the order they were
+    written: a supervisor asking for the last alarms gets the last ones of a 90-day journal."""
     run = cardctl(None, "log", "--help")
     text = " ".join(run.out.split())  # click wraps the help to the terminal
-    assert run.code == 0 and "the oldest first" in text and "newest" not in text
+    assert run.code == 0 and "the newest this many matching records, printed oldest first" in text
 
 
 # ---- the journal's query (a real daemon) -------------------------------------------------------

@@ -101,7 +101,7 @@ def test_config_error_is_a_cardd_error(tmp_path):
 UNKNOWN_OR_MISSING = [
     (MINIMAL + "[journal]\nretension_days = 120\n", "journal.retension_days",
      "unknown key (allowed in [journal]: export_dir, path, prune_every_s, retention_days)"),
-    (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, firmware, journal, log, roles, table)"),
+    (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, firmware, journal, log, notify, roles, table)"),
     (MINIMAL + '[log]\n"level\\nERROR: forged" = 1\n', 'log."level\\nERROR: forged"',
      "unknown key (allowed in [log]: format, level)"),
     ('[devices]\nshoe = "sim://shoe"\n', "table", "missing; expected a table with the keys rules"),
