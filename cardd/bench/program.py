@@ -98,7 +98,11 @@ def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs
     for result in skipped:
         console.print(marked(("SKIPPED", "yellow"), result.skipped), soft_wrap=True)
     for result in failed:
-        console.print(marked(FAIL, result.message))
+        # a message's lines (a replay's differing fields) each its own line, each shown as text
+        first, *more = result.message.split("\n")
+        console.print(marked(FAIL, first))
+        for line in more:
+            console.print(shown(line))
     totals = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
     if count_skipped:
         totals += f", {len(skipped)} skipped"
