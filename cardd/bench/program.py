@@ -34,6 +34,7 @@ from cardd.bench.strategy import STRATEGIES
 from cardd.cli.common import OutputFile, Program, logs_to_stderr
 from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.console import ProgramConsole
+from cardd.cli.program import CONTEXT
 from cardd.cli.shown import shown
 from cardd.config import rule_names
 from core.errors import CarddError
@@ -43,7 +44,8 @@ from drivers.errors import BadURL
 from drivers.urls import parse_url
 
 
-@click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
+@click.group(cls=Program, context_settings=CONTEXT)  # cardctl's top group and settings: -h, | head
+@click.version_option(package_name="cardd", prog_name="cardbench")
 def cardbench() -> None:
     """cardbench: Monte Carlo, shuffler randomness qualification (docs/bench.md)."""
     # the table logs every device and shoe transition: warnings only (a bench run reports its own
