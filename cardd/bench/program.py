@@ -30,8 +30,8 @@ from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
 from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak, summary_lines
 from cardd.bench.pty_transport import simulation_for
-from cardd.bench.simulate import (MIN_ROUNDS, SimulationError, Summary, default_jobs, play, rules_for, run_cluster,
-                                  run_jobs)
+from cardd.bench.simulate import (MIN_ROUNDS, SimulationError, Summary, cluster_address, default_jobs, play, rules_for,
+                                  run_cluster, run_jobs)
 from cardd.bench.strategy import STRATEGIES
 from cardd.cli.common import OutputFile, Program, logs_to_stderr
 from core.ctrl_c import end_like_ctrl_c
@@ -143,6 +143,8 @@ def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rule
     try:
         base = load_rules(named_rules(rules_name)) if rules_name else HouseRules.default()
         rules = rules_for(base, decks, boxes)
+        if cluster is not None:
+            cluster_address(cluster)
     except CarddError as exc:
         raise click.UsageError(str(exc)) from None
     if transport == "pty" and jobs not in (None, 1):

@@ -14,6 +14,7 @@ import os
 import queue
 import signal
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -533,6 +534,18 @@ def cardd_version() -> str:
     return version("cardd")
 
 
+#: a scheduler's address as ``dask scheduler`` prints it (tcp:// or tls://, a host, a port)
+_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}")
+
+
+def cluster_address(text: str) -> str:
+    """``text`` when it is a scheduler's address; SimulationError (the option's words) when not."""
+    if _ADDRESS.fullmatch(text) is None:
+        raise SimulationError(f"--cluster {text!r}: not a scheduler's address: expected tcp://HOST:PORT "
+                              "(or tls://), as dask scheduler prints it")
+    return text
+
+
 def run_cluster(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int, address: str,
                 line: Callable[[str], None] | None = None,
                 progress: Callable[[int], None] = lambda done: None) -> Summary:
@@ -540,6 +553,7 @@ def run_cluster(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, 
     written and summed here in shoe order: the same lines and summary as :func:`run_jobs`."""
     if rounds < 1:
         raise SimulationError(f"--rounds {rounds}: at least one round")
+    cluster_address(address)
     try:
         import distributed
     except ImportError:

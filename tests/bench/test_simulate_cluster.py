@@ -48,8 +48,13 @@ def test_a_cluster_that_does_not_answer_is_one_line() -> None:
                                                                     "no Dask scheduler answered"), done.stderr
 
 
-def test_cluster_goes_with_neither_jobs_nor_the_pty_transport() -> None:
+def test_cluster_goes_with_neither_jobs_nor_the_pty_transport_and_takes_only_an_address() -> None:
     assert "--cluster ADDRESS" in CliRunner().invoke(cardbench, ["simulate", "-h"]).output
     for other in (["--jobs", "2"], ["--transport", "pty"]):
         result = CliRunner().invoke(cardbench, ["simulate", "--cluster", "tcp://127.0.0.1:1", *other])
         assert result.exit_code == 2 and "--cluster with" in result.output
+    for wrong in ("foo", "127.0.0.1:8786", "tcp://sched.lab", "http://sched.lab:8787/status"):
+        result = CliRunner().invoke(cardbench, ["simulate", "--cluster", wrong])
+        assert result.exit_code == 2 and result.output.endswith(
+            f"Error: --cluster {wrong!r}: not a scheduler's address: expected tcp://HOST:PORT (or tls://), "
+            "as dask scheduler prints it\n"), result.output
