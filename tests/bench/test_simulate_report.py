@@ -13,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cardd.bench.program import cardbench
-from cardd.bench.simulate import HAND_FIGURES, MIN_ROUNDS, RoundResult, Simulation, rules_for
+from cardd.bench.simulate import HAND_FIGURES, MIN_ROUNDS, RoundResult, Simulation, Summary, rules_for
 from cardd.bench.strategy import BasicStrategy
 from cardd.config import RULES_DIR
 from core.cards import Card
@@ -76,7 +76,6 @@ def test_the_dealer_table_counts_only_rounds_the_dealer_played_out() -> None:
     rules = rules_for(HouseRules.default(), 6, 1)
     simulation = Simulation(rules, 1, BasicStrategy(), seed=6)
     results = list(simulation.rounds(500))
-    from cardd.bench.simulate import Summary
     summary = Summary()
     for result in results:
         summary.add(result)
