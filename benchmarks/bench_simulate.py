@@ -72,7 +72,7 @@ def main() -> int:
         summary = run_jobs(rules, args.rounds, args.boxes, strategy, args.seed, jobs, None if args.no_rounds else write)
     elapsed, cpu = time.perf_counter() - start, cpu_seconds() - cpu_start
     rate = args.rounds / elapsed
-    low, high = summary.edge_interval()
+    interval = summary.edge_interval()
     print(f"simulate benchmark: {args.rounds:,} rounds, {args.decks} decks, {args.boxes} box(es), "
           f"strategy {args.strategy}, transport {args.transport}, {jobs} job(s), "
           f"{'no JSON lines' if args.no_rounds else 'JSON lines written to /dev/null'}")
@@ -80,7 +80,9 @@ def main() -> int:
     print(f"  {elapsed:.1f} s, {rate:,.0f} rounds/s{verdict}")
     print(f"  CPU {cpu:.1f} s ({1e6 * cpu / args.rounds:.1f} us per round, {args.rounds / cpu:,.0f} rounds per CPU second); "
           f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
-    print(f"  house edge {100 * summary.house_edge:.3f} % (95 % interval {100 * low:.3f} % .. {100 * high:.3f} %)")
+    quoted = "too few rounds for an interval" if interval is None else \
+        f"95 % interval {100 * interval[0]:.3f} % .. {100 * interval[1]:.3f} %"
+    print(f"  house edge {100 * summary.house_edge:.3f} % ({quoted})")
     return 0
 
 

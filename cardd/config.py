@@ -215,6 +215,17 @@ def rules_file(name: str, relative_to: Path) -> Path:
     return relative_to / name  # "rules.toml" beside a scenario (or in the current directory) is a path too
 
 
+def named_rules(name: str) -> Path:
+    """A ``--rules NAME|PATH`` (cardd --simulate, cardbench simulate): the seed casino's file or the
+    path (relative to the current directory, :func:`rules_file`), absolute; ConfigError naming the
+    option and the seed casinos when there is no such file."""
+    path = rules_file(name, Path.cwd()).absolute()
+    if not path.is_file():
+        raise ConfigError(f"--rules {name}", f"no such rules file {path}: expected a seed casino's name "
+                          f"({', '.join(rule_names())}) or the path of a house-rules file")
+    return path
+
+
 def rule_names() -> list[str]:
     """The seed casinos' rules by name (casino-000 ...), for an error that says what exists."""
     return sorted(path.stem for path in RULES_DIR.glob("*.toml"))

@@ -18,7 +18,8 @@ from typing import IO
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -30,14 +31,16 @@ from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
 from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak, summary_lines
 from cardd.bench.pty_transport import simulation_for
-from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
+from cardd.bench.simulate import (MIN_ROUNDS, SimulationError, Summary, cluster_address, default_jobs, play, rules_for,
+                                  run_cluster, run_jobs)
 from cardd.bench.strategy import STRATEGIES
 from cardd.cli.common import CliError, OutputFile, Program, logs_to_stderr
 from cardd.cli.device import device_error, parse_device_url
 from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.console import ProgramConsole
+from cardd.cli.program import CONTEXT
 from cardd.cli.shown import shown
-from cardd.config import rule_names
+from cardd.config import named_rules, rule_names
 from core.errors import CarddError
 from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
@@ -46,7 +49,8 @@ from drivers.urls import parse_url
 from core.cards import Card
 
 
-@click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
+@click.group(cls=Program, context_settings=CONTEXT)  # cardctl's top group and settings: -h, | head
+@click.version_option(package_name="cardd", prog_name="cardbench")
 def cardbench() -> None:
     """cardbench: Monte Carlo, shuffler randomness qualification (docs/bench.md)."""
     # the table logs every device and shoe transition: warnings only (a bench run reports its own
@@ -101,7 +105,11 @@ def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs
     for result in skipped:
         console.print(marked(("SKIPPED", "yellow"), result.skipped), soft_wrap=True)
     for result in failed:
-        console.print(marked(FAIL, result.message))
+        # a message's lines (a replay's differing fields) each its own line, each shown as text
+        first, *more = result.message.split("\n")
+        console.print(marked(FAIL, first))
+        for line in more:
+            console.print(shown(line))
     totals = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
     if count_skipped:
         totals += f", {len(skipped)} skipped"
@@ -117,8 +125,9 @@ def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs
 @click.option("--boxes", type=click.IntRange(1, 7), default=1, show_default=True)
 @click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="basic", show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("--rules", "rules_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="house rules TOML (default: the built-in defaults); --decks overrides its decks")
+@click.option("--rules", "rules_name", metavar="NAME|PATH",
+              help=f"house rules: a seed casino's name ({', '.join(rule_names())}) or the path of a rules "
+                   "file (default: the built-in defaults); --decks overrides its decks")
 @click.option("--out", type=OutputFile(),
               help="write the JSON lines here instead of stdout")
 @click.option("--no-rounds", is_flag=True, help="only the summary, no JSON line per round")
@@ -128,47 +137,89 @@ def finish(console: Console, results: list[ScenarioResult], elapsed: float, jobs
 @click.option("--jobs", type=click.IntRange(1), default=None,
               help="processes dealing shoes (in-process transport; default: the CPUs available); "
                    "the output does not depend on it")
-def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rules_path: Path | None,
-             out: Path | None, no_rounds: bool, transport: str, jobs: int | None) -> None:
+@click.option("--cluster", metavar="ADDRESS",
+              help="deal the shoes on the workers of the Dask distributed scheduler at ADDRESS "
+                   "(tcp://host:8786) instead of --jobs processes: the same output for the same seed")
+def simulate(rounds: int, decks: int, boxes: int, strategy: str, seed: int, rules_name: str | None,
+             out: Path | None, no_rounds: bool, transport: str, jobs: int | None, cluster: str | None) -> None:
     """Play ROUNDS rounds through the real deal tracker; one JSON line per round, then a summary."""
     try:
-        base = load_rules(rules_path) if rules_path else HouseRules.default()
+        base = load_rules(named_rules(rules_name)) if rules_name else HouseRules.default()
         rules = rules_for(base, decks, boxes)
+        if cluster is not None:
+            cluster_address(cluster)
     except CarddError as exc:
         raise click.UsageError(str(exc)) from None
     if transport == "pty" and jobs not in (None, 1):
         raise click.UsageError(f"--jobs {jobs}: the pty transport deals in one process (one pair of devices)")
+    if cluster is not None and (jobs is not None or transport == "pty"):
+        raise click.UsageError(f"--cluster with {'--jobs' if jobs is not None else '--transport pty'}: "
+                               "the cluster's workers deal the shoes (in-process transport)")
     sink: IO[str] | None = None
     if not no_rounds:
         sink = out.open("w") if out else sys.stdout
     # the summary goes where the JSON lines do not
     report = ProgramConsole(stderr=sink is sys.stdout)
+    # the rounds done and the time left, on a terminal that is not showing the JSON lines
+    live = ProgramConsole(stderr=True)
+    shown_live = live.is_terminal and not (sink is not None and sink.isatty())
+    columns = (TextColumn("rounds"), BarColumn(), MofNCompleteColumn(), TextColumn("left"), TimeRemainingColumn())
 
     def write(line: str) -> None:
         sink.write(line + "\n")  # type: ignore[union-attr]  # only given when there is a sink
 
+    start = time.monotonic()
     try:
-        if transport == "pty":
-            summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds,
-                           (lambda result: write(result.json_line())) if sink is not None else (lambda result: None))
-        else:
-            summary = run_jobs(rules, rounds, boxes, STRATEGIES[strategy](), seed, jobs or default_jobs(),
-                               write if sink is not None else None)
+        # (the pty transport plays round by round in this process: no shoes to count)
+        with Progress(*columns, console=live, transient=True, disable=not shown_live or transport == "pty") as bar:
+            task = bar.add_task("rounds", total=rounds)
+
+            def progress(done: int) -> None:
+                bar.update(task, completed=done)
+
+            lines = write if sink is not None else None
+            if transport == "pty":
+                summary = play(simulation_for(transport, rules, boxes, STRATEGIES[strategy](), seed), rounds,
+                               (lambda result: write(result.json_line())) if sink is not None else (lambda result: None))
+            elif cluster is not None:
+                summary = run_cluster(rules, rounds, boxes, STRATEGIES[strategy](), seed, cluster, lines, progress)
+            else:
+                summary = run_jobs(rules, rounds, boxes, STRATEGIES[strategy](), seed, jobs or default_jobs(),
+                                   lines, progress)
     except SimulationError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         if sink is not None and sink is not sys.stdout:
             sink.close()
-    print_summary(report, summary, rules, strategy)
+    print_summary(report, summary, rules, strategy, time.monotonic() - start)
 
 
-def print_summary(console: Console, summary: Summary, rules: HouseRules, strategy: str) -> None:
-    low, high = summary.edge_interval()
+def _rate(p: float, sd: float | None) -> str:
+    return f"{p:.4f} ± {sd:.4f}" if sd is not None else f"{p:.4f} (too few rounds)"
+
+
+def print_summary(console: Console, summary: Summary, rules: HouseRules, strategy: str, elapsed: float) -> None:
+    interval = summary.edge_interval()
+    quoted = (f"95 % interval {100 * interval[0]:.3f} % .. {100 * interval[1]:.3f} %" if interval is not None
+              else f"interval: too few rounds, fewer than {MIN_ROUNDS}")
     console.print(f"[bold]{summary.rounds:,} rounds[/], {rules.decks} deck(s), strategy {strategy}, "
-                  f"rules {rules.name}: house edge {100 * summary.house_edge:.3f} % "
-                  f"(95 % interval {100 * low:.3f} % .. {100 * high:.3f} %)")
+                  f"rules {rules.name}: house edge {100 * summary.house_edge:.3f} % ({quoted})")
+    console.print(f"elapsed {elapsed:.1f} s, {summary.rounds / max(elapsed, 1e-9):,.0f} rounds/s", highlight=False)
+    sd = summary.net_sd()
+    console.print(f"net per round, per unit of initial bet: mean {float(summary.net) / summary.staked:+.4f}, "
+                  + (f"standard deviation {sd:.4f}" if sd is not None else "standard deviation: too few rounds"),
+                  highlight=False)
+    hands = RichTable(title=f"players' hands ({summary.hands[0]:,}): rate ± standard deviation")
+    hands.add_column("hand")
+    hands.add_column("hands", justify="right")
+    hands.add_column("rate", justify="right")
+    for name, count, p, rate_sd in summary.hand_rates():
+        hands.add_row(name, f"{count:,}", _rate(p, rate_sd))
+    console.print(hands)
     exact = dealer_table(rules.decks, rules.dealer.hits_soft_17)
-    grid = RichTable(title="dealer's final total per up card: observed, and exact (no hole card)")
+    grid = RichTable(title=f"dealer's final total per up card, in the {summary.dealer_rounds:,} rounds the dealer "
+                           f"played out (not those with every hand bust or surrendered): observed, and exact "
+                           f"(no hole card)")
     grid.add_column("up")
     grid.add_column("rounds", justify="right")
     for outcome in OUTCOMES:

@@ -479,11 +479,44 @@ def compare(trace: Path, got: list[str]) -> str:
         return f"{trace}: no golden file {golden} (write it with --update-golden, after review)"
     except OSError as exc:
         return f"{trace}: {golden}: {exc.strerror}"
-    for number, (want, have) in enumerate(zip(expected + [None] * len(got), got + [None] * len(expected)), 1):
-        if want != have:
-            return (f"{trace}: {golden.name} line {number}: expected {want if want is not None else 'the end'}, "
-                    f"got {have if have is not None else 'the end'}")
-    return ""
+    pairs = list(zip(expected + [None] * (len(got) - len(expected)), got + [None] * (len(expected) - len(got))))
+    differing = [number for number, (want, have) in enumerate(pairs, 1) if want != have]
+    if not differing:
+        return ""
+    number = differing[0]
+    want, have = pairs[number - 1]
+    more = f" ({len(differing) - 1} more line(s) differ after it)" if len(differing) > 1 else ""
+    fields = record_diff(want, have)
+    if fields is None:  # a line that is not a record, or one side ended: the lines themselves
+        return (f"{trace}: {golden.name} line {number}: expected {want if want is not None else 'the end'}, "
+                f"got {have if have is not None else 'the end'}{more}")
+    return "\n".join([f"{trace}: {golden.name} line {number}: the replay's record differs{more}:", *fields])
+
+
+def record_diff(want: str | None, have: str | None) -> list[str] | None:
+    """The fields in which two journal records (JSON lines) differ, one line each: ``  data.net:
+    golden "10", replay "999"``; None when either is not a JSON object."""
+    try:
+        old, new = json.loads(want or ""), json.loads(have or "")
+    except json.JSONDecodeError:
+        return None
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return None
+    flat_old, flat_new = _flat(old), _flat(new)
+    missing = "(none)"
+    return [f"  {key}: golden {flat_old.get(key, missing)}, replay {flat_new.get(key, missing)}"
+            for key in sorted(flat_old.keys() | flat_new.keys()) if flat_old.get(key) != flat_new.get(key)]
+
+
+def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """A record's fields by dotted name (``data.net``), each value as compact JSON."""
+    out: dict[str, str] = {}
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return out
 
 
 def check(trace: Path, update_golden: bool = False) -> ScenarioResult:

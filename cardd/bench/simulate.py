@@ -4,7 +4,9 @@ nothing here computes a payout. The shoe's order is the simulated device's (a se
 shuffle); the table learns each card only as it is read. docs/bench.md, "`cardbench simulate`"."""
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 from json.encoder import encode_basestring_ascii
 import math
 import multiprocessing
@@ -12,6 +14,7 @@ import os
 import queue
 import signal
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -67,6 +70,11 @@ class RoundResult:
     lines: list[dict[str, Any]]  # the settlement's lines (Line.as_data)
     staked: int  # the initial bets, cents
     net: int | Fraction  # what the players won (+) or lost (-), cents, exact
+    #: the players' hands counted: hands, won, pushed, lost, blackjacks, bust (Summary.HAND_FIGURES)
+    tally: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0)
+    #: some hand neither bust nor surrendered when the dealer's turn came: the dealer's final is a
+    #: hand played out to the drawing rule, as the exact table assumes
+    dealer_played: bool = True
     dealer_total: int = field(init=False)
     dealer_outcome: str = field(init=False)  # one of devices.game.dealer_odds.OUTCOMES
 
@@ -105,6 +113,14 @@ def _strings(items: list[str]) -> str:
     return ",".join([_q(s) for s in items])
 
 
+#: the fewest rounds whose house-edge interval and standard deviations are quoted (docs/bench.md)
+MIN_ROUNDS = 100
+#: the fewest hands with an outcome, and without it, for its rate's standard deviation to be quoted
+MIN_EVENTS = 5
+#: what became of a player's hand, counted per hand (split hands each count)
+HAND_FIGURES = ("win", "push", "loss", "blackjack", "bust")
+
+
 @dataclass
 class Summary:
     """Running figures over the rounds: the house edge with its confidence interval, the dealer's finals."""
@@ -116,11 +132,21 @@ class Summary:
     _m2: float = 0.0
     dealer: dict[str, Counter[str]] = field(default_factory=lambda: {up: Counter() for up in UP_CARDS})
 
-    def add(self, result: RoundResult) -> None:
-        self.count(result.staked, result.net, up_key(result.up), result.dealer_outcome)
+    #: the players' hands by what became of them: (hands counted, won, pushed, lost, blackjack, bust)
+    hands: list[int] = field(default_factory=lambda: [0] * 6)
+    dealer_rounds: int = 0  # rounds whose dealer played the hand out (the dealer table's rounds)
 
-    def count(self, staked: int, net: int | Fraction, up: str, dealer_outcome: str) -> None:
-        """One round: its initial stakes, the players' net, the dealer's up card (UP_CARDS) and final."""
+    def add(self, result: RoundResult) -> None:
+        self.count(result.staked, result.net, up_key(result.up), result.dealer_outcome, result.tally,
+                   result.dealer_played)
+
+    def count(self, staked: int, net: int | Fraction, up: str, dealer_outcome: str,
+              tally: tuple[int, ...] = (0, 0, 0, 0, 0, 0), dealer_played: bool = True) -> None:
+        """One round: its initial stakes, the players' net, the dealer's up card (UP_CARDS) and final,
+        its hands' tally (RoundResult.tally) and whether the dealer played the hand out."""
+        hands = self.hands
+        for i, n in enumerate(tally):
+            hands[i] += n
         self.rounds += 1
         self.staked += staked
         self.net += net
@@ -128,17 +154,41 @@ class Summary:
         delta = x - self._mean
         self._mean += delta / self.rounds
         self._m2 += delta * (x - self._mean)
-        self.dealer[up][dealer_outcome] += 1
+        if dealer_played:
+            self.dealer_rounds += 1
+            self.dealer[up][dealer_outcome] += 1
+
+    @property
+    def enough(self) -> bool:
+        """Rounds enough for an interval or a standard deviation to be quoted (MIN_ROUNDS)."""
+        return self.rounds >= MIN_ROUNDS
+
+    def net_sd(self) -> float | None:
+        """The standard deviation of one round's net per unit of initial bet; None: too few rounds."""
+        return math.sqrt(self._m2 / (self.rounds - 1)) if self.enough else None
+
+    def hand_rates(self) -> list[tuple[str, int, float, float | None]]:
+        """Each of HAND_FIGURES as (name, hands with it, its rate per hand counted, the rate's standard
+        deviation sqrt(p(1 - p) / n)); the deviation None when too few rounds, or fewer than
+        MIN_EVENTS hands with the outcome or without it (the normal approximation does not hold)."""
+        n = self.hands[0]
+        rates: list[tuple[str, int, float, float | None]] = []
+        for name, k in zip(HAND_FIGURES, self.hands[1:]):
+            p = k / n if n else 0.0
+            judged = self.enough and min(k, n - k) >= MIN_EVENTS
+            rates.append((name, k, p, math.sqrt(p * (1 - p) / n) if judged else None))
+        return rates
 
     @property
     def house_edge(self) -> float:
         """The house's result per unit of initial bet (positive: the house wins)."""
         return -float(self.net) / self.staked if self.staked else 0.0
 
-    def edge_interval(self, z: float = 1.959964) -> tuple[float, float]:
-        """A 95 % (z = 1.96) normal interval of the house edge per round's initial stake."""
-        if self.rounds < 2:
-            return (-math.inf, math.inf)
+    def edge_interval(self, z: float = 1.959964) -> tuple[float, float] | None:
+        """A 95 % (z = 1.96) normal interval of the house edge per round's initial stake; None: too
+        few rounds to quote one (MIN_ROUNDS)."""
+        if not self.enough:
+            return None
         half = z * math.sqrt(self._m2 / (self.rounds - 1) / self.rounds)
         return (-self._mean - half, -self._mean + half)
 
@@ -287,12 +337,22 @@ class Simulation:
         for line in settlement.lines:
             key = (line.box, line.hand)
             by_hand[key] = by_hand.get(key, 0) + line.net
+        played = r.hands
         hands = [{"box": h.box, "hand": h.index, "cards": [str(c) for c in h.cards],
                   "decisions": decisions.get((h.box, h.index), []), "stake": h.stake_of(f"p{h.box}"),
-                  "net": str(by_hand.get((h.box, h.index), 0))} for h in r.hands]
+                  "net": str(by_hand.get((h.box, h.index), 0))} for h in played]
+        won = pushed = lost = naturals = busts = 0
+        waiting = False  # a hand the dealer's cards decide
+        for h in played:
+            hand_net = by_hand.get((h.box, h.index), 0)
+            won, pushed, lost = won + (hand_net > 0), pushed + (hand_net == 0), lost + (hand_net < 0)
+            naturals += h.blackjack
+            busts += h.bust
+            waiting = waiting or not (h.bust or h.surrendered)
         net = -settlement.house
         return RoundResult(number, self.shoes, r.dealer_cards[0], list(r.dealer_cards), hands,
-                           [line.as_data() for line in settlement.lines], self.bet * self.boxes, net)
+                           [line.as_data() for line in settlement.lines], self.bet * self.boxes, net,
+                           (len(played), won, pushed, lost, naturals, busts), waiting)
 
 
 def run(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int,
@@ -315,10 +375,11 @@ def play(simulation: Simulation, rounds: int, each: Callable[[RoundResult], None
     return summary
 
 
-# ---- several processes ----------------------------------------------------------------------
+# ---- several processes, or a cluster ---------------------------------------------------------
 
-#: what a worker sends per shoe: each round's line after its "round" field, stakes, net, up card, final
-_ShoeRounds = list[tuple[str, int, "int | Fraction", str, str]]
+#: what a worker sends per shoe: each round's line after its "round" field, stakes, net, up card,
+#: final, hands' tally and whether the dealer played the hand out (Summary.count's arguments)
+_ShoeRounds = list[tuple[str, int, "int | Fraction", str, str, tuple[int, ...], bool]]
 _LINE_HEAD = '{"round":'
 _AHEAD = 4  # shoes a worker may deal before the writer took them (bounds the work thrown away at the end)
 
@@ -328,29 +389,63 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def deal_shoe(simulation: Simulation, shoe: int, lines: bool) -> _ShoeRounds:
+    """Every round of shoe number ``shoe`` on ``simulation``'s table, as a worker sends them."""
+    out: _ShoeRounds = []
+    for result in simulation.shoe_rounds(shoe):
+        text = ""
+        if lines:
+            text = result.json_line()
+            assert text.startswith(_LINE_HEAD)  # the round number is the writer's: cut it off
+            text = text[text.index(",") + 1:]
+        out.append((text, result.staked, result.net, up_key(result.up), result.dealer_outcome, result.tally,
+                    result.dealer_played))
+    return out
+
+
+def write_shoes(shoes: Iterator[_ShoeRounds], rounds: int, line: Callable[[str], None] | None,
+                progress: Callable[[int], None]) -> Summary:
+    """The writer of a run dealt elsewhere: ``shoes`` gives shoes 1, 2, ... in order (from whichever
+    process or machine dealt each); their rounds are numbered, written to ``line`` and added up
+    until there are ``rounds``; ``progress`` hears the rounds done after each shoe."""
+    summary = Summary()
+    count = summary.count
+    for shoe in shoes:
+        for tail, staked, net, up, outcome, tally, played in shoe:
+            count(staked, net, up, outcome, tally, played)
+            if line is not None:
+                line(f'{{"round":{summary.rounds},{tail}')
+            if summary.rounds == rounds:
+                progress(rounds)
+                return summary
+        progress(summary.rounds)
+    raise SimulationError(f"the shoes ended after {summary.rounds} of {rounds} rounds")  # pragma: no cover
+
+
 def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int, jobs: int,
-             line: Callable[[str], None] | None = None) -> Summary:
+             line: Callable[[str], None] | None = None,
+             progress: Callable[[int], None] = lambda done: None) -> Summary:
     """``rounds`` in-process rounds dealt by ``jobs`` processes; ``line`` gets each round's JSON line, in order.
 
     Worker ``j`` (0-based) deals shoes j + 1, j + 1 + jobs, ... on its own table, each shoe with its
     own generator (:func:`shoe_rng`), so every shoe's rounds are what one process dealing every shoe
     gives: the output does not depend on ``jobs``. This process takes the shoes in order, numbers
-    the rounds, writes them and adds up the summary; the workers stop once it has ``rounds``.
-    ``jobs`` 1 plays in this process.
+    the rounds, writes them and adds up the summary (:func:`write_shoes`); the workers stop once it
+    has ``rounds``. ``jobs`` 1 plays in this process.
     """
     if rounds < 1:
         raise SimulationError(f"--rounds {rounds}: at least one round")
     if jobs < 1:
         raise SimulationError(f"--jobs {jobs}: at least one")
     if jobs == 1:
-        return run(rules, rounds, boxes, strategy, seed,
-                   (lambda result: None) if line is None else (lambda result: line(result.json_line())))
+        simulation = Simulation(rules, boxes, strategy, seed)
+        return write_shoes((deal_shoe(simulation, shoe, line is not None) for shoe in itertools.count(1)),
+                           rounds, line, progress)
     context = multiprocessing.get_context("fork")  # the workers inherit the rules and the strategy
     queues = [context.Queue(_AHEAD) for _ in range(jobs)]
     workers = [context.Process(target=_deal_shoes, args=(rules, boxes, strategy, seed, j + 1, jobs, queues[j],
                                                           line is not None), daemon=True)
                for j in range(jobs)]
-    summary = Summary()
     try:
         # forked with the ending signals blocked: a worker sets its own handlers (not the parent's
         # KeyboardInterrupt) before one can reach it
@@ -360,15 +455,8 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
                 worker.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        shoe = 0
-        while summary.rounds < rounds:
-            shoe += 1
-            for tail, staked, net, up, outcome in _take(queues[(shoe - 1) % jobs], workers[(shoe - 1) % jobs]):
-                summary.count(staked, net, up, outcome)
-                if line is not None:
-                    line(f'{{"round":{summary.rounds},{tail}')
-                if summary.rounds == rounds:
-                    break
+        in_order = (_take(queues[(shoe - 1) % jobs], workers[(shoe - 1) % jobs]) for shoe in itertools.count(1))
+        return write_shoes(in_order, rounds, line, progress)
     finally:
         for worker in workers:
             if worker.pid is not None:  # started
@@ -376,7 +464,6 @@ def run_jobs(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, see
         for worker in workers:
             if worker.pid is not None:
                 worker.join()
-    return summary
 
 
 def _take(shoes: "multiprocessing.Queue[_ShoeRounds | str]", worker: multiprocessing.process.BaseProcess) -> _ShoeRounds:
@@ -406,15 +493,111 @@ def _deal_shoes(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, fi
         simulation = Simulation(rules, boxes, strategy, seed)
         shoe = first
         while True:
-            out: _ShoeRounds = []
-            for result in simulation.shoe_rounds(shoe):
-                text = ""
-                if lines:
-                    text = result.json_line()
-                    assert text.startswith(_LINE_HEAD)  # the round number is the writer's: cut it off
-                    text = text[text.index(",") + 1:]
-                out.append((text, result.staked, result.net, up_key(result.up), result.dealer_outcome))
-            shoes.put(out)
+            shoes.put(deal_shoe(simulation, shoe, lines))
             shoe += step
     except CarddError as exc:
         shoes.put(str(exc))
+
+
+# A cluster: the same shoes, each with its own generator, dealt by a Dask distributed scheduler's
+# workers in chunks of consecutive shoes; this process takes the chunks in order and writes them
+# through the same writer (write_shoes), so the output is --jobs' for the same seed.
+
+#: seconds a --cluster address has to answer
+CLUSTER_CONNECT_S = 10
+_CHUNKS_AHEAD = 2  # chunks in flight per worker thread: one dealing, one waiting for it
+_MAX_CHUNK = 64  # shoes per task, at most (a few seconds of one worker's time)
+
+
+def _chunk_shoes(rules: HouseRules, rounds: int, boxes: int, threads: int) -> int:
+    """Shoes per cluster task: enough that a task's work outweighs its scheduling, few enough that
+    every worker has some of a short run. The output does not depend on it."""
+    cards_per_round = 2.7 * (boxes + 1)  # about: two cards and some draws per hand and the dealer's
+    shoes = rounds * cards_per_round / (52 * rules.decks * rules.shoe.penetration)
+    return max(1, min(_MAX_CHUNK, math.ceil(shoes / (threads * _CHUNKS_AHEAD))))
+
+
+def deal_chunk(rules: HouseRules, boxes: int, strategy: Strategy, seed: int, first: int, count: int,
+               lines: bool, version: str) -> list[_ShoeRounds]:
+    """A cluster task: shoes first .. first + count - 1 on a table of its own. ``version``: the
+    writer's cardd; a worker running another would deal other rounds for the same seed."""
+    here = cardd_version()
+    if here != version:
+        raise SimulationError(f"a cluster worker runs cardd {here}, this cardbench {version}: "
+                              "install the same cardd on every worker")
+    simulation = Simulation(rules, boxes, strategy, seed)
+    return [deal_shoe(simulation, shoe, lines) for shoe in range(first, first + count)]
+
+
+def cardd_version() -> str:
+    from importlib.metadata import version
+    return version("cardd")
+
+
+#: a scheduler's address as ``dask scheduler`` prints it (tcp:// or tls://, a host, a port)
+_ADDRESS = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}")
+
+
+def cluster_address(text: str) -> str:
+    """``text`` when it is a scheduler's address; SimulationError (the option's words) when not."""
+    if _ADDRESS.fullmatch(text) is None:
+        raise SimulationError(f"--cluster {text!r}: not a scheduler's address: expected tcp://HOST:PORT "
+                              "(or tls://), as dask scheduler prints it")
+    return text
+
+
+def run_cluster(rules: HouseRules, rounds: int, boxes: int, strategy: Strategy, seed: int, address: str,
+                line: Callable[[str], None] | None = None,
+                progress: Callable[[int], None] = lambda done: None) -> Summary:
+    """``rounds`` rounds dealt on the Dask distributed scheduler at ``address`` (tcp://host:port),
+    written and summed here in shoe order: the same lines and summary as :func:`run_jobs`."""
+    if rounds < 1:
+        raise SimulationError(f"--rounds {rounds}: at least one round")
+    cluster_address(address)
+    try:
+        import distributed
+    except ImportError:
+        raise SimulationError("--cluster needs Dask distributed: install cardd with its bench extra "
+                              "(pip install 'cardd[bench]')") from None
+    import logging
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # its failures reach the user as ours
+    try:
+        client = distributed.Client(address, timeout=CLUSTER_CONNECT_S, set_as_default=False)
+    except Exception as exc:  # OSError (refused, timed out), ValueError (an address it cannot parse), ...
+        raise SimulationError(f"--cluster {address}: no Dask scheduler answered "
+                              f"within {CLUSTER_CONNECT_S} s ({type(exc).__name__})") from None
+    pending: collections.deque[Any] = collections.deque()  # the chunks' futures, in shoe order
+    try:
+        threads = sum(client.nthreads().values())
+        if threads == 0:
+            raise SimulationError(f"--cluster {address}: the scheduler has no workers")
+        chunk = _chunk_shoes(rules, rounds, boxes, threads)
+        version, lines = cardd_version(), line is not None
+        next_shoe = 1
+
+        def submit() -> None:
+            nonlocal next_shoe
+            pending.append(client.submit(deal_chunk, rules, boxes, strategy, seed, next_shoe, chunk, lines,
+                                         version, pure=False))
+            next_shoe += chunk
+
+        for _ in range(threads * _CHUNKS_AHEAD):
+            submit()
+
+        def in_order() -> Iterator[_ShoeRounds]:
+            while True:
+                future = pending.popleft()
+                submit()
+                try:
+                    shoes: list[_ShoeRounds] = future.result()
+                except CarddError as exc:
+                    raise SimulationError(str(exc)) from None
+                except Exception as exc:
+                    raise SimulationError(f"--cluster {address}: a task failed ({type(exc).__name__}: "
+                                          f"{exc})") from None
+                yield from shoes
+
+        return write_shoes(in_order(), rounds, line, progress)
+    finally:
+        client.cancel(list(pending))
+        client.close()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from cardd.config import (DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigError, load_config, rule_names,
-                          rules_file, simulated)
+                          named_rules, simulated)
 from cardd.daemon.app import Daemon, StartupError, release
 from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
@@ -125,10 +125,7 @@ def simulated_rules(name: str | None, state_dir: Path | None) -> tuple[Path, Hou
     the file and what it says; ConfigError (the command line) naming what is wrong and the seed
     casinos' names."""
     option = f"--rules {name}" if name is not None else f"--rules (default {SIMULATED_RULES.stem})"
-    path = SIMULATED_RULES if name is None else rules_file(name, Path.cwd()).absolute()
-    if not path.is_file():
-        raise ConfigError(option, f"no such rules file {path}: expected a seed casino's name "
-                          f"({', '.join(rule_names())}) or the path of a house-rules file")
+    path = SIMULATED_RULES if name is None else named_rules(name)
     try:
         rules = load_rules(path)
     except RulesError as exc:
