@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import IO, Any, TypeVar
 
 import click
@@ -174,9 +174,18 @@ def round_group() -> None:
 MAX_CENTS = 2**63 - 1
 
 
+#: an amount as a person types it: units, with at most 2 decimals (``1e3``, ``1_0``, ``+5``, ``.5``
+#: and ``１０`` are none, though Decimal takes them)
+AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?")
+#: a negative number where an amount is expected (``-5``, ``-2.50``): click would read it as an option
+NEGATIVE = re.compile(r"-([0-9]+(\.[0-9]*)?|\.[0-9]+)")
+#: what an amount is, said with each refusal of one
+AMOUNT_FORM = "units with at most 2 decimals, e.g. 25 or 25.50"
+
+
 class Cents(click.ParamType):
-    """An amount in units (25 or 25.50), as the API's cents: parsed as a decimal, so it is exact,
-    and refused rather than rounded when it is not a whole number of cents."""
+    """An amount in units (25 or 25.50), as the API's cents: read strictly (:data:`AMOUNT`), so it
+    is exact, and refused rather than rounded when it is not a whole number of cents."""
     name = "amount"
 
     def __init__(self, zero: bool = False) -> None:
@@ -186,20 +195,34 @@ class Cents(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
-        try:
-            units = Decimal(value.strip())
-        except (InvalidOperation, AttributeError):
-            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
-        if not units.is_finite():  # inf, nan: Decimal takes them, an amount is not one
-            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
-        if units < 0 or units == 0 and not self.zero:
-            self.fail(f"{value}: an amount is {'0 or more' if self.zero else 'more than 0'}", param, ctx)
-        cents = units * 100
-        if cents != cents.to_integral_value():
-            self.fail(f"{value}: at most 2 decimals (cents)", param, ctx)
+        text = str(value)
+        positive = "0 or more" if self.zero else "positive (more than 0)"
+        if NEGATIVE.fullmatch(text):
+            self.fail(f"{text}: an amount must be {positive}", param, ctx)
+        if AMOUNT.fullmatch(text) is None:
+            whole, point, places = text.partition(".")
+            if point and AMOUNT.fullmatch(whole) and places.isascii() and places.isdigit():
+                self.fail(f"{text}: at most 2 decimals (cents)", param, ctx)
+            self.fail(f"{text!r} is not an amount ({AMOUNT_FORM})", param, ctx)
+        cents = int(Decimal(text) * 100)  # exact: at most 2 places
+        if cents == 0 and not self.zero:
+            self.fail(f"{text}: an amount must be {positive}", param, ctx)
         if cents > MAX_CENTS:  # the table's limits are the daemon's to check; this is what the API carries
-            self.fail(f"{value}: too large for an amount", param, ctx)
-        return int(cents)
+            self.fail(f"{text}: too large for an amount", param, ctx)
+        return cents
+
+
+class AmountCommand(click.Command):
+    """A command that takes an amount as an argument: a negative number there (``round bet 1
+    alice -5``) reaches the amount's type, which says it must be positive, where click would take it
+    for an option and say "No such option '-5'". Only when the command line holds one: otherwise an
+    unknown option is click's usage error as everywhere."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        before_end = args[:args.index("--")] if "--" in args else args
+        if any(NEGATIVE.fullmatch(arg) for arg in before_end):
+            ctx.ignore_unknown_options = True  # click's parser then passes "-5" on as an argument
+        return super().parse_args(ctx, args)
 
 
 def stake_arguments(fn: F) -> F:
@@ -267,7 +290,7 @@ def round_drawn_in_error(seen: str, as_json: bool) -> None:
 
 def stake_command(name: str, command: str, doc: str) -> click.Command:
     """``round NAME BOX PLAYER AMOUNT``: the table command ``command`` with a player's stake."""
-    @round_group.command(name, help=doc)
+    @round_group.command(name, help=doc, cls=AmountCommand)
     @stake_arguments
     @json_option
     def run(box: int, player: str, amount: int, as_json: bool) -> None:
@@ -315,7 +338,7 @@ def round_even_money(box: int, player: str, as_json: bool) -> None:
     table_command("even_money", as_json, box=box, player=player)
 
 
-@round_group.command("reduce")
+@round_group.command("reduce", cls=AmountCommand)
 @click.argument("box", type=int)
 @click.argument("player")
 @click.argument("new_stake", type=Cents(zero=True))
