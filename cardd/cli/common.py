@@ -181,12 +181,29 @@ CARDCTL_COMMANDS: dict[str, str] = {
 }
 #: an API command's argument a refusal names as the way forward, as cardctl's option for it
 CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe"}
+#: an API command's field (its args') as cardctl's argument or option for it, where that is not the
+#: field's name in capitals (``place_bet.box``: BOX); a bad-args line names the field
+#: (``enter_card.card: not a card``), cardctl's the argument (``shoe enter-card CARD: not a card``).
+#: Every field of every table command is one of the cardctl command's (tests/cli/test_cardctl_words.py)
+CARDCTL_ARGUMENTS: dict[tuple[str, str], str] = {
+    ("reduce_bet", "amount"): "NEW_STAKE", ("act", "amount"): "--amount", ("act", "player"): "--player",
+    ("act", "co_players"): "--co-player", ("shoe_remainder", "returned"): "CARD[=N]",
+    ("drawn_in_error", "exposed"): "exposed|unexposed", ("placement_error", "assignments"): "CARD=BOX",
+    ("void_shoe", "next_shoe"): "--next-shoe",
+    ("export_journal", "since"): "--since", ("export_journal", "until"): "--until",
+    ("export_journal", "format"): "--format",
+}
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
+#: a bad-args line's head: the command, its field and where in it (``co_players[1].player``,
+#: ``returned key 'ZZ'``: the value is in the line again, the problem's own words)
+_FIELD = re.compile(r"^(?P<name>[a-z_]+)\.(?P<field>[a-z_]+)(?:\[[^\]]*\]|\.[a-z_]+| key '[^']*')*(?=: )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
 #: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with
-#: redeal"); "the players act" or "no held round to resume" are words, not commands, and a path or a
-#: quoted name ("/var/tmp/open_round", '"start_shuffle"') is the client's text
-_NEXT = re.compile(r"(?<![\w'./\"-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+)(?![\w'./\"-])")  # not an arg's place_bet.amount
+#: redeal") or alone in brackets ("continues it (resume)"); "the players act" or "no held round to
+#: resume" are words, not commands, and a path or a quoted name ("/var/tmp/open_round",
+#: '"start_shuffle"') is the client's text
+_NEXT = re.compile(r"(?<![\w'./\"-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+|(?<=\()[a-z]+(?=\)))"
+                   r"(?![\w'./\"-])")  # not an arg's place_bet.amount
 _ROLE = re.compile(r"^command '(?P<name>[a-z_]+)' needs ")
 
 
@@ -196,6 +213,11 @@ def cardctl_words(name: str) -> str:
     return CARDCTL_COMMANDS.get(name, name)
 
 
+def argument_words(name: str, field: str) -> str:
+    """Field ``field`` of API command ``name`` as cardctl's argument or option (:data:`CARDCTL_ARGUMENTS`)."""
+    return CARDCTL_ARGUMENTS.get((name, field), field.upper())
+
+
 def in_cardctl_words(line: str) -> str:
     """The daemon's refusal ``line`` (worded for the API) in cardctl's words: the refused command
     as cardctl spells it, and each next step as the cardctl command to type
@@ -203,8 +225,13 @@ def in_cardctl_words(line: str) -> str:
     ``round open refused: ...: open one with cardctl round open first``)."""
     line = _ROLE.sub(lambda m: f"command '{cardctl_words(m['name'])}' needs ", line, count=1)
     head = _HEAD.match(line)
+    field = _FIELD.match(line)
     start = 0
-    if head is not None and head["name"] in CARDCTL_COMMANDS:
+    if field is not None and field["name"] in CARDCTL_COMMANDS:
+        words = f"{CARDCTL_COMMANDS[field['name']]} {argument_words(field['name'], field['field'])}"
+        line = words + line[field.end():]
+        start = len(words)
+    elif head is not None and head["name"] in CARDCTL_COMMANDS:
         line = CARDCTL_COMMANDS[head["name"]] + line[head.end("name"):]
         start = len(CARDCTL_COMMANDS[head["name"]])
     rest = line[start:]

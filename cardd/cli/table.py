@@ -63,10 +63,10 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
         out.print(shown(next_shoe, style="yellow" if shoe.get("next_shoe_held") else ""))
     r = state["round"]
     out.print(shown("round: none" if r is None else
-                    f"round {r['id']}: {r['state']}" + (f" HELD ({r['held']})" if r["held"] else "")
+                    f"round {r['id']}: {r['state']}" + (f" HELD ({in_cardctl_words(r['held'])})" if r["held"] else "")
                     + (f", house {money(r['house_result'])}" if r["house_result"] is not None else "")))
     for hold, why in state["holds"].items():
-        out.print(shown(f"hold {hold}: {why}", style="yellow"))
+        out.print(shown(f"hold {hold}: {in_cardctl_words(why)}", style="yellow"))
     exposed = state["piles"]["pending"]  # seen already: each the next card a hand takes (deal-tracking.md step 9)
     if exposed:
         out.print(shown(f"exposed in error, used as the next cards in this order: {', '.join(exposed)}",
@@ -117,7 +117,7 @@ def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), fail
         outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
         if outcome is not None and outcome["reason"] in failures and not as_json:
             return outcome
-    lines = [f"{words}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
+    lines = [f"{words}: ok (journal seq {record['seq']})"] + ([in_cardctl_words(outcome["message"])] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
          lambda out: print_lines(out, lines))
     return outcome
@@ -558,7 +558,8 @@ def alarm_group(ctx: click.Context, as_json: bool) -> None:
 def print_alarms(out: Console, alarms: list[dict[str, Any]]) -> None:
     """STATE's open alarms, one line each (``status`` and ``alarm``)."""
     for alarm in alarms:
-        out.print(shown(f"alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}", style="red"))
+        out.print(shown(f"alarm {alarm.get('id')}: {alarm.get('reason')} {in_cardctl_words(alarm.get('message', ''))}",
+                        style="red"))
     if not alarms:
         out.print("alarms: none")
 
@@ -610,10 +611,8 @@ def shoe_void(next_shoe: bool, as_json: bool) -> None:
         caused = caused_by(client, record["seq"])
     lines = [f"{words}: ok (journal seq {record['seq']})"]
     for effect in caused:
-        if effect["reason"] == "NEXT_SHOE_TAKES_OVER":  # the table's own words: its way forward as cardctl's
+        if effect["reason"] in VOID_EFFECTS:  # the table's own words: its way forward as cardctl's
             lines.append(in_cardctl_words(effect["message"]))
-        elif effect["reason"] in VOID_EFFECTS:
-            lines.append(effect["message"])
     def show(out: Console) -> None:
         for line in lines:
             out.print(shown(line))  # a journal message is text, not markup
@@ -649,8 +648,20 @@ def shoe_shuffle_started(as_json: bool) -> None:
     table_command("shuffle_started", as_json)
 
 
+class CardName(click.ParamType):
+    """A card as a person types it (``QH``, ``10h``), checked as the daemon reads one, before it is
+    sent: one that is no card is a usage error in cardctl's words, nothing journaled."""
+    name = "card"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return str(Card.parse(str(value)))
+        except (CarddError, ValueError) as exc:
+            self.fail(str(exc), param, ctx)
+
+
 @shoe_group.command("enter-card")
-@click.argument("card")
+@click.argument("card", type=CardName())
 @json_option
 def shoe_enter_card(card: str, as_json: bool) -> None:
     """The dealer names CARD, the card the shoe could not read (dealer): it goes where the
@@ -660,7 +671,7 @@ def shoe_enter_card(card: str, as_json: bool) -> None:
     Example:
       cardctl shoe enter-card QH
     """
-    table_command("enter_card", as_json, ("CARD_ENTERED_BY_DEALER",), card=canonical_card(card))
+    table_command("enter_card", as_json, ("CARD_ENTERED_BY_DEALER",), card=card)
 
 
 @shoe_group.command("remainder")
@@ -686,7 +697,8 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
     outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"),
                             ("RECONCILIATION_FAILED",), returned=returned)
     if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
-        raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
+        raise CliError(f"{in_cardctl_words(outcome['message'])} (an alarm: a supervisor clears it, cardctl alarm)",
+                       EXIT_FAILURE)
 
 
 @click.group("seat")
@@ -740,7 +752,8 @@ def dealer_change(as_json: bool) -> None:
 
 
 def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
-    """``AS=2 7H 7H`` -> {"AS": 2, "7H": 2}; the daemon checks the cards themselves."""
+    """``AS=2 7H 7H`` -> {"AS": 2, "7H": 2}; each card checked as the daemon reads one (one typed two
+    ways, ``10H`` and ``TH``, adds up), the count against the shoe the daemon's to check."""
     counts: Counter[str] = Counter()
     for token in tokens:
         card, equals, number = token.partition("=")
@@ -748,18 +761,12 @@ def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
         if not card or (equals and not (number.isascii() and number.isdigit())):
             raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
                                      param_hint="CARD[=N]")
-        counts[canonical_card(card)] += int(number) if number else 1
+        try:  # checked here as the daemon reads a card: its refusal would name the API's field
+            parsed = Card.parse(card)
+        except (CarddError, ValueError) as exc:
+            raise click.BadParameter(f"{token!r}: {exc}", param_hint="CARD[=N]") from None
+        counts[str(parsed)] += int(number) if number else 1
     return dict(counts)
-
-
-def canonical_card(text: str) -> str:
-    """``10H``, ``th`` -> ``TH``: one card typed two ways adds up as any repeat does (the daemon
-    refuses two spellings of one card in one count); a text that is no card goes as typed, for
-    the daemon to name."""
-    try:
-        return str(Card.parse(text))
-    except (CarddError, ValueError):
-        return text
 
 
 #: what --file holds, said with each refusal of one
