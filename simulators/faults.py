@@ -137,6 +137,21 @@ class Faults:
                 values[name] = _convert(cls, name.strip(), raw.strip() if "=" in entry else None)
         return values
 
+    @classmethod
+    def defaults(cls, names: list[str]) -> dict[str, Any]:
+        """The switches ``names`` at their defaults (off): what ``set_faults`` takes to turn them off,
+        those whose text form has no value that is off (``face_up_at``, ``jam``) included."""
+        default = cls()
+        for name in names:
+            if name not in cls.names():
+                raise unknown_switch(name)
+        return {name: getattr(default, name) for name in names}
+
+    @classmethod
+    def honoured_by(cls, device: str) -> list[str]:
+        """The switches ``device`` ("shoe"/"shuffler") honours: all but the other one's (:data:`ONLY_FOR`)."""
+        return [name for name in cls.names() if ONLY_FOR.get(name, (device, ""))[0] == device]
+
     def check_for(self, device: str) -> None:
         """FaultSpecError if a switch that is on does nothing on ``device`` ("shoe"/"shuffler")."""
         for name in self.active():
@@ -147,13 +162,18 @@ class Faults:
     def replace(self, **changes: Any) -> "Faults":
         for name in changes:
             if name not in self.names():
-                raise FaultSpecError(f"no fault switch {name!r}; switches: {', '.join(self.names())}")
+                raise unknown_switch(name)
         return dataclasses.replace(self, **changes)
 
     def active(self) -> dict[str, Any]:
         """The switches that differ from the defaults (for state() and logs)."""
         default = Faults()
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
+
+
+def unknown_switch(name: str) -> FaultSpecError:
+    """The error for a switch that does not exist, naming every one that does."""
+    return FaultSpecError(f"no fault switch {name!r}; switches: {', '.join(Faults.names())}")
 
 
 def _expects(name: str, kind: str) -> str:
@@ -178,7 +198,7 @@ def _expects(name: str, kind: str) -> str:
 def _convert(cls: type[Faults], name: str, raw: str | None) -> Any:
     by_name = {f.name: f for f in fields(cls)}
     if name not in by_name:
-        raise FaultSpecError(f"no fault switch {name!r}; switches: {', '.join(by_name)}")
+        raise unknown_switch(name)
     kind = str(by_name[name].type)
     expects = _expects(name, kind)
     entry = name if raw is None else f"{name}={raw}"

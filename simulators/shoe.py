@@ -95,11 +95,16 @@ class SimulatedShoe(SimulatedDevice):
         if self.pace_s is not None:
             self.deal(len(self._stack))
 
-    def deal(self, n: int) -> None:
-        """The dealer draws ``n`` more cards (fewer if the shoe runs out). Call on the loop."""
+    def deal(self, n: int) -> list[StackCard]:
+        """The dealer draws ``n`` more cards (fewer if the shoe runs out). Call on the loop. The cards
+        drawn, in the order they leave (None: a foreign card): what the dealer sees of them, not what
+        the shoe reads (a read a fault switch changes or hides is the shoe's)."""
+        end = max(0, len(self._stack) - self._pending)  # the cards a deal asked for earlier leave first
+        drawn = self._stack[max(0, end - n):end][::-1]
         self._pending += n
         if self._dealer is None or self._dealer.done():
             self._dealer = self.spawn(self._deal())
+        return drawn
 
     def cards_held(self) -> int:
         return len(self._stack)

@@ -93,6 +93,10 @@ class SimulatedShuffler(SimulatedDevice):
     def cards_held(self) -> int:
         return len(self._output) or len(self._loaded)
 
+    def cards_shuffled(self) -> int:
+        """The shuffled stack's cards, what :meth:`unload` hands to a shoe (0: nothing shuffled)."""
+        return len(self._output)
+
     def reset(self) -> None:
         self._loaded = []
         self._output = []

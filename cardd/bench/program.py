@@ -23,7 +23,8 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from cardd.bench.junit import write_junit
-from cardd.bench.randomness import MINIMUM_SHUFFLES, ShuffleSource, qualify
+from cardd.bench.randomness import (MINIMUM_SHUFFLES, DeviceOpenError, DeviceShuffleSource, RandomnessError,
+                                    ShuffleSource, qualify)
 from cardd.bench.replay import ReplayError, check as check_trace, record as record_scenario, trace_files
 from cardd.bench.runner import ScenarioResult, run_scenario
 from cardd.bench.scenario import ROLES, ScenarioError, scenario_files
@@ -31,7 +32,8 @@ from cardd.bench.soak import SoakReport, plot_png, report_html, soak as run_soak
 from cardd.bench.pty_transport import simulation_for
 from cardd.bench.simulate import SimulationError, Summary, default_jobs, play, rules_for, run_jobs
 from cardd.bench.strategy import STRATEGIES
-from cardd.cli.common import OutputFile, Program, logs_to_stderr
+from cardd.cli.common import CliError, OutputFile, Program, logs_to_stderr
+from cardd.cli.device import device_error, parse_device_url
 from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.console import ProgramConsole
 from cardd.cli.shown import shown
@@ -41,6 +43,7 @@ from devices.game.dealer_odds import OUTCOMES, UP_CARDS, dealer_table
 from devices.game.rules import HouseRules, load_rules
 from drivers.errors import BadURL
 from drivers.urls import parse_url
+from core.cards import Card
 
 
 @click.group(cls=Program)  # cardctl's top group: a closed stdout (| head) ends a command quietly
@@ -179,6 +182,31 @@ def print_summary(console: Console, summary: Summary, rules: HouseRules, strateg
 
 #: ``cardbench randomness``: no test failed, but too few shuffles for every test to judge
 EXIT_INCONCLUSIVE = 3
+#: ``cardbench randomness --device``: a device missing, busy or silent, or one that stopped the run
+EXIT_DEVICE = 4
+
+
+def device_url(value: str) -> str:
+    """A device URL as the daemon takes it; a bare path (/dev/ttyUSB0) is a serial port's. A URL
+    the drivers do not take is a usage error naming it."""
+    url = f"serial://{value}" if value.startswith("/") else value
+    try:
+        parse_device_url(url)
+    except BadURL as exc:
+        raise click.UsageError(str(exc)) from None
+    return url
+
+
+def _device_orders(shuffler: str, shoe: str, shuffles: int, decks: int,
+                   say: Callable[[str], None]) -> tuple[list[list[Card]], list[list[Card]]]:
+    """The orders of a real shuffler, read by a real shoe; a device that does not open or stops the
+    run is one line and EXIT_DEVICE."""
+    try:
+        return DeviceShuffleSource(shuffler, shoe, decks, say).orders(shuffles)
+    except DeviceOpenError as exc:
+        raise CliError(str(device_error(exc.url, exc.cause)), EXIT_DEVICE) from None
+    except RandomnessError as exc:
+        raise CliError(str(exc), EXIT_DEVICE) from None
 
 
 @cardbench.command()
@@ -187,12 +215,41 @@ EXIT_INCONCLUSIVE = 3
 @click.option("--fault", type=click.Choice(["none", "riffle_once"]), default="none", show_default=True,
               help="a shuffler fault switch: riffle_once is a single riffle (deliberately biased)")
 @click.option("--seed", type=int, default=None, help="seed the simulated shuffler (default: its system random)")
+@click.option("--device", "device", metavar="URL", default=None,
+              help="a real shuffler (a device URL, or a serial port's path such as /dev/ttyUSB0) instead of the "
+                   "simulated one; needs --shoe")
+@click.option("--shoe", metavar="URL", default=None,
+              help="with --device: the shoe that reads each shuffled order as a person deals it")
 @click.option("--json", "as_json", is_flag=True, help="the report as JSON on stdout")
-def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json: bool) -> None:
+def randomness(shuffles: int, decks: int, fault: str, seed: int | None, device: str | None, shoe: str | None,
+               as_json: bool) -> None:
     """Qualify the shuffler: every shuffle dealt through the reader, then chi-squared, runs, correlation.
-    Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (fewer than 260 shuffles and nothing failed)."""
-    source = ShuffleSource(decks, fault=None if fault == "none" else fault, seed=seed)
-    report = qualify(source.orders(shuffles), decks)
+    Exit 0 PASS, 1 FAIL, 3 INCONCLUSIVE (fewer than 260 shuffles and nothing failed), 4 a device
+    missing, busy, silent or stopping the run (--device)."""
+    if device is None:
+        if shoe is not None:
+            raise click.UsageError("--shoe reads a real shuffler's orders: give the shuffler with --device URL")
+        source = ShuffleSource(decks, fault=None if fault == "none" else fault, seed=seed)
+        report = qualify(source.orders(shuffles), decks)
+        tested = f"fault {fault}"
+    else:
+        if fault != "none" or seed is not None:
+            raise click.UsageError("--fault and --seed switch the simulated shuffler: a real one (--device) has neither")
+        if shoe is None:
+            raise click.UsageError("--device needs --shoe URL: no message of the protocol carries a shuffled order "
+                                   "(docs/protocol.md, section 4), so each order is what a shoe reads as the cards "
+                                   "are dealt out of it")
+        shuffler_url, shoe_url = device_url(device), device_url(shoe)
+        # the drivers' reopen warnings: a device that stays away ends the run in one line of its own
+        logs_to_stderr(logging.ERROR)
+
+        def say(line: str) -> None:  # to the person at the devices; the report may be JSON on stdout
+            click.echo(line, err=as_json)
+            (sys.stderr if as_json else sys.stdout).flush()
+
+        orders, loaded = _device_orders(shuffler_url, shoe_url, shuffles, decks, say)
+        report = qualify(orders, decks, loaded)
+        tested = f"shuffler {shuffler_url}, read by {shoe_url}"
     if as_json:
         click.echo(json.dumps(report.as_json(), indent=2))
     else:
@@ -201,7 +258,7 @@ def randomness(shuffles: int, decks: int, fault: str, seed: int | None, as_json:
             mark = "[yellow]n/a[/] " if not test.conclusive else "[green]pass[/]" if test.passed else "[red]FAIL[/]"
             console.print(f"{mark}  {test.name}: {test.detail}")
         colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}[report.verdict]
-        console.print(f"[bold {colour}]{report.verdict}[/]", f"({shuffles} shuffles of {decks} deck(s), fault {fault})"
+        console.print(f"[bold {colour}]{report.verdict}[/]", shown(f"({shuffles} shuffles of {decks} deck(s), {tested})")
                       + (f"; a PASS needs at least {MINIMUM_SHUFFLES} shuffles" if report.verdict == "INCONCLUSIVE" else ""))
     if report.verdict != "PASS":
         sys.exit(1 if report.verdict == "FAIL" else EXIT_INCONCLUSIVE)
@@ -271,8 +328,9 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
               help="chance per round of a shoe fault (a reboot, a noisy line); per shoe: a shuffler jam")
 @click.option("--cut-at", type=click.IntRange(1), default=None, help="the cut card after this card (short shoes)")
 @click.option("--plot", type=OutputFile(),
-              help="PNG: card latency (series and histogram) and daemon memory")
-@click.option("--report", type=OutputFile(), help="HTML report with the same figures")
+              help="PNG: card latency (series with the faults marked, histogram) and daemon memory; "
+                   "the run's arguments, version and date in its title and text chunks")
+@click.option("--report", type=OutputFile(), help="HTML report with the same figures and every fault's time")
 def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: float, cut_at: int | None,
          plot: Path | None, report: Path | None) -> None:
     """Random play through a fresh cardd, shoe after shoe, with the invariants checked every round."""
@@ -286,6 +344,7 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
 
     start = time.monotonic()
     result = run_soak(shoes, rules, seed, unplug_rate, fault_rate, cut_at, progress)
+    console.print(shown(f"run: {result.run_line()}"), highlight=False)
     for line in summary_lines(result):
         console.print(shown(line))
     histogram = RichTable(title="card latency histogram")

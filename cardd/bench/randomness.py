@@ -1,6 +1,9 @@
 """Shuffler qualification: shuffles dealt through the shoe's reader, then tested as a lab would.
 
 :class:`ShuffleSource` deals the simulators' own shuffler's stacks through their shoe;
+:class:`DeviceShuffleSource` drives a shuffler and a shoe at device URLs (real ones) through the
+daemon's protocol session, a person moving the cards between them (the protocol carries no
+shuffled order: each order is what the shoe reads);
 :func:`qualify` runs the tests at the 99 % level (chi-squared per card and position, runs up and
 down, correlation between consecutive shuffles; no SciPy): docs/bench.md, "`cardbench randomness`"."""
 from __future__ import annotations
@@ -8,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.cards import ALL_CARDS, Card
 from core.errors import CarddError
-from firmware_bridge.messages import CardRead, Message, ShoeEmpty, StartShuffle
+from firmware_bridge.connection import DeviceConnection
+from firmware_bridge.messages import (CardRead, DeckCheckResult, DeviceRole, Fault, Message, Refused, ShoeEmpty,
+                                      ShoeLoaded, ShuffleComplete, StartShuffle, UnreadableCard)
+from firmware_bridge.session import SessionConfig
 from simulators.faults import Faults
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
@@ -25,7 +31,16 @@ _ORDINAL = {card: i for i, card in enumerate(ALL_CARDS)}
 
 
 class RandomnessError(CarddError, RuntimeError):
-    """The simulated devices did not deliver a full shuffled shoe."""
+    """The devices did not deliver a full shuffled shoe."""
+
+
+class DeviceOpenError(RandomnessError):
+    """A device would not open or shake hands (missing, busy, silent): ``cause`` is the driver's
+    or the session's error, ``url`` the device's."""
+
+    def __init__(self, url: str, cause: CarddError) -> None:
+        super().__init__(str(cause))
+        self.url, self.cause = url, cause
 
 
 class ShuffleSource:
@@ -69,6 +84,135 @@ class ShuffleSource:
             self.shuffler.close()
             self.shoe.close()
         return orders
+
+
+#: how long the bench waits for a shuffle to end, or for the person to load the shoe or deal the
+#: next card (cardbench run --device waits as long for a move of the cards)
+OPERATOR_TIMEOUT = 300.0
+
+
+class DeviceShuffleSource:
+    """Shuffles from a shuffler at ``shuffler_url``, each order read by the shoe at ``shoe_url`` as a
+    person deals the shuffled stack out of it. Both devices are opened as the daemon opens them
+    (DeviceConnection: the serial or USB driver, the link, the session's handshake). ``say`` gives the
+    person each move of the cards (a ``hands:`` line), as ``cardbench run --device`` does.
+
+    The protocol carries no order of undealt cards (docs/protocol.md, section 4): ShuffleComplete
+    and DeckCheckResult carry counts per card, a CardRead the card that has just left the shoe. So
+    one shuffle is: StartShuffle(decks) and the shuffler's DeckCheckResult (all ``decks`` decks,
+    nothing missing or extra); the stack into the shoe without a cut card, every card dealt, the
+    CardReads from index 1 to the last (ShoeEmpty) its order; the dealt pile back into the shuffler
+    as it is, the next shuffle's input. The first shuffle's order is only the second one's input:
+    :meth:`orders` shuffles ``shuffles + 1`` times and returns the last ``shuffles`` orders with
+    the order each was loaded in, for the runs test."""
+
+    def __init__(self, shuffler_url: str, shoe_url: str, decks: int, say: Callable[[str], None],
+                 timeout: float = OPERATOR_TIMEOUT) -> None:
+        self.shuffler_url, self.shoe_url, self.decks, self.say, self.timeout = shuffler_url, shoe_url, decks, say, timeout
+        self.cards = 52 * decks
+
+    def orders(self, shuffles: int) -> tuple[list[list[Card]], list[list[Card]]]:
+        """(orders, loaded): each shuffle's dealt order and the order it was loaded in."""
+        return asyncio.run(self._run(shuffles))
+
+    async def _run(self, shuffles: int) -> tuple[list[list[Card]], list[list[Card]]]:
+        config = SessionConfig(host_name="cardbench randomness")
+        self._from_shuffler: asyncio.Queue[Message] = asyncio.Queue()
+        self._from_shoe: asyncio.Queue[Message] = asyncio.Queue()
+        shuffler = DeviceConnection(self.shuffler_url, self._from_shuffler.put_nowait, None, config)
+        shoe = DeviceConnection(self.shoe_url, self._from_shoe.put_nowait, None, config)
+        orders: list[list[Card]] = []
+        loaded: list[list[Card]] = []
+        try:
+            await _open(shuffler, self.shuffler_url, DeviceRole.SHUFFLER)
+            await _open(shoe, self.shoe_url, DeviceRole.SHOE)
+            self.say(f"hands: load {self.decks} full deck(s) into the shuffler, in any order; the shoe empty")
+            previous: list[Card] | None = None
+            for number in range(shuffles + 1):
+                await self._shuffle(shuffler, number)
+                order = await self._deal(number)
+                if previous is not None:
+                    orders.append(order)
+                    loaded.append(previous)
+                previous = order
+                if number < shuffles:
+                    self.say(f"hands: put the {self.cards} dealt cards back into the shuffler as one pile, "
+                             "as they came out of the shoe (not cut or mixed)")
+        finally:
+            await shoe.close()
+            await shuffler.close()
+        return orders, loaded
+
+    async def _next(self, queue: asyncio.Queue[Message], what: str) -> Message:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await queue.get()
+        except TimeoutError:
+            raise RandomnessError(f"{what}: nothing within {self.timeout:g} s") from None
+
+    async def _shuffle(self, shuffler: DeviceConnection, number: int) -> None:
+        """StartShuffle, then until the shuffler's deck check: all its decks, in full."""
+        what = f"shuffle {number}" + (" (the first, whose order the next is loaded in)" if number == 0 else "")
+        _drain(self._from_shuffler)
+        await shuffler.send(StartShuffle(self.decks))
+        while True:
+            msg = await self._next(self._from_shuffler, f"{what}: the shuffler's deck check")
+            if isinstance(msg, Refused) and msg.request_type == StartShuffle.TYPE:
+                raise RandomnessError(f"{what}: the shuffler refused to shuffle: {msg.reason}")
+            if isinstance(msg, Fault):
+                raise RandomnessError(f"{what}: the shuffler reports {msg.code.name} at card {msg.position}: "
+                                      f"{msg.detail}")
+            if isinstance(msg, ShuffleComplete) and msg.card_count != self.cards:
+                raise RandomnessError(f"{what}: the shuffler counted {msg.card_count} cards, not {self.cards}")
+            if isinstance(msg, DeckCheckResult):
+                if not msg.ok:
+                    missing = ", ".join(f"{card} x{n}" for card, n in msg.missing) or "none"
+                    extra = ", ".join(f"{card} x{n}" for card, n in msg.extra) or "none"
+                    raise RandomnessError(f"{what}: the deck check failed (missing {missing}; extra {extra}; "
+                                          f"{msg.unrecognised} unrecognised): load {self.decks} full deck(s)")
+                return
+
+    async def _deal(self, number: int) -> list[Card]:
+        """The order the shoe reads: ShoeLoaded, then CardRead 1..n, until ShoeEmpty."""
+        _drain(self._from_shoe)  # what the shoe resent at its handshake, or said before this shoe
+        self.say(f"hands: put the shuffled stack into the shoe without a cut card and deal all {self.cards} cards")
+        reads: dict[int, Card] = {}
+        loaded = False
+        while True:
+            msg = await self._next(self._from_shoe, f"shuffle {number}: the shoe "
+                                   + (f"after {len(reads)} of {self.cards} cards" if loaded else "loaded"))
+            if isinstance(msg, ShoeLoaded):
+                loaded, reads = True, {}
+            elif not loaded:
+                continue
+            elif isinstance(msg, CardRead):
+                reads[msg.index] = msg.card
+            elif isinstance(msg, UnreadableCard):
+                raise RandomnessError(f"shuffle {number}: the shoe could not read card {msg.index}: its order "
+                                      "is not known (a damaged card: replace it and start again)")
+            elif isinstance(msg, ShoeEmpty):
+                break
+        if sorted(reads) != list(range(1, self.cards + 1)):
+            raise RandomnessError(f"shuffle {number}: the shoe read {len(reads)} cards, not {self.cards} "
+                                  "(the whole stack, without a cut card)")
+        return [reads[index] for index in range(1, self.cards + 1)]
+
+
+async def _open(connection: DeviceConnection, url: str, role: DeviceRole) -> None:
+    """Open and shake hands; the device must be a ``role``."""
+    try:
+        ident = await connection.open()
+    except CarddError as exc:
+        raise DeviceOpenError(url, exc) from None
+    if ident.role is not role:
+        await connection.close()
+        raise RandomnessError(f"{url}: a {ident.role.name.lower()} ({ident.model} {ident.serial}), "
+                              f"not a {role.name.lower()}")
+
+
+def _drain(queue: asyncio.Queue[Message]) -> None:
+    while not queue.empty():
+        queue.get_nowait()
 
 
 async def _until(done: Any, what: str, turns: int = 100_000) -> None:
@@ -144,12 +288,14 @@ def binomial_allowance(n: int, p: float, level: float = LEVEL) -> int:
 MINIMUM_SHUFFLES = 5 * 52
 
 
-def qualify(orders: Iterable[list[Card]], decks: int) -> Report:
+def qualify(orders: Iterable[list[Card]], decks: int, loaded: Sequence[list[Card]] | None = None) -> Report:
+    """The three tests over ``orders``; ``loaded``: the order each shuffle was loaded in (default:
+    fresh decks, as the simulated shuffler is), the runs test's reference."""
     orders = list(orders)
     shuffles, n = len(orders), 52 * decks
     if shuffles < 2 or any(len(o) != n for o in orders):
         raise RandomnessError(f"qualification needs at least 2 shuffles of {n} cards")
-    return Report(shuffles, decks, (_chi_squared(orders, n), _runs(orders, decks), _correlation(orders, n)))
+    return Report(shuffles, decks, (_chi_squared(orders, n), _runs(orders, decks, loaded), _correlation(orders, n)))
 
 
 def _chi_squared(orders: list[list[Card]], n: int) -> TestResult:
@@ -176,21 +322,27 @@ def _chi_squared(orders: list[list[Card]], n: int) -> TestResult:
                       f"(chance allows {allowed}){': ' + ', '.join(failing[:8]) if failing else ''}{low}", conclusive)
 
 
-def _places(order: list[Card], decks: int) -> list[int]:
-    """Each dealt card's place in the loaded order (fresh decks; the k-th copy seen is the k-th loaded)."""
+def _places(order: list[Card], decks: int, loaded: list[Card] | None = None) -> list[int]:
+    """Each dealt card's place in the loaded order (default fresh decks; the k-th copy seen is the
+    k-th loaded)."""
+    at: dict[Card, list[int]] = {}
+    for place, card in enumerate(loaded or []):
+        at.setdefault(card, []).append(place)
     seen: dict[Card, int] = {}
     out = []
     for card in order:
         copy = seen.get(card, 0)
         seen[card] = copy + 1
-        out.append(copy * 52 + _ORDINAL[card])
+        out.append(at[card][copy] if loaded else copy * 52 + _ORDINAL[card])
     return out
 
 
-def _runs(orders: list[list[Card]], decks: int) -> TestResult:
+def _runs(orders: list[list[Card]], decks: int, loaded: Sequence[list[Card]] | None = None) -> TestResult:
+    """Runs up and down of the dealt cards' places in the loaded order. A reference reversed (the
+    dealt pile put back either way up) has the same runs: ups and downs swap."""
     runs, n = 0, 52 * decks
-    for order in orders:
-        places = _places(order, decks)
+    for i, order in enumerate(orders):
+        places = _places(order, decks, loaded[i] if loaded is not None else None)
         ups = [b > a for a, b in zip(places, places[1:])]
         runs += 1 + sum(1 for a, b in zip(ups, ups[1:]) if a != b)
     mean, var = len(orders) * (2 * n - 1) / 3, len(orders) * (16 * n - 29) / 90

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.metadata
 import io
 import math
 import os
@@ -18,9 +19,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cardd.api.client import ApiClient, ClientError, CommandRefused
 from cardd.bench.runner import REQUEST_INTERVAL_S, BenchRig, StepFailed
@@ -38,15 +40,20 @@ from firmware_bridge.messages import CardRead
 from simulators.rig import cut_card_at
 from simulators.stack import fisher_yates
 
+if TYPE_CHECKING:  # matplotlib is imported when a plot is drawn (a soak without --plot needs none of it)
+    from matplotlib.figure import Figure
+
 #: the events that say where a card read went (a burn card, or a card given to a hand)
 CARD_REASONS = ("BURN", "CARD_ASSIGNED")
 #: the upper edges of the latency histogram's buckets, in ms (the last bucket: everything above)
 LATENCY_BUCKETS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 #: a run's memory is flat when the fitted trend over the run grows less than this share of its RSS
 FLAT_SHARE = 0.05
-#: a flat verdict over fewer rounds says so: a leak of a few MB per 1,000 rounds stays under
-#: FLAT_SHARE in a short run (a 3-shoe soak printed "+6219 KiB per 1000 rounds ... flat")
-LEAK_VISIBLE_ROUNDS = 1000
+#: the rounds (after the warm-up) a memory trend is extrapolated from: over fewer, a leak of a few
+#: MB per 1,000 rounds stays under FLAT_SHARE and the first shoes' settling passes for a slope (a
+#: 3-shoe soak printed "+6219 KiB per 1000 rounds ... flat"); below it the report says "too few
+#: rounds to extrapolate" and the plot draws no trend line. About 40 full six-deck shoes.
+TREND_MIN_ROUNDS = 1000
 #: the first share of the samples is left out of the trend: imports, caches and the journal's
 #: page cache settle in the first shoes
 WARM_UP_SHARE = 0.1
@@ -88,13 +95,27 @@ class MemoryTrend:
     flat: bool
     rounds_fitted: int = 0  # the rounds the line spans
 
+    @property
+    def enough(self) -> bool:
+        """Fitted over enough rounds to extrapolate (TREND_MIN_ROUNDS)."""
+        return self.rounds_fitted >= TREND_MIN_ROUNDS
+
     def describe(self) -> str:
-        verdict = "flat" if self.flat else "NOT flat"
-        if self.flat and self.rounds_fitted < LEAK_VISIBLE_ROUNDS:  # flat over the run, which says little
-            verdict += f" over these {self.rounds_fitted} rounds (too few to show a slow leak)"
-        return (f"RSS {self.start_kib / 1024:.1f} MiB at the start, {self.end_kib / 1024:.1f} MiB at the end; "
-                f"trend {self.slope_kib_per_1000_rounds:+.1f} KiB per 1000 rounds "
-                f"({self.fitted_growth_kib / 1024:+.2f} MiB over the run): {verdict}")
+        rss = f"RSS {self.start_kib / 1024:.1f} MiB at the start, {self.end_kib / 1024:.1f} MiB at the end; "
+        if not self.enough:
+            return (rss + f"too few rounds to extrapolate ({self.rounds_fitted} after the warm-up; "
+                    f"a trend needs {TREND_MIN_ROUNDS})")
+        return (rss + f"trend {self.slope_kib_per_1000_rounds:+.1f} KiB per 1000 rounds "
+                f"({self.fitted_growth_kib / 1024:+.2f} MiB over the run): {'flat' if self.flat else 'NOT flat'}")
+
+
+@dataclass(frozen=True)
+class FaultMark:
+    """One injected fault or unplug (FAULTS, UNPLUGS): where in the run it was set."""
+    kind: str
+    round: int  # the round it falls in (a shuffler's: the first round of the shoe it shuffles)
+    card: int  # the run's next card in dealing order when it was set (the latency plot's x, from 0)
+    seconds: float  # since the soak started
 
 
 @dataclass
@@ -121,6 +142,20 @@ class SoakReport:
     cut_window: tuple[int, int] = (0, 0)
     cut_by_option: bool = False  # --cut-at, not the rules' penetration
     misplaced_cut_shoes: int = 0  # shoes whose CUT_CARD_MISPLACED the table raised
+    #: what reproduces the run: the seed and rates it was given, cardd's version, when it started
+    seed: int = 0
+    unplug_rate: float = 0.0
+    fault_rate: float = 0.0
+    version: str = ""
+    started: str = ""  # UTC, ISO 8601
+    faults: list[FaultMark] = field(default_factory=list)  # in the order injected
+
+    def run_line(self) -> str:
+        """What the run was, to reproduce it: the command's arguments, cardd's version, the date."""
+        cut = f" --cut-at {self.cut_at}" if self.cut_by_option else ""
+        return (f"cardbench soak --shoes {self.shoes_asked} --rules {self.rules} --seed {self.seed} "
+                f"--fault-rate {self.fault_rate:g} --unplug-rate {self.unplug_rate:g}{cut}; "
+                f"cardd {self.version}, started {self.started}")
 
     def cut_line(self) -> str:
         """Where the cut card was and what the table said of it, in words (an empty run: nothing)."""
@@ -186,7 +221,9 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
     round (per shoe for the shuffler's) of an unplug or a device fault (UNPLUGS, FAULTS);
     ``cut_at``: the cut card after this card (short shoes; default the rules' penetration);
     ``progress`` is called after every shoe."""
-    report = SoakReport(rules=rules, shoes_asked=shoes)
+    report = SoakReport(rules=rules, shoes_asked=shoes, seed=seed, unplug_rate=unplug_rate, fault_rate=fault_rate,
+                        version=cardd_version(), cut_at=cut_at or 0, cut_by_option=cut_at is not None,
+                        started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     rng = random.Random(seed)
     start = time.monotonic()
     directory = make_run_directory("cardbench-soak-", "/tmp")  # removed below; by the next run if this one is killed
@@ -223,6 +260,14 @@ def soak(shoes: int, rules: str = "casino-000", seed: int = 1, unplug_rate: floa
             keep(directory)
     report.seconds = time.monotonic() - start
     return report
+
+
+def cardd_version() -> str:
+    """The installed cardd's version (pyproject's), or "not installed" for a bare checkout."""
+    try:
+        return importlib.metadata.version("cardd")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def _verify_chain(report: SoakReport, path: Path) -> None:
@@ -332,14 +377,20 @@ class _Play:
         set_one = False
         if self.rng.random() < self.fault_rate:
             self.rig.sim.shuffler.set_faults(jam=0.2)
-            self.report.injected["shuffler_jam"] += 1
+            self._injected("shuffler_jam")
             set_one = True
         if self.rng.random() < self.unplug_rate:
             at = self.rng.randint(1, 52 * self.rig.rules.decks)  # cards counted
             self.rig.sim.shuffler.set_faults(disconnect_for=0.3, disconnect_at=at)
-            self.report.injected["shuffler_unplug"] += 1
+            self._injected("shuffler_unplug")
             set_one = True
         return set_one
+
+    def _injected(self, kind: str) -> None:
+        """Count a fault or unplug just set, and mark where it falls (the next card read)."""
+        report = self.report
+        report.injected[kind] += 1
+        report.faults.append(FaultMark(kind, report.rounds + 1, self.reads.count(), time.monotonic() - self.start))
 
     def _shoe_faults(self) -> bool:
         """Maybe a fault or an unplug of the shoe during this round (True: one is set)."""
@@ -352,11 +403,11 @@ class _Play:
                 shoe.set_faults(reboot_at=next_card)
             else:
                 shoe.set_faults(bit_flip_rate=0.002, drop_rate=0.002, seed=self.rng.randrange(1 << 30))
-            self.report.injected[kind] += 1
+            self._injected(kind)
             set_one = True
         if self.rng.random() < self.unplug_rate:
             shoe.set_faults(disconnect_for=0.3, disconnect_at=next_card)
-            self.report.injected["shoe_unplug"] += 1
+            self._injected("shoe_unplug")
             set_one = True
         return set_one
 
@@ -626,15 +677,33 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def plot_png(report: SoakReport) -> bytes:
-    """Card latency over the run, its histogram, and the daemon's memory with its trend line."""
+#: each injected kind's colour on the latency plot
+FAULT_COLOURS = {"shoe_unplug": "tab:red", "shoe_reboot": "tab:purple", "shoe_line_noise": "tab:orange",
+                 "shuffler_jam": "tab:green", "shuffler_unplug": "tab:brown"}
+
+
+def plot_figure(report: SoakReport) -> Figure:
+    """Card latency over the run with every injected fault marked (a line at the card it was set
+    before, one colour a kind), its histogram, and the daemon's memory on an axis scaled to it, with
+    its trend line when there are enough rounds (TREND_MIN_ROUNDS); the run's arguments, version and
+    date in the title."""
     import matplotlib
     matplotlib.use("Agg")  # no display on a bench computer or in CI
     import matplotlib.pyplot as plt
 
-    fig, (series, histogram, memory) = plt.subplots(3, 1, figsize=(10, 10))
-    series.plot(report.latencies_ms, ".", markersize=1.5, alpha=0.5)
+    fig, (series, histogram, memory) = plt.subplots(3, 1, figsize=(10, 10.5))
+    fig.suptitle(report.run_line(), fontsize=9)
+    series.plot(report.latencies_ms, ".", markersize=1.5, alpha=0.5, color="tab:blue")
     series.set_yscale("log")
+    marks = series.get_xaxis_transform()  # x in cards, y from the axis' bottom (0) to its top (1)
+    for kind, colour in FAULT_COLOURS.items():
+        cards = [mark.card for mark in report.faults if mark.kind == kind]
+        if cards:
+            series.vlines(cards, 0, 1, transform=marks, colors=colour, linewidth=0.8,
+                          alpha=0.7 if len(report.faults) < 200 else 0.3,  # thousands over a long run: a shade
+                          label=f"{kind} ({len(cards)})", gid=f"fault:{kind}")
+    if report.faults:
+        series.legend(loc="upper right", fontsize=7, title="faults injected", title_fontsize=7)
     series.set_xlabel("card (dealing order over the run)")
     series.set_ylabel("latency (ms)")
     series.set_title("card latency: the shoe emitting CardRead to its event at an API watcher")
@@ -646,25 +715,49 @@ def plot_png(report: SoakReport) -> bytes:
     histogram.set_ylabel("cards")
     lat = report.latency_summary()
     histogram.set_title("card latency histogram: " + ", ".join(f"{k} {v:.1f} ms" for k, v in lat.items()))
+    title = f"daemon memory over {report.shoes} shoes, {report.rounds} rounds"
     if report.memory:
         rounds = [s.round for s in report.memory]
-        memory.plot(rounds, [s.rss_kib / 1024 for s in report.memory], linewidth=0.8, label="cardd VmRSS")
+        mib = [s.rss_kib / 1024 for s in report.memory]
+        memory.plot(rounds, mib, linewidth=0.8, label="cardd VmRSS")
         trend = report.memory_trend()
-        if trend is not None:
+        if trend is not None and trend.enough:
             fit = report.memory[int(len(report.memory) * WARM_UP_SHARE):]
             y0 = statistics.mean(s.rss_kib for s in fit) - trend.slope_kib_per_1000_rounds / 1000 * statistics.mean(
                 s.round for s in fit)
             ends = [fit[0].round, fit[-1].round]
             memory.plot(ends, [(y0 + trend.slope_kib_per_1000_rounds / 1000 * x) / 1024 for x in ends], "--",
                         label=f"trend {trend.slope_kib_per_1000_rounds:+.1f} KiB / 1000 rounds")
-            memory.legend(loc="lower right")
-    memory.set_ylim(bottom=0)  # RSS from zero: a trend is read against the whole, not magnified
+        else:
+            title += f": too few rounds to extrapolate (fewer than {TREND_MIN_ROUNDS})"
+        memory.legend(loc="lower right")
+        # the axis spans the data (a margin of a tenth, at least 0.25 MiB each side): from zero, a
+        # few MiB of growth over 50 MiB was a flat line whatever it did
+        low, high = min(mib), max(mib)
+        margin = max((high - low) / 10, 0.25)
+        memory.set_ylim(low - margin, high + margin)
     memory.set_xlabel("round")
     memory.set_ylabel("cardd RSS (MiB)")
-    memory.set_title(f"daemon memory over {report.shoes} shoes")
+    memory.set_title(title)
     fig.tight_layout()
+    return fig
+
+
+def png_metadata(report: SoakReport) -> dict[str, str]:
+    """The PNG's text chunks: what reproduces the run, readable with any PNG tool."""
+    return {"Title": f"cardbench soak: {'PASS' if report.passed else 'FAIL'}", "Description": report.run_line(),
+            "Software": f"cardbench (cardd {report.version})", "Creation Time": report.started,
+            "Seed": str(report.seed), "Rules": report.rules, "Fault rate": f"{report.fault_rate:g}",
+            "Unplug rate": f"{report.unplug_rate:g}", "Faults injected": str(len(report.faults))}
+
+
+def plot_png(report: SoakReport) -> bytes:
+    """:func:`plot_figure` as a PNG with :func:`png_metadata` in its text chunks."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_figure(report)
     out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=90)
+    fig.savefig(out, format="png", dpi=90, metadata=png_metadata(report))
     plt.close(fig)
     return out.getvalue()
 
@@ -688,18 +781,27 @@ def summary_lines(report: SoakReport) -> list[str]:
          [f"the run's folder is kept for inspection: {report.kept_folder} (journal.sqlite3, the daemon's log cardd.log)"])
 
 
+def fault_rows(report: SoakReport) -> list[tuple[str, int, int, float]]:
+    """Each injected fault as (kind, round, card, seconds): the report's table of fault times."""
+    return [(m.kind, m.round, m.card + 1, m.seconds) for m in report.faults]
+
+
 def report_html(report: SoakReport, png: bytes) -> str:
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in sorted(report.events.items()))
+    faults = "".join(f"<tr><td>{html.escape(kind)}</td><td>{rnd}</td><td>{card}</td><td>{at:.3f}</td></tr>"
+                     for kind, rnd, card, at in fault_rows(report))
     buckets = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in report.latency_histogram())
     problems = "".join(f"<li>{html.escape(v)}</li>" for v in report.violations) or "<li>none</li>"
     figures = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(report))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>cardbench soak</title></head><body>
 <h1>cardbench soak: {"PASS" if report.passed else "FAIL"}</h1>
+<p id="run">{html.escape(report.run_line())}</p>
 <ul>{figures}</ul>
 <h2>Invariant violations</h2><ul>{problems}</ul>
 <img alt="card latency and daemon memory" src="data:image/png;base64,{base64.b64encode(png).decode()}">
 <h2>Card latency histogram</h2><table><tr><th>latency</th><th>cards</th></tr>{buckets}</table>
 <h2>Events</h2><table><tr><th>reason</th><th>count</th></tr>{rows}</table>
+<h2>Faults injected</h2><table id="faults"><tr><th>fault</th><th>round</th><th>card</th><th>seconds in</th></tr>{faults}</table>
 </body></html>
 """

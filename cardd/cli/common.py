@@ -164,8 +164,8 @@ def options() -> Options:
 
 #: The one table of which cardctl command sends which API command (docs/cardctl.md): a refusal
 #: the daemon words with the API's name is shown in cardctl's (:func:`in_cardctl_words`). Every
-#: table command of the daemon is here (tests/cli/test_cardctl_words.py); the simulation commands
-#: and firmware_update (cardctl flashes a device itself) are not.
+#: table and simulation command of the daemon is here (tests/cli/test_cardctl_words.py);
+#: firmware_update (cardctl flashes a device itself) is not.
 CARDCTL_COMMANDS: dict[str, str] = {
     "open_round": "round open", "place_bet": "round bet", "no_more_bets": "round no-more-bets",
     "insure": "round insure", "close_insurance": "round close-insurance", "act": "round act",
@@ -178,6 +178,9 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "dealer_change": "dealer-change",
     "take_seat": "seat take", "leave_seat": "seat leave", "ask_for_box": "seat ask-for-box",
     "placement_error": "round placement-error", "cards_to_box_without_wager": "round cards-to-box-without-wager",
+    # cardd --simulate only (cardd.cli.sim)
+    "sim_load_shoe": "sim load-shoe", "sim_deal": "sim deal", "sim_unload_shoe": "sim unload-shoe",
+    "sim_fault": "sim fault", "sim_switches": "sim switch",
 }
 #: an API command's argument a refusal names as the way forward, as cardctl's option for it
 CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe"}

@@ -54,11 +54,17 @@ def run_command(client: ApiClient, name: str, **args: Any) -> dict[str, Any]:
     """Run a daemon command; the journal record it made (its ``data`` holds a device's answer).
     A refusal is shown in cardctl's words (:func:`~cardd.cli.common.in_cardctl_words`)."""
     with api_errors():
-        try:
-            ack = client.command(name, **args)
-        except CommandRefused as exc:
-            raise CommandRefused(exc.code, in_cardctl_words(str(exc))) from None
-        records = client.log(from_seq=ack.seq, to_seq=ack.seq).records
+        return command_record(client, name, **args)
+
+
+def command_record(client: ApiClient, name: str, **args: Any) -> dict[str, Any]:
+    """:func:`run_command`'s work, its errors still the API client's (a refusal a
+    :class:`CommandRefused` in cardctl's words), for a caller that words one itself."""
+    try:
+        ack = client.command(name, **args)
+    except CommandRefused as exc:
+        raise CommandRefused(exc.code, in_cardctl_words(str(exc))) from None
+    records = client.log(from_seq=ack.seq, to_seq=ack.seq).records
     return to_builtins(records[0]) if records else {"seq": ack.seq}
 
 

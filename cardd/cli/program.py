@@ -21,6 +21,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 _TABLE, _JOURNAL, _DEVICE = "cardd.cli.table", "cardd.cli.journal", "cardd.cli.device"
 _FIRMWARE, _TRACE, _WATCH = "cardd.cli.firmware", "cardd.cli.trace", "cardd.cli.watch"
 _WHOAMI = "cardd.cli.whoami"
+_SIM = "cardd.cli.sim"
 #: every subcommand: the module that defines it (in its COMMANDS) and its one-line help, the first
 #: paragraph of its ``--help`` (the rest is its docstring)
 SUBCOMMANDS = {
@@ -55,6 +56,8 @@ SUBCOMMANDS = {
     "replay": Lazy(_TRACE, "Serve trace FILE's devices on pseudo-terminals: the daemon (or any client) opens "
                            "them like the devices."),
     "monitor": Lazy(_TRACE, "Show the frames the device at URL sends, decoded, and link events, live."),
+    "sim": Lazy(_SIM, "The simulated table's hands, for cardd --simulate only (dealer): load the shoe, deal "
+                      "cards, raise faults and turn fault switches on and off."),
     "watch": Lazy(_WATCH, "A live full-screen view of the table: devices, shoe, round, holds, alarms, cards "
                           "exposed in error (the next cards, in order), cards drawn in error waiting for the "
                           "dealer, events."),

@@ -69,7 +69,9 @@ class DaemonBackend:
 
     async def state(self, caller: Caller) -> dict[str, Any]:
         return {**table_state(self.service.table, self._links(), self.service.journal.last_seq),
-                "retention": self._retention()}
+                "retention": self._retention(),
+                # cardd --simulate: its simulation commands are in (cardctl sim says so before any)
+                "simulated": any(spec.kind == "simulation" for spec in self.commands.values())}
 
     async def log(self, query: LogQuery, caller: Caller) -> tuple[Sequence[ApiEvent], bool]:
         if query.severity is not None and query.severity not in SEVERITIES:  # a wrong field: not "failed"

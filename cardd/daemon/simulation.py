@@ -2,9 +2,10 @@
 hands on their cards (moving the shuffled stack into the shoe, drawing cards), offered as the
 simulation-only commands ``sim_load_shoe`` and ``sim_deal``. A real table has neither: its
 cards move by hand and the host learns each one only when the shoe reads it. Under rules that
-shuffle by hand, ``sim_load_shoe`` loads the dealer's own shuffle; the shuffler is not used. The demo and the
-tests inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler jam) and
-``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``).
+shuffle by hand, ``sim_load_shoe`` loads the dealer's own shuffle; the shuffler is not used. The demo, the
+tests and ``cardctl sim`` inject faults with two more: ``sim_fault`` (a device fault now, e.g. a shuffler
+jam) and ``sim_switches`` (the simulators' fault switches, e.g. ``face_up_at=42`` or ``disconnect_for=1``,
+on, or back to their defaults).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from simulators import nvram
 from simulators.endpoint import Endpoint
 from simulators.faults import Faults, FaultSpecError
 from simulators.pty_endpoint import PtyEndpoint
-from simulators.rig import SimulatedTable
+from simulators.rig import DEFAULT_PENETRATION, SimulatedTable, cut_card_at
 from simulators.stack import fisher_yates, full_shoe
 
 log = structlog.get_logger(__name__)
@@ -47,7 +48,12 @@ class _FaultArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 class _SwitchArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     device: str
-    switches: str  # the simulators' spec, e.g. "face_up_at=42 disconnect_for=1.5"
+    switches: str = ""  # the simulators' spec, e.g. "face_up_at=42 disconnect_for=1.5"
+    off: list[str] = []  # switches back to their defaults: "face_up_at=..." has no value that is off
+
+
+class _LoadArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    cut_at: int | None = None  # the cut card after this card (default: the rules' penetration)
 
 
 class _DealArgs(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -142,15 +148,8 @@ class Simulation:
         """Do simulation command ``name``; ``shoe_state`` is the tracker's (the stub is counted
         only once the shoe is complete: before that its cards are undealt and stay unseen)."""
         if name == "sim_load_shoe":
-            if args:
-                raise CommandFailed("sim_load_shoe takes no args", code=ErrorCode.BAD_ARGS)
-            if self.house_rules.shoe.shuffle == "hand":
-                return {"cards": await asyncio.to_thread(self._load_hand_shuffled)}
-            try:
-                cards = await asyncio.to_thread(self.table.hand_off)
-            except RuntimeError as exc:
-                raise CommandFailed(f"sim_load_shoe: {exc}") from None
-            return {"cards": cards}
+            cut_at = self._parse(name, args, _LoadArgs).cut_at
+            return await asyncio.to_thread(self._load_shoe, cut_at)
         if name == "sim_deal":
             try:
                 parsed = msgspec.convert(args, _DealArgs)
@@ -166,8 +165,10 @@ class Simulation:
                 raise CommandFailed(f"sim_deal: the simulated shoe holds no cards to deal (the table's shoe is "
                                     f"{shoe_state}): {way}")
             cards = min(parsed.cards, held)  # what leaves: a shoe runs out
-            await asyncio.to_thread(shoe.call, shoe.device.deal, cards)
-            return {"cards": cards} if cards == parsed.cards else {"cards": cards, "asked": parsed.cards}
+            drawn = await asyncio.to_thread(shoe.call, shoe.device.deal, cards)
+            # the cards as the dealer sees them leave (null: a foreign card, no face the shoe knows)
+            result: dict[str, Any] = {"cards": cards, "drawn": [None if card is None else str(card) for card in drawn]}
+            return result if cards == parsed.cards else {**result, "asked": parsed.cards}
         if name == "sim_unload_shoe":
             if args:
                 raise CommandFailed("sim_unload_shoe takes no args", code=ErrorCode.BAD_ARGS)
@@ -182,7 +183,9 @@ class Simulation:
             try:
                 code = FaultCode[fault.code.upper()]
             except KeyError:
-                raise CommandFailed(f"sim_fault: code {fault.code!r} is not a fault", code=ErrorCode.BAD_ARGS) from None
+                known = ", ".join(code.name.lower() for code in FaultCode)
+                raise CommandFailed(f"sim_fault: code {fault.code!r} is not a fault: {known}",
+                                    code=ErrorCode.BAD_ARGS) from None
             endpoint = self._endpoint(name, fault.device)
             await asyncio.to_thread(endpoint.call, endpoint.device.raise_fault, code)
             return {"device": fault.device, "code": code.name.lower()}
@@ -191,17 +194,39 @@ class Simulation:
             endpoint = self._endpoint(name, spec.device)
             try:
                 changes = Faults.changes(spec.switches)  # "drop_rate=0" switches a fault off
+                changes.update(Faults.defaults(spec.off))  # and any switch, back to its default
                 await asyncio.to_thread(endpoint.set_faults, **changes)
             except FaultSpecError as exc:
                 raise CommandFailed(f"sim_switches: {exc}", code=ErrorCode.BAD_ARGS) from None
-            return {"device": spec.device, "switches": changes}
+            faults = await asyncio.to_thread(endpoint.call, lambda: endpoint.device.faults)
+            return {"device": spec.device, "switches": _switch_values(changes), "on": _switch_values(faults.active()),
+                    "known": Faults.honoured_by(spec.device)}
         raise CommandFailed(f"{name} is not a simulation command", code=ErrorCode.UNKNOWN_COMMAND)
 
-    def _load_hand_shuffled(self) -> int:
-        """A hand-shuffle table's (its rules' shoe.shuffle = "hand"): the dealer's own shuffle of the
-        rules' decks goes into the shoe, the cut card at the rules' penetration; the shuffler is not used."""
+    def _load_shoe(self, cut_at: int | None) -> dict[str, Any]:
+        """sim_load_shoe (on a thread of its own): the shuffled stack into the shoe, the cut card after
+        card ``cut_at`` (checked before the stack leaves the shuffler) or at the rules' penetration
+        (a hand-shuffle table's, rules' shoe.shuffle = "hand": the dealer's own shuffle of the
+        rules' decks; the shuffler is not used)."""
         rules = self.house_rules
-        return self.table.load_shoe(fisher_yates(full_shoe(rules.decks)), rules.shoe.penetration)
+        shuffler = self.table.shuffler
+        hand = rules.shoe.shuffle == "hand"
+        cards = 52 * rules.decks if hand else shuffler.call(shuffler.device.cards_shuffled)
+        if not cards:
+            raise CommandFailed("sim_load_shoe: the simulated shuffler holds no shuffled stack: shuffle one "
+                                "first with start_shuffle")
+        if cut_at is not None and not 1 <= cut_at <= cards:
+            raise CommandFailed(f"sim_load_shoe: cut_at {cut_at}: the stack holds {cards} cards, so the cut card "
+                                f"goes after card 1 to {cards}", code=ErrorCode.BAD_ARGS)
+        cut = cut_card_at(cards, DEFAULT_PENETRATION if not hand else rules.shoe.penetration, cut_at)
+        if hand:
+            self.table.load_shoe(fisher_yates(full_shoe(rules.decks)), cut_at=cut)
+        else:
+            try:
+                self.table.hand_off(cut_at=cut)
+            except RuntimeError as exc:  # the stack went between the check and the hand-off
+                raise CommandFailed(f"sim_load_shoe: {exc}") from None
+        return {"cards": cards, "cut_at": cut}
 
     @staticmethod
     def _parse(name: str, args: dict[str, Any], kind: type[S]) -> S:
@@ -216,3 +241,9 @@ class Simulation:
         if device == "shuffler":
             return self.table.shuffler
         raise CommandFailed(f"{name}: device {device!r}: shoe or shuffler", code=ErrorCode.BAD_ARGS)
+
+
+def _switch_values(switches: dict[str, Any]) -> dict[str, Any]:
+    """Fault switches' values as JSON (the journal's and the client's): cards as their codes."""
+    return {name: [str(card) for card in value] if isinstance(value, tuple) else value
+            for name, value in switches.items()}

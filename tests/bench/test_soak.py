@@ -26,12 +26,14 @@ from typing import Any
 import pytest
 from pytest_mock import MockerFixture
 from click.testing import CliRunner
+from matplotlib.collections import LineCollection
+from PIL import Image, PngImagePlugin
 
 from cardd.bench.program import cardbench
 from cardd.bench.runner import BenchRig, StepFailed
 from cardd.bench.scenario import Scenario
-from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, UNPLUGS, MemorySample, SoakReport, _Play,
-                              expected_nets, soak, summary_lines)
+from cardd.bench.soak import (FAULTS, RECONNECT_STABLE_S, TREND_MIN_ROUNDS, UNPLUGS, FaultMark, MemorySample,
+                              SoakReport, _Play, cardd_version, expected_nets, plot_figure, soak, summary_lines)
 from cardd.config import RULES_DIR
 from cardd.journal import Journal
 from core.rundirs import MARKER
@@ -60,7 +62,8 @@ def test_soak_passes_with_faults_and_unplugs_and_writes_plot_and_report(tmp_path
     for reason in ("DEVICE_OFFLINE", "DEVICE_FAULT", "ROUND_HELD", "ROUND_RESUMED", "SETTLED", "CARD_ASSIGNED"):
         assert re.search(rf"\b{reason} \d+", out), reason  # the faults reached the daemon, and play went on
     assert "card latency histogram" in out and ">= 2000 ms" in out
-    assert re.search(r"daemon memory: RSS .* MiB at the start, .* KiB per 1000 rounds .*: (flat|NOT flat)", out)
+    assert re.search(r"daemon memory: RSS .* MiB at the start, .* MiB at the end; (trend .* KiB per 1000 rounds .*: "
+                     r"(flat|NOT flat)|too few rounds to extrapolate)", out)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = page.read_text()
     assert "<h1>cardbench soak: PASS</h1>" in text and "data:image/png;base64," in text
@@ -221,14 +224,85 @@ def test_flat_memory_is_flat_and_a_leak_is_not() -> None:
     assert SoakReport(memory=_memory([1, 2, 3])).memory_trend() is None
 
 
-def test_a_flat_verdict_over_few_rounds_says_it_cannot_show_a_slow_leak() -> None:
-    """A 3-shoe soak said "+6219 KiB per 1000 rounds ... flat": flat over its 79 rounds, which a slow leak is."""
+def test_a_trend_over_too_few_rounds_is_not_extrapolated() -> None:
+    """A 3-shoe soak said "+6219 KiB per 1000 rounds ... flat": a slope over its 79 rounds, which the first
+    shoes' settling makes and a slow leak hides in. Below TREND_MIN_ROUNDS it gives no trend at all."""
     short = SoakReport(memory=_memory([50_000 + 60 * i for i in range(10)])).memory_trend()  # rounds 20..100 fitted
-    assert short is not None and short.flat and short.rounds_fitted == 80
-    assert short.describe().endswith(": flat over these 80 rounds (too few to show a slow leak)")
+    assert short is not None and short.rounds_fitted == 80 and not short.enough
+    assert short.describe() == ("RSS 48.8 MiB at the start, 49.4 MiB at the end; too few rounds to extrapolate "
+                                f"(80 after the warm-up; a trend needs {TREND_MIN_ROUNDS})")
+    assert "KiB per 1000 rounds" not in short.describe()
     long = SoakReport(memory=[MemorySample(round=200 * (i + 1), seconds=float(i), rss_kib=50_000) for i in range(10)])
     trend = long.memory_trend()
-    assert trend is not None and trend.describe().endswith(": flat")
+    assert trend is not None and trend.enough and trend.rounds_fitted == 1600
+    assert trend.describe().endswith("trend +0.0 KiB per 1000 rounds (+0.00 MiB over the run): flat")
+
+
+def _plotted(report: SoakReport) -> tuple[dict[str, list[float]], tuple[float, float], int]:
+    """What the figure drew: each fault kind's marks (their x, in cards) on the latency plot, the
+    memory axis' limits (MiB), and the lines on the memory plot."""
+    fig = plot_figure(report)
+    try:
+        series, _, memory = fig.axes[:3]
+        marks = {str(c.get_gid()).removeprefix("fault:"): [float(seg[0][0]) for seg in c.get_segments()]
+                 for c in series.collections if isinstance(c, LineCollection)}
+        low, high = memory.get_ylim()
+        return marks, (low, high), len(memory.get_lines())
+    finally:
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+
+def test_the_plot_marks_each_fault_at_its_card_and_scales_memory_to_the_data() -> None:
+    report = SoakReport(rules="casino-000", shoes_asked=1, shoes=1, rounds=10, latencies_ms=[1.0] * 100,
+                        memory=_memory([50_000 + 100 * i for i in range(10)]),
+                        faults=[FaultMark("shoe_reboot", 2, 17, 0.5), FaultMark("shoe_unplug", 4, 40, 1.0),
+                                FaultMark("shoe_unplug", 9, 85, 2.0)])
+    marks, (low, high), lines = _plotted(report)
+    assert marks == {"shoe_reboot": [17.0], "shoe_unplug": [40.0, 85.0]}
+    # 48.8 .. 49.7 MiB: the axis spans that, not 0 .. 50 (where a few MiB of growth is a flat line)
+    assert 48.0 < low < 48.9 and 49.7 < high < 50.5
+    assert lines == 1  # the RSS, no trend line over 80 rounds
+    long = SoakReport(memory=[MemorySample(round=200 * (i + 1), seconds=float(i), rss_kib=50_000 + i)
+                              for i in range(10)], latencies_ms=[1.0])
+    assert _plotted(long)[2] == 2  # the RSS and its trend
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(300)
+def test_the_soaks_report_and_plot_say_how_to_reproduce_the_run_and_when_each_fault_came(tmp_path: Path) -> None:
+    png, page = tmp_path / "soak.png", tmp_path / "soak.html"
+    args = ["soak", "--shoes", "3", "--cut-at", "30", "--seed", "3", "--fault-rate", "0.3", "--unplug-rate", "0.2",
+            "--plot", str(png), "--report", str(page)]
+    result = CliRunner().invoke(cardbench, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    run = re.search(r"run: (cardbench soak --shoes 3 --rules casino-000 --seed 3 --fault-rate 0\.3 --unplug-rate 0\.2 "
+                    r"--cut-at 30; cardd (\S+), started (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ))", out)
+    assert run is not None, out
+    assert run[2] == cardd_version() and run[2] != "(not installed)"
+    assert "daemon memory: RSS" in out and "too few rounds to extrapolate" in out
+    injected = re.search(r"injected: (.*?); held rounds resumed", out)
+    assert injected is not None
+    counts = {kind: int(n) for kind, n in re.findall(r"(\w+) (\d+)", injected[1])}
+    assert sum(counts.values()) >= 3, out
+
+    image = Image.open(png)
+    assert isinstance(image, PngImagePlugin.PngImageFile)
+    text = image.text  # the PNG's text chunks
+    assert text["Description"] == run[1] and text["Creation Time"] == run[3]
+    assert (text["Seed"], text["Rules"], text["Fault rate"], text["Unplug rate"]) == ("3", "casino-000", "0.3", "0.2")
+    assert text["Faults injected"] == str(sum(counts.values()))
+
+    html = page.read_text()
+    assert f'<p id="run">{run[1]}</p>' in html
+    table = html.split('<table id="faults">', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td><td>(\d+)</td><td>([\d.]+)</td></tr>", table)
+    assert {kind: sum(1 for row in rows if row[0] == kind) for kind in counts} == counts
+    rounds = [int(row[1]) for row in rows]
+    assert rounds == sorted(rounds) and all(1 <= r for r in rounds)
+    cards = [int(row[2]) for row in rows]
+    assert cards == sorted(cards) and all(1 <= c for c in cards)
 
 
 def _round(boxes: dict[str, list[dict[str, Any]]], dealer: list[str]) -> dict[str, Any]:

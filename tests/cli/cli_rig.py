@@ -30,9 +30,10 @@ class Run:
         return lines[0]
 
 
-def cardctl(socket: Path | None, *args: str, timeout: float = 60, prefix: tuple[str, ...] = ()) -> Run:
+def cardctl(socket: Path | None, *args: str, timeout: float = 60, prefix: tuple[str, ...] = (),
+            cwd: Path | None = None) -> Run:
     command = [*prefix, str(CARDCTL)] + (["--socket", str(socket)] if socket is not None else []) + list(args)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     return Run(done.returncode, done.stdout, done.stderr)
 
 

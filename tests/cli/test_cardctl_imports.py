@@ -18,7 +18,7 @@ NOT_FOR_A_DAEMON_CLIENT = ("cardd.daemon", "cardd.journal", "simulators", "devic
                            "cryptography", "firmware_bridge", "drivers")
 #: the modules of cardctl's subcommands (cardd.cli.program's SUBCOMMANDS)
 SUBCOMMAND_MODULES = ("cardd.cli.table", "cardd.cli.journal", "cardd.cli.device", "cardd.cli.firmware",
-                      "cardd.cli.trace", "cardd.cli.watch")
+                      "cardd.cli.trace", "cardd.cli.watch", "cardd.cli.sim")
 #: run cardctl's entry point; at exit, write the names of the loaded modules to argv[1]
 RUNNER = """
 import atexit, json, sys

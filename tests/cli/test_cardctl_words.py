@@ -28,7 +28,7 @@ def _command_paths(group: click.Group, prefix: str = "") -> set[str]:
 
 
 def test_the_one_table_maps_api_commands_to_cardctl_commands_that_exist() -> None:
-    api = command_table(simulated=False)
+    api = command_table(simulated=True)  # cardd --simulate's commands have theirs too (cardctl sim)
     paths = _command_paths(cli)
     for name, words in CARDCTL_COMMANDS.items():
         assert name in api, name
@@ -42,12 +42,13 @@ def test_every_table_command_the_daemon_accepts_has_cardctl_words() -> None:
     assert sorted(table - CARDCTL_COMMANDS.keys()) == []
 
 
-def test_a_command_applied_is_reported_even_without_cardctl_words(daemon: Daemon, capsys) -> None:
+def test_a_command_applied_is_reported_even_without_cardctl_words(daemon: Daemon, capsys, monkeypatch) -> None:
     """table_command's line names the command in cardctl's words where it has them, the API's name
     otherwise: the daemon applied it, so nothing may fail after (a KeyError did, for a name not in
     the table)."""
+    monkeypatch.delitem(CARDCTL_COMMANDS, "sim_switches")  # a command the daemon applies, without its words
     with click.Context(cli, obj=Options(socket=daemon.socket_path)):
-        table_command("sim_switches", False, device="shoe", switches="")  # the daemon's, no cardctl words
+        table_command("sim_switches", False, device="shoe", switches="")
     assert re.fullmatch(r"sim_switches: ok \(journal seq \d+\)\n", capsys.readouterr().out)
 
 
@@ -65,6 +66,10 @@ def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() ->
     assert in_cardctl_words("command 'void_shoe' needs the supervisor role; jdoe holds dealer") == \
         "command 'shoe void' needs the supervisor role; jdoe holds dealer"
     assert in_cardctl_words("clear_fault: the shuffler has no jam fault") == "clear-fault: the shuffler has no jam fault"
+    assert in_cardctl_words("sim_deal: the simulated shoe holds no cards to deal (the table's shoe is idle): load "
+                            "one with sim_load_shoe first") == \
+        ("sim deal: the simulated shoe holds no cards to deal (the table's shoe is idle): load one with cardctl sim "
+         "load-shoe first")
     # a way forward with an argument: cardctl's option for it (CARDCTL_OPTIONS)
     assert in_cardctl_words("void_shoe refused: the shoe voided last is void already; ...; to void it too, say so: "
                             "void_shoe next_shoe=true") == \
@@ -73,7 +78,7 @@ def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() ->
 
 
 def test_words_that_are_not_commands_are_left_as_they_are() -> None:
-    # "act" and "resume" are words here; sim_deal has no cardctl command; an arg's name
+    # "act" and "resume" are words here; firmware_update has no cardctl command; an arg's name
     for line in ("act refused: stand at box 1 is taken only while the players act, and bets are still open",
                  "resume refused: no held round to resume: only a held round waits for a supervisor"):
         head, rest = line.split(" refused: ")
@@ -85,7 +90,7 @@ def test_words_that_are_not_commands_are_left_as_they_are() -> None:
         "log --export refused: /var/tmp/open_round/x exists"
     assert in_cardctl_words('place_bet refused: player "start_shuffle" unknown') == \
         'round bet refused: player "start_shuffle" unknown'
-    assert in_cardctl_words("sim_deal refused: x") == "sim_deal refused: x"
+    assert in_cardctl_words("firmware_update refused: x") == "firmware_update refused: x"
 
 
 def test_cardctl_shows_a_table_refusal_in_its_own_words(daemon: Daemon) -> None:
@@ -131,7 +136,7 @@ def test_a_bad_args_line_names_cardctls_argument_not_the_apis_field() -> None:
         "round reduce NEW_STAKE: expected a whole number, got 'ten'"
     assert in_cardctl_words("act.co_players[1].player: 'p\\x9bx' is not a name: U+009B is a control character") == \
         "round act --co-player: 'p\\x9bx' is not a name: U+009B is a control character"
-    assert in_cardctl_words("sim_deal.cards: expected a whole number") == "sim_deal.cards: expected a whole number"
+    assert in_cardctl_words("firmware_update.image: expected a string") == "firmware_update.image: expected a string"
 
 
 def test_every_field_of_a_table_command_is_an_argument_or_option_of_its_cardctl_command() -> None:
