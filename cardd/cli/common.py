@@ -244,6 +244,22 @@ def in_cardctl_words(line: str) -> str:
                                     else m[0], rest)
 
 
+# ---- devices -------------------------------------------------------------------------------
+
+class DeviceName(click.Choice):
+    """DEVICE as a person may type it: ``shoe`` or ``shoe-reader`` (the name status and watch show,
+    the tracker's: devices.models.names), ``shuffler``; converted to the role the API takes. The
+    names are read when a command that takes a DEVICE is defined, not at cardctl's start."""
+
+    def __init__(self) -> None:
+        from devices.models.names import MODEL_NAMES  # imports nothing: no model, tracker or daemon
+        self.spellings = {**{model: role for role, model in MODEL_NAMES.items()}, **{role: role for role in MODEL_NAMES}}
+        super().__init__(sorted(self.spellings))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        return self.spellings[super().convert(value, param, ctx)]
+
+
 # ---- output -------------------------------------------------------------------------------
 
 def emit_json(document: Any, stream: IO[str] | None = None) -> None:

@@ -15,7 +15,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from cardd.cli.common import EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, json_option
+from cardd.cli.common import EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, DeviceName, json_option
 from cardd.cli.console import emit
 from cardd.cli.daemon_client import daemon, run_command
 from cardd.cli.shown import cells, shown
@@ -30,21 +30,6 @@ from firmware_bridge.messages import FaultCode
 from firmware_bridge.session import SessionConfig
 
 DEVICE_NAMES = ("shoe", "shuffler")
-#: DEVICE as a person may type it: the device's role, as the configuration and the API name it, or
-#: the name status and watch show it by (the tracker's, devices.models.names) -> the role
-DEVICE_SPELLINGS = {**{model: role for role, model in MODEL_NAMES.items()}, **{role: role for role in DEVICE_NAMES}}
-
-
-class DeviceName(click.Choice):
-    """DEVICE: ``shoe`` or ``shoe-reader`` (as status shows it), ``shuffler``; the role the API takes."""
-
-    def __init__(self) -> None:
-        super().__init__(sorted(DEVICE_SPELLINGS))
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        return DEVICE_SPELLINGS[super().convert(value, param, ctx)]
-
-
 def device_argument(fn: Any) -> Any:
     """The DEVICE argument of the technician's requests through the daemon."""
     return click.argument("device", metavar="DEVICE", type=DeviceName())(fn)

@@ -178,6 +178,8 @@ def test_cardctl_says_its_own_words_where_the_daemon_says_the_apis(daemon: Daemo
     for typed in ("shoe-reader", "shoe"):
         tested = cardctl(sock, "selftest", typed)
         assert tested.code == 0 and tested.out.startswith("shoe-reader: passed: "), tested.err
+    switches = cardctl(sock, "sim", "switches", "shoe-reader")  # the simulation's DEVICE too
+    assert switches.code == 0, switches.err
     counted = cardctl(sock, "counters", "shoe-reader")
     assert counted.code == 0 and counted.out.startswith("shoe-reader: cards "), counted.err
     # a card that is no card: cardctl's argument, never the API's field, and nothing sent
