@@ -20,7 +20,7 @@ from cardd.api.errors import ApiError
 from cardd.api.paths import DEFAULT_SOCKET
 from cardd.api.protocol import (
     PROTOCOL_VERSION, Ack, Command, Disconnect, Error, ApiEvent, LogQuery, LogReply, StateQuery, StateReply, Version,
-    Watch, encode_line, reply_decoder,
+    Watch, WhoAmI, WhoAmIReply, encode_line, reply_decoder,
 )
 from core.parse_errors import json_line_problem
 from core.schema_errors import schema_problem
@@ -130,7 +130,7 @@ class ApiClient:
 
     # ---- lines ----------------------------------------------------------------------------
 
-    def _read(self) -> Version | ApiEvent | StateReply | LogReply | Ack | Error | Disconnect:
+    def _read(self) -> Version | ApiEvent | StateReply | LogReply | Ack | Error | WhoAmIReply | Disconnect:
         try:
             line = self._stream.readline(MAX_REPLY_LINE)
         except TimeoutError as exc:
@@ -172,7 +172,8 @@ class ApiClient:
     def _next_id(self) -> str:
         return f"c{next(self._ids)}"
 
-    def _reply(self, request_id: str) -> Version | ApiEvent | StateReply | LogReply | Ack | Error | Disconnect:
+    def _reply(self, request_id: str) -> (Version | ApiEvent | StateReply | LogReply | Ack | Error | WhoAmIReply
+                                          | Disconnect):
         """The reply to ``request_id``; EVENT lines before it are kept in ``pending_events``."""
         while True:
             message = self._read()
@@ -201,6 +202,19 @@ class ApiClient:
         if not isinstance(reply, StateReply):
             raise ClientError(f"{self.path}: STATE: got {type(reply).__name__}")
         return reply.state
+
+    def whoami(self) -> WhoAmIReply:
+        """Who the daemon sees on this connection, its roles and their commands (protocol 1.1)."""
+        major, _, minor = self.version.protocol.partition(".")
+        if major == PROTOCOL_VERSION.split(".")[0] and minor.isdigit() and int(minor) < 1:
+            raise ClientError(f"{self.path}: the daemon speaks API {self.version.protocol}, which has no WHOAMI "
+                              "(1.1 or later): upgrade cardd")
+        request_id = self._next_id()
+        self._send(WhoAmI(id=request_id))
+        reply = self._reply(request_id)
+        if not isinstance(reply, WhoAmIReply):
+            raise ClientError(f"{self.path}: WHOAMI: got {type(reply).__name__}")
+        return reply
 
     def wait_state(self, check: Callable[[dict[str, Any]], bool], timeout: float = 30.0,
                    poll_s: float = 0.0) -> dict[str, Any]:

@@ -101,6 +101,14 @@ def user_name(uid: int) -> str:
         return str(uid)
 
 
+def group_name(gid: int) -> str | None:
+    """The name of group ``gid`` on this machine, or None when it has none."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
+
+
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process that connected ``sock``."""
     try:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 
 #: major.minor of this protocol; a client refuses a VERSION whose major differs from its own
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 
 #: the most records one LOG query returns (larger queries page with from_seq)
 LOG_LIMIT_MAX = 10_000
@@ -71,7 +71,13 @@ class Command(_Request, tag="COMMAND"):
     args: dict[str, Any] = {}
 
 
-ClientMessage = Union[Watch, StateQuery, LogQuery, Command]
+class WhoAmI(_Request, tag="WHOAMI"):
+    """Ask who the daemon sees on this connection, the roles that gives and the commands each
+    of those roles allows. Answered to every caller, one who holds no role too (1.1)."""
+    id: RequestId | None = None
+
+
+ClientMessage = Union[Watch, StateQuery, LogQuery, Command, WhoAmI]
 
 
 # --- the args of the commands that are not table inputs ------------------------------------------
@@ -202,6 +208,32 @@ class Error(_Reply, tag="ERROR"):
     message: str
 
 
+class PeerGroup(msgspec.Struct, kw_only=True):
+    """One of the caller's groups, as the kernel gave it at connect time."""
+    gid: int
+    #: the group's name on the daemon's machine, or null when it has none
+    name: str | None
+    #: the role it gives (the configuration's `[roles]`), or null
+    role: str | None = None
+
+
+class WhoAmIReply(_Reply, tag="WHOAMI"):
+    """The answer to WHOAMI: the caller's credentials as the daemon read them (`SO_PEERCRED`,
+    `SO_PEERGROUPS`), the roles they give, and, for each role held, the commands it allows (the
+    daemon's own command table); `every_role` when the uid holds them all (root, the daemon's
+    own). `role_groups`: the groups of this machine that give each role."""
+    id: RequestId | None
+    uid: int
+    user: str
+    gid: int
+    pid: int
+    groups: list[PeerGroup]
+    roles: list[str]
+    every_role: bool = False
+    commands: dict[str, list[str]] = {}
+    role_groups: dict[str, list[str]] = {}
+
+
 class Disconnect(_Reply, tag="DISCONNECT"):
     """The daemon drops this connection (a watcher that fell behind): reconnect and WATCH
     with `since_seq` set to the last event received."""
@@ -209,10 +241,11 @@ class Disconnect(_Reply, tag="DISCONNECT"):
     message: str
 
 
-ServerMessage = Union[Version, ApiEvent, StateReply, LogReply, Ack, Error, Disconnect]
+ServerMessage = Union[Version, ApiEvent, StateReply, LogReply, Ack, Error, WhoAmIReply, Disconnect]
 
-CLIENT_CLASSES: tuple[type[msgspec.Struct], ...] = (Watch, StateQuery, LogQuery, Command)
-SERVER_CLASSES: tuple[type[msgspec.Struct], ...] = (Version, ApiEvent, StateReply, LogReply, Ack, Error, Disconnect)
+CLIENT_CLASSES: tuple[type[msgspec.Struct], ...] = (Watch, StateQuery, LogQuery, Command, WhoAmI)
+SERVER_CLASSES: tuple[type[msgspec.Struct], ...] = (Version, ApiEvent, StateReply, LogReply, Ack, Error, WhoAmIReply,
+                                                    Disconnect)
 
 
 class ErrorCode:

@@ -21,10 +21,11 @@ import structlog
 from cardd.api.backend import Backend
 from cardd.api.errors import (REASONS_MAX, ApiError, CommandFailed, CommandKept, PeerCredentialsError, SocketInUse,
                               one_line)
-from cardd.api.peer import Caller, Role, RoleGroups, default_admin_uids, identify, resolve_role_groups, roles_text
+from cardd.api.peer import (Caller, Role, RoleGroups, default_admin_uids, group_name, identify, resolve_role_groups,
+                            roles_text)
 from cardd.api.protocol import (CLIENT_CLASSES, TECHNICIAN_LINE_MAX, Ack, ApiEvent, Command, Disconnect, Error,
-                                ErrorCode, LogQuery, LogReply, StateQuery, StateReply, Version, Watch, class_name,
-                                encode_line, request_decoder)
+                                ErrorCode, LogQuery, LogReply, PeerGroup, StateQuery, StateReply, Version, Watch,
+                                WhoAmI, WhoAmIReply, class_name, encode_line, request_decoder)
 from core.errors import CarddError
 from core.parse_errors import json_line_problem
 from core.schema_errors import ProblemKind, schema_problem
@@ -64,7 +65,7 @@ class Limits:
 
 
 #: what an ERROR about a request's class tells the client it may be
-REQUEST_CLASSES = "a request is WATCH, STATE, LOG or COMMAND"
+REQUEST_CLASSES = "a request is WATCH, STATE, LOG, COMMAND or WHOAMI"
 _REQUEST_TYPES = {class_name(request_type): request_type for request_type in CLIENT_CLASSES}
 
 
@@ -628,10 +629,13 @@ class ApiServer:
             client.send(encode_line(Error(id=request.id, code=ErrorCode.INTERNAL,
                                           message="the daemon's reply could not be encoded (see its log)")))
 
-    async def _dispatch(self, client: _Client, request: Watch | StateQuery | LogQuery | Command) -> msgspec.Struct | None:
+    async def _dispatch(self, client: _Client,
+                        request: Watch | StateQuery | LogQuery | Command | WhoAmI) -> msgspec.Struct | None:
         caller = client.caller
         if isinstance(request, Command):
             return await self._command(caller, request)
+        if isinstance(request, WhoAmI):  # before the refusal of a caller with no role: it says why he has none
+            return self._whoami(caller, request)
         if not caller.roles:
             return _no_role(caller, request)
         if isinstance(request, StateQuery):
@@ -645,6 +649,22 @@ class ApiServer:
             records, more = await self.backend.log(request, caller)
             return LogReply(id=request.id, records=list(records), more=more)
         return await self._watch(client, request)
+
+    def _whoami(self, caller: Caller, request: WhoAmI) -> WhoAmIReply:
+        """The caller's credentials as read at connect time, the roles they give and the commands
+        of each role held (the daemon's command table), like NUT's ``upscmd -l``."""
+        held = [role for role in Role if role in caller.roles]
+        commands = {role.value: sorted(name for name, needs in self.backend.command_roles.items() if role in needs)
+                    for role in held}
+        role_groups = {role.value: sorted(group_name(gid) or str(gid) for gid, gives in self.role_gids.items()
+                                          if gives is role) for role in Role}
+        groups = [PeerGroup(gid=gid, name=group_name(gid),
+                            role=self.role_gids[gid].value if gid in self.role_gids else None)
+                  for gid in sorted(caller.groups)]
+        return WhoAmIReply(id=request.id, uid=caller.uid, user=caller.user, gid=caller.gid, pid=caller.pid,
+                           groups=groups, roles=[role.value for role in held],
+                           every_role=caller.uid in self.admin_uids, commands=commands,
+                           role_groups={role: names for role, names in role_groups.items() if names})
 
     async def _command(self, caller: Caller, request: Command) -> msgspec.Struct:
         """A command, unless its user had too many refused this window (:class:`_RefusalBudget`).
@@ -799,7 +819,7 @@ def _tag(request: Any) -> str:
     return str(type(request).__struct_config__.tag)
 
 
-def _no_role(caller: Caller, request: Watch | StateQuery | LogQuery | Command) -> Error:
+def _no_role(caller: Caller, request: Watch | StateQuery | LogQuery | Command | WhoAmI) -> Error:
     """The refusal of anything a caller who holds no role asks, a command by any name included."""
     return Error(id=request.id, code=ErrorCode.REFUSED,
                  message=f"{_tag(request)} needs one of the roles dealer, supervisor, technician; "

@@ -185,12 +185,29 @@ CARDCTL_COMMANDS: dict[str, str] = {
 CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe",
                                                ("firmware_update", "force=true"): "--force",
                                                ("firmware_update", "allow_downgrade_by=NAME"): "--allow-downgrade-by NAME"}
+#: an API command's field (its args') as cardctl's argument or option for it, where that is not the
+#: field's name in capitals (``place_bet.box``: BOX); a bad-args line names the field
+#: (``enter_card.card: not a card``), cardctl's the argument (``shoe enter-card CARD: not a card``).
+#: Every field of every table command is one of the cardctl command's (tests/cli/test_cardctl_words.py)
+CARDCTL_ARGUMENTS: dict[tuple[str, str], str] = {
+    ("reduce_bet", "amount"): "NEW_STAKE", ("act", "amount"): "--amount", ("act", "player"): "--player",
+    ("act", "co_players"): "--co-player", ("shoe_remainder", "returned"): "CARD[=N]",
+    ("drawn_in_error", "exposed"): "exposed|unexposed", ("placement_error", "assignments"): "CARD=BOX",
+    ("void_shoe", "next_shoe"): "--next-shoe",
+    ("export_journal", "since"): "--since", ("export_journal", "until"): "--until",
+    ("export_journal", "format"): "--format",
+}
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
+#: a bad-args line's head: the command, its field and where in it (``co_players[1].player``,
+#: ``returned key 'ZZ'``: the value is in the line again, the problem's own words)
+_FIELD = re.compile(r"^(?P<name>[a-z_]+)\.(?P<field>[a-z_]+)(?:\[[^\]]*\]|\.[a-z_]+| key '[^']*')*(?=: )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
 #: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with
-#: redeal"); "the players act" or "no held round to resume" are words, not commands, and a path or a
-#: quoted name ("/var/tmp/open_round", '"start_shuffle"') is the client's text
-_NEXT = re.compile(r"(?<![\w'./\"-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+)(?![\w'./\"-])")  # not an arg's place_bet.amount
+#: redeal") or alone in brackets ("continues it (resume)"); "the players act" or "no held round to
+#: resume" are words, not commands, and a path or a quoted name ("/var/tmp/open_round",
+#: '"start_shuffle"') is the client's text
+_NEXT = re.compile(r"(?<![\w'./\"-])(?:[a-z]+_[a-z_]+|(?<=with )[a-z]+|(?<=\()[a-z]+(?=\)))"
+                   r"(?![\w'./\"-])")  # not an arg's place_bet.amount
 _ROLE = re.compile(r"^command '(?P<name>[a-z_]+)' needs ")
 
 
@@ -200,6 +217,11 @@ def cardctl_words(name: str) -> str:
     return CARDCTL_COMMANDS.get(name, name)
 
 
+def argument_words(name: str, field: str) -> str:
+    """Field ``field`` of API command ``name`` as cardctl's argument or option (:data:`CARDCTL_ARGUMENTS`)."""
+    return CARDCTL_ARGUMENTS.get((name, field), field.upper())
+
+
 def in_cardctl_words(line: str) -> str:
     """The daemon's refusal ``line`` (worded for the API) in cardctl's words: the refused command
     as cardctl spells it, and each next step as the cardctl command to type
@@ -207,8 +229,13 @@ def in_cardctl_words(line: str) -> str:
     ``round open refused: ...: open one with cardctl round open first``)."""
     line = _ROLE.sub(lambda m: f"command '{cardctl_words(m['name'])}' needs ", line, count=1)
     head = _HEAD.match(line)
+    field = _FIELD.match(line)
     start = 0
-    if head is not None and head["name"] in CARDCTL_COMMANDS:
+    if field is not None and field["name"] in CARDCTL_COMMANDS:
+        words = f"{CARDCTL_COMMANDS[field['name']]} {argument_words(field['name'], field['field'])}"
+        line = words + line[field.end():]
+        start = len(words)
+    elif head is not None and head["name"] in CARDCTL_COMMANDS:
         line = CARDCTL_COMMANDS[head["name"]] + line[head.end("name"):]
         start = len(CARDCTL_COMMANDS[head["name"]])
     rest = line[start:]
@@ -216,6 +243,22 @@ def in_cardctl_words(line: str) -> str:
         rest = rest.replace(f"{name} {arg}", f"cardctl {CARDCTL_COMMANDS[name]} {option}")
     return line[:start] + _NEXT.sub(lambda m: f"cardctl {CARDCTL_COMMANDS[m[0]]}" if m[0] in CARDCTL_COMMANDS
                                     else m[0], rest)
+
+
+# ---- devices -------------------------------------------------------------------------------
+
+class DeviceName(click.Choice):
+    """DEVICE as a person may type it: ``shoe`` or ``shoe-reader`` (the name status and watch show,
+    the tracker's: devices.models.names), ``shuffler``; converted to the role the API takes. The
+    names are read when a command that takes a DEVICE is defined, not at cardctl's start."""
+
+    def __init__(self) -> None:
+        from devices.models.names import MODEL_NAMES  # imports nothing: no model, tracker or daemon
+        self.spellings = {**{model: role for role, model in MODEL_NAMES.items()}, **{role: role for role in MODEL_NAMES}}
+        super().__init__(sorted(self.spellings))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        return self.spellings[super().convert(value, param, ctx)]
 
 
 # ---- output -------------------------------------------------------------------------------

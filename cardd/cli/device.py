@@ -15,7 +15,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from cardd.cli.common import EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, json_option
+from cardd.cli.common import EXIT_FAILURE, EXIT_UNREACHABLE, EXIT_USAGE, CliError, DeviceName, json_option
 from cardd.cli.console import emit
 from cardd.cli.daemon_client import daemon, run_command
 from cardd.cli.shown import cells, shown
@@ -30,6 +30,9 @@ from firmware_bridge.messages import FaultCode
 from firmware_bridge.session import SessionConfig
 
 DEVICE_NAMES = ("shoe", "shuffler")
+def device_argument(fn: Any) -> Any:
+    """The DEVICE argument of the technician's requests through the daemon."""
+    return click.argument("device", metavar="DEVICE", type=DeviceName())(fn)
 
 
 @click.command("devices")
@@ -164,7 +167,7 @@ def device_request(name: str, as_json: bool, **args: Any) -> dict[str, Any]:
 
 
 @click.command("selftest")
-@click.argument("device", type=click.Choice(DEVICE_NAMES))
+@device_argument
 @json_option
 def selftest(device: str, as_json: bool) -> None:
     """\b
@@ -172,14 +175,15 @@ def selftest(device: str, as_json: bool) -> None:
       cardctl selftest shoe
     """
     result = device_request("selftest", as_json, device=device)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(shown(f"{device}: {'passed' if result['passed'] else 'FAILED'}: "
+    name = MODEL_NAMES[device]  # as status shows it
+    emit(result, as_json, lambda out: out.print(shown(f"{name}: {'passed' if result['passed'] else 'FAILED'}: "
                                                       f"{result['detail']}")))
     if not result["passed"]:
-        raise CliError(f"{device}: self-test failed: {result['detail']}", EXIT_FAILURE)
+        raise CliError(f"{name}: self-test failed: {result['detail']}", EXIT_FAILURE)
 
 
 @click.command("counters")
-@click.argument("device", type=click.Choice(DEVICE_NAMES))
+@device_argument
 @json_option
 def counters(device: str, as_json: bool) -> None:
     """\b
@@ -187,11 +191,12 @@ def counters(device: str, as_json: bool) -> None:
       cardctl counters shuffler --json
     """
     result = device_request("counters", as_json, device=device)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(shown(f"{device}: " + ", ".join(f"{k} {v}" for k, v in result.items()))))
+    emit(result, as_json, lambda out: out.print(shown(f"{MODEL_NAMES[device]}: " +
+                                                      ", ".join(f"{k} {v}" for k, v in result.items()))))
 
 
 @click.command("clear-fault")
-@click.argument("device", type=click.Choice(DEVICE_NAMES))
+@device_argument
 @click.argument("code")
 @json_option
 def clear_fault(device: str, code: str, as_json: bool) -> None:
@@ -204,9 +209,9 @@ def clear_fault(device: str, code: str, as_json: bool) -> None:
     known = code.upper() in FaultCode.__members__  # an unknown code: the daemon's refusal lists the known ones
     if known and model is not None and model["link"] == "up" and model.get("fault") != code.lower():
         now = f"state {model['state']}" + (f", fault {model['fault']}" if model.get("fault") else "")
-        raise CliError(f"the {device} has no {code} fault ({now})", EXIT_FAILURE)
+        raise CliError(f"the {MODEL_NAMES[device]} has no {code} fault ({now})", EXIT_FAILURE)
     result = device_request("clear_fault", as_json, device=device, code=code)["data"]["result"]
-    emit(result, as_json, lambda out: out.print(shown(f"{device}: {result['cleared']} cleared")))
+    emit(result, as_json, lambda out: out.print(shown(f"{MODEL_NAMES[device]}: {result['cleared']} cleared")))
 
 
 @click.command("shuffle")

@@ -20,6 +20,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 _TABLE, _JOURNAL, _DEVICE = "cardd.cli.table", "cardd.cli.journal", "cardd.cli.device"
 _FIRMWARE, _TRACE, _WATCH = "cardd.cli.firmware", "cardd.cli.trace", "cardd.cli.watch"
+_WHOAMI = "cardd.cli.whoami"
 _SIM = "cardd.cli.sim"
 #: every subcommand: the module that defines it (in its COMMANDS) and its one-line help, the first
 #: paragraph of its ``--help`` (the rest is its docstring)
@@ -38,6 +39,8 @@ SUBCOMMANDS = {
     "dealer-change": Lazy(_TABLE, "A new dealer takes the table (dealer: the new one sends it, and is named): the "
                                   "house rules' shoe.burn_on_dealer_change cards burn (none unless the rules say), "
                                   "after the live round if there is one."),
+    "whoami": Lazy(_WHOAMI, "Who the daemon sees you as (uid, groups), the roles that gives and the commands each "
+                            "role allows."),
     "log": Lazy(_JOURNAL, "The newest journal records by time, reason, round, who, --grep; --follow; --export FILE."),
     "verify-journal": Lazy(_JOURNAL, "Walk the journal's hash chain; exit 5 naming the first bad record."),
     "devices": Lazy(_DEVICE, "Serial ports and USB devices on this machine; cardd's shoes and shufflers "

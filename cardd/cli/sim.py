@@ -20,8 +20,8 @@ from rich.table import Table
 
 from cardd.api.client import ApiClient, CommandRefused, StateTimeout
 from cardd.api.protocol import ErrorCode
-from cardd.cli.common import (EXIT_FAILURE, EXIT_USAGE, CliError, check_output_directory, in_cardctl_words, json_option,
-                              options)
+from cardd.cli.common import (EXIT_FAILURE, EXIT_USAGE, CliError, DeviceName, check_output_directory, in_cardctl_words,
+                              json_option, options)
 from cardd.cli.console import emit
 from cardd.cli.daemon_client import command_record, daemon
 from cardd.cli.shown import cells, shown
@@ -267,7 +267,7 @@ def card_order(code: str) -> tuple[int, Any]:
 # ---- faults --------------------------------------------------------------------------------
 
 @sim_group.command("fault")
-@click.argument("device", type=click.Choice(SIM_DEVICES))
+@click.argument("device", type=DeviceName())
 @click.argument("code", default="jam")
 @json_option
 def sim_fault(device: str, code: str, as_json: bool) -> None:
@@ -290,7 +290,7 @@ def sim_fault(device: str, code: str, as_json: bool) -> None:
 
 
 @sim_group.command("switch")
-@click.argument("device", type=click.Choice(SIM_DEVICES))
+@click.argument("device", type=DeviceName())
 @click.argument("switches", nargs=-1, metavar="[NAME[=VALUE]]...")
 @click.option("--off", "off", multiple=True, metavar="NAME",
               help="turn switch NAME off, back to its default (again for more)")
@@ -330,7 +330,7 @@ def sim_switch(device: str, switches: tuple[str, ...], off: tuple[str, ...], as_
 
 
 @sim_group.command("switches")
-@click.argument("device", type=click.Choice(SIM_DEVICES), required=False)
+@click.argument("device", type=DeviceName(), required=False)
 @json_option
 def sim_switches(device: str | None, as_json: bool) -> None:
     """Every fault switch of the simulated devices (or of DEVICE), and which are on, with their

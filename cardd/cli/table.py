@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import IO, Any, TypeVar
 
 import click
@@ -63,10 +63,10 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
         out.print(shown(next_shoe, style="yellow" if shoe.get("next_shoe_held") else ""))
     r = state["round"]
     out.print(shown("round: none" if r is None else
-                    f"round {r['id']}: {r['state']}" + (f" HELD ({r['held']})" if r["held"] else "")
+                    f"round {r['id']}: {r['state']}" + (f" HELD ({in_cardctl_words(r['held'])})" if r["held"] else "")
                     + (f", house {money(r['house_result'])}" if r["house_result"] is not None else "")))
     for hold, why in state["holds"].items():
-        out.print(shown(f"hold {hold}: {why}", style="yellow"))
+        out.print(shown(f"hold {hold}: {in_cardctl_words(why)}", style="yellow"))
     exposed = state["piles"]["pending"]  # seen already: each the next card a hand takes (deal-tracking.md step 9)
     if exposed:
         out.print(shown(f"exposed in error, used as the next cards in this order: {', '.join(exposed)}",
@@ -117,7 +117,7 @@ def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), fail
         outcome = outcome_of(client, record["seq"], outcomes) if outcomes else None
         if outcome is not None and outcome["reason"] in failures and not as_json:
             return outcome
-    lines = [f"{words}: ok (journal seq {record['seq']})"] + ([outcome["message"]] if outcome else [])
+    lines = [f"{words}: ok (journal seq {record['seq']})"] + ([in_cardctl_words(outcome["message"])] if outcome else [])
     emit(record if outcome is None else {**record, "outcome": outcome}, as_json,
          lambda out: print_lines(out, lines))
     return outcome
@@ -174,9 +174,18 @@ def round_group() -> None:
 MAX_CENTS = 2**63 - 1
 
 
+#: an amount as a person types it: units, with at most 2 decimals (``1e3``, ``1_0``, ``+5``, ``.5``
+#: and ``１０`` are none, though Decimal takes them)
+AMOUNT = re.compile(r"[0-9]+(\.[0-9]{1,2})?")
+#: a negative number where an amount is expected (``-5``, ``-2.50``): click would read it as an option
+NEGATIVE = re.compile(r"-([0-9]+(\.[0-9]*)?|\.[0-9]+)")
+#: what an amount is, said with each refusal of one
+AMOUNT_FORM = "units with at most 2 decimals, e.g. 25 or 25.50"
+
+
 class Cents(click.ParamType):
-    """An amount in units (25 or 25.50), as the API's cents: parsed as a decimal, so it is exact,
-    and refused rather than rounded when it is not a whole number of cents."""
+    """An amount in units (25 or 25.50), as the API's cents: read strictly (:data:`AMOUNT`), so it
+    is exact, and refused rather than rounded when it is not a whole number of cents."""
     name = "amount"
 
     def __init__(self, zero: bool = False) -> None:
@@ -186,20 +195,34 @@ class Cents(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
-        try:
-            units = Decimal(value.strip())
-        except (InvalidOperation, AttributeError):
-            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
-        if not units.is_finite():  # inf, nan: Decimal takes them, an amount is not one
-            self.fail(f"{value!r} is not an amount (e.g. 25 or 25.50)", param, ctx)
-        if units < 0 or units == 0 and not self.zero:
-            self.fail(f"{value}: an amount is {'0 or more' if self.zero else 'more than 0'}", param, ctx)
-        cents = units * 100
-        if cents != cents.to_integral_value():
-            self.fail(f"{value}: at most 2 decimals (cents)", param, ctx)
+        text = str(value)
+        positive = "0 or more" if self.zero else "positive (more than 0)"
+        if NEGATIVE.fullmatch(text):
+            self.fail(f"{text}: an amount must be {positive}", param, ctx)
+        if AMOUNT.fullmatch(text) is None:
+            whole, point, places = text.partition(".")
+            if point and AMOUNT.fullmatch(whole) and places.isascii() and places.isdigit():
+                self.fail(f"{text}: at most 2 decimals (cents)", param, ctx)
+            self.fail(f"{text!r} is not an amount ({AMOUNT_FORM})", param, ctx)
+        cents = int(Decimal(text) * 100)  # exact: at most 2 places
+        if cents == 0 and not self.zero:
+            self.fail(f"{text}: an amount must be {positive}", param, ctx)
         if cents > MAX_CENTS:  # the table's limits are the daemon's to check; this is what the API carries
-            self.fail(f"{value}: too large for an amount", param, ctx)
-        return int(cents)
+            self.fail(f"{text}: too large for an amount", param, ctx)
+        return cents
+
+
+class AmountCommand(click.Command):
+    """A command that takes an amount as an argument: a negative number there (``round bet 1
+    alice -5``) reaches the amount's type, which says it must be positive, where click would take it
+    for an option and say "No such option '-5'". Only when the command line holds one: otherwise an
+    unknown option is click's usage error as everywhere."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        before_end = args[:args.index("--")] if "--" in args else args
+        if any(NEGATIVE.fullmatch(arg) for arg in before_end):
+            ctx.ignore_unknown_options = True  # click's parser then passes "-5" on as an argument
+        return super().parse_args(ctx, args)
 
 
 def stake_arguments(fn: F) -> F:
@@ -267,7 +290,7 @@ def round_drawn_in_error(seen: str, as_json: bool) -> None:
 
 def stake_command(name: str, command: str, doc: str) -> click.Command:
     """``round NAME BOX PLAYER AMOUNT``: the table command ``command`` with a player's stake."""
-    @round_group.command(name, help=doc)
+    @round_group.command(name, help=doc, cls=AmountCommand)
     @stake_arguments
     @json_option
     def run(box: int, player: str, amount: int, as_json: bool) -> None:
@@ -315,7 +338,7 @@ def round_even_money(box: int, player: str, as_json: bool) -> None:
     table_command("even_money", as_json, box=box, player=player)
 
 
-@round_group.command("reduce")
+@round_group.command("reduce", cls=AmountCommand)
 @click.argument("box", type=int)
 @click.argument("player")
 @click.argument("new_stake", type=Cents(zero=True))
@@ -535,7 +558,8 @@ def alarm_group(ctx: click.Context, as_json: bool) -> None:
 def print_alarms(out: Console, alarms: list[dict[str, Any]]) -> None:
     """STATE's open alarms, one line each (``status`` and ``alarm``)."""
     for alarm in alarms:
-        out.print(shown(f"alarm {alarm.get('id')}: {alarm.get('reason')} {alarm.get('message', '')}", style="red"))
+        out.print(shown(f"alarm {alarm.get('id')}: {alarm.get('reason')} {in_cardctl_words(alarm.get('message', ''))}",
+                        style="red"))
     if not alarms:
         out.print("alarms: none")
 
@@ -587,10 +611,8 @@ def shoe_void(next_shoe: bool, as_json: bool) -> None:
         caused = caused_by(client, record["seq"])
     lines = [f"{words}: ok (journal seq {record['seq']})"]
     for effect in caused:
-        if effect["reason"] == "NEXT_SHOE_TAKES_OVER":  # the table's own words: its way forward as cardctl's
+        if effect["reason"] in VOID_EFFECTS:  # the table's own words: its way forward as cardctl's
             lines.append(in_cardctl_words(effect["message"]))
-        elif effect["reason"] in VOID_EFFECTS:
-            lines.append(effect["message"])
     def show(out: Console) -> None:
         for line in lines:
             out.print(shown(line))  # a journal message is text, not markup
@@ -626,8 +648,20 @@ def shoe_shuffle_started(as_json: bool) -> None:
     table_command("shuffle_started", as_json)
 
 
+class CardName(click.ParamType):
+    """A card as a person types it (``QH``, ``10h``), checked as the daemon reads one, before it is
+    sent: one that is no card is a usage error in cardctl's words, nothing journaled."""
+    name = "card"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            return str(Card.parse(str(value)))
+        except (CarddError, ValueError) as exc:
+            self.fail(str(exc), param, ctx)
+
+
 @shoe_group.command("enter-card")
-@click.argument("card")
+@click.argument("card", type=CardName())
 @json_option
 def shoe_enter_card(card: str, as_json: bool) -> None:
     """The dealer names CARD, the card the shoe could not read (dealer): it goes where the
@@ -637,7 +671,7 @@ def shoe_enter_card(card: str, as_json: bool) -> None:
     Example:
       cardctl shoe enter-card QH
     """
-    table_command("enter_card", as_json, ("CARD_ENTERED_BY_DEALER",), card=canonical_card(card))
+    table_command("enter_card", as_json, ("CARD_ENTERED_BY_DEALER",), card=card)
 
 
 @shoe_group.command("remainder")
@@ -663,7 +697,8 @@ def shoe_remainder(cards: tuple[str, ...], counts_file: IO[str] | None, as_json:
     outcome = table_command("shoe_remainder", as_json, ("RECONCILED", "RECONCILIATION_FAILED"),
                             ("RECONCILIATION_FAILED",), returned=returned)
     if outcome is not None and outcome["reason"] == "RECONCILIATION_FAILED":
-        raise CliError(f"{outcome['message']} (an alarm: a supervisor clears it, cardctl alarm)", EXIT_FAILURE)
+        raise CliError(f"{in_cardctl_words(outcome['message'])} (an alarm: a supervisor clears it, cardctl alarm)",
+                       EXIT_FAILURE)
 
 
 @click.group("seat")
@@ -717,7 +752,8 @@ def dealer_change(as_json: bool) -> None:
 
 
 def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
-    """``AS=2 7H 7H`` -> {"AS": 2, "7H": 2}; the daemon checks the cards themselves."""
+    """``AS=2 7H 7H`` -> {"AS": 2, "7H": 2}; each card checked as the daemon reads one (one typed two
+    ways, ``10H`` and ``TH``, adds up), the count against the shoe the daemon's to check."""
     counts: Counter[str] = Counter()
     for token in tokens:
         card, equals, number = token.partition("=")
@@ -725,18 +761,12 @@ def parse_counts(tokens: tuple[str, ...]) -> dict[str, int]:
         if not card or (equals and not (number.isascii() and number.isdigit())):
             raise click.BadParameter(f"{token!r}: a card with its count, e.g. AS=2 (or AS for one)",
                                      param_hint="CARD[=N]")
-        counts[canonical_card(card)] += int(number) if number else 1
+        try:  # checked here as the daemon reads a card: its refusal would name the API's field
+            parsed = Card.parse(card)
+        except (CarddError, ValueError) as exc:
+            raise click.BadParameter(f"{token!r}: {exc}", param_hint="CARD[=N]") from None
+        counts[str(parsed)] += int(number) if number else 1
     return dict(counts)
-
-
-def canonical_card(text: str) -> str:
-    """``10H``, ``th`` -> ``TH``: one card typed two ways adds up as any repeat does (the daemon
-    refuses two spellings of one card in one count); a text that is no card goes as typed, for
-    the daemon to name."""
-    try:
-        return str(Card.parse(text))
-    except (CarddError, ValueError):
-        return text
 
 
 #: what --file holds, said with each refusal of one

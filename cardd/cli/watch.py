@@ -50,10 +50,10 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]], fil
     trouble.add_column("what")
     trouble.add_column("detail")
     for hold, why in state["holds"].items():
-        trouble.add_row(*cells(shown(f"HOLD {hold}", style="yellow"), why))
+        trouble.add_row(*cells(shown(f"HOLD {hold}", style="yellow"), in_cardctl_words(why)))
     for alarm in state["alarms"]:
         trouble.add_row(*cells(shown(f"ALARM {alarm.get('id')} {alarm.get('reason', '')}", style="bold red"),
-                               alarm.get("message", "")))
+                               in_cardctl_words(alarm.get("message", ""))))
     exposed = state["piles"]["pending"]
     if exposed:  # seen already: which cards the next hands take
         trouble.add_row(*cells(shown("EXPOSED IN ERROR", style="yellow"),
@@ -71,7 +71,7 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]], fil
     for e in events:
         last.add_row(*cells(e["seq"], datetime.fromtimestamp(e["time"]).strftime("%H:%M:%S"),
                             shown(e["severity"], style="red" if e["severity"] == "alarm" else ""), e["reason"],
-                            e["message"]))
+                            in_cardctl_words(e["message"])))
     parts.append(last)
     return Group(*parts)
 
@@ -79,7 +79,7 @@ def view(release: str, state: dict[str, Any], events: deque[dict[str, Any]], fil
 def round_view(r: dict[str, Any] | None, fill: bool = True) -> RenderableType:
     if r is None:
         return Panel("no round open", title="round", expand=fill)
-    title = f"round {r['id']} — {r['state']}" + (f" — HELD: {r['held']}" if r["held"] else "")
+    title = f"round {r['id']} — {r['state']}" + (f" — HELD: {in_cardctl_words(r['held'])}" if r["held"] else "")
     if r["house_result"] is not None:
         title += f" — house {money(r['house_result'])}"
     table = Table(expand=fill)

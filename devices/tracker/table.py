@@ -29,18 +29,23 @@ _OPEN_ROUND, _ENTER_CARD, _DRAWN_IN_ERROR_CMD = (command_name(OpenRound), comman
                                                  command_name(DrawnInErrorDecision))
 _TAKE_SEAT, _CLEAR_ALARM, _SHOE_REMAINDER = command_name(TakeSeat), command_name(ClearAlarm), command_name(ShoeRemainder)
 _HAND_SHUFFLED, _VOID_SHOE = command_name(HandShuffled), command_name(VoidShoe)
-#: what stands between a shoe that is not in play and the next round, by the shoe's state
+#: the daemon's device command that has the shuffler shuffle a shoe (cardd.daemon.commands), named
+#: where a new shoe is the way forward at a table with a shuffler
+_START_SHUFFLE = "start_shuffle"
+#: what stands between a shoe that is not in play and the next round, by the shoe's state; {command}
+#: names the command that shuffles (at a table with a shuffler)
 _SHOE_NOT_IN_PLAY = {
-    "idle": "shuffle a shoe and load it first",
+    "idle": "shuffle a shoe{command} and load it first",
     "shuffling": "the shuffler is still shuffling: load the shoe once it is verified",
     "verifying": "the shuffler is still counting the shoe: load it once it is verified",
-    "refused": "the shuffler's count refused this shoe: shuffle a new one",
+    "refused": "the shuffler's count refused this shoe: shuffle a new one{command}",
     "verified": "the shoe is verified but not loaded: load it and deal the burn card",
-    "complete": f"the shoe is complete: count its remainder back with {_SHOE_REMAINDER}, then shuffle a new one",
-    "reconciled": "the shoe is finished: shuffle a new one",
+    "complete": f"the shoe is complete: count its remainder back with {_SHOE_REMAINDER}, then shuffle a new "
+                "one{command}",
+    "reconciled": "the shoe is finished: shuffle a new one{command}",
     "unreconciled": f"the shoe did not reconcile (a supervisor clears its alarm with {_CLEAR_ALARM}): "
-                    "shuffle a new one",
-    "void": "the shoe is void: shuffle a new one",
+                    "shuffle a new one{command}",
+    "void": "the shoe is void: shuffle a new one{command}",
 }
 
 
@@ -112,6 +117,7 @@ class Table(DeviceInputs, Placement, Procedures):
         way = _SHOE_NOT_IN_PLAY.get(state)
         if way is None:
             return f"the shoe is {state}"
+        way = way.format(command=f" with {_START_SHUFFLE}" if self.uses_shuffler else "")
         if not self.uses_shuffler and self.shoe.may("hand_shuffle"):  # shuffled by hand: the dealer declares it
             way += f" (a shoe shuffled by hand is declared with {_HAND_SHUFFLED})"
         return f"the shoe is {state}: {way}"

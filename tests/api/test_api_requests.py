@@ -64,7 +64,7 @@ def test_a_client_gets_version_then_one_reply_per_request_with_its_id(sock_dir):
             return replies
 
     version, state, log, limited, ack = asyncio.run(scenario())
-    assert version == {"class": "VERSION", "release": "cardd-test", "protocol": "1.0"}
+    assert version == {"class": "VERSION", "release": "cardd-test", "protocol": "1.1"}
     assert state["class"] == "STATE" and state["id"] == "s1" and state["state"]["shoe"] == {"cards_left": 411}
     assert log["class"] == "LOG" and log["id"] == "l1" and log["more"] is False
     assert [r["seq"] for r in log["records"]] == [2, 3, 4]
@@ -100,10 +100,10 @@ BAD_LINES = [
     (b'{"class": "STATE", "id": "\\ud800"}\n', None, "bad-json",
      "not a JSON line: a string holds a \\u escape of a lone surrogate, which is no character"),
     (b'{"class": "HELLO", "id": "h"}\n', "h", "bad-request",
-     "unknown class 'HELLO' (a request is WATCH, STATE, LOG or COMMAND)"),
+     "unknown class 'HELLO' (a request is WATCH, STATE, LOG, COMMAND or WHOAMI)"),
     (b'{"class": 7, "id": "h"}\n', "h", "bad-request",
-     "class: expected a string (a request is WATCH, STATE, LOG or COMMAND)"),
-    (b'{"id": "x"}\n', "x", "bad-request", "field 'class' is missing (a request is WATCH, STATE, LOG or COMMAND)"),
+     "class: expected a string (a request is WATCH, STATE, LOG, COMMAND or WHOAMI)"),
+    (b'{"id": "x"}\n', "x", "bad-request", "field 'class' is missing (a request is WATCH, STATE, LOG, COMMAND or WHOAMI)"),
     (b'[1, 2]\n', None, "bad-request", "expected an object, got an array"),
     (b'{"class": "LOG", "id": "l", "limit": 0}\n', "l", "bad-request", "limit: expected a whole number of at least 1"),
     (b'{"class": "LOG", "id": "l", "colour": "red"}\n', "l", "bad-request",

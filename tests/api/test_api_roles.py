@@ -36,7 +36,7 @@ def test_every_command_is_accepted_in_its_group_and_refused_outside(sock_dir, ro
                                     [command(name) for name in COMMANDS])
 
     version, *replies = asyncio.run(scenario())
-    assert version == {"class": "VERSION", "release": "cardd-test", "protocol": "1.0"}
+    assert version == {"class": "VERSION", "release": "cardd-test", "protocol": "1.1"}
     assert len(replies) == len(COMMANDS)
     for name, reply in zip(COMMANDS, replies):
         needs = FakeDaemon.command_roles[name]

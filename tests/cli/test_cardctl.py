@@ -149,7 +149,7 @@ def test_status_json_and_the_table_view(daemon):
     run = cardctl(daemon.socket_path, "status", "--json")
     assert run.code == 0, run.err
     document = run.json()
-    assert document["protocol"] == "1.0" and document["state"]["devices"]["shoe-reader"]["link"] == "up"
+    assert document["protocol"] == "1.1" and document["state"]["devices"]["shoe-reader"]["link"] == "up"
     client = daemon.client()
     retention = client.wait_state(lambda s: s["retention"] is not None)["retention"]  # the prune at start
     client.close()

@@ -25,7 +25,9 @@ def test_after_the_round_is_continued_the_malfunction_alarm_says_what_it_still_w
     alarms = cardctl(sock, "alarm")
     assert alarms.code == 0
     [line] = [line for line in alarms.out.splitlines() if "SHUFFLER_MALFUNCTION" in line]
+    # the daemon's alarm names the API's commands (resume, redeal, clear_alarm); cardctl shows its own
     assert line.endswith("SHUFFLER_MALFUNCTION shuffler malfunction (jam) during round 1: round held; a supervisor "
-                         "re-deals it (redeal) or continues it (resume), and clears this alarm with clear_alarm once "
-                         "the shuffler is checked (the round's decision leaves it open)"), alarms.out
+                         "re-deals it (cardctl round redeal) or continues it (cardctl round continue), and clears this "
+                         "alarm with cardctl alarm clear once the shuffler is checked (the round's decision leaves it "
+                         "open)"), alarms.out
     assert "ROUND_HELD" not in alarms.out  # the round's hold: answered by the continue

@@ -77,8 +77,8 @@ def test_a_card_drawn_in_error_waits_for_the_dealers_word_which_cardctl_names_an
 def test_a_round_refused_for_another_reason_names_no_drawn_in_error_command(daemon: Daemon):
     refused = cardctl(daemon.socket_path, "round", "open")  # nothing shuffled yet
     assert refused.code == 1
-    assert refused.one_line_error() == ("cardctl: round open refused: the shoe is idle: shuffle a shoe and load it "
-                                        "first")
+    assert refused.one_line_error() == ("cardctl: round open refused: the shoe is idle: shuffle a shoe with cardctl "
+                                        "shuffle and load it first")
 
 
 # ---- the remainder at the shoe's end ---------------------------------------------------------
@@ -115,7 +115,8 @@ def test_the_remainder_counted_card_by_card_reconciles_the_shoe(daemon: Daemon):
     sock = daemon.socket_path
     assert cardctl(sock, "shoe", "remainder", "AS=two").code == 2  # refused before anything is sent
     unknown = cardctl(sock, "shoe", "remainder", "ZZ=1", "AS")
-    assert unknown.code == 2 and "ZZ" in unknown.one_line_error()  # the daemon checks the cards
+    # checked as the daemon reads a card, before it is sent: cardctl's argument, not the API's field
+    assert unknown.code == 2 and "'ZZ=1': 'ZZ' is not a card" in unknown.err, unknown.err
     first, *others = sorted(stub)
     tokens = [first] * stub[first] + [f"{card}={n}" for card, n in ((c, stub[c]) for c in others)]
     done = cardctl(sock, "shoe", "remainder", *tokens)

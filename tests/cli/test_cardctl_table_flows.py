@@ -72,7 +72,7 @@ def test_round_reduce_to_0_withdraws_and_refuses_a_raise() -> None:
         raised = cardctl(rig.socket, "round", "reduce", "2", "bob", "60")
         assert raised.code == 1 and "must be lower than 50.00 (0 withdraws it)" in raised.one_line_error()
         negative = cardctl(rig.socket, "round", "reduce", "--", "2", "bob", "-1")
-        assert negative.code == 2 and "an amount is 0 or more" in negative.err
+        assert negative.code == 2 and "an amount must be 0 or more" in negative.err
         ok(rig, "round", "reduce", "2", "bob", "0")
         assert rig.state()["round"]["wagers"]["2"] == {"alice": 10000}
 

@@ -7,13 +7,14 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 
 from cardd.cli.common import CARDCTL_COMMANDS, Options, in_cardctl_words
 from cardd.cli.program import cli
 from cardd.cli.table import table_command
 from cardd.daemon.commands import TABLE_COMMANDS, command_table
 from tests.cli.cli_rig import cardctl
-from tests.daemon.daemon_rig import Daemon, shuffle_and_load
+from tests.daemon.daemon_rig import Daemon, shuffle_and_load, simulate
 
 
 def _command_paths(group: click.Group, prefix: str = "") -> set[str]:
@@ -89,8 +90,6 @@ def test_words_that_are_not_commands_are_left_as_they_are() -> None:
         "log --export refused: /var/tmp/open_round/x exists"
     assert in_cardctl_words('place_bet refused: player "start_shuffle" unknown') == \
         'round bet refused: player "start_shuffle" unknown'
-    assert in_cardctl_words("place_bet.amount: expected a whole number, got 'ten'") == \
-        "place_bet.amount: expected a whole number, got 'ten'"
     assert in_cardctl_words("no_such_command refused: x") == "no_such_command refused: x"
 
 
@@ -120,3 +119,104 @@ def test_docs_cardctl_md_shows_the_same_table() -> None:
         assert len(api) == len(words), row
         shown.update(zip(api, words))
     assert shown == CARDCTL_COMMANDS
+
+
+# ---- one vocabulary: the API's field names, plain command words, device names --------------------
+
+def test_a_bad_args_line_names_cardctls_argument_not_the_apis_field() -> None:
+    """The daemon's bad-args line names the API's command and field (``enter_card.card``); cardctl's
+    the command typed and its argument or option (CARDCTL_ARGUMENTS)."""
+    assert in_cardctl_words("enter_card.card: not a card: 'ZZ' ('ZZ' is not a card: ...)") == \
+        "shoe enter-card CARD: not a card: 'ZZ' ('ZZ' is not a card: ...)"
+    assert in_cardctl_words("shoe_remainder.returned key 'ZZ': not a card: 'ZZ' (...)") == \
+        "shoe remainder CARD[=N]: not a card: 'ZZ' (...)"
+    assert in_cardctl_words("place_bet.player: '' is not a name: it is empty") == \
+        "round bet PLAYER: '' is not a name: it is empty"
+    assert in_cardctl_words("reduce_bet.amount: expected a whole number, got 'ten'") == \
+        "round reduce NEW_STAKE: expected a whole number, got 'ten'"
+    assert in_cardctl_words("act.co_players[1].player: 'p\\x9bx' is not a name: U+009B is a control character") == \
+        "round act --co-player: 'p\\x9bx' is not a name: U+009B is a control character"
+    assert in_cardctl_words("firmware_update.image: expected a string") == "firmware_update.image: expected a string"
+
+
+def test_every_field_of_a_table_command_is_an_argument_or_option_of_its_cardctl_command() -> None:
+    """So a bad-args line never names a field cardctl has no argument for."""
+    import dataclasses
+
+    from cardd.cli.common import argument_words
+    from cardd.daemon.commands import CREDENTIAL_FIELDS
+    for spec in TABLE_COMMANDS:
+        command: click.Command = cli
+        for word in CARDCTL_COMMANDS[spec.name].split():
+            assert isinstance(command, click.Group)
+            command = command.commands[word]
+        params = command.params
+        for field in dataclasses.fields(spec.record):  # type: ignore[arg-type]
+            if field.name in CREDENTIAL_FIELDS or not field.init or field.name in ("v", "type"):
+                continue
+            words = argument_words(spec.name, field.name)
+            assert any(words in p.opts or words == (p.name or "").upper() or words in (p.metavar or "")
+                       for p in params), (spec.name, field.name, words)
+
+
+def test_a_command_named_alone_in_brackets_is_cardctls_command() -> None:
+    """The daemon's holds and alarms name the plain-word commands in brackets ("continues it (resume)")."""
+    assert in_cardctl_words("the daemon restarted mid-round: a supervisor continues the round (resume) once every "
+                            "device is back, or voids it (redeal)") == \
+        ("the daemon restarted mid-round: a supervisor continues the round (cardctl round continue) once every "
+         "device is back, or voids it (cardctl round redeal)")
+    assert in_cardctl_words("the shoe is idle (dealer) (exposed or not)") == "the shoe is idle (dealer) (exposed or not)"
+
+
+def test_cardctl_says_its_own_words_where_the_daemon_says_the_apis(daemon: Daemon) -> None:
+    sock = daemon.socket_path
+    refused = cardctl(sock, "round", "open")  # the way forward names the command that shuffles
+    assert refused.one_line_error() == ("cardctl: round open refused: the shoe is idle: shuffle a shoe with cardctl "
+                                        "shuffle and load it first")
+    # a device by the name status shows it too, and shown so
+    assert "shoe-reader" in cardctl(sock, "status").out
+    for typed in ("shoe-reader", "shoe"):
+        tested = cardctl(sock, "selftest", typed)
+        assert tested.code == 0 and tested.out.startswith("shoe-reader: passed: "), tested.err
+    switches = cardctl(sock, "sim", "switches", "shoe-reader")  # the simulation's DEVICE too
+    assert switches.code == 0, switches.err
+    counted = cardctl(sock, "counters", "shoe-reader")
+    assert counted.code == 0 and counted.out.startswith("shoe-reader: cards "), counted.err
+    # a card that is no card: cardctl's argument, never the API's field, and nothing sent
+    entered = cardctl(sock, "shoe", "enter-card", "ZZ")
+    assert entered.code == 2 and entered.err.splitlines()[-1] == (
+        "Error: Invalid value for 'CARD': 'ZZ' is not a card: expected rank A,2-9,T(10),J,Q,K then suit C,D,H,S, "
+        "e.g. 'AS'"), entered.err
+    counted_back = cardctl(sock, "shoe", "remainder", "AS=2", "ZZ=1")
+    assert counted_back.code == 2 and "'ZZ=1': 'ZZ' is not a card" in counted_back.err, counted_back.err
+    for run in (entered, counted_back):
+        assert "enter_card" not in run.err and "shoe_remainder" not in run.err
+    client = daemon.client()
+    shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+    client.close()
+    assert cardctl(sock, "round", "open").code == 0
+    for args, words in ((("round", "bet", "1", "", "5"), "round bet PLAYER"), (("seat", "take", ""), "seat take PLAYER")):
+        named = cardctl(sock, *args)
+        assert named.code == 2 and named.one_line_error() == f"cardctl: {words}: '' is not a name: it is empty", \
+            named.err
+
+
+@pytest.mark.timeout(180)
+def test_a_round_held_by_a_restart_is_shown_with_cardctls_commands(directory: Path) -> None:
+    with simulate(directory) as running:
+        client = running.client()
+        shuffle_and_load(client, lambda: client.ok("sim_load_shoe"), lambda n: client.ok("sim_deal", cards=n))
+        for name, args in (("open_round", {}), ("place_bet", {"box": 1, "player": "alice", "amount": 1000}),
+                           ("no_more_bets", {})):
+            client.ok(name, **args)
+        client.ok("sim_deal", cards=1)
+        client.wait_state(lambda s: s["round"]["state"] == "initial_deal")
+        client.close()
+    with simulate(directory) as again:
+        shown = cardctl(again.socket_path, "status")
+        assert shown.code == 0, shown.err
+        holds = [line for line in shown.out.splitlines() if line.startswith("hold ")]
+        assert holds == ["hold DEVICE_OFFLINE: the daemon restarted mid-round: a supervisor continues the round "
+                         "(cardctl round continue) once every device is back, or voids it (cardctl round redeal)"], \
+            shown.out
+        assert "(resume)" not in shown.out and "(redeal)" not in shown.out

@@ -32,8 +32,8 @@ def test_an_amount_that_is_no_amount_is_a_usage_error(directory: Path, amount: s
     assert "Traceback" not in run.err and amount in run.err
 
 
-def test_a_negative_amount_is_refused_as_not_more_than_0() -> None:
-    with pytest.raises(Exception, match="more than 0"):
+def test_a_negative_amount_is_refused_as_not_positive() -> None:
+    with pytest.raises(Exception, match="must be positive"):
         Cents().convert("-5", None, None)
 
 
@@ -42,7 +42,7 @@ def test_more_than_2_decimals_is_refused_not_rounded(directory: Path) -> None:
     assert run.code == 2 and "25.505: at most 2 decimals (cents)" in run.err, run.err
 
 
-@pytest.mark.parametrize(("units", "cents"), [("25", 2500), ("25.50", 2550), ("0.29", 29), ("25.5000", 2550),
+@pytest.mark.parametrize(("units", "cents"), [("25", 2500), ("25.50", 2550), ("0.29", 29), ("25.5", 2550),
                                               ("90071992547409.93", 9007199254740993)])
 def test_an_amount_is_exact_cents(units: str, cents: int) -> None:
     assert Cents().convert(units, None, None) == cents
@@ -57,7 +57,7 @@ def test_a_remainder_count_in_digits_that_are_no_number_is_a_usage_error(directo
 
 
 @pytest.mark.parametrize(("tokens", "counts"), [
-    (("TH=2", "10H=3"), {"TH": 5}), (("as", "AS=2", "As"), {"AS": 4}), (("ZZ", "7h=1"), {"ZZ": 1, "7H": 1})])
+    (("TH=2", "10H=3"), {"TH": 5}), (("as", "AS=2", "As"), {"AS": 4}), (("7h=1",), {"7H": 1})])
 def test_a_card_typed_two_ways_in_a_remainder_adds_up(tokens: tuple[str, ...], counts: dict[str, int]) -> None:
     """The remainder's counts reach the daemon once per card: "TH" and "10H" were two keys of one
     card there, and one count replaced the other (5 tens of hearts reconciled as 3)."""

@@ -36,7 +36,7 @@ CARD = re.compile(r'"((?:10|[2-9JQKA])[CDHS])"')
 def test_version_banner_and_state_shape(directory):
     with simulate(directory) as daemon:
         client = daemon.client()
-        assert client.version == {"class": "VERSION", "release": client.version["release"], "protocol": "1.0"}
+        assert client.version == {"class": "VERSION", "release": client.version["release"], "protocol": "1.1"}
         assert client.version["release"].startswith("cardd ")
         state = client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         assert set(state) >= {"devices", "shoe", "round", "holds", "alarms", "piles", "seq"}

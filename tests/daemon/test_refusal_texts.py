@@ -104,7 +104,7 @@ def test_every_command_refused_names_itself_never_a_class_and_the_way_forward(tm
     # the way forward names the command to send next, as people send it
     assert why["place_bet"] == "no round is open: open one with open_round first"
     assert why["open_round"].startswith("shuffler is offline (play waits for it); shoe-reader is offline (play waits for it)")
-    assert why["open_round"].endswith("the shoe is idle: shuffle a shoe and load it first")
+    assert why["open_round"].endswith("the shoe is idle: shuffle a shoe with start_shuffle and load it first")
     assert why["placement_error"] == "no round is open"  # a supervisor's: there is no round to open for it
     assert why["hand_shuffled"].startswith('this table\'s rules say [shoe] shuffle = "automatic"')
     assert why["shoe_remainder"].startswith("the shoe is idle: its remainder is counted once the shoe is complete")
