@@ -196,11 +196,13 @@ CARDCTL_ARGUMENTS: dict[tuple[str, str], str] = {
     ("void_shoe", "next_shoe"): "--next-shoe",
     ("export_journal", "since"): "--since", ("export_journal", "until"): "--until",
     ("export_journal", "format"): "--format",
+    ("firmware_update", "image_base64"): "IMAGE", ("firmware_update", "allow_downgrade_by"): "--allow-downgrade-by",
+    ("firmware_update", "force"): "--force",
 }
 _HEAD = re.compile(r"^(?P<name>[a-z_]+)(?P<after> refused: |: | needs )")
 #: a bad-args line's head: the command, its field and where in it (``co_players[1].player``,
 #: ``returned key 'ZZ'``: the value is in the line again, the problem's own words)
-_FIELD = re.compile(r"^(?P<name>[a-z_]+)\.(?P<field>[a-z_]+)(?:\[[^\]]*\]|\.[a-z_]+| key '[^']*')*(?=: )")
+_FIELD = re.compile(r"^(?P<name>[a-z_]+)\.(?P<field>[a-z_0-9]+)(?:\[[^\]]*\]|\.[a-z_]+| key '[^']*')*(?=: )")
 #: a command the refusal names as the way forward: an API name with an underscore (no English word
 #: has one) or, for the plain words (redeal, act, resume), one after "with" ("void the round with
 #: redeal") or alone in brackets ("continues it (resume)"); "the players act" or "no held round to

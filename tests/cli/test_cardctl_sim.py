@@ -295,9 +295,12 @@ def test_unload_shoe_prints_the_stub_as_shoe_remainder_takes_it(daemon: Daemon) 
                  ("round", "bet", "1", "ann", "25"), ("round", "no-more-bets")):
         assert cardctl(sock, *args).code == 0, args
     client = daemon.client()
-    for _ in range(6):  # the players stand until the round is over
+    for _ in range(8):  # insurance declined, the players stand until the round is over
         dealt = cardctl(sock, "sim", "deal", "--needed")
         assert dealt.code == 0, dealt.err
+        if "now insurance is offered" in dealt.out:
+            assert cardctl(sock, "round", "close-insurance").code == 0
+            continue
         turn = client.state()["round"]["turn"]
         if turn is None:
             break

@@ -136,7 +136,9 @@ def test_a_bad_args_line_names_cardctls_argument_not_the_apis_field() -> None:
         "round reduce NEW_STAKE: expected a whole number, got 'ten'"
     assert in_cardctl_words("act.co_players[1].player: 'p\\x9bx' is not a name: U+009B is a control character") == \
         "round act --co-player: 'p\\x9bx' is not a name: U+009B is a control character"
-    assert in_cardctl_words("firmware_update.image: expected a string") == "firmware_update.image: expected a string"
+    assert in_cardctl_words("firmware_update.image_base64: expected a string") == "firmware flash IMAGE: expected a string"
+    assert in_cardctl_words("firmware_update.allow_downgrade_by: expected a string") == \
+        "firmware flash --allow-downgrade-by: expected a string"
 
 
 def test_every_field_of_a_table_command_is_an_argument_or_option_of_its_cardctl_command() -> None:
