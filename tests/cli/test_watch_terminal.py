@@ -209,6 +209,9 @@ def test_watch_says_when_cardd_restarts_and_goes_on_from_the_last_event_it_showe
     lines, log = directory / "watch.jsonl", directory / "watch.err"
     with lines.open("w") as out, log.open("w") as err:
         as_json = subprocess.Popen([*watch, "--json"], stdout=out, stderr=err)
+
+    def json_seq(seq: int) -> bool:
+        return any(json.loads(line).get("seq") == seq for line in lines.read_text().splitlines())
     try:
         client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         tmux.wait_for(lambda s: "SHOE0001" in s)
@@ -219,6 +222,7 @@ def test_watch_says_when_cardd_restarts_and_goes_on_from_the_last_event_it_showe
         tmux.wait_for(lambda s: f"{verified['seq']} " in last_events(s)[-1:][0] and shown_seq(s) == verified["seq"]
                       if last_events(s) else False)
         before = verified["seq"]
+        wait_until(lambda: json_seq(before), "the JSON watch had the shuffle")  # it started: it watches
         client.close()
         daemon.kill()  # SIGKILL: no goodbye on the socket
         screen = tmux.wait_for(lambda s: "cardd closed the connection at" in s and "reconnecting, attempt" in s)
@@ -232,8 +236,7 @@ def test_watch_says_when_cardd_restarts_and_goes_on_from_the_last_event_it_showe
         burning = client.wait_state(lambda s: s["shoe"]["state"] == "burning")
         screen = tmux.wait_for(lambda s: "shoe burning" in s and shown_seq(s) >= burning["seq"])
         # beside it, the JSON watch: every seq from its STATE's on, once each, none missing
-        wait_until(lambda: any(json.loads(line).get("seq") == burning["seq"]
-                               for line in lines.read_text().splitlines()), "the JSON watch had the load")
+        wait_until(lambda: json_seq(burning["seq"]), "the JSON watch had the load")
         records = [json.loads(line) for line in lines.read_text().splitlines()]
         seqs = [record["seq"] for record in records[1:]]
         assert seqs == list(range(records[0]["state"]["seq"] + 1, seqs[-1] + 1)), seqs
