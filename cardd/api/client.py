@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import os
 import select
 import socket
 import stat
@@ -247,31 +248,51 @@ class ApiClient:
         ``hangup_fd`` (the watcher's stdout): while waiting for the next event, also watch it, and
         raise BrokenPipeError when it reports a hang-up or error — a pipe whose reader went away,
         which a quiet table would otherwise reveal only at the next write, hours later."""
+        for event in self.watch_waking(since_seq, hangup_fd):
+            if event is not None:
+                yield event
+
+    def watch_waking(self, since_seq: int | None = None, hangup_fd: int | None = None,
+                     wake_fd: int | None = None) -> Iterator[ApiEvent | None]:
+        """:meth:`watch`, and None each time ``wake_fd`` (a signal's wakeup pipe, non-blocking) can
+        be read while it waits for an event: a view redraws then (a terminal resized), with no
+        event to wait for."""
         request_id = self._next_id()
         self._send(Watch(id=request_id, enable=True, since_seq=since_seq))
         self._reply(request_id)  # the replayed events come before the ACK
         while True:
             while self.pending_events:
                 yield self.pending_events.pop(0)
-            if hangup_fd is not None:
-                self._wait_for_line(hangup_fd)
+            if (hangup_fd is not None or wake_fd is not None) and self._wait_for_line(hangup_fd, wake_fd):
+                yield None
+                continue
             message = self._read()
             if isinstance(message, ApiEvent):
                 yield message
 
-    def _wait_for_line(self, hangup_fd: int) -> None:
-        """Return once a line can be read (or the socket ends); BrokenPipeError if ``hangup_fd``
-        hangs up first."""
+    def _wait_for_line(self, hangup_fd: int | None, wake_fd: int | None = None) -> bool:
+        """Return once a line can be read (or the socket ends): False; True if ``wake_fd`` can be read
+        first (what it holds is read); BrokenPipeError if ``hangup_fd`` hangs up first."""
         if self._buffered():
-            return
+            return False
         poller = select.poll()
         poller.register(self._sock.fileno(), select.POLLIN)
-        poller.register(hangup_fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
+        if hangup_fd is not None:
+            poller.register(hangup_fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
+        if wake_fd is not None:
+            poller.register(wake_fd, select.POLLIN)
         timeout = self._sock.gettimeout()
         ready = dict(poller.poll(None if timeout is None else timeout * 1000))
-        if hangup_fd in ready:
+        if hangup_fd is not None and hangup_fd in ready:
             raise BrokenPipeError(errno.EPIPE, f"descriptor {hangup_fd} hung up")
-        # else the socket has something (or the wait timed out): the read that follows takes it
+        if wake_fd is not None and wake_fd in ready:
+            try:
+                while os.read(wake_fd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            return True
+        return False  # the socket has something (or the wait timed out): the read that follows takes it
 
     def _buffered(self) -> bool:
         """Whether the stream holds bytes already, or the socket has some: a peek with the socket

@@ -55,9 +55,16 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
         devices.add_row(*cells(name, d["link"], d["state"], ident.get("model", "-"), ident.get("serial", "-"),
                                ident.get("firmware", "-")))
     out.print(devices)
+    for name, d in state["devices"].items():
+        fault = fault_line(name, d)
+        if fault is not None:
+            out.print(shown(fault, style="red"))
     shoe = state["shoe"]
     out.print(shown(f"shoe: {shoe['state']}, {shoe['cards_out']} of {shoe['cards_in_shoe']} cards out "
                     f"({shoe['penetration']:.0%} penetration)"))
+    entry = entry_line(state)
+    if entry is not None:
+        out.print(shown(entry, style="yellow"))
     next_shoe = next_shoe_line(shoe)
     if next_shoe is not None:
         out.print(shown(next_shoe, style="yellow" if shoe.get("next_shoe_held") else ""))
@@ -65,6 +72,11 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
     out.print(shown("round: none" if r is None else
                     f"round {r['id']}: {r['state']}" + (f" HELD ({in_cardctl_words(r['held'])})" if r["held"] else "")
                     + (f", house {money(r['house_result'])}" if r["house_result"] is not None else "")))
+    if r is not None and (r["boxes"] or r["wagers"]):
+        out.print(hands_table(r))
+        results = results_line(r)
+        if results is not None:
+            out.print(shown(results))
     for hold, why in state["holds"].items():
         out.print(shown(f"hold {hold}: {in_cardctl_words(why)}", style="yellow"))
     exposed = state["piles"]["pending"]  # seen already: each the next card a hand takes (deal-tracking.md step 9)
@@ -77,6 +89,94 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
                         style="yellow"))
     print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
+
+
+def fault_line(name: str, device: dict[str, Any], between: str = " in fault: ") -> str | None:
+    """A device in fault (STATE's ``devices``): its code, where, the device's words, and what ends
+    it in cardctl's words; None when it is not in fault."""
+    if device["state"] != "fault":
+        return None
+    code = device.get("fault") or "unknown"
+    line = f"{name}{between}{code}"
+    if device.get("fault_position"):
+        line += f" at position {device['fault_position']}"
+    detail = device.get("fault_detail")
+    if detail and detail.lower().replace(" ", "_") != code:  # a detail that adds to the code
+        line += f" ({device['fault_detail']})"
+    ends = device.get("fault_ends")
+    return line + (f": {in_cardctl_words(ends)}" if ends else "")
+
+
+def entry_line(state: dict[str, Any]) -> str | None:
+    """The unreadable card the dealer must name (STATE's ``awaiting_entry``), and the reads that wait
+    behind it; None when none waits."""
+    index = state.get("awaiting_entry")
+    if index is None:
+        return None
+    line = f"unreadable card #{index} waits for the dealer: cardctl shoe enter-card CARD"
+    behind = state.get("reads_behind_entry") or 0
+    if behind:
+        line += f" ({behind} card{'s' if behind != 1 else ''} read after it wait{'s' if behind == 1 else ''} for it)"
+    return line
+
+
+def hand_notes(hand: dict[str, Any], turn: bool = False) -> list[str]:
+    """What a hand is now (bust, blackjack, stood, doubled, surrendered, to act) and, once settled,
+    each player's result on it: a note each."""
+    notes = [name for name, on in (("bust", hand.get("bust")), ("blackjack", hand.get("blackjack")),
+                                   ("surrendered", hand["surrendered"]), ("doubled", bool(hand["doubled"])))
+             if on]
+    if hand["stood"] and not (hand.get("bust") or hand.get("blackjack") or hand["surrendered"]):
+        notes.insert(0, "stood")  # a bust, blackjack or surrendered hand is closed: "stood" says nothing more
+    if turn:
+        notes.append("<- to act")
+    for result in hand.get("results", []):
+        kind = "" if result["kind"] in ("main", result["outcome"]) else f" {result['kind'].replace('_', ' ')}"
+        notes.append(f"{result['player']}{kind} {result['outcome']} {signed(result['net'])}")
+    return notes
+
+
+def signed(cents: int | str) -> str:
+    """A result as a person reads one: ``+25.00``, ``-10.00``, ``0.00``."""
+    text = money(cents)
+    return text if text.startswith("-") or text == money(0) else f"+{text}"
+
+
+def hands_table(r: dict[str, Any], fill: bool = False) -> Table:
+    """STATE's round: every box's bets, hands with cards, totals and what each hand is, the dealer's."""
+    table = Table(expand=fill)
+    for column in ("box", "hand", "cards", "total", "stakes", "notes"):
+        table.add_column(column)
+    turn = r.get("turn")
+    for box, wagers in r["wagers"].items():
+        if box not in r["boxes"]:  # bets placed, no card yet
+            stakes = ", ".join(f"{p} {money(a)}" for p, a in wagers.items())
+            table.add_row(*cells(f"box {box}", "", "", "", stakes, ""))
+    for box, hands in r["boxes"].items():
+        for hand in hands:
+            total = ("soft " if hand["soft"] else "") + str(hand["total"])
+            to_act = turn is not None and str(turn[1]) == box and turn[2] == hand["hand"]
+            stakes = ", ".join(f"{p} {money(a)}" for p, a in hand["stakes"].items())
+            # STATE numbers a box's hands from 0; people (and the journal's messages) from 1
+            table.add_row(*cells(f"box {box}", hand["hand"] + 1, " ".join(hand["cards"]), total, stakes,
+                                 ", ".join(hand_notes(hand, to_act))))
+    dealer = r["dealer"]
+    notes = [name for name in ("bust", "blackjack") if dealer.get(name)]
+    table.add_row(*cells("dealer", "", " ".join(dealer["cards"]),
+                         ("soft " if dealer["soft"] else "") + str(dealer["total"]), "", ", ".join(notes)))
+    return table
+
+
+def results_line(r: dict[str, Any]) -> str | None:
+    """A settled round's result per player (and the bets of a box, not a hand: insurance, pairs);
+    None before it is settled."""
+    players = r.get("player_results")
+    if players is None:
+        return None
+    line = "results: " + (", ".join(f"{p} {signed(net)}" for p, net in players.items()) or "no bets")
+    side = [f"{b['player']} {b['kind'].replace('_', ' ')} {b['outcome']} {signed(b['net'])}"
+            for b in r.get("box_results", [])]
+    return line + (f" (of which {', '.join(side)})" if side else "")
 
 
 def next_shoe_line(shoe: dict[str, Any]) -> str | None:

@@ -38,6 +38,20 @@ TROUBLE = ("offline", "stale", "fault")
 LIVENESS = (Heartbeat, Status, Ident)
 NOT_USABLE = ("offline", "connecting", "stale", "updating")  # states whose reports are not trusted
 FAULT_CODES = frozenset(FaultCode)
+#: faults that end only when their cause goes (a door or cover closed): a ClearFault is refused
+#: (docs/protocol.md, ClearFault), so no technician's clear_fault ends them
+ENDED_BY_CAUSE = {FaultCode.DOOR_OPEN: "the door", FaultCode.COVER_OPEN: "the cover"}
+
+
+def fault_ends(code: FaultCode | None, device: str | None = None) -> str:
+    """What ends a device's fault ``code`` (None: a fault the device named with no code we know),
+    in the API's words: the one text the table's refusals and STATE give. With ``device`` (its
+    role, as clear_fault takes it), the clear_fault named is the whole command."""
+    part = ENDED_BY_CAUSE.get(code) if code is not None else None
+    if part is not None:
+        return f"it ends when {part} is closed (clear_fault is refused while it is open)"
+    command = "clear_fault" if device is None or code is None else f"clear_fault {device} {code.name.lower()}"
+    return f"wait for the device to clear it, or a technician clears it with {command} once it is fixed"
 
 
 class DeviceModel(TableDriven):

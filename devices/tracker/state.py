@@ -17,7 +17,7 @@ from devices.errors import TableError
 from devices.game.inputs import Hold, RoundInput
 from devices.game.round import Round
 from devices.game.rules import HouseRules
-from devices.models.device_model import DeviceModel
+from devices.models.device_model import DeviceModel, fault_ends
 from devices.models.shoe_reader_model import ShoeReaderModel
 from devices.models.shuffler_model import ShufflerModel
 from devices.tracker.alarms import AlarmBook, alarms_open
@@ -28,7 +28,6 @@ from firmware_bridge.messages import CardRead
 _ALARM = Severity.ALARM  # read for every event: a member read from its class costs a lookup
 _OPEN_ROUND, _CLEAR_ALARM = command_name(OpenRound), command_name(ClearAlarm)
 _REDEAL, _VOID_SHOE = command_name(Redeal), command_name(VoidShoe)
-_CLEAR_FAULT = "clear_fault"  # the technician's device command (cardd.daemon.devices), not a table input
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +187,7 @@ class TableState:
 
 
 def _in_fault(model: DeviceModel) -> str:
-    """A device in fault, and what ends it: the device's own FaultCleared, or a technician's clear_fault."""
-    code = model.active_fault.code.name.lower() if model.active_fault is not None else "unknown"
-    return (f"the {model.NAME} is in fault ({code}): wait for the device to clear it, or a technician clears it "
-            f"with {_CLEAR_FAULT} once it is fixed")
+    """A device in fault, and what ends it (devices.models.device_model.fault_ends)."""
+    fault = model.active_fault
+    return f"the {model.NAME} is in fault ({'unknown' if fault is None else fault.code.name.lower()}): " \
+        f"{fault_ends(None if fault is None else fault.code)}"

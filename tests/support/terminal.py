@@ -46,6 +46,15 @@ class Tmux:
             assert time.monotonic() < deadline, f"the screen never showed it:\n{screen}"
             time.sleep(0.1)
 
+    def resize(self, width: int, height: int) -> None:
+        """The terminal resized, as a person drags its window: the program gets SIGWINCH."""
+        subprocess.run([*self._server, "resize-window", "-t", self.name, "-x", str(width), "-y", str(height)],
+                       check=True)
+
+    def send_keys(self, *keys: str) -> None:
+        """Keys typed into the terminal, in tmux's names (``C-c`` for Ctrl-C)."""
+        subprocess.run([*self._server, "send-keys", "-t", self.name, *keys], check=True)
+
     def close(self) -> None:
         subprocess.run([*self._server, "kill-server"], capture_output=True)
         shutil.rmtree(self._directory, ignore_errors=True)
