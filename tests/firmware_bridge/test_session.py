@@ -142,8 +142,11 @@ def test_unasked_idents_while_a_handshake_is_due_are_counted_not_handed_on():
 
         await until(lambda: handed_on() + session.stats.idents_ignored >= len(unasked) - 1 and conn.connected)
         handshakes = kinds(events).count(K.CONNECTED)
-        assert 1 <= handed_on() <= handshakes - 1, (handed_on(), handshakes)  # at most one per handshake asked for
+        # each handshake after the first was asked for by one unasked IDENT, and may have taken another,
+        # queued behind it, as its HELLO's answer: at most two handed on per handshake
+        assert 1 <= handed_on() <= 2 * (handshakes - 1), (handed_on(), handshakes)
         assert session.stats.idents_ignored >= len(unasked) - 1 - handed_on()
+        assert session.stats.idents_ignored >= len(unasked) // 2  # most came while a handshake was due
         await conn.close()
 
     run(main())
