@@ -189,9 +189,14 @@ def test_a_switch_that_does_not_exist_or_a_bad_value_is_one_line(daemon: Daemon)
 
 
 def device_row(screen: str, device: str) -> list[str]:
-    """The cells of ``device``'s row in a view's devices table."""
-    row = next((line for line in screen.splitlines() if line.startswith("│") and f" {device} " in line), "")
-    return [cell.strip() for cell in row.split("│")[1:-1]]
+    """The cells of ``device``'s row in a view's devices table: status draws its borders, watch
+    lays its columns out two spaces apart."""
+    for line in screen.splitlines():
+        if line.startswith("│") and f" {device} " in line:
+            return [cell.strip() for cell in line.split("│")[1:-1]]
+        if line.startswith(f"{device} "):
+            return re.split(r" {2,}", line.strip())
+    return []
 
 
 def test_a_fault_raised_and_cleared_shows_in_status_and_watch(daemon: Daemon) -> None:

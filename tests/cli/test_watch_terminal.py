@@ -215,7 +215,8 @@ def test_watch_says_when_cardd_restarts_and_goes_on_from_the_last_event_it_showe
     try:
         client.wait_state(lambda s: all(d["link"] == "up" for d in s["devices"].values()))
         tmux.wait_for(lambda s: "SHOE0001" in s)
-        client.ok("start_shuffle")
+        wait_until(lambda: lines.read_text().startswith('{"class": "STATE"'), "the JSON watch's STATE")
+        client.ok("start_shuffle")  # both watches follow the table now: the shuffle reaches them as events
         client.wait_state(lambda s: s["shoe"]["state"] == "verified")
         (verified,) = client.request({"class": "LOG", "reason": "SHOE_VERIFIED"})["records"]  # the shuffle's last
         # the view has it: its last event, the heading's seq (a STATE can be ahead of the events read)
