@@ -435,18 +435,23 @@ def device_texts(min_size: int = 0) -> st.SearchStrategy[str]:
 
 
 def watch_texts(state: dict[str, Any], shown_events: list[dict[str, Any]]) -> list[str]:
-    """What ``watch`` must show of a STATE and the events it followed: each text as text."""
+    """What ``watch`` must show of a STATE and the events it followed: each text as text, the
+    daemon's words in cardctl's (``clear_fault of shoe`` as ``clear-fault of shoe``)."""
+    def said(text: str) -> str:
+        return visible(in_cardctl_words(text))
+
     texts = [visible(ident[key]) for device in state["devices"].values() if (ident := device.get("ident"))
              for key in ("model", "serial", "firmware")]
     r = state["round"]
     if r is not None:
-        texts += [f"HELD: {visible(r['held'])}"] if r["held"] else []
+        texts += [f"HELD: {said(r['held'])}"] if r["held"] else []
         texts += [f"{visible(player)} {money(amount)}" for wagers in r["wagers"].values()
                   for player, amount in wagers.items()]
-    texts += [part for hold, why in state["holds"].items() for part in (f"HOLD {visible(hold)}", visible(why))]
+    texts += [part for hold, why in state["holds"].items() for part in (f"HOLD {visible(hold)}", said(why))]
     texts += [part for alarm in state["alarms"]
-              for part in (f"ALARM {alarm['id']} {visible(alarm['reason'])}", visible(alarm["message"]))]
-    texts += [visible(event[key]) for event in shown_events[-LAST_EVENTS:] for key in ("reason", "message")]
+              for part in (f"ALARM {alarm['id']} {visible(alarm['reason'])}", said(alarm["message"]))]
+    texts += [visible(event["reason"]) for event in shown_events[-LAST_EVENTS:]]
+    texts += [said(event["message"]) for event in shown_events[-LAST_EVENTS:]]
     return texts
 
 

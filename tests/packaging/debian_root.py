@@ -42,7 +42,10 @@ def tarball() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="debootstrap-", dir=path.parent) as scratch:
         root = Path(scratch) / "root"
-        done = subprocess.run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(INCLUDE)}", SUITE,
+        # in a mount namespace of its own, so the /proc and /sys it mounts in the root go with it,
+        # even when it is killed (a timeout): left mounted, the scratch folder could not be removed
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--fork", "--kill-child",
+                               "debootstrap", f"--variant={VARIANT}", f"--include={','.join(INCLUDE)}", SUITE,
                                str(root), MIRROR], capture_output=True, text=True, timeout=1800)
         assert done.returncode == 0, f"debootstrap: {done.stdout[-3000:]}{done.stderr[-2000:]}"
         for deb in (root / "var" / "cache" / "apt" / "archives").glob("*.deb"):  # debootstrap's downloads

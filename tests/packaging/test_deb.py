@@ -28,7 +28,11 @@ from tests.packaging.debian_root import in_root, start_in_root, stop_in_root, un
 ROOT = Path(__file__).resolve().parents[2]
 #: one worker runs the whole module (make test: --dist loadgroup): the package is built and the root
 #: made once, and the remove and purge come after every other check, as they stand in the file
-pytestmark = pytest.mark.xdist_group("debian-package")
+pytestmark = [pytest.mark.xdist_group("debian-package"),
+              # the first test's setup builds the package and, on a machine without the cached root,
+              # runs debootstrap: 3-4 minutes alone, more on a busy machine; each test's own waits are
+              # bounded by their subprocess timeouts
+              pytest.mark.timeout(1800)]
 #: the edit docs/install.md asks for (its Debian package section) before the first check: no firmware key is installed
 #: here, so firmware updates are left refused (the device URLs may stay the example's until plugged)
 DOCUMENTED_EDIT = r"sed -i 's/^public_key = /# public_key = /' /etc/cardd/cardd.toml"
