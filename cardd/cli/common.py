@@ -181,10 +181,6 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "sim_load_shoe": "sim load-shoe", "sim_deal": "sim deal", "sim_unload_shoe": "sim unload-shoe",
     "sim_fault": "sim fault", "sim_switches": "sim switch",
 }
-#: an API command's argument a refusal names as the way forward, as cardctl's option for it
-CARDCTL_OPTIONS: dict[tuple[str, str], str] = {("void_shoe", "next_shoe=true"): "--next-shoe",
-                                               ("firmware_update", "force=true"): "--force",
-                                               ("firmware_update", "allow_downgrade_by=NAME"): "--allow-downgrade-by NAME"}
 #: an API command's field (its args') as cardctl's argument or option for it, where that is not the
 #: field's name in capitals (``place_bet.box``: BOX); a bad-args line names the field
 #: (``enter_card.card: not a card``), cardctl's the argument (``shoe enter-card CARD: not a card``).
@@ -224,6 +220,20 @@ def argument_words(name: str, field: str) -> str:
     return CARDCTL_ARGUMENTS.get((name, field), field.upper())
 
 
+#: a way forward a refusal names with an argument (``void_shoe next_shoe=true``,
+#: ``firmware_update allow_downgrade_by=NAME``): one cardctl command line, with the option
+#: CARDCTL_ARGUMENTS gives that field
+_WAY_WITH_ARG = re.compile(r"\b(?P<name>[a-z_]+) (?P<field>[a-z_0-9]+)=(?P<value>true|[A-Z]+)\b")
+
+
+def _way_with_option(match: re.Match[str]) -> str:
+    name, field, value = match["name"], match["field"], match["value"]
+    option = CARDCTL_ARGUMENTS.get((name, field))
+    if name not in CARDCTL_COMMANDS or option is None or not option.startswith("--"):
+        return match[0]
+    return f"cardctl {CARDCTL_COMMANDS[name]} {option}" + ("" if value == "true" else f" {value}")
+
+
 def in_cardctl_words(line: str) -> str:
     """The daemon's refusal ``line`` (worded for the API) in cardctl's words: the refused command
     as cardctl spells it, and each next step as the cardctl command to type
@@ -241,8 +251,7 @@ def in_cardctl_words(line: str) -> str:
         line = CARDCTL_COMMANDS[head["name"]] + line[head.end("name"):]
         start = len(CARDCTL_COMMANDS[head["name"]])
     rest = line[start:]
-    for (name, arg), option in CARDCTL_OPTIONS.items():  # "void_shoe next_shoe=true": one cardctl command line
-        rest = rest.replace(f"{name} {arg}", f"cardctl {CARDCTL_COMMANDS[name]} {option}")
+    rest = _WAY_WITH_ARG.sub(_way_with_option, rest)
     return line[:start] + _NEXT.sub(lambda m: f"cardctl {CARDCTL_COMMANDS[m[0]]}" if m[0] in CARDCTL_COMMANDS
                                     else m[0], rest)
 

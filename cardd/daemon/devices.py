@@ -274,7 +274,7 @@ async def _firmware(args: FirmwareUpdateArgs, devices: Devices, public_key: Path
         key, signed = await asyncio.to_thread(_read_firmware, public_key, args)
     except OSError as exc:
         raise CommandFailed(f"firmware_update: {exc.filename}: {exc.strerror}") from None
-    try:  # the way forward, as the API takes it (cardctl shows its options: CARDCTL_OPTIONS)
+    try:  # the way forward, as the API takes it (cardctl shows its options: CARDCTL_ARGUMENTS)
         plan = check_update(conn.ident, signed, key, allow_downgrade_by=args.allow_downgrade_by, reflash=args.force)
     except FirmwareSameVersion as exc:
         raise CommandFailed(f"firmware_update: {exc}: flash it again with firmware_update force=true") from None

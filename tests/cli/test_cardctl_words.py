@@ -70,7 +70,7 @@ def test_a_refusal_names_the_cardctl_command_typed_and_the_one_to_type_next() ->
                             "one with sim_load_shoe first") == \
         ("sim deal: the simulated shoe holds no cards to deal (the table's shoe is idle): load one with cardctl sim "
          "load-shoe first")
-    # a way forward with an argument: cardctl's option for it (CARDCTL_OPTIONS)
+    # a way forward with an argument: cardctl's option for it (CARDCTL_ARGUMENTS)
     assert in_cardctl_words("void_shoe refused: the shoe voided last is void already; ...; to void it too, say so: "
                             "void_shoe next_shoe=true") == \
         ("shoe void refused: the shoe voided last is void already; ...; to void it too, say so: "
