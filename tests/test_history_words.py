@@ -5,6 +5,7 @@ words alone: a device's session (firmware_bridge.session), the daemon's stop, a 
 device that no longer has an event, a measurement's date."""
 from __future__ import annotations
 
+import codecs
 import re
 import subprocess
 from pathlib import Path
@@ -70,13 +71,13 @@ def history_phrases(path: Path) -> list[str]:
 
 
 def test_the_patterns_catch_the_narrative_and_leave_the_software_alone() -> None:
-    # the narrative examples are put together from parts, so that this file itself never reads as one
-    narrative = ["measured at " + "stop 21", "(from the " + "trial)", "the " + "review's: a run",
-                 "found by the " + "stop's review",
-                 "Found by the 2,000-shoe soak", "the hostile tester", "met by a new user", "in a session whose",
-                 "(issue 7)", "the issue's target", "it used to fail", "previously", "no longer waits", "(fixed)",
-                 "## The daemon (2026-11-23, later)", "it ran. Before, it hung", "the end. Now it waits",
-                 "journals made before 2026-11-27", "the coordinator"]
+    # the narrative examples are kept in rot13, so that this file itself never reads as one
+    narrative = [codecs.decode(phrase, "rot13") for phrase in (
+        'zrnfherq ng fgbc 21', '(sebz gur gevny)', "gur erivrj'f: n eha", "sbhaq ol gur fgbc'f erivrj",
+        'Sbhaq ol gur 2,000-fubr fbnx', 'gur ubfgvyr grfgre', 'zrg ol n arj hfre', 'va n frffvba jubfr', '(vffhr 7)',
+        "gur vffhr'f gnetrg", 'vg hfrq gb snvy', 'cerivbhfyl', 'ab ybatre jnvgf', '(svkrq)',
+        '## Gur qnrzba (2026-11-23, yngre)', 'vg ena. Orsber, vg uhat', 'gur raq. Abj vg jnvgf',
+        'wbheanyf znqr orsber 2026-11-27', 'gur pbbeqvangbe')]
     software = ["the session's CONNECTED event", "the stop's last commit", "a hostile device",
                 "the device no longer has", "a device it no longer trusts", "found by the check on open",
                 "found by the walk that reads it", "cardctl log --until 2026-09-01",
