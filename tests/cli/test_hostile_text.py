@@ -56,7 +56,7 @@ from tests.daemon.daemon_rig import Daemon, remove, shuffle_and_load, state_dir,
 from tests.support.terminal import Tmux, kept_open, line_width, terminal_width
 
 FULL = os.environ.get("CARDD_FULL") == "1"
-VIEW_EXAMPLES = 20_000 if FULL else 2_000
+VIEW_EXAMPLES = 20_000 if FULL else 600
 #: the width of the in-process terminal: every drawn text fits a line of each view, so a line
 #: that wraps is one the text broke
 WIDTH = 800

@@ -117,8 +117,9 @@ async def deal_through_resets(endpoint: Endpoint, device: SimulatedShoe, decks: 
         await conn.close()
     print(f"{resets} resets: {stats}")
     # the resets fell in the stream and resumes followed: how many resets a handshake absorbs at once
-    # depends on the machine's load (7 of 40 seen on a loaded 2-core machine, 14-21 idle)
-    assert stats.resumes >= 5
+    # depends on the machine's load (4 of 12 and 7 of 40 seen on a loaded 2-core machine, 14-21 of 40
+    # idle), so this asks only that resumes happened at all; the asserts below are the property
+    assert stats.resumes >= 2
     total = cards + 2  # ShoeLoaded, every card, ShoeEmpty
     assert journal.indexes() == list(range(1, total + 1))  # each index once, in order, none lost
     assert journal.reads() == list(range(1, cards + 1))

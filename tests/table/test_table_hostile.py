@@ -145,7 +145,7 @@ def drive(data: st.DataObject, steps: int) -> None:
 
 @pytest.mark.soak
 @pytest.mark.timeout(3600 if FULL else 300)  # the whole property is one test
-@settings(max_examples=8_000 if FULL else 2_000, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8_000 if FULL else 600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_hostile_inputs_never_escape_and_every_card_is_in_one_place(data: st.DataObject) -> None:
     drive(data, 80 if FULL else 25)
