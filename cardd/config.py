@@ -25,7 +25,8 @@ import socket
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 import msgspec.inspect as schema
@@ -159,6 +160,41 @@ class NotifyConfig(_Section, frozen=True):
         return self.table or socket.gethostname()
 
 
+#: a site's or a table's id in the floor's topics (cardd/v1/<site>/<table>/...): no MQTT wildcard
+#: (+ #), separator (/) or space, so a topic names exactly one table (docs/floor.md)
+_TOPIC_ID = r"^[A-Za-z0-9_-]{1,64}$"
+CardData = Literal["none", "after_round"]
+MqttVersion = Literal["5", "3.1.1"]
+
+
+class ExportConfig(_Section, frozen=True):
+    """``[export]``: the journal published to an MQTT broker cluster, one way (docs/floor.md).
+    Absent, nothing leaves the table."""
+    #: mqtt://HOST[:PORT] or mqtts://HOST[:PORT], tried in order: the next on failure (a cluster's nodes)
+    brokers: Annotated[list[str], msgspec.Meta(min_length=1, max_length=16)]
+    site: Annotated[str, msgspec.Meta(pattern=_TOPIC_ID)]
+    table: Annotated[str, msgspec.Meta(pattern=_TOPIC_ID)]
+    #: "5", or "3.1.1" for a broker that speaks only that (NATS)
+    mqtt_version: MqttVersion = "5"
+    username: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    #: the password, in a file only cardd may read (mode 0600 or 0400)
+    password_file: Path | None = None
+    #: the CA that signed the brokers' certificates (mqtts://); left out, the system's
+    ca_file: Path | None = None
+    #: a TLS client certificate and its key, instead of (or beside) a password
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    #: "none": no card identity, hand or shoe composition is sent; "after_round": a round's cards once
+    #: it is settled (only where the jurisdiction allows it, on a private network)
+    card_data: CardData = "none"
+    #: a backlog whose oldest record is older than this is an alarm, cleared when it drains
+    backlog_alarm_s: Annotated[float, msgspec.Meta(ge=10.0, le=7 * 86_400.0)] = 300.0
+    #: the chain head is published at least this often while records flow (and at every shoe's end)
+    anchor_every_s: Annotated[float, msgspec.Meta(ge=1.0, le=3600.0)] = 60.0
+    #: seconds without an answer from a broker before it is given up for the next
+    timeout_s: Annotated[float, msgspec.Meta(ge=1.0, le=120.0)] = 10.0
+
+
 class CarddConfig(_Section, frozen=True):
     devices: DevicesConfig
     table: TableConfig
@@ -168,6 +204,7 @@ class CarddConfig(_Section, frozen=True):
     roles: RolesConfig = msgspec.field(default_factory=RolesConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
     notify: NotifyConfig = msgspec.field(default_factory=NotifyConfig)
+    export: ExportConfig | None = None
 
 
 def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> CarddConfig:
@@ -202,6 +239,40 @@ def parse_config(text: str, source: str = "<config>") -> CarddConfig:
         raise ConfigError(source, message, key) from None
     _check(config, raw, source)
     return config
+
+
+class _ExportFile(_Section, frozen=True):
+    export: ExportConfig
+
+
+def load_export_section(path: str | os.PathLike[str]) -> ExportConfig:
+    """``cardd --simulate --export FILE``: a TOML file holding only an ``[export]`` section, checked
+    as a configuration's is; :class:`ConfigError` (one line) if it cannot be used."""
+    source = str(path)
+    try:
+        raw = tomllib.loads(Path(path).read_bytes().decode("utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        text = Path(path).read_bytes().decode("utf-8", "replace")
+        raise ConfigError(source, toml_problem(exc, text).sentence("TOML")) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(source, f"cannot read it: {exc.strerror or type(exc).__name__}") from None
+    try:
+        export = msgspec.convert(raw, _ExportFile, dec_hook=_decode_path).export
+    except msgspec.ValidationError as exc:
+        key, message = _explain(schema_problem(exc, toml=True), raw)
+        raise ConfigError(source, message, key) from None
+
+    def fail(key: str, what: str) -> ConfigError:
+        return ConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
+
+    for name in ("password_file", "ca_file", "cert_file", "key_file"):
+        value = getattr(export, name)
+        if value is not None and not value.is_absolute():
+            raise fail(f"export.{name}", "expected an absolute path")
+    _check_export(export, fail)
+    return export
 
 
 def rules_file(name: str, relative_to: Path) -> Path:
@@ -242,6 +313,50 @@ def simulated(directory: str | os.PathLike[str] | None = None, rules: Path = SIM
         journal=JournalConfig(path=base / "journal.sqlite3"),
         api=ApiConfig(socket=base / "cardd.sock"),
     )
+
+
+def _check_export(export: ExportConfig, fail: Callable[[str, str], ConfigError]) -> None:
+    for index, url in enumerate(export.brokers):
+        problem = broker_url_problem(url)
+        if problem is not None:
+            raise fail(f"export.brokers.{index}", problem)
+    if export.password_file is not None and export.username is None:
+        raise fail("export.password_file", "goes with export.username (the broker's user for this table)")
+    if export.password_file is not None:
+        try:
+            mode = export.password_file.stat().st_mode
+        except OSError as exc:
+            raise fail("export.password_file", "no such file" if isinstance(exc, FileNotFoundError)
+                       else f"cannot be read: {exc.strerror}") from None
+        if mode & 0o077:
+            raise fail("export.password_file", f"others may read it (mode {mode & 0o777:04o}): only cardd may "
+                       "(chown cardd, chmod 0600)")
+    if export.cert_file is not None and export.key_file is None:
+        raise fail("export.cert_file", "needs export.key_file, the client certificate's key")
+    if export.key_file is not None and export.cert_file is None:
+        raise fail("export.key_file", "needs export.cert_file, the client certificate it is the key of")
+    tls = any(url.startswith("mqtts://") for url in export.brokers)
+    for key in ("ca_file", "cert_file"):
+        if getattr(export, key) is not None and not tls:
+            raise fail(f"export.{key}", "needs an mqtts:// broker (TLS)")
+
+
+def broker_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an MQTT broker's address cardd can use, or None."""
+    try:
+        found = urlsplit(url)
+        port = found.port
+    except ValueError as exc:
+        return f"not a broker URL ({exc})"
+    if found.scheme not in ("mqtt", "mqtts"):
+        return "expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]"
+    if not found.hostname:
+        return "expected a host name, like mqtt://broker.floor:1883"
+    if found.path not in ("", "/") or found.query or found.fragment or found.username or found.password:
+        return ("expected only mqtt[s]://HOST[:PORT]: the user is export.username, the password "
+                "export.password_file")
+    del port
+    return None
 
 
 def _decode_path(kind: type, value: Any) -> Any:
@@ -287,6 +402,8 @@ def _type_at(key: list[str]) -> schema.Type | None:
         if found is None:
             return None
         kind = found
+    if isinstance(kind, schema.UnionType) and any(isinstance(t, schema.StructType) for t in kind.types):
+        kind = next(t for t in kind.types if isinstance(t, schema.StructType))  # an optional section
     return kind
 
 
@@ -314,14 +431,25 @@ def _describe(kind: schema.Type) -> str:
         return f"a number from {kind.ge:g} to {kind.le:g}"
     if isinstance(kind, schema.CustomType) and kind.cls is Path:
         return "an absolute path (a string)"
+    if isinstance(kind, schema.StrType) and kind.pattern == _TOPIC_ID:
+        return "1 to 64 letters, digits, _ or - (a topic level: no /, + or #)"
     if isinstance(kind, schema.StrType):
         return "a string"
+    if isinstance(kind, schema.ListType):
+        item = _describe(kind.item_type)
+        items = f"{item[2:]}s" if item.startswith("a ") and " " not in item[2:] else f"items, each {item}"
+        if kind.min_length is not None and kind.max_length is not None:
+            return f"a list of {kind.min_length} to {kind.max_length} {items}"
+        return f"a list of {items}"
     return type(kind).__name__.removesuffix("Type").lower()
 
 
 def _value_at(raw: Any, key: list[str]) -> Any:
     for name in key:
-        raw = raw.get(name) if isinstance(raw, dict) else None
+        if isinstance(raw, list) and name.isdigit():  # export.brokers.0: an item of a list
+            raw = raw[int(name)] if int(name) < len(raw) else None
+        else:
+            raw = raw.get(name) if isinstance(raw, dict) else None
     return raw
 
 
@@ -389,6 +517,9 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
     paths = {"table.rules": config.table.rules, "journal.path": config.journal.path,
              "journal.export_dir": config.journal.export_dir, "api.socket": config.api.socket,
              "firmware.public_key": config.firmware.public_key, "notify.command": config.notify.command}
+    if config.export is not None:
+        paths |= {f"export.{name}": getattr(config.export, name)
+                  for name in ("password_file", "ca_file", "cert_file", "key_file")}
     for key, path in paths.items():
         if path is not None and not path.is_absolute():
             raise fail(key, "expected an absolute path")
@@ -396,6 +527,8 @@ def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
     if command is not None and not (command.is_file() and os.access(command, os.X_OK)):
         raise fail("notify.command", "expected an executable file (no shell: a script needs its #! line and "
                    "chmod +x)" if command.exists() else "no such file")
+    if config.export is not None:
+        _check_export(config.export, fail)
     journal_dir = config.journal.path.parent
     exports = config.journal.exports
     if exports == journal_dir or not exports.is_relative_to(journal_dir) or ".." in exports.parts:

@@ -15,7 +15,7 @@ import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import structlog
@@ -40,8 +40,10 @@ PRUNED_BY = "cardd"
 
 class Retention:
     def __init__(self, service: TableService, journal: Journal, exports: Path, every_s: float, *,
-                 group: int | None = None) -> None:
+                 group: int | None = None, delivered: Callable[[], int] | None = None) -> None:
         self.service, self.journal, self.exports, self.every_s = service, journal, exports, every_s
+        #: with the floor export on, the records it delivered through: prune keeps every record after
+        self.delivered = delivered
         self.group = group  # the API socket's group: export files are given to it
         #: where retention stood after the last prune or export (None before the first)
         self.status: RetentionStatus | None = None
@@ -106,7 +108,8 @@ class Retention:
         total = 0
         while True:
             result = await self.service.journal_write(
-                lambda: self.journal.prune(who=PRUNED_BY, max_records=PRUNE_CHUNK))
+                lambda: self.journal.prune(who=PRUNED_BY, max_records=PRUNE_CHUNK,
+                                           keep_after=None if self.delivered is None else self.delivered()))
             if result.pruned == 0:
                 break
             total += result.pruned

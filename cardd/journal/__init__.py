@@ -11,7 +11,7 @@ and the guarantees after a crash or a power cut.
 from .errors import (JournalBusy, JournalConfigError, JournalCorrupt, JournalEntryError, JournalError,
                      JournalExportError, JournalNotFound, JournalWriteError)
 from .integrity import QUICK_CHECK_RECORDS, VerifyResult
-from .journal import Encoded, Journal, journal_files
+from .journal import Delivery, Encoded, Journal, journal_files
 from .lock import WriterLock
 from .records import (INPUT_KEY, KIND_COMMAND, KIND_EVENT, KIND_EXPORT, KIND_INPUT, KIND_PRUNE, KIND_START,
                       KIND_STOP, SEVERITIES, Entry, Record, input_of)
@@ -19,7 +19,7 @@ from .retention import ExportFile, ExportResult, PruneResult, RetentionStatus
 from .schema import MIN_RETENTION_DAYS
 
 __all__ = [
-    "Encoded", "Entry", "ExportFile", "ExportResult", "INPUT_KEY", "Journal", "JournalBusy", "JournalConfigError",
+    "Delivery", "Encoded", "Entry", "ExportFile", "ExportResult", "INPUT_KEY", "Journal", "JournalBusy", "JournalConfigError",
     "JournalCorrupt", "JournalEntryError", "JournalError", "JournalExportError", "JournalNotFound",
     "JournalWriteError", "KIND_COMMAND", "KIND_EVENT", "KIND_EXPORT", "KIND_INPUT", "KIND_PRUNE", "KIND_START",
     "KIND_STOP", "MIN_RETENTION_DAYS", "PruneResult", "QUICK_CHECK_RECORDS", "Record", "RetentionStatus",

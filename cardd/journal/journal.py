@@ -28,7 +28,7 @@ from .records import (GENESIS_HASH, SEVERITIES, Entry, Record, canonical_json, c
                       plain_canonical_json, reference_canonical_json, to_ns)
 from .retention import (BeforeInsert, ExportFile, ExportResult, PruneResult, RetentionStatus, export_note,
                         exported_through, prunable_through, prune_note, write_export_file)
-from .schema import DAY_NS, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
+from .schema import DAY_NS, DELIVERY, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
 from .sqlite_errors import sqlite_problem
 
 KEEP_SNAPSHOTS = 3
@@ -53,6 +53,14 @@ def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Enc
             text = reference_canonical_json(data, f"entry {len(datas)} ({entry.kind} {entry.reason}) data")
         append(text)
     return Encoded(entries, datas, snapshot_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """The floor export's cursor: every record through ``delivered_through`` was acknowledged by a
+    broker; ``session`` counts the export's broker connections."""
+    delivered_through: int
+    session: int
 
 
 def journal_files(path: Path) -> tuple[Path, ...]:
@@ -389,17 +397,21 @@ class Journal:
                                  oldest_unexported=None, unexported_past_horizon=False, horizon_days=self.retention_days)
         return status if oldest is None else status.oldest_written(oldest[0], now_ns)
 
-    def prune(self, now: datetime | int | None = None, *, who: str = "", max_records: int | None = None) -> PruneResult:
+    def prune(self, now: datetime | int | None = None, *, who: str = "", max_records: int | None = None,
+              keep_after: int | None = None) -> PruneResult:
         """Delete the records older than the retention horizon that were exported, oldest first
         and without a gap, never past the latest snapshot. The anchor keeps the last pruned
         record's seq and hash so the chain still verifies, and a "prune" record notes it.
         ``max_records`` bounds one call (one transaction, holding the writer's lock): a caller
-        with a long backlog calls again until ``pruned`` is 0."""
+        with a long backlog calls again until ``pruned`` is 0. ``keep_after``: no record after it goes
+        (the floor export's cursor, while export is on: a record not yet delivered is kept)."""
         now_ns = self._clock() if now is None else to_ns(now)
         cutoff = now_ns - self.retention_days * DAY_NS
         with self._lock:
             anchor_seq = self._guarded(lambda c: c.execute("SELECT seq FROM anchor").fetchone()[0])
             through = self._guarded(lambda c: prunable_through(c, anchor_seq, cutoff, max_records))
+        if keep_after is not None:
+            through = max(anchor_seq, min(through, keep_after))
         if through <= anchor_seq:
             return PruneResult(0, anchor_seq, None)
         pruned = through - anchor_seq
@@ -409,6 +421,38 @@ class Journal:
         note, cut = prune_note(anchor_seq, through, anchor_hash, self.retention_days, cutoff, who)
         (record_seq,) = self._append(_encode([note], None), before_insert=cut)
         return PruneResult(pruned, through, record_seq)
+
+    # ---- the floor export's cursor (outside the chain) -------------------------------------
+
+    def delivery(self) -> Delivery:
+        """Where the floor export stands: the records a broker acknowledged, and its sessions."""
+        with self._lock:
+            present = self._guarded(lambda c: c.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivery'").fetchone())
+            row = None if present is None else self._guarded(lambda c: c.execute(
+                "SELECT delivered_through, session FROM delivery WHERE id = 1").fetchone())
+        return Delivery(0, 0) if row is None else Delivery(row[0], row[1])  # an older journal, read-only
+
+    def note_delivered(self, through: int) -> None:
+        """A broker acknowledged every record through ``through``: the cursor moves there, never back."""
+        self._write_delivery("UPDATE delivery SET delivered_through = max(delivered_through, ?) WHERE id = 1",
+                             (through,), "the export's cursor")
+
+    def next_export_session(self) -> int:
+        """A broker connection begins: its number, one more than the last (the status topic's ``session``)."""
+        self._write_delivery("UPDATE delivery SET session = session + 1 WHERE id = 1", (), "the export's session")
+        return self.delivery().session
+
+    def _write_delivery(self, sql: str, args: tuple[int, ...], what: str) -> None:
+        with self._lock:
+            self._require_writer()
+            try:
+                self._conn.execute(sql, args)  # autocommit: one statement, one transaction
+            except sqlite3.Error as exc:
+                full = full_disk(self.path, exc)
+                cause = (sqlite_problem(exc) if full is None
+                         else f"disk full: {full[0]} bytes free in {self.path.parent}")
+                raise JournalWriteError(f"journal {self.path}: {what} cannot be written: {cause}", cause) from None
 
     # ---- internals -------------------------------------------------------------------------
 
@@ -429,6 +473,8 @@ class Journal:
         def mark(conn: sqlite3.Connection) -> None:
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivery'").fetchone() is None:
+                conn.executescript(f"BEGIN; {DELIVERY} COMMIT;")
         with self._lock:
             self._guarded(mark)
 

@@ -20,6 +20,16 @@ DAY_NS = 86_400 * 1_000_000_000
 # the machine's clock in UTC nanoseconds, as SQLite can compute it
 _SQL_NOW_NS = "CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)"
 
+#: the floor export's cursor (cardd/export): the records a broker acknowledged, through
+#: ``delivered_through``, and ``session``, its connections counted. Outside the chain: it is a note
+#: of what left the table, not a record of the table; a journal made before it gets it when next
+#: opened for writing (IF NOT EXISTS)
+DELIVERY = """CREATE TABLE IF NOT EXISTS delivery (
+    id INTEGER PRIMARY KEY CHECK (id = 1), delivered_through INTEGER NOT NULL, session INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO delivery VALUES (1, 0, 0);
+"""
+
 TABLES = f"""
 CREATE TABLE records (
     seq      INTEGER PRIMARY KEY,
@@ -50,7 +60,7 @@ CREATE TABLE exports (
 );
 -- the caller's state, valid after record seq; only the latest few are kept
 CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, sha256 BLOB NOT NULL, data TEXT NOT NULL);
-
+{DELIVERY}
 INSERT INTO head VALUES (1, 0, zeroblob(32));
 INSERT INTO anchor VALUES (1, 0, zeroblob(32));
 PRAGMA application_id = {APPLICATION_ID};

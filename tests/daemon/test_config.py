@@ -11,6 +11,7 @@ from cardd.config import (
     CarddConfig,
     ConfigError,
     DevicesConfig,
+    ExportConfig,
     JournalConfig,
     LogConfig,
     RolesConfig,
@@ -57,6 +58,7 @@ def test_a_minimal_file_takes_the_defaults(tmp_path):
     assert config.firmware.public_key is None
     assert config.roles == RolesConfig(dealer="cardd-dealer", supervisor="cardd-supervisor", technician="cardd-tech")
     assert config.log == LogConfig(format="auto", level="info")
+    assert config.export is None  # left out, nothing leaves the table
 
 
 def test_the_example_file_is_valid_and_sets_every_key():
@@ -98,10 +100,82 @@ def test_config_error_is_a_cardd_error(tmp_path):
     assert isinstance(error_of(tmp_path, ""), CarddError)
 
 
+def test_the_example_export_section_uncommented_is_valid_and_sets_every_key(tmp_path):
+    text = (ROOT / "packaging" / "cardd.toml").read_text()
+    section = text[text.index("# [export]"):]
+    uncommented = "\n".join(line[2:] for line in section.splitlines()
+                            if line.startswith("# [") or (line.startswith("# ") and " = " in line))
+    password = Path("/etc/cardd/mqtt-password")
+    config = parse_config(text.replace(section, uncommented.replace(str(password), str(write_secret(tmp_path)))))
+    assert config.export is not None and config.export.brokers[1] == "mqtts://mqtt-2.floor:8883"
+    for key in ExportConfig.__struct_fields__:
+        assert f"\n{key} = " in uncommented, f"packaging/cardd.toml does not show export.{key}"
+
+
+def write_secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "mqtt-password"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    return secret
+
+
+EXPORT = '\n[export]\nbrokers = ["mqtt://127.0.0.1:1883"]\nsite = "floor-1"\ntable = "BJ-07"\n'
+
+
+def test_an_export_section_takes_its_defaults(tmp_path):
+    config = load_config(write(tmp_path, MINIMAL + EXPORT))
+    assert config.export == ExportConfig(brokers=["mqtt://127.0.0.1:1883"], site="floor-1", table="BJ-07")
+    assert (config.export.mqtt_version, config.export.card_data, config.export.backlog_alarm_s) == ("5", "none", 300.0)
+
+
+EXPORT_MISTAKES = [
+    (EXPORT.replace('"floor-1"', '"floor/1"'), "export.site",
+     '"floor/1" is not allowed; expected 1 to 64 letters, digits, _ or - (a topic level: no /, + or #)'),
+    (EXPORT.replace('"BJ-07"', '"#"'), "export.table", '"#" is not allowed; expected 1 to 64 letters, digits, _ or - (a topic level: '
+     'no /, + or #)'),
+    (EXPORT.replace("mqtt://127.0.0.1:1883", "http://broker"), "export.brokers.0",
+     '"http://broker": expected mqtt://HOST[:PORT] or mqtts://HOST[:PORT]'),
+    (EXPORT.replace("mqtt://127.0.0.1:1883", "mqtt://bob:pw@broker"), "export.brokers.0",
+     '"mqtt://bob:pw@broker": expected only mqtt[s]://HOST[:PORT]: the user is export.username, the password '
+     'export.password_file'),
+    (EXPORT.replace("mqtt://127.0.0.1:1883", "mqtt://broker:99999"), "export.brokers.0",
+     '"mqtt://broker:99999": not a broker URL (Port out of range 0-65535)'),
+    (EXPORT.replace('brokers = ["mqtt://127.0.0.1:1883"]', "brokers = []"), "export.brokers",
+     "an array is not allowed; expected a list of 1 to 16 strings"),
+    (EXPORT + 'card_data = "all"\n', "export.card_data", '"all" is not allowed; expected one of "after_round", "none"'),
+    (EXPORT + 'mqtt_version = "3"\n', "export.mqtt_version", '"3" is not allowed; expected one of "3.1.1", "5"'),
+    (EXPORT + 'password_file = "/nonexistent"\n', "export.password_file",
+     '"/nonexistent": goes with export.username (the broker\'s user for this table)'),
+    (EXPORT + 'username = "t"\npassword_file = "/nonexistent"\n', "export.password_file", '"/nonexistent": no such file'),
+    (EXPORT + 'ca_file = "/etc/ca.pem"\n', "export.ca_file", '"/etc/ca.pem": needs an mqtts:// broker (TLS)'),
+    (EXPORT.replace("mqtt:", "mqtts:") + 'cert_file = "/etc/c.pem"\n', "export.cert_file",
+     '"/etc/c.pem": needs export.key_file, the client certificate\'s key'),
+    (EXPORT + 'retain = true\n', "export.retain", "unknown key (allowed in [export]: anchor_every_s, backlog_alarm_s, "
+     "brokers, ca_file, card_data, cert_file, key_file, mqtt_version, password_file, site, table, timeout_s, username)"),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "message"), EXPORT_MISTAKES)
+def test_an_export_mistake_is_one_line_naming_the_key(tmp_path, text, key, message):
+    error = error_of(tmp_path, MINIMAL + text)
+    assert error.key == key
+    assert str(error) == f"{tmp_path / 'cardd.toml'}: {key}: {message}"
+
+
+def test_a_password_file_others_may_read_is_refused(tmp_path):
+    secret = write_secret(tmp_path)
+    secret.chmod(0o644)
+    error = error_of(tmp_path, MINIMAL + EXPORT + f'username = "t"\npassword_file = "{secret}"\n')
+    assert error.key == "export.password_file"
+    assert str(error).endswith("others may read it (mode 0644): only cardd may (chown cardd, chmod 0600)")
+    secret.chmod(0o600)
+    assert load_config(tmp_path / "cardd.toml").export.password_file == secret
+
+
 UNKNOWN_OR_MISSING = [
     (MINIMAL + "[journal]\nretension_days = 120\n", "journal.retension_days",
      "unknown key (allowed in [journal]: export_dir, path, prune_every_s, retention_days)"),
-    (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, firmware, journal, log, notify, roles, table)"),
+    (MINIMAL + "[jornal]\n", "jornal", "unknown key (allowed: api, devices, export, firmware, journal, log, notify, roles, table)"),
     (MINIMAL + '[log]\n"level\\nERROR: forged" = 1\n', 'log."level\\nERROR: forged"',
      "unknown key (allowed in [log]: format, level)"),
     ('[devices]\nshoe = "sim://shoe"\n', "table", "missing; expected a table with the keys rules"),
