@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, Iterable, Literal, Sequence
 
 import msgspec
 
@@ -78,19 +78,20 @@ class Anchor:
 
 
 def read_anchors(path: Path) -> list[Anchor]:
-    """Every anchor of the file at ``path`` (JSON lines; blank lines ignored), in file order."""
+    """Every anchor of the file at ``path`` (JSON lines; blank lines ignored), in file order, read
+    a line at a time (a year of anchors is half a million lines)."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as file:
+            return parse_anchors(file, str(path))
     except FileNotFoundError:
         raise AnchorsFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise AnchorsFileError(f"{path}: a directory, not an anchors file") from None
     except OSError as exc:
         raise AnchorsFileError(f"{path}: cannot be read ({exc.strerror})") from None
-    return parse_anchors(raw.split(b"\n"), str(path))
 
 
-def parse_anchors(lines: Sequence[bytes], name: str) -> list[Anchor]:
+def parse_anchors(lines: Iterable[bytes], name: str) -> list[Anchor]:
     """The anchors of ``lines`` (the file named ``name``); the first line that is not one is
     :class:`AnchorsFileError` naming its number."""
     return [_parse_line(line, number, name) for number, line in enumerate(lines, 1) if line.strip()]
@@ -252,14 +253,14 @@ def check_anchors(journal: Journal | Path, anchors: Sequence[Anchor]) -> AnchorR
     checked = matched = not_checkable = mismatched = 0
     first: Mismatch | None = None
     for seq, kept in by_seq.items():
-        if seq < found.anchor_seq:
+        stored: bytes | None = None
+        if seq < found.anchor_seq:  # its record is pruned: nothing to compare it with
             not_checkable += len(kept)
-            if len(kept) == 1:
-                continue
-        stored = found.anchor_hash if seq == found.anchor_seq else found.hashes.get(seq)
-        checked += len(kept) if seq >= found.anchor_seq else 0
-        matched += sum(1 for a in kept if a.hash == stored)
-        mismatch = _mismatch(kept, stored, found.head_seq)
+        else:
+            stored = found.anchor_hash if seq == found.anchor_seq else found.hashes.get(seq)
+            checked += len(kept)
+            matched += sum(1 for a in kept if a.hash == stored)
+        mismatch = _mismatch(kept, stored, found.head_seq) if seq >= found.anchor_seq or len(kept) > 1 else None
         if mismatch is not None:
             mismatched += 1
             first = first or mismatch

@@ -115,6 +115,11 @@ def test_anchors_before_the_pruned_start_are_not_checkable_and_the_prune_anchor_
         result = check_anchors(journal, anchors_of(write_anchors(tmp_path / "b.jsonl", [forged])))
         assert not result.ok and result.first_mismatch is not None
         assert (result.first_mismatch.kind, result.first_mismatch.seq) == ("differs", 220)
+        twice = {**payloads[0], "hash": "cd" * 32}  # two hashes for a pruned seq: reported all the same
+        result = check_anchors(journal, anchors_of(write_anchors(tmp_path / "c.jsonl", [payloads[0], twice])))
+        assert not result.ok and (result.checked, result.not_checkable, result.mismatched) == (0, 2, 1)
+        assert result.first_mismatch is not None and result.first_mismatch.kind == "conflict"
+        assert result.first_mismatch.journal_hash is None and result.first_mismatch.seq == 20
 
 
 def test_a_line_with_its_topic_reads_as_its_payload(journal_path, tmp_path):
