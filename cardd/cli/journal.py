@@ -31,6 +31,8 @@ from cardd.cli.daemon_client import api_errors, daemon, run_command, to_builtins
 from cardd.cli.log_times import BadTime, unix_seconds
 from cardd.cli.shown import shown, visible
 from cardd.journal import Journal, JournalCorrupt, JournalError
+from cardd.journal.anchors import (Anchor, AnchorResult, AnchorsFileError, MixedTables, check_anchors, parse_table,
+                                   read_anchors, select_table)
 from cardd.message_text import fields_line, message_text
 from devices.tracker.inputs import COMMAND_NAMES, RECORDS
 from firmware_bridge.messages import decode
@@ -369,20 +371,34 @@ def record_fields(e: dict[str, Any]) -> tuple[str, ...]:
 @click.command("verify-journal")
 @click.option("--file", "path", type=click.Path(path_type=Path),
               help="check this journal file directly (read-only) instead of asking the daemon")
+@click.option("--anchors", "anchors_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="then check the journal against the anchors it published to the floor's broker (JSON lines "
+                   "from the cardd/v1/SITE/TABLE/anchor topic): each anchor's record must be in the journal with "
+                   "that hash, which a chain rewritten after the fact cannot reproduce. Reads the journal file "
+                   "itself, so it needs --file (the daemon's journal read-only, or a copy with its -wal and -head)")
+@click.option("--table", "table_text", metavar="SITE/TABLE",
+              help="with --anchors: check only this table's anchors (needed when the file holds several tables')")
 @json_option
-def verify_journal(path: Path | None, as_json: bool) -> None:
+def verify_journal(path: Path | None, anchors_path: Path | None, table_text: str | None, as_json: bool) -> None:
     """\b
     Example:
       cardctl verify-journal
       cardctl verify-journal --file /var/lib/cardd/journal.sqlite3
+      cardctl verify-journal --file /var/lib/cardd/journal.sqlite3 --anchors bj-07-anchors.jsonl
     """
+    selected = _anchors_asked(path, anchors_path, table_text)
+    anchored: AnchorResult | None = None
     if path is None:
         with daemon(timeout=None) as client:
             result = run_command(client, "verify_journal")["data"]["result"]
     else:
         try:
             with Journal.open(path, readonly=True) as journal:
-                checked = journal.verify()
+                if selected is None:
+                    checked = journal.verify()
+                else:
+                    anchored = check_anchors(journal, selected[2])
+                    checked = anchored.verify
         except JournalCorrupt as exc:  # found by the check on open: the same answer as a verify's, --json too
             if exc.seq is None and _looks_like_an_export(path):  # a good archive is not a damaged journal
                 raise CliError(f"{path}: a journal export (JSON lines or CSV), not a journal file: --file reads the "
@@ -407,8 +423,50 @@ def verify_journal(path: Path | None, as_json: bool) -> None:
             emit_json(result)
         raise CliError(str(JournalCorrupt(result["journal"], result["first_bad_seq"], result["problem"])),
                        EXIT_INTEGRITY)  # the line a check on open's refusal gives
-    emit(result, as_json,
-         lambda out: out.print(shown(f"{result['journal']}: ok, {result['checked']} records verified")))
+    verified = f"{result['journal']}: ok, {result['checked']} records verified"
+    if anchored is None or selected is None:
+        emit(result, as_json, lambda out: out.print(shown(verified)))
+        return
+    site, table, _ = selected
+    said = f"journal {result['journal']}: {anchored.line()}"
+    result = {**result, "ok": anchored.ok, "problem": None if anchored.ok else said,
+              "anchors": {"file": str(anchors_path), "site": site, "table": table, **anchored.to_json_dict()}}
+    if not anchored.ok:  # the chain is sound in itself: what it does not reproduce is what was published
+        if as_json:
+            emit_json(result)
+        else:
+            console().print(shown(verified))
+        raise CliError(said, EXIT_INTEGRITY)
+
+    def both(out: Console) -> None:
+        out.print(shown(verified))
+        out.print(shown(said))
+    emit(result, as_json, both)
+
+
+def _anchors_asked(path: Path | None, anchors_path: Path | None,
+                   table_text: str | None) -> tuple[str, str, list[Anchor]] | None:
+    """The table and the anchors to check the journal against (read before the journal: a file
+    that is no anchors file is said before a long verify), or None without --anchors."""
+    if anchors_path is None:
+        if table_text is not None:
+            raise CliError("--table chooses among the anchors of --anchors FILE: give --anchors too", EXIT_USAGE)
+        return None
+    if path is None:
+        raise CliError("--anchors reads the journal file itself, not through the daemon: give --file PATH too (the "
+                       "daemon's journal, read-only, e.g. --file /var/lib/cardd/journal.sqlite3, or a copy of it with "
+                       "its -wal and -head)", EXIT_USAGE)
+    try:
+        wanted = None if table_text is None else parse_table(table_text)
+    except ValueError as exc:
+        raise CliError(f"--table {exc}", EXIT_USAGE) from None
+    try:
+        return select_table(read_anchors(anchors_path), wanted, str(anchors_path))
+    except MixedTables as exc:
+        raise CliError(f"{exc}: choose one with --table SITE/TABLE (e.g. --table {'/'.join(exc.tables[0])})",
+                       EXIT_USAGE) from None
+    except AnchorsFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
 
 
 def _looks_like_an_export(path: Path) -> bool:

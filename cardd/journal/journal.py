@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from .connection import as_journal_error, connect
 from .disk_full import disk_full_error, full_disk
@@ -32,6 +32,19 @@ from .schema import DAY_NS, DELIVERY, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA
 from .sqlite_errors import sqlite_problem
 
 KEEP_SNAPSHOTS = 3
+#: seqs per lookup of :meth:`Journal.chain_hashes` (under SQLite's limit of bound parameters)
+_SEQS_PER_QUERY = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHashes:
+    """What :meth:`Journal.chain_hashes` read: the prune anchor (the last pruned record's seq and
+    hash; 0 and zero bytes before any prune), the head's seq, and the hashes of the records asked
+    for that the journal holds."""
+    anchor_seq: int
+    anchor_hash: bytes
+    head_seq: int
+    hashes: dict[int, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +368,30 @@ class Journal:
         records or more is walked in stretches by ``processes`` processes (default: one per
         CPU this process may use, at most VERIFY_PROCESSES), with the same result."""
         return verify_file(self.path, processes, parallel_from)
+
+    def chain_hashes(self, seqs: Collection[int]) -> ChainHashes:
+        """The chain hash of each record of ``seqs`` the journal holds, with where the chain
+        starts (the prune anchor) and ends (the head), all from one read snapshot: what a check
+        against hashes kept elsewhere (journal/anchors.py) compares with."""
+        wanted = sorted(set(seqs))
+
+        def read(conn: sqlite3.Connection) -> ChainHashes:
+            conn.execute("BEGIN")
+            try:
+                found: dict[int, bytes] = {}
+                for start in range(0, len(wanted), _SEQS_PER_QUERY):
+                    part = wanted[start:start + _SEQS_PER_QUERY]
+                    found.update(conn.execute(f"SELECT seq, hash FROM records WHERE seq IN ({','.join('?' * len(part))})",
+                                              part).fetchall())
+                anchor_seq, anchor_hash = conn.execute("SELECT seq, hash FROM anchor").fetchone()
+                (head_seq,) = conn.execute("SELECT seq FROM head").fetchone()
+            finally:
+                conn.execute("COMMIT")
+            return ChainHashes(anchor_seq, bytes(anchor_hash), head_seq, {seq: bytes(h) for seq, h in found.items()})
+
+        with self._lock:
+            result: ChainHashes = self._guarded(read)
+            return result
 
     # ---- retention -------------------------------------------------------------------------
 

@@ -1,12 +1,13 @@
 """Shared helpers for the journal tests: filling a journal and tampering with it behind its back."""
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 from cardd.journal import Entry, Journal
 from cardd.journal.head_file import CommittedHead, write_new
-from cardd.journal.records import body_bytes, record_hash
+from cardd.journal.records import body_bytes, canonical_json, iso_ns, record_hash
 from cardd.journal.schema import RECORD_COLUMNS, TRIGGERS
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -105,3 +106,44 @@ def forge_head_file(path: Path) -> None:
     seq, digest = conn.execute("SELECT seq, hash FROM head").fetchone()
     conn.close()
     write_new(path, CommittedHead(seq, digest), like=path)
+
+
+def forge_edit(path: Path, seq: int, data: dict[str, object]) -> None:
+    """Give record ``seq`` other data and rebuild the chain from it on: every later hash, the
+    head and its head file recomputed, as someone with the file (and no key) can. A plain verify
+    of the result passes; only hashes kept elsewhere (exports, anchors) show the edit."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    (prev,) = conn.execute("SELECT prev FROM records WHERE seq = ?", (seq,)).fetchone()
+    conn.close()
+    text = canonical_json(data, "data").replace("'", "''")
+    tamper(path, f"UPDATE records SET data = '{text}' WHERE seq = {seq}")
+    tamper(path, *rechained_from(path, seq, prev))
+    forge_head_file(path)
+
+
+def truncate(path: Path, through_seq: int) -> None:
+    """Remove every record after ``through_seq``, the head, its head file and the snapshots moved
+    back to match: a journal a plain verify cannot tell from one that ended there."""
+    tamper(path, f"DELETE FROM records WHERE seq > {through_seq}", f"DELETE FROM snapshots WHERE seq > {through_seq}",
+           f"UPDATE head SET seq = {through_seq}, hash = (SELECT hash FROM records WHERE seq = {through_seq})")
+    forge_head_file(path)
+
+
+def anchor_payloads(path: Path, seqs: list[int], site: str = "floor1", table: str = "bj-07") -> list[dict[str, object]]:
+    """The anchor topic's payloads for records ``seqs`` of the journal at ``path``, as the table
+    publishes them (docs/floor.md): the record's chain hash and its time, to the millisecond."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = [conn.execute("SELECT seq, ts, hash FROM records WHERE seq = ?", (seq,)).fetchone() for seq in seqs]
+    conn.close()
+    return [{"schema": "cardd.floor/1", "site": site, "table": table, "seq": seq, "hash": digest.hex(),
+             "time": iso_ns(ts)[:23] + "Z"} for seq, ts, digest in rows]
+
+
+def write_anchors(target: Path, payloads: list[dict[str, object]], *, with_topic: bool = False) -> Path:
+    """An anchors file as a subscriber keeps one: a payload a line (or ``{"topic", "payload"}``)."""
+    lines = []
+    for payload in payloads:
+        topic = f"cardd/v1/{payload['site']}/{payload['table']}/anchor"
+        lines.append(json.dumps({"topic": topic, "payload": payload} if with_topic else payload))
+    target.write_text("\n".join(lines) + "\n")
+    return target
