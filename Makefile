@@ -10,7 +10,7 @@ LOCK   := requirements/lock.txt
 RUNTIME_LOCK := requirements/runtime.txt
 TOOLS  := .venv-tools
 UV     := $(TOOLS)/bin/uv
-SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze tmux debootstrap dpkg-deb
+SYSTEM_TOOLS := umockdev-run udevadm unshare systemd-analyze tmux debootstrap dpkg-deb mosquitto mosquitto_passwd
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # How the locks are made (make lock): one resolution for every platform and Python the ranges
 # allow (--universal, from 3.11), a hash for every file of each pinned release, wheels only (an
@@ -50,12 +50,19 @@ venv: $(STAMP)
 
 # umockdev and udev are needed by the udev rule tests, systemd (systemd-analyze) by the unit test,
 # tmux by the test of `cardctl watch` in a real terminal, debootstrap (and dpkg-deb) by the test of
-# the Debian package in a clean Debian root; installed only when missing.
+# the Debian package in a clean Debian root, mosquitto (and mosquitto_passwd) by the floor export's
+# tests, which start their own brokers on free ports; installed only when missing. Debian starts
+# and enables a system mosquitto on 127.0.0.1:1883 when the package is installed where systemd
+# runs: the one installed here is stopped and disabled again (the tests never use 1883).
+# (mosquitto is in /usr/sbin, which a user's PATH may lack.)
 sysdeps:
-	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	@missing=""; for t in $(SYSTEM_TOOLS); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg >/dev/null; \
+	  had_mosquitto=$$(PATH="$$PATH:/usr/sbin:/sbin" command -v mosquitto || true); \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg mosquitto mosquitto-clients >/dev/null; \
+	  if [ -z "$$had_mosquitto" ] && [ -d /run/systemd/system ]; then \
+	    $(SUDO) systemctl disable --now --quiet mosquitto.service || true; fi; \
 	fi
 
 # the real daemon (cardd --simulate) through a whole shoe, with `cardctl watch` live; DEMO_ARGS=--fast for seconds

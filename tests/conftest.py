@@ -89,3 +89,19 @@ def _sigint_as_in_a_foreground_terminal():
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
+
+
+# the real brokers' fixtures (tests/support/brokers.py), for any test directory
+from tests.support.brokers import mosquitto, mosquitto_tls, nats_cluster  # noqa: E402,F401
+
+
+@pytest.fixture(autouse=True)
+def _brokers_stopped():
+    """A broker a test started and left running (tests/support/brokers.py) is killed after it, as
+    daemons are: its ports and folders are the test's alone."""
+    from tests.support.brokers import STARTED
+    before = len(STARTED)
+    yield
+    for broker in STARTED[before:]:
+        broker.kill()
+    del STARTED[before:]

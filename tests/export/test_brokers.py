@@ -1,0 +1,287 @@
+"""The real brokers the floor export's tests run against (tests/support/brokers.py), checked
+with a real MQTT client (aiomqtt): mosquitto's ACL keeps each table to its own topics, its TLS
+listener takes only clients that trust the test CA, its log shows every SUBSCRIBE, and a NATS
+cluster keeps a persistent session's QoS 1 messages flowing when a node dies."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import pytest
+from paho.mqtt.reasoncodes import ReasonCode
+
+from tests.support.aio import run
+from tests.support.brokers import Credentials, Mosquitto, NatsCluster, make_tls, read_password
+
+V5 = aiomqtt.ProtocolVersion.V5
+V311 = aiomqtt.ProtocolVersion.V311
+NOT_AUTHORIZED = 0x87
+MESSAGE_TIMEOUT = 10.0
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+@asynccontextmanager
+async def connected(url: str, who: Credentials | None, *, identifier: str | None = None,
+                    protocol: aiomqtt.ProtocolVersion = V5, clean_session: bool | None = None,
+                    tls: aiomqtt.TLSParameters | None = None) -> AsyncIterator[aiomqtt.Client]:
+    try:
+        async with aiomqtt.Client("127.0.0.1", port_of(url),
+                                  username=None if who is None else who.user,
+                                  password=None if who is None else who.password,
+                                  identifier=identifier, protocol=protocol, clean_session=clean_session,
+                                  tls_params=tls, timeout=MESSAGE_TIMEOUT) as client:
+            yield client
+    finally:
+        await settled()
+
+
+async def settled() -> None:
+    """One turn of the loop: aiomqtt's exit cancels its housekeeping task without awaiting it."""
+    await asyncio.sleep(0)
+
+
+def table_credentials(broker: Mosquitto | NatsCluster, site: str, table: str) -> Credentials:
+    user, password_file = broker.add_table(site, table)
+    return Credentials(user, read_password(password_file))
+
+
+async def next_message(client: aiomqtt.Client) -> aiomqtt.Message:
+    return await asyncio.wait_for(anext(aiter(client.messages)), MESSAGE_TIMEOUT)
+
+
+def puback_codes(client: aiomqtt.Client) -> list[int]:
+    """The reason codes of the PUBACKs ``client`` receives from now on. aiomqtt's publish()
+    returns on any PUBACK, refused or not: the code reaches only paho's on_publish."""
+    codes: list[int] = []
+    paho = client._client
+    passed_on: Any = paho.on_publish  # (typed as either of paho's two callback versions)
+    assert passed_on is not None, "aiomqtt's own on_publish"
+
+    def record(paho_client: Any, userdata: Any, mid: int, reason: ReasonCode, properties: Any) -> None:
+        codes.append(reason.value)
+        passed_on(paho_client, userdata, mid, reason, properties)
+
+    paho.on_publish = record
+    return codes
+
+
+# ---- mosquitto: the ACL -----------------------------------------------------------------------
+
+def test_a_table_publishes_under_its_own_topic_and_is_refused_another_tables(mosquitto: Mosquitto) -> None:
+    own = table_credentials(mosquitto, "floor1", "bj-07")
+    table_credentials(mosquitto, "floor1", "bj-08")
+
+    async def main() -> None:
+        async with connected(mosquitto.url, mosquitto.floor, identifier="floor-reader") as floor:
+            await floor.subscribe("cardd/v1/#", qos=1)
+            async with connected(mosquitto.url, own) as table:
+                codes = puback_codes(table)
+                await table.publish("cardd/v1/floor1/bj-08/events", b"not mine", qos=1)
+                await table.publish("cardd/v1/floor1/bj-07/events", b"mine", qos=1)
+                assert codes == [NOT_AUTHORIZED, 0]
+            # messages from one publisher arrive in order: had the refused one been passed on,
+            # it would have come first
+            message = await next_message(floor)
+            assert (str(message.topic), message.payload, message.qos) == ("cardd/v1/floor1/bj-07/events", b"mine", 1)
+        assert "Denied PUBLISH" in mosquitto.log() and "'cardd/v1/floor1/bj-08/events'" in mosquitto.log()
+    run(main())
+
+
+def test_with_mqtt_3_1_1_a_refused_publish_is_dropped_silently(mosquitto: Mosquitto) -> None:
+    own = table_credentials(mosquitto, "floor1", "bj-07")
+
+    async def main() -> None:
+        async with connected(mosquitto.url, mosquitto.floor, protocol=V311) as floor:
+            await floor.subscribe("cardd/v1/#", qos=1)
+            async with connected(mosquitto.url, own, protocol=V311) as table:
+                codes = puback_codes(table)
+                await table.publish("cardd/v1/floor2/bj-07/events", b"not mine", qos=1)
+                await table.publish("cardd/v1/floor1/bj-07/state", b"mine", qos=1)
+                assert codes == [0, 0], "3.1.1's PUBACK carries no reason: the refusal is not told"
+            message = await next_message(floor)
+            assert (str(message.topic), message.payload) == ("cardd/v1/floor1/bj-07/state", b"mine")
+    run(main())
+
+
+def test_the_floor_reader_may_not_publish_and_a_wrong_password_is_refused(mosquitto: Mosquitto) -> None:
+    async def main() -> None:
+        async with connected(mosquitto.url, mosquitto.floor) as floor:
+            codes = puback_codes(floor)
+            await floor.publish("cardd/v1/floor1/bj-07/status", b"forged", qos=1)
+            assert codes == [NOT_AUTHORIZED]
+        with pytest.raises(aiomqtt.MqttCodeError) as refused:
+            async with connected(mosquitto.url, Credentials(mosquitto.floor.user, "wrong")):
+                pass
+        assert refused.value.rc in (ReasonCode(2, identifier=0x86), ReasonCode(2, identifier=0x87)), refused.value
+    run(main())
+
+
+def test_a_table_added_while_the_broker_runs_can_publish_at_once(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    user, password_file = mosquitto.add_table("floor1", "bj-09")
+    assert password_file.stat().st_mode & 0o777 == 0o600
+    assert password_file.read_text().endswith("\n") and "\n" not in read_password(password_file)
+
+    async def main() -> None:
+        async with connected(mosquitto.url, mosquitto.floor) as floor:
+            await floor.subscribe("cardd/v1/#", qos=1)
+            async with connected(mosquitto.url, Credentials(user, read_password(password_file))) as table:
+                codes = puback_codes(table)
+                await table.publish("cardd/v1/floor1/bj-09/anchor", b"{}", qos=1)
+                assert codes == [0]
+            assert (await next_message(floor)).topic.value == "cardd/v1/floor1/bj-09/anchor"
+    run(main())
+
+
+# ---- mosquitto: TLS -----------------------------------------------------------------------------
+
+def test_a_client_trusting_the_test_ca_connects_over_tls_and_one_without_it_is_refused(mosquitto_tls: Mosquitto) -> None:
+    assert mosquitto_tls.tls is not None
+    own = table_credentials(mosquitto_tls, "floor1", "bj-07")
+    trusting = aiomqtt.TLSParameters(ca_certs=str(mosquitto_tls.tls.ca))
+
+    async def main() -> None:
+        async with connected(mosquitto_tls.url, mosquitto_tls.floor) as floor:
+            await floor.subscribe("cardd/v1/#", qos=1)
+            async with connected(mosquitto_tls.tls_url, own, tls=trusting) as table:
+                await table.publish("cardd/v1/floor1/bj-07/events", b"over tls", qos=1)
+            assert (await next_message(floor)).payload == b"over tls"
+        # the system's CAs only: the test CA's server certificate is not trusted
+        with pytest.raises(aiomqtt.MqttError) as refused:
+            async with connected(mosquitto_tls.tls_url, own, tls=aiomqtt.TLSParameters()):
+                pass
+        assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value), refused.value
+        # and TLS spoken to the plain listener is no connection either
+        with pytest.raises(aiomqtt.MqttError):
+            async with connected(mosquitto_tls.url, own, tls=trusting):
+                pass
+    run(main())
+
+
+def test_with_client_certificates_the_certificate_is_the_user(tmp_path: Path) -> None:
+    tls = make_tls(tmp_path, client_name="floor1.bj-07")
+    other_ca = make_tls(tmp_path / "other", client_name="floor1.bj-07")
+    with Mosquitto(tmp_path, tls=tls, client_certificates=True) as broker:
+        broker.add_table("floor1", "bj-07")
+        certified = aiomqtt.TLSParameters(ca_certs=str(tls.ca), certfile=str(tls.client_cert), keyfile=str(tls.client_key))
+
+        async def main() -> None:
+            async with connected(broker.url, broker.floor) as floor:
+                await floor.subscribe("cardd/v1/#", qos=1)
+                async with connected(broker.tls_url, None, tls=certified) as table:
+                    codes = puback_codes(table)
+                    await table.publish("cardd/v1/floor1/bj-08/events", b"not mine", qos=1)
+                    await table.publish("cardd/v1/floor1/bj-07/events", b"by certificate", qos=1)
+                    assert codes == [NOT_AUTHORIZED, 0]
+                assert (await next_message(floor)).payload == b"by certificate"
+            assert "u'floor1.bj-07'" in broker.log()
+            for wrong in (aiomqtt.TLSParameters(ca_certs=str(tls.ca)),  # no certificate
+                          aiomqtt.TLSParameters(ca_certs=str(tls.ca), certfile=str(other_ca.client_cert),
+                                                keyfile=str(other_ca.client_key))):  # another CA's
+                with pytest.raises(aiomqtt.MqttError):
+                    async with connected(broker.tls_url, None, tls=wrong):
+                        pass
+        run(main())
+
+
+# ---- mosquitto: what its log tells of SUBSCRIBEs, and its lifecycle -------------------------
+
+def test_the_log_shows_a_subscribers_subscribe_and_none_from_a_client_that_only_publishes(mosquitto: Mosquitto) -> None:
+    own = table_credentials(mosquitto, "floor1", "bj-07")
+
+    async def main() -> None:
+        async with connected(mosquitto.url, mosquitto.floor, identifier="floor-reader") as floor:
+            await floor.subscribe("cardd/v1/+/+/status", qos=1)
+            await floor.subscribe("cardd/v1/floor1/#", qos=1)
+            async with connected(mosquitto.url, own, identifier="table-bj-07") as table:
+                await table.publish("cardd/v1/floor1/bj-07/status", b"online", qos=1)
+            await next_message(floor)
+        assert "as table-bj-07 " in mosquitto.log(), "the publisher's connection is in the log"
+        assert mosquitto.subscribes() == {"floor-reader": ["cardd/v1/+/+/status", "cardd/v1/floor1/#"]}
+    run(main())
+
+
+def test_a_persistent_session_outlives_a_stop_and_a_pause_holds_the_publisher(mosquitto: Mosquitto) -> None:
+    own = table_credentials(mosquitto, "floor1", "bj-07")
+
+    async def main() -> None:
+        async with connected(mosquitto.url, mosquitto.floor, identifier="floor-reader", protocol=V311,
+                             clean_session=False) as floor:
+            await floor.subscribe("cardd/v1/#", qos=1)
+        async with connected(mosquitto.url, own) as table:
+            await table.publish("cardd/v1/floor1/bj-07/events", b"while away", qos=1)
+        assert mosquitto.stop() == 0
+        mosquitto.start()  # the same port, the same persistence
+        async with connected(mosquitto.url, own) as table:
+            mosquitto.pause()
+            publishing = asyncio.ensure_future(table.publish("cardd/v1/floor1/bj-07/events", b"after", qos=1))
+            await asyncio.sleep(0.3)  # a chance to be answered, were anyone there
+            assert not publishing.done(), "a stopped broker answered"
+            mosquitto.resume()
+            await publishing
+        async with connected(mosquitto.url, mosquitto.floor, identifier="floor-reader", protocol=V311,
+                             clean_session=False) as floor:
+            got = [(await next_message(floor)).payload for _ in range(2)]
+        assert got == [b"while away", b"after"]
+    run(main())
+
+
+def test_a_broker_that_cannot_start_says_why_in_its_own_words(tmp_path: Path) -> None:
+    broker = Mosquitto(tmp_path)
+    broker.config.write_text(broker.config.read_text() + "no_such_option true\n")
+    with pytest.raises(RuntimeError, match="mosquitto exited with") as failed:
+        broker.start()
+    assert "no_such_option" in str(failed.value), failed.value
+
+
+# ---- a NATS cluster ------------------------------------------------------------------------------
+
+def test_a_persistent_subscriber_on_one_node_gets_qos1_from_the_others_and_after_a_node_dies(
+        nats_cluster: NatsCluster) -> None:
+    table = table_credentials(nats_cluster, "floor1", "bj-07")
+    n0, n1, n2 = nats_cluster.urls
+
+    async def main() -> None:
+        async with connected(n0, nats_cluster.floor, identifier="floor-reader", protocol=V311,
+                             clean_session=False) as floor:
+            await floor.subscribe("cardd/v1/#", qos=1)
+            async with connected(n1, table, identifier="table-1", protocol=V311) as publisher:
+                await publisher.publish("cardd/v1/floor1/bj-07/events", b"1", qos=1)
+            message = await next_message(floor)
+            assert (str(message.topic), message.payload, message.qos) == ("cardd/v1/floor1/bj-07/events", b"1", 1)
+
+            nats_cluster.kill(1)
+            async with connected(n2, table, identifier="table-2", protocol=V311) as publisher:
+                await publisher.publish("cardd/v1/floor1/bj-07/events", b"2", qos=1)
+            assert (await next_message(floor)).payload == b"2"
+        # the session is kept while its client is away, and a new persistent one can be made
+        # with a node down
+        async with connected(n2, table, identifier="table-3", protocol=V311) as publisher:
+            await publisher.publish("cardd/v1/floor1/bj-07/events", b"3", qos=1)
+        async with connected(n2, nats_cluster.floor, identifier="floor-reader-2", protocol=V311,
+                             clean_session=False) as other:
+            await other.subscribe("cardd/v1/#", qos=1)
+        async with connected(n0, nats_cluster.floor, identifier="floor-reader", protocol=V311,
+                             clean_session=False) as floor:
+            assert (await next_message(floor)).payload == b"3"
+    run(main())
+
+
+def test_nats_refuses_mqtt_5_and_a_restarted_node_rejoins(nats_cluster: NatsCluster) -> None:
+    table = table_credentials(nats_cluster, "floor1", "bj-07")
+
+    async def main() -> None:
+        with pytest.raises(aiomqtt.MqttError):
+            async with connected(nats_cluster.urls[0], table, protocol=V5):
+                pass
+        nats_cluster.kill(0)
+        nats_cluster.start(0)
+        async with connected(nats_cluster.urls[0], table, protocol=V311) as publisher:
+            await publisher.publish("cardd/v1/floor1/bj-07/events", b"back", qos=1)
+    run(main())
