@@ -211,6 +211,11 @@ def _t(keep: str = "", counted: str = "", message: _Sentence | None = None) -> T
 _DEVICE = "device from to trigger firmware serial rebooted fault position"
 _DEVICE_SENTENCE = _Sentence("{device}: {from} -> {to} ({trigger}): {fault} at position {position}",
                              "{device}: {from} -> {to} ({trigger})")
+#: the device, simulation and journal commands the daemon journals under their own names
+#: (cardd/daemon/commands.py; a table input's record has no reason code)
+DEVICE_COMMANDS = ("START_SHUFFLE", "CLEAR_FAULT", "COUNTERS", "SELFTEST", "FIRMWARE_UPDATE", "EXPORT_JOURNAL",
+                   "VERIFY_JOURNAL", "SIM_DEAL", "SIM_FAULT", "SIM_LOAD_SHOE", "SIM_SWITCHES", "SIM_UNLOAD_SHOE")
+_COMMAND = _t("command uid user", message=_Sentence("{command} by uid {uid}", "{command}", "a command"))
 _SHOE = "from to trigger card_count cards decks burn cards_out returned index allowed operator " \
         "device_model device_serial device_firmware"
 _SHOE_SENTENCE = _Sentence("shoe: {from} -> {to}", "shoe")
@@ -229,7 +234,7 @@ TREATMENTS: dict[str, Treatment] = {
     "RULES_CHANGED": _t("", message=_Sentence("house rules changed between shoes")),
     # commands: the command and the caller; its args and result are not sent (a refusal's text may
     # name the cards a reconciliation missed)
-    "START_SHUFFLE": _t("command uid user", message=_Sentence("{command} by uid {uid}", "start_shuffle")),
+    **{name: _COMMAND for name in DEVICE_COMMANDS},
     "COMMAND_REFUSED": _t("command uid user", message=_Sentence("{command} refused for {user} (uid {uid})",
                                                                 "{command} refused", "a command refused")),
     # device models: the device's own fault text is not sent (a device's words are not checked)
@@ -272,7 +277,7 @@ TREATMENTS: dict[str, Treatment] = {
     # the round: the money and the places, never the cards
     "ROUND_STATE": _t("round state", message=_Sentence("round {round}: now {state}", "round state")),
     "CARD_ASSIGNED": _t("round target", message=_Sentence("round {round}: a card to {target}", "a card assigned")),
-    "ACTION": _t("round action player box hand amount owner"),
+    "ACTION": _t("round action player box hand amount owner paid"),
     "ACTION_REFUSED": _t("round rule", message=_Sentence("round {round}: refused ({rule})", "refused ({rule})",
                                                          "an action refused")),
     "SETTLED": _t("round box hand kind player stake net outcome paid_at_once"),
@@ -324,6 +329,10 @@ INPUT_FIELDS: dict[str, Treatment] = {
     "OpenRound": _t("type v"),
     "PlaceBet": _t("type v box player amount"),
     "ReduceBet": _t("type v box player amount"),
+    "PlacePairsBet": _t("type v box player amount"),
+    "Insure": _t("type v box player amount"),
+    "EvenMoney": _t("type v box player"),
+    "AskForBox": _t("type v who player"),
     "NoMoreBets": _t("type v who"),
     "CloseInsurance": _t("type v who"),
     "TakeSeat": _t("type v who player"),
@@ -341,6 +350,13 @@ INPUT_FIELDS: dict[str, Treatment] = {
     "CardsToBoxWithoutWager": _t("type v who role"),
     "PlacementError": _t("type v who role", counted="assignments"),
     "ShoeRemainder": _t("type v who", counted="returned"),
+    # the round's own inputs (devices/game/inputs.py): a hold's or flag's detail may name a card
+    "CardDealt": _t("type v"),
+    "Hold": _t("type v reason"),
+    "Flag": _t("type v reason who"),
+    "Void": _t("type v reason who role by_rule"),
+    "ReconstructInitialDeal": _t("type v who role", counted="assignments"),
+    "ReconstructAndRedeal": _t("type v who role", counted="also"),
 }
 
 _INPUT_SENTENCE = _Sentence("{type} from {device}", "{type} by {who}", "{type}")
