@@ -20,6 +20,7 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, NamedTuple, cast
 
 import msgspec
@@ -202,10 +203,19 @@ class Treatment(NamedTuple):
     #: the message sent: None keeps the journaled one (the table writes no card into it), else built
     #: from the kept fields
     message: _Sentence | None = None
+    #: kept fields sent only when their value is one of these (another value would tell the cards)
+    only: Mapping[str, frozenset[str]] = MappingProxyType({})
 
 
-def _t(keep: str = "", counted: str = "", message: _Sentence | None = None) -> Treatment:
-    return Treatment(frozenset(keep.split()), frozenset(counted.split()), message)
+def _t(keep: str = "", counted: str = "", message: _Sentence | None = None,
+       only: Mapping[str, frozenset[str]] | None = None) -> Treatment:
+    return Treatment(frozenset(keep.split()), frozenset(counted.split()), message, MappingProxyType(dict(only or {})))
+
+
+#: a settlement's outcomes that say how the hand ended against the dealer, never its cards; a side
+#: bet's outcome names their pattern ("perfect_pair": two cards of one rank and suit, "suited_77")
+HAND_OUTCOMES = frozenset({"win", "lose", "push", "bust", "blackjack", "dealer_blackjack", "surrender",
+                           "even_money"})
 
 
 _DEVICE = "device from to trigger firmware serial rebooted fault position"
@@ -280,7 +290,9 @@ TREATMENTS: dict[str, Treatment] = {
     "ACTION": _t("round action player box hand amount owner paid"),
     "ACTION_REFUSED": _t("round rule", message=_Sentence("round {round}: refused ({rule})", "refused ({rule})",
                                                          "an action refused")),
-    "SETTLED": _t("round box hand kind player stake net outcome paid_at_once"),
+    "SETTLED": _t("round box hand kind player stake net outcome paid_at_once", only={"outcome": HAND_OUTCOMES},
+                  message=_Sentence("round {round}: {player} {kind} at box {box}: {outcome}, net {net} (cents)",
+                                    "round {round}: {player} {kind} at box {box}: net {net} (cents)", "settled")),
     "ROUND_HELD": _t("round cause", message=_Sentence("round {round}: held ({cause})", "round held")),
     "ROUND_RESUMED": _t("round", message=_Sentence("round {round}: resumed", "round resumed")),
     "ROUND_VOID": _t("round cause by_rule", message=_Sentence("round {round}: void ({cause}); all bets returned",
@@ -308,7 +320,7 @@ TREATMENTS: dict[str, Treatment] = {
     "REPEATED_READ": _t("index last", message=_Sentence(
         "card #{index} repeats an index already read since the shoe was loaded: not dealt again", "repeated read")),
     "CONFLICTING_READ": _t("index last", message=_Sentence(
-        "card #{index} read again as another card: the first read stands; round held", "conflicting read")),
+        "card #{index} read again, another card than its first read: the first read stands; round held", "conflicting read")),
     "MISSING_READ": _t("index first_missing last_missing", message=_Sentence(
         "card read(s) #{first_missing}..#{last_missing} never received before card #{index}: round held",
         "missing read")),
@@ -373,7 +385,8 @@ def _card_count(value: Any) -> int:
 
 
 def _filtered(data: Mapping[str, Any], treatment: Treatment) -> dict[str, Any]:
-    kept = {key: value for key, value in data.items() if key in treatment.keep and isinstance(value, _PLAIN)}
+    kept = {key: value for key, value in data.items() if key in treatment.keep and isinstance(value, _PLAIN)
+            and (key not in treatment.only or value in treatment.only[key])}
     kept.update({key: _card_count(data[key]) for key in treatment.counted if key in data})
     return kept
 
