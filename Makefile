@@ -19,7 +19,7 @@ LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-
              --custom-compile-command "make lock"
 
 .PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
-        check-api-schema clean wheel deb
+        check-api-schema floor-schema check-floor-schema clean wheel deb
 
 # One line when this is not the platform the quick start is tested on; a stop when Python is
 # older than cardd can run on (pyproject.toml: requires-python).
@@ -78,7 +78,7 @@ demo: platform $(STAMP)
 # run whole by one worker. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 3
 
-test: platform sysdeps $(STAMP) check-diagrams check-api-schema typecheck
+test: platform sysdeps $(STAMP) check-diagrams check-api-schema check-floor-schema typecheck
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
@@ -124,6 +124,12 @@ api-schema: $(STAMP)
 
 check-api-schema: $(STAMP)
 	$(PY) -m cardd.api.schema --check docs/api-schema.json
+
+floor-schema: $(STAMP)
+	$(PY) -m cardd.export.schema --write docs/floor-schema.json
+
+check-floor-schema: $(STAMP)
+	$(PY) -m cardd.export.schema --check docs/floor-schema.json
 
 # cardd's wheel in dist/, built from a clean copy of the packages with the locked setuptools
 # (packaging/build_wheel.py; docs/install.md, section 7)

@@ -36,19 +36,19 @@ def schema() -> dict[str, Any]:
     }
 
 
-def _clean_descriptions(node: Any) -> Any:
+def clean_descriptions(node: Any) -> Any:
     """Every ``description`` as ``inspect.cleandoc`` leaves it: msgspec takes a Struct's docstring
     as it is (0.22) or cleaned (0.23), and the committed schema must not depend on which."""
     if isinstance(node, dict):
         return {key: inspect.cleandoc(value) if key == "description" and isinstance(value, str)
-                else _clean_descriptions(value) for key, value in node.items()}
+                else clean_descriptions(value) for key, value in node.items()}
     if isinstance(node, list):
-        return [_clean_descriptions(item) for item in node]
+        return [clean_descriptions(item) for item in node]
     return node
 
 
 def render() -> str:
-    return json.dumps(_clean_descriptions(schema()), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json.dumps(clean_descriptions(schema()), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
