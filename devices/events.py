@@ -94,6 +94,9 @@ class Reason(enum.StrEnum):
     CONFLICTING_READ = "CONFLICTING_READ"  # one index, two cards: a damaged or forged read; play stops
     # appended later: a device that sends more status than its budget (raised by the daemon)
     DEVICE_FLOODING = "DEVICE_FLOODING"  # status messages past the device's budget are left out, not journaled
+    # appended later: the floor export's backlog (raised and cleared by the daemon, cardd/daemon/export_service.py)
+    EXPORT_BACKLOG = "EXPORT_BACKLOG"  # records wait for a broker longer than export.backlog_alarm_s
+    EXPORT_DRAINED = "EXPORT_DRAINED"  # the backlog reached the broker: its alarm is over
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -89,6 +89,9 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
                         style="yellow"))
     print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
+    floor = floor_export_line(state.get("export"))
+    if floor is not None:
+        out.print(floor)
 
 
 def fault_line(name: str, device: dict[str, Any], between: str = " in fault: ") -> str | None:
@@ -202,6 +205,20 @@ def retention_line(retention: dict[str, Any] | None) -> Text:
     if retention["unexported_past_horizon"]:
         return shown(f"{line}: past the horizon, export them (cardctl log --export FILE)", style="yellow")
     return shown(line)
+
+
+def floor_export_line(export: dict[str, Any] | None) -> Text | None:
+    """STATE's ``export`` (the journal to the floor's brokers) in one line; None when export is off."""
+    if export is None:
+        return None
+    where = f"{export['site']}/{export['table']}"
+    backlog = f"delivered through seq {export['delivered_through']}, {export['backlog']} waiting"
+    if export["oldest_undelivered_s"] is not None and export["backlog"]:
+        backlog += f" (oldest {export['oldest_undelivered_s']:.1f} s)"
+    if export["connected"]:
+        return shown(f"floor export {where}: connected to {export['broker']}, {backlog}")
+    problem = export["problem"] or "connecting"
+    return shown(f"floor export {where}: NOT CONNECTED ({problem}), {backlog}", style="yellow")
 
 
 def table_command(name: str, as_json: bool, outcomes: tuple[str, ...] = (), failures: tuple[str, ...] = (),

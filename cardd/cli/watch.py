@@ -29,8 +29,8 @@ from core.ctrl_c import end_like_ctrl_c
 from cardd.cli.console import console
 from cardd.cli.daemon_client import api_errors, daemon, to_builtins
 from cardd.cli.shown import cells, shown
-from cardd.cli.table import (SETTLE_DRAWN_IN_ERROR, entry_line, fault_line, hands_table, next_shoe_line,
-                             results_line, retention_line)
+from cardd.cli.table import (SETTLE_DRAWN_IN_ERROR, entry_line, fault_line, floor_export_line, hands_table,
+                             next_shoe_line, results_line, retention_line)
 
 #: how many of the latest events the view keeps
 LAST_EVENTS = 8
@@ -88,6 +88,9 @@ def _frame(release: str, state: dict[str, Any], events: deque[dict[str, Any]], f
     retention = state.get("retention")
     if "retention" in state and not (compact and not (retention or {}).get("unexported_past_horizon")):
         parts.append(retention_line(retention))  # the export: what waits for one
+    floor = floor_export_line(state.get("export"))
+    if floor is not None and not (compact and (state.get("export") or {}).get("connected")):
+        parts.append(floor)  # a compact view shows it only when the floor does not get the journal
     parts.extend(round_view(state.get("round"), fill, compact))
     last = Table(title="last events", title_justify="left", show_header=False, box=None, padding=(0, 1, 0, 0))
     for e in events:

@@ -38,8 +38,10 @@ from cardd.daemon.backend import DaemonBackend, Given, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.parent import ParentWatch
+from cardd.daemon.export_service import ExportService
 from cardd.daemon.retention import Retention
 from cardd.daemon.tracker_service import REASON_START, REASON_STOP, TableService
+from cardd.export.exporter import TableFacts
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
@@ -94,6 +96,7 @@ class Daemon:
         #: the committed records that raise or clear an alarm, for the log and [notify] command
         self.alarm_notices: AlarmNotices | None = None
         self.alarm_hook: AlarmHook | None = None
+        self.export: ExportService | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
 
@@ -137,11 +140,19 @@ class Daemon:
         self.retention = Retention(service, self.journal, config.journal.exports, config.journal.prune_every_s,
                                    group=api_gid)
         devices = self.devices = Devices(config, service, self.release)
+        if config.export is not None:  # after the restore: its start record is the first the floor may need
+            facts = TableFacts(self.release, rules.name, rules_hash,
+                               tuple((role, url) for role, url in (("shoe", config.devices.shoe),
+                                                                  ("shuffler", config.devices.shuffler)) if url))
+            self.export = ExportService(config.export, service, self.journal, facts, devices.links)
+            self.retention.delivered = self.export.exporter.delivered_through
+            self.export.start()
         commands = command_table(simulated=self.simulation is not None)
         runners: dict[str, Runner] = {"device": self._device_command, "journal": self._journal_command}
         if self.simulation is not None:
             runners["simulation"] = self._simulation_command
-        backend = DaemonBackend(service, commands, devices.links, runners, self.retention.status_json)
+        backend = DaemonBackend(service, commands, devices.links, runners, self.retention.status_json,
+                                export=None if self.export is None else self.export.status_json)
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,
@@ -163,6 +174,8 @@ class Daemon:
                        loop.create_task(self._keep_status(), name="status"),
                        loop.create_task(self.retention.run(), name="retention"),
                        loop.create_task(self._keep_checkpointed(), name="checkpoint")]
+        if self.export is not None:
+            self._tasks.append(loop.create_task(self.export.watch(), name="export"))
         self.notifier.ready(self.status_text())
         self.watchdog.start()
         log.info("cardd started", release=self.release, journal=str(path), socket=str(config.api.socket),
@@ -198,6 +211,11 @@ class Daemon:
                 "release": self.release, "message": f"{self.release} stopped"}))
             await self._last_commit(self.service)
             self.service = None
+        if self.export is not None:  # after the last commit: the stop record goes out too
+            if self.journal is not None:
+                self.export.committed(self.journal.last_seq)
+            await self.export.stop()
+            self.export = None
         if self.journal is not None:
             self.journal.close()
             self.journal = None
@@ -247,6 +265,8 @@ class Daemon:
     def _published(self) -> None:
         if self.api is not None:
             self.api.flush()
+        if self.export is not None and self.journal is not None:
+            self.export.committed(self.journal.last_seq)
 
     def status_text(self) -> str:
         """STATUS=: what the table is doing, in one line."""

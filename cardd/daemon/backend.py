@@ -57,9 +57,11 @@ def check_reason(reason: str, known: frozenset[str]) -> None:
 class DaemonBackend:
     def __init__(self, service: TableService, commands: Mapping[str, CommandSpec],
                  links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner],
-                 retention: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
+                 retention: Callable[[], dict[str, Any] | None] = lambda: None, *,
+                 export: Callable[[], dict[str, Any]] | None = None) -> None:
         self.service = service
         self._retention = retention  # STATE's "retention": where export and prune stood last
+        self._export = export  # STATE's "export": the floor export's broker and backlog (None: off)
         self.commands = commands
         self._links = links
         self._runners = runners  # by CommandSpec.kind, for commands that are not table inputs
@@ -73,6 +75,7 @@ class DaemonBackend:
     async def state(self, caller: Caller) -> dict[str, Any]:
         return {**table_state(self.service.table, self._links(), self.service.journal.last_seq),
                 "retention": self._retention(),
+                "export": None if self._export is None else self._export(),
                 # cardd --simulate: its simulation commands are in (cardctl sim says so before any)
                 "simulated": any(spec.kind == "simulation" for spec in self.commands.values())}
 

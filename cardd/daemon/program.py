@@ -27,10 +27,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
 import structlog
 
-from cardd.config import (DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigError, load_config, rule_names,
-                          named_rules, simulated)
+from cardd.config import (DEFAULT_PATH, SIMULATED_RULES, CarddConfig, ConfigError, load_config, load_export_section,
+                          named_rules, rule_names, simulated)
 from cardd.daemon.app import Daemon, StartupError, release
 from cardd.daemon.parent import not_the_parent
 from cardd.daemon.tracker_service import journaled_state, stored_table
@@ -151,6 +152,9 @@ def command_line_refused(args: argparse.Namespace) -> str | None:
     if args.state_dir is not None and not args.simulate:
         return ("--state-dir goes with --simulate only: a table's journal and socket are its configuration's "
                 f"[journal] path and [api] socket (--config, default {DEFAULT_PATH})")
+    if args.export is not None and not args.simulate:
+        return ("--export goes with --simulate only: a table's export is its configuration's [export] section "
+                f"(--config, default {DEFAULT_PATH})")
     if args.rules is not None and not args.simulate:
         return ("--rules goes with --simulate only: a table's house rules are its configuration's [table] rules "
                 f"(--config, default {DEFAULT_PATH})")
@@ -209,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rules", default=None, metavar="NAME|PATH",
                     help=f"with --simulate: the house rules, a seed casino's name ({', '.join(rule_names())}) or the "
                          f"path of a rules file (default {SIMULATED_RULES.stem})")
+    ap.add_argument("--export", default=None, metavar="FILE",
+                    help="with --simulate: a TOML file with an [export] section; the simulated table publishes "
+                         "its journal to those MQTT brokers (docs/floor.md)")
     ap.add_argument("--state-dir", type=Path, default=None,
                     help="with --simulate: where the journal, the socket, the devices' ptys and their memory go "
                          "(the cards they hold, kept across a restart there; default: a new temporary directory, "
@@ -265,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             # on stdout, before the first log line (stderr): where the table is, for a person at the terminal
             print(f"cardd --simulate: journal {config.journal.path}, socket {config.api.socket}, shoe "
                   f"{config.devices.shoe}, shuffler {config.devices.shuffler}, rules {config.table.rules}", flush=True)
+            export = None if args.export is None else load_export_section(args.export)
             config = simulation.start()
+            if export is not None:
+                config = msgspec.structs.replace(config, export=export)
             config_path = "(--simulate)"
         else:
             config, warnings = check_config(config_file)
