@@ -169,7 +169,8 @@ def test_a_password_file_others_may_read_is_refused(tmp_path):
     assert error.key == "export.password_file"
     assert str(error).endswith("others may read it (mode 0644): only cardd may (chown cardd, chmod 0600)")
     secret.chmod(0o600)
-    assert load_config(tmp_path / "cardd.toml").export.password_file == secret
+    export = load_config(tmp_path / "cardd.toml").export
+    assert export is not None and export.password_file == secret
 
 
 UNKNOWN_OR_MISSING = [
