@@ -256,6 +256,8 @@ class Daemon:
     def _publish(self, event: ApiEvent) -> None:
         if self.api is not None:
             self.api.publish(event)
+        if self.export is not None:
+            self.export.published(event)
         notice = None if self.alarm_notices is None else self.alarm_notices.notice(event)
         if notice is not None:
             log_notice(notice)

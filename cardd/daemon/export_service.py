@@ -11,13 +11,13 @@ from typing import Any
 
 import structlog
 
+from cardd.api.protocol import ApiEvent
 from cardd.config import ExportConfig
 from cardd.daemon.state import table_state
 from cardd.daemon.tracker_service import TableService
 from cardd.export.exporter import Exporter, ExportStatus, TableFacts
 from cardd.journal import Entry, Journal
 from devices.events import Event, Reason, Severity
-from devices.tracker.shoe import IN_PLAY
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +43,11 @@ class ExportService:
 
     def committed(self, last_seq: int) -> None:
         self.exporter.notify(last_seq)
+
+    def published(self, event: ApiEvent) -> None:
+        """Each record as the daemon publishes it: a shoe's load starts its round count."""
+        if event.reason == Reason.SHOE_STATE and event.data.get("trigger") == "load":
+            self._rounds.shoe_loaded(self.service.table.rounds_started)
 
     def status_json(self) -> dict[str, Any]:
         """STATE's "export"."""
@@ -102,24 +107,28 @@ def floor_part(state: dict[str, Any], rounds: tuple[int, int], raised_ns: dict[i
 
 
 class _RoundCounts:
-    """Rounds begun this shoe and in the last hour, from STATE's ``rounds_started`` as it grows."""
+    """Rounds begun this shoe and in the last hour, from STATE's ``rounds_started`` as it grows and
+    the count it stood at when the shoe was loaded (:meth:`shoe_loaded`, told as the load's record
+    is published: a once-a-second look would miss a load and the rounds after it)."""
 
     def __init__(self) -> None:
         self._last: int | None = None
-        self._shoe_began = 0
-        self._shoe_state: str | None = None
+        self._shoe_began: int | None = None
         self._times: deque[float] = deque()
 
+    def shoe_loaded(self, rounds_started: int) -> None:
+        self._shoe_began = rounds_started
+
     def update(self, state: dict[str, Any]) -> tuple[int, int]:
-        started, shoe_state = state["rounds_started"], state["shoe"]["state"]
+        started = state["rounds_started"]
         now = time.monotonic()
         if self._last is None:
-            self._last = self._shoe_began = started
-        if shoe_state in IN_PLAY and self._shoe_state not in IN_PLAY:
-            self._shoe_began = started  # a new shoe counts from here (a new dealer's burn stays in play)
+            self._last = started
+        if self._shoe_began is None:  # the daemon started with the shoe already loaded: counted from here
+            self._shoe_began = started
         for _ in range(max(0, started - self._last)):
             self._times.append(now)
-        self._last, self._shoe_state = started, shoe_state
+        self._last = started
         while self._times and now - self._times[0] > 3600:
             self._times.popleft()
         return started - self._shoe_began, len(self._times)

@@ -1,0 +1,55 @@
+"""The floor export end to end: a real daemon dealing on simulated devices, a real mosquitto with
+a password per table and an ACL, a real subscriber on the floor's side. Every journal record
+reaches the floor, once after dedupe on (site, table, seq) and in order; the status says online,
+then offline; each anchor is a chain hash the journal holds; no payload names a card with the
+default filter; and the table subscribes to nothing."""
+from __future__ import annotations
+
+import pytest
+
+from cardd.export.payloads import CARD_TOKEN
+from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
+
+
+@pytest.mark.timeout(180)
+def test_every_record_reaches_the_floor_once_in_order_and_names_no_card(directory, mosquitto):
+    user, password_file = mosquitto.add_table(SITE, "bj-01")
+    with Subscriber(mosquitto.url, mosquitto.floor) as floor, \
+            ExportTable(directory, [mosquitto.url], "bj-01", user=user, password_file=password_file) as table:
+        table.deal_rounds(3)
+        floor.wait_for(lambda: any(m.payload["shoe"] is not None and m.payload["rounds"]["this_shoe"] == 3
+                                   for m in floor.messages("state", "bj-01")),
+                       lambda: f"a state of three rounds this shoe (the last: {floor.messages('state')[-1:]})")
+        export = table.wait_export(lambda e: e["backlog"] == 0 and e["connected"], "an empty backlog")
+        assert (export["site"], export["table"], export["broker"]) == (SITE, "bj-01", mosquitto.url)
+        table.stop()
+        last = table.last_seq()
+        floor.wait_for_seq("bj-01", last)
+        floor.wait_for(lambda: any(not m.payload["online"] for m in floor.messages("status")), "the offline status")
+        records = table.records()
+    assert last > 60 and sum(1 for r in records if r.reason == "SETTLED") >= 3  # three rounds were played
+    assert floor.seqs("bj-01") == list(range(1, last + 1))  # each once after dedupe, in order
+    events = {e["seq"]: e for e in floor.events("bj-01")}
+    for record in records:
+        event = events[record.seq]
+        assert (event["site"], event["kind"], event["source"], event["reason"], event["severity"]) == \
+               (SITE, record.kind, record.source, record.reason, record.severity)
+        assert event["time"] == record.time_iso[:23] + "Z"
+    statuses = [m.payload for m in floor.messages("status")]
+    assert statuses[0]["online"] and statuses[0]["session"] == 1 and statuses[0]["rules"]["name"] == "casino-000"
+    assert statuses[-1] == {"schema": "cardd.floor/1", "site": SITE, "table": "bj-01", "online": False, "session": 1}
+    anchors = [m.payload for m in floor.messages("anchor")]
+    hashes = {r.seq: r.hash.hex() for r in records}
+    assert anchors and anchors[-1]["seq"] == last  # the clean stop anchors the stop record
+    assert all(hashes[a["seq"]] == a["hash"] for a in anchors)
+    shoe_ends = [r.seq for r in records if r.reason in ("RECONCILED", "SHOE_VOID", "RECONCILIATION_FAILED")]
+    assert all(any(a["seq"] >= end for a in anchors) for end in shoe_ends)
+    assert any(CARD_TOKEN.search(r.data_json) for r in records)  # the journal names cards...
+    assert names_a_card(floor.received) == []  # ...the floor never hears one
+    states = [m.payload for m in floor.messages("state", "bj-01")]
+    assert states and {d["role"] for d in states[-1]["devices"]} == {"shoe", "shuffler"}
+    assert all(s["shoe"] is None or s["shoe"]["penetration"] in ("0-25%", "25-50%", "50-75%", "75-100%")
+               for s in states)
+    table_ids = [client for client in mosquitto.subscribes() if client.startswith("cardd-")]
+    assert table_ids == []  # the floor's subscriber subscribed; the table never did
+    assert "floor-test" in mosquitto.subscribes()
