@@ -320,7 +320,8 @@ TREATMENTS: dict[str, Treatment] = {
     "REPEATED_READ": _t("index last", message=_Sentence(
         "card #{index} repeats an index already read since the shoe was loaded: not dealt again", "repeated read")),
     "CONFLICTING_READ": _t("index last", message=_Sentence(
-        "card #{index} read again, another card than its first read: the first read stands; round held", "conflicting read")),
+        "card #{index} read again, another card than its first read: the first read stands; round held",
+        "conflicting read")),
     "MISSING_READ": _t("index first_missing last_missing", message=_Sentence(
         "card read(s) #{first_missing}..#{last_missing} never received before card #{index}: round held",
         "missing read")),
