@@ -192,6 +192,15 @@ def test_after_round_sends_the_record_whole() -> None:
     assert carries_cards(ASSIGNED)
 
 
+def test_carries_cards_sees_a_card_in_any_text_or_key_of_the_data() -> None:
+    def carries(data: dict[str, Any]) -> bool:
+        return carries_cards(record(5, "event", "REDEAL", data))
+
+    assert carries({"message": "two lines:\nAS first"}) and carries({"returned": {"10H": 1}})
+    assert carries({"message": "card\u00a0QS"}) and carries({"layout": [["4H", "dealer"]]})
+    assert not carries({"message": "re-deal declared by root: FACE_UP_CARD as 10 cards"})
+
+
 def test_a_card_data_mode_not_known_is_refused_in_one_line() -> None:
     assert CARD_DATA_MODES == ("none", "after_round")
     with pytest.raises(ValueError, match=r"^export.card_data 'all': expected one of none, after_round$"):
