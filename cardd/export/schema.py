@@ -26,7 +26,8 @@ def schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"cardd floor export, {SCHEMA}",
         "description": "The payloads a table publishes under cardd/v1/<site>/<table>/ (docs/floor.md): "
-                       + "; ".join(f"{leaf}: {', '.join(k.__name__ for k in kinds)}" for leaf, kinds in PAYLOADS.items())
+                       + "; ".join(f"{leaf}: {', '.join(k.__name__ for k in kinds)}"
+                                   for leaf, kinds in PAYLOADS.items())
                        + ". Generated from cardd/export/payloads.py by `make floor-schema`: do not edit.",
         "anyOf": list(refs),
         "$defs": dict(components),

@@ -1,0 +1,343 @@
+"""The floor payloads: docs/floor.md's examples are what the Structs read and the builders write,
+the card filter's table is the one documented, and over the journals of the whole scenario
+library (real daemons, real simulated devices) no payload of the default filter names a card,
+while the same records sent whole do."""
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from cardd.bench.runner import BenchRig, run_scenario
+from cardd.bench.scenario import LIBRARY, Scenario, scenario_files
+from cardd.daemon.backend import journal_reasons
+from cardd.export.payloads import (
+    CARD_DATA_MODES, INPUT_FIELDS, PAYLOADS, SCHEMA, TREATMENTS, Anchor, Event, State, Status, Will, anchor_payload,
+    carries_cards, event_payload, settled_round, state_payload, status_payload, will_payload,
+)
+from cardd.journal import Journal
+from cardd.journal.records import Record, record_hash
+from core.cards import ALL_CARDS, Card, Suit
+from devices.tracker.inputs import RECORDS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "floor.md"
+#: docs/floor.md's payload headings -> the Struct its examples are
+SECTION_TYPES: dict[str, type[msgspec.Struct]] = {"status": Status, "Will": Will, "events": Event, "state": State,
+                                                  "anchor": Anchor}
+
+
+# ---- the examples ---------------------------------------------------------------------------
+
+def doc_examples() -> list[tuple[str, str]]:
+    """(the ### heading above it, the text) of every ```json block of docs/floor.md."""
+    found, heading = [], ""
+    for match in re.finditer(r"^### ([^\n]+)$|^```json\n(.*?)^```$", DOC.read_text(encoding="utf-8"), re.M | re.S):
+        if match.group(1) is not None:
+            heading = match.group(1).strip()
+        else:
+            found.append((heading, match.group(2)))
+    return found
+
+
+def test_every_json_example_is_its_payload() -> None:
+    examples = doc_examples()
+    assert {heading for heading, _ in examples} == set(SECTION_TYPES)
+    for heading, text in examples:
+        payload = msgspec.json.decode(text.encode(), type=SECTION_TYPES[heading])
+        assert payload.schema == SCHEMA  # type: ignore[attr-defined]
+    # a subscriber of the status topic reads the Will as a Status too
+    (will,) = [text for heading, text in examples if heading == "Will"]
+    assert msgspec.json.decode(will.encode(), type=Status).online is False
+
+
+def test_a_payload_with_another_field_or_a_bad_time_is_refused() -> None:
+    (anchor,) = [msgspec.json.decode(text.encode()) for heading, text in doc_examples() if heading == "anchor"]
+    for wrong in ({**anchor, "extra": 1}, {**anchor, "time": "2026-12-02T04:00:00Z"}, {**anchor, "table": "bj/07"},
+                  {**anchor, "schema": "cardd.floor/2"}):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(wrong, Anchor)
+
+
+def _example(heading: str) -> dict[str, Any]:
+    (first, *_) = [msgspec.json.decode(text.encode()) for h, text in doc_examples() if h == heading]
+    assert isinstance(first, dict)
+    return first
+
+
+def test_the_builders_write_the_documented_examples() -> None:
+    status = _example("status")
+    ts_ns = 1796184000123000000  # 2026-12-02T04:00:00.123Z
+    built = status_payload(site="floor1", table="bj-07", session=12, release="0.9.0", rules_name="casino-001",
+                           rules_sha256=status["rules"]["sha256"],
+                           devices={"shoe": "sim://shoe", "shuffler": "sim://shuffler"}, ts_ns=ts_ns)
+    assert msgspec.json.decode(built) == status
+    assert msgspec.json.decode(will_payload(site="floor1", table="bj-07", session=12)) == _example("Will")
+    anchor = _example("anchor")
+    assert msgspec.json.decode(anchor_payload(site="floor1", table="bj-07", seq=1234,
+                                              chain_hash=bytes.fromhex(anchor["hash"]),
+                                              ts_ns=ts_ns - 3_000_000)) == anchor
+    state = state_payload(
+        site="floor1", table="bj-07", ts_ns=ts_ns,
+        devices={"shoe-reader": {"state": "dealing", "link": "up"}, "shuffler": {"state": "idle", "link": "up"}},
+        shoe={"state": "in_play", "cards_out": 100, "cards_in_shoe": 312}, rounds_this_shoe=12, rounds_this_hour=40,
+        alarms=[{"id": 3, "reason": "FACE_UP_CARD", "source": "table", "message": "card #3 (AC) came out face up"}],
+        alarm_since_ns={3: ts_ns - 60_000_000_000},
+        export={"delivered_through": 1200, "backlog": 34, "oldest_undelivered_s": 0.8})
+    assert msgspec.json.decode(state) == _example("state")
+    assert not names_cards(msgspec.json.decode(state))  # an alarm's text ("... (AC) ...") stays at the table
+
+
+def test_the_state_shows_no_shoe_between_shoes_and_penetration_in_quarters() -> None:
+    def shoe_of(shoe: dict[str, Any]) -> Any:
+        return msgspec.json.decode(state_payload(
+            site="s", table="t", ts_ns=0, devices={}, shoe=shoe, rounds_this_shoe=0, rounds_this_hour=0,
+            alarms=[], alarm_since_ns={}, export={"delivered_through": 0, "backlog": 0,
+                                                  "oldest_undelivered_s": None}))["shoe"]
+
+    assert shoe_of({"state": "verified", "cards_out": 0, "cards_in_shoe": 312}) is None
+    steps = [shoe_of({"state": "in_play", "cards_out": n, "cards_in_shoe": 312})["penetration"]
+             for n in (0, 77, 78, 155, 156, 233, 234, 312)]
+    assert steps == ["0-25%", "0-25%", "25-50%", "25-50%", "50-75%", "50-75%", "75-100%", "75-100%"]
+
+
+# ---- the filter's table -----------------------------------------------------------------------
+
+#: what the default filter does with each reason the daemon journals: its message as journaled, or
+#: rebuilt from the fields sent; and the reasons whose card lists are sent as counts
+MESSAGE_AS_JOURNALED = {
+    "DAEMON_START", "DAEMON_STOP", "JOURNAL_EXPORTED", "JOURNAL_PRUNED", "JOURNAL_WRITE_FAILED",
+    "JOURNAL_WRITE_RESUMED", "DEVICE_FLAPPING", "DEVICE_FLOODING", "EVENT_GAP", "EVENTS_LOST",
+    "DEVICE_DROPPED_EVENTS", "OUT_OF_ORDER_REPORT", "ACTION", "REDEAL", "BOX_OVER_MAXIMUM",
+    "SHUFFLER_MALFUNCTION", "UNREADABLE_CARD", "OVERRIDE"}
+MESSAGE_REBUILT = {
+    "RULES_CHANGED", "START_SHUFFLE", "CLEAR_FAULT", "COUNTERS", "SELFTEST", "FIRMWARE_UPDATE", "EXPORT_JOURNAL",
+    "VERIFY_JOURNAL", "SIM_DEAL", "SIM_FAULT", "SIM_LOAD_SHOE", "SIM_SWITCHES", "SIM_UNLOAD_SHOE", "COMMAND_REFUSED",
+    "DEVICE_STATE", "DEVICE_STALE", "DEVICE_OFFLINE", "DEVICE_FAULT", "DEVICE_RECOVERED", "WRONG_DEVICE",
+    "SHOE_STATE", "SHOE_VERIFIED", "SHOE_REFUSED", "CUT_CARD_OUT", "DEALER_CHANGE_BURN", "RECONCILED",
+    "RECONCILIATION_FAILED", "SHOE_VOID", "NEXT_SHOE_TAKES_OVER", "SHOE_COUNT_MISMATCH", "CUT_CARD_MISPLACED",
+    "BURN", "DEALING_BLOCKED", "ROUND_STATE", "CARD_ASSIGNED", "ACTION_REFUSED", "SETTLED", "ROUND_HELD",
+    "ROUND_RESUMED", "ROUND_VOID", "FACE_UP_CARD", "FOREIGN_CARD", "CARD_ENTERED_BY_DEALER", "CARD_EXPOSED_IN_ERROR",
+    "CARD_DRAWN_IN_ERROR", "PLACEMENT_ERROR", "CARDS_TO_BOX_WITHOUT_WAGER", "READ_FROM_STALE_DEVICE",
+    "REPEATED_READ", "CONFLICTING_READ", "MISSING_READ", "OVERRIDE_REFUSED", "ALARM_CLEARED"}
+CARDS_COUNTED = {"PLACEMENT_ERROR": {"layout"}, "CARDS_TO_BOX_WITHOUT_WAGER": {"cards"}}
+#: fields that hold a card, a hand's cards or a composition: never kept, for any reason or input
+CARD_FIELDS = {"card", "first_card", "cards_in_play", "layout", "problems", "detail", "args", "result", "refused",
+               "message", "input", "returned_cards", "assignments", "also", "composition"}
+
+
+def test_every_reason_the_daemon_journals_has_the_treatment_listed_here() -> None:
+    assert MESSAGE_AS_JOURNALED.isdisjoint(MESSAGE_REBUILT)
+    assert set(TREATMENTS) == MESSAGE_AS_JOURNALED | MESSAGE_REBUILT == set(journal_reasons())
+    assert {r for r, t in TREATMENTS.items() if t.message is None} == MESSAGE_AS_JOURNALED
+    assert {r: set(t.counted) for r, t in TREATMENTS.items() if t.counted} == CARDS_COUNTED
+    assert all(not (t.keep & CARD_FIELDS) for t in TREATMENTS.values())
+
+
+def test_every_input_type_has_its_fields_and_no_card() -> None:
+    assert set(INPUT_FIELDS) == set(RECORDS)
+    assert all(not (t.keep & CARD_FIELDS) and {"type", "v"} <= t.keep for t in INPUT_FIELDS.values())
+    assert {name for name, t in INPUT_FIELDS.items() if t.counted} == {
+        "PlacementError", "ReconstructInitialDeal", "ReconstructAndRedeal", "ShoeRemainder"}
+
+
+def _doc_table(first_header: str) -> dict[str, tuple[set[str], set[str], str | None]]:
+    """docs/floor.md's table whose first header is ``first_header``: name -> (fields, counted, message)."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    start = lines.index(next(line for line in lines if line.startswith(f"| {first_header} |"))) + 2
+    table: dict[str, tuple[set[str], set[str], str | None]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        fields, counted = ({m for m in re.findall(r"`(\w+)`", cell)} for cell in cells[1:3])
+        for name in re.findall(r"`(\w+)`", cells[0]):
+            table[name] = (fields, counted, cells[3] if len(cells) > 3 else None)
+    return table
+
+
+def test_the_documented_tables_are_the_filters() -> None:
+    assert _doc_table("reason") == {
+        name: (set(t.keep), set(t.counted), "as journaled" if t.message is None else "rebuilt")
+        for name, t in TREATMENTS.items()}
+    assert _doc_table("input type") == {name: (set(t.keep), set(t.counted), None) for name, t in INPUT_FIELDS.items()}
+
+
+# ---- records made here: after_round, an unknown reason, the settling record -------------------
+
+def record(seq: int, kind: str, reason: str, data: dict[str, Any], source: str = "round", who: str = "",
+           round_id: str | None = None) -> Record:
+    data_json = msgspec.json.encode(data, order="sorted").decode()
+    return Record(seq, 1796184000123456789, kind, source, reason, "info", who, round_id, data_json, bytes(32),
+                  record_hash(bytes(32), data_json.encode()))
+
+
+ASSIGNED = record(48, "event", "CARD_ASSIGNED",
+                  {"card": "TH", "message": "round 1: TH to box 1 hand 1", "round": 1, "target": "box 1 hand 1"},
+                  round_id="1")
+
+
+def test_after_round_sends_the_record_whole() -> None:
+    whole = msgspec.json.decode(event_payload(ASSIGNED, site="floor1", table="bj-07", card_data="after_round",
+                                              replay=True), type=Event)
+    assert (whole.message, whole.data, whole.replay) == ("round 1: TH to box 1 hand 1", ASSIGNED.data, True)
+    assert (whole.seq, whole.time, whole.round, whole.who) == (48, "2026-12-02T04:00:00.123Z", "1", None)
+    cut = msgspec.json.decode(event_payload(ASSIGNED, site="floor1", table="bj-07", card_data="none", replay=False),
+                              type=Event)
+    assert (cut.message, cut.data) == ("round 1: a card to box 1 hand 1", {"round": 1, "target": "box 1 hand 1"})
+    assert carries_cards(ASSIGNED)
+
+
+def test_carries_cards_sees_a_card_in_any_text_or_key_of_the_data() -> None:
+    def carries(data: dict[str, Any]) -> bool:
+        return carries_cards(record(5, "event", "REDEAL", data))
+
+    assert carries({"message": "two lines:\nAS first"}) and carries({"returned": {"10H": 1}})
+    assert carries({"message": "card\u00a0QS"}) and carries({"layout": [["4H", "dealer"]]})
+    assert not carries({"message": "re-deal declared by root: FACE_UP_CARD as 10 cards"})
+
+
+def test_a_card_data_mode_not_known_is_refused_in_one_line() -> None:
+    assert CARD_DATA_MODES == ("none", "after_round")
+    with pytest.raises(ValueError, match=r"^export.card_data 'all': expected one of none, after_round$"):
+        event_payload(ASSIGNED, site="floor1", table="bj-07", card_data="all", replay=False)
+
+
+def test_an_unknown_reason_is_sent_as_its_header_alone() -> None:
+    odd = record(7, "event", "CARD_PEEKED", {"card": "AS", "message": "AS peeked", "round": 2}, who="dealer:ann",
+                 round_id="2")
+    sent = msgspec.json.decode(event_payload(odd, site="floor1", table="bj-07", card_data="none", replay=False))
+    assert sent == {"schema": SCHEMA, "site": "floor1", "table": "bj-07", "seq": 7, "time": "2026-12-02T04:00:00.123Z",
+                    "kind": "event", "source": "round", "reason": "CARD_PEEKED", "severity": "info",
+                    "who": "dealer:ann", "round": "2", "message": "", "data": {}, "replay": False}
+
+
+def test_settled_round_is_the_rounds_complete_or_void_record() -> None:
+    def state(seq: int, value: str) -> Record:
+        return record(seq, "event", "ROUND_STATE", {"message": f"round 3: now {value}", "round": 3, "state": value},
+                      round_id="3")
+
+    assert [settled_round(state(i, s)) for i, s in enumerate(("players", "dealer", "complete", "void"), 1)] == \
+        [None, None, "3", "3"]
+    assert settled_round(ASSIGNED) is None
+
+
+def test_a_side_bets_outcome_naming_its_cards_pattern_is_not_sent() -> None:
+    pairs = record(9, "event", "SETTLED", {"box": 1, "hand": 0, "kind": "pairs", "net": "2500",
+                                           "outcome": "perfect_pair", "player": "p1", "round": 4, "stake": 100,
+                                           "message": "p1 pairs at box 1 hand 1: perfect_pair, stake 1.00, net 25.00"},
+                   round_id="4")
+    sent = msgspec.json.decode(event_payload(pairs, site="f", table="t", card_data="none", replay=False), type=Event)
+    assert "outcome" not in sent.data and "perfect_pair" not in sent.message and sent.data["net"] == "2500"
+
+
+# ---- the whole library: no card leaves the table --------------------------------------------
+
+SUITS = {Suit.CLUBS: "♣", Suit.DIAMONDS: "♦", Suit.HEARTS: "♥", Suit.SPADES: "♠"}
+
+
+def card_forms() -> set[str]:
+    """Every way a card is printed: as the table writes it (str: "AS", "TD"), with a 10 ("10D"),
+    in any case ("10h", "as"), and with the suit's symbol ("A♠", "10♠")."""
+    forms = set()
+    for card in ALL_CARDS:
+        text = str(card)
+        ranks = {text[:-1], "10"} if text[:-1] == "T" else {text[:-1]}
+        for rank in ranks:
+            for form in (rank + text[-1], rank + text[-1].lower(), (rank + text[-1]).lower()):
+                assert Card.parse(form) == card  # the project's own parser reads each form as that card
+                forms.add(form)
+            forms |= {rank + SUITS[card.suit], rank.lower() + SUITS[card.suit]}
+    return forms
+
+
+#: a card as the table writes it (str(Card), or with a 10): what carries_cards must see
+TABLE_WORD = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(sorted({str(c) for c in ALL_CARDS} | {
+    "10" + str(c)[-1] for c in ALL_CARDS}, key=len, reverse=True)) + r")(?![A-Za-z0-9])")
+CARD_WORD = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, sorted(card_forms(), key=len, reverse=True)))
+                       + r")(?![A-Za-z0-9])")
+
+
+def names_cards(value: Any, where: str = "", words: re.Pattern[str] = CARD_WORD, raw: bool = True) -> list[str]:
+    """Where ``value`` (a decoded payload) names a card: a card word in any text or key, a card
+    object (rank and suit), a composition, or (``raw``) a device's message (its bytes)."""
+    found = []
+    if isinstance(value, str):
+        if words.search(value) or "composition" in value.lower():
+            found.append(f"{where}: {value[:120]!r}")
+    elif isinstance(value, dict):
+        if {"rank", "suit"} <= value.keys():
+            found.append(f"{where}: a card object")
+        if raw and value.get("type") == "DeviceMessage" and "message" in value:  # its bytes: a card read's card, in hex
+            found.append(f"{where}: a device's message")
+        for key, item in value.items():
+            found += names_cards(key, f"{where}.{key} (key)", words, raw)
+            found += names_cards(item, f"{where}.{key}", words, raw)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += names_cards(item, f"{where}[{i}]", words, raw)
+    return found
+
+
+class JournalKept(BenchRig):
+    """The bench's rig, which keeps its daemon's journal once the daemon has stopped."""
+
+    kept: dict[Path, list[Record]] = {}
+
+    def __init__(self, scenario: Scenario, path: Path, directory: Path) -> None:
+        super().__init__(scenario, path, directory)
+        self.scenario_path = path
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        with Journal.open(self.directory / "journal.sqlite3", create=False, readonly=True) as journal:
+            records: list[Record] = []
+            while page := journal.query(seq_from=len(records) + 1, limit=1000):
+                records += page
+        self.kept[self.scenario_path] = records
+
+
+def library_parts(most: int = 6) -> list[list[Path]]:
+    """The library in parts of at most ``most`` scenarios, dealt out in turn: every part mixes the
+    casinos and the procedures, so each deals cards and none is all slow scenarios."""
+    files = scenario_files([LIBRARY])
+    count = -(-len(files) // most)
+    return [files[i::count] for i in range(count)]
+
+
+def test_the_parts_are_the_whole_library() -> None:
+    files = scenario_files([LIBRARY])
+    assert sorted(sum(library_parts(), [])) == sorted(files) and len(files) > 40
+
+
+# a part of the library a test (a daemon a scenario, two at a time), so that they run beside the others
+@pytest.mark.parametrize("files", library_parts(), ids=[f"{p[0].parent.name}-{p[0].stem}" for p in library_parts()])
+def test_no_payload_of_the_default_filter_names_a_card(files: list[Path]) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda path: run_scenario(path, make_rig=JournalKept), files))
+    assert all(result.passed for result in results), [result.message for result in results if not result.passed]
+    whole_naming = 0
+    for path in files:
+        records = JournalKept.kept.pop(path)
+        assert records and records[0].reason == "DAEMON_START"
+        settled = {settled_round(r) for r in records} - {None}
+        for r in records:
+            cut = event_payload(r, site="floor1", table="bj-07", card_data="none", replay=False)
+            event = msgspec.json.decode(cut, type=Event)
+            assert (event.seq, event.reason) == (r.seq, r.reason)
+            assert r.kind == "input" or r.reason in TREATMENTS, f"{path}: seq {r.seq}: {r.reason} has no treatment"
+            named = names_cards(msgspec.json.decode(cut))
+            assert not named, f"{path}: seq {r.seq} {r.reason}: {named}"
+            whole = msgspec.json.decode(event_payload(r, site="floor1", table="bj-07", card_data="after_round",
+                                                      replay=False))
+            if names_cards(whole, words=TABLE_WORD, raw=False):
+                whole_naming += 1
+                assert carries_cards(r), f"{path}: seq {r.seq} {r.reason} names a card, carries_cards says not"
+            if r.reason == "SETTLED":
+                assert r.round in settled, f"{path}: round {r.round} settled but never complete"
+    # the check sees cards where they are: sent whole, the same records name them
+    assert whole_naming > 0
