@@ -129,6 +129,8 @@ class Exporter:
         self._state_sent: bytes | None = None
         self._state_at = -STATE_REFRESH_S
         self._settled: set[str] = set()  # after_round: rounds found settled
+        #: after_round: the seq of a settlement, and of a shoe's end, journaled after the records held
+        self._settled_through = self._shoe_ended_through = 0
         self._status = ExportStatus(False, None, self._session, self._delivered, self._head - self._delivered,
                                     None, None)
         self._oldest_ts: tuple[int, int] | None = None  # (seq, ts_ns) of the first undelivered record read
@@ -339,17 +341,30 @@ class Exporter:
             conn.inflight.append(_Sent(record.seq, record, self._clock()))
 
     def _may_send(self, record: Record, reader: Journal) -> bool:
-        """after_round: a record that names cards goes once its round is settled."""
+        """after_round: a record that names cards goes once its round is settled; one of no round
+        (a burn card, the shoe's verification, a card drawn in error between rounds) once the next
+        round after it is settled or its shoe has ended, whichever comes first."""
         round_id = record.round
-        if round_id is None or round_id in self._settled or not payloads.carries_cards(record):
+        if (round_id is not None and round_id in self._settled) or not payloads.carries_cards(record):
             return True
-        later = reader.query(round_id=round_id, seq_from=record.seq, limit=None)
-        if any(payloads.settled_round(r) == round_id for r in later):
-            self._settled.add(round_id)
-            if len(self._settled) > 10_000:
-                self._settled.clear()  # rounds long past; a miss only costs one query
-            return True
-        return False
+        if round_id is not None:
+            of_round = reader.query(round_id=round_id, seq_from=record.seq, limit=None)
+            if any(payloads.settled_round(r) == round_id for r in of_round):
+                self._settled.add(round_id)
+                if len(self._settled) > 10_000:
+                    self._settled.clear()  # rounds long past; a miss only costs one query
+                return True
+        if round_id is None and self._settled_through < record.seq:  # the next settlement of any round
+            for state in reader.query(reason="ROUND_STATE", seq_from=record.seq + 1, limit=100):
+                if payloads.settled_round(state) is not None:
+                    self._settled_through = state.seq
+                    break
+        if self._shoe_ended_through < record.seq:
+            for reason in SHOE_END_REASONS:
+                for end in reader.query(reason=reason, seq_from=record.seq + 1, limit=1):
+                    self._shoe_ended_through = max(self._shoe_ended_through, end.seq)
+        return (self._shoe_ended_through >= record.seq or
+                (round_id is None and self._settled_through >= record.seq))
 
     def _publish(self, conn: _Connection, leaf: str, payload: bytes, *, retain: bool = False) -> int | None:
         info = conn.client.publish(self._topics[leaf], payload, qos=1, retain=retain)
