@@ -35,7 +35,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from cardd.config import ExportConfig
 from cardd.export import payloads
 from cardd.export.topics import ANCHOR, EVENTS, STATE, STATUS, topic
-from cardd.journal import Journal, JournalError, Record
+from cardd.journal import Journal, JournalError, JournalWriteError, Record
 from drivers.reconnect import Backoff
 
 log = structlog.get_logger(__name__)
@@ -57,6 +57,8 @@ STOP_FLUSH_S = 2.0
 #: the records that end a shoe: an anchor follows each once delivered
 SHOE_END_REASONS = frozenset({"RECONCILED", "RECONCILIATION_FAILED", "SHOE_VOID"})
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
+#: the status's problem while the cursor cannot be written (cleared once it is)
+CURSOR_PROBLEM = "the export's cursor cannot be written"
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,10 +479,13 @@ class Exporter:
         try:
             self.journal.note_delivered(delivered)
         except JournalError as exc:  # kept in memory; a restart sends these again (consumers dedupe)
-            self._set_status(problem=f"the export's cursor cannot be written: {exc}")
+            cause = exc.cause if isinstance(exc, JournalWriteError) else str(exc)  # the cause alone: one line
+            self._set_status(problem=f"{CURSOR_PROBLEM}: {cause}")
             return
         self._cursor_written = delivered
-        self._set_status()
+        problem = self.status().problem
+        # written again (room on the disk): that problem is over; a broker's own stays
+        self._set_status(**({"problem": None} if problem is not None and problem.startswith(CURSOR_PROBLEM) else {}))
 
     def _refresh_oldest(self, conn: _Connection | None) -> None:
         """The first undelivered record's time, for the backlog's age: from what is in hand, else a

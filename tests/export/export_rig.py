@@ -111,9 +111,13 @@ class ExportTable:
     file are filled in)."""
 
     def __init__(self, directory: Path, brokers: list[str], table: str, *, user: str | None = None,
-                 password_file: Path | None = None, **export: Any) -> None:
+                 password_file: Path | None = None, journal_path: Path | None = None,
+                 prefix: list[str] | None = None, **export: Any) -> None:
+        """``journal_path`` elsewhere than the folder and ``prefix`` (a command that execs cardd:
+        tests/support/full_disk.py) put the journal on a disk of the test's own."""
         self.directory, self.site, self.table = directory, SITE, table
-        self.journal_path = directory / "journal.sqlite3"
+        self.journal_path = journal_path or directory / "journal.sqlite3"
+        self.prefix = prefix
         self.sim = SimulatedTable.over_ptys()
         self.export = {"brokers": brokers, "site": SITE, "table": table, "timeout_s": 2.0, **export}
         if user is not None:
@@ -125,7 +129,8 @@ class ExportTable:
 
     def __enter__(self) -> ExportTable:
         self.sim.__enter__()
-        self.config = write_config(self.directory, self.sim.shoe.url, self.sim.shuffler.url)
+        self.config = write_config(self.directory, self.sim.shoe.url, self.sim.shuffler.url,
+                                   journal={"path": str(self.journal_path)})
         lines = ["", "[export]"] + [f"{key} = {json.dumps(value)}" for key, value in self.export.items()]
         with self.config.open("a") as file:
             file.write("\n".join(lines) + "\n")
@@ -139,7 +144,7 @@ class ExportTable:
         self.sim.__exit__(exc_type, exc, tb)
 
     def start(self) -> None:
-        self.daemon = Daemon(["--config", str(self.config)], self.directory / "cardd.sock")
+        self.daemon = Daemon(["--config", str(self.config)], self.directory / "cardd.sock", prefix=self.prefix)
         self._client = None
 
     @property
@@ -152,19 +157,22 @@ class ExportTable:
     def deal(self, cards: int) -> None:
         self.sim.shoe.call(self.sim.shoe.device.deal, cards)
 
-    def shuffle_and_load(self) -> None:
-        shuffle_and_load(self.client, lambda: self.sim.hand_off(0.8), self.deal)
+    def shuffle_and_load(self, client: Client | None = None) -> None:
+        shuffle_and_load(client or self.client, lambda: self.sim.hand_off(0.8), self.deal)
 
-    def play_round(self) -> dict[str, Any]:
-        """One round of two players, each standing: it ends settled."""
-        open_and_bet(self.client)
-        return play_out(self.client, self.deal, lambda _state: None)
+    def play_round(self, client: Client | None = None) -> dict[str, Any]:
+        """One round of two players, each standing: it ends settled. ``client``: another thread's
+        own connection (one connection answers one thread)."""
+        client = client or self.client
+        open_and_bet(client)
+        return play_out(client, self.deal, lambda _state: None)
 
-    def deal_rounds(self, rounds: int) -> None:
-        if self.client.state()["shoe"]["state"] not in ("in_play", "burning"):
-            self.shuffle_and_load()
+    def deal_rounds(self, rounds: int, client: Client | None = None) -> None:
+        client = client or self.client
+        if client.state()["shoe"]["state"] not in ("in_play", "burning"):
+            self.shuffle_and_load(client)
         for _ in range(rounds):
-            self.play_round()
+            self.play_round(client)
 
     def export_state(self) -> dict[str, Any]:
         export: dict[str, Any] = self.client.state()["export"]
