@@ -112,12 +112,14 @@ class ExportTable:
 
     def __init__(self, directory: Path, brokers: list[str], table: str, *, user: str | None = None,
                  password_file: Path | None = None, journal_path: Path | None = None,
-                 prefix: list[str] | None = None, **export: Any) -> None:
+                 prefix: list[str] | None = None, api: dict[str, int | float] | None = None,
+                 **export: Any) -> None:
         """``journal_path`` elsewhere than the folder and ``prefix`` (a command that execs cardd:
-        tests/support/full_disk.py) put the journal on a disk of the test's own."""
+        tests/support/full_disk.py) put the journal on a disk of the test's own; ``api``: more
+        keys of ``[api]`` (a client dealing flat out needs a ``rate`` above the default)."""
         self.directory, self.site, self.table = directory, SITE, table
         self.journal_path = journal_path or directory / "journal.sqlite3"
-        self.prefix = prefix
+        self.prefix, self.api = prefix, api
         self.sim = SimulatedTable.over_ptys()
         self.export = {"brokers": brokers, "site": SITE, "table": table, "timeout_s": 2.0, **export}
         if user is not None:
@@ -130,7 +132,7 @@ class ExportTable:
     def __enter__(self) -> ExportTable:
         self.sim.__enter__()
         self.config = write_config(self.directory, self.sim.shoe.url, self.sim.shuffler.url,
-                                   journal={"path": str(self.journal_path)})
+                                   journal={"path": str(self.journal_path)}, api=self.api)
         lines = ["", "[export]"] + [f"{key} = {json.dumps(value)}" for key, value in self.export.items()]
         with self.config.open("a") as file:
             file.write("\n".join(lines) + "\n")
