@@ -5,11 +5,13 @@ then offline; each anchor is a chain hash the journal holds; no payload names a 
 default filter; and the table subscribes to nothing."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from cardd.export.payloads import CARD_TOKEN, carries_cards
+from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import deal_one, open_and_bet, play_out
 from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
 
@@ -53,6 +55,12 @@ def test_every_record_reaches_the_floor_once_in_order_and_names_no_card(director
     assert states and {d["role"] for d in states[-1]["devices"]} == {"shoe", "shuffler"}
     assert all(s["shoe"] is None or s["shoe"]["penetration"] in ("0-25%", "25-50%", "50-75%", "75-100%")
                for s in states)
+    collected = directory / "anchors.jsonl"  # as a floor recorder keeps them: topic and payload a line
+    collected.write_text("".join(json.dumps({"topic": m.topic, "payload": m.payload}) + "\n"
+                                 for m in floor.messages("anchor")))
+    checked = cardctl(None, "verify-journal", "--file", str(table.journal_path), "--anchors", str(collected))
+    assert checked.code == 0, checked.err
+    assert f"anchors: {len({a['seq'] for a in anchors})} checked, every one reproduced" in checked.out
     table_ids = [client for client in mosquitto.subscribes() if client.startswith("cardd-")]
     assert table_ids == []  # the floor's subscriber subscribed; the table never did
     assert "floor-test" in mosquitto.subscribes()
