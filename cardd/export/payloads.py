@@ -277,6 +277,8 @@ TREATMENTS: dict[str, Treatment] = {
     "JOURNAL_PRUNED": _t("through_seq anchor_hash count horizon_days cutoff"),
     "JOURNAL_WRITE_FAILED": _t("cause"),
     "JOURNAL_WRITE_RESUMED": _t("failed_for_s records retries cause"),
+    "EXPORT_BACKLOG": _t("backlog oldest_s delivered_through"),
+    "EXPORT_DRAINED": _t("alarm alarm_reason delivered_through"),
     "RULES_CHANGED": _t("", message=_Sentence("house rules changed between shoes")),
     # commands: the command and the caller; its args and result are not sent (a refusal's text may
     # name the cards a reconciliation missed)
