@@ -529,6 +529,9 @@ class Exporter:
 
 def _reason(exc: BaseException) -> str:
     """An OS or TLS error in a sentence of its own, not the library's repr."""
+    if isinstance(exc, ssl.SSLCertVerificationError):  # OpenSSL's code alone says too little
+        return (f"TLS: the broker's certificate did not pass the check ({exc.verify_message or exc.reason}); "
+                "is ca_file the CA that signed it?")
     if isinstance(exc, ssl.SSLError):
         return f"TLS: {exc.reason or exc.strerror or type(exc).__name__}"
     if isinstance(exc, OSError):

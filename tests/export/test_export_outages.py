@@ -125,9 +125,11 @@ def test_broker_restarted_at_random_points_while_dealing_loses_nothing(directory
             ExportTable(directory, [mosquitto.url], "bj-01", user=user, password_file=password_file,
                         api=FLAT_OUT) as table:
         table.wait_export(lambda e: e["connected"], "a connection")
+        cut = 0  # restarts that found the table connected (the others came while it backed off)
         with Dealing(table, pause=max(0.5, RESTARTS * 1.8 / 25)) as dealing:
             for _ in range(RESTARTS):
                 time.sleep(rng.uniform(0.1, 2.5))  # a random point of the deal
+                cut += table.export_state()["connected"]
                 assert mosquitto.stop() == 0, mosquitto.process.last_words()
                 time.sleep(rng.uniform(0.0, 1.0))
                 mosquitto.start()
@@ -136,7 +138,9 @@ def test_broker_restarted_at_random_points_while_dealing_loses_nothing(directory
         no_traceback(table)
         last = stop_and_check(floor, table)
     assert rounds >= 3 and last > 60
-    assert len(sessions(floor, "bj-01")) >= 3  # connections that the restarts cut
+    assert cut >= 3 and len(sessions(floor, "bj-01")) > cut  # connections the restarts cut, and the one after
+    print(f"\n{RESTARTS} restarts, {cut} of them cutting a live connection: {last} records, "
+          f"{len(floor.events('bj-01')) - last} sent twice, {rounds} rounds")
 
 
 @pytest.mark.timeout(300)
@@ -188,8 +192,8 @@ def test_a_black_holed_broker_changes_nothing_at_the_table(directory, mosquitto)
             state = table.play_round()  # the round plays to settlement: every card journaled
             assert state["round"]["state"] == "complete" and state["seq"] > seq_before
             export = table.wait_export(lambda e: not e["connected"], "the silent broker given up", 20)
-            assert export["problem"] is not None and export["problem"].startswith(f"{mosquitto.url}: ")
-            assert "\n" not in export["problem"]
+            assert re.fullmatch(re.escape(mosquitto.url) + r": (no PUBACK for seq \d+|no answer to CONNECT) within 2 s",
+                                export["problem"] or ""), export["problem"]
             backlogs = [export["backlog"]]
             while time.monotonic() - paused_at < 30:
                 table.client.ok("dealer_change")  # commands answered all along
@@ -326,8 +330,9 @@ def test_tls_with_the_ca_delivers_and_without_it_names_the_certificate_check(dir
     untrusting.mkdir()
     with ExportTable(untrusting, [broker.tls_url], "bj-08", user=user, password_file=password_file) as table:
         export = table.wait_export(lambda e: e["problem"] is not None, "a TLS failure")
-        assert re.fullmatch(re.escape(broker.tls_url) + r": cannot connect: TLS: .*certificate.*", export["problem"],
-                            re.IGNORECASE), export["problem"]
+        assert re.fullmatch(re.escape(broker.tls_url) + r": cannot connect: TLS: the broker's certificate did not "
+                            r"pass the check \([^()]+\); is ca_file the CA that signed it\?", export["problem"]), \
+            export["problem"]
         no_traceback(table)
         table.stop()
     with Subscriber(broker.url, broker.floor) as floor, \
