@@ -146,9 +146,10 @@ def test_broker_restarted_at_random_points_while_dealing_loses_nothing(directory
 @pytest.mark.timeout(300)
 def test_a_killed_broker_never_had_more_than_the_table_sends_again(directory, mosquitto):
     """SIGKILL: what mosquitto acknowledged but had not saved is the broker's loss (docs/floor.md,
-    "A broker that is killed"); the table's part is that its cursor never passes a PUBACK. So
-    right after each kill, while no broker runs, a subscriber that was connected already holds
-    every record the table counts as delivered, and after the restart the table sends the rest."""
+    "A broker that is killed"); the table's part is that its cursor never passes a PUBACK. Each
+    kill comes to a broker black-holed for a moment, so records are in flight, unacknowledged:
+    right after it, while no broker runs, a subscriber that was connected already holds every
+    record the table counts as delivered, and after the restart the table sends the rest."""
     user, password_file = mosquitto.add_table(SITE, "bj-02")
     rng = random.Random(3102)
     with Subscriber(mosquitto.url, mosquitto.floor) as floor:
@@ -157,11 +158,17 @@ def test_a_killed_broker_never_had_more_than_the_table_sends_again(directory, mo
         mosquitto.start()
         with ExportTable(directory, [mosquitto.url], "bj-02", user=user, password_file=password_file,
                          api=FLAT_OUT) as table:
-            with Dealing(table) as dealing:
+            in_flight = []  # the records sent and not acknowledged when each kill came
+            with Dealing(table, pause=0.0) as dealing:
                 for kill in range(3):
                     table.wait_export(lambda e: e["connected"] and e["backlog"] <= 2, "a live connection",
                                       DRAIN_TIMEOUT)
                     time.sleep(rng.uniform(0.3, 1.5))
+                    # black-holed first, for less than timeout_s: what the table sends meanwhile is in
+                    # flight, unacknowledged, when the kill comes
+                    mosquitto.pause()
+                    time.sleep(rng.uniform(0.5, 1.5))
+                    in_flight.append(table.export_state()["backlog"])
                     mosquitto.kill()
                     export = table.wait_export(lambda e: not e["connected"], "the broker's loss noticed")
                     delivered = export["delivered_through"]
@@ -171,6 +178,7 @@ def test_a_killed_broker_never_had_more_than_the_table_sends_again(directory, mo
                                    timeout=5)
                     mosquitto.start()
                 dealing.finish()
+            assert max(in_flight) > 0, in_flight
             table.wait_export(lambda e: e["connected"] and e["backlog"] == 0, "an empty backlog", DRAIN_TIMEOUT)
             no_traceback(table)
             stop_and_check(floor, table)
