@@ -25,7 +25,7 @@ from cardd.journal import Journal
 from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import Client
 from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
-from tests.support.brokers import Mosquitto, free_port, make_tls
+from tests.support.brokers import free_port
 from tests.support.full_disk import PrivateTmpfs
 
 FULL = os.environ.get("CARDD_FULL") == "1"
@@ -160,7 +160,7 @@ def test_a_killed_broker_never_had_more_than_the_table_sends_again(directory, mo
                          api=FLAT_OUT) as table:
             in_flight = []  # the records sent and not acknowledged when each kill came
             with Dealing(table, pause=0.0) as dealing:
-                for kill in range(3):
+                for _ in range(3):
                     table.wait_export(lambda e: e["connected"] and e["backlog"] <= 2, "a live connection",
                                       DRAIN_TIMEOUT)
                     time.sleep(rng.uniform(0.3, 1.5))
