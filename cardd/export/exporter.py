@@ -43,7 +43,7 @@ from drivers.reconnect import Backoff
 log = structlog.get_logger(__name__)
 
 #: records published and not yet acknowledged, at most: what a round trip to the broker carries
-WINDOW = 1_000
+WINDOW = 2_000
 #: records read from the journal at a time
 READ_BATCH = 500
 #: the cursor is written at most this often while records flow (and whenever they stop)
@@ -89,9 +89,13 @@ class ExportStatus:
 
 @dataclass(slots=True)
 class _Sent:
+    """One events message in flight: records ``first``..``seq``, the last of them ``record``."""
+    first: int
+    first_ts_ns: int  # the first record's time: the backlog's age while it waits
     seq: int
     record: Record
     at: float  # the clock when it was handed to paho
+    ends_shoe: bool  # it carries a shoe's end record: an anchor follows its delivery
 
 
 @dataclass(slots=True)
@@ -327,28 +331,45 @@ class Exporter:
             self._io(conn, 0.25 if conn.inflight else 1.0)
 
     def _fill(self, conn: _Connection, reader: Journal) -> None:
-        """Publish the next records, up to :data:`WINDOW` in flight."""
+        """Publish the next records, up to :data:`WINDOW` in flight: what the journal has ready, as
+        many as an events message carries (payloads.EVENTS_MAX_RECORDS) a message."""
         config = self.config
-        while len(conn.inflight) < WINDOW:
+        while True:
             sent_through = conn.inflight[-1].seq if conn.inflight else self._delivered
+            room = WINDOW - (sent_through - self._delivered)
+            if room <= 0:
+                return
             if not conn.pending:
                 if sent_through >= self._head:
                     return
                 conn.pending.extend(reader.query(seq_from=sent_through + 1, limit=READ_BATCH))
                 if not conn.pending:
                     return
-            record = conn.pending[0]
-            if config.card_data == "after_round" and not self._may_send(record, reader):
-                return  # its round is not settled: the stream waits for it (docs/floor.md)
-            conn.pending.popleft()
-            payload = payloads.event_payload(record, site=config.site, table=config.table,
-                                             card_data=config.card_data, replay=record.seq <= conn.replay_through)
-            mid = self._publish(conn, EVENTS, payload)
-            if mid is None:
-                conn.pending.appendleft(record)
+            events: list[bytes] = []
+            size, ends_shoe, first_ts = 0, False, conn.pending[0].ts_ns
+            while conn.pending and len(events) < min(room, payloads.EVENTS_MAX_RECORDS) \
+                    and size < payloads.EVENTS_MAX_BYTES:
+                record = conn.pending[0]
+                if config.card_data == "after_round" and not self._may_send(record, reader):
+                    break  # its round is not settled: the stream waits for it (docs/floor.md)
+                event = payloads.event_payload(record, site=config.site, table=config.table,
+                                               card_data=config.card_data, replay=record.seq <= conn.replay_through)
+                if events and size + len(event) > payloads.EVENTS_MAX_BYTES:
+                    break
+                conn.pending.popleft()
+                events.append(event)
+                size += len(event) + 1
+                last, ends_shoe = record, ends_shoe or record.reason in SHOE_END_REASONS
+            if not events:
                 return
-            conn.mids[mid] = record.seq
-            conn.inflight.append(_Sent(record.seq, record, self._clock()))
+            mid = self._publish(conn, EVENTS, payloads.events_payload(events, site=config.site, table=config.table))
+            if mid is None:  # the connection is gone: these are read again after the cursor
+                conn.pending.clear()
+                return
+            conn.mids[mid] = last.seq
+            conn.inflight.append(_Sent(sent_through + 1, first_ts, last.seq, last, self._clock(), ends_shoe))
+            if conn.pending and config.card_data == "after_round" and not self._may_send(conn.pending[0], reader):
+                return
 
     def _may_send(self, record: Record, reader: Journal) -> bool:
         """after_round: a record that names cards goes once its round is settled; one of no round
@@ -399,8 +420,7 @@ class Exporter:
             conn.acked.discard(sent.seq)
             self._delivered = sent.seq
             self._last_delivered = sent.record
-            if sent.record.reason in SHOE_END_REASONS:
-                self._anchor_due = True
+            self._anchor_due = self._anchor_due or sent.ends_shoe
 
     def _maybe_anchor(self, conn: _Connection, now: float) -> None:
         record = self._last_delivered
@@ -526,7 +546,7 @@ class Exporter:
         if after >= self._head:
             self._oldest_ts = None
         elif conn is not None and conn.inflight:
-            self._oldest_ts = (conn.inflight[0].seq, conn.inflight[0].record.ts_ns)
+            self._oldest_ts = (conn.inflight[0].first, conn.inflight[0].first_ts_ns)
         elif conn is not None and conn.pending:
             self._oldest_ts = (conn.pending[0].seq, conn.pending[0].ts_ns)
         elif self._reader is not None and (self._oldest_ts is None or self._oldest_ts[0] != after + 1):
