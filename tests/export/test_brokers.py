@@ -26,6 +26,8 @@ REFUSAL_TIMEOUT = 2.0
 #: how long a table keeps trying while the cluster elects new leaders for a dead node's
 #: JetStream streams (5 to 10 s here: until then a CONNECT or PUBACK times out)
 FAILOVER_TIMEOUT = 30.0
+#: one attempt's wait for a CONNACK, PUBACK or SUBACK while failing over (then the next attempt)
+ATTEMPT_TIMEOUT = 3.0
 
 
 def port_of(url: str) -> int:
@@ -37,20 +39,24 @@ async def connected(url: str, who: Credentials | None, *, identifier: str | None
                     protocol: aiomqtt.ProtocolVersion = V5, clean_session: bool | None = None,
                     tls: aiomqtt.TLSParameters | None = None,
                     timeout: float = MESSAGE_TIMEOUT) -> AsyncIterator[aiomqtt.Client]:
+    client = aiomqtt.Client("127.0.0.1", port_of(url), username=None if who is None else who.user,
+                            password=None if who is None else who.password, identifier=identifier,
+                            protocol=protocol, clean_session=clean_session, tls_params=tls, timeout=timeout)
     try:
-        async with aiomqtt.Client("127.0.0.1", port_of(url),
-                                  username=None if who is None else who.user,
-                                  password=None if who is None else who.password,
-                                  identifier=identifier, protocol=protocol, clean_session=clean_session,
-                                  tls_params=tls, timeout=timeout) as client:
+        async with client:
             yield client
     finally:
-        await settled()
+        await settled(client)
 
 
-async def settled() -> None:
-    """One turn of the loop: aiomqtt's exit cancels its housekeeping task without awaiting it."""
+async def settled(client: aiomqtt.Client) -> None:
+    """What aiomqtt leaves after its exit: its housekeeping task cancelled but not awaited (one
+    turn of the loop ends it), and after a lost connection an exception in its "disconnected"
+    future that nobody reads (the loop would report it as escaped)."""
     await asyncio.sleep(0)
+    disconnected = client._disconnected
+    if disconnected.done() and not disconnected.cancelled():
+        disconnected.exception()
 
 
 async def publish_retrying(url: str, who: Credentials, identifier: str, topic: str, payload: bytes) -> None:
@@ -60,7 +66,7 @@ async def publish_retrying(url: str, who: Credentials, identifier: str, topic: s
     deadline = loop.time() + FAILOVER_TIMEOUT
     while True:
         try:
-            async with connected(url, who, identifier=identifier, protocol=V311) as client:
+            async with connected(url, who, identifier=identifier, protocol=V311, timeout=ATTEMPT_TIMEOUT) as client:
                 await client.publish(topic, payload, qos=1)
             return
         except aiomqtt.MqttError:
@@ -75,9 +81,11 @@ async def subscribe_retrying(url: str, who: Credentials, identifier: str, topic:
     seen that a node is gone."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FAILOVER_TIMEOUT
+    granted: object = None
     while True:
         try:
-            async with connected(url, who, identifier=identifier, protocol=V311, clean_session=False) as client:
+            async with connected(url, who, identifier=identifier, protocol=V311, clean_session=False,
+                                 timeout=ATTEMPT_TIMEOUT) as client:
                 granted = await client.subscribe(topic, qos=1)
             if list(granted) == [1]:
                 return

