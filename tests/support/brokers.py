@@ -18,6 +18,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -69,17 +70,21 @@ def accepts(port: int) -> bool:
         return False
 
 
-def mqtt_connect_accepted(port: int, user: str, password: str, client_id: str) -> bool:
-    """A plain MQTT 3.1.1 CONNECT (clean session) to ``port`` gets a CONNACK that accepts it;
-    then DISCONNECT. The broker's own check that it serves MQTT clients, not just its port."""
+def mqtt_connect_accepted(port: int, user: str | None, password: str | None, client_id: str,
+                          tls: ssl.SSLContext | None = None) -> bool:
+    """A plain MQTT 3.1.1 CONNECT (clean session; over TLS with ``tls``) to ``port`` gets a
+    CONNACK that accepts it; then DISCONNECT. False for a refusal, a closed connection or a
+    failed TLS handshake: the broker's own check that it serves MQTT clients, not just its port."""
     def field(text: str) -> bytes:
         data = text.encode()
         return len(data).to_bytes(2, "big") + data
-    body = field("MQTT") + bytes([4, 0b11000010]) + (10).to_bytes(2, "big") + field(client_id) + field(user) \
-        + field(password)
+    flags = 0b10 | (0b10000000 if user is not None else 0) | (0b1000000 if password is not None else 0)
+    body = field("MQTT") + bytes([4, flags]) + (10).to_bytes(2, "big") + field(client_id) \
+        + (field(user) if user is not None else b"") + (field(password) if password is not None else b"")
     assert len(body) < 128, "one byte of remaining length"
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=5.0) as plain:
+            sock = plain if tls is None else tls.wrap_socket(plain, server_hostname="127.0.0.1")
             sock.sendall(bytes([0x10, len(body)]) + body)
             connack = b""
             while len(connack) < 4:
@@ -89,7 +94,7 @@ def mqtt_connect_accepted(port: int, user: str, password: str, client_id: str) -
                 connack += chunk
             sock.sendall(bytes([0xE0, 0]))
             return connack[0] == 0x20 and connack[3] == 0
-    except OSError:
+    except OSError:  # (ssl.SSLError among them)
         return False
 
 
@@ -342,7 +347,7 @@ class Mosquitto:
         if self.process.running():
             before = self._log().count("Reloading config.")
             self.process.signal(signal.SIGHUP)
-            self._wait_log(lambda log: log.count("Reloading config.") > before, "the reload")
+            self.wait_for_log(lambda log: log.count("Reloading config.") > before, "the reload")
         return user, write_password_file(self.directory / "secrets" / f"{user}.password", password)
 
     def _log(self) -> str:
@@ -351,7 +356,8 @@ class Mosquitto:
         except FileNotFoundError:
             return ""
 
-    def _wait_log(self, check: Callable[[str], bool], what: str, timeout: float = 10.0) -> None:
+    def wait_for_log(self, check: Callable[[str], bool], what: str, timeout: float = 10.0) -> None:
+        """Until ``check(log)`` holds; fail naming ``what`` with the log's tail."""
         deadline = time.monotonic() + timeout
         while not check(self._log()):
             assert time.monotonic() < deadline, f"mosquitto's log never showed {what}:\n{tail(self.log_file)}"
@@ -486,6 +492,20 @@ class NatsCluster:
                 return answer
         except (OSError, ValueError, urllib.error.URLError):
             return None
+
+    def stream_leader(self, stream: str) -> int:
+        """The node that leads JetStream stream ``stream`` (``$MQTT_msgs`` holds the QoS 1 messages
+        of persistent sessions), as the first running node's monitoring endpoint says."""
+        running = [i for i, process in enumerate(self.processes) if process.running()]
+        assert running, "no node is running"
+        jsz = self._monitor(running[0], "/jsz?accounts=true&streams=true") or {}
+        accounts = jsz.get("account_details")
+        for account in accounts if isinstance(accounts, list) else []:
+            for detail in account.get("stream_detail", []):
+                if detail.get("name") == stream:
+                    leader = detail.get("cluster", {}).get("leader")
+                    return [node.name for node in self.nodes].index(leader)
+        raise AssertionError(f"no stream {stream} in {json.dumps(jsz)[:2000]}")
 
     def _ready(self, i: int) -> bool:
         """Node ``i`` has routes to every other running node, its JetStream is current (a meta
