@@ -376,3 +376,15 @@ def test_a_waiting_message_outlives_the_node_that_stored_it_and_that_node_rejoin
         await publish_retrying(nats_cluster.urls[leader], table, "table", topic, b"back")
         assert await receive_retrying(reader, nats_cluster.floor, "floor-reader", seen) == [b"back"]
     run(main())
+
+
+def test_two_brokers_in_one_test_keep_to_their_own_folders_and_ports(mosquitto: Mosquitto,
+                                                                      mosquitto_tls: Mosquitto) -> None:
+    assert mosquitto.directory != mosquitto_tls.directory and mosquitto.port != mosquitto_tls.port
+    assert mosquitto.floor.password != mosquitto_tls.floor.password
+
+    async def main() -> None:
+        for broker in (mosquitto, mosquitto_tls):
+            async with connected(broker.url, broker.floor):
+                pass
+    run(main())

@@ -21,6 +21,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -271,8 +272,9 @@ class Mosquitto:
     the CA and takes its common name as the user."""
 
     def __init__(self, directory: Path, *, tls: TlsFiles | None = None, client_certificates: bool = False) -> None:
-        self.directory = directory / "mosquitto"
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # a folder of its own: two brokers of one test (mosquitto and mosquitto_tls) may share tmp_path
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = Path(tempfile.mkdtemp(prefix="mosquitto-", dir=directory))
         self.tls = tls
         self.client_certificates = client_certificates
         self.port = free_port()
