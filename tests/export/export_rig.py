@@ -85,7 +85,8 @@ class Subscriber:
                     and (table is None or m.payload.get("table") == table)]
 
     def events(self, table: str) -> list[dict[str, Any]]:
-        return [m.payload for m in self.messages("events", table)]
+        """Every record received of ``table``, in the order received (a message carries one or more)."""
+        return [event for m in self.messages("events", table) for event in m.payload["events"]]
 
     def seqs(self, table: str) -> list[int]:
         """The events' seqs after dedupe on (site, table, seq), in the order each first arrived."""

@@ -4,7 +4,9 @@ card over the whole scenario library's journals is checked where the library run
 (tests/bench/test_scenarios.py, with tests/export/card_checks.py)."""
 from __future__ import annotations
 
+import dataclasses
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,8 @@ import pytest
 
 from cardd.daemon.backend import journal_reasons
 from cardd.export.payloads import (
-    CARD_DATA_MODES, INPUT_FIELDS, SCHEMA, TREATMENTS, Anchor, Event, State, Status, Will, anchor_payload,
-    carries_cards, event_payload, settled_round, state_payload, status_payload, will_payload,
+    CARD_DATA_MODES, INPUT_FIELDS, SCHEMA, TREATMENTS, Anchor, Event, Events, State, Status, Will, anchor_payload,
+    carries_cards, event_payload, events_payload, settled_round, state_payload, status_payload, will_payload,
 )
 from cardd.journal.records import Record, record_hash
 from devices.tracker.inputs import RECORDS
@@ -23,7 +25,8 @@ from tests.export.card_checks import names_cards
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "floor.md"
 #: docs/floor.md's payload headings -> the Struct its examples are
-SECTION_TYPES: dict[str, type[msgspec.Struct]] = {"status": Status, "Will": Will, "events": Event, "state": State,
+SECTION_TYPES: dict[str, type[msgspec.Struct]] = {"status": Status, "Will": Will, "events": Events, "event": Event,
+                                                  "state": State,
                                                   "anchor": Anchor}
 
 
@@ -229,3 +232,19 @@ def test_a_side_bets_outcome_naming_its_cards_pattern_is_not_sent() -> None:
                    round_id="4")
     sent = msgspec.json.decode(event_payload(pairs, site="f", table="t", card_data="none", replay=False), type=Event)
     assert "outcome" not in sent.data and "perfect_pair" not in sent.message and sent.data["net"] == "2500"
+
+
+def test_an_events_message_is_its_records_in_order_and_matches_the_documented_one() -> None:
+    documented = _example("events")
+    (event,) = documented["events"]
+    ts_ns = round(datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp() * 1e3) * 1_000_000
+    state = record(47, "event", "ROUND_STATE", {"round": 1, "state": "initial_deal",
+                                                "message": "round 1: betting -> initial_deal"}, round_id="1")
+    state = dataclasses.replace(state, ts_ns=ts_ns)
+    one = event_payload(state, site="floor1", table="bj-07", card_data="none", replay=False)
+    assert msgspec.json.decode(events_payload([one], site="floor1", table="bj-07")) == documented
+    more = [event_payload(record(seq, "event", "ROUND_STATE", {"round": 2, "state": "betting"}, round_id="2"),
+                          site="floor1", table="bj-07", card_data="none", replay=True) for seq in (90, 91, 92)]
+    message = msgspec.json.decode(events_payload(more, site="floor1", table="bj-07"), type=Events)
+    assert [e.seq for e in message.events] == [90, 91, 92] and all(e.replay for e in message.events)
+    assert event["seq"] == 47
