@@ -45,9 +45,8 @@ class ExportService:
         self.exporter.notify(last_seq)
 
     def published(self, event: ApiEvent) -> None:
-        """Each record as the daemon publishes it: a shoe's load starts its round count."""
-        if event.reason == Reason.SHOE_STATE and event.data.get("trigger") == "load":
-            self._rounds.shoe_loaded(self.service.table.rounds_started)
+        """Each record as the daemon publishes it: the rounds are counted from them."""
+        self._rounds.published(event)
 
     def status_json(self) -> dict[str, Any]:
         """STATE's "export"."""
@@ -74,7 +73,7 @@ class ExportService:
             self._raised_ns[alarm_id] = now  # first seen open now: within a second of its raise
         for alarm_id in self._raised_ns.keys() - open_ids:
             del self._raised_ns[alarm_id]
-        self.exporter.offer_state(floor_part(state, self._rounds.update(state), dict(self._raised_ns)))
+        self.exporter.offer_state(floor_part(state, self._rounds.counts(), dict(self._raised_ns)))
 
     def _watch_backlog(self, status: ExportStatus) -> None:
         alarms = self.service.table.alarms
@@ -107,28 +106,23 @@ def floor_part(state: dict[str, Any], rounds: tuple[int, int], raised_ns: dict[i
 
 
 class _RoundCounts:
-    """Rounds begun this shoe and in the last hour, from STATE's ``rounds_started`` as it grows and
-    the count it stood at when the shoe was loaded (:meth:`shoe_loaded`, told as the load's record
-    is published: a once-a-second look would miss a load and the rounds after it)."""
+    """Rounds dealt this shoe and in the last hour, counted from the records as they are published
+    (in seq order): a round's move to ``initial_deal`` is one dealt, a shoe's load starts the
+    shoe's count. STATE, looked at once a second, may already be past a load and its first rounds."""
 
     def __init__(self) -> None:
-        self._last: int | None = None
-        self._shoe_began: int | None = None
+        self._this_shoe = 0
         self._times: deque[float] = deque()
 
-    def shoe_loaded(self, rounds_started: int) -> None:
-        self._shoe_began = rounds_started
+    def published(self, event: ApiEvent) -> None:
+        if event.reason == Reason.SHOE_STATE and event.data.get("trigger") == "load":
+            self._this_shoe = 0
+        elif event.reason == Reason.ROUND_STATE and event.data.get("state") == "initial_deal":
+            self._this_shoe += 1
+            self._times.append(time.monotonic())
 
-    def update(self, state: dict[str, Any]) -> tuple[int, int]:
-        started = state["rounds_started"]
+    def counts(self) -> tuple[int, int]:
         now = time.monotonic()
-        if self._last is None:
-            self._last = started
-        if self._shoe_began is None:  # the daemon started with the shoe already loaded: counted from here
-            self._shoe_began = started
-        for _ in range(max(0, started - self._last)):
-            self._times.append(now)
-        self._last = started
         while self._times and now - self._times[0] > 3600:
             self._times.popleft()
-        return started - self._shoe_began, len(self._times)
+        return self._this_shoe, len(self._times)

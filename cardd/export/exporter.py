@@ -18,6 +18,7 @@ The table subscribes to nothing: no command reaches it from the floor.
 """
 from __future__ import annotations
 
+import random
 import select
 import socket
 import ssl
@@ -52,8 +53,11 @@ CURSOR_EVERY_S = 0.5
 STATE_EVERY_S, STATE_REFRESH_S = 1.0, 60.0
 #: MQTT keepalive: a broker that answers nothing is found within about twice this
 KEEPALIVE_S = 5
-#: between broker attempts; a connection that stayed up ``stable`` s starts the schedule over
-BACKOFF = Backoff(initial=0.5, factor=2.0, cap=30.0, stable=30.0)
+#: between broker attempts, each drawn between half and the whole of the schedule's delay (so the
+#: tables of a floor that lost its broker do not all come back in the same instant); a connection
+#: that stayed up ``stable`` s starts the schedule over. A cap of 5 s: a restarted broker has its
+#: tables back within seconds, and 5,000 tables retrying meet it at about 1,300 attempts a second
+BACKOFF = Backoff(initial=0.5, factor=2.0, cap=5.0, stable=10.0)
 #: a stop waits this long for what is in flight, then says the table is offline
 STOP_FLUSH_S = 2.0
 #: the records that end a shoe: an anchor follows each once delivered
@@ -110,7 +114,8 @@ class _Connection:
     lost: threading.Event = field(default_factory=threading.Event)
     refused: str | None = None
     acks: deque[tuple[int, bool, str]] = field(default_factory=deque)  # (mid, ok, reason)
-    mids: dict[int, int] = field(default_factory=dict)  # an event's mid -> its seq (0: another topic)
+    mids: dict[int, int] = field(default_factory=dict)  # an events message's mid -> its last seq (0: another topic)
+    leaves: dict[int, str] = field(default_factory=dict)  # the mid of a message of another topic -> the topic's leaf
     inflight: deque[_Sent] = field(default_factory=deque)
     acked: set[int] = field(default_factory=set)
     pending: deque[Record] = field(default_factory=deque)  # read, not yet sent
@@ -207,7 +212,8 @@ class Exporter:
                 index += 1  # whatever ended it, the next node: failover across a cluster
                 attempt = 1 if connected and self._clock() - began >= BACKOFF.stable else attempt + 1
                 if not self._stopping.is_set():
-                    self._pause(BACKOFF.delay(attempt) if attempt > 1 or not connected else 0.0)
+                    delay = BACKOFF.delay(attempt) if attempt > 1 or not connected else 0.0
+                    self._pause(random.uniform(delay / 2, delay))
         except Exception as exc:  # the export must never take the daemon down: say it, and stay stopped
             log.exception("export_failed", error=str(exc))
             self._set_status(connected=False, problem=f"the export stopped: {type(exc).__name__}: {exc}")
@@ -406,14 +412,16 @@ class Exporter:
             return None
         if leaf != EVENTS:
             conn.mids[info.mid] = 0
+            conn.leaves[info.mid] = leaf
         return info.mid
 
     def _take_acks(self, conn: _Connection) -> None:
         while conn.acks:
             mid, ok, reason = conn.acks.popleft()
             seq = conn.mids.pop(mid, None)
+            leaf = conn.leaves.pop(mid, EVENTS)
             if not ok:  # MQTT 5: the broker refused it (not authorized, quota...): it was not stored
-                conn.refused = f"the broker refused a publish to {self._topics[EVENTS] if seq else 'a topic'}: {reason}"
+                conn.refused = f"the broker refused a publish to {self._topics[leaf]}: {reason}"
                 return
             if seq:
                 conn.acked.add(seq)
