@@ -242,7 +242,9 @@ class Exporter:
                              protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311, clean_session=None if v5 else True,
                              reconnect_on_failure=False)
         client.connect_timeout = config.timeout_s
-        client.max_inflight_messages_set(WINDOW)
+        # no limit of paho's own: the export keeps WINDOW in flight itself, and paho's limit walks
+        # every message held at each PUBACK (O(WINDOW) an acknowledgement)
+        client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
         if config.username is not None:
             password = None
