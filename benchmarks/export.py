@@ -17,6 +17,7 @@ loopback listener); the exporter speaks MQTT 5 to it, QoS 1, the default card fi
 - **CPU**: the daemon's CPU over the same whole shoes dealt flat out with export on and off
   (/proc/PID/stat, alternated), the difference per exported record; and its idle CPU with export
   on and off, both devices connected;
+- the card path (the same latency) with export on and off, alternated;
 - the daemon's RSS after those shoes with export on.
 """
 from __future__ import annotations
@@ -159,17 +160,21 @@ def drain(directory: Path, broker: Broker, records: int) -> None:
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     proc = context.Process(target=_drain, args=(str(path), broker.url, child), daemon=True)
+    broker_cpu = daemon_bench.process_cpu(broker.proc.pid)
     proc.start()
     figures: dict[str, Any] = parent.recv()
+    broker_cpu = daemon_bench.process_cpu(broker.proc.pid) - broker_cpu
     proc.join(30)
+    peak = max(figures["rss_peak_mb"], figures["hwm_mb"])
     rate = figures["delivered"] / figures["seconds"]
     print(f"drain: {figures['delivered']:,} of {figures['records']:,} backlog records delivered in "
           f"{figures['seconds']:.1f} s = {rate:,.0f} records/s (target >= {DRAIN_TARGET:,}: {verdict(rate >= DRAIN_TARGET)}); "
           f"exporter CPU {figures['cpu'] / max(1, figures['delivered']) * 1e6:.1f} us a record "
-          f"({figures['cpu'] / figures['seconds'] * 100:.0f} % of a core)")
-    print(f"RSS with a {figures['records']:,}-record backlog: {figures['rss_peak_mb']:.1f} MB at most while it drained "
-          f"(peak {figures['hwm_mb']:.1f}; {figures['rss_before_mb']:.1f} MB with the journal open, before the export) "
-          f"(target <= {RSS_TARGET_MB:.0f} MB: {verdict(figures['hwm_mb'] <= RSS_TARGET_MB)})")
+          f"({figures['cpu'] / figures['seconds'] * 100:.0f} % of a core); "
+          f"mosquitto's CPU {broker_cpu / max(1, figures['delivered']) * 1e6:.1f} us a record")
+    print(f"RSS with a {figures['records']:,}-record backlog: {peak:.1f} MB at most while it drained "
+          f"({figures['rss_before_mb']:.1f} MB with the journal open, before the export) "
+          f"(target <= {RSS_TARGET_MB:.0f} MB: {verdict(peak <= RSS_TARGET_MB)})")
     for stale in directory.glob("backlog.sqlite3*"):
         stale.unlink()
 
@@ -300,12 +305,14 @@ async def run_daemon(args: argparse.Namespace, broker: Broker, directory: Path,
         await bench.until(lambda s: s["export"]["connected"] and s["export"]["backlog"] == 0, timeout=120)
         on_cpu = on_records = off_cpu = off_records = 0.0
         idle_on = idle_off = 0.0
+        path: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
         for _ in range(args.pairs):
             for export_on in (True, False):
                 await bench.stop_daemon()
                 await bench.start_daemon(write_config(bench, broker if export_on else None))
                 await bench.until(lambda s: all(d["link"] == "up" for d in s["devices"].values())
                                   and (not export_on or (s["export"]["connected"] and s["export"]["backlog"] == 0)))
+                path[export_on].append(await daemon_bench.latency(bench, 1, args.path_cards))
                 cpu, records = await shoes_cpu(bench, args.shoes)
                 idle = await idle_cpu(bench, args.idle_seconds)
                 if export_on:
@@ -313,6 +320,9 @@ async def run_daemon(args: argparse.Namespace, broker: Broker, directory: Path,
                     rss = bench.rss_mb()
                 else:
                     off_cpu, off_records, idle_off = off_cpu + cpu, off_records + records, idle_off + idle
+        print(f"card path, CardRead written -> WATCH subscriber, {args.path_cards} cards a run, p50/p99 ms: "
+              + "; ".join(f"export {'on' if on else 'off'} " + ", ".join(f"{p50:.2f}/{p99:.2f}" for p50, p99 in path[on])
+                          for on in (True, False)))
         per_on, per_off = on_cpu / on_records * 1e6, off_cpu / off_records * 1e6
         print(f"daemon CPU a record over {args.pairs} x {args.shoes} shoes flat out: export on {per_on:.1f} us, "
               f"off {per_off:.1f} us: the export's extra CPU {per_on - per_off:.1f} us a record")
