@@ -1,0 +1,37 @@
+"""Failover across a broker cluster: a real daemon dealing on simulated devices exports over MQTT
+3.1.1 to a real 3-node NATS cluster, its three nodes' URLs in order. The node the table publishes
+to is killed mid-shoe: the table goes on to the next URL and deals on, and a persistent subscriber
+on a third node has every journal record, once after dedupe on seq, in order, naming no card."""
+from __future__ import annotations
+
+import pytest
+
+from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
+from tests.support.brokers import NatsCluster
+
+
+@pytest.mark.timeout(240)
+def test_the_table_fails_over_to_the_next_node_and_the_floor_misses_nothing(directory, nats_cluster: NatsCluster):
+    user, password_file = nats_cluster.add_table(SITE, "bj-02")
+    n0, n1, n2 = nats_cluster.urls
+    with Subscriber(n2, nats_cluster.floor) as floor, \
+            ExportTable(directory, [n0, n1, n2], "bj-02", user=user, password_file=password_file,
+                        mqtt_version="3.1.1") as table:
+        table.deal_rounds(1)
+        before = table.wait_export(lambda e: e["connected"] and e["backlog"] == 0, "an empty backlog on n0")
+        assert before["broker"] == n0
+        floor.wait_for_seq("bj-02", before["delivered_through"])
+        table.play_round()  # records flowing to n0 when it dies: some may be unacknowledged
+        nats_cluster.kill(0)
+        table.play_round()  # the shoe deals on while the export finds the next node
+        after = table.wait_export(lambda e: e["connected"] and e["backlog"] == 0 and e["broker"] != n0,
+                                  "an empty backlog on another node", timeout=120)
+        assert after["broker"] == n1  # the next URL in order
+        table.play_round()
+        table.stop()
+        last = table.last_seq()
+        floor.wait_for_seq("bj-02", last)
+        records = table.records()
+    assert sum(1 for r in records if r.reason == "SETTLED") >= 4  # the rounds were played through the failover
+    assert floor.seqs("bj-02") == list(range(1, last + 1))  # each once after dedupe, in order
+    assert names_a_card(floor.received) == []
