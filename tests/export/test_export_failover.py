@@ -26,7 +26,9 @@ def test_the_table_fails_over_to_the_next_node_and_the_floor_misses_nothing(dire
         table.play_round()  # the shoe deals on while the export finds the next node
         after = table.wait_export(lambda e: e["connected"] and e["backlog"] == 0 and e["broker"] != n0,
                                   "an empty backlog on another node", timeout=120)
-        assert after["broker"] == n1  # the next URL in order
+        # the next URL in order; n1 may refuse while the cluster re-elects (a NATS cluster answers
+        # CONNECT and PUBACK late for 5-10 s after a node dies), and then n2, the one after it
+        assert after["broker"] in (n1, n2)
         table.play_round()
         table.stop()
         last = table.last_seq()
