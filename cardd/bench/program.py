@@ -340,9 +340,17 @@ def _devices(values: tuple[str, ...]) -> dict[str, str]:
               help="a real device instead of the simulated one (shuffler=URL, shoe=URL): scenarios that need "
                    "a fault, a stacked shoe or a simulated unplug are skipped; the cards are moved by hand "
                    "(the bench asks on stdout)")
-def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices: tuple[str, ...]) -> None:
+@click.option("--keep-journals", "keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="DIR", help="keep each scenario's journal in DIR, as CASINO-SCENARIO.sqlite3 (made if missing)")
+def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices: tuple[str, ...],
+                keep: Path | None) -> None:
     """Run scenario files (or folders of them), each in a fresh cardd with its own journal."""
     real = _devices(devices)
+    if keep is not None:
+        try:
+            keep.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.UsageError(f"--keep-journals {keep}: {exc.strerror}") from None
     if real and jobs > 1:
         raise click.UsageError(f"--device with --jobs {jobs}: real devices run one scenario at a time (--jobs 1)")
     files = _files(paths, scenario_files, "scenario files (*.toml)")
@@ -365,7 +373,9 @@ def run_command(paths: tuple[Path, ...], jobs: int, junit: Path | None, devices:
             mark = SKIP if result.skipped else PASS if result.passed else FAIL
             progress.console.print(marked(mark, f"{result.path} ({result.seconds:.1f} s)"))
 
-        each_in_parallel(jobs, lambda path: run_scenario(path, real, say), files, done)
+        each_in_parallel(jobs, lambda path: run_scenario(
+            path, real, say, keep_journal=None if keep is None else keep / f"{path.parent.name}-{path.stem}.sqlite3"),
+            files, done)
     finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=True)
 
 

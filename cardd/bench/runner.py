@@ -28,6 +28,7 @@ from cardd.bench.scenario import (
     load_scenario,
 )
 from cardd.bench.strategy import STRATEGIES
+from cardd.journal import journal_files
 from core.ctrl_c import ending_deferred, stop_child
 from core.cards import Card, shoe_composition
 from core.rundirs import make_run_directory
@@ -80,12 +81,14 @@ def cardd_command() -> list[str]:
 
 
 def run_scenario(path: Path, real: dict[str, str] | None = None, say: Callable[[str], None] = print,
-                 make_rig: Callable[[Scenario, Path, Path], BenchRig] | None = None) -> ScenarioResult:
+                 make_rig: Callable[[Scenario, Path, Path], BenchRig] | None = None,
+                 keep_journal: Path | None = None) -> ScenarioResult:
     """Run one scenario file. ``real``: role ("shuffler", "shoe") -> the URL of a real device used
     instead of a simulated one; a scenario that needs what real hardware cannot do is skipped (the
     result says why), and ``say`` asks the person at the hardware to move the cards. ``make_rig``
     (scenario, file, state folder) builds the rig instead (cardbench record passes one that records
-    a trace; no real devices then)."""
+    a trace; no real devices then). ``keep_journal``: where the daemon's journal is copied once it
+    has stopped (its files, :func:`cardd.journal.journal_files`), whatever the outcome."""
     start = time.monotonic()
     real = real or {}
     try:
@@ -115,7 +118,16 @@ def run_scenario(path: Path, real: dict[str, str] | None = None, say: Callable[[
     except (ClientError, RuntimeError, OSError) as exc:
         return ScenarioResult(path, False, time.monotonic() - start, f"{path}: set-up: {exc}")
     finally:
+        if keep_journal is not None:
+            _keep(directory / "journal.sqlite3", keep_journal)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _keep(journal: Path, to: Path) -> None:
+    """The stopped daemon's journal, copied to ``to`` (with its WAL and head file where they exist)."""
+    for source, target in zip(journal_files(journal), journal_files(to)):
+        if source.exists():
+            shutil.copyfile(source, target)
 
 
 def needs_simulators(scenario: Scenario, real: set[str], by_hand: bool) -> str | None:

@@ -1,8 +1,8 @@
 """The floor export: the journal published to an MQTT broker cluster, one way (docs/floor.md).
 
 Beside the daemon's event loop, never on it. One thread of its own reads the journal through its
-own read-only SQLite connection and hands each record to paho-mqtt, whose network thread talks
-to the broker; the daemon only calls :meth:`Exporter.notify` after each commit and
+own read-only SQLite connection, hands each record to paho-mqtt and runs paho's input and output
+itself (:meth:`Exporter._io`: no network thread to hand each message to); the daemon only calls :meth:`Exporter.notify` after each commit and
 :meth:`Exporter.offer_state` with its summary, neither of which waits on anything. So a broker
 that is down, slow, refusing or black-holed (SIGSTOP'ed) costs the card path nothing, and a long
 backlog's reading and encoding never holds the loop (it shares only the GIL with it).
@@ -18,6 +18,8 @@ The table subscribes to nothing: no command reaches it from the floor.
 """
 from __future__ import annotations
 
+import select
+import socket
 import ssl
 import threading
 import time
@@ -41,7 +43,7 @@ from drivers.reconnect import Backoff
 log = structlog.get_logger(__name__)
 
 #: records published and not yet acknowledged, at most: what a round trip to the broker carries
-WINDOW = 1_000
+WINDOW = 2_000
 #: records read from the journal at a time
 READ_BATCH = 500
 #: the cursor is written at most this often while records flow (and whenever they stop)
@@ -87,9 +89,13 @@ class ExportStatus:
 
 @dataclass(slots=True)
 class _Sent:
+    """One events message in flight: records ``first``..``seq``, the last of them ``record``."""
+    first: int
+    first_ts_ns: int  # the first record's time: the backlog's age while it waits
     seq: int
     record: Record
     at: float  # the clock when it was handed to paho
+    ends_shoe: bool  # it carries a shoe's end record: an anchor follows its delivery
 
 
 @dataclass(slots=True)
@@ -116,7 +122,10 @@ class Exporter:
         self._clock, self._wall_ns = clock, wall_ns
         self._topics = {leaf: topic(config.site, config.table, leaf) for leaf in (STATUS, EVENTS, STATE, ANCHOR)}
         self._thread = threading.Thread(target=self._run, name="cardd-export", daemon=True)
-        self._wake = threading.Event()
+        #: a byte written here wakes the export's thread from its select (a commit, the state, the stop)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._stopping = threading.Event()
         self._status_lock = threading.Lock()
         self._head = journal.last_seq  # the last committed seq, as notify said (an int: set atomically)
@@ -146,14 +155,14 @@ class Exporter:
         """Records through ``last_seq`` are committed (any thread)."""
         if last_seq > self._head:
             self._head = last_seq
-            self._wake.set()
+            self._poke()
 
     def offer_state(self, part: dict[str, Any]) -> None:
         """The table's side of the state topic, the latest wins: :func:`payloads.state_payload`'s
         arguments but the export's own (devices, shoe, rounds_this_shoe, rounds_this_hour, alarms,
         alarm_since_ns)."""
         self._state_part = part
-        self._wake.set()
+        self._poke()
 
     def status(self) -> ExportStatus:
         with self._status_lock:
@@ -166,9 +175,15 @@ class Exporter:
     def stop(self, timeout: float = STOP_FLUSH_S + 3.0) -> None:
         """Send what is in flight (``STOP_FLUSH_S``), say the table is offline, write the cursor."""
         self._stopping.set()
-        self._wake.set()
+        self._poke()
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+    def _poke(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:  # full (a wake is pending anyway) or closed (stopped)
+            pass
 
     # ---- the export's thread ----------------------------------------------------------------
 
@@ -225,7 +240,6 @@ class Exporter:
         except (OSError, ValueError, ssl.SSLError) as exc:
             self._failed(url, f"cannot connect: {_reason(exc)}")
             return False
-        client.loop_start()
         try:
             if not self._await_connack(conn):
                 return False
@@ -242,8 +256,8 @@ class Exporter:
                              protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311, clean_session=None if v5 else True,
                              reconnect_on_failure=False)
         client.connect_timeout = config.timeout_s
-        # no limit of paho's own: the export keeps WINDOW in flight itself, and paho's limit walks
-        # every message held at each PUBACK (O(WINDOW) an acknowledgement)
+        # no limit of paho's own: WINDOW bounds what is in flight, and paho walks every message it
+        # holds after each PUBACK while it counts a limit (1,000 in flight: 200 us an acknowledgement)
         client.max_inflight_messages_set(0)
         client.max_queued_messages_set(0)
         if config.username is not None:
@@ -271,8 +285,7 @@ class Exporter:
             if self._clock() >= deadline:
                 self._failed(conn.url, f"no answer to CONNECT within {self.config.timeout_s:g} s")
                 return False
-            self._wake.wait(0.05)
-            self._wake.clear()
+            self._io(conn, 0.05)
         return True
 
     def _connected(self, conn: _Connection, session: int) -> None:
@@ -291,7 +304,6 @@ class Exporter:
         """Send, take acknowledgements, move the cursor, until the connection ends or the stop."""
         flush_until: float | None = None
         while True:
-            self._wake.clear()
             self._take_acks(conn)
             if conn.refused is not None:
                 self._failed(conn.url, conn.refused)
@@ -316,31 +328,48 @@ class Exporter:
                 self._fill(conn, reader)
                 self._maybe_state(conn, now)
             self._refresh_oldest(conn)
-            self._wake.wait(0.25 if conn.inflight else 1.0)
+            self._io(conn, 0.25 if conn.inflight else 1.0)
 
     def _fill(self, conn: _Connection, reader: Journal) -> None:
-        """Publish the next records, up to :data:`WINDOW` in flight."""
+        """Publish the next records, up to :data:`WINDOW` in flight: what the journal has ready, as
+        many as an events message carries (payloads.EVENTS_MAX_RECORDS) a message."""
         config = self.config
-        while len(conn.inflight) < WINDOW:
+        while True:
             sent_through = conn.inflight[-1].seq if conn.inflight else self._delivered
+            room = WINDOW - (sent_through - self._delivered)
+            if room <= 0:
+                return
             if not conn.pending:
                 if sent_through >= self._head:
                     return
                 conn.pending.extend(reader.query(seq_from=sent_through + 1, limit=READ_BATCH))
                 if not conn.pending:
                     return
-            record = conn.pending[0]
-            if config.card_data == "after_round" and not self._may_send(record, reader):
-                return  # its round is not settled: the stream waits for it (docs/floor.md)
-            conn.pending.popleft()
-            payload = payloads.event_payload(record, site=config.site, table=config.table,
-                                             card_data=config.card_data, replay=record.seq <= conn.replay_through)
-            mid = self._publish(conn, EVENTS, payload)
-            if mid is None:
-                conn.pending.appendleft(record)
+            events: list[bytes] = []
+            size, ends_shoe, first_ts = 0, False, conn.pending[0].ts_ns
+            while conn.pending and len(events) < min(room, payloads.EVENTS_MAX_RECORDS) \
+                    and size < payloads.EVENTS_MAX_BYTES:
+                record = conn.pending[0]
+                if config.card_data == "after_round" and not self._may_send(record, reader):
+                    break  # its round is not settled: the stream waits for it (docs/floor.md)
+                event = payloads.event_payload(record, site=config.site, table=config.table,
+                                               card_data=config.card_data, replay=record.seq <= conn.replay_through)
+                if events and size + len(event) > payloads.EVENTS_MAX_BYTES:
+                    break
+                conn.pending.popleft()
+                events.append(event)
+                size += len(event) + 1
+                last, ends_shoe = record, ends_shoe or record.reason in SHOE_END_REASONS
+            if not events:
                 return
-            conn.mids[mid] = record.seq
-            conn.inflight.append(_Sent(record.seq, record, self._clock()))
+            mid = self._publish(conn, EVENTS, payloads.events_payload(events, site=config.site, table=config.table))
+            if mid is None:  # the connection is gone: these are read again after the cursor
+                conn.pending.clear()
+                return
+            conn.mids[mid] = last.seq
+            conn.inflight.append(_Sent(sent_through + 1, first_ts, last.seq, last, self._clock(), ends_shoe))
+            if conn.pending and config.card_data == "after_round" and not self._may_send(conn.pending[0], reader):
+                return
 
     def _may_send(self, record: Record, reader: Journal) -> bool:
         """after_round: a record that names cards goes once its round is settled; one of no round
@@ -391,8 +420,7 @@ class Exporter:
             conn.acked.discard(sent.seq)
             self._delivered = sent.seq
             self._last_delivered = sent.record
-            if sent.record.reason in SHOE_END_REASONS:
-                self._anchor_due = True
+            self._anchor_due = self._anchor_due or sent.ends_shoe
 
     def _maybe_anchor(self, conn: _Connection, now: float) -> None:
         record = self._last_delivered
@@ -427,35 +455,62 @@ class Exporter:
                                                           session=self._session), retain=True)
         deadline = self._clock() + 1.0
         while conn.mids and self._clock() < deadline and not conn.lost.is_set():
-            self._wake.wait(0.05)
-            self._wake.clear()
+            self._io(conn, 0.05)
             self._take_acks(conn)
 
     def _close(self, conn: _Connection) -> None:
         try:
-            conn.client.disconnect()
+            conn.client.disconnect()  # DISCONNECT written at once (no network thread), the socket closed
         except Exception:  # a socket already gone: nothing left to close
             pass
-        conn.client.loop_stop()
         self._write_cursor(force=True)
         self._set_status(connected=False)
 
-    # ---- paho's network thread: record and wake, nothing more ----------------------------------
+    # ---- the connection's input and output, on this thread -------------------------------------
+
+    def _io(self, conn: _Connection, timeout: float) -> None:
+        """Wait up to ``timeout`` for the broker's socket or a wake, then let paho read, write and
+        keep the connection alive: paho's own loop for an outside event loop (socket, loop_read,
+        loop_write, loop_misc), run here, so publishing takes no lock another thread holds and
+        costs no wake-up of a network thread per message."""
+        client = conn.client
+        sock = client.socket()
+        if sock is None:
+            conn.lost.set()
+            return
+        pending = getattr(sock, "pending", None)  # TLS: bytes decrypted already, which select cannot see
+        ready = pending is not None and pending() > 0
+        try:
+            readable, writable, _ = select.select([sock, self._wake_r], [sock] if client.want_write() else [], [],
+                                                  0.0 if ready else timeout)
+        except (OSError, ValueError):  # the socket closed under it
+            conn.lost.set()
+            return
+        if self._wake_r in readable:
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except BlockingIOError:
+                pass
+        for step, due in ((client.loop_read, ready or sock in readable), (client.loop_write, sock in writable),
+                          (client.loop_misc, True)):
+            if due and step() not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_AGAIN):
+                conn.lost.set()
+                return
+
+    # ---- paho's callbacks (inside loop_read, on this thread): note, nothing more -------------------
 
     def _on_connect(self, conn: _Connection, code: ReasonCode) -> None:
         if code.is_failure:
             conn.refused = f"the broker refused the connection: {code}"
         else:
             conn.connected.set()
-        self._wake.set()
 
     def _on_disconnect(self, conn: _Connection, code: ReasonCode) -> None:
         conn.lost.set()
-        self._wake.set()
 
     def _on_publish(self, conn: _Connection, mid: int, code: ReasonCode) -> None:
         conn.acks.append((mid, not code.is_failure, str(code)))
-        self._wake.set()
 
     # ---- the cursor, the session, the status --------------------------------------------------
 
@@ -491,7 +546,7 @@ class Exporter:
         if after >= self._head:
             self._oldest_ts = None
         elif conn is not None and conn.inflight:
-            self._oldest_ts = (conn.inflight[0].seq, conn.inflight[0].record.ts_ns)
+            self._oldest_ts = (conn.inflight[0].first, conn.inflight[0].first_ts_ns)
         elif conn is not None and conn.pending:
             self._oldest_ts = (conn.pending[0].seq, conn.pending[0].ts_ns)
         elif self._reader is not None and (self._oldest_ts is None or self._oldest_ts[0] != after + 1):

@@ -110,6 +110,16 @@ class Event(msgspec.Struct, forbid_unknown_fields=True):
     replay: bool
 
 
+class Events(msgspec.Struct, forbid_unknown_fields=True):
+    """A message of ``cardd/v1/<site>/<table>/events``: one or more consecutive journal records, in
+    seq order (as many as the journal had ready, at most :data:`EVENTS_MAX_RECORDS`): a live
+    record goes out alone at once, a backlog a few hundred a message."""
+    schema: Schema
+    site: Id
+    table: Id
+    events: Annotated[list[Event], msgspec.Meta(min_length=1)]
+
+
 class DeviceHealth(_Payload):
     role: str
     state: str
@@ -166,7 +176,7 @@ class Anchor(msgspec.Struct, forbid_unknown_fields=True):
 
 #: every payload, by the topic leaf it is published on (status carries a Status or a Will)
 PAYLOADS: dict[str, tuple[type[msgspec.Struct], ...]] = {
-    "status": (Status, Will), "events": (Event,), "state": (State,), "anchor": (Anchor,)}
+    "status": (Status, Will), "events": (Events,), "state": (State,), "anchor": (Anchor,)}
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -277,6 +287,8 @@ TREATMENTS: dict[str, Treatment] = {
     "JOURNAL_PRUNED": _t("through_seq anchor_hash count horizon_days cutoff"),
     "JOURNAL_WRITE_FAILED": _t("cause"),
     "JOURNAL_WRITE_RESUMED": _t("failed_for_s records retries cause"),
+    "EXPORT_BACKLOG": _t("backlog oldest_s delivered_through"),
+    "EXPORT_DRAINED": _t("alarm alarm_reason delivered_through"),
     "RULES_CHANGED": _t("", message=_Sentence("house rules changed between shoes")),
     # commands: the command and the caller; its args and result are not sent (a refusal's text may
     # name the cards a reconciliation missed)
@@ -475,6 +487,23 @@ def event_payload(record: Record, *, site: str, table: str, card_data: str, repl
         schema=SCHEMA, site=site, table=table, seq=record.seq, time=iso_ms(record.ts_ns), kind=record.kind,
         source=record.source, reason=record.reason, severity=cast(Severity, record.severity),
         who=record.who or None, round=record.round, message=message, data=data, replay=replay))
+
+
+#: records one events message carries at most, and bytes (a broker's message limit is larger:
+#: mosquitto 256 MB, NATS 1 MB by default)
+EVENTS_MAX_RECORDS, EVENTS_MAX_BYTES = 500, 256 * 1024
+
+
+def events_payload(events: list[bytes], *, site: str, table: str) -> bytes:
+    """The events topic's message holding ``events`` (each :func:`event_payload`'s), in order."""
+    head = _ENCODER.encode(_EventsHead(schema=SCHEMA, site=site, table=table))
+    return head[:-1] + b',"events":[' + b",".join(events) + b"]}"
+
+
+class _EventsHead(msgspec.Struct):
+    schema: str
+    site: str
+    table: str
 
 
 # ---- what names a card ------------------------------------------------------------------------

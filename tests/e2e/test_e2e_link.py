@@ -18,7 +18,7 @@ from simulators.stack import fisher_yates, full_shoe
 
 from tests.e2e.e2e_rig import FULL
 
-CORRUPTED_READS = 50_000 if FULL else 10_000
+CORRUPTED_READS = 50_000 if FULL else 5_000
 
 
 def stack_of(n: int) -> list:

@@ -54,8 +54,8 @@ class Subscriber:
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False,
                                   protocol=mqtt.MQTTv311)
         self.client.username_pw_set(credentials.user, credentials.password)
-        self.client.reconnect_delay_set(0.1, 0.5)
-        self.client.on_connect = lambda c, _u, _f, code, _p: (not code.is_failure) and c.subscribe("cardd/v1/#", qos=1)
+        self.client.reconnect_delay_set(1, 1)  # whole seconds: paho's unit
+        self.client.on_connect = self._connected
         self.client.on_subscribe = lambda *_: self._subscribed.set()
         self.client.on_message = self._message
 
@@ -70,6 +70,10 @@ class Subscriber:
         self.client.disconnect()
         self.client.loop_stop()
 
+    def _connected(self, client: mqtt.Client, _userdata: Any, _flags: Any, code: Any, _properties: Any) -> None:
+        if not code.is_failure:
+            client.subscribe("cardd/v1/#", qos=1)
+
     def _message(self, _client: mqtt.Client, _userdata: Any, message: mqtt.MQTTMessage) -> None:
         text = message.payload.decode()
         with self._lock:
@@ -81,7 +85,8 @@ class Subscriber:
                     and (table is None or m.payload.get("table") == table)]
 
     def events(self, table: str) -> list[dict[str, Any]]:
-        return [m.payload for m in self.messages("events", table)]
+        """Every record received of ``table``, in the order received (a message carries one or more)."""
+        return [event for m in self.messages("events", table) for event in m.payload["events"]]
 
     def seqs(self, table: str) -> list[int]:
         """The events' seqs after dedupe on (site, table, seq), in the order each first arrived."""

@@ -5,9 +5,14 @@ then offline; each anchor is a chain hash the journal holds; no payload names a 
 default filter; and the table subscribes to nothing."""
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
-from cardd.export.payloads import CARD_TOKEN
+from cardd.export.payloads import CARD_TOKEN, carries_cards
+from tests.cli.cli_rig import cardctl
+from tests.daemon.daemon_rig import deal_one, open_and_bet, play_out
 from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
 
 
@@ -50,6 +55,45 @@ def test_every_record_reaches_the_floor_once_in_order_and_names_no_card(director
     assert states and {d["role"] for d in states[-1]["devices"]} == {"shoe", "shuffler"}
     assert all(s["shoe"] is None or s["shoe"]["penetration"] in ("0-25%", "25-50%", "50-75%", "75-100%")
                for s in states)
+    collected = directory / "anchors.jsonl"  # as a floor recorder keeps them: topic and payload a line
+    collected.write_text("".join(json.dumps({"topic": m.topic, "payload": m.payload}) + "\n"
+                                 for m in floor.messages("anchor")))
+    checked = cardctl(None, "verify-journal", "--file", str(table.journal_path), "--anchors", str(collected))
+    assert checked.code == 0, checked.err
+    assert f"anchors: {len({a['seq'] for a in anchors})} checked, every one reproduced" in checked.out
     table_ids = [client for client in mosquitto.subscribes() if client.startswith("cardd-")]
     assert table_ids == []  # the floor's subscriber subscribed; the table never did
     assert "floor-test" in mosquitto.subscribes()
+
+
+@pytest.mark.timeout(180)
+def test_after_round_sends_a_rounds_cards_only_once_it_is_settled(directory, mosquitto):
+    """export.card_data = "after_round": while a round is live the floor has none of its cards (the
+    stream waits at its first card); once settled, its records arrive whole, cards named."""
+    user, password_file = mosquitto.add_table(SITE, "bj-03")
+    with Subscriber(mosquitto.url, mosquitto.floor) as floor, \
+            ExportTable(directory, [mosquitto.url], "bj-03", user=user, password_file=password_file,
+                        card_data="after_round") as table:
+        table.shuffle_and_load()
+        open_and_bet(table.client)
+        state = table.client.state()
+        while state["round"]["turn"] is None:  # the first cards, to the players' decisions
+            state = deal_one(table.client, table.deal)
+        round_id = str(state["round"]["id"])
+        live = table.records()
+        held_from = next(r.seq for r in live if r.round == round_id and carries_cards(r))
+        time.sleep(2)  # the export runs on meanwhile: what it may send, it sends
+        assert max(floor.seqs("bj-03"), default=0) < held_from
+        assert not [m for m in names_a_card(floor.messages("events")) if f'"round":"{round_id}"' in m]
+        assert table.export_state()["backlog"] > 0
+        play_out(table.client, table.deal, lambda _state: None)
+        table.stop()
+        last = table.last_seq()
+        floor.wait_for_seq("bj-03", last)
+        records = table.records()
+    assert floor.seqs("bj-03") == list(range(1, last + 1))
+    whole = {e["seq"]: e for e in floor.events("bj-03")}
+    for record in records:  # sent as journaled: data and message whole
+        assert whole[record.seq]["data"] == {k: v for k, v in record.data.items() if k != "message"} or \
+            whole[record.seq]["data"] == dict(record.data)
+    assert names_a_card(floor.messages("events"))  # the settled round's cards reached the floor

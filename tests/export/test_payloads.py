@@ -1,33 +1,32 @@
 """The floor payloads: docs/floor.md's examples are what the Structs read and the builders write,
-the card filter's table is the one documented, and over the journals of the whole scenario
-library (real daemons, real simulated devices) no payload of the default filter names a card,
-while the same records sent whole do."""
+and the card filter's table is the one documented. That no payload of the default filter names a
+card over the whole scenario library's journals is checked where the library runs
+(tests/bench/test_scenarios.py, with tests/export/card_checks.py)."""
 from __future__ import annotations
 
+import dataclasses
 import re
-from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from cardd.bench.runner import BenchRig, run_scenario
-from cardd.bench.scenario import LIBRARY, Scenario, scenario_files
 from cardd.daemon.backend import journal_reasons
 from cardd.export.payloads import (
-    CARD_DATA_MODES, INPUT_FIELDS, PAYLOADS, SCHEMA, TREATMENTS, Anchor, Event, State, Status, Will, anchor_payload,
-    carries_cards, event_payload, settled_round, state_payload, status_payload, will_payload,
+    CARD_DATA_MODES, INPUT_FIELDS, SCHEMA, TREATMENTS, Anchor, Event, Events, State, Status, Will, anchor_payload,
+    carries_cards, event_payload, events_payload, settled_round, state_payload, status_payload, will_payload,
 )
-from cardd.journal import Journal
 from cardd.journal.records import Record, record_hash
-from core.cards import ALL_CARDS, Card, Suit
 from devices.tracker.inputs import RECORDS
+from tests.export.card_checks import names_cards
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "floor.md"
 #: docs/floor.md's payload headings -> the Struct its examples are
-SECTION_TYPES: dict[str, type[msgspec.Struct]] = {"status": Status, "Will": Will, "events": Event, "state": State,
+SECTION_TYPES: dict[str, type[msgspec.Struct]] = {"status": Status, "Will": Will, "events": Events, "event": Event,
+                                                  "state": State,
                                                   "anchor": Anchor}
 
 
@@ -111,7 +110,7 @@ def test_the_state_shows_no_shoe_between_shoes_and_penetration_in_quarters() -> 
 #: rebuilt from the fields sent; and the reasons whose card lists are sent as counts
 MESSAGE_AS_JOURNALED = {
     "DAEMON_START", "DAEMON_STOP", "JOURNAL_EXPORTED", "JOURNAL_PRUNED", "JOURNAL_WRITE_FAILED",
-    "JOURNAL_WRITE_RESUMED", "DEVICE_FLAPPING", "DEVICE_FLOODING", "EVENT_GAP", "EVENTS_LOST",
+    "JOURNAL_WRITE_RESUMED", "EXPORT_BACKLOG", "EXPORT_DRAINED", "DEVICE_FLAPPING", "DEVICE_FLOODING", "EVENT_GAP", "EVENTS_LOST",
     "DEVICE_DROPPED_EVENTS", "OUT_OF_ORDER_REPORT", "ACTION", "REDEAL", "BOX_OVER_MAXIMUM",
     "SHUFFLER_MALFUNCTION", "UNREADABLE_CARD", "OVERRIDE"}
 MESSAGE_REBUILT = {
@@ -235,109 +234,17 @@ def test_a_side_bets_outcome_naming_its_cards_pattern_is_not_sent() -> None:
     assert "outcome" not in sent.data and "perfect_pair" not in sent.message and sent.data["net"] == "2500"
 
 
-# ---- the whole library: no card leaves the table --------------------------------------------
-
-SUITS = {Suit.CLUBS: "♣", Suit.DIAMONDS: "♦", Suit.HEARTS: "♥", Suit.SPADES: "♠"}
-
-
-def card_forms() -> set[str]:
-    """Every way a card is printed: as the table writes it (str: "AS", "TD"), with a 10 ("10D"),
-    in any case ("10h", "as"), and with the suit's symbol ("A♠", "10♠")."""
-    forms = set()
-    for card in ALL_CARDS:
-        text = str(card)
-        ranks = {text[:-1], "10"} if text[:-1] == "T" else {text[:-1]}
-        for rank in ranks:
-            for form in (rank + text[-1], rank + text[-1].lower(), (rank + text[-1]).lower()):
-                assert Card.parse(form) == card  # the project's own parser reads each form as that card
-                forms.add(form)
-            forms |= {rank + SUITS[card.suit], rank.lower() + SUITS[card.suit]}
-    return forms
-
-
-#: a card as the table writes it (str(Card), or with a 10): what carries_cards must see
-TABLE_WORD = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(sorted({str(c) for c in ALL_CARDS} | {
-    "10" + str(c)[-1] for c in ALL_CARDS}, key=len, reverse=True)) + r")(?![A-Za-z0-9])")
-CARD_WORD = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, sorted(card_forms(), key=len, reverse=True)))
-                       + r")(?![A-Za-z0-9])")
-
-
-def names_cards(value: Any, where: str = "", words: re.Pattern[str] = CARD_WORD, raw: bool = True) -> list[str]:
-    """Where ``value`` (a decoded payload) names a card: a card word in any text or key, a card
-    object (rank and suit), a composition, or (``raw``) a device's message (its bytes)."""
-    found = []
-    if isinstance(value, str):
-        if words.search(value) or "composition" in value.lower():
-            found.append(f"{where}: {value[:120]!r}")
-    elif isinstance(value, dict):
-        if {"rank", "suit"} <= value.keys():
-            found.append(f"{where}: a card object")
-        if raw and value.get("type") == "DeviceMessage" and "message" in value:  # its bytes: a card read's card, in hex
-            found.append(f"{where}: a device's message")
-        for key, item in value.items():
-            found += names_cards(key, f"{where}.{key} (key)", words, raw)
-            found += names_cards(item, f"{where}.{key}", words, raw)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += names_cards(item, f"{where}[{i}]", words, raw)
-    return found
-
-
-class JournalKept(BenchRig):
-    """The bench's rig, which keeps its daemon's journal once the daemon has stopped."""
-
-    kept: dict[Path, list[Record]] = {}
-
-    def __init__(self, scenario: Scenario, path: Path, directory: Path) -> None:
-        super().__init__(scenario, path, directory)
-        self.scenario_path = path
-
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
-        with Journal.open(self.directory / "journal.sqlite3", create=False, readonly=True) as journal:
-            records: list[Record] = []
-            while page := journal.query(seq_from=len(records) + 1, limit=1000):
-                records += page
-        self.kept[self.scenario_path] = records
-
-
-def library_parts(most: int = 6) -> list[list[Path]]:
-    """The library in parts of at most ``most`` scenarios, dealt out in turn: every part mixes the
-    casinos and the procedures, so each deals cards and none is all slow scenarios."""
-    files = scenario_files([LIBRARY])
-    count = -(-len(files) // most)
-    return [files[i::count] for i in range(count)]
-
-
-def test_the_parts_are_the_whole_library() -> None:
-    files = scenario_files([LIBRARY])
-    assert sorted(sum(library_parts(), [])) == sorted(files) and len(files) > 40
-
-
-# a part of the library a test (a daemon a scenario, two at a time), so that they run beside the others
-@pytest.mark.parametrize("files", library_parts(), ids=[f"{p[0].parent.name}-{p[0].stem}" for p in library_parts()])
-def test_no_payload_of_the_default_filter_names_a_card(files: list[Path]) -> None:
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda path: run_scenario(path, make_rig=JournalKept), files))
-    assert all(result.passed for result in results), [result.message for result in results if not result.passed]
-    whole_naming = 0
-    for path in files:
-        records = JournalKept.kept.pop(path)
-        assert records and records[0].reason == "DAEMON_START"
-        settled = {settled_round(r) for r in records} - {None}
-        for r in records:
-            cut = event_payload(r, site="floor1", table="bj-07", card_data="none", replay=False)
-            event = msgspec.json.decode(cut, type=Event)
-            assert (event.seq, event.reason) == (r.seq, r.reason)
-            assert r.kind == "input" or r.reason in TREATMENTS, f"{path}: seq {r.seq}: {r.reason} has no treatment"
-            named = names_cards(msgspec.json.decode(cut))
-            assert not named, f"{path}: seq {r.seq} {r.reason}: {named}"
-            whole = msgspec.json.decode(event_payload(r, site="floor1", table="bj-07", card_data="after_round",
-                                                      replay=False))
-            if names_cards(whole, words=TABLE_WORD, raw=False):
-                whole_naming += 1
-                assert carries_cards(r), f"{path}: seq {r.seq} {r.reason} names a card, carries_cards says not"
-            if r.reason == "SETTLED":
-                assert r.round in settled, f"{path}: round {r.round} settled but never complete"
-    # the check sees cards where they are: sent whole, the same records name them
-    assert whole_naming > 0
+def test_an_events_message_is_its_records_in_order_and_matches_the_documented_one() -> None:
+    documented = _example("events")
+    (event,) = documented["events"]
+    ts_ns = round(datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp() * 1e3) * 1_000_000
+    state = record(47, "event", "ROUND_STATE", {"round": 1, "state": "initial_deal",
+                                                "message": "round 1: betting -> initial_deal"}, round_id="1")
+    state = dataclasses.replace(state, ts_ns=ts_ns)
+    one = event_payload(state, site="floor1", table="bj-07", card_data="none", replay=False)
+    assert msgspec.json.decode(events_payload([one], site="floor1", table="bj-07")) == documented
+    more = [event_payload(record(seq, "event", "ROUND_STATE", {"round": 2, "state": "betting"}, round_id="2"),
+                          site="floor1", table="bj-07", card_data="none", replay=True) for seq in (90, 91, 92)]
+    message = msgspec.json.decode(events_payload(more, site="floor1", table="bj-07"), type=Events)
+    assert [e.seq for e in message.events] == [90, 91, 92] and all(e.replay for e in message.events)
+    assert event["seq"] == 47

