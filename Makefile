@@ -75,11 +75,12 @@ demo: platform $(STAMP)
 # a quiet machine; under others' load 3 did best, 52 s against 76 and 93). Each test makes its own
 # folders, sockets, tmux servers and Unix groups, so any test may run beside any other; a module
 # that builds something once for its tests (the wheel, the Debian package) is one xdist_group,
-# run whole by one worker. TEST_WORKERS=0: one process.
+# run whole by one worker. TEST_WORKERS=0: one process. The 30 slowest are listed at the end: where
+# the suite's 15 minutes go.
 TEST_WORKERS ?= 3
 
 test: platform sysdeps $(STAMP) check-diagrams check-api-schema check-floor-schema typecheck
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
 # The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
 # venv (.venv-latest), the lock untouched: what the next `make lock` would bring, found on the

@@ -25,7 +25,7 @@ from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import (Daemon, journaled_events, open_and_bet, remove, shuffle_and_load, state_dir,
                                      write_config)
 
-KILLS = 100 if os.environ.get("CARDD_FULL") else 20
+KILLS = 100 if os.environ.get("CARDD_FULL") else 12
 DEVICES = {"shoe-reader": "shoe", "shuffler": "shuffler"}  # journal source -> the simulated table's endpoint
 
 

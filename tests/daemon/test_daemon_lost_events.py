@@ -79,12 +79,12 @@ GAP = re.compile(r"events (\d+)\.\.(\d+) \((\d+)\) never came; next came (\d+)")
 
 @pytest.mark.timeout(180)
 def test_events_pushed_out_of_a_small_buffer_while_streaming_are_an_event_gap_alarm() -> None:
-    """The device streams to the daemon, but its link is slow (its bytes held 200 ms, like a long
-    FTDI latency) and it deals a whole shoe at once: more events wait than its 4-event buffer holds,
+    """The device streams to the daemon, but its link is slow (its bytes held 500 ms, like a long
+    FTDI latency) and it deals a whole shoe at once: more events wait than its 2-event buffer holds,
     so the oldest unsent ones are pushed out and the stream skips their indexes (EVENT_GAP)."""
     directory = state_dir()
     try:
-        with PtyEndpoint(SimulatedShoe(faults=Faults(event_buffer=4, ftdi_batching_ms=200))) as shoe:
+        with PtyEndpoint(SimulatedShoe(faults=Faults(event_buffer=2, ftdi_batching_ms=500))) as shoe:
             config = write_config(directory, shoe.url, None)
             daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
             client = daemon.client()

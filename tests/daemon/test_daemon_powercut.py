@@ -5,7 +5,7 @@ cut mid-write leaves it: cut at a random byte, or its last page torn (tests.supp
 the journal's own power-cut helpers). After each cut the journal opens and verifies, holds
 every record the daemon had published to a WATCH client before the cut (it publishes only
 after the commit returned), the daemon restarts on it with fresh devices, and the round that
-was live comes back held. CI makes 20 cuts; ``CARDD_FULL=1`` 100; more (up to three times as
+was live comes back held. CI makes 12 cuts; ``CARDD_FULL=1`` 100; more (up to three times as
 many) while fewer than a quarter of them landed inside a commit (a kill between two commits
 leaves no unsynced bytes to damage); at least one must have (on a loaded machine the kills land
 between commits more often; the journal's own power-cut test, whose writer commits back to back,
@@ -30,7 +30,7 @@ from tests.daemon.daemon_rig import (Client, Daemon, open_and_bet, remove, shuff
 from tests.support.powercut import Committed, cut_wal, wal_position
 
 FULL = os.environ.get("CARDD_FULL") == "1"
-CUTS = 100 if FULL else 20
+CUTS = 100 if FULL else 12
 
 
 class Watcher(threading.Thread):

@@ -26,7 +26,7 @@ from tests.table.table_rig import RULE_FILES, connect_devices, round_of
 
 RULES = {p.stem: load_rules(p) for p in RULE_FILES}
 #: whole shoes per property: cheap enough for 100 in CI; CARDD_FULL=1 runs 2,000
-SHOES = 2_000 if os.environ.get("CARDD_FULL") == "1" else 60
+SHOES = 2_000 if os.environ.get("CARDD_FULL") == "1" else 40
 #: each property whole: the full size takes over 120 s beside other runs on 2 cores
 pytestmark = pytest.mark.timeout(120 * SHOES // 100)
 
