@@ -73,14 +73,15 @@ demo: platform $(STAMP)
 # daemon, pty or subprocess, not on the CPU, so on 2 cores more workers than cores keep them busy
 # (46 daemon and journal tests: 62 s in one process, 40-43 s with 2 or 3 workers, 37 s with 4 on
 # a quiet machine; under others' load 3 did best, 52 s against 76 and 93). Each test makes its own
-# folders, sockets, tmux servers and Unix groups, so any test may run beside any other; a module
-# that builds something once for its tests (the wheel, the Debian package) is one xdist_group,
-# run whole by one worker. TEST_WORKERS=0: one process. The 30 slowest are listed at the end: where
+# folders, sockets, tmux servers and Unix groups, so any test may run beside any other. Each test
+# file runs whole in one worker (--dist loadfile), so what a module builds once for its tests (the
+# wheel, the Debian package) is built once: with xdist 3.8 here, --dist loadgroup spread a group's
+# tests over the workers and each rebuilt it, about a minute of CPU each. TEST_WORKERS=0: one process. The 30 slowest are listed at the end: where
 # the suite's 15 minutes go.
 TEST_WORKERS ?= 3
 
 test: platform sysdeps $(STAMP) check-diagrams check-api-schema check-floor-schema typecheck
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
 # venv (.venv-latest), the lock untouched: what the next `make lock` would bring, found on the

@@ -28,6 +28,9 @@ from tests.packaging.debian_root import in_root, start_in_root, stop_in_root, un
 ROOT = Path(__file__).resolve().parents[2]
 #: one worker runs the whole module (make test: --dist loadgroup): the package is built and the root
 #: made once, and the remove and purge come after every other check, as they stand in the file
+# The package is built (and installed) once: a session fixture, in the one worker that runs this
+# file (make test: --dist loadfile). A module fixture is built again each time a worker comes back
+# to this module from another one's test (pytest tears module fixtures down between modules).
 pytestmark = [pytest.mark.xdist_group("debian-package"),
               # the first test's setup builds the package and, on a machine without the cached root,
               # runs debootstrap: 3-4 minutes alone, more on a busy machine; each test's own waits are
@@ -44,7 +47,7 @@ def ok(root: Path, script: str) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a worker: see above
 def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built = subprocess.run([sys.executable, str(ROOT / "packaging" / "build_deb.py"),
                             str(tmp_path_factory.mktemp("deb"))], capture_output=True, text=True, timeout=600)
@@ -52,7 +55,7 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(built.stdout.strip())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a worker: see above
 def debian(deb: Path) -> Iterator[Path]:
     """A clean Debian root with the package installed by apt, as a technician installs it."""
     root = unpack(Path(tempfile.mkdtemp(prefix="cardd-deb-", dir="/tmp")))  # a short socket path inside

@@ -28,6 +28,9 @@ from tests.daemon.daemon_rig import (Client, remove, shuffle_and_load, sim_deal,
 
 ROOT = Path(__file__).resolve().parents[2]
 #: one worker runs the whole module (make test: --dist loadgroup): the wheel is built and installed once
+# The package is built (and installed) once: a session fixture, in the one worker that runs this
+# file (make test: --dist loadfile). A module fixture is built again each time a worker comes back
+# to this module from another one's test (pytest tears module fixtures down between modules).
 pytestmark = pytest.mark.xdist_group("wheel")
 RUNTIME_LOCK = ROOT / "requirements" / "runtime.txt"
 
@@ -58,7 +61,7 @@ def _pip(python: Path, *args: str) -> None:
     assert done.returncode == 0, f"pip {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a worker: see above
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
     built = subprocess.run([sys.executable, str(ROOT / "packaging" / "build_wheel.py"), str(base / "dist")],
