@@ -209,11 +209,17 @@ class CarddConfig(_Section, frozen=True):
 
 def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> CarddConfig:
     """Read and validate the configuration file; :class:`ConfigError` (one line) if it cannot be used."""
+    text = _read_text(path, "no such file (copy packaging/cardd.toml there, or pass --config PATH)")
+    return parse_config(text, str(path))
+
+
+def _read_text(path: str | os.PathLike[str], missing: str) -> str:
+    """A configuration file's text; :class:`ConfigError` (one line, ``missing`` when there is none)."""
     source = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        return Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise ConfigError(source, "no such file (copy packaging/cardd.toml there, or pass --config PATH)") from None
+        raise ConfigError(source, missing) from None
     except PermissionError:
         raise ConfigError(source, f"permission denied: the user running cardd (uid {os.getuid()}) cannot read it "
                           "(install it root:cardd, mode 0640)") from None
@@ -223,7 +229,6 @@ def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> CarddConfig:
         raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(source, f"cannot read it: {exc.strerror or type(exc).__name__}") from None
-    return parse_config(text, source)
 
 
 def parse_config(text: str, source: str = "<config>") -> CarddConfig:
@@ -249,15 +254,11 @@ def load_export_section(path: str | os.PathLike[str]) -> ExportConfig:
     """``cardd --simulate --export FILE``: a TOML file holding only an ``[export]`` section, checked
     as a configuration's is; :class:`ConfigError` (one line) if it cannot be used."""
     source = str(path)
+    text = _read_text(path, "no such file (an [export] section for cardd --simulate --export)")
     try:
-        raw = tomllib.loads(Path(path).read_bytes().decode("utf-8"))
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        text = Path(path).read_bytes().decode("utf-8", "replace")
         raise ConfigError(source, toml_problem(exc, text).sentence("TOML")) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise ConfigError(source, f"cannot read it: {exc.strerror or type(exc).__name__}") from None
     try:
         export = msgspec.convert(raw, _ExportFile, dec_hook=_decode_path).export
     except msgspec.ValidationError as exc:
