@@ -253,7 +253,7 @@ def _device_orders(shuffler: str, shoe: str, shuffles: int, decks: int,
     """The orders of a real shuffler, read by a real shoe; a device that does not open or stops the
     run is one line and EXIT_DEVICE."""
     try:
-        return DeviceShuffleSource(shuffler, shoe, decks, say).orders(shuffles)
+        return DeviceShuffleSource(shuffler, shoe, decks, say, sys.stdin.readline).orders(shuffles)
     except DeviceOpenError as exc:
         raise CliError(str(device_error(exc.url, exc.cause)), EXIT_DEVICE) from None
     except RandomnessError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -107,8 +108,9 @@ class DeviceShuffleSource:
     the order each was loaded in, for the runs test."""
 
     def __init__(self, shuffler_url: str, shoe_url: str, decks: int, say: Callable[[str], None],
-                 timeout: float = OPERATOR_TIMEOUT) -> None:
+                 confirm: Callable[[], str], timeout: float = OPERATOR_TIMEOUT) -> None:
         self.shuffler_url, self.shoe_url, self.decks, self.say, self.timeout = shuffler_url, shoe_url, decks, say, timeout
+        self.confirm = confirm
         self.cards = 52 * decks
 
     def orders(self, shuffles: int) -> tuple[list[list[Card]], list[list[Card]]]:
@@ -126,7 +128,7 @@ class DeviceShuffleSource:
         try:
             await _open(shuffler, self.shuffler_url, DeviceRole.SHUFFLER)
             await _open(shoe, self.shoe_url, DeviceRole.SHOE)
-            self.say(f"hands: load {self.decks} full deck(s) into the shuffler, in any order; the shoe empty")
+            await self._ask(f"hands: load {self.decks} full deck(s) into the shuffler, in any order; the shoe empty")
             previous: list[Card] | None = None
             for number in range(shuffles + 1):
                 await self._shuffle(shuffler, number)
@@ -136,12 +138,38 @@ class DeviceShuffleSource:
                     loaded.append(previous)
                 previous = order
                 if number < shuffles:
-                    self.say(f"hands: put the {self.cards} dealt cards back into the shuffler as one pile, "
-                             "as they came out of the shoe (not cut or mixed)")
+                    await self._ask(f"hands: put the {self.cards} dealt cards back into the shuffler as one pile, "
+                                    "as they came out of the shoe (not cut or mixed)")
         finally:
             await shoe.close()
             await shuffler.close()
         return orders, loaded
+
+    async def _ask(self, move: str) -> None:
+        """Say ``move`` and wait for the person's Enter. The protocol has no tray sensor, so only the
+        person knows when the cards are in the shuffler: a shuffle started sooner would take whatever
+        is in the tray, not the order the bench read. ``confirm`` blocks (a line of stdin), so it runs
+        on a daemon thread that a timeout can leave behind."""
+        self.say(f"{move}; then press Enter")
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[str] = loop.create_future()
+
+        def wait() -> None:
+            try:
+                line = self.confirm()
+            except (OSError, ValueError):  # stdin closed or unreadable: as an end of input
+                line = ""
+            loop.call_soon_threadsafe(_settle, answer, line)
+
+        threading.Thread(target=wait, name="cardbench-confirm", daemon=True).start()
+        try:
+            async with asyncio.timeout(self.timeout):
+                line = await answer
+        except TimeoutError:
+            raise RandomnessError(f"{move[len('hands: '):]}: no Enter within {self.timeout:g} s") from None
+        if not line:
+            raise RandomnessError("stdin ended before the cards were moved: the run needs a person at the "
+                                  "devices pressing Enter after each move")
 
     async def _next(self, queue: asyncio.Queue[Message], what: str) -> Message:
         try:
@@ -208,6 +236,11 @@ async def _open(connection: DeviceConnection, url: str, role: DeviceRole) -> Non
         await connection.close()
         raise RandomnessError(f"{url}: a {ident.role.name.lower()} ({ident.model} {ident.serial}), "
                               f"not a {role.name.lower()}")
+
+
+def _settle(answer: asyncio.Future[str], line: str) -> None:
+    if not answer.done():  # a timeout may have given up on it
+        answer.set_result(line)
 
 
 def _drain(queue: asyncio.Queue[Message]) -> None:

@@ -28,7 +28,8 @@ CARDCTL = Path(sys.executable).with_name("cardctl")
 
 class Lab:
     """The person at the shuffler and the shoe: each ``hands:`` line of the bench done on the devices
-    (the shuffled stack into the shoe and dealt out, the dealt pile back into the shuffler)."""
+    (the shuffled stack into the shoe and dealt out, the dealt pile back into the shuffler), and Enter
+    pressed where the bench asks for it, once the move is done."""
 
     def __init__(self, shuffler: PtyEndpoint[SimulatedShuffler], shoe: PtyEndpoint[SimulatedShoe],
                  bench: subprocess.Popen[str]) -> None:
@@ -53,6 +54,10 @@ class Lab:
                 self.shoe.call(self.shoe.device.deal, len(self.pile))
             elif line.startswith("hands: put the ") and "back into the shuffler" in line:
                 self.shuffler.call(self.shuffler.device.load, self.pile)
+            if line.endswith("; then press Enter"):
+                assert self.bench.stdin is not None
+                self.bench.stdin.write("\n")
+                self.bench.stdin.flush()
 
 
 def qualify_on_devices(tmp_path: Path, shuffler: SimulatedShuffler, shuffles: int) -> tuple[int, Lab]:
@@ -62,7 +67,7 @@ def qualify_on_devices(tmp_path: Path, shuffler: SimulatedShuffler, shuffles: in
         with (tmp_path / "stderr").open("w+") as stderr:
             bench = subprocess.Popen([str(CARDBENCH), "randomness", "--shuffles", str(shuffles),
                                       "--device", str(tmp_path / "shuffler"), "--shoe", shoe_end.url],
-                                     stdout=subprocess.PIPE, stderr=stderr, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
             lab = Lab(shuffler_end, shoe_end, bench)
             try:
                 bench.wait(timeout=100)
@@ -82,10 +87,11 @@ def test_a_shuffler_at_a_device_url_passes_on_the_orders_its_shoe_reads(tmp_path
     assert f"PASS ({shuffles} shuffles of 1 deck(s), shuffler serial://{tmp_path / 'shuffler'}, read by " in out
     assert re.search(r"pass +chi-squared card x position: .* pass +runs up and down: .* pass +correlation", out), out
     # one shuffle more than tested: the first one's order is what the second is loaded with
-    assert lab.asked[0] == "hands: load 1 full deck(s) into the shuffler, in any order; the shoe empty"
+    assert lab.asked[0] == "hands: load 1 full deck(s) into the shuffler, in any order; the shoe empty; then press Enter"
     into_shoe = [line for line in lab.asked if line.startswith("hands: put the shuffled stack into the shoe")]
     back = [line for line in lab.asked if "back into the shuffler" in line]
     assert len(into_shoe) == shuffles + 1 and len(back) == shuffles
+    assert all(line.endswith("(not cut or mixed); then press Enter") for line in back)
     assert into_shoe[0] == "hands: put the shuffled stack into the shoe without a cut card and deal all 52 cards"
 
 
@@ -128,6 +134,23 @@ def test_a_busy_device_is_one_line_naming_who_holds_it(tmp_path: Path) -> None:
     # the pty's holders: this test (the simulator keeps its side open) and the monitor
     assert line.startswith(f"cardbench: {shuffler.url}: busy: held by ") and f"pid {holder.pid} (cardctl)" in line
     assert line.endswith("(if it is cardd, use `cardctl status` or stop the daemon)")
+
+
+def test_stdin_ending_before_the_cards_are_moved_is_one_line(tmp_path: Path) -> None:
+    """No tray sensor in the protocol: the bench starts a shuffle only on the person's Enter, and with
+    nobody there (stdin at its end) it stops in one line rather than shuffle an empty tray."""
+    with PtyEndpoint(SimulatedShuffler("LAB-SHUF"), link=str(tmp_path / "shuffler")) as shuffler, \
+            PtyEndpoint(SimulatedShoe("LAB-SHOE")) as shoe:
+        done = subprocess.run([str(CARDBENCH), "randomness", "--shuffles", "2", "--device", shuffler.url,
+                               "--shoe", shoe.url], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=60)
+        shuffles = shuffler.call(lambda: shuffler.device.counters["shuffles"])
+    assert done.returncode == 4 and "Traceback" not in done.stderr, done
+    assert done.stdout == "hands: load 1 full deck(s) into the shuffler, in any order; the shoe empty; then press Enter\n"
+    assert done.stderr.strip().splitlines() == [
+        "cardbench: stdin ended before the cards were moved: the run needs a person at the devices pressing "
+        "Enter after each move"]
+    assert shuffles == 0
 
 
 def test_a_silent_device_is_one_line(tmp_path: Path) -> None:
