@@ -54,15 +54,22 @@ venv: $(STAMP)
 # tests, which start their own brokers on free ports; installed only when missing. Debian starts
 # and enables a system mosquitto on 127.0.0.1:1883 when the package is installed where systemd
 # runs: the one installed here is stopped and disabled again (the tests never use 1883).
-# (mosquitto is in /usr/sbin, which a user's PATH may lack.)
+# (mosquitto is in /usr/sbin, which a user's PATH may lack.) PostgreSQL's server (Debian's
+# postgresql, its programs in /usr/lib/postgresql/VERSION/bin) by cardfloor's tests, which start
+# private clusters of their own in temporary folders; the cluster Debian creates and starts on
+# installation is stopped and disabled the same way.
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing initdb"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
 	  had_mosquitto=$$(PATH="$$PATH:/usr/sbin:/sbin" command -v mosquitto || true); \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg mosquitto mosquitto-clients >/dev/null; \
+	  had_postgres=$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null || true); \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg mosquitto mosquitto-clients postgresql >/dev/null; \
 	  if [ -z "$$had_mosquitto" ] && [ -d /run/systemd/system ]; then \
 	    $(SUDO) systemctl disable --now --quiet mosquitto.service || true; fi; \
+	  if [ -z "$$had_postgres" ] && [ -d /run/systemd/system ]; then \
+	    $(SUDO) systemctl disable --now --quiet postgresql.service || true; fi; \
 	fi
 
 # the real daemon (cardd --simulate) through a whole shoe, with `cardctl watch` live; DEMO_ARGS=--fast for seconds
@@ -105,7 +112,7 @@ $(UV): requirements/tools.txt
 # Refresh the locks to the newest releases the ranges allow (PACKAGE=name: that one only, the
 # rest kept), then `make test` and commit them with what changed (docs/dependencies.md).
 lock: $(UV)
-	$(UV) pip compile pyproject.toml requirements/build.in --extra test --extra bench $(LOCK_ARGS) \
+	$(UV) pip compile pyproject.toml requirements/build.in --extra test --extra bench --extra floor $(LOCK_ARGS) \
 	  $(if $(PACKAGE),--upgrade-package $(PACKAGE),--upgrade) -o $(LOCK)
 	$(UV) pip compile pyproject.toml requirements/build.in --constraint $(LOCK) $(LOCK_ARGS) -o $(RUNTIME_LOCK)
 	$(UV) pip compile requirements/tools.in $(LOCK_ARGS) $(if $(PACKAGE),,--upgrade) -o requirements/tools.txt

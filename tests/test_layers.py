@@ -42,6 +42,21 @@ def test_layers_import_only_downwards(package):
     assert not wrong, f"{package} may import only {sorted(ALLOWED[package]) or 'nothing'} from the project: {sorted(wrong)}"
 
 
+def test_the_floor_service_shares_nothing_with_a_table_but_the_contract():
+    """cardfloor (cardd/floor) reads the topic contract on its own (cardd/floor/contract.py): it
+    imports only core's helpers and itself, never the table's daemon, journal, export or devices."""
+    wrong = set()
+    for path in (ROOT / "cardd" / "floor").rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            wrong |= {f"{path.relative_to(ROOT)} imports {name}" for name in names
+                      if name.split(".")[0] in PACKAGES and name.split(".")[0] != "core"
+                      and not name.startswith("cardd.floor")}
+    assert not wrong, sorted(wrong)
+
+
 def test_the_checker_sees_a_violation(tmp_path):
     sample = tmp_path / "bad.py"
     sample.write_text("from devices.tracker.table import Table\nimport drivers.errors\n")
