@@ -24,6 +24,10 @@ PREFIX = Path("/opt/cardd/venv")
 #: the Python of Debian 12, the one the venv (and its compiled wheels) is made for
 PYTHON = "/usr/bin/python3.11"
 PROGRAMS = ("cardd", "cardctl", "cardbench")
+#: the wheel's programs a table computer does not run: cardfloor is the floor's service, installed
+#: on the floor's server with the wheel's `floor` extra (docs/floor-service.md); its libraries
+#: are not in runtime.txt, so its script is left out of the table's package
+NOT_PACKAGED = ("cardfloor",)
 CONFFILES = ("/etc/cardd/cardd.toml", "/etc/cardd/rules.toml")
 
 
@@ -55,6 +59,8 @@ def _venv(stage: Path, wheel: Path) -> Path:
             data = path.read_bytes()
             if str(venv).encode() in data:
                 path.write_bytes(data.replace(str(venv).encode(), str(PREFIX).encode()))
+    for program in NOT_PACKAGED:
+        (venv / "bin" / program).unlink()
     for cache in list(venv.rglob("__pycache__")):
         shutil.rmtree(cache)
     for direct_url in venv.rglob("direct_url.json"):  # names the build's temporary wheel

@@ -70,6 +70,9 @@ def debian(deb: Path) -> Iterator[Path]:
 def test_the_package_puts_the_files_in_place(debian: Path) -> None:
     for program in ("cardd", "cardctl", "cardbench"):
         assert os.readlink(debian / "usr" / "bin" / program) == f"/opt/cardd/venv/bin/{program}"
+    # the floor's service is not a table's: its libraries are not in the package, nor its script
+    assert not (debian / "opt" / "cardd" / "venv" / "bin" / "cardfloor").exists()
+    assert not (debian / "usr" / "bin" / "cardfloor").exists()
     for path in ("lib/systemd/system/cardd.service", "lib/udev/rules.d/99-cardd.rules",
                  "usr/lib/sysusers.d/cardd.conf", "usr/lib/tmpfiles.d/cardd.conf", "etc/cardd/cardd.toml",
                  "etc/cardd/rules.toml", "usr/share/doc/cardd/install.md", "usr/share/doc/cardd/copyright"):
