@@ -57,15 +57,17 @@ venv: $(STAMP)
 # (mosquitto is in /usr/sbin, which a user's PATH may lack.) PostgreSQL's server (Debian's
 # postgresql, its programs in /usr/lib/postgresql/VERSION/bin) by cardfloor's tests, which start
 # private clusters of their own in temporary folders; the cluster Debian creates and starts on
-# installation is stopped and disabled the same way.
+# installation is stopped and disabled the same way. Debian's chromium by the pit page's tests,
+# which drive it with Playwright (never a browser of Playwright's own: docs/dependencies.md).
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do PATH="$$PATH:/usr/sbin:/sbin" command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing initdb"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages for:$$missing"; \
 	  had_mosquitto=$$(PATH="$$PATH:/usr/sbin:/sbin" command -v mosquitto || true); \
 	  had_postgres=$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null || true); \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg mosquitto mosquitto-clients postgresql >/dev/null; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq umockdev udev util-linux systemd tmux debootstrap dpkg mosquitto mosquitto-clients postgresql chromium >/dev/null; \
 	  if [ -z "$$had_mosquitto" ] && [ -d /run/systemd/system ]; then \
 	    $(SUDO) systemctl disable --now --quiet mosquitto.service || true; fi; \
 	  if [ -z "$$had_postgres" ] && [ -d /run/systemd/system ]; then \
