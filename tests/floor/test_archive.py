@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable
+from cardd.floor.contract import Event
 from tests.floor.records import START, Table, rewritten
 from tests.support.aio import run
 from tests.support.postgres import PostgresServer
@@ -306,3 +307,46 @@ def test_postgresql_killed_under_store_loses_nothing_committed() -> None:
         run(main())
         assert count(dsn, "SELECT count(*) FROM records") == 4000
         assert count(dsn, "SELECT count(DISTINCT seq) FROM chain") == 4000
+
+
+def test_store_many_takes_several_tables_messages_in_one_call(floor_db: str) -> None:
+    a, b, c = Table("bj-01"), Table("bj-02"), Table("bj-03")
+    a1, a2, b1, c1 = a.records(3), a.records(2), b.records(4), c.records(2)
+    forged = rewritten(c1[1], message="round 1: not this")
+
+    @opened(floor_db)
+    async def _(archive: Archive) -> None:
+        results = await archive.store_many(
+            [(b.site, b.table, b1), (a.site, a.table, a1), (c.site, c.table, c1[:1]), (a.site, a.table, a2),
+             (c.site, c.table, []), (c.site, c.table, [forged, c1[1]])], NOW)
+        assert [(r.stored, r.duplicates, [(p.kind, p.table, p.seq) for p in r.problems]) for r in results] == [
+            ([1, 2, 3, 4], 0, []), ([1, 2, 3], 0, []), ([1], 0, []), ([4, 5], 0, []), ([], 0, []),
+            ([2], 0, [("rewritten", "bj-03", 2)])]
+        assert [(row.table, row.head_seq) for row in await archive.tables()] == \
+            [("bj-01", 5), ("bj-02", 4), ("bj-03", 2)]
+
+
+def test_two_instances_storing_the_same_records_at_once_store_each_once(floor_db: str) -> None:
+    """Two cardfloor instances on one archive, both receiving every table: each record is stored
+    by one of them, the other counts it a duplicate, and neither waits on the other for ever."""
+    tables = [Table(f"bj-{i:02d}") for i in range(8)]
+    messages = [(t.site, t.table, t.records(50)) for t in tables for _ in range(4)]
+
+    async def main() -> None:
+        first, second = await Archive.open(floor_db), await Archive.open(floor_db)
+        try:
+            async def deliver(archive: Archive, order: list[tuple[str, str, list[Event]]]) -> tuple[int, int]:
+                stored = duplicates = 0
+                for start in range(0, len(order), 5):
+                    for result in await archive.store_many(order[start:start + 5], NOW):
+                        assert result.problems == []
+                        stored += len(result.stored)
+                        duplicates += result.duplicates
+                return stored, duplicates
+            (s1, d1), (s2, d2) = await asyncio.gather(deliver(first, messages), deliver(second, messages[::-1]))
+            assert s1 + s2 == 8 * 200 and d1 + d2 == 8 * 200
+        finally:
+            await first.close()
+            await second.close()
+    run(main())
+    assert count(floor_db, "SELECT count(*) FROM records") == 8 * 200
