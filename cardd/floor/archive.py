@@ -215,15 +215,21 @@ class Archive:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """The connection (made again if it was lost) inside one transaction, one call at a time.
-        A lost server is :class:`ArchiveUnavailable`."""
+    async def _transaction(self, *, pipelined: bool = False) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The connection (made again if it was lost) inside one transaction, one call at a time;
+        ``pipelined``: in pipeline mode throughout, BEGIN and COMMIT sent with the statements
+        around them rather than a round trip each (no COPY then). A lost server is
+        :class:`ArchiveUnavailable`."""
         async with self._lock:
             try:
                 if self._conn is None or self._conn.closed:
                     self._conn = await self._connect()
-                async with self._conn.transaction():
-                    yield self._conn
+                if pipelined:
+                    async with self._conn.pipeline(), self._conn.transaction():
+                        yield self._conn
+                else:
+                    async with self._conn.transaction():
+                        yield self._conn
             except BaseException as exc:
                 # a table's id learnt in the transaction rolled back is no id
                 self._tids.clear()
@@ -263,7 +269,8 @@ class Archive:
         way to keep up with many tables each sending a record at a time. The results are in
         the order of ``batches``; a table's batches are checked in that order too."""
         await self._ensure_partitions(record_time(e.time).date() for _, _, events in batches for e in events)
-        async with self._transaction() as conn:
+        many = sum(len(events) for _, _, events in batches) >= _COPY_FROM
+        async with self._transaction(pipelined=not many) as conn:
             tids = await self._tids_of(conn, {(site, table) for site, table, events in batches if events})
             wanted = {(tids[(site, table)], seq) for site, table, events in batches if events
                       for seq in neighbours(events)}
@@ -301,7 +308,8 @@ class Archive:
                 if tv is not None and spans[tv[0]][1]:
                     waiting.update({(tv[0], e.seq): (site, table, digest) for e, digest in tv[1].accepted})
             anchored = await self._check_pending_anchors(conn, waiting)
-            await self._write(conn, [(tid, v) for tid, v in filter(None, verdicts)], moved, by_table, received_at)
+            await self._write(conn, [(tid, v) for tid, v in filter(None, verdicts)], moved, by_table, received_at,
+                              copy=many)
         results = []
         for (site, table, _), tv in zip(batches, verdicts):
             if tv is None:
@@ -330,7 +338,7 @@ class Archive:
         return (await self._tids_of(conn, {(site, table)}))[(site, table)]
 
     async def _write(self, conn: psycopg.AsyncConnection[Any], verdicts: list[tuple[int, Verdict]],
-                     moved: dict[int, Span], tids: list[int], received_at: dt.datetime) -> None:
+                     moved: dict[int, Span], tids: list[int], received_at: dt.datetime, *, copy: bool) -> None:
         """The accepted records, the refused ones, and where each table's chain now stands."""
         chain: list[tuple[Any, ...]] = []
         records: list[tuple[Any, ...]] = []
@@ -341,12 +349,11 @@ class Archive:
             records += rows[1]
             refused += [(e.site, e.table, e.seq, e.hash, p.kind, p.detail, msgspec.json.encode(e).decode(),
                          received_at) for e, p in verdict.refused]
-        many = len(chain) >= _COPY_FROM
-        if many:
+        if copy and chain:
             await self._copy(conn, chain, records)
         async with conn.pipeline():
             async with conn.cursor() as cur:
-                if chain and not many:
+                if chain and not copy:
                     # a few rows (live records): sent with the rest, no round trip of their own
                     await cur.executemany("INSERT INTO chain (tid, seq, hash, prev, day) VALUES (%s, %s, %s, %s, %s)",
                                           chain)
