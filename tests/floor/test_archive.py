@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable
-from cardd.floor.contract import Event
+from cardd.floor.contract import Event, ExportSummary, Rounds, State
 from tests.floor.records import START, Table, rewritten
 from tests.support.aio import run
 from tests.support.postgres import PostgresServer
@@ -353,3 +353,48 @@ def test_two_instances_storing_the_same_records_at_once_store_each_once(floor_db
             await second.close()
     run(main())
     assert count(floor_db, "SELECT count(*) FROM records") == 8 * 200
+
+
+def test_floor_alarms_are_raised_once_cleared_and_acknowledged(floor_db: str) -> None:
+    minute = dt.timedelta(minutes=1)
+
+    @opened(floor_db)
+    async def _(archive: Archive) -> None:
+        raised = await archive.raise_alarm("floor1", "bj-07", "chain", "break:4", "a break at record 4", NOW)
+        assert raised is not None and raised.state == "open" and raised.raised_at == NOW
+        assert await archive.raise_alarm("floor1", "bj-07", "chain", "break:4", "again", NOW + minute) is None
+        other = await archive.raise_alarm("floor1", "bj-08", "table_offline", "", "offline", NOW + minute)
+        assert other is not None
+        acked = await archive.acknowledge(raised.id, "pit boss", "looking at it", NOW + 2 * minute)
+        assert acked is not None and (acked.state, acked.acked_by, acked.note) == \
+            ("acknowledged", "pit boss", "looking at it")
+        again = await archive.acknowledge(raised.id, "someone else", "", NOW + 3 * minute)
+        assert again is not None and again.acked_by == "pit boss"  # the first acknowledgement stays
+        assert await archive.acknowledge(10**9, "pit boss", "", NOW) is None
+        assert [a.id for a in await archive.alarms(state="open")] == [other.id]
+        assert [a.id for a in await archive.alarms(state="acknowledged")] == [raised.id]
+        cleared = await archive.clear_alarm("floor1", "bj-07", "chain", "break:4", NOW + 4 * minute)
+        assert cleared is not None and cleared.state == "cleared" and cleared.cleared_at == NOW + 4 * minute
+        assert await archive.clear_alarm("floor1", "bj-07", "chain", "break:4", NOW + 5 * minute) is None
+        # once cleared it may be raised anew
+        assert await archive.raise_alarm("floor1", "bj-07", "chain", "break:4", "again", NOW + 6 * minute) is not None
+        assert [a.table for a in await archive.alarms(kind="table_offline")] == ["bj-08"]
+        assert [a.state for a in await archive.alarms(table="bj-07")] == ["open", "cleared"]
+        assert len(await archive.alarms(limit=1)) == 1
+        with pytest.raises(ArchiveError, match="alarm state 'closed': one of open, acknowledged, cleared, all"):
+            await archive.alarms(state="closed")
+
+
+def test_the_latest_state_and_the_clock_offset_are_kept(floor_db: str) -> None:
+    table = Table()
+    state = State(schema="cardd.floor/1", site=table.site, table=table.table, time="2026-12-02T04:44:02.500Z",
+                  devices=[], shoe=None, rounds=Rounds(this_shoe=0, this_hour=3), alarms=[],
+                  export=ExportSummary(delivered_through=10, backlog=0, oldest_undelivered_s=None))
+
+    @opened(floor_db)
+    async def _(archive: Archive) -> None:
+        await archive.note_state(state, NOW)  # NOW is 04:44:00.000: the table is 2.5 s ahead
+        row = await archive.table(table.site, table.table)
+        assert row is not None and row.clock_offset_s == 2.5 and row.last_seen == NOW
+        assert row.state is not None and row.state["rounds"] == {"this_shoe": 0, "this_hour": 3}
+        assert await archive.table(table.site, "bj-99") is None
