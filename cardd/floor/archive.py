@@ -268,6 +268,8 @@ class Archive:
         round trips whatever their number, so one commit (one WAL flush) covers them all: the
         way to keep up with many tables each sending a record at a time. The results are in
         the order of ``batches``; a table's batches are checked in that order too."""
+        if not any(events for _, _, events in batches):
+            return [StoreResult([], 0, []) for _ in batches]
         await self._ensure_partitions(record_time(e.time).date() for _, _, events in batches for e in events)
         many = sum(len(events) for _, _, events in batches) >= _COPY_FROM
         async with self._transaction(pipelined=not many) as conn:
@@ -299,11 +301,13 @@ class Archive:
                 verdict = check_records(site, table, events, known[tid])
                 known[tid].update((e.seq, Link(digest, e.prev)) for e, digest in verdict.accepted)
                 verdicts.append((tid, verdict))
-            accepted = {tid: [e.seq for t, v in filter(None, verdicts) if t == tid for e, _ in v.accepted]
-                        for tid in by_table}
+            accepted: dict[int, list[int]] = {}
+            for taken in filter(None, verdicts):
+                accepted.setdefault(taken[0], []).extend(e.seq for e, _ in taken[1].accepted)
             moved = {tid: await self._extend(conn, tid, spans[tid][0], seqs, received_at)
                      for tid, seqs in accepted.items() if seqs}
-            waiting: dict[tuple[int, int], tuple[str, str, str]] = {}  # the records just stored of tables with anchors waiting
+            # the records just stored of tables that have anchors waiting
+            waiting: dict[tuple[int, int], tuple[str, str, str]] = {}
             for (site, table, _), tv in zip(batches, verdicts):
                 if tv is not None and spans[tv[0]][1]:
                     waiting.update({(tv[0], e.seq): (site, table, digest) for e, digest in tv[1].accepted})
