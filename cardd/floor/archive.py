@@ -188,6 +188,12 @@ class Archive:
             await conn.close()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        try:
+            psycopg.conninfo.conninfo_to_dict(self._dsn)
+        except psycopg.ProgrammingError:
+            # its text may quote the password: not shown
+            raise ArchiveError("the archive's dsn is not a PostgreSQL connection string "
+                               "(postgresql://user@host:port/database, or key=value pairs)") from None
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, connect_timeout=10)
         # times come back as UTC whatever the server's zone
         await conn.execute("SET TIME ZONE 'UTC'")

@@ -3,6 +3,7 @@ is delivered, chain problems named, migrations, retention, and a server lost und
 from __future__ import annotations
 
 import asyncio
+import socket
 import datetime as dt
 from collections.abc import Awaitable, Callable
 
@@ -398,3 +399,21 @@ def test_the_latest_state_and_the_clock_offset_are_kept(floor_db: str) -> None:
         assert row is not None and row.clock_offset_s == 2.5 and row.last_seen == NOW
         assert row.state is not None and row.state["rounds"] == {"this_shoe": 0, "this_hour": 3}
         assert await archive.table(table.site, "bj-99") is None
+
+
+@pytest.mark.parametrize("dsn", ["nonsense here", "host=127.0.0.1 pasword=secret"])
+def test_a_dsn_that_is_no_connection_string_is_one_line(dsn: str) -> None:
+    with pytest.raises(ArchiveError) as refused:
+        run(Archive.open(dsn))
+    assert str(refused.value) == ("the archive's dsn is not a PostgreSQL connection string "
+                                  "(postgresql://user@host:port/database, or key=value pairs)")
+
+
+def test_an_archive_nobody_answers_for_is_unavailable() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ArchiveUnavailable) as refused:
+        run(Archive.open(f"postgresql://postgres:secret@127.0.0.1:{port}/floor"))
+    assert str(refused.value) == (f"the archive (PostgreSQL at 127.0.0.1:{port}) did not answer: nothing of this "
+                                  "call is known to be stored, and calling again is safe")
