@@ -11,7 +11,7 @@ import msgspec
 import psycopg
 import pytest
 
-from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable
+from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, partition_name
 from cardd.floor.contract import Event, ExportSummary, Rounds, State
 from tests.floor.records import START, Table, rewritten
 from tests.support.aio import run
@@ -39,6 +39,10 @@ def test_records_are_stored_with_their_chain_and_read_back_newest_first(floor_db
             back = await archive.recent_records(table.site, table.table, limit=2)
             assert [(r.seq, r.hash, r.prev, r.time, r.data) for r in back] == \
                 [(e.seq, e.hash, e.prev, e.time, e.data) for e in reversed(records[3:])]
+            assert [r.seq for r in await archive.recent_records(table.site, table.table, before_seq=3)] == [2, 1]
+            # today's partition and the next two days' are made at open
+            today = dt.datetime.now(dt.timezone.utc).date()
+            assert {partition_name(today + dt.timedelta(days=d)) for d in range(3)} <= set(partitions(floor_db))
             row = await archive.table(table.site, table.table)
             assert row is not None and row.head_seq == 5 and row.last_seen == NOW
         finally:
