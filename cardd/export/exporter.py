@@ -12,6 +12,9 @@ from the journal after the cursor ("delivered through seq N", in the journal fil
 table) and the cursor moves only over records whose PUBACK came back, in seq order. Whatever
 ends a connection (a broker's outage, a failover, a daemon killed mid-export) the export resumes
 at the cursor: a record may be sent twice, never lost; consumers dedupe on (site, table, seq).
+The export chain (docs/floor.md "The export chain") is computed in seq order as records are
+encoded; its hash at the cursor is kept with the cursor, so a resend of a record, whatever ended
+the connection, carries the same ``prev`` and ``hash`` as its first send.
 Memory is bounded by :data:`WINDOW` records in flight and one read batch, whatever the backlog.
 
 The table subscribes to nothing: no command reaches it from the floor.
@@ -100,6 +103,7 @@ class _Sent:
     first_ts_ns: int  # the first record's time: the backlog's age while it waits
     seq: int
     record: Record
+    chain: str  # the export chain's hash of ``record``
     at: float  # the clock when it was handed to paho
     ends_shoe: bool  # it carries a shoe's end record: an anchor follows its delivery
 
@@ -138,6 +142,9 @@ class Exporter:
         self._head = journal.last_seq  # the last committed seq, as notify said (an int: set atomically)
         delivery = journal.delivery()
         self._delivered, self._session = delivery.delivered_through, delivery.session
+        #: the export chain's hash of record ``_delivered``; a cursor of a release before the chain
+        #: (or none delivered) has none: the chain starts at the next record sent
+        self._chain = delivery.chain or payloads.CHAIN_START
         self._cursor_written, self._cursor_at = self._delivered, 0.0
         self._last_delivered: Record | None = None
         self._anchored, self._anchor_at, self._anchor_due = 0, clock(), False
@@ -344,6 +351,7 @@ class Exporter:
         config = self.config
         while True:
             sent_through = conn.inflight[-1].seq if conn.inflight else self._delivered
+            prev = conn.inflight[-1].chain if conn.inflight else self._chain
             room = WINDOW - (sent_through - self._delivered)
             if room <= 0:
                 return
@@ -360,12 +368,14 @@ class Exporter:
                 record = conn.pending[0]
                 if config.card_data == "after_round" and not self._may_send(record, reader):
                     break  # its round is not settled: the stream waits for it (docs/floor.md)
-                event = payloads.event_payload(record, site=config.site, table=config.table,
-                                               card_data=config.card_data, replay=record.seq <= conn.replay_through)
+                event, digest = payloads.event_payload(record, site=config.site, table=config.table,
+                                                       card_data=config.card_data, prev=prev,
+                                                       replay=record.seq <= conn.replay_through)
                 if events and size + len(event) > payloads.EVENTS_MAX_BYTES:
-                    break
+                    break  # encoded again, from the same prev, at the head of the next message
                 conn.pending.popleft()
                 events.append(event)
+                prev = digest
                 size += len(event) + 1
                 last, ends_shoe = record, ends_shoe or record.reason in SHOE_END_REASONS
             if not events:
@@ -375,7 +385,7 @@ class Exporter:
                 conn.pending.clear()
                 return
             conn.mids[mid] = last.seq
-            conn.inflight.append(_Sent(sent_through + 1, first_ts, last.seq, last, self._clock(), ends_shoe))
+            conn.inflight.append(_Sent(sent_through + 1, first_ts, last.seq, last, prev, self._clock(), ends_shoe))
             if conn.pending and config.card_data == "after_round" and not self._may_send(conn.pending[0], reader):
                 return
 
@@ -428,7 +438,7 @@ class Exporter:
         while conn.inflight and conn.inflight[0].seq in conn.acked:
             sent = conn.inflight.popleft()
             conn.acked.discard(sent.seq)
-            self._delivered = sent.seq
+            self._delivered, self._chain = sent.seq, sent.chain
             self._last_delivered = sent.record
             self._anchor_due = self._anchor_due or sent.ends_shoe
 
@@ -439,7 +449,8 @@ class Exporter:
         if self._anchor_due or now - self._anchor_at >= self.config.anchor_every_s:
             self._publish(conn, ANCHOR, payloads.anchor_payload(site=self.config.site, table=self.config.table,
                                                                 seq=record.seq, chain_hash=record.hash,
-                                                                ts_ns=record.ts_ns), retain=True)
+                                                                export_hash=self._chain, ts_ns=record.ts_ns),
+                          retain=True)
             self._anchored, self._anchor_at, self._anchor_due = record.seq, now, False
 
     def _maybe_state(self, conn: _Connection, now: float) -> None:
@@ -534,7 +545,7 @@ class Exporter:
         return self._session
 
     def _write_cursor(self, *, force: bool) -> None:
-        delivered = self._delivered
+        delivered, chain = self._delivered, self._chain
         if delivered == self._cursor_written:
             return
         now = self._clock()
@@ -542,7 +553,7 @@ class Exporter:
             return
         self._cursor_at = now
         try:
-            self.journal.note_delivered(delivered)
+            self.journal.note_delivered(delivered, chain)
         except JournalError as exc:  # kept in memory; a restart sends these again (consumers dedupe)
             cause = exc.cause if isinstance(exc, JournalWriteError) else str(exc)  # the cause alone: one line
             self._set_status(problem=f"{CURSOR_PROBLEM}: {cause}")

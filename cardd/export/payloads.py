@@ -13,9 +13,16 @@ The card filter (``export.card_data``, docs/floor.md "What never leaves the tabl
   (seq, time, reason, ...; no message, no data): safe by default, and the floor still sees every seq.
 - ``"after_round"`` sends the record whole; the publisher holds a round's records until
   :func:`settled_round` says the round is settled.
+
+The export chain (docs/floor.md "The export chain"): each event carries ``prev``, the ``hash`` of
+the record the export sent before it (:data:`CHAIN_START` for its first), and ``hash``, the
+SHA-256 of the event as sent without ``hash`` and ``replay``, keys sorted (:func:`event_payload`).
+It covers only what is sent, so a floor that has the records recomputes every hash.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -48,6 +55,8 @@ Seq = Annotated[int, msgspec.Meta(ge=1)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 Severity = Literal["info", "warning", "alarm"]
 Penetration = Literal["0-25%", "25-50%", "50-75%", "75-100%"]
+#: the export chain's start: the ``prev`` of the first record the export ever sends
+CHAIN_START = "0" * 64
 
 
 class _Payload(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -93,7 +102,8 @@ class Will(_Payload):
 class Event(msgspec.Struct, forbid_unknown_fields=True):
     """``cardd/v1/<site>/<table>/events``: one journal record. Consumers dedupe on (site, table,
     seq); ``replay`` marks a record sent from the backlog. With ``export.card_data = "none"``
-    message and data are filtered (docs/floor.md "What never leaves the table")."""
+    message and data are filtered (docs/floor.md "What never leaves the table"). ``prev`` and
+    ``hash``: the export chain (docs/floor.md "The export chain")."""
     schema: Schema
     site: Id
     table: Id
@@ -107,6 +117,8 @@ class Event(msgspec.Struct, forbid_unknown_fields=True):
     round: str | None
     message: str
     data: dict[str, Any]
+    prev: Hash
+    hash: Hash
     replay: bool
 
 
@@ -164,13 +176,15 @@ class State(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Anchor(msgspec.Struct, forbid_unknown_fields=True):
-    """``cardd/v1/<site>/<table>/anchor`` (retained): the journal's chain head as of a delivered
-    record: its seq, its chain hash and its time."""
+    """``cardd/v1/<site>/<table>/anchor`` (retained): the chain heads as of a delivered record:
+    its seq, the journal's chain hash of it (``hash``), the export chain's (``export_hash``) and
+    its time."""
     schema: Schema
     site: Id
     table: Id
     seq: Seq
     hash: Hash
+    export_hash: Hash
     time: Time
 
 
@@ -197,7 +211,31 @@ class _WholeEvent(msgspec.Struct):
     round: str | None
     message: str
     data: msgspec.Raw
+    prev: str
+    hash: str
     replay: bool
+
+
+class _Chained(msgspec.Struct):
+    """What an event's ``hash`` covers: the event but its ``hash`` and ``replay``, encoded with
+    :data:`_CANONICAL` (keys sorted at every level: a Struct's fields too)."""
+    schema: str
+    site: str
+    table: str
+    seq: int
+    time: str
+    kind: str
+    source: str
+    reason: str
+    severity: str
+    who: str | None
+    round: str | None
+    message: str
+    data: dict[str, Any]
+    prev: str
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted")
 
 
 class _Message(msgspec.Struct):
@@ -217,11 +255,16 @@ def record_data(record: Record) -> dict[str, Any]:
         return record.data
 
 
+@functools.lru_cache(maxsize=256)
+def _whole_second(seconds: int) -> str:
+    # records come in time order, many a second: the date's formatting (6 us) once a second
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def iso_ms(ts_ns: int) -> str:
     """``ts_ns`` (ns since 1970, UTC) as ISO-8601 UTC to the millisecond: 2026-12-02T04:00:00.123Z."""
     seconds, nanos = divmod(ts_ns, 1_000_000_000)
-    whole = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{whole}.{nanos // 1_000_000:03d}Z"
+    return f"{_whole_second(seconds)}.{nanos // 1_000_000:03d}Z"
 
 
 # ---- the card filter -------------------------------------------------------------------------
@@ -469,24 +512,36 @@ def filtered(record: Record) -> tuple[str, dict[str, Any]]:
     return treatment.message(kept), kept
 
 
-def event_payload(record: Record, *, site: str, table: str, card_data: str, replay: bool) -> bytes:
-    """The events topic's message for ``record`` (compact JSON). ``card_data``: one of
-    :data:`CARD_DATA_MODES`; "after_round" sends the record whole (the caller holds a round's
-    records until the round is settled), "none" filters it."""
+def event_payload(record: Record, *, site: str, table: str, card_data: str, replay: bool,
+                  prev: str) -> tuple[bytes, str]:
+    """The events topic's message for ``record`` (compact JSON) and its export chain hash, ``prev``
+    the hash of the record sent before it (:data:`CHAIN_START` for the first). ``card_data``: one
+    of :data:`CARD_DATA_MODES`; "after_round" sends the record whole (the caller holds a round's
+    records until the round is settled), "none" filters it. The same record, configuration and
+    ``prev`` give the same bytes but ``replay``: a resend carries the hash of the first send."""
+    time, who = iso_ms(record.ts_ns), record.who or None
     if card_data == "after_round":
         text = _MESSAGE.decode(record.data_json).message
+        message = text if isinstance(text, str) else str(text)
+        # hashed as the floor reads it: the data decoded, its keys sorted; sent as it is stored
+        digest = hashlib.sha256(_CANONICAL.encode(_Chained(
+            SCHEMA, site, table, record.seq, time, record.kind, record.source, record.reason, record.severity, who,
+            record.round, message, record_data(record), prev))).hexdigest()
         return _ENCODER.encode(_WholeEvent(
-            schema=SCHEMA, site=site, table=table, seq=record.seq, time=iso_ms(record.ts_ns), kind=record.kind,
-            source=record.source, reason=record.reason, severity=record.severity, who=record.who or None,
-            round=record.round, message=text if isinstance(text, str) else str(text),
-            data=msgspec.Raw(record.data_json.encode()), replay=replay))
+            schema=SCHEMA, site=site, table=table, seq=record.seq, time=time, kind=record.kind,
+            source=record.source, reason=record.reason, severity=record.severity, who=who,
+            round=record.round, message=message, data=msgspec.Raw(record.data_json.encode()), prev=prev,
+            hash=digest, replay=replay)), digest
     if card_data != "none":
         raise ValueError(f"export.card_data {card_data!r}: expected one of {', '.join(CARD_DATA_MODES)}")
     message, data = filtered(record)
+    digest = hashlib.sha256(_CANONICAL.encode(_Chained(
+        SCHEMA, site, table, record.seq, time, record.kind, record.source, record.reason, record.severity, who,
+        record.round, message, data, prev))).hexdigest()
     return _ENCODER.encode(Event(
-        schema=SCHEMA, site=site, table=table, seq=record.seq, time=iso_ms(record.ts_ns), kind=record.kind,
+        schema=SCHEMA, site=site, table=table, seq=record.seq, time=time, kind=record.kind,
         source=record.source, reason=record.reason, severity=cast(Severity, record.severity),
-        who=record.who or None, round=record.round, message=message, data=data, replay=replay))
+        who=who, round=record.round, message=message, data=data, prev=prev, hash=digest, replay=replay)), digest
 
 
 #: records one events message carries at most, and bytes (a broker's message limit is larger:
@@ -580,10 +635,11 @@ def will_payload(*, site: str, table: str, session: int) -> bytes:
     return _ENCODER.encode(Will(schema=SCHEMA, site=site, table=table, online=False, session=session))
 
 
-def anchor_payload(*, site: str, table: str, seq: int, chain_hash: bytes, ts_ns: int) -> bytes:
-    """The anchor topic's message: record ``seq``, its chain hash and its time (``ts_ns``)."""
+def anchor_payload(*, site: str, table: str, seq: int, chain_hash: bytes, export_hash: str, ts_ns: int) -> bytes:
+    """The anchor topic's message: record ``seq``, its journal chain hash, its export chain hash
+    (``export_hash``, hex) and its time (``ts_ns``)."""
     return _ENCODER.encode(Anchor(schema=SCHEMA, site=site, table=table, seq=seq, hash=chain_hash.hex(),
-                                  time=iso_ms(ts_ns)))
+                                  export_hash=export_hash, time=iso_ms(ts_ns)))
 
 
 _ROLES = {model: role for role, model in MODEL_NAMES.items()}

@@ -28,7 +28,7 @@ from .records import (GENESIS_HASH, SEVERITIES, Entry, Record, canonical_json, c
                       plain_canonical_json, reference_canonical_json, to_ns)
 from .retention import (BeforeInsert, ExportFile, ExportResult, PruneResult, RetentionStatus, export_note,
                         exported_through, prunable_through, prune_note, write_export_file)
-from .schema import DAY_NS, DELIVERY, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
+from .schema import DAY_NS, DELIVERY, DELIVERY_CHAIN, MIN_RETENTION_DAYS, RECORD_COLUMNS, SCHEMA, SCHEMA_VERSION
 from .sqlite_errors import sqlite_problem
 
 KEEP_SNAPSHOTS = 3
@@ -71,9 +71,11 @@ def _encode(entries: Sequence[Entry], snapshot: Mapping[str, Any] | None) -> Enc
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """The floor export's cursor: every record through ``delivered_through`` was acknowledged by a
-    broker; ``session`` counts the export's broker connections."""
+    broker, ``chain`` is the export chain's hash of that record as the export noted it (None: none
+    noted yet, or by a release before the chain); ``session`` counts the export's broker connections."""
     delivered_through: int
     session: int
+    chain: str | None = None
 
 
 def journal_files(path: Path) -> tuple[Path, ...]:
@@ -464,23 +466,25 @@ class Journal:
     def delivery(self) -> Delivery:
         """Where the floor export stands: the records a broker acknowledged, and its sessions."""
         with self._lock:
-            present = self._guarded(lambda c: c.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivery'").fetchone())
-            row = None if present is None else self._guarded(lambda c: c.execute(
-                "SELECT delivered_through, session FROM delivery WHERE id = 1").fetchone())
-        return Delivery(0, 0) if row is None else Delivery(row[0], row[1])  # an older journal, read-only
+            columns = self._guarded(lambda c: {row[1] for row in c.execute("PRAGMA table_info(delivery)")})
+            chain = "chain" if "chain" in columns else "NULL"  # an older journal, read-only: no chain noted
+            row = None if not columns else self._guarded(lambda c: c.execute(
+                f"SELECT delivered_through, session, {chain} FROM delivery WHERE id = 1").fetchone())
+        return Delivery(0, 0) if row is None else Delivery(*row)  # an older journal, read-only: none
 
-    def note_delivered(self, through: int) -> None:
-        """A broker acknowledged every record through ``through``: the cursor moves there, never back."""
-        self._write_delivery("UPDATE delivery SET delivered_through = max(delivered_through, ?) WHERE id = 1",
-                             (through,), "the export's cursor")
+    def note_delivered(self, through: int, chain: str) -> None:
+        """A broker acknowledged every record through ``through``, whose export chain hash is
+        ``chain``: the cursor moves there with it, never back (one statement: both or neither)."""
+        self._write_delivery("UPDATE delivery SET chain = CASE WHEN ?1 >= delivered_through THEN ?2 ELSE chain END, "
+                             "delivered_through = max(delivered_through, ?1) WHERE id = 1",
+                             (through, chain), "the export's cursor")
 
     def next_export_session(self) -> int:
         """A broker connection begins: its number, one more than the last (the status topic's ``session``)."""
         self._write_delivery("UPDATE delivery SET session = session + 1 WHERE id = 1", (), "the export's session")
         return self.delivery().session
 
-    def _write_delivery(self, sql: str, args: tuple[int, ...], what: str) -> None:
+    def _write_delivery(self, sql: str, args: tuple[int | str, ...], what: str) -> None:
         with self._lock:
             self._require_writer()
             try:
@@ -510,8 +514,11 @@ class Journal:
         def mark(conn: sqlite3.Connection) -> None:
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'delivery'").fetchone() is None:
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(delivery)")}
+            if not columns:
                 conn.executescript(f"BEGIN; {DELIVERY} COMMIT;")
+            elif "chain" not in columns:  # a cursor made before the export chain: NULL, none noted
+                conn.execute(DELIVERY_CHAIN)
         with self._lock:
             self._guarded(mark)
 

@@ -21,14 +21,18 @@ DAY_NS = 86_400 * 1_000_000_000
 _SQL_NOW_NS = "CAST((julianday('now') - 2440587.5) * 86400000000000 AS INTEGER)"
 
 #: the floor export's cursor (cardd/export): the records a broker acknowledged, through
-#: ``delivered_through``, and ``session``, its connections counted. Outside the chain: it is a note
-#: of what left the table, not a record of the table; a journal made before it gets it when next
-#: opened for writing (IF NOT EXISTS)
+#: ``delivered_through``, the export chain's hash of that record (``chain``, docs/floor.md "The
+#: export chain"; NULL while none was noted) and ``session``, its connections counted. Outside the
+#: chain: it is a note of what left the table, not a record of the table; a journal made before it
+#: gets it when next opened for writing (IF NOT EXISTS), one made before ``chain`` the column
+#: (DELIVERY_CHAIN)
 DELIVERY = """CREATE TABLE IF NOT EXISTS delivery (
-    id INTEGER PRIMARY KEY CHECK (id = 1), delivered_through INTEGER NOT NULL, session INTEGER NOT NULL
+    id INTEGER PRIMARY KEY CHECK (id = 1), delivered_through INTEGER NOT NULL, session INTEGER NOT NULL,
+    chain TEXT
 );
-INSERT OR IGNORE INTO delivery VALUES (1, 0, 0);
+INSERT OR IGNORE INTO delivery (id, delivered_through, session) VALUES (1, 0, 0);
 """
+DELIVERY_CHAIN = "ALTER TABLE delivery ADD COLUMN chain TEXT"
 
 TABLES = f"""
 CREATE TABLE records (

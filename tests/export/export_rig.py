@@ -7,6 +7,7 @@ real subscriber on the floor's side that keeps everything it receives.
         table.stop()
         floor.wait_for_seq(table.last_seq())
         assert floor.seqs(table.site, table.table) == list(range(1, table.last_seq() + 1))
+        export_chain(floor, table.table)  # every hash recomputes, every resend the same, each linked
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from cardd.export.payloads import CARD_TOKEN
+from cardd.floor import contract
 from cardd.journal import Journal, Record
 from simulators.rig import SimulatedTable
 from tests.daemon.daemon_rig import Client, Daemon, open_and_bet, play_out, shuffle_and_load, write_config
@@ -103,6 +105,27 @@ class Subscriber:
 
     def wait_for_seq(self, table: str, seq: int, timeout: float = 60.0) -> None:
         self.wait_for(lambda: seq in set(self.seqs(table)), f"record {seq} of {table}", timeout)
+
+
+def export_chain(floor: Subscriber, table: str) -> dict[int, str]:
+    """``table``'s export chain as the floor reads it (cardd.floor.contract, strictly): seq -> hash.
+    Every event's hash recomputes, a seq sent again carries the prev and hash of its first send,
+    each prev is the hash of seq - 1 and the first seq's is the chain's start."""
+    chain: dict[int, tuple[str, str]] = {}
+    for message in floor.messages("events", table):
+        decoded = contract.decode(contract.parse_topic(message.topic), message.text.encode())
+        assert isinstance(decoded, contract.Events)
+        for event in decoded.events:
+            assert contract.event_hash(event) == event.hash, f"seq {event.seq}: its hash does not recompute"
+            first = chain.setdefault(event.seq, (event.prev, event.hash))
+            assert first == (event.prev, event.hash), \
+                f"seq {event.seq} sent again with another prev and hash: {first}, then {(event.prev, event.hash)}"
+    seqs = sorted(chain)
+    assert seqs and seqs == list(range(seqs[0], seqs[-1] + 1)), f"{table}: the chain has gaps"
+    assert chain[seqs[0]][0] == contract.CHAIN_START, f"{table}: the chain starts at {chain[seqs[0]][0]}"
+    broken = [seq for seq in seqs[1:] if chain[seq][0] != chain[seq - 1][1]]
+    assert not broken, f"{table}: prev is not the hash of the record before at seq {broken[:10]}"
+    return {seq: digest for seq, (_, digest) in chain.items()}
 
 
 def names_a_card(received: list[Received]) -> list[str]:

@@ -1,19 +1,22 @@
 """The floor export end to end: a real daemon dealing on simulated devices, a real mosquitto with
 a password per table and an ACL, a real subscriber on the floor's side. Every journal record
-reaches the floor, once after dedupe on (site, table, seq) and in order; the status says online,
-then offline; each anchor is a chain hash the journal holds; no payload names a card with the
-default filter; and the table subscribes to nothing."""
+reaches the floor, once after dedupe on (site, table, seq) and in order, its export chain whole
+as the floor recomputes it; the status says online, then offline; each anchor is a chain hash the
+journal holds and the export chain's hash of its record; no payload names a card with the default
+filter; and the table subscribes to nothing."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 
 import pytest
 
 from cardd.export.payloads import CARD_TOKEN, carries_cards
+from cardd.journal import Journal
 from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import deal_one, open_and_bet, play_out
-from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
+from tests.export.export_rig import SITE, ExportTable, Subscriber, export_chain, names_a_card
 
 
 @pytest.mark.timeout(180)
@@ -34,6 +37,7 @@ def test_every_record_reaches_the_floor_once_in_order_and_names_no_card(director
         records = table.records()
     assert last > 60 and sum(1 for r in records if r.reason == "SETTLED") >= 3  # three rounds were played
     assert floor.seqs("bj-01") == list(range(1, last + 1))  # each once after dedupe, in order
+    chain = export_chain(floor, "bj-01")  # from 64 zeros at seq 1, each hash recomputed and linked
     events = {e["seq"]: e for e in floor.events("bj-01")}
     for record in records:
         event = events[record.seq]
@@ -47,6 +51,7 @@ def test_every_record_reaches_the_floor_once_in_order_and_names_no_card(director
     hashes = {r.seq: r.hash.hex() for r in records}
     assert anchors and anchors[-1]["seq"] == last  # the clean stop anchors the stop record
     assert all(hashes[a["seq"]] == a["hash"] for a in anchors)
+    assert all(chain[a["seq"]] == a["export_hash"] for a in anchors)  # the floor's own chain reaches each anchor
     shoe_ends = [r.seq for r in records if r.reason in ("RECONCILED", "SHOE_VOID", "RECONCILIATION_FAILED")]
     assert all(any(a["seq"] >= end for a in anchors) for end in shoe_ends)
     assert any(CARD_TOKEN.search(r.data_json) for r in records)  # the journal names cards...
@@ -92,8 +97,45 @@ def test_after_round_sends_a_rounds_cards_only_once_it_is_settled(directory, mos
         floor.wait_for_seq("bj-03", last)
         records = table.records()
     assert floor.seqs("bj-03") == list(range(1, last + 1))
+    chain = export_chain(floor, "bj-03")  # hashed over the data as the floor decodes it, keys sorted
+    assert all(chain[m.payload["seq"]] == m.payload["export_hash"] for m in floor.messages("anchor", "bj-03"))
     whole = {e["seq"]: e for e in floor.events("bj-03")}
     for record in records:  # sent as journaled: data and message whole
         assert whole[record.seq]["data"] == {k: v for k, v in record.data.items() if k != "message"} or \
             whole[record.seq]["data"] == dict(record.data)
     assert names_a_card(floor.messages("events"))  # the settled round's cards reached the floor
+
+
+#: the floor export's cursor as a release before the export chain made it
+CURSOR_BEFORE_THE_CHAIN = ("DROP TABLE delivery; CREATE TABLE delivery (id INTEGER PRIMARY KEY CHECK (id = 1), "
+                           "delivered_through INTEGER NOT NULL, session INTEGER NOT NULL); "
+                           "INSERT INTO delivery VALUES (1, {delivered}, 1);")
+
+
+@pytest.mark.timeout(180)
+def test_a_journal_whose_cursor_predates_the_chain_is_upgraded_and_its_chain_starts_after_the_cursor(
+        directory, mosquitto):
+    """A journal exported by a release before the chain: its cursor has no ``chain`` column. The
+    daemon opens it, the column is added in place, the export goes on after the cursor, and its
+    chain starts there, at 64 zeros, and is kept with the cursor from then on."""
+    user, password_file = mosquitto.add_table(SITE, "bj-04")
+    with ExportTable(directory, [mosquitto.url], "bj-04", user=user, password_file=password_file) as table:
+        table.deal_rounds(1)
+        table.wait_export(lambda e: e["backlog"] == 0 and e["connected"], "an empty backlog")
+        table.stop()
+        delivered = table.last_seq()
+        conn = sqlite3.connect(table.journal_path)
+        conn.executescript(CURSOR_BEFORE_THE_CHAIN.format(delivered=delivered))
+        conn.close()
+        with Subscriber(mosquitto.url, mosquitto.floor, client_id="floor-after-the-upgrade") as floor:
+            table.start()
+            table.play_round()
+            table.stop()
+            last = table.last_seq()
+            floor.wait_for_seq("bj-04", last)
+        with Journal.open(table.journal_path, readonly=True) as journal:
+            cursor = journal.delivery()
+            assert journal.verify().ok
+    assert floor.seqs("bj-04") == list(range(delivered + 1, last + 1))  # after the cursor, none again
+    chain = export_chain(floor, "bj-04")  # 64 zeros at delivered + 1, each linked after it
+    assert (cursor.delivered_through, cursor.session, cursor.chain) == (last, 2, chain[last])

@@ -1,12 +1,13 @@
 """Failover across a broker cluster: a real daemon dealing on simulated devices exports over MQTT
 3.1.1 to a real 3-node NATS cluster, its three nodes' URLs in order. The node the table publishes
 to is killed mid-shoe: the table goes on to the next URL and deals on, and a persistent subscriber
-on a third node has every journal record, once after dedupe on seq, in order, naming no card."""
+on a third node has every journal record, once after dedupe on seq, in order, naming no card,
+its export chain unbroken by the failover."""
 from __future__ import annotations
 
 import pytest
 
-from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
+from tests.export.export_rig import SITE, ExportTable, Subscriber, export_chain, names_a_card
 from tests.support.brokers import NatsCluster
 
 
@@ -36,4 +37,5 @@ def test_the_table_fails_over_to_the_next_node_and_the_floor_misses_nothing(dire
         records = table.records()
     assert sum(1 for r in records if r.reason == "SETTLED") >= 4  # the rounds were played through the failover
     assert floor.seqs("bj-02") == list(range(1, last + 1))  # each once after dedupe, in order
+    export_chain(floor, "bj-02")  # a record sent again to the next node carries its first prev and hash
     assert names_a_card(floor.received) == []

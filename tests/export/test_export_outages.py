@@ -24,7 +24,7 @@ import pytest
 from cardd.journal import Journal
 from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import Client
-from tests.export.export_rig import SITE, ExportTable, Subscriber, names_a_card
+from tests.export.export_rig import SITE, ExportTable, Subscriber, export_chain, names_a_card
 from tests.support.brokers import free_port
 from tests.support.full_disk import PrivateTmpfs
 
@@ -88,9 +88,11 @@ class Dealing:
 
 
 def assert_floor_has_the_journal(floor: Subscriber, table: ExportTable, last: int) -> None:
-    """Every record 1..last at the floor, once after dedupe, in order, and no card named."""
+    """Every record 1..last at the floor, once after dedupe, in order, the export chain whole
+    (each resend as first sent), and no card named."""
     floor.wait_for_seq(table.table, last, timeout=DRAIN_TIMEOUT)
     assert floor.seqs(table.table) == list(range(1, last + 1))
+    export_chain(floor, table.table)
     assert names_a_card(floor.received) == []
 
 

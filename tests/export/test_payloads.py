@@ -5,6 +5,7 @@ card over the whole scenario library's journals is checked where the library run
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from datetime import datetime
 from pathlib import Path
@@ -15,9 +16,11 @@ import pytest
 
 from cardd.daemon.backend import journal_reasons
 from cardd.export.payloads import (
-    CARD_DATA_MODES, INPUT_FIELDS, SCHEMA, TREATMENTS, Anchor, Event, Events, State, Status, Will, anchor_payload,
-    carries_cards, event_payload, events_payload, settled_round, state_payload, status_payload, will_payload,
+    CARD_DATA_MODES, CHAIN_START, INPUT_FIELDS, SCHEMA, TREATMENTS, Anchor, Event, Events, State, Status, Will,
+    anchor_payload, carries_cards, event_payload, events_payload, settled_round, state_payload, status_payload,
+    will_payload,
 )
+from cardd.floor import contract
 from cardd.journal.records import Record, record_hash
 from devices.tracker.inputs import RECORDS
 from tests.export.card_checks import names_cards
@@ -79,7 +82,7 @@ def test_the_builders_write_the_documented_examples() -> None:
     anchor = _example("anchor")
     assert msgspec.json.decode(anchor_payload(site="floor1", table="bj-07", seq=1234,
                                               chain_hash=bytes.fromhex(anchor["hash"]),
-                                              ts_ns=ts_ns - 3_000_000)) == anchor
+                                              export_hash=anchor["export_hash"], ts_ns=ts_ns - 3_000_000)) == anchor
     state = state_payload(
         site="floor1", table="bj-07", ts_ns=ts_ns,
         devices={"shoe-reader": {"state": "dealing", "link": "up"}, "shuffler": {"state": "idle", "link": "up"}},
@@ -175,18 +178,22 @@ def record(seq: int, kind: str, reason: str, data: dict[str, Any], source: str =
                   record_hash(bytes(32), data_json.encode()))
 
 
+def sent(record: Record, card_data: str = "none", *, replay: bool = False, site: str = "floor1",
+         table: str = "bj-07", prev: str = CHAIN_START) -> bytes:
+    """The event the table sends of ``record``, the first of its export chain unless ``prev``."""
+    return event_payload(record, site=site, table=table, card_data=card_data, replay=replay, prev=prev)[0]
+
+
 ASSIGNED = record(48, "event", "CARD_ASSIGNED",
                   {"card": "TH", "message": "round 1: TH to box 1 hand 1", "round": 1, "target": "box 1 hand 1"},
                   round_id="1")
 
 
 def test_after_round_sends_the_record_whole() -> None:
-    whole = msgspec.json.decode(event_payload(ASSIGNED, site="floor1", table="bj-07", card_data="after_round",
-                                              replay=True), type=Event)
+    whole = msgspec.json.decode(sent(ASSIGNED, "after_round", replay=True), type=Event)
     assert (whole.message, whole.data, whole.replay) == ("round 1: TH to box 1 hand 1", ASSIGNED.data, True)
     assert (whole.seq, whole.time, whole.round, whole.who) == (48, "2026-12-02T04:00:00.123Z", "1", None)
-    cut = msgspec.json.decode(event_payload(ASSIGNED, site="floor1", table="bj-07", card_data="none", replay=False),
-                              type=Event)
+    cut = msgspec.json.decode(sent(ASSIGNED), type=Event)
     assert (cut.message, cut.data) == ("round 1: a card to box 1 hand 1", {"round": 1, "target": "box 1 hand 1"})
     assert carries_cards(ASSIGNED)
 
@@ -203,16 +210,17 @@ def test_carries_cards_sees_a_card_in_any_text_or_key_of_the_data() -> None:
 def test_a_card_data_mode_not_known_is_refused_in_one_line() -> None:
     assert CARD_DATA_MODES == ("none", "after_round")
     with pytest.raises(ValueError, match=r"^export.card_data 'all': expected one of none, after_round$"):
-        event_payload(ASSIGNED, site="floor1", table="bj-07", card_data="all", replay=False)
+        sent(ASSIGNED, "all")
 
 
 def test_an_unknown_reason_is_sent_as_its_header_alone() -> None:
     odd = record(7, "event", "CARD_PEEKED", {"card": "AS", "message": "AS peeked", "round": 2}, who="dealer:ann",
                  round_id="2")
-    sent = msgspec.json.decode(event_payload(odd, site="floor1", table="bj-07", card_data="none", replay=False))
-    assert sent == {"schema": SCHEMA, "site": "floor1", "table": "bj-07", "seq": 7, "time": "2026-12-02T04:00:00.123Z",
-                    "kind": "event", "source": "round", "reason": "CARD_PEEKED", "severity": "info",
-                    "who": "dealer:ann", "round": "2", "message": "", "data": {}, "replay": False}
+    header = msgspec.json.decode(sent(odd))
+    assert header == {"schema": SCHEMA, "site": "floor1", "table": "bj-07", "seq": 7, "time": "2026-12-02T04:00:00.123Z",
+                      "kind": "event", "source": "round", "reason": "CARD_PEEKED", "severity": "info",
+                      "who": "dealer:ann", "round": "2", "message": "", "data": {}, "prev": CHAIN_START,
+                      "hash": header["hash"], "replay": False}
 
 
 def test_settled_round_is_the_rounds_complete_or_void_record() -> None:
@@ -230,8 +238,8 @@ def test_a_side_bets_outcome_naming_its_cards_pattern_is_not_sent() -> None:
                                            "outcome": "perfect_pair", "player": "p1", "round": 4, "stake": 100,
                                            "message": "p1 pairs at box 1 hand 1: perfect_pair, stake 1.00, net 25.00"},
                    round_id="4")
-    sent = msgspec.json.decode(event_payload(pairs, site="f", table="t", card_data="none", replay=False), type=Event)
-    assert "outcome" not in sent.data and "perfect_pair" not in sent.message and sent.data["net"] == "2500"
+    cut = msgspec.json.decode(sent(pairs, site="f", table="t"), type=Event)
+    assert "outcome" not in cut.data and "perfect_pair" not in cut.message and cut.data["net"] == "2500"
 
 
 def test_an_events_message_is_its_records_in_order_and_matches_the_documented_one() -> None:
@@ -241,10 +249,50 @@ def test_an_events_message_is_its_records_in_order_and_matches_the_documented_on
     state = record(47, "event", "ROUND_STATE", {"round": 1, "state": "initial_deal",
                                                 "message": "round 1: betting -> initial_deal"}, round_id="1")
     state = dataclasses.replace(state, ts_ns=ts_ns)
-    one = event_payload(state, site="floor1", table="bj-07", card_data="none", replay=False)
+    one = sent(state, prev=event["prev"])
     assert msgspec.json.decode(events_payload([one], site="floor1", table="bj-07")) == documented
-    more = [event_payload(record(seq, "event", "ROUND_STATE", {"round": 2, "state": "betting"}, round_id="2"),
-                          site="floor1", table="bj-07", card_data="none", replay=True) for seq in (90, 91, 92)]
+    more = [sent(record(seq, "event", "ROUND_STATE", {"round": 2, "state": "betting"}, round_id="2"), replay=True)
+            for seq in (90, 91, 92)]
     message = msgspec.json.decode(events_payload(more, site="floor1", table="bj-07"), type=Events)
     assert [e.seq for e in message.events] == [90, 91, 92] and all(e.replay for e in message.events)
     assert event["seq"] == 47
+
+
+# ---- the export chain ---------------------------------------------------------------------------
+
+def test_the_floors_contract_reads_every_documented_example_and_recomputes_each_hash() -> None:
+    """docs/floor.md's examples as the floor reads them (cardd.floor.contract, strictly): each
+    event's hash is the SHA-256 of what it shows, and the seq 48 of the default filter links to
+    the seq 47 of the events example."""
+    events = []
+    for heading, text in doc_examples():
+        leaf = {"Will": "status", "event": "events"}.get(heading, heading)
+        body = text.encode() if heading != "event" else \
+            events_payload([text.encode()], site="floor1", table="bj-07")  # an event alone: in its envelope
+        decoded = contract.decode(contract.parse_topic(f"cardd/v1/floor1/bj-07/{leaf}"), body)
+        if isinstance(decoded, contract.Events):
+            events += decoded.events
+    assert len(events) == 4
+    assert all(contract.event_hash(e) == e.hash for e in events)
+    (first, cut) = [e for e in events if e.seq in (47, 48) and e.message != "round 1: TH to box 1 hand 1"]
+    assert cut.prev == first.hash
+
+
+def test_an_events_hash_is_its_fields_but_hash_and_replay_keys_sorted_and_a_resend_keeps_it() -> None:
+    unsorted = dataclasses.replace(ASSIGNED, data_json='{"target":"box 1 hand 1","round":1,"card":"TH",'
+                                                      '"message":"round 1: TH to box 1 hand 1"}')
+    for mode in CARD_DATA_MODES:
+        text, digest = event_payload(unsorted, site="floor1", table="bj-07", card_data=mode, replay=False,
+                                     prev=CHAIN_START)
+        resent, again = event_payload(unsorted, site="floor1", table="bj-07", card_data=mode, replay=True,
+                                      prev=CHAIN_START)
+        assert again == digest and resent == text.replace(b'"replay":false', b'"replay":true')
+        event = msgspec.json.decode(text)
+        fields = {k: v for k, v in event.items() if k not in ("hash", "replay")}
+        assert event["prev"] == CHAIN_START and event["hash"] == digest == \
+            hashlib.sha256(msgspec.json.encode(fields, order="sorted")).hexdigest()
+        assert contract.event_hash(msgspec.json.decode(text, type=contract.Event)) == digest
+        linked = event_payload(unsorted, site="floor1", table="bj-07", card_data=mode, replay=False, prev=digest)
+        assert linked[1] != digest  # prev is inside what is hashed
+    whole = msgspec.json.decode(sent(unsorted, "after_round"), type=contract.Event)
+    assert list(whole.data) == ["target", "round", "card", "message"]  # sent as stored, hashed sorted
