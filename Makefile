@@ -86,11 +86,14 @@ demo: platform $(STAMP)
 # file runs whole in one worker (--dist loadfile), so what a module builds once for its tests (the
 # wheel, the Debian package) is built once: with xdist 3.8 here, --dist loadgroup spread a group's
 # tests over the workers and each rebuilt it, about a minute of CPU each. TEST_WORKERS=0: one process. The 30 slowest are listed at the end: where
-# the suite's 15 minutes go.
+# the suite's 15 minutes go. The files go out in collection order (--no-loadscope-reorder; xdist's
+# default sends the files with the most tests first), which tests/conftest.py starts with the
+# slowest files (SLOW_FILES_FIRST): the last files handed out are short ones, so the run does not
+# end with one worker alone in a minute-long file.
 TEST_WORKERS ?= 3
 
 test: platform sysdeps $(STAMP) check-diagrams check-api-schema check-floor-schema typecheck
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
 # venv (.venv-latest), the lock untouched: what the next `make lock` would bring, found on the

@@ -15,8 +15,9 @@ from typing import Any, Callable, Protocol, TypeVar
 
 import structlog
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+# (cryptography's serialization, the key files' formats with its SSH and cipher modules, is imported
+# by the functions that read or write a key file: a daemon starts without it)
 
 from core.files import read_regular_file
 from drivers.errors import PortClosed
@@ -143,23 +144,27 @@ def generate_dev_keypair() -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
 
 
 def public_key_bytes(key: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def public_key_pem(key: Ed25519PublicKey) -> bytes:
     """The public key as a PEM block (SubjectPublicKeyInfo): what ``[firmware] public_key`` and the
     simulators' ``--firmware-key`` take, as the 32 raw bytes are."""
+    from cryptography.hazmat.primitives import serialization
     return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:
     """The private key as an unencrypted PKCS #8 PEM block (the file's mode keeps it: 0600)."""
+    from cryptography.hazmat.primitives import serialization
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
 def load_private_key(data: bytes) -> Ed25519PrivateKey:
     """An Ed25519 private key from a PEM block (PKCS #8, unencrypted)."""
+    from cryptography.hazmat.primitives import serialization
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):  # cryptography's text names its internals; TypeError: an encrypted key
@@ -192,6 +197,7 @@ def read_public_key_file(path: Path) -> Ed25519PublicKey:
 
 def load_public_key(data: bytes) -> Ed25519PublicKey:
     """An Ed25519 public key from 32 raw bytes or a PEM file's contents."""
+    from cryptography.hazmat.primitives import serialization
     try:
         if len(data) == 32:
             return Ed25519PublicKey.from_public_bytes(data)

@@ -107,3 +107,35 @@ def _brokers_stopped():
     for broker in STARTED[before:]:
         broker.kill()
     del STARTED[before:]
+
+
+#: The test files that take longest, longest first (CI's durations, 2-core machine, seconds of
+#: wall each): make test gives each file whole to one worker (--dist loadfile) in collection
+#: order (--no-loadscope-reorder), so these start first and the run does not end on one worker
+#: still in a minute-long file while the others are idle. The rest keep pytest's own order.
+SLOW_FILES_FIRST = (
+    "tests/bench/test_scenarios.py",            # the scenario library: a daemon per scenario
+    "tests/export/test_export_outages.py",      # brokers black-holed, killed, restarted
+    "tests/cli/test_demo_and_completion.py",    # whole shoes through the demo
+    "tests/cli/test_hostile_text.py",           # 600 view examples, then the real programs
+    "tests/packaging/test_deb.py",              # the package built, installed in a Debian root
+    "tests/packaging/test_wheel.py",            # the wheel built, installed in a fresh venv
+    "tests/benchmarks/test_benchmarks_run.py",  # each benchmark run to its figures
+    "tests/e2e/test_e2e_events.py",
+    "tests/e2e/test_e2e_link.py",
+    "tests/daemon/test_daemon_powercut.py",
+    "tests/bench/test_soak.py",
+    "tests/journal/test_journal_powercut.py",
+    "tests/cli/test_cardctl_sim.py",
+    "tests/table/test_table_hostile.py",
+    "tests/daemon/test_daemon_crash.py",
+    "tests/bench/test_replay.py",
+    "tests/export/test_brokers.py",
+    "tests/export/test_export_crash.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of SLOW_FILES_FIRST first, in its order; each file's tests in their own order."""
+    rank = {name: n for n, name in enumerate(SLOW_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable

@@ -38,10 +38,8 @@ from cardd.daemon.backend import DaemonBackend, Given, Runner
 from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.parent import ParentWatch
-from cardd.daemon.export_service import ExportService
 from cardd.daemon.retention import Retention
 from cardd.daemon.tracker_service import REASON_START, REASON_STOP, TableService
-from cardd.export.exporter import TableFacts
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
 from core.errors import CarddError
@@ -51,6 +49,7 @@ from devices.tracker.inputs import ShuffleStarted
 from drivers.aio import cancel_and_wait
 
 if TYPE_CHECKING:  # --simulate only: a table's daemon never loads the simulators
+    from cardd.daemon.export_service import ExportService  # [export] only: the MQTT client with it
     from cardd.daemon.simulation import Simulation
 
 log = structlog.get_logger(__name__)
@@ -141,6 +140,9 @@ class Daemon:
                                    group=api_gid)
         devices = self.devices = Devices(config, service, self.release)
         if config.export is not None:  # after the restore: its start record is the first the floor may need
+            # imported here: a daemon with no [export] never loads the export nor paho (a start's CPU)
+            from cardd.daemon.export_service import ExportService
+            from cardd.export.exporter import TableFacts
             facts = TableFacts(self.release, rules.name, rules_hash,
                                tuple((role, url) for role, url in (("shoe", config.devices.shoe),
                                                                   ("shuffler", config.devices.shuffler)) if url))
