@@ -3,7 +3,7 @@ JSON, of its query checks and of docs/floor-openapi.json (cardd/floor/openapi.py
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -115,7 +115,7 @@ class RecordView(_View):
     who: str | None
     round: str | None
     message: str
-    data: dict[str, object]
+    data: dict[str, Any]
     prev: str
     hash: str
     replay: bool
