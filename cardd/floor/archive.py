@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from cardd.floor.chain import ChainProblem, Link, Span, check_anchor as _check_anchor, check_records, \
+from cardd.floor.chain import ChainProblem, Link, Span, Verdict, check_anchor as _check_anchor, check_records, \
     check_session, extend, neighbours
 from core.errors import CarddError
 
@@ -42,7 +42,13 @@ _MIGRATION_LOCK = 0x63617264_666C0001
 _PARTITION_LOCK = 0x63617264_666C0002
 _PARTITION = re.compile(r"^records_(\d{8})$")
 _MIGRATION = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+#: from how many records a store uses COPY rather than INSERTs in its pipeline
+_COPY_FROM = 32
 _ALARM_STATES = ("open", "acknowledged", "cleared", "all")
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
 
 
 class ArchiveError(CarddError):
@@ -182,6 +188,12 @@ class Archive:
             await conn.close()
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        try:
+            psycopg.conninfo.conninfo_to_dict(self._dsn)
+        except psycopg.ProgrammingError:
+            # its text may quote the password: not shown
+            raise ArchiveError("the archive's dsn is not a PostgreSQL connection string "
+                               "(postgresql://user@host:port/database, or key=value pairs)") from None
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, connect_timeout=10)
         # times come back as UTC whatever the server's zone
         await conn.execute("SET TIME ZONE 'UTC'")
@@ -209,15 +221,21 @@ class Archive:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """The connection (made again if it was lost) inside one transaction, one call at a time.
-        A lost server is :class:`ArchiveUnavailable`."""
+    async def _transaction(self, *, pipelined: bool = False) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The connection (made again if it was lost) inside one transaction, one call at a time;
+        ``pipelined``: in pipeline mode throughout, BEGIN and COMMIT sent with the statements
+        around them rather than a round trip each (no COPY then). A lost server is
+        :class:`ArchiveUnavailable`."""
         async with self._lock:
             try:
                 if self._conn is None or self._conn.closed:
                     self._conn = await self._connect()
-                async with self._conn.transaction():
-                    yield self._conn
+                if pipelined:
+                    async with self._conn.pipeline(), self._conn.transaction():
+                        yield self._conn
+                else:
+                    async with self._conn.transaction():
+                        yield self._conn
             except BaseException as exc:
                 # a table's id learnt in the transaction rolled back is no id
                 self._tids.clear()
@@ -243,74 +261,158 @@ class Archive:
                     sql.Identifier(partition_name(day)), sql.Literal(start), sql.Literal(start + dt.timedelta(days=1))))
         self._partitions.update(missing)
 
-    async def _tid(self, conn: psycopg.AsyncConnection[Any], site: str, table: str) -> int:
-        tid = self._tids.get((site, table))
-        if tid is None:
-            await conn.execute("INSERT INTO floor_tables (site, table_name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                               (site, table))
-            row = await (await conn.execute("SELECT id FROM floor_tables WHERE site = %s AND table_name = %s",
-                                            (site, table))).fetchone()
-            assert row is not None
-            tid = self._tids[(site, table)] = int(row[0])
-        return tid
-
     # ---- records ---------------------------------------------------------------------------
 
     async def store(self, site: str, table: str, events: Sequence[Event], received_at: dt.datetime) -> StoreResult:
         """Check ``events`` (one table's) against the stored chain and store those that fit, in
         one transaction; anchors waiting for them are checked too."""
-        if not events:
-            return StoreResult([], 0, [])
-        await self._ensure_partitions(record_time(e.time).date() for e in events)
-        async with self._transaction() as conn:
-            tid = await self._tid(conn, site, table)
-            # one writer per table at a time (a second instance waits here), so what is read
-            # below is still true at the commit
-            row = await (await conn.execute("SELECT low_seq, head_seq FROM floor_tables WHERE id = %s FOR UPDATE",
-                                            (tid,))).fetchone()
-            assert row is not None
-            span = Span(row[0], int(row[1]), [])
-            stored = {int(seq): Link(bytes(h).hex(), bytes(p).hex()) for seq, h, p in await (await conn.execute(
-                "SELECT seq, hash, prev FROM chain WHERE tid = %s AND seq = ANY(%s)",
-                (tid, sorted(neighbours(events))))).fetchall()}
-            verdict = check_records(site, table, events, stored)
-            problems = verdict.problems
-            seqs = [event.seq for event, _ in verdict.accepted]
-            if verdict.accepted:
-                await self._insert(conn, tid, verdict.accepted, received_at)
-                await self._extend(conn, tid, span, seqs, received_at)
-                problems += await self._check_pending_anchors(conn, tid, site, table, verdict.accepted)
-            if verdict.refused:
-                async with conn.cursor() as cur:
+        return (await self.store_many([(site, table, events)], received_at))[0]
+
+    async def store_many(self, batches: Sequence[tuple[str, str, Sequence[Event]]],
+                         received_at: dt.datetime) -> list[StoreResult]:
+        """:meth:`store` for several messages (of one table or many) in ONE transaction of a few
+        round trips whatever their number, so one commit (one WAL flush) covers them all: the
+        way to keep up with many tables each sending a record at a time. The results are in
+        the order of ``batches``; a table's batches are checked in that order too."""
+        if not any(events for _, _, events in batches):
+            return [StoreResult([], 0, []) for _ in batches]
+        await self._ensure_partitions(record_time(e.time).date() for _, _, events in batches for e in events)
+        many = sum(len(events) for _, _, events in batches) >= _COPY_FROM
+        async with self._transaction(pipelined=not many) as conn:
+            tids = await self._tids_of(conn, {(site, table) for site, table, events in batches if events})
+            wanted = {(tids[(site, table)], seq) for site, table, events in batches if events
+                      for seq in neighbours(events)}
+            by_table = sorted(set(tids.values()))
+            async with conn.pipeline():
+                # one writer per table at a time (a second instance waits here, the tables locked
+                # in one order by all), so what is read next is still true at the commit
+                heads = await conn.execute(
+                    "SELECT id, low_seq, head_seq, EXISTS (SELECT 1 FROM anchors a WHERE a.tid = t.id "
+                    "AND a.verdict = 'pending') FROM floor_tables t WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                    (by_table,))
+                links = await conn.execute(
+                    "SELECT c.tid, c.seq, c.hash, c.prev FROM chain c JOIN unnest(%s::int[], %s::bigint[]) AS w(tid, seq) "
+                    "ON c.tid = w.tid AND c.seq = w.seq", ([t for t, _ in wanted], [q for _, q in wanted]))
+                spans = {int(tid): (Span(low, int(head), []), bool(pending))
+                         for tid, low, head, pending in await heads.fetchall()}
+                known: dict[int, dict[int, Link]] = {tid: {} for tid in by_table}
+                for tid, seq, digest, prev in await links.fetchall():
+                    known[int(tid)][int(seq)] = Link(bytes(digest).hex(), bytes(prev).hex())
+            verdicts: list[tuple[int, Verdict] | None] = []
+            for site, table, events in batches:
+                if not events:
+                    verdicts.append(None)
+                    continue
+                tid = tids[(site, table)]
+                verdict = check_records(site, table, events, known[tid])
+                known[tid].update((e.seq, Link(digest, e.prev)) for e, digest in verdict.accepted)
+                verdicts.append((tid, verdict))
+            accepted: dict[int, list[int]] = {}
+            for taken in filter(None, verdicts):
+                accepted.setdefault(taken[0], []).extend(e.seq for e, _ in taken[1].accepted)
+            moved = {tid: await self._extend(conn, tid, spans[tid][0], seqs, received_at)
+                     for tid, seqs in accepted.items() if seqs}
+            # the records just stored of tables that have anchors waiting
+            waiting: dict[tuple[int, int], tuple[str, str, str]] = {}
+            for (site, table, _), tv in zip(batches, verdicts):
+                if tv is not None and spans[tv[0]][1]:
+                    waiting.update({(tv[0], e.seq): (site, table, digest) for e, digest in tv[1].accepted})
+            anchored = await self._check_pending_anchors(conn, waiting)
+            await self._write(conn, [(tid, v) for tid, v in filter(None, verdicts)], moved, by_table, received_at,
+                              copy=many)
+        results = []
+        for (site, table, _), tv in zip(batches, verdicts):
+            if tv is None:
+                results.append(StoreResult([], 0, []))
+                continue
+            tid, verdict = tv
+            seqs = [e.seq for e, _ in verdict.accepted]
+            problems = verdict.problems + [anchored[(tid, seq)] for seq in seqs if (tid, seq) in anchored]
+            results.append(StoreResult(seqs, verdict.duplicates, problems))
+        return results
+
+    async def _tids_of(self, conn: psycopg.AsyncConnection[Any], tables: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The ids of ``tables`` (site, table), each new one added."""
+        new = sorted(tables - self._tids.keys())
+        if new:
+            sites, names = [s for s, _ in new], [t for _, t in new]
+            await conn.execute("INSERT INTO floor_tables (site, table_name) SELECT * FROM unnest(%s::text[], %s::text[]) "
+                               "ON CONFLICT DO NOTHING", (sites, names))
+            rows = await (await conn.execute(
+                "SELECT t.id, t.site, t.table_name FROM floor_tables t JOIN unnest(%s::text[], %s::text[]) "
+                "AS w(site, name) ON t.site = w.site AND t.table_name = w.name", (sites, names))).fetchall()
+            self._tids.update({(site, name): int(tid) for tid, site, name in rows})
+        return {key: self._tids[key] for key in tables}
+
+    async def _tid(self, conn: psycopg.AsyncConnection[Any], site: str, table: str) -> int:
+        return (await self._tids_of(conn, {(site, table)}))[(site, table)]
+
+    async def _write(self, conn: psycopg.AsyncConnection[Any], verdicts: list[tuple[int, Verdict]],
+                     moved: dict[int, Span], tids: list[int], received_at: dt.datetime, *, copy: bool) -> None:
+        """The accepted records, the refused ones, and where each table's chain now stands."""
+        chain: list[tuple[Any, ...]] = []
+        records: list[tuple[Any, ...]] = []
+        refused: list[tuple[Any, ...]] = []
+        for tid, verdict in verdicts:
+            rows = self._rows(tid, verdict.accepted, received_at)
+            chain += rows[0]
+            records += rows[1]
+            refused += [(e.site, e.table, e.seq, e.hash, p.kind, p.detail, msgspec.json.encode(e).decode(),
+                         received_at) for e, p in verdict.refused]
+        if copy and chain:
+            await self._copy(conn, chain, records)
+        async with conn.pipeline():
+            async with conn.cursor() as cur:
+                if chain and not copy:
+                    # a few rows (live records): sent with the rest, no round trip of their own
+                    await cur.executemany("INSERT INTO chain (tid, seq, hash, prev, day) VALUES (%s, %s, %s, %s, %s)",
+                                          chain)
+                    await cur.executemany(
+                        "INSERT INTO records (tid, seq, time, received_at, kind, source, reason, severity, who, "
+                        "round, message, data, replay) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        records)
+                if refused:
                     await cur.executemany(
                         "INSERT INTO refused_records (site, table_name, seq, hash, reason, detail, record, received_at) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        [(site, table, e.seq, e.hash, p.kind, p.detail, msgspec.json.encode(e).decode(), received_at)
-                         for e, p in verdict.refused])
-            await conn.execute("UPDATE floor_tables SET last_seen = GREATEST(last_seen, %s) WHERE id = %s",
-                               (received_at, tid))
-        return StoreResult(seqs, verdict.duplicates, problems)
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", refused)
+                if moved:
+                    await cur.execute(
+                        "UPDATE floor_tables t SET low_seq = m.low, head_seq = m.head FROM "
+                        "unnest(%s::int[], %s::bigint[], %s::bigint[]) AS m(id, low, head) WHERE t.id = m.id",
+                        (list(moved), [span.low for span in moved.values()], [span.head for span in moved.values()]))
+                await cur.execute("UPDATE floor_tables SET last_seen = GREATEST(last_seen, %s) WHERE id = ANY(%s)",
+                                  (received_at, tids))
 
-    async def _insert(self, conn: psycopg.AsyncConnection[Any], tid: int, accepted: list[tuple[Event, str]],
-                      received_at: dt.datetime) -> None:
+    @staticmethod
+    def _rows(tid: int, accepted: list[tuple[Event, str]],
+              received_at: dt.datetime) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The chain's rows and the records' rows of ``accepted``."""
+        chain, records = [], []
+        for event, digest in accepted:
+            time = record_time(event.time)
+            chain.append((tid, event.seq, bytes.fromhex(digest), bytes.fromhex(event.prev), time.date()))
+            records.append((tid, event.seq, time, received_at, event.kind, event.source, event.reason, event.severity,
+                            event.who, event.round, event.message, Jsonb(event.data, dumps=_json), event.replay))
+        return chain, records
+
+    async def _copy(self, conn: psycopg.AsyncConnection[Any], chain: list[tuple[Any, ...]],
+                    records: list[tuple[Any, ...]]) -> None:
+        """A backlog's hundreds of rows by binary COPY."""
         async with conn.cursor() as cur:
             async with cur.copy("COPY chain (tid, seq, hash, prev, day) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["int4", "int8", "bytea", "bytea", "date"])
-                for event, digest in accepted:
-                    await copy.write_row((tid, event.seq, bytes.fromhex(digest), bytes.fromhex(event.prev),
-                                          record_time(event.time).date()))
+                for row in chain:
+                    await copy.write_row(row)
             async with cur.copy("COPY records (tid, seq, time, received_at, kind, source, reason, severity, who, round, "
                                 "message, data, replay) FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["int4", "int8", "timestamptz", "timestamptz", "text", "text", "text", "text", "text",
                                 "text", "text", "jsonb", "bool"])
-                for event, _ in accepted:
-                    await copy.write_row((tid, event.seq, record_time(event.time), received_at, event.kind,
-                                          event.source, event.reason, event.severity, event.who, event.round,
-                                          event.message, Jsonb(event.data), event.replay))
+                for row in records:
+                    await copy.write_row(row)
 
     async def _extend(self, conn: psycopg.AsyncConnection[Any], tid: int, span: Span, seqs: list[int],
-                      received_at: dt.datetime) -> None:
-        """Move the table's low and head and its gaps to take ``seqs``. Only a seq between the
+                      received_at: dt.datetime) -> Span:
+        """Move the table's low and head (returned: the caller writes them) and its gaps to take ``seqs``. Only a seq between the
         lowest and the head can change a known gap: the gaps are read only then. A gap that
         shrank or split keeps when it was first known."""
         since: dict[tuple[int, int], dt.datetime] = {}
@@ -333,8 +435,7 @@ class Archive:
             if added:
                 await cur.executemany("INSERT INTO gaps (tid, first_seq, last_seq, since) VALUES (%s, %s, %s, %s)",
                                       [(tid, first, last, first_known((first, last))) for first, last in added])
-        await conn.execute("UPDATE floor_tables SET low_seq = %s, head_seq = %s WHERE id = %s",
-                           (after.low, after.head, tid))
+        return after
 
     async def gaps(self, site: str, table: str) -> list[tuple[int, int]]:
         """The seq ranges missing between the table's lowest and highest stored records,
@@ -381,19 +482,28 @@ class Archive:
                                (received_at, tid))
         return [] if problem is None else [problem]
 
-    async def _check_pending_anchors(self, conn: psycopg.AsyncConnection[Any], tid: int, site: str, table: str,
-                                     accepted: list[tuple[Event, str]]) -> list[ChainProblem]:
-        hashes = {event.seq: digest for event, digest in accepted}
+    async def _check_pending_anchors(self, conn: psycopg.AsyncConnection[Any],
+                                     stored: dict[tuple[int, int], tuple[str, str, str]]) -> dict[tuple[int, int], ChainProblem]:
+        """The anchors waiting for the records just ``stored`` ((tid, seq): site, table, hash)
+        checked; the problems by (tid, seq)."""
+        if not stored:
+            return {}
         rows = await (await conn.execute(
-            "SELECT seq, export_hash FROM anchors WHERE tid = %s AND verdict = 'pending' AND seq = ANY(%s)",
-            (tid, list(hashes)))).fetchall()
-        problems = []
-        for seq, export_hash in rows:
-            problem = _check_anchor(site, table, int(seq), export_hash, hashes[int(seq)])
-            await conn.execute("UPDATE anchors SET verdict = %s WHERE tid = %s AND seq = %s AND export_hash = %s",
-                               ("matched" if problem is None else "mismatch", tid, seq, export_hash))
+            "SELECT a.tid, a.seq, a.export_hash FROM anchors a JOIN unnest(%s::int[], %s::bigint[]) AS s(tid, seq) "
+            "ON a.tid = s.tid AND a.seq = s.seq WHERE a.verdict = 'pending'",
+            ([t for t, _ in stored], [q for _, q in stored]))).fetchall()
+        problems = {}
+        verdicts = []
+        for tid, seq, export_hash in rows:
+            site, table, digest = stored[(int(tid), int(seq))]
+            problem = _check_anchor(site, table, int(seq), export_hash, digest)
+            verdicts.append(("matched" if problem is None else "mismatch", tid, seq, export_hash))
             if problem is not None:
-                problems.append(problem)
+                problems[(int(tid), int(seq))] = problem
+        if verdicts:
+            async with conn.cursor() as cur:
+                await cur.executemany("UPDATE anchors SET verdict = %s WHERE tid = %s AND seq = %s AND export_hash = %s",
+                                      verdicts)
         return problems
 
     # ---- status and state ------------------------------------------------------------------
