@@ -3,8 +3,8 @@
 The service publishes each change (a table's state, a floor alarm, new records) to the
 :class:`Hub`; each change gets an id, one more than the last. The hub keeps the most recent
 changes in a bounded ring, so a client that reconnects with the id it saw last (SSE's
-``Last-Event-ID``) gets exactly the changes it missed, and a client whose id the ring no longer
-holds, or never held (an id of an earlier run), gets ``None`` from :meth:`Hub.since`: it needs a
+``Last-Event-ID``) gets exactly the changes it missed, and a client whose id the ring does not
+hold, or never held (an id of an earlier run), gets ``None`` from :meth:`Hub.since`: it needs a
 snapshot first, then the changes after it.
 
 Ids start at the time of the hub's start in microseconds, so an id from an earlier run of
@@ -83,7 +83,7 @@ class Hub:
     def since(self, last_id: int | None) -> list[Change] | None:
         """The changes after ``last_id``, oldest first (empty when there is none yet); None when
         ``last_id`` is None, unknown (above the last id, or from before this hub started) or so
-        old the ring no longer holds every change after it: the client needs a snapshot."""
+        old the ring has dropped a change after it: the client needs a snapshot."""
         if last_id is None:
             return None
         with self._lock:

@@ -7,7 +7,9 @@ import asyncio
 import csv
 import datetime as dt
 import io
+import json
 import os
+import re
 import socket
 import threading
 import time
@@ -29,7 +31,7 @@ from cardd.floor.contract import (CHAIN_START, DeviceHealth, DeviceUrl, Event, E
                                   RulesId, ShoeSummary, State, Status, event_hash)
 from cardd.floor.reports import CSV_COLUMNS, alarms_cell
 from cardd.floor.stream import Hub
-from cardd.floor.views import AlarmsView, AlarmView, FloorView, RecordsView, ReportView, SnapshotView, TableDetail
+from cardd.floor.views import AlarmsView, AlarmView, Error, FloorView, RecordsView, ReportView, SnapshotView, TableDetail
 
 T = TypeVar("T")
 SITE = "floor1"
@@ -480,3 +482,87 @@ def test_a_client_that_goes_away_leaves_nothing_behind(api: ApiServer):
     while api.hub.waiting or api.tasks() != before:
         assert time.monotonic() < deadline, f"left behind: {api.hub.waiting} waiting, tasks {api.tasks()} (were {before})"
         time.sleep(0.01)
+
+
+# ---- the examples of docs/floor-service.md --------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "floor-service.md"
+
+
+def doc_examples() -> list[tuple[str, str, bytes | None, int | None, str, str]]:
+    """Each example of the "HTTP API" section: method, path, body, status, answer's kind and text."""
+    text = DOC.read_text()
+    section = text[text.index("\n## HTTP API\n"):]
+    if "\n## " in section[1:]:
+        section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"(?:(\d{3}):\n\n)?```(\w+)\n(.*?)```", section, re.S)
+    examples = []
+    for (_, kind, request), (status, answer_kind, answer) in zip(blocks[::2], blocks[1::2]):
+        assert kind == "http", f"an answer without its request: {request[:80]!r}"
+        head, _, body = request.partition("\n\n")
+        method, path = head.splitlines()[0].split(" ", 1)
+        examples.append((method, path, body.strip().encode() or None, int(status) if status else None, answer_kind,
+                         answer))
+    return examples
+
+
+def shown_in(example: Any, actual: Any, where: str = "$") -> None:
+    """``example`` is ``actual`` but for lists shown in part (their items in order)."""
+    if isinstance(example, dict):
+        assert isinstance(actual, dict) and example.keys() == actual.keys(), f"{where}: {example} is not {actual}"
+        for key in example:
+            shown_in(example[key], actual[key], f"{where}.{key}")
+    elif isinstance(example, list):
+        assert isinstance(actual, list), f"{where}: {actual!r} is not a list"
+        items = iter(actual)
+        for n, item in enumerate(example):
+            for candidate in items:
+                try:
+                    shown_in(item, candidate, f"{where}[{n}]")
+                    break
+                except AssertionError:
+                    continue
+            else:
+                raise AssertionError(f"{where}[{n}]: {item!r} is not in {actual!r}")
+    else:
+        assert example == actual, f"{where}: the example says {example!r}, the API {actual!r}"
+
+
+def test_every_endpoint_has_an_example():
+    shown = {(method, path.split("?")[0]) for method, path, *_ in doc_examples()}
+    for endpoint in ENDPOINTS:
+        pattern = re.compile("^" + re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(PREFIX + endpoint.path)) + "$")
+        assert any(m == endpoint.method and pattern.match(p) for m, p in shown), \
+            f"docs/floor-service.md has no example of {endpoint.method} {endpoint.path}"
+
+
+def test_the_documented_examples_are_what_the_api_answers(api: ApiServer):
+    fill(api)
+    responses = {(e.method, e.path): e.response for e in ENDPOINTS}
+    with client(api, "admin") as http:
+        for method, path, body, status, kind, text in doc_examples():
+            endpoint = next(e for e in ENDPOINTS if e.method == method and re.fullmatch(
+                re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(PREFIX + e.path)), path.split("?")[0]))
+            if kind == "text":  # the stream: its first event is the snapshot shown
+                with http.stream(method, path) as answer:
+                    sse = Sse(answer)
+                    event, event_id, data = sse.next()
+                events = re.findall(r"event: (\w+)\nid: (\d+)\ndata: (.*)\n", text)
+                assert event == events[0][0] == "snapshot" and event_id.isdigit()
+                msgspec.json.decode(events[0][2], type=SnapshotView)
+                shown_in(json.loads(events[0][2]), data)
+                for name, _, change in events[1:]:
+                    assert name == "alarm", "the example's changes are the API's own"
+                    msgspec.json.decode(change, type=AlarmView)
+                continue
+            answer = http.request(method, path, content=body,
+                                  headers={"Content-Type": "application/json"} if body else None)
+            if kind == "csv":
+                assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
+                shown_in(list(csv.reader(io.StringIO(text))), list(csv.reader(io.StringIO(answer.text))))
+                continue
+            assert kind == "json" and answer.status_code == status, f"{method} {path}: {answer.status_code}"
+            shape = responses[(endpoint.method, endpoint.path)] if status == 200 else Error
+            msgspec.json.decode(text.encode(), type=shape)
+            msgspec.json.decode(answer.content, type=shape)
+            shown_in(json.loads(text), answer.json(), f"{method} {path}")
