@@ -19,7 +19,7 @@ LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-
              --custom-compile-command "make lock"
 
 .PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
-        check-api-schema floor-schema check-floor-schema clean wheel deb
+        check-api-schema floor-schema check-floor-schema floor-openapi check-floor-openapi clean wheel deb
 
 # One line when this is not the platform the quick start is tested on; a stop when Python is
 # older than cardd can run on (pyproject.toml: requires-python).
@@ -92,7 +92,7 @@ demo: platform $(STAMP)
 # end with one worker alone in a minute-long file.
 TEST_WORKERS ?= 3
 
-test: platform sysdeps $(STAMP) check-diagrams check-api-schema check-floor-schema typecheck
+test: platform sysdeps $(STAMP) check-diagrams check-api-schema check-floor-schema check-floor-openapi typecheck
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # The whole of `make test` on the newest releases the ranges in pyproject.toml allow, in its own
@@ -144,6 +144,13 @@ floor-schema: $(STAMP)
 
 check-floor-schema: $(STAMP)
 	$(PY) -m cardd.export.schema --check docs/floor-schema.json
+
+# cardfloor's HTTP API as OpenAPI, generated from its route table and Structs (cardd/floor/api.py).
+floor-openapi: $(STAMP)
+	$(PY) -m cardd.floor.openapi --write docs/floor-openapi.json
+
+check-floor-openapi: $(STAMP)
+	$(PY) -m cardd.floor.openapi --check docs/floor-openapi.json
 
 # cardd's wheel in dist/, built from a clean copy of the packages with the locked setuptools
 # (packaging/build_wheel.py; docs/install.md, section 7)

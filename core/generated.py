@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def write_or_check(argv: list[str] | None, *, prog: str, description: str, render: Callable[[], str],
@@ -31,3 +33,14 @@ def write_or_check(argv: list[str] | None, *, prog: str, description: str, rende
     diff = "".join(difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(args.check), source, n=1))
     sys.stderr.write(f"{args.check} is stale ({source} changed): run `make {make_target}` and commit it.\n{diff[:4000]}")
     return 1
+
+
+def clean_descriptions(node: Any) -> Any:
+    """Every ``description`` as ``inspect.cleandoc`` leaves it: msgspec takes a Struct's docstring
+    as it is (0.22) or cleaned (0.23), and the committed schema must not depend on which."""
+    if isinstance(node, dict):
+        return {key: inspect.cleandoc(value) if key == "description" and isinstance(value, str)
+                else clean_descriptions(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [clean_descriptions(item) for item in node]
+    return node

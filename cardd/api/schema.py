@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import msgspec
 
 from cardd.api.protocol import COMMAND_TYPES, PROTOCOL_VERSION, ClientMessage, ServerMessage
-from core.generated import write_or_check
+from core.generated import clean_descriptions, write_or_check
 
 _REF = "#/$defs/{name}"
 
@@ -34,17 +33,6 @@ def schema() -> dict[str, Any]:
         "anyOf": [{"$ref": _REF.format(name="ClientMessage")}, {"$ref": _REF.format(name="ServerMessage")}],
         "$defs": defs,
     }
-
-
-def clean_descriptions(node: Any) -> Any:
-    """Every ``description`` as ``inspect.cleandoc`` leaves it: msgspec takes a Struct's docstring
-    as it is (0.22) or cleaned (0.23), and the committed schema must not depend on which."""
-    if isinstance(node, dict):
-        return {key: inspect.cleandoc(value) if key == "description" and isinstance(value, str)
-                else clean_descriptions(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [clean_descriptions(item) for item in node]
-    return node
 
 
 def render() -> str:

@@ -1,0 +1,351 @@
+"""cardfloor's HTTP JSON API and live stream (docs/floor-service.md, "HTTP API").
+
+:func:`build_app` makes the Starlette application; it reads the archive and the hub only
+(acknowledging a floor alarm is its one write). Every request needs a bearer token
+(cardd/floor/auth.py): :class:`_Guard` refuses, before any route is looked at, a request
+without a known one, so no route can be left open. :data:`ENDPOINTS` is the one table of
+routes: the app is built from it and docs/floor-openapi.json is written from it
+(cardd/floor/openapi.py). Responses are msgspec Structs (cardd/floor/views.py) encoded to
+JSON; every refusal is ``{"error": "one sentence"}`` in our words. What tables and people
+sent (names, messages, reasons) is JSON data in a response, never markup or a header.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NamedTuple, TypeVar
+
+import msgspec
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from cardd.floor import reports
+from cardd.floor.archive import Archive, ArchiveUnavailable, FloorAlarm, TableRow, record_time, time_text
+from cardd.floor.auth import ACKNOWLEDGERS, CHALLENGE, Auth, Principal
+from cardd.floor.contract import State, Status
+from cardd.floor.stream import Hub
+from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, DailyQuery, DeviceView, Error,
+                               FloorView, HourlyQuery, RecordsQuery, RecordsView, RecordView, ReportView, ShoeView,
+                               SnapshotView, TableAlarmView, TableDetail, TablePath, TableView)
+from core.schema_errors import ProblemKind, schema_problem
+
+PREFIX = "/api/v1"
+#: the largest request body taken (an acknowledgement's note is at most 500 characters)
+MAX_BODY = 16 * 1024
+#: how often the stream sends a comment when nothing changes, so proxies keep it open
+PING_S = 15.0
+T = TypeVar("T")
+
+
+class Endpoint(NamedTuple):
+    """One route: the app and the OpenAPI document are both made from these."""
+    method: str
+    path: str                   # under PREFIX, with {parameters}
+    name: str
+    summary: str
+    response: type[Any] | None  # the JSON body of a 200 (None: the event stream)
+    query: type[Any] | None = None
+    body: type[Any] | None = None
+    roles: frozenset[str] | None = None  # who may (None: every role)
+    csv: bool = False           # ?format=csv answers text/csv
+    not_found: bool = False     # may answer 404 (a table or alarm not known)
+
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/floor", "floor", "Every table: online, devices, shoe, rounds, alarms, backlog, clock",
+             FloorView),
+    Endpoint("GET", "/tables/{site}/{table}", "table", "One table, its gaps and its open floor alarms",
+             TableDetail, not_found=True),
+    Endpoint("GET", "/tables/{site}/{table}/records", "records", "A table's records as archived, newest first",
+             RecordsView, query=RecordsQuery, not_found=True),
+    Endpoint("GET", "/alarms", "alarms", "Floor alarms, the newest raised first", AlarmsView, query=AlarmsQuery),
+    Endpoint("POST", "/alarms/{alarm_id}/ack", "ack", "Acknowledge a floor alarm (pit and admin)", AlarmView,
+             body=AckBody, roles=ACKNOWLEDGERS, not_found=True),
+    Endpoint("GET", "/reports/hourly", "hourly", "Per table per hour of a day (UTC)", ReportView,
+             query=HourlyQuery, csv=True),
+    Endpoint("GET", "/reports/daily", "daily", "Per table per day, from one day to another (UTC)", ReportView,
+             query=DailyQuery, csv=True),
+    Endpoint("GET", "/stream", "stream", "Server-sent events: each change, after a snapshot when needed", None),
+)
+
+_ENCODER = msgspec.json.Encoder()
+
+
+class Refused(Exception):
+    """A request refused: its status and one sentence."""
+
+    def __init__(self, status: int, sentence: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(sentence)
+        self.status, self.sentence, self.headers = status, sentence, headers
+
+
+def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(_ENCODER.encode(value), status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(status: int, sentence: str, headers: dict[str, str] | None = None) -> Response:
+    return json_response(Error(sentence), status, headers)
+
+
+class _Guard:
+    """Every HTTP request needs a known bearer token; the Principal goes in the request's state."""
+
+    def __init__(self, app: ASGIApp, auth: Auth) -> None:
+        self.app, self.auth = app, auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = Headers(scope=scope).get("authorization")
+        who = self.auth.check(header)
+        if who is None:
+            if header is None:
+                response = error_response(401, "this API needs a token: send `Authorization: Bearer <token>`",
+                                          {"WWW-Authenticate": CHALLENGE})
+            else:
+                response = error_response(401, "the token is not known (or not a bearer token)",
+                                          {"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = who
+        await self.app(scope, receive, send)
+
+
+def principal(request: Request) -> Principal:
+    who: Principal = request.state.principal
+    return who
+
+
+def parse_query(request: Request, kind: type[T]) -> T:
+    """The query string as ``kind``, or a 400 saying what is wrong in our words."""
+    given: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key in given:
+            raise Refused(400, f"the query parameter {key[:64]!r} is given twice")
+        given[key] = value
+    return _convert(given, kind, "query parameter")
+
+
+def _convert(given: Any, kind: type[T], what: str) -> T:
+    try:
+        return msgspec.convert(given, kind, strict=False)
+    except msgspec.ValidationError as exc:
+        problem = schema_problem(exc, schema=kind, data=given)
+        if problem.kind is ProblemKind.UNKNOWN_FIELD and problem.field is not None:
+            raise Refused(400, f"unknown {what} {problem.field[:64]!r}") from None
+        if problem.kind is ProblemKind.MISSING_FIELD and problem.field is not None:
+            raise Refused(400, f"the {what} {problem.field!r} is missing") from None
+        raise Refused(400, f"{what} {problem.sentence()}") from None
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _age(moment: dt.datetime, now: dt.datetime) -> float:
+    return round(max(0.0, (now - moment).total_seconds()), 3)
+
+
+def table_view(row: TableRow, rounds: tuple[int, int], open_alarms: int, now: dt.datetime) -> TableView:
+    """A table's summary from its row in the archive. The table's times (an alarm's since, the
+    state's time) are on its own clock: its clock offset is taken off before ages are told."""
+    state = None if row.state is None else msgspec.convert(row.state, State)
+    offset = dt.timedelta(seconds=row.clock_offset_s or 0.0)
+    alarms: list[TableAlarmView] = []
+    backlog = backlog_age = None
+    if state is not None:
+        alarms = [TableAlarmView(a.reason, a.since, None if a.since is None else _age(record_time(a.since) - offset, now))
+                  for a in state.alarms]
+        backlog = state.export.backlog
+        if state.export.backlog and state.export.oldest_undelivered_s is not None:
+            backlog_age = round(state.export.oldest_undelivered_s + _age(record_time(state.time) - offset, now), 3)
+    return TableView(
+        site=row.site, table=row.table, online=bool(row.online), session=row.session or 0,
+        last_seen=None if row.last_seen is None else time_text(row.last_seen),
+        devices=[] if state is None else [DeviceView(d.role, d.state, d.connected) for d in state.devices],
+        shoe=None if state is None or state.shoe is None else ShoeView(state.shoe.state, state.shoe.penetration),
+        rounds_this_hour=rounds[0], rounds_today=rounds[1], alarms=alarms, backlog=backlog,
+        backlog_age_s=backlog_age, clock_offset_s=row.clock_offset_s, head_seq=row.head_seq or None,
+        open_floor_alarms=open_alarms)
+
+
+def alarm_view(alarm: FloorAlarm, now: dt.datetime) -> AlarmView:
+    return AlarmView(
+        id=alarm.id, site=alarm.site, table=alarm.table, kind=alarm.kind, key=alarm.key, detail=alarm.detail,
+        state=alarm.state,  # type: ignore[arg-type]  # the archive's states are AlarmState's
+        raised_at=time_text(alarm.raised_at), age_s=_age(alarm.raised_at, now),
+        cleared_at=None if alarm.cleared_at is None else time_text(alarm.cleared_at),
+        acknowledged_at=None if alarm.acked_at is None else time_text(alarm.acked_at),
+        acknowledged_by=alarm.acked_by, note=alarm.note)
+
+
+async def floor_view(archive: Archive, now: dt.datetime) -> FloorView:
+    rows = await archive.tables()
+    rounds, open_alarms = await reports.floor_counts(archive, now)
+    tables = [table_view(row, rounds.get((row.site, row.table), (0, 0)), open_alarms.get((row.site, row.table), 0),
+                         now) for row in rows]
+    return FloorView(time=time_text(now), tables=tables, open_floor_alarms=sum(open_alarms.values()))
+
+
+def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.datetime] = _utc_now,
+              ping_s: float = PING_S) -> Starlette:
+    """The API on ``archive`` and ``hub``, each request checked by ``auth``."""
+
+    async def floor(request: Request) -> Response:
+        return json_response(await floor_view(archive, clock()))
+
+    async def _table_row(request: Request) -> TableRow:
+        where = _convert(dict(request.path_params), TablePath, "path parameter")
+        row = await archive.table(where.site, where.table)
+        if row is None:
+            raise Refused(404, f"no table {where.site}/{where.table} is known to the floor")
+        return row
+
+    async def table(request: Request) -> Response:
+        row = await _table_row(request)
+        now = clock()
+        rounds, open_alarms = await reports.floor_counts(archive, now)
+        key = (row.site, row.table)
+        status = None if row.status is None else msgspec.convert(row.status, Status)
+        alarms = [a for state in ("open", "acknowledged")
+                  for a in await archive.alarms(state=state, site=row.site, table=row.table)]
+        return json_response(TableDetail(
+            table=table_view(row, rounds.get(key, (0, 0)), open_alarms.get(key, 0), now),
+            release=None if status is None else status.release, rules=None if status is None else status.rules,
+            device_urls=[] if status is None or status.devices is None else status.devices,
+            gaps=await archive.gaps(row.site, row.table),
+            alarms=sorted((alarm_view(a, now) for a in alarms), key=lambda a: -a.id)))
+
+    async def records(request: Request) -> Response:
+        query = parse_query(request, RecordsQuery)
+        row = await _table_row(request)
+        found = await archive.recent_records(row.site, row.table, limit=query.limit + 1, before_seq=query.before_seq)
+        shown = found[:query.limit]
+        return json_response(RecordsView(
+            site=row.site, table=row.table,
+            records=[RecordView(seq=r.seq, time=r.time, kind=r.kind, source=r.source, reason=r.reason,
+                                severity=r.severity, who=r.who, round=r.round, message=r.message, data=r.data,
+                                prev=r.prev, hash=r.hash, replay=r.replay, received_at=time_text(r.received_at))
+                     for r in shown],
+            next_before_seq=shown[-1].seq if len(found) > query.limit else None))
+
+    async def alarms(request: Request) -> Response:
+        query = parse_query(request, AlarmsQuery)
+        found = await archive.alarms(state=query.state, site=query.site, table=query.table, kind=query.kind,
+                                     limit=query.limit)
+        now = clock()
+        return json_response(AlarmsView([alarm_view(a, now) for a in found]))
+
+    async def ack(request: Request) -> Response:
+        who = principal(request)
+        if who.role not in ACKNOWLEDGERS:
+            raise Refused(403, f"the {who.role} role may not acknowledge an alarm: "
+                               f"only {' and '.join(sorted(ACKNOWLEDGERS))} may")
+        text = request.path_params["alarm_id"]
+        if not text.isdigit() or len(text) > 18:
+            raise Refused(400, "an alarm's id is a whole number")
+        body = await _body(request)
+        try:
+            given = msgspec.json.decode(body) if body else {}
+        except msgspec.DecodeError:
+            raise Refused(400, "the body is not JSON: send {\"note\": \"...\"}") from None
+        note = _convert(given, AckBody, "field").note
+        now = clock()
+        alarm = await archive.acknowledge(int(text), who.name, note, now)
+        if alarm is None:
+            raise Refused(404, f"no floor alarm {int(text)}")
+        view = alarm_view(alarm, now)
+        hub.publish("alarm", msgspec.to_builtins(view))
+        return json_response(view)
+
+    async def hourly(request: Request) -> Response:
+        query = parse_query(request, HourlyQuery)
+        return await _report(query.format, "hour", query.day, query.day, query.site, query.table)
+
+    async def daily(request: Request) -> Response:
+        query = parse_query(request, DailyQuery)
+        if query.first > query.last:
+            raise Refused(400, f"from ({query.first}) is after to ({query.last})")
+        if (query.last - query.first).days >= MAX_DAYS:
+            raise Refused(400, f"a daily report covers at most {MAX_DAYS} days")
+        return await _report(query.format, "day", query.first, query.last, query.site, query.table)
+
+    async def _report(form: str, period: reports.Period, first: dt.date, last: dt.date, site: str | None,
+                      table: str | None) -> Response:
+        rows = await reports.report(archive, period, first, last, now=clock(), site=site, table=table)
+        if form == "csv":
+            return Response(reports.to_csv(rows), media_type="text/csv; charset=utf-8")
+        return json_response(ReportView(period=period, first=first, last=last, rows=rows))
+
+    async def stream(request: Request) -> Response:
+        given = request.headers.get("last-event-id", "")
+        last_id = int(given) if given.isdigit() and len(given) <= 18 else None
+        return EventSourceResponse(_events(last_id), ping=ping_s)
+
+    async def _events(last_id: int | None) -> AsyncIterator[ServerSentEvent]:
+        last = last_id
+        while True:
+            changes = hub.since(last)
+            if changes is None:
+                # the snapshot is read after its id is taken: a change meanwhile is sent after it too
+                mark = hub.last_id
+                now = clock()
+                open_alarms = [a for state in ("open", "acknowledged") for a in await archive.alarms(state=state)]
+                snapshot = SnapshotView(await floor_view(archive, now), [alarm_view(a, now) for a in open_alarms])
+                yield ServerSentEvent(_ENCODER.encode(snapshot).decode(), event="snapshot", id=str(mark))
+                last = mark
+                continue
+            if not changes:
+                assert last is not None  # since() gives a list for a known id only
+                changes = await hub.wait(last, ping_s)
+            for change in changes:
+                yield ServerSentEvent(_ENCODER.encode(change.data).decode(), event=change.kind, id=str(change.id))
+                last = change.id
+
+    handlers: dict[str, Callable[[Request], Awaitable[Response]]] = {
+        "floor": floor, "table": table, "records": records, "alarms": alarms, "ack": ack, "hourly": hourly,
+        "daily": daily, "stream": stream}
+    routes = [Route(PREFIX + e.path, _refusing(handlers[e.name]), methods=[e.method], name=e.name) for e in ENDPOINTS]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _failed})
+    app.add_middleware(_Guard, auth=auth)
+    return app
+
+
+def _refusing(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    async def answer(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except Refused as refused:
+            return error_response(refused.status, refused.sentence, refused.headers)
+        except ArchiveUnavailable as exc:
+            return error_response(503, str(exc))
+    return answer
+
+
+async def _body(request: Request) -> bytes:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise Refused(413, f"a request body is at most {MAX_BODY} bytes")
+    return body
+
+
+_HTTP_WORDS = {404: "no such endpoint (see docs/floor-openapi.json)", 405: "this endpoint does not take that method"}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    headers = {"Allow": exc.headers["Allow"]} if exc.headers and "Allow" in exc.headers else None
+    return error_response(exc.status_code, _HTTP_WORDS.get(exc.status_code, "the request was refused"), headers)
+
+
+async def _failed(request: Request, exc: Exception) -> Response:
+    return error_response(500, "the floor service failed to answer this request: see its log")
