@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
@@ -20,7 +20,7 @@ from cardd.floor.config import FloorConfig, parse_config
 from cardd.floor.contract import CHAIN_START, Event, event_hash
 from tests.support.brokers import Mosquitto, read_password, write_password_file
 
-SCHEMA = "cardd.floor/1"
+SCHEMA: Literal["cardd.floor/1"] = "cardd.floor/1"
 
 
 def stamp(at: datetime | None = None) -> str:
@@ -49,7 +49,8 @@ class Table:
     """A table's publisher: its broker user, its chain, its seq. ``event()`` makes the next record
     (chained), ``publish`` sends any payload on any of its topics at QoS 1 and waits for the PUBACK."""
 
-    def __init__(self, broker: Mosquitto, site: str, table: str, *, version: int = mqtt.MQTTv5) -> None:
+    def __init__(self, broker: Mosquitto, site: str, table: str, *,
+                 version: mqtt.MQTTProtocolVersion = mqtt.MQTTv5) -> None:
         self.site, self.table = site, table
         user, password_file = broker.add_table(site, table)
         found = urlsplit(broker.url)
