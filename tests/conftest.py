@@ -93,6 +93,8 @@ def _sigint_as_in_a_foreground_terminal():
 
 # the real brokers' fixtures (tests/support/brokers.py), for any test directory
 from tests.support.brokers import mosquitto, mosquitto_tls, nats_cluster  # noqa: E402,F401
+# a private PostgreSQL per test process, a fresh database per test (tests/support/postgres.py)
+from tests.support.postgres import floor_db, postgres  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

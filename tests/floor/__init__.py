@@ -1,0 +1,1 @@
+"""cardfloor's tests: the archive on a real PostgreSQL, the service, its API."""
