@@ -4,6 +4,9 @@ the floor's configuration for a test broker."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,12 +17,15 @@ from urllib.parse import urlsplit
 
 import msgspec
 import paho.mqtt.client as mqtt
+import psycopg
 from paho.mqtt.enums import CallbackAPIVersion
 
 from cardd.floor.config import FloorConfig, parse_config
 from cardd.floor.contract import CHAIN_START, Event, event_hash
-from tests.support.brokers import Mosquitto, read_password, write_password_file
+from tests.support.brokers import Mosquitto, _die_with_parent, read_password, write_password_file
 
+#: the console script of this checkout's venv
+CARDFLOOR = str(Path(sys.executable).with_name("cardfloor"))
 SCHEMA: Literal["cardd.floor/1"] = "cardd.floor/1"
 
 
@@ -142,3 +148,104 @@ class Collected:
     def of(self, leaf: str) -> list[Any]:
         with self._lock:
             return [m for m in self.messages if m.topic.endswith(f"/{leaf}")]
+
+
+class Floor:
+    """The real ``cardfloor`` process on ``config_file``, its stderr (the log, JSON lines) in a file,
+    and what it archived read straight from PostgreSQL."""
+
+    def __init__(self, config_file: Path, dsn: str, broker: Mosquitto) -> None:
+        self.config_file, self.dsn, self.broker = config_file, dsn, broker
+        self.log_file = config_file.with_suffix(".log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Floor:
+        """Start it and return once its subscription stands at the broker (a new session's
+        SUBACK, or the session the broker kept)."""
+        connected = len(self.events("floor_broker_connected"))
+        with self.log_file.open("ab") as out:
+            self.proc = subprocess.Popen([CARDFLOOR, "--config", str(self.config_file), "--log-format", "json"],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         preexec_fn=_die_with_parent)
+        wait_until(lambda: "cardfloor_running" in self.log() or self.proc is None or self.proc.poll() is not None,
+                   "cardfloor running")
+        assert self.proc.poll() is None, f"cardfloor exited with {self.proc.returncode}:\n{self.log()}"
+        wait_until(lambda: len(self.events("floor_broker_connected")) > connected, "cardfloor connected")
+        if not self.events("floor_broker_connected")[-1]["session_present"]:
+            wait_until(lambda: "Sending SUBACK to cardfloor-test" in self.broker.log(), "cardfloor subscribed")
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        found = []
+        for line in self.log().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("event") == name:
+                found.append(entry)
+        return found
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+    def __enter__(self) -> Floor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.dsn, connect_timeout=5) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def seqs(self, site: str, table: str) -> list[int]:
+        """Every archived seq of the table, in order, each as often as it is stored."""
+        return [int(seq) for (seq,) in self.query(
+            "SELECT r.seq FROM records r JOIN floor_tables t ON t.id = r.tid WHERE t.site = %s AND t.table_name = %s "
+            "ORDER BY r.seq", site, table)]
+
+    def alarms(self, kind: str | None = None) -> list[dict[str, Any]]:
+        rows = self.query("SELECT site, table_name, kind, key, detail, raised_at, cleared_at FROM floor_alarms "
+                          "WHERE %s::text IS NULL OR kind = %s ORDER BY id", kind, kind)
+        return [dict(zip(("site", "table", "kind", "key", "detail", "raised_at", "cleared_at"), row)) for row in rows]
+
+    def wait_for_seqs(self, site: str, table: str, seqs: list[int], timeout: float = 60.0) -> None:
+        def done() -> bool:
+            try:
+                return self.seqs(site, table) == seqs
+            except psycopg.OperationalError:  # the tables not made yet, or the server restarting
+                return False
+        wait_until(done, f"{site}/{table}'s records {seqs[0]}..{seqs[-1]} archived", timeout)
+
+    def wait_for_alarm(self, kind: str, key: str | None = None, *, cleared: bool = False,
+                       timeout: float = 60.0) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            for alarm in self.alarms(kind):
+                if (key is None or alarm["key"] == key) and (alarm["cleared_at"] is not None) == cleared:
+                    return alarm
+            return None
+        wait_until(lambda: found() is not None, f"a {'cleared ' if cleared else ''}{kind} alarm {key or ''}", timeout)
+        alarm = found()
+        assert alarm is not None
+        return alarm
+
+
+def floor_file(tmp_path: Path, broker: Mosquitto, dsn: str, *, alarms: str = "", version: str = "5") -> Path:
+    """cardfloor's configuration for ``broker`` and ``dsn`` (no HTTP API), written; its path."""
+    floor_config(tmp_path, broker, dsn=dsn, version=version, extra=f"[alarms]\n{alarms}\n" if alarms else "")
+    return tmp_path / "cardfloor.toml"
