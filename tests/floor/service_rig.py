@@ -95,6 +95,14 @@ class Table:
         info.wait_for_publish(30)
         assert info.is_published(), f"the broker did not take the publish to {self.topic(leaf)}"
 
+    def send_at_once(self, count: int) -> list[Event]:
+        """``count`` new records, one a message, all handed to the broker before any PUBACK is waited for."""
+        made = [self.event() for _ in range(count)]
+        infos = [self.client.publish(self.topic("events"), self.events_payload([e]), qos=1) for e in made]
+        for info in infos:
+            info.wait_for_publish(30)
+        return made
+
     def send(self, count: int = 1, *, per_message: int = 1, at: datetime | None = None) -> list[Event]:
         """``count`` new records, ``per_message`` a message."""
         made = [self.event(at=at) for _ in range(count)]

@@ -106,13 +106,18 @@ def test_cardfloor_killed_mid_stream_loses_nothing_and_stores_nothing_twice(tmp_
     floor = Floor(config, floor_db, mosquitto).start()
     try:
         table.status()
+        at_kill = []
         for _ in range(3):
-            table.send(100)  # one record a message, as a table publishes live
-            floor.kill()  # mid-stream: messages received, some committed, some acknowledged
+            before = len(floor.seqs("site-1", "bj-1"))
+            table.send_at_once(300)  # one record a message, as a table publishes live
+            wait_until(lambda: len(floor.seqs("site-1", "bj-1")) > before + 20, "some of them archived")
+            floor.kill()  # mid-stream: some committed and acknowledged, some received only, some not sent yet
+            at_kill.append(len(floor.seqs("site-1", "bj-1")) - before)
             table.send(50)  # published while it is down: they wait in its session
             floor.start()
         table.send(10)
-        floor.wait_for_seqs("site-1", "bj-1", list(range(1, 3 * 150 + 11)))
+        floor.wait_for_seqs("site-1", "bj-1", list(range(1, 3 * 350 + 11)))
+        assert any(count < 300 for count in at_kill), at_kill  # a kill came while messages were streaming
         assert floor.query("SELECT count(*) FROM refused_records") == [(0,)]
         assert floor.alarms() == []
     finally:
@@ -132,7 +137,7 @@ def test_postgresql_restarted_mid_stream_loses_nothing(tmp_path, mosquitto):
             table.send(50)
             server.kill()
             table.send(100)
-            wait_until(lambda: floor.events("floor_archive_unavailable"), "cardfloor saying the archive is down")
+            wait_until(lambda: bool(floor.events("floor_archive_unavailable")), "cardfloor saying the archive is down")
             time.sleep(1.0)  # a few retries
             server.start()
             table.send(50)
