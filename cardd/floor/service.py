@@ -38,7 +38,7 @@ from cardd.floor.chain import gap_problem
 from cardd.floor.config import FloorConfig
 from cardd.floor.contract import Anchor, ContractError, Events, State, Status, decode, parse_topic
 from cardd.floor.receiver import Backoff, Received, Receiver, ReceiverStatus
-from cardd.floor.state import BAD_MESSAGE, CHAIN, CONDITION_KINDS, AlarmKey, TableWatch, conditions, gap_due
+from cardd.floor.state import BAD_MESSAGE, CHAIN, AlarmKey, TableWatch, conditions, decided, gap_due
 from cardd.floor.stream import Hub
 from core.errors import CarddError
 
@@ -49,7 +49,8 @@ T = TypeVar("T")
 ARCHIVE_BACKOFF = Backoff(initial=0.5, factor=2.0, cap=5.0)
 #: how often the floor alarms are evaluated
 EVALUATE_EVERY_S = 1.0
-#: a table's gaps are read again at most this often while they may be an alarm
+#: a table's gaps are read at once when its records came out of order, else at most this often
+#: while they may be an alarm
 GAP_CHECK_EVERY_S = 5.0
 #: topics outside the contract said in the log, at most (then silently dropped)
 STRANGE_TOPICS_SAID = 1000
@@ -114,7 +115,7 @@ class FloorService:
         now = dt.datetime.now(dt.timezone.utc)
         for row in await self.archive.tables():
             watch = self._watch(row.site, row.table)
-            watch.online, watch.session = row.online, row.session
+            watch.online, watch.session, watch.head = row.online, row.session, row.head_seq
             if row.online is False:
                 watch.offline_since = row.last_seen or now
             elif row.online:
@@ -188,6 +189,7 @@ class FloorService:
         if isinstance(payload, Events):
             result = await self.archive.store(topic.site, topic.table, payload.events, at)
             await self._problems(result.problems, at)
+            watch.note_stored(result.stored)
             if result.stored:
                 self.hub.publish("records", {"site": topic.site, "table": topic.table, "seqs": result.stored})
         elif isinstance(payload, Status):
@@ -241,7 +243,7 @@ class FloorService:
             await asyncio.sleep(EVALUATE_EVERY_S)
 
     async def evaluate(self, now: dt.datetime | None = None) -> None:
-        """Raise the floor alarms that now hold and clear those that no longer do; drop the
+        """Raise the floor alarms that now hold and clear those that do not; drop the
         archive's expired days once a day."""
         now = now or dt.datetime.now(dt.timezone.utc)
         if self._today != now.date():
@@ -255,7 +257,8 @@ class FloorService:
             for key, detail in held.items():
                 if key not in raised:
                     await self._raise(site, table, key.kind, key.key, detail, now)
-            for key in [k for k in raised if k.kind in CONDITION_KINDS and k not in held]:
+            kinds = decided(watch)
+            for key in [k for k in raised if k.kind in kinds and k not in held]:
                 await self._clear(site, table, key.kind, key.key, now)
             await self._gaps(watch, now)
 
@@ -264,13 +267,14 @@ class FloorService:
         table = (watch.site, watch.table)
         raised = {k for k in self.raised.get(table, set()) if k.kind == CHAIN and k.key.startswith("gap:")}
         due = gap_due(watch, now, self.config.alarms)
-        if not due and not raised:
-            return
+        if (not due and not raised) or (watch.gaps_maybe is False and not raised):
+            return  # nothing to raise or clear; a table whose records came in order has no gap to read
         checked = self._gap_checked.get(table)
-        if checked is not None and time.monotonic() - checked < GAP_CHECK_EVERY_S:
+        if not watch.gaps_changed and checked is not None and time.monotonic() - checked < GAP_CHECK_EVERY_S:
             return
         self._gap_checked[table] = time.monotonic()
         gaps = await self.archive.gaps(watch.site, watch.table)
+        watch.gaps_maybe, watch.gaps_changed = bool(gaps), False
         missing = {AlarmKey(CHAIN, _gap_key(first)): (first, last) for first, last in gaps}
         for key in raised - missing.keys():
             await self._clear(watch.site, watch.table, key.kind, key.key, now)

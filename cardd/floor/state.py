@@ -3,7 +3,7 @@
 :class:`TableWatch` keeps, per table, what its last status and state said and when the floor
 received them; :func:`conditions` says which of the floor's condition alarms hold for it at a
 moment (docs/floor-service.md "Floor alarms"). Each is a condition that clears by itself when it
-no longer holds; the service (cardd/floor/service.py) raises and clears them in the archive.
+does not hold; the service (cardd/floor/service.py) raises and clears them in the archive.
 Times are the floor's own (the receipt of each message), never a table's clock, but for a table
 alarm's ``since``, which is the table's and is read through the table's measured clock offset.
 """
@@ -24,7 +24,7 @@ BACKLOG_OLD = "backlog_old"
 CLOCK_OFFSET = "clock_offset"
 CHAIN = "chain"
 BAD_MESSAGE = "bad_message"
-#: the kinds :func:`conditions` decides (raised while they hold, cleared when they no longer do)
+#: the kinds :func:`conditions` decides (raised while they hold, cleared when they do not)
 CONDITION_KINDS = (TABLE_OFFLINE, TABLE_ALARM_OPEN, BACKLOG_OLD, CLOCK_OFFSET)
 #: the states whose clock offsets count (a table refreshes its state at least every 60 s)
 OFFSET_WINDOW_S = 150.0
@@ -70,6 +70,19 @@ class TableWatch:
     drained_since: dt.datetime | None = None
     #: a table alarm's reason -> when the floor first saw it open (for one whose ``since`` is null)
     first_seen: dict[str, dt.datetime] = field(default_factory=dict)
+    #: the highest seq archived; whether the archive may hold gaps (None: not known yet), and
+    #: whether they may have changed since the floor last read them
+    head: int = 0
+    gaps_maybe: bool | None = None
+    gaps_changed: bool = True
+
+    def note_stored(self, seqs: list[int]) -> None:
+        """Records newly archived: a seq past the head + 1 opens a gap, one below the head fills one."""
+        if not seqs:
+            return
+        if min(seqs) != self.head + 1 or max(seqs) - min(seqs) + 1 != len(seqs):
+            self.gaps_maybe, self.gaps_changed = True, True
+        self.head = max(self.head, max(seqs))
 
     def note_status(self, status: Status, at: dt.datetime) -> None:
         if status.online and self.online is not True:
@@ -127,6 +140,14 @@ def conditions(watch: TableWatch, now: dt.datetime, limits: AlarmsConfig) -> dic
         held[AlarmKey(CLOCK_OFFSET, "clock")] = \
             f"the table's clock is {abs(watch.clock_offset_s):.1f} s {ahead} the floor's"
     return held
+
+
+def decided(watch: TableWatch) -> tuple[str, ...]:
+    """The condition kinds :func:`conditions` speaks for now: only ``table_offline`` while the
+    table is offline or has sent no state (the others are neither raised nor cleared then)."""
+    if watch.online is False or watch.state is None:
+        return (TABLE_OFFLINE,)
+    return CONDITION_KINDS
 
 
 def gap_due(watch: TableWatch, now: dt.datetime, limits: AlarmsConfig) -> bool:

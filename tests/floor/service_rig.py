@@ -4,6 +4,7 @@ the floor's configuration for a test broker."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -162,8 +163,8 @@ class Floor:
     """The real ``cardfloor`` process on ``config_file``, its stderr (the log, JSON lines) in a file,
     and what it archived read straight from PostgreSQL."""
 
-    def __init__(self, config_file: Path, dsn: str, broker: Mosquitto) -> None:
-        self.config_file, self.dsn, self.broker = config_file, dsn, broker
+    def __init__(self, config_file: Path, dsn: str, broker: Mosquitto, *, env: dict[str, str] | None = None) -> None:
+        self.config_file, self.dsn, self.broker, self.env = config_file, dsn, broker, env or {}
         self.log_file = config_file.with_suffix(".log")
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -174,7 +175,7 @@ class Floor:
         with self.log_file.open("ab") as out:
             self.proc = subprocess.Popen([CARDFLOOR, "--config", str(self.config_file), "--log-format", "json"],
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=_die_with_parent, env={**os.environ, **self.env})
         wait_until(lambda: "cardfloor_running" in self.log() or self.proc is None or self.proc.poll() is not None,
                    "cardfloor running")
         assert self.proc.poll() is None, f"cardfloor exited with {self.proc.returncode}:\n{self.log()}"

@@ -3,6 +3,7 @@ archived once, whatever is killed or restarted mid-stream, and the floor alarms 
 from __future__ import annotations
 
 import signal
+import socket
 import time
 
 from tests.floor.service_rig import Floor, Table, ago, floor_file, wait_until
@@ -92,8 +93,13 @@ def test_the_condition_alarms_are_raised_and_cleared(tmp_path, mosquitto, floor_
         table.state(backlog=40, oldest_s=30.0)
         backlog = floor.wait_for_alarm("backlog_old", "export")
         assert backlog["detail"].startswith("40 records wait at the table, the oldest for ")
+        table.status(online=False)  # offline: its last state is not current, only the offline alarm speaks
+        floor.wait_for_alarm("table_offline")
+        assert [a["cleared_at"] for a in floor.alarms("backlog_old")] == [None]
+        table.status()
         table.state(backlog=0)
         floor.wait_for_alarm("backlog_old", "export", cleared=True)
+        floor.wait_for_alarm("table_offline", cleared=True)
     table.close()
 
 
@@ -148,9 +154,17 @@ def test_postgresql_restarted_mid_stream_loses_nothing(tmp_path, mosquitto):
         table.close()
 
 
-def test_a_sigterm_is_a_clean_stop(tmp_path, mosquitto, floor_db):
-    floor = Floor(floor_file(tmp_path, mosquitto, floor_db), floor_db, mosquitto).start()
+def test_systemd_is_told_ready_and_a_ctrl_c_is_a_clean_stop(tmp_path, mosquitto, floor_db):
+    """Type=notify: READY=1 once it runs, WATCHDOG=1 while it does, STOPPING=1 at a clean stop."""
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(30)
+    floor = Floor(floor_file(tmp_path, mosquitto, floor_db), floor_db, mosquitto,
+                  env={"NOTIFY_SOCKET": str(tmp_path / "notify")}).start()
     assert floor.proc is not None
+    assert [notify.recv(100), notify.recv(100)] == [b"READY=1", b"WATCHDOG=1"]
     floor.proc.send_signal(signal.SIGINT)
     assert floor.proc.wait(30) == 0
+    assert notify.recv(100) == b"STOPPING=1"
+    notify.close()
     assert "Traceback" not in floor.log() and floor.events("cardfloor_stopped")
