@@ -347,8 +347,8 @@ def figures_line(figures: Figures, elapsed_s: float, previous: Figures | None, i
 
     oldest = "" if figures.oldest_s is None else f", oldest {figures.oldest_s:,.1f} s"
     return (f"{elapsed_s:,.0f} s: {figures.online}/{figures.tables} tables online, "
-            f"{figures.committed:,} records committed{rate(figures.committed, previous and previous.committed)}, "
-            f"{figures.delivered:,} delivered{rate(figures.delivered, previous and previous.delivered)}, "
+            f"{figures.committed:,} records committed{rate(figures.committed, previous.committed if previous else None)}, "
+            f"{figures.delivered:,} delivered{rate(figures.delivered, previous.delivered if previous else None)}, "
             f"backlog {figures.backlog:,}{oldest}; workers' CPU {figures.cpu_s:,.1f} s, RSS {figures.rss_kib // 1024:,} MiB")
 
 
