@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import random
 import resource
+import select
 import shutil
 import signal
 import tempfile
@@ -84,6 +85,11 @@ class FloorOptions:
     per_process: int = TABLES_PER_PROCESS
     every_s: float = 60.0
     prefix: str = "t"
+    #: the tables connect and journal nothing after their start: the export's own cost, idle
+    idle: bool = False
+    #: "poll": the exporters' select() answered by poll() (:class:`PollSelect`), so a process may
+    #: hold more tables than select() takes descriptors for
+    wait: str = "select"
 
     def table_names(self) -> list[str]:
         width = max(4, len(str(self.tables)))
@@ -112,10 +118,10 @@ class FloorOptions:
             problem = broker_url_problem(url)
             if problem is not None:
                 raise FloorError(f"--broker {url}: {problem}")
-        if self.per_process > TABLES_PER_PROCESS:
+        if self.per_process > TABLES_PER_PROCESS and self.wait == "select":
             raise FloorError(f"--tables-per-process {self.per_process}: at most {TABLES_PER_PROCESS} (the export "
                              f"waits with select(), which takes no descriptor above {FD_SETSIZE - 1}, and a table "
-                             f"holds about {FDS_PER_TABLE})")
+                             f"holds about {FDS_PER_TABLE}; --exporter-wait poll lifts it)")
         if self.password_file is not None and self.username is None:
             raise FloorError("--password-file goes with --username (the broker's user of each table)")
         for table in {self.table_names()[0], self.table_names()[-1]}:
@@ -156,6 +162,34 @@ class Figures:
 
 
 # ---- a worker: its tables' journals, their exporters, one scheduler ------------------------------
+
+class PollSelect:
+    """``select.select`` answered with ``poll()``, which takes any descriptor: the same lists back
+    for the same call, the same ValueError for a closed socket. Put in place of the exporter
+    module's ``select`` (``--exporter-wait poll``) to measure many exporters in one process; the
+    exporter's own code is otherwise unchanged (docs/bench.md, "cardbench floor")."""
+
+    def select(self, readers: list[Any], writers: list[Any], _errors: list[Any],
+               timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+        poller = select.poll()
+        wanted: dict[int, tuple[Any, int]] = {}
+        for objects, mask in ((readers, select.POLLIN), (writers, select.POLLOUT)):
+            for thing in objects:
+                fd = thing if isinstance(thing, int) else thing.fileno()
+                if fd < 0:
+                    raise ValueError("file descriptor cannot be a negative integer")
+                old = wanted.get(fd, (thing, 0))
+                wanted[fd] = (old[0], old[1] | mask)
+        for fd, (_, mask) in wanted.items():
+            poller.register(fd, mask)
+        ready = dict(poller.poll(None if timeout is None else timeout * 1000.0))
+        trouble = select.POLLERR | select.POLLHUP | select.POLLNVAL
+        readable = [t for t in readers if ready.get(t if isinstance(t, int) else t.fileno(), 0)
+                    & (select.POLLIN | trouble)]
+        writable = [t for t in writers if ready.get(t if isinstance(t, int) else t.fileno(), 0)
+                    & (select.POLLOUT | trouble)]
+        return readable, writable, []
+
 
 @dataclass
 class _Table:
@@ -227,7 +261,10 @@ def _worker(shard: _Shard, conn: Connection) -> None:
 
     import structlog
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    import cardd.export.exporter as exporter_module
     from cardd.export.exporter import Exporter, TableFacts
+    if shard.options.wait == "poll":
+        exporter_module.select = PollSelect()  # type: ignore[assignment]  # the one call it makes: select.select
 
     options = shard.options
     facts = TableFacts(RELEASE, "casino-000", "0" * 64, (("shoe", "sim://shoe"), ("shuffler", "sim://shuffler")))
@@ -247,6 +284,9 @@ def _worker(shard: _Shard, conn: Connection) -> None:
         conn.send(("error", f"the journals in {shard.journals}: {exc}"))
         return
     conn.send(("ready", sum(t.journal.last_seq for t in tables)))
+    if conn.recv() != "go":  # every worker's tables start together: a floor-wide drain starts at once
+        _stop_tables(tables)
+        return
     for table in tables:
         table.exporter.start()
         table.exporter.notify(table.journal.last_seq)
@@ -254,6 +294,8 @@ def _worker(shard: _Shard, conn: Connection) -> None:
     due: list[tuple[float, int]] = []
     began = time.monotonic()
     for n, table in enumerate(tables):
+        if options.idle:
+            continue
         if table.next_step is None:
             table.next_step = next(table.steps)
             # the tables of a floor do not all start in the same second
@@ -381,6 +423,8 @@ def run(options: FloorOptions, say: Callable[[str], None]) -> Figures:
             if kind != "ready":
                 raise FloorError(str(value))
             backlog += value
+        for worker in workers:
+            worker.conn.send("go")
         say(f"{len(names)} tables in {len(workers)} process(es) publishing to {', '.join(options.brokers)} "
             f"(site {options.site}); journals in {folder}, {backlog:,} records at the start "
             f"({time.monotonic() - began:,.1f} s to write)")
