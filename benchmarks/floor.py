@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
 from daemon import process_cpu  # noqa: E402  (benchmarks/daemon.py)
+from core.ctrl_c import end_like_ctrl_c  # noqa: E402
 from export import Broker  # noqa: E402  (benchmarks/export.py: a private mosquitto)
 
 CARDBENCH = Path(sys.executable).with_name("cardbench")
@@ -127,7 +128,7 @@ class FloorRun:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(signal.SIGTERM)  # as Ctrl-C (a background job ignores SIGINT)
             try:
                 self.proc.wait(60)
             except subprocess.TimeoutExpired:
@@ -212,6 +213,7 @@ def main() -> int:
     ap.add_argument("--phases", default="idle,pace", help="idle, pace or both")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
     args = ap.parse_args()
+    end_like_ctrl_c()  # a kill stops cardbench floor and mosquitto as Ctrl-C does
     with tempfile.TemporaryDirectory(prefix="cardd-floor-bench-") as scratch:
         base = args.journals or Path(scratch)
         broker = Broker(Path(scratch))

@@ -56,6 +56,9 @@ BACKLOG_COMMIT = 500
 POLL_S = 1.0
 #: a worker may take this long to stop its tables (each exporter flushes up to 2 s, all at once)
 STOP_S = 20.0
+#: a table's summary goes to its exporter this often (the daemon's export service: each second)
+OFFER_EVERY_S = 1.0
+_STEP, _OFFER = 0, 1
 #: the release the tables' status says
 RELEASE = "cardbench floor"
 
@@ -199,6 +202,7 @@ class _Table:
     journal: Journal
     exporter: Any  # cardd.export.exporter.Exporter (imported in the worker: paho is the worker's)
     next_step: Step | None = None
+    summary: dict[str, Any] = field(default_factory=dict)  # after the last step committed
     raised_ns: dict[int, int] = field(default_factory=dict)
 
     def offer(self, summary: dict[str, Any]) -> None:
@@ -278,7 +282,7 @@ def _worker(shard: _Shard, conn: Connection) -> None:
             journal.append(first.entries)
             pending = _write_backlog(journal, story, steps, options.backlog_hours) if options.backlog_hours else None
             table = _Table(name, story, steps, journal, Exporter(options.export_config(name), journal, facts))
-            table.next_step = pending
+            table.next_step, table.summary = pending, first.summary
             tables.append(table)
     except (JournalError, OSError) as exc:
         conn.send(("error", f"the journals in {shard.journals}: {exc}"))
@@ -291,30 +295,37 @@ def _worker(shard: _Shard, conn: Connection) -> None:
         table.exporter.start()
         table.exporter.notify(table.journal.last_seq)
     rng = random.Random(shard.first_index)
-    due: list[tuple[float, int]] = []
+    #: (when, table, what): a step of the table's story, or its summary offered to the state topic
+    #: once a second as the daemon's export service does (export_service.WATCH_EVERY_S)
+    due: list[tuple[float, int, int]] = []
     began = time.monotonic()
     for n, table in enumerate(tables):
+        heapq.heappush(due, (began + rng.uniform(0.0, OFFER_EVERY_S), n, _OFFER))
         if options.idle:
             continue
         if table.next_step is None:
             table.next_step = next(table.steps)
             # the tables of a floor do not all start in the same second
             table.next_step = replace(table.next_step, delay_s=table.next_step.delay_s + rng.uniform(0.0, 3.0))
-        heapq.heappush(due, (began + table.next_step.delay_s, n))
+        heapq.heappush(due, (began + table.next_step.delay_s, n, _STEP))
     try:
         while True:
             now = time.monotonic()
             while due and due[0][0] <= now:
-                at, n = heapq.heappop(due)
+                at, n, what = heapq.heappop(due)
                 table = tables[n]
+                if what == _OFFER:
+                    table.offer(table.summary)
+                    heapq.heappush(due, (at + OFFER_EVERY_S, n, _OFFER))
+                    continue
                 step = table.next_step
                 assert step is not None
                 if step.entries:
                     table.journal.append(step.entries)
                     table.exporter.notify(table.journal.last_seq)
-                table.offer(step.summary)
+                table.summary = step.summary
                 table.next_step = next(table.steps)
-                heapq.heappush(due, (at + table.next_step.delay_s, n))
+                heapq.heappush(due, (at + table.next_step.delay_s, n, _STEP))
             wait = max(0.0, min(POLL_S, (due[0][0] if due else now + POLL_S) - time.monotonic()))
             if conn.poll(wait):
                 try:
