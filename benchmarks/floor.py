@@ -210,7 +210,7 @@ def main() -> int:
     ap.add_argument("--backlog-hours", type=float, default=0.0, help="also the drain of this many hours a table")
     ap.add_argument("--journals", type=Path, default=None,
                     help="where the journals go (default: a temporary folder on /tmp's disk)")
-    ap.add_argument("--phases", default="idle,pace", help="idle, pace or both")
+    ap.add_argument("--phases", default="idle,pace", help="idle, pace, both, or none (\"\": only the drain)")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
     args = ap.parse_args()
     end_like_ctrl_c()  # a kill stops cardbench floor and mosquitto as Ctrl-C does
@@ -220,7 +220,7 @@ def main() -> int:
         try:
             print(f"mosquitto {broker.url}; journals under {base}; {os.cpu_count()} CPUs", flush=True)
             for tables in [int(n) for n in args.tables.split(",")]:
-                for name in args.phases.split(","):
+                for name in [p for p in args.phases.split(",") if p]:
                     journals = base / f"{tables}-{name}"
                     phase(broker, tables, journals, (["--idle"] if name == "idle" else []) + args.extra,
                           args.warmup, args.seconds,
@@ -241,4 +241,7 @@ def _remove(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # what it started is stopped (the finally blocks)
+        sys.exit(130)
