@@ -23,6 +23,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from cardd.bench.floor import TABLES_PER_PROCESS, FloorError, FloorOptions, run as run_floor
 from cardd.bench.junit import write_junit
 from cardd.bench.randomness import (MINIMUM_SHUFFLES, DeviceOpenError, DeviceShuffleSource, RandomnessError,
                                     ShuffleSource, qualify)
@@ -429,6 +430,61 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
     console.print("[bold green]PASS[/]" if result.passed else "[bold red]FAIL[/]")
     if not result.passed:
         sys.exit(1)
+
+
+@cardbench.command("floor")
+@click.option("--tables", type=click.IntRange(1, 100_000), default=10, show_default=True,
+              help="simulated tables, each a journal and cardd's own exporter")
+@click.option("--broker", "brokers", multiple=True, required=True, metavar="URL",
+              help="mqtt://HOST[:PORT] or mqtts://HOST[:PORT]; again for the next node (export.brokers)")
+@click.option("--site", default="bench", show_default=True, help="the tables' site (export.site)")
+@click.option("--mqtt-version", type=click.Choice(["5", "3.1.1"]), default="5", show_default=True)
+@click.option("--username", help="the broker's user; {table} and {site} in it are each table's (floor1.{table})")
+@click.option("--password-file", help="the user's password file; {table} and {site} as in --username")
+@click.option("--ca-file", help="the CA of the brokers' certificates (mqtts://)")
+@click.option("--cert-file", help="a TLS client certificate; {table} and {site} as in --username")
+@click.option("--key-file", help="its key; {table} and {site} as in --username")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1.0, 120.0), default=10.0, show_default=True,
+              help="seconds without an answer from a broker before the next (export.timeout_s)")
+@click.option("--duration", "duration_s", type=click.FloatRange(0.0, min_open=True), default=None,
+              help="seconds to run (default: until Ctrl-C)")
+@click.option("--backlog-hours", type=click.FloatRange(0.0, 24.0 * 30), default=0.0, show_default=True,
+              help="start every table with this many hours of records not yet delivered")
+@click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.02, show_default=True,
+              help="chance per round of a fault: a card face up (the round void), the shoe offline and back "
+                   "(the round held, then resumed)")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--journals", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="keep the tables' journals in this folder (default: a temporary one, removed at the end)")
+@click.option("--tables-per-process", "per_process", type=click.IntRange(1), default=TABLES_PER_PROCESS,
+              show_default=True, help="tables a worker process holds")
+@click.option("--every", "every_s", type=click.FloatRange(1.0), default=60.0, show_default=True,
+              help="seconds between the lines of figures")
+@click.option("--idle", is_flag=True, help="the tables connect and journal nothing more: the export's idle cost")
+@click.option("--exporter-wait", "wait", type=click.Choice(["select", "poll"]), default="select", show_default=True,
+              help="poll: the exporters' select() answered by poll(), so a process may hold more than "
+                   f"{TABLES_PER_PROCESS} tables (a measurement: the export otherwise as it is)")
+def floor_command(tables: int, brokers: tuple[str, ...], site: str, mqtt_version: str, username: str | None,
+                  password_file: str | None, ca_file: str | None, cert_file: str | None, key_file: str | None,
+                  timeout_s: float, duration_s: float | None, backlog_hours: float, fault_rate: float, seed: int,
+                  journals: Path | None, per_process: int, every_s: float, idle: bool, wait: str) -> None:
+    """TABLES simulated tables publishing their journals to a broker through cardd's own export, at a
+    real table's pace; a line of figures every minute."""
+    console = ProgramConsole(soft_wrap=True)
+    options = FloorOptions(tables=tables, brokers=list(brokers), site=site, mqtt_version=mqtt_version,
+                           username=username, password_file=password_file, ca_file=ca_file, cert_file=cert_file,
+                           key_file=key_file, timeout_s=timeout_s, duration_s=duration_s,
+                           backlog_hours=backlog_hours, fault_rate=fault_rate, seed=seed,
+                           journals=None if journals is None else journals.absolute(), per_process=per_process,
+                           every_s=every_s, idle=idle, wait=wait)
+
+    def say(line: str) -> None:
+        console.print(shown(line), highlight=False)
+
+    try:
+        run_floor(options, say)
+    except FloorError as exc:
+        raise CliError(str(exc)) from None
 
 
 @cardbench.command("record")
