@@ -630,6 +630,14 @@ class Archive:
                 await conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(name)))
             cut = dt.datetime.combine(horizon, dt.time(), dt.timezone.utc)
             await conn.execute("DELETE FROM chain WHERE day < %s", (horizon,))
+            # each table's chain now starts at its oldest record kept, and no gap lies below it
+            await conn.execute(
+                "UPDATE floor_tables t SET low_seq = k.low, head_seq = COALESCE(k.head, 0) FROM "
+                "(SELECT id, (SELECT min(seq) FROM chain WHERE tid = id) AS low, "
+                "(SELECT max(seq) FROM chain WHERE tid = id) AS head FROM floor_tables) AS k "
+                "WHERE t.id = k.id AND t.low_seq IS DISTINCT FROM k.low")
+            await conn.execute("DELETE FROM gaps g USING floor_tables t WHERE g.tid = t.id "
+                               "AND (t.low_seq IS NULL OR g.last_seq < t.low_seq)")
             await conn.execute("DELETE FROM anchors WHERE time < %s", (cut,))
             await conn.execute("DELETE FROM refused_records WHERE received_at < %s", (cut,))
             await conn.execute("DELETE FROM status_history WHERE until < %s", (cut,))

@@ -138,12 +138,11 @@ def extend(span: Span, seqs: Iterable[int]) -> Span:
                 gaps.insert(0, (seq + 1, low - 1))
             low = seq
         else:
+            # (a seq in no gap is one the span did not know missing: nothing to change)
             for i, (first, last) in enumerate(gaps):
                 if first <= seq <= last:
                     gaps[i:i + 1] = [g for g in ((first, seq - 1), (seq + 1, last)) if g[0] <= g[1]]
                     break
-            else:
-                raise ValueError(f"seq {seq} is stored already: between {low} and {head} and in no gap")
     return Span(low, head, gaps)
 
 

@@ -11,7 +11,7 @@ import msgspec
 import psycopg
 import pytest
 
-from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable
+from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, partition_name
 from cardd.floor.contract import Event, ExportSummary, Rounds, State
 from tests.floor.records import START, Table, rewritten
 from tests.support.aio import run
@@ -39,6 +39,10 @@ def test_records_are_stored_with_their_chain_and_read_back_newest_first(floor_db
             back = await archive.recent_records(table.site, table.table, limit=2)
             assert [(r.seq, r.hash, r.prev, r.time, r.data) for r in back] == \
                 [(e.seq, e.hash, e.prev, e.time, e.data) for e in reversed(records[3:])]
+            assert [r.seq for r in await archive.recent_records(table.site, table.table, before_seq=3)] == [2, 1]
+            # today's partition and the next two days' are made at open
+            today = dt.datetime.now(dt.timezone.utc).date()
+            assert {partition_name(today + dt.timedelta(days=d)) for d in range(3)} <= set(partitions(floor_db))
             row = await archive.table(table.site, table.table)
             assert row is not None and row.head_seq == 5 and row.last_seen == NOW
         finally:
@@ -232,19 +236,32 @@ def test_a_session_lower_than_the_last_seen_is_session_backwards(floor_db: str) 
 
 def test_retention_drops_the_partitions_past_its_horizon_and_keeps_the_rest(floor_db: str) -> None:
     old, kept = Table("bj-01"), Table("bj-02", start=START + dt.timedelta(days=1))
+    # bj-03: a day's records with a gap, then the next day's
+    both = Table("bj-03", start=START + dt.timedelta(hours=14))
+    span = both.records(10, step=dt.timedelta(hours=1))  # seqs 1-7 on START's day, 8-10 the next
 
     @opened(floor_db, retention_days=90)
     async def _(archive: Archive) -> None:
         await archive.store(old.site, old.table, old.records(3), NOW)
         await archive.store(kept.site, kept.table, kept.records(3), NOW)
+        await archive.store(both.site, both.table, span[:2] + span[3:6] + [span[7], span[9]], NOW)
+        assert await archive.gaps(both.site, both.table) == [(3, 3), (7, 7), (9, 9)]
         today = START.date() + dt.timedelta(days=91)  # START's day is 91 days old: past 90
         assert await archive.drop_expired(today) == ["records_20261202"]
         assert await archive.drop_expired(today) == []
         assert await archive.recent_records(old.site, old.table) == []
         assert [r.seq for r in await archive.recent_records(kept.site, kept.table)] == [3, 2, 1]
+        # bj-03's chain now starts at its oldest record kept: the gap below it is gone, and a
+        # resend of its expired records is taken as any record below the lowest
+        assert await archive.gaps(both.site, both.table) == [(9, 9)]
+        row = await archive.table(old.site, old.table)
+        assert row is not None and row.head_seq == 0
+        result = await archive.store(both.site, both.table, span[3:9], NOW)
+        assert result.stored == [4, 5, 6, 7, 9] and result.duplicates == 1 and result.problems == []
+        assert await archive.gaps(both.site, both.table) == []
         # the partitions of the coming days are made ahead
         assert {"records_20270303", "records_20270304"} <= set(partitions(floor_db))
-    assert count(floor_db, "SELECT count(*) FROM chain") == 3
+    assert count(floor_db, "SELECT count(*) FROM chain WHERE day < '2026-12-03'") == 4  # bj-03's 4-7, stored again
     assert "records_20261203" in partitions(floor_db)
 
 
