@@ -277,6 +277,15 @@ def test_a_bad_acknowledgement_is_one_sentence(api: ApiServer, path: str, body: 
 
 # ---- reading ------------------------------------------------------------------------------
 
+def test_a_path_or_method_not_served_is_one_sentence(api: ApiServer):
+    with client(api, "admin") as http:
+        missing = http.get(f"{PREFIX}/tables")
+        wrong = http.delete(f"{PREFIX}/floor")
+    assert (missing.status_code, missing.json()) == (404, {"error": "no such endpoint (see docs/floor-openapi.json)"})
+    assert (wrong.status_code, wrong.json()) == (405, {"error": "this endpoint does not take that method"})
+    assert sorted(wrong.headers["allow"].split(", ")) == ["GET", "HEAD"]
+
+
 def test_the_floor_shows_every_table(api: ApiServer):
     fill(api)
     with client(api, "surveillance") as http:
