@@ -2,11 +2,15 @@
 archived once, whatever is killed or restarted mid-stream, and the floor alarms come and go."""
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import time
 
+import httpx
+
 from tests.floor.service_rig import Floor, Table, ago, floor_file, wait_until
+from tests.support.brokers import free_port
 from tests.support.postgres import PostgresServer
 
 QUICK = "offline_s = 1.0\ngap_s = 1.0\nbacklog_min = 0.1\ntable_alarm_min = 0.1\nclock_offset_s = 2.0\n"
@@ -168,3 +172,37 @@ def test_systemd_is_told_ready_and_a_ctrl_c_is_a_clean_stop(tmp_path, mosquitto,
     assert notify.recv(100) == b"STOPPING=1"
     notify.close()
     assert "Traceback" not in floor.log() and floor.events("cardfloor_stopped")
+
+
+def test_the_real_cardfloor_serves_its_api_to_a_token_and_refuses_one_without(tmp_path, mosquitto, floor_db):
+    """cardfloor with ``http.tokens_file`` serves the HTTP API beside the receiver: what a table
+    published is on /api/v1/floor for a known token, and a request without one is a 401."""
+    port = free_port()
+    tokens = tmp_path / "tokens"
+    tokens.write_text("s3cret-pit-token pit alice\n")
+    os.chmod(tokens, 0o600)
+    floor_file(tmp_path, mosquitto, floor_db)
+    config = tmp_path / "cardfloor.toml"
+    config.write_text(config.read_text() + f'[http]\nlisten = "127.0.0.1:{port}"\ntokens_file = "{tokens}"\n')
+    table = Table(mosquitto, "site-1", "bj-1")
+    with Floor(config, floor_db, mosquitto) as floor:
+        table.status()
+        table.send(3)
+        floor.wait_for_seqs("site-1", "bj-1", [1, 2, 3])
+        url = f"http://127.0.0.1:{port}/api/v1/floor"
+        wait_until(lambda: _answers(url), "the API listening")
+        refused = httpx.get(url, timeout=10)
+        assert refused.status_code == 401 and "error" in refused.json()
+        shown = httpx.get(url, headers={"Authorization": "Bearer s3cret-pit-token"}, timeout=10)
+        assert shown.status_code == 200, shown.text
+        assert "bj-1" in shown.text
+        assert floor.stop() == 0
+    table.close()
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=2)
+    except httpx.HTTPError:
+        return False
+    return True
