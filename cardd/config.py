@@ -35,7 +35,7 @@ from cardd.api.paths import DEFAULT_SOCKET
 from cardd.package_data import package_folder
 from core.errors import CarddError
 from core.parse_errors import toml_problem
-from core.schema_errors import ProblemKind, SchemaProblem, schema_problem
+from core.schema_errors import ProblemKind, SchemaProblem, schema_problem, toml_shown, value_at
 from drivers.errors import BadURL
 from drivers.factory import make_transport
 from drivers.reconnect import Backoff
@@ -266,7 +266,7 @@ def load_export_section(path: str | os.PathLike[str]) -> ExportConfig:
         raise ConfigError(source, message, key) from None
 
     def fail(key: str, what: str) -> ConfigError:
-        return ConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
+        return ConfigError(source, f"{toml_shown(value_at(raw, key.split('.')))}: {what}", key)
 
     for name in ("password_file", "ca_file", "cert_file", "key_file"):
         value = getattr(export, name)
@@ -382,13 +382,13 @@ def _explain(problem: SchemaProblem, raw: dict[str, Any]) -> tuple[str | None, s
         key = [*where, problem.field]
         missing = _type_at(key)
         return ".".join(key), f"missing; expected {_describe(missing)}" if missing else "missing"
-    value = _value_at(raw, where)
-    return ".".join(where) or None, f"{_show(value)} is not allowed; expected {_describe(kind)}"
+    value = value_at(raw, where)
+    return ".".join(where) or None, f"{toml_shown(value)} is not allowed; expected {_describe(kind)}"
 
 
 def _key(name: str) -> str:
     """A key as TOML writes it: bare, or quoted and escaped (a quoted key may hold a newline)."""
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _show(name)
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else toml_shown(name)
 
 
 def _type_at(key: list[str]) -> schema.Type | None:
@@ -423,7 +423,7 @@ def _describe(kind: schema.Type) -> str:
     if isinstance(kind, schema.StructType):
         return f"a table with the keys {', '.join(_fields(kind))}"
     if isinstance(kind, schema.LiteralType):
-        return f"one of {', '.join(_show(v) for v in kind.values)}"
+        return f"one of {', '.join(toml_shown(v) for v in kind.values)}"
     if isinstance(kind, schema.IntType):
         if kind.ge is not None and kind.le is not None:
             return f"a whole number from {kind.ge} to {kind.le}"
@@ -445,26 +445,6 @@ def _describe(kind: schema.Type) -> str:
     return type(kind).__name__.removesuffix("Type").lower()
 
 
-def _value_at(raw: Any, key: list[str]) -> Any:
-    for name in key:
-        if isinstance(raw, list) and name.isdigit():  # export.brokers.0: an item of a list
-            raw = raw[int(name)] if int(name) < len(raw) else None
-        else:
-            raw = raw.get(name) if isinstance(raw, dict) else None
-    return raw
-
-
-def _show(value: Any) -> str:
-    """A value as TOML would write it, on one line (strings escaped)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return msgspec.json.encode(value).decode()
-    return "(the default)" if value is None else str(value)
 
 
 # ---- what the schema's types cannot say ------------------------------------------------------------
@@ -491,7 +471,7 @@ def _usb_without_serial_of(first: str, second: str) -> str | None:
 
 def _check(config: CarddConfig, raw: dict[str, Any], source: str) -> None:
     def fail(key: str, what: str) -> ConfigError:
-        return ConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
+        return ConfigError(source, f"{toml_shown(value_at(raw, key.split('.')))}: {what}", key)
 
     for key, url in (("devices.shoe", config.devices.shoe), ("devices.shuffler", config.devices.shuffler)):
         if url is not None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import msgspec.inspect as schema_info
 
 #: how the schema's values are spoken of: JSON's names, or TOML's (a table, no null)
@@ -316,3 +317,27 @@ def allowed_values(schema: Any, path: tuple[PathStep, ...] | None, data: Any) ->
     if isinstance(kind, schema_info.EnumType):
         return tuple(str(member.value) for member in kind.cls)
     return ()
+
+
+def value_at(raw: Any, key: list[str]) -> Any:
+    """The value at a dotted key's steps in decoded TOML (``broker.urls.0``: an item of a list);
+    None where there is none."""
+    for name in key:
+        if isinstance(raw, list) and name.isdigit():
+            raw = raw[int(name)] if int(name) < len(raw) else None
+        else:
+            raw = raw.get(name) if isinstance(raw, dict) else None
+    return raw
+
+
+def toml_shown(value: Any) -> str:
+    """A value as TOML would write it, on one line (strings escaped), for a configuration error."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return msgspec.json.encode(value).decode()
+    return "(the default)" if value is None else str(value)

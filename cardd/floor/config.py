@@ -29,7 +29,7 @@ import msgspec.inspect as schema
 
 from core.errors import CarddError
 from core.parse_errors import toml_problem
-from core.schema_errors import ProblemKind, SchemaProblem, schema_problem
+from core.schema_errors import ProblemKind, SchemaProblem, schema_problem, toml_shown, value_at
 
 DEFAULT_PATH = Path("/etc/cardfloor/cardfloor.toml")
 #: the archive keeps at least what regulators ask a table's journal to keep (GLI-11 / AGCO: 90 days)
@@ -173,7 +173,7 @@ def _decode_path(kind: type, value: Any) -> Any:
 
 def _check(config: FloorConfig, raw: dict[str, Any], source: str) -> None:
     def fail(key: str, what: str) -> FloorConfigError:
-        return FloorConfigError(source, f"{_show(_value_at(raw, key.split('.')))}: {what}", key)
+        return FloorConfigError(source, f"{toml_shown(value_at(raw, key.split('.')))}: {what}", key)
 
     broker = config.broker
     for index, url in enumerate(broker.urls):
@@ -248,7 +248,7 @@ def _explain(problem: SchemaProblem, raw: dict[str, Any]) -> tuple[str | None, s
         key = [*where, problem.field]
         missing = _type_at(key)
         return ".".join(key), f"missing; expected {_describe(missing)}" if missing else "missing"
-    return ".".join(where) or None, f"{_show(_value_at(raw, where))} is not allowed; expected {_describe(kind)}"
+    return ".".join(where) or None, f"{toml_shown(value_at(raw, where))} is not allowed; expected {_describe(kind)}"
 
 
 def _type_at(key: list[str]) -> schema.Type | None:
@@ -275,7 +275,7 @@ def _describe(kind: schema.Type) -> str:
     if isinstance(kind, schema.StructType):
         return f"a table with the keys {', '.join(sorted(field.name for field in kind.fields))}"
     if isinstance(kind, schema.LiteralType):
-        return f"one of {', '.join(_show(v) for v in kind.values)}"
+        return f"one of {', '.join(toml_shown(v) for v in kind.values)}"
     if isinstance(kind, schema.IntType):
         if kind.ge is not None and kind.le is not None:
             return f"a whole number from {kind.ge} to {kind.le}"
@@ -295,23 +295,3 @@ def _describe(kind: schema.Type) -> str:
     return type(kind).__name__.removesuffix("Type").lower()
 
 
-def _value_at(raw: Any, key: list[str]) -> Any:
-    for name in key:
-        if isinstance(raw, list) and name.isdigit():  # broker.urls.0: an item of a list
-            raw = raw[int(name)] if int(name) < len(raw) else None
-        else:
-            raw = raw.get(name) if isinstance(raw, dict) else None
-    return raw
-
-
-def _show(value: Any) -> str:
-    """A value as TOML would write it, on one line (strings escaped)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return msgspec.json.encode(value).decode()
-    return "(the default)" if value is None else str(value)
