@@ -9,11 +9,11 @@ simulated: :mod:`cardd.bench.tables` writes what a real table journals, at a rea
 
 A daemon a table would be far too heavy for a thousand tables on two cores, so tables are held by
 worker processes, each running one scheduler thread that commits every table's next step when it
-is due, beside its tables' exporters. A process holds at most :data:`TABLES_PER_PROCESS`: the
-exporter waits on its sockets with ``select()``, which takes no file descriptor above 1023
-(FD_SETSIZE), and a table holds about :data:`FDS_PER_TABLE` of them (the journal's writer and
-reader connections, their WAL and shared-memory files, the lock, the head file, the wake-up pair
-and the broker's socket).
+is due, beside its tables' exporters. A process holds at most ``--tables-per-process`` (by default
+:data:`TABLES_PER_PROCESS`): one process is held to one core by the GIL, and a thousand tables at
+pace need more than one. A table holds about :data:`FDS_PER_TABLE` file descriptors (the
+journal's writer and reader connections, their WAL and shared-memory files, the lock, the head
+file, the wake-up pair and the broker's socket), and the worker's limit is raised to fit them.
 
 The parent asks each worker for its figures every second, prints a line every ``every_s`` (tables
 online, records committed and delivered, the backlog) and stops them all at the end (``--duration``
@@ -27,7 +27,6 @@ import multiprocessing
 import os
 import random
 import resource
-import select
 import shutil
 import signal
 import tempfile
@@ -46,10 +45,8 @@ from cardd.journal import Entry, Journal, JournalError
 
 #: a table's file descriptors, about (see the module's docstring); measured 11 with a connection up
 FDS_PER_TABLE = 12
-#: select() takes descriptors below this
-FD_SETSIZE = 1024
-#: tables a worker process holds at most: its descriptors stay under FD_SETSIZE with room to spare
-TABLES_PER_PROCESS = (FD_SETSIZE - 200) // FDS_PER_TABLE
+#: tables a worker process holds by default: enough processes to spread a thousand tables over the cores
+TABLES_PER_PROCESS = 68
 #: a backlog is written this many records a commit (the daemon's own group commits are this size)
 BACKLOG_COMMIT = 500
 #: the worker's figures are asked for this often
@@ -90,9 +87,6 @@ class FloorOptions:
     prefix: str = "t"
     #: the tables connect and journal nothing after their start: the export's own cost, idle
     idle: bool = False
-    #: "poll": the exporters' select() answered by poll() (:class:`PollSelect`), so a process may
-    #: hold more tables than select() takes descriptors for
-    wait: str = "select"
 
     def table_names(self) -> list[str]:
         width = max(4, len(str(self.tables)))
@@ -121,10 +115,6 @@ class FloorOptions:
             problem = broker_url_problem(url)
             if problem is not None:
                 raise FloorError(f"--broker {url}: {problem}")
-        if self.per_process > TABLES_PER_PROCESS and self.wait == "select":
-            raise FloorError(f"--tables-per-process {self.per_process}: at most {TABLES_PER_PROCESS} (the export "
-                             f"waits with select(), which takes no descriptor above {FD_SETSIZE - 1}, and a table "
-                             f"holds about {FDS_PER_TABLE}; --exporter-wait poll lifts it)")
         if self.password_file is not None and self.username is None:
             raise FloorError("--password-file goes with --username (the broker's user of each table)")
         for table in {self.table_names()[0], self.table_names()[-1]}:
@@ -165,34 +155,6 @@ class Figures:
 
 
 # ---- a worker: its tables' journals, their exporters, one scheduler ------------------------------
-
-class PollSelect:
-    """``select.select`` answered with ``poll()``, which takes any descriptor: the same lists back
-    for the same call, the same ValueError for a closed socket. Put in place of the exporter
-    module's ``select`` (``--exporter-wait poll``) to measure many exporters in one process; the
-    exporter's own code is otherwise unchanged (docs/bench.md, "cardbench floor")."""
-
-    def select(self, readers: list[Any], writers: list[Any], _errors: list[Any],
-               timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
-        poller = select.poll()
-        wanted: dict[int, tuple[Any, int]] = {}
-        for objects, mask in ((readers, select.POLLIN), (writers, select.POLLOUT)):
-            for thing in objects:
-                fd = thing if isinstance(thing, int) else thing.fileno()
-                if fd < 0:
-                    raise ValueError("file descriptor cannot be a negative integer")
-                old = wanted.get(fd, (thing, 0))
-                wanted[fd] = (old[0], old[1] | mask)
-        for fd, (_, mask) in wanted.items():
-            poller.register(fd, mask)
-        ready = dict(poller.poll(None if timeout is None else timeout * 1000.0))
-        trouble = select.POLLERR | select.POLLHUP | select.POLLNVAL
-        readable = [t for t in readers if ready.get(t if isinstance(t, int) else t.fileno(), 0)
-                    & (select.POLLIN | trouble)]
-        writable = [t for t in writers if ready.get(t if isinstance(t, int) else t.fileno(), 0)
-                    & (select.POLLOUT | trouble)]
-        return readable, writable, []
-
 
 @dataclass
 class _Table:
@@ -265,10 +227,7 @@ def _worker(shard: _Shard, conn: Connection) -> None:
 
     import structlog
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    import cardd.export.exporter as exporter_module
     from cardd.export.exporter import Exporter, TableFacts
-    if shard.options.wait == "poll":
-        exporter_module.select = PollSelect()  # type: ignore[assignment]  # the one call it makes: select.select
 
     options = shard.options
     facts = TableFacts(RELEASE, "casino-000", "0" * 64, (("shoe", "sim://shoe"), ("shuffler", "sim://shuffler")))
@@ -413,7 +372,7 @@ def run(options: FloorOptions, say: Callable[[str], None]) -> Figures:
     need = min(options.per_process, len(names)) * FDS_PER_TABLE + 100
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < need:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(need, FD_SETSIZE)), hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, need), hard))
     folder = options.journals or Path(tempfile.mkdtemp(prefix="cardbench-floor-"))
     folder.mkdir(parents=True, exist_ok=True)
     context = multiprocessing.get_context("spawn")

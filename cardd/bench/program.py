@@ -461,13 +461,10 @@ def soak(shoes: int, rules: str, seed: int, unplug_rate: float, fault_rate: floa
 @click.option("--every", "every_s", type=click.FloatRange(1.0), default=60.0, show_default=True,
               help="seconds between the lines of figures")
 @click.option("--idle", is_flag=True, help="the tables connect and journal nothing more: the export's idle cost")
-@click.option("--exporter-wait", "wait", type=click.Choice(["select", "poll"]), default="select", show_default=True,
-              help="poll: the exporters' select() answered by poll(), so a process may hold more than "
-                   f"{TABLES_PER_PROCESS} tables (a measurement: the export otherwise as it is)")
 def floor_command(tables: int, brokers: tuple[str, ...], site: str, mqtt_version: str, username: str | None,
                   password_file: str | None, ca_file: str | None, cert_file: str | None, key_file: str | None,
                   timeout_s: float, duration_s: float | None, backlog_hours: float, fault_rate: float, seed: int,
-                  journals: Path | None, per_process: int, every_s: float, idle: bool, wait: str) -> None:
+                  journals: Path | None, per_process: int, every_s: float, idle: bool) -> None:
     """TABLES simulated tables publishing their journals to a broker through cardd's own export, at a
     real table's pace; a line of figures every minute."""
     console = ProgramConsole(soft_wrap=True)
@@ -476,7 +473,7 @@ def floor_command(tables: int, brokers: tuple[str, ...], site: str, mqtt_version
                            key_file=key_file, timeout_s=timeout_s, duration_s=duration_s,
                            backlog_hours=backlog_hours, fault_rate=fault_rate, seed=seed,
                            journals=None if journals is None else journals.absolute(), per_process=per_process,
-                           every_s=every_s, idle=idle, wait=wait)
+                           every_s=every_s, idle=idle)
 
     def say(line: str) -> None:
         console.print(shown(line), highlight=False)

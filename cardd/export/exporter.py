@@ -21,6 +21,7 @@ The table subscribes to nothing: no command reaches it from the floor.
 """
 from __future__ import annotations
 
+import math
 import random
 import select
 import socket
@@ -460,12 +461,15 @@ class Exporter:
         status = self.status()
         export = {"delivered_through": status.delivered_through, "backlog": status.backlog,
                   "oldest_undelivered_s": status.oldest_undelivered_s}
-        payload = payloads.state_payload(site=self.config.site, table=self.config.table, ts_ns=self._wall_ns(),
-                                         export=export, **part)
-        if payload == self._state_sent and now - self._state_at < STATE_REFRESH_S:
+        # compared without its time, which differs every second: an unchanged table is sent again
+        # only each STATE_REFRESH_S (the floor's clock offset and last heard of)
+        timeless = payloads.state_payload(site=self.config.site, table=self.config.table, ts_ns=0,
+                                          export=export, **part)
+        if timeless == self._state_sent and now - self._state_at < STATE_REFRESH_S:
             return
-        self._publish(conn, STATE, payload, retain=True)
-        self._state_sent, self._state_at = payload, now
+        self._publish(conn, STATE, payloads.state_payload(site=self.config.site, table=self.config.table,
+                                                          ts_ns=self._wall_ns(), export=export, **part), retain=True)
+        self._state_sent, self._state_at = timeless, now
 
     def _say_offline(self, conn: _Connection) -> None:
         """A clean stop: the last delivered record anchored, then the retained status says offline
@@ -499,21 +503,31 @@ class Exporter:
         if sock is None:
             conn.lost.set()
             return
-        pending = getattr(sock, "pending", None)  # TLS: bytes decrypted already, which select cannot see
+        pending = getattr(sock, "pending", None)  # TLS: bytes decrypted already, which poll cannot see
         ready = pending is not None and pending() > 0
+        # poll(), not select(): select takes no descriptor above 1023, and a daemon with many
+        # clients (or a process holding many tables) has them
+        poller = select.poll()
         try:
-            readable, writable, _ = select.select([sock, self._wake_r], [sock] if client.want_write() else [], [],
-                                                  0.0 if ready else timeout)
+            poller.register(sock, select.POLLIN | (select.POLLOUT if client.want_write() else 0))
+            poller.register(self._wake_r, select.POLLIN)
+            events = dict(poller.poll(0 if ready else math.ceil(timeout * 1000)))
         except (OSError, ValueError):  # the socket closed under it
             conn.lost.set()
             return
-        if self._wake_r in readable:
+        mine = events.get(sock.fileno(), 0)
+        if mine & select.POLLNVAL:
+            conn.lost.set()
+            return
+        trouble = select.POLLERR | select.POLLHUP  # paho's read finds what went wrong
+        readable, writable = mine & (select.POLLIN | trouble), mine & select.POLLOUT
+        if events.get(self._wake_r.fileno(), 0):
             try:
                 while self._wake_r.recv(4096):
                     pass
             except BlockingIOError:
                 pass
-        for step, due in ((client.loop_read, ready or sock in readable), (client.loop_write, sock in writable),
+        for step, due in ((client.loop_read, ready or bool(readable)), (client.loop_write, bool(writable)),
                           (client.loop_misc, True)):
             if due and step() not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_AGAIN):
                 conn.lost.set()

@@ -139,3 +139,20 @@ def test_a_journal_whose_cursor_predates_the_chain_is_upgraded_and_its_chain_sta
     assert floor.seqs("bj-04") == list(range(delivered + 1, last + 1))  # after the cursor, none again
     chain = export_chain(floor, "bj-04")  # 64 zeros at delivered + 1, each linked after it
     assert (cursor.delivered_through, cursor.session, cursor.chain) == (last, 2, chain[last])
+
+
+@pytest.mark.timeout(120)
+def test_an_unchanged_table_does_not_send_its_state_again_each_second(directory, mosquitto):
+    """The state topic is sent when the table's summary changes, not because its time did: a table
+    at rest sends it again only after STATE_REFRESH_S (a floor of idle tables is not a message a
+    second a table)."""
+    user, password_file = mosquitto.add_table(SITE, "bj-04")
+    with Subscriber(mosquitto.url, mosquitto.floor) as floor, \
+            ExportTable(directory, [mosquitto.url], "bj-04", user=user, password_file=password_file) as table:
+        table.wait_export(lambda e: e["backlog"] == 0 and e["connected"], "an empty backlog")
+        floor.wait_for(lambda: bool(floor.messages("state", "bj-04")), "a first state")
+        time.sleep(3)  # the start's own changes (devices up, the backlog emptied) sent
+        before = len(floor.messages("state", "bj-04"))
+        time.sleep(6)
+        after = floor.messages("state", "bj-04")
+    assert len(after) - before == 0, [m.payload for m in after[before:]]
