@@ -1,9 +1,11 @@
 """The floor service: every table's messages from the broker into the archive, the floor's alarms,
 the live feed (docs/floor-service.md).
 
-One worker on the event loop takes the receiver's messages in the order the broker delivered them
-and, for each, decodes it (contract.decode), commits what it carried in the archive, and only
-then acknowledges it (:meth:`Receiver.ack`). Nothing is acknowledged that is not committed: while
+One worker on the event loop takes the receiver's messages in the order the broker delivered them,
+as many as have arrived (the broker's Receive Maximum bounds them), decodes each
+(contract.decode), commits what they carried in the archive (the records of consecutive events
+messages, of every table, in one transaction), and only then acknowledges them
+(:meth:`Receiver.ack`). Nothing is acknowledged that is not committed: while
 PostgreSQL is down the worker keeps the message in hand and tries again after a backoff (one log
 line for the outage, one for its end), the messages after it wait at the broker, unacknowledged,
 in the floor's persistent session; and a cardfloor killed at any moment finds them there again at
@@ -36,7 +38,7 @@ import structlog
 from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, ChainProblem, FloorAlarm
 from cardd.floor.chain import gap_problem
 from cardd.floor.config import FloorConfig
-from cardd.floor.contract import Anchor, ContractError, Events, State, Status, decode, parse_topic
+from cardd.floor.contract import Anchor, ContractError, Events, Payload, State, Status, Topic, decode, parse_topic
 from cardd.floor.receiver import Backoff, Received, Receiver, ReceiverStatus
 from cardd.floor.state import BAD_MESSAGE, CHAIN, AlarmKey, TableWatch, conditions, decided, gap_due
 from cardd.floor.stream import Hub
@@ -52,6 +54,8 @@ EVALUATE_EVERY_S = 1.0
 #: a table's gaps are read at once when its records came out of order, else at most this often
 #: while they may be an alarm
 GAP_CHECK_EVERY_S = 5.0
+#: messages taken from the receiver at most for one batch (one archive transaction for their records)
+BATCH_MESSAGES = 500
 #: topics outside the contract said in the log, at most (then silently dropped)
 STRANGE_TOPICS_SAID = 1000
 Table = tuple[str, str]
@@ -162,46 +166,80 @@ class FloorService:
 
     async def _work(self, stop: asyncio.Event) -> None:
         while True:
-            message = await self._queue.get()
-            await self._retrying(lambda: self.handle(message), stop)
+            batch = [await self._queue.get()]
+            while len(batch) < BATCH_MESSAGES and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            await self._retrying(lambda: self.handle_many(batch), stop)
             assert self._receiver is not None
-            self._receiver.ack(message)
-            self.handled += 1
+            for message in batch:
+                self._receiver.ack(message)
+            self.handled += len(batch)
 
     async def handle(self, message: Received) -> None:
         """Commit what ``message`` carried (raise ArchiveUnavailable when that cannot be done now:
         calling again is safe)."""
+        await self.handle_many([message])
+
+    async def handle_many(self, messages: list[Received]) -> None:
+        """:meth:`handle` each of ``messages``, in order, the records of consecutive events
+        messages (of any tables) in one archive transaction: one commit for what a thousand tables
+        sent meanwhile, not one each. Calling again after ArchiveUnavailable is safe: what was
+        stored already is a duplicate the archive drops."""
+        records: list[tuple[Topic, Events, dt.datetime]] = []
+        for message in messages:
+            decoded = await self._decoded(message)
+            if decoded is None:
+                continue
+            topic, payload = decoded
+            if isinstance(payload, Events):
+                records.append((topic, payload, message.received_at))
+                continue
+            await self._store_records(records)
+            records = []
+            watch, at = self._watch(topic.site, topic.table), message.received_at
+            if isinstance(payload, Status):
+                await self._problems(await self.archive.note_status(payload, at), at)
+                watch.note_status(payload, at)
+                self._publish_table(watch)
+            elif isinstance(payload, State):
+                await self.archive.note_state(payload, at)
+                watch.note_state(payload, at)
+                self._publish_table(watch)
+            elif isinstance(payload, Anchor):
+                await self._problems(await self.archive.check_anchor(payload, at), at)
+        await self._store_records(records)
+
+    async def _decoded(self, message: Received) -> tuple[Topic, Payload] | None:
+        """The message's topic and payload; None for one that does not fit the contract (logged,
+        and on a table's topic a ``bad_message`` floor alarm)."""
         try:
             topic = parse_topic(message.topic)
         except ContractError as exc:
             if message.topic not in self._strange and len(self._strange) < STRANGE_TOPICS_SAID:
                 self._strange.add(message.topic)
                 log.warning("floor_topic_dropped", topic=message.topic[:200], why=str(exc))
-            return
-        at = message.received_at
+            return None
         try:
-            payload = decode(topic, message.payload)
+            return topic, decode(topic, message.payload)
         except ContractError as exc:
             log.warning("floor_message_refused", topic=message.topic, why=str(exc))
+            at = message.received_at
             await self._raise(topic.site, topic.table, BAD_MESSAGE, topic.leaf, f"{message.topic}: {exc}", at)
+            return None
+
+    async def _store_records(self, records: list[tuple[Topic, Events, dt.datetime]]) -> None:
+        """Store the events messages ``records`` in one transaction, each record's receipt time
+        the last message's (a few milliseconds late for the first at most, never early)."""
+        if not records:
             return
-        watch = self._watch(topic.site, topic.table)
-        if isinstance(payload, Events):
-            result = await self.archive.store(topic.site, topic.table, payload.events, at)
+        at = max(r[2] for r in records)
+        results = list(zip(records, await self.archive.store_many([(t.site, t.table, p.events)
+                                                                     for t, p, _ in records], at)))
+        for (topic, _, at), result in results:
             await self._problems(result.problems, at)
-            watch.note_stored(result.stored)
+            self._watch(topic.site, topic.table).note_stored(result.stored)
             if result.stored:
                 self.hub.publish("records", {"site": topic.site, "table": topic.table, "seqs": result.stored})
-        elif isinstance(payload, Status):
-            await self._problems(await self.archive.note_status(payload, at), at)
-            watch.note_status(payload, at)
-            self._publish_table(watch)
-        elif isinstance(payload, State):
-            await self.archive.note_state(payload, at)
-            watch.note_state(payload, at)
-            self._publish_table(watch)
-        elif isinstance(payload, Anchor):
-            await self._problems(await self.archive.check_anchor(payload, at), at)
 
     def _publish_table(self, watch: TableWatch) -> None:
         self.hub.publish("table", {"site": watch.site, "table": watch.table, "online": watch.online,

@@ -32,6 +32,7 @@ from cardd.floor.contract import (CHAIN_START, DeviceHealth, DeviceUrl, Event, E
 from cardd.floor.reports import CSV_COLUMNS, alarms_cell
 from cardd.floor.stream import Hub
 from cardd.floor.views import AlarmsView, AlarmView, Error, FloorView, RecordsView, ReportView, SnapshotView, TableDetail
+from tests.support.postgres import PostgresServer
 
 T = TypeVar("T")
 SITE = "floor1"
@@ -575,3 +576,23 @@ def test_the_documented_examples_are_what_the_api_answers(api: ApiServer):
             msgspec.json.decode(text.encode(), type=shape)
             msgspec.json.decode(answer.content, type=shape)
             shown_in(json.loads(text), answer.json(), f"{method} {path}")
+
+
+def test_postgresql_down_is_a_503_in_one_sentence_and_back_when_it_is(tmp_path: Path, tokens: Path):
+    """The archive not answering is the client's 503 naming it (no traceback, no library text
+    beyond the server's address), and the next request after PostgreSQL is back is answered."""
+    with PostgresServer() as server:
+        api = ApiServer(server.create_database(), tokens).start()
+        try:
+            with client(api) as http:
+                assert http.get("/api/v1/floor").status_code == 200
+                server.kill()
+                down = http.get("/api/v1/floor")
+                assert down.status_code == 503
+                error = down.json()["error"]
+                assert error.startswith("the archive (PostgreSQL at 127.0.0.1:") and "\n" not in error, error
+                assert "Traceback" not in down.text
+                server.start()
+                assert http.get("/api/v1/floor").status_code == 200
+        finally:
+            api.stop()
