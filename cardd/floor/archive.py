@@ -532,12 +532,23 @@ class Archive:
     async def note_state(self, state: State, received_at: dt.datetime) -> None:
         """Keep the table's latest state and its clock's offset from the floor's (the table's
         time minus when the floor received it: positive when the table is ahead)."""
-        offset = (record_time(state.time) - received_at).total_seconds()
+        await self.note_states([(state, received_at)])
+
+    async def note_states(self, states: Sequence[tuple[State, dt.datetime]]) -> None:
+        """:meth:`note_state` for each of ``states`` (state, received_at) in one transaction: of a
+        table's several, the last is kept."""
+        latest = {(state.site, state.table): (state, at) for state, at in states}
+        if not latest:
+            return
         async with self._transaction() as conn:
-            tid = await self._tid(conn, state.site, state.table)
-            await conn.execute(
-                "UPDATE floor_tables SET state = %s, clock_offset_s = %s, last_seen = GREATEST(last_seen, %s) "
-                "WHERE id = %s", (Jsonb(msgspec.to_builtins(state)), offset, received_at, tid))
+            tids = await self._tids_of(conn, set(latest))
+            rows = sorted((tids[key], Jsonb(msgspec.to_builtins(state)),
+                           (record_time(state.time) - at).total_seconds(), at)
+                          for key, (state, at) in latest.items())
+            async with conn.cursor() as cur:  # in id order, as store_many locks tables
+                await cur.executemany(
+                    "UPDATE floor_tables SET state = %s, clock_offset_s = %s, last_seen = GREATEST(last_seen, %s) "
+                    "WHERE id = %s", [(state, offset, at, tid) for tid, state, offset, at in rows])
 
     _TABLE_COLUMNS = ("SELECT site, table_name, online, session, status, state, last_seen, clock_offset_s, head_seq "
                       "FROM floor_tables")

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 import structlog
-from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
@@ -47,6 +47,8 @@ CONNECT_TIMEOUT_S = 10.0
 SESSION_EXPIRY = 0xFFFFFFFF
 #: MQTT 5: messages the broker may send before the floor acknowledges one (the floor's window)
 RECEIVE_MAXIMUM = 100
+#: packets read from the socket in one turn of the loop at most (acknowledgements are sent between turns)
+READ_AT_ONCE = 100
 #: MQTT 5: the largest packet the floor takes: the contract's largest payload and room for the
 #: fixed header, the topic (at most 152 bytes) and the packet id; the broker drops a larger one
 MAX_PACKET = MAX_PAYLOAD + 512
@@ -262,11 +264,27 @@ class Receiver:
                     pass
             except BlockingIOError:
                 pass
-        for step, due in ((client.loop_read, ready or sock in readable), (client.loop_write, sock in writable),
+        for step, due in ((lambda: self._read_all(client), ready or sock in readable), (client.loop_write, sock in writable),
                           (client.loop_misc, True)):
             if due and step() not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_AGAIN):
                 conn.lost.set()
                 return
+
+    @staticmethod
+    def _read_all(client: mqtt.Client) -> MQTTErrorCode:
+        """paho's loop_read reads one packet a call (its max_packets is not used): read on while
+        the socket has more, up to READ_AT_ONCE, so a busy floor costs a wait a burst, not one a
+        message."""
+        for _ in range(READ_AT_ONCE):
+            code = client.loop_read()
+            if code != mqtt.MQTT_ERR_SUCCESS:
+                return code
+            sock = client.socket()
+            pending = getattr(sock, "pending", None)
+            if sock is None or not ((pending is not None and pending() > 0)
+                                    or select.select([sock], [], [], 0.0)[0]):
+                break
+        return mqtt.MQTT_ERR_SUCCESS
 
     def _up(self, conn: _Attempt) -> None:
         with self._lock:

@@ -28,6 +28,7 @@ import importlib
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -100,8 +101,23 @@ class FloorService:
         await self._retrying(self._load, stop)
         loop = asyncio.get_running_loop()
 
+        arrived: list[Received] = []
+        arrived_lock = threading.Lock()
+
+        def take_arrived() -> None:  # on the loop: what arrived meanwhile, in order
+            with arrived_lock:
+                taken = arrived[:]
+                arrived.clear()
+            for message in taken:
+                self._queue.put_nowait(message)
+
         def deliver(message: Received) -> None:  # on the receiver's thread, in the order received
-            loop.call_soon_threadsafe(self._queue.put_nowait, message)
+            # one wake-up of the loop for a burst of messages, not one a message
+            with arrived_lock:
+                arrived.append(message)
+                first = len(arrived) == 1
+            if first:
+                loop.call_soon_threadsafe(take_arrived)
 
         receiver = self._receiver = Receiver(self.config.broker, deliver)
         receiver.start()
@@ -181,33 +197,45 @@ class FloorService:
         await self.handle_many([message])
 
     async def handle_many(self, messages: list[Received]) -> None:
-        """:meth:`handle` each of ``messages``, in order, the records of consecutive events
-        messages (of any tables) in one archive transaction: one commit for what a thousand tables
-        sent meanwhile, not one each. Calling again after ArchiveUnavailable is safe: what was
-        stored already is a duplicate the archive drops."""
+        """:meth:`handle` each of ``messages``: the records of consecutive events messages (of any
+        tables) in one archive transaction, a status in its place among them; the states after
+        them in one transaction (a table's last kept), then the anchors, whose records are stored
+        by then. One commit for what a thousand tables sent meanwhile, not one a message. Calling
+        again after ArchiveUnavailable is safe: what was stored already is a duplicate the archive
+        drops, and a state or status kept again changes nothing."""
         records: list[tuple[Topic, Events, dt.datetime]] = []
+        states: list[tuple[State, dt.datetime]] = []
+        anchors: list[tuple[Anchor, dt.datetime]] = []
         for message in messages:
             decoded = await self._decoded(message)
             if decoded is None:
                 continue
             topic, payload = decoded
+            at = message.received_at
             if isinstance(payload, Events):
-                records.append((topic, payload, message.received_at))
-                continue
-            await self._store_records(records)
-            records = []
-            watch, at = self._watch(topic.site, topic.table), message.received_at
-            if isinstance(payload, Status):
+                records.append((topic, payload, at))
+            elif isinstance(payload, State):
+                states.append((payload, at))
+            elif isinstance(payload, Anchor):
+                anchors.append((payload, at))
+            elif isinstance(payload, Status):
+                await self._store_records(records)
+                records = []
+                watch = self._watch(topic.site, topic.table)
                 await self._problems(await self.archive.note_status(payload, at), at)
                 watch.note_status(payload, at)
                 self._publish_table(watch)
-            elif isinstance(payload, State):
-                await self.archive.note_state(payload, at)
-                watch.note_state(payload, at)
-                self._publish_table(watch)
-            elif isinstance(payload, Anchor):
-                await self._problems(await self.archive.check_anchor(payload, at), at)
         await self._store_records(records)
+        if states:
+            await self.archive.note_states(states)
+            changed: dict[Table, TableWatch] = {}
+            for state, at in states:
+                watch = changed[(state.site, state.table)] = self._watch(state.site, state.table)
+                watch.note_state(state, at)
+            for watch in changed.values():
+                self._publish_table(watch)
+        for anchor, at in anchors:
+            await self._problems(await self.archive.check_anchor(anchor, at), at)
 
     async def _decoded(self, message: Received) -> tuple[Topic, Payload] | None:
         """The message's topic and payload; None for one that does not fit the contract (logged,

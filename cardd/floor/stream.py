@@ -94,7 +94,11 @@ class Hub:
             first = self._ring[0].id
             if last_id < first - 1:
                 return None
-            return list(itertools.islice(self._ring, last_id - first + 1, None))
+            # from the newest end: a client is nearly always a few changes behind, and skipping
+            # from the oldest would walk the whole ring each time
+            newer = list(itertools.islice(reversed(self._ring), self._last - last_id))
+            newer.reverse()
+            return newer
 
     async def wait(self, after_id: int, timeout: float) -> list[Change]:
         """The changes after ``after_id``, waiting up to ``timeout`` seconds for one; empty when

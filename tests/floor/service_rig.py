@@ -239,7 +239,17 @@ class Floor:
                 return self.seqs(site, table) == seqs
             except psycopg.OperationalError:  # the tables not made yet, or the server restarting
                 return False
-        wait_until(done, f"{site}/{table}'s records {seqs[0]}..{seqs[-1]} archived", timeout)
+        def missing() -> str:
+            try:
+                held = set(self.seqs(site, table))
+            except psycopg.OperationalError:
+                return "the archive not readable"
+            lost = [seq for seq in seqs if seq not in held]
+            return f"{len(lost)} missing, the first {lost[:10]}, the last {lost[-3:]}"
+        try:
+            wait_until(done, f"{site}/{table}'s records {seqs[0]}..{seqs[-1]} archived", timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {missing()}") from None
 
     def wait_for_alarm(self, kind: str, key: str | None = None, *, cleared: bool = False,
                        timeout: float = 60.0) -> dict[str, Any]:
