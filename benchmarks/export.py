@@ -75,11 +75,12 @@ def free_port() -> int:
 class Broker:
     """mosquitto on a free loopback port, for this run only."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, extra: str = "") -> None:
+        """``extra``: more lines of mosquitto.conf."""
         self.port = free_port()
-        config = directory / "mosquitto.conf"
+        config = directory / f"mosquitto-{self.port}.conf"
         config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                          "log_dest none\n")
+                          f"log_dest none\n{extra}")
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(config)], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

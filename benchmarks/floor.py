@@ -1,6 +1,7 @@
 """A floor of tables against one mosquitto on loopback: a benchmark (prints figures), not a test.
 
     .venv/bin/python benchmarks/floor.py --tables 100,500,1000 --warmup 60 --seconds 120
+    .venv/bin/python benchmarks/floor.py --part cardfloor --tables 1000 --backlog-hours 1
 
 For each size, ``cardbench floor`` (cardd/bench/floor.py: each table a journal of its own and
 cardd's own Exporter over it, worker processes holding the tables) against a private mosquitto
@@ -12,14 +13,22 @@ cardd's own Exporter over it, worker processes holding the tables) against a pri
 
 Measured over ``--seconds`` after ``--warmup`` (the start's shuffles past): the tables' processes'
 CPU (the parent and its workers, /proc/PID/stat) and RSS (their sum at the end), mosquitto's CPU,
-and records committed and delivered a second (from cardbench floor's own lines). ``--exporter-wait
-poll --tables-per-process N`` measures many exporters in one process (docs/bench.md says why).
+and records committed and delivered a second (from cardbench floor's own lines).
 ``--backlog-hours H`` adds the drain: every table starts H hours behind; how long until the whole
 floor's backlog is delivered.
 
-The floor service (cardfloor, its archive and its SSE stream) is measured by
-:func:`measure_cardfloor`, not written yet: the same tables, the commit-to-archive and
-commit-to-SSE latency.
+The floor service (``--part cardfloor``): for each size, a fresh cardfloor and database (a private
+PostgreSQL, fsync on, ``track_commit_timestamp`` on) behind the same mosquitto (given room to queue
+what the floor's session has not taken), the tables published by benchmarks/paced_tables.py (the
+same stories and the export's own payloads, from one light process, so the two cores are left to
+cardfloor and PostgreSQL), an SSE client on /api/v1/stream:
+
+- commit-to-archive: each record's ``time`` (its commit at the table) to the commit of its row
+  (``pg_xact_commit_timestamp``), p50/p99/max;
+- commit-to-SSE: to the ``records`` change that names it at the stream client;
+- cardfloor's CPU and RSS, PostgreSQL's CPU, the archive's bytes a record and a table's day;
+- with ``--backlog-hours H``, every table H hours behind at once: from the first message to the
+  archive holding the whole backlog, and the rows a second.
 """
 from __future__ import annotations
 
@@ -35,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -185,21 +195,237 @@ def drain(broker: Broker, tables: int, journals: Path, hours: float, extra: list
         run.stop()
 
 
-def measure_cardfloor(broker: Broker, *, site: str, tables: int, journals: Path, seconds: float,
-                      dsn: str, config: Path) -> dict[str, float]:
-    """Where cardfloor joins the benchmark (cardd/floor/main.py, its archive in PostgreSQL ``dsn``):
+# ---- cardfloor: the floor service, its archive and its stream ---------------------------------
 
-    1. start ``cardfloor --config config`` (its broker ``broker.url``, a persistent session on
-       ``cardd/v1/#``) and wait for it to be subscribed;
-    2. run ``cardbench floor --tables tables --site site --journals journals`` against ``broker``
-       for ``seconds`` (the tables at pace; then again with ``--backlog-hours`` for the drain);
-    3. commit-to-archive: for each archived record, its archive row's stored time minus the
-       record's ``time`` (the journal commit time; same clock, one machine): p50/p99/max;
-    4. commit-to-SSE: an SSE client on /api/v1/stream, each record's arrival minus its ``time``;
-    5. cardfloor's CPU and RSS, PostgreSQL's CPU, and records archived a second.
+PACED = ROOT / "benchmarks" / "paced_tables.py"
+CARDFLOOR = Path(sys.executable).with_name("cardfloor")
+#: the bench broker keeps whatever the floor's session has not taken yet (a drain queues thousands)
+BROKER_ROOM = "max_queued_messages 0\nmax_queued_bytes 0\n"
+#: a busy table's records a day (docs/floor.md, "How this scales to 5,000 tables")
+RECORDS_A_TABLE_A_DAY = 55_600
+TOKEN = "bench-token-0123456789abcdef"
 
-    Returns those figures by name. Not written yet: cardfloor is not on this branch."""
-    raise NotImplementedError("cardfloor's measurement joins once cardd/floor/main.py exists")
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its children now (PostgreSQL: the postmaster and its backends)."""
+    total = 0.0
+    for one in [pid, *_children_of(pid)]:
+        try:
+            total += process_cpu(one)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(n) for n in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class StreamClient:
+    """An SSE client on cardfloor's /api/v1/stream: when each ``records`` change arrived."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.arrivals: list[tuple[float, str, list[int]]] = []  # time.time(), table, seqs
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import httpx
+        import msgspec
+        event, data = "", ""
+        try:
+            self._read(httpx, msgspec)
+        except httpx.HTTPError:  # cardfloor stopped at the end
+            pass
+
+    def _read(self, httpx: Any, msgspec: Any) -> None:
+        event, data = "", ""
+        with httpx.stream("GET", self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=None) as answer:
+            self.connected.set()
+            for line in answer.iter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = line[5:].strip()
+                elif not line:
+                    if event == "records":
+                        change = msgspec.json.decode(data)
+                        self.arrivals.append((time.time(), change["table"], change["seqs"]))
+                    event, data = "", ""
+
+
+class Cardfloor:
+    """cardfloor on a configuration of its own (the bench broker, a database, an HTTP port)."""
+
+    def __init__(self, folder: Path, broker: Broker, dsn: str, client_id: str) -> None:
+        from tests.support.brokers import free_port
+        folder.mkdir(parents=True, exist_ok=True)
+        tokens = folder / "tokens"
+        tokens.write_text(f"{TOKEN} surveillance bench\n")
+        tokens.chmod(0o600)
+        self.port = free_port()
+        config = folder / "cardfloor.toml"
+        config.write_text(f'[broker]\nurls = ["{broker.url}"]\nclient_id = "{client_id}"\n'
+                          f'[archive]\ndsn = "{dsn}"\n[http]\nlisten = "127.0.0.1:{self.port}"\n'
+                          f'tokens_file = "{tokens}"\n')
+        self.log = folder / "cardfloor.log"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen([str(CARDFLOOR), "--config", str(config), "--log-format", "json"],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while "floor_broker_connected" not in self.log.read_text() or "cardfloor_running" not in self.log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"cardfloor did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        time.sleep(1.0)  # its SUBACK
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Paced:
+    """benchmarks/paced_tables.py as a child, its lines kept."""
+
+    def __init__(self, broker: Broker, tables: int, *extra: str) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.proc = subprocess.Popen([sys.executable, str(PACED), "--broker", broker.url, "--tables", str(tables),
+                                      *extra], text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.rstrip()))
+
+    def wait_for(self, start: str, timeout: float) -> tuple[float, str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for at, line in self.lines:
+                if line.startswith(start):
+                    return at, line
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"paced tables ended: {self.lines[-5:]}")
+            time.sleep(0.1)
+        raise RuntimeError(f"paced tables: no {start!r} within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def measure_cardfloor(broker: Broker, server: Any, folder: Path, tables: int, warmup: float,
+                      seconds: float) -> None:
+    """``tables`` at pace into a fresh cardfloor and database: commit-to-archive (the record's
+    time to its row's commit, PostgreSQL's track_commit_timestamp) and commit-to-SSE (to its
+    ``records`` change at a stream client), p50/p99/max over ``seconds`` after ``warmup``;
+    cardfloor's and PostgreSQL's CPU, cardfloor's RSS; the archive's disk a record."""
+    import psycopg
+    dsn = server.create_database()
+    floor = Cardfloor(folder / f"floor-{tables}", broker, dsn, f"cardfloor-bench-{tables}")
+    stream = StreamClient(f"http://127.0.0.1:{floor.port}/api/v1/stream")
+    stream.connected.wait(30)
+    paced = Paced(broker, tables, "--duration", str(warmup + seconds + 30))
+    try:
+        paced.wait_for(f"{tables} tables at pace", 120)
+        time.sleep(warmup)
+        w0, c0, p0, t0 = time.time(), tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid), process_cpu(paced.proc.pid)
+        b0 = process_cpu(broker.proc.pid)
+        time.sleep(seconds)
+        w1, c1, p1, t1 = time.time(), tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid), process_cpu(paced.proc.pid)
+        b1 = process_cpu(broker.proc.pid)
+        rss, peak = rss_mb(floor.proc.pid), rss_mb(floor.proc.pid, "VmHWM")
+        time.sleep(5)  # what was committed by the window's end reaches the stream
+    finally:
+        paced.stop()
+    with psycopg.connect(dsn) as db:
+        rows = db.execute(
+            "SELECT t.table_name, r.seq, extract(epoch FROM r.time)::float8, "
+            "extract(epoch FROM pg_xact_commit_timestamp(r.xmin))::float8 FROM records r "
+            "JOIN floor_tables t ON t.id = r.tid WHERE r.time >= to_timestamp(%s) AND r.time < to_timestamp(%s)",
+            (w0, w1)).fetchall()
+        stored = db.execute("SELECT count(*) FROM records").fetchone()
+        size = db.execute("SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits "
+                          "WHERE inhparent = 'records'::regclass").fetchone()
+        chain = db.execute("SELECT pg_total_relation_size('chain')").fetchone()
+    floor.stop()
+    assert stored is not None and size is not None and chain is not None
+    times = {(name, seq): at for name, seq, at, _ in rows}
+    archive = [(committed - at) * 1e3 for _, _, at, committed in rows if committed is not None]
+    sse = [(arrived - times[(name, seq)]) * 1e3 for arrived, name, seqs in stream.arrivals
+           for seq in seqs if (name, seq) in times]
+    per_record = (int(size[0]) + int(chain[0])) / max(1, int(stored[0]))
+    print(f"cardfloor, {tables} tables at pace: {len(rows) / seconds:,.0f} records/s archived; "
+          f"commit-to-archive p50 {percentile(archive, 0.5):.0f} ms, p99 {percentile(archive, 0.99):.0f} ms, "
+          f"max {max(archive, default=float('nan')):.0f} ms ({len(archive):,} records); commit-to-SSE p50 "
+          f"{percentile(sse, 0.5):.0f} ms, p99 {percentile(sse, 0.99):.0f} ms ({len(sse):,}); cardfloor CPU "
+          f"{(c1 - c0) / (w1 - w0) * 100:.1f} % of a core, RSS {rss:.0f} MB (peak {peak:.0f}); PostgreSQL "
+          f"{(p1 - p0) / (w1 - w0) * 100:.1f} %; the tables' publisher {(t1 - t0) / (w1 - w0) * 100:.1f} %, "
+          f"mosquitto {(b1 - b0) / (w1 - w0) * 100:.1f} %; the archive {per_record:.0f} bytes a record "
+          f"(records and chain, indexes in), {per_record * RECORDS_A_TABLE_A_DAY / 1e6:.1f} MB a table a day "
+          f"at {RECORDS_A_TABLE_A_DAY:,} records", flush=True)
+
+
+def cardfloor_drain(broker: Broker, server: Any, folder: Path, tables: int, hours: float) -> None:
+    """Every table ``hours`` behind at once into a fresh cardfloor and database: from the first
+    message published until the archive holds every record of the backlog."""
+    import psycopg
+    dsn = server.create_database()
+    floor = Cardfloor(folder / f"drain-{tables}", broker, dsn, f"cardfloor-drain-{tables}")
+    paced = Paced(broker, tables, "--backlog-hours", str(hours), "--duration", "3600")
+    try:
+        at, line = paced.wait_for("backlog ", 1800)
+        behind = int(line.split()[1])
+        c0, p0 = tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid)
+        with psycopg.connect(dsn, autocommit=True) as db:
+            while True:
+                held = db.execute("SELECT coalesce(sum(head_seq), 0) FROM floor_tables").fetchone()
+                if held is not None and int(held[0]) >= behind:
+                    took = time.monotonic() - at
+                    break
+                if time.monotonic() - at > 3600:
+                    raise RuntimeError(f"the drain: {held} of {behind} archived in an hour")
+                time.sleep(1.0)
+        cpu, pg = tree_cpu(floor.proc.pid) - c0, tree_cpu(server.proc.pid) - p0
+        published = next((float(text.split()[2]) for _, text in paced.lines if text.startswith("published in")),
+                         float("nan"))
+        print(f"cardfloor, {tables} tables each {hours:g} h behind: {behind:,} records archived within {took:.0f} s "
+              f"of the first message ({behind / took:,.0f} records/s; the broker had them all after "
+              f"{published:.0f} s); cardfloor CPU {cpu / took * 100:.0f} % of a core, RSS peak "
+              f"{rss_mb(floor.proc.pid, 'VmHWM'):.0f} MB; PostgreSQL {pg / took * 100:.0f} %", flush=True)
+    finally:
+        paced.stop()
+        floor.stop()
 
 
 def main() -> int:
@@ -211,15 +437,29 @@ def main() -> int:
     ap.add_argument("--journals", type=Path, default=None,
                     help="where the journals go (default: a temporary folder on /tmp's disk)")
     ap.add_argument("--phases", default="idle,pace", help="idle, pace, both, or none (\"\": only the drain)")
+    ap.add_argument("--part", default="tables,cardfloor",
+                    help="tables (cardbench floor: the tables' export), cardfloor (the floor service), or both")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
     args = ap.parse_args()
     end_like_ctrl_c()  # a kill stops cardbench floor and mosquitto as Ctrl-C does
+    parts = set(args.part.split(","))
     with tempfile.TemporaryDirectory(prefix="cardd-floor-bench-") as scratch:
         base = args.journals or Path(scratch)
-        broker = Broker(Path(scratch))
+        broker = Broker(Path(scratch), BROKER_ROOM)
+        server = None
         try:
             print(f"mosquitto {broker.url}; journals under {base}; {os.cpu_count()} CPUs", flush=True)
+            if "cardfloor" in parts:
+                from tests.support.postgres import PostgresServer
+                server = PostgresServer({"track_commit_timestamp": "on"}).start()
+                print(f"PostgreSQL {server.dsn} (fsync on, track_commit_timestamp on)", flush=True)
             for tables in [int(n) for n in args.tables.split(",")]:
+                if server is not None:
+                    measure_cardfloor(broker, server, Path(scratch), tables, args.warmup, args.seconds)
+                    if args.backlog_hours:
+                        cardfloor_drain(broker, server, Path(scratch), tables, args.backlog_hours)
+                if "tables" not in parts:
+                    continue
                 for name in [p for p in args.phases.split(",") if p]:
                     journals = base / f"{tables}-{name}"
                     phase(broker, tables, journals, (["--idle"] if name == "idle" else []) + args.extra,
@@ -231,6 +471,8 @@ def main() -> int:
                     drain(broker, tables, journals, args.backlog_hours, args.extra)
                     _remove(journals)
         finally:
+            if server is not None:
+                server.close()
             broker.stop()
     return 0
 

@@ -57,6 +57,9 @@ EVALUATE_EVERY_S = 1.0
 GAP_CHECK_EVERY_S = 5.0
 #: messages taken from the receiver at most for one batch (one archive transaction for their records)
 BATCH_MESSAGES = 500
+#: and payload bytes at most (a backlog's messages hold 500 records each: a few of them make a
+#: batch, so what one transaction holds decoded stays some tens of MB)
+BATCH_BYTES = 2 << 20
 #: topics outside the contract said in the log, at most (then silently dropped)
 STRANGE_TOPICS_SAID = 1000
 Table = tuple[str, str]
@@ -183,8 +186,10 @@ class FloorService:
     async def _work(self, stop: asyncio.Event) -> None:
         while True:
             batch = [await self._queue.get()]
-            while len(batch) < BATCH_MESSAGES and not self._queue.empty():
+            size = len(batch[0].payload)
+            while len(batch) < BATCH_MESSAGES and size < BATCH_BYTES and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
+                size += len(batch[-1].payload)
             await self._retrying(lambda: self.handle_many(batch), stop)
             assert self._receiver is not None
             for message in batch:

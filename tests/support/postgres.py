@@ -86,7 +86,9 @@ class PostgresServer:
 
     _names = itertools.count(1)
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        """``settings``: more server settings (``-c name=value``), for benchmarks."""
+        self.settings = dict(settings or {})
         self.directory = Path(tempfile.mkdtemp(prefix="cardd-postgres-"))
         self.data = self.directory / "data"
         self.socket_dir = self.directory / "socket"
@@ -122,7 +124,8 @@ class PostgresServer:
         command = [server_bin("postgres"), "-D", str(self.data), "-p", str(self.port),
                    "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.socket_dir}",
                    "-c", "fsync=on", "-c", "max_connections=60", "-c", "shared_buffers=32MB",
-                   "-c", "log_min_messages=warning", "-c", "logging_collector=off"]
+                   "-c", "log_min_messages=warning", "-c", "logging_collector=off",
+                   *[part for name, value in self.settings.items() for part in ("-c", f"{name}={value}")]]
         with self.output.open("ab") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          preexec_fn=_die_with_parent, **_owner())
