@@ -302,7 +302,10 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
         session: Session | None = request.state.session
         response = Response(status_code=204)
         if session is not None:
-            await _audit("logout", "ok", session.user.name, clock(), client_address(request))
+            now = clock()
+            if web is not None:
+                web.end(session, now)
+            await _audit("logout", "ok", session.user.name, now, client_address(request))
             clear_session_cookie(response, request)
         return response
 
