@@ -330,3 +330,18 @@ def test_a_name_with_markup_stays_json_data(rig: Rig):
         records = http.get(f"{PREFIX}/tables/{SITE}/bj-07/records")
         assert records.headers["content-type"] == "application/json"
         assert records.json()["records"][0]["message"] == "<script>alert(1)</script>"
+
+
+def test_a_session_s_stream_ends_with_the_session(rig: Rig):
+    fill(rig.server)
+    http, _ = rig.login("boss")
+    with closing(http), http.stream("GET", f"{PREFIX}/stream") as answer:
+        sse = Sse(answer)
+        assert sse.next()[0] == "snapshot"
+        rig.clock.now = NOW + dt.timedelta(hours=12)
+        rig.server.hub.publish("table", {"site": SITE, "table": "bj-07", "online": True})
+        seen = []
+        with pytest.raises(AssertionError, match="the stream ended"):
+            for _ in range(3):
+                seen.append(sse.next())
+        assert len(seen) <= 1
