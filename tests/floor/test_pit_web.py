@@ -345,3 +345,10 @@ def test_a_session_s_stream_ends_with_the_session(rig: Rig):
             for _ in range(3):
                 seen.append(sse.next())
         assert len(seen) <= 1
+
+
+def test_the_cookie_is_secure_behind_a_tls_proxy(rig: Rig):
+    with rig.browser() as http:  # uvicorn takes X-Forwarded-Proto from a proxy on this machine
+        answer = http.post(f"{PREFIX}/login", json={"user": "anna", "password": PASSWORD},
+                           headers={**BROWSER, "X-Forwarded-Proto": "https"})
+    assert answer.status_code == 200 and "secure" in answer.headers["set-cookie"].lower().split("; ")
