@@ -274,7 +274,7 @@ def main(argv: list[str]) -> int:
 def _make_session_key(path: Path | None, users_file: Path) -> None:
     """The session key, made here when missing (the users file's owner's): the service under
     systemd may not write /etc/cardfloor (ProtectSystem=strict)."""
-    from cardd.floor.web import load_or_make_secret
+    from cardd.floor.secret import load_or_make_secret
 
     if path is None or path.exists():
         return

@@ -22,9 +22,7 @@ import datetime as dt
 import hmac
 import importlib.resources
 import math
-import os
 import secrets
-import stat
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -42,13 +40,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cardd.floor.auth import Principal
 from cardd.floor.users import User, Users
-from core.errors import CarddError
 
 COOKIE = "cardfloor_session"
 CSRF_HEADER = "x-csrf-token"
 #: log-in failures within WINDOW_S after which log-in is refused for a while
 USER_FAILURES, ADDRESS_FAILURES, WINDOW_S = 5, 20, 300.0
-SECRET_BYTES = 32
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff",
@@ -59,40 +55,9 @@ PAGES = (("/", "floor.html", True), ("/login", "login.html", False), ("/tables/{
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-class SecretError(CarddError):
-    """The session key's file cannot be read or made: one sentence naming it."""
-
-
 def web_files() -> Path:
     """cardd/floor/web/, where the package is installed."""
     return Path(str(importlib.resources.files("cardd.floor") / "web"))
-
-
-def load_or_make_secret(path: Path) -> bytes:
-    """The session signing key in ``path``; made (32 random bytes, mode 0600) when missing."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise SecretError(f"{path}: cannot make it: {exc.strerror or type(exc).__name__}") from None
-    else:
-        with os.fdopen(fd, "wb") as out:
-            out.write(secrets.token_bytes(SECRET_BYTES))
-            out.flush()
-            os.fsync(out.fileno())
-    try:
-        info = path.stat()
-        if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
-            raise SecretError(f"{path}: others may read it (mode {info.st_mode & 0o777:04o}): only cardfloor may "
-                              "(chown cardfloor, chmod 0600)")
-        key = path.read_bytes()
-    except OSError as exc:
-        raise SecretError(f"{path}: cannot read it: {exc.strerror or type(exc).__name__}") from None
-    if len(key) < SECRET_BYTES:
-        raise SecretError(f"{path}: {len(key)} bytes: a session key is at least {SECRET_BYTES} (delete it: "
-                          "cardfloor makes a new one, and every session ends)")
-    return key
 
 
 class Session(NamedTuple):
