@@ -1,0 +1,1 @@
+// the pit page: written on the page's own branch
