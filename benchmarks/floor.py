@@ -53,6 +53,7 @@ sys.path.insert(1, str(ROOT / "benchmarks"))
 from daemon import process_cpu  # noqa: E402  (benchmarks/daemon.py)
 from core.ctrl_c import end_like_ctrl_c  # noqa: E402
 from export import Broker  # noqa: E402  (benchmarks/export.py: a private mosquitto)
+from _procs import stop_process  # noqa: E402
 
 CARDBENCH = Path(sys.executable).with_name("cardbench")
 READY = re.compile(r"^(?P<tables>\d+) tables in .*, (?P<records>[\d,]+) records at the start")
@@ -300,13 +301,7 @@ class Cardfloor:
         time.sleep(1.0)  # its SUBACK
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 class Paced:
@@ -320,8 +315,11 @@ class Paced:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append((time.monotonic(), line.rstrip()))
+        try:
+            for line in self.proc.stdout:
+                self.lines.append((time.monotonic(), line.rstrip()))
+        except ValueError:  # its pipe closed by stop()
+            pass
 
     def wait_for(self, start: str, timeout: float) -> tuple[float, str]:
         deadline = time.monotonic() + timeout
@@ -335,13 +333,7 @@ class Paced:
         raise RuntimeError(f"paced tables: no {start!r} within {timeout:.0f} s")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def measure_cardfloor(broker: Broker, server: Any, folder: Path, tables: int, warmup: float,
