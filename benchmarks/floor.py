@@ -337,29 +337,38 @@ class Paced:
 
 
 def measure_cardfloor(broker: Broker, server: Any, folder: Path, tables: int, warmup: float,
-                      seconds: float) -> None:
+                      seconds: float, load: str = "paced") -> None:
     """``tables`` at pace into a fresh cardfloor and database: commit-to-archive (the record's
     time to its row's commit, PostgreSQL's track_commit_timestamp) and commit-to-SSE (to its
     ``records`` change at a stream client), p50/p99/max over ``seconds`` after ``warmup``;
-    cardfloor's and PostgreSQL's CPU, cardfloor's RSS; the archive's disk a record."""
+    cardfloor's and PostgreSQL's CPU, cardfloor's RSS; the archive's disk a record. ``load``:
+    "paced" (benchmarks/paced_tables.py) or "cardbench" (``cardbench floor``: real exporters over
+    real journals, whose own CPU then shares the machine with cardfloor's)."""
     import psycopg
     dsn = server.create_database()
     floor = Cardfloor(folder / f"floor-{tables}", broker, dsn, f"cardfloor-bench-{tables}")
     stream = StreamClient(f"http://127.0.0.1:{floor.port}/api/v1/stream")
     stream.connected.wait(30)
-    paced = Paced(broker, tables, "--duration", str(warmup + seconds + 30))
-    try:
+    source: Paced | FloorRun
+    if load == "paced":
+        source = paced = Paced(broker, tables, "--duration", str(warmup + seconds + 30))
         paced.wait_for(f"{tables} tables at pace", 120)
+        load_cpu: Callable[[], float] = lambda: process_cpu(paced.proc.pid)
+    else:
+        source = run = FloorRun(broker, tables, folder / f"journals-{tables}", [])
+        run.wait(lambda s: s.online == tables, 600, f"{tables}/{tables} tables online")
+        load_cpu = run.cpu
+    try:
         time.sleep(warmup)
-        w0, c0, p0, t0 = time.time(), tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid), process_cpu(paced.proc.pid)
+        w0, c0, p0, t0 = time.time(), tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid), load_cpu()
         b0 = process_cpu(broker.proc.pid)
         time.sleep(seconds)
-        w1, c1, p1, t1 = time.time(), tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid), process_cpu(paced.proc.pid)
+        w1, c1, p1, t1 = time.time(), tree_cpu(floor.proc.pid), tree_cpu(server.proc.pid), load_cpu()
         b1 = process_cpu(broker.proc.pid)
         rss, peak = rss_mb(floor.proc.pid), rss_mb(floor.proc.pid, "VmHWM")
         time.sleep(5)  # what was committed by the window's end reaches the stream
     finally:
-        paced.stop()
+        source.stop()
     with psycopg.connect(dsn) as db:
         rows = db.execute(
             "SELECT t.table_name, r.seq, extract(epoch FROM r.time)::float8, "
@@ -382,7 +391,7 @@ def measure_cardfloor(broker: Broker, server: Any, folder: Path, tables: int, wa
           f"max {max(archive, default=float('nan')):.0f} ms ({len(archive):,} records); commit-to-SSE p50 "
           f"{percentile(sse, 0.5):.0f} ms, p99 {percentile(sse, 0.99):.0f} ms ({len(sse):,}); cardfloor CPU "
           f"{(c1 - c0) / (w1 - w0) * 100:.1f} % of a core, RSS {rss:.0f} MB (peak {peak:.0f}); PostgreSQL "
-          f"{(p1 - p0) / (w1 - w0) * 100:.1f} %; the tables' publisher {(t1 - t0) / (w1 - w0) * 100:.1f} %, "
+          f"{(p1 - p0) / (w1 - w0) * 100:.1f} %; the tables ({load}) {(t1 - t0) / (w1 - w0) * 100:.1f} %, "
           f"mosquitto {(b1 - b0) / (w1 - w0) * 100:.1f} %; the archive {per_record:.0f} bytes a record "
           f"(records and chain, indexes in), {per_record * RECORDS_A_TABLE_A_DAY / 1e6:.1f} MB a table a day "
           f"at {RECORDS_A_TABLE_A_DAY:,} records", flush=True)
@@ -431,6 +440,8 @@ def main() -> int:
     ap.add_argument("--phases", default="idle,pace", help="idle, pace, both, or none (\"\": only the drain)")
     ap.add_argument("--part", default="tables,cardfloor",
                     help="tables (cardbench floor: the tables' export), cardfloor (the floor service), or both")
+    ap.add_argument("--load", choices=["paced", "cardbench"], default="paced",
+                    help="cardfloor's tables: paced_tables.py's light publisher, or cardbench floor's exporters")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
     args = ap.parse_args()
     end_like_ctrl_c()  # a kill stops cardbench floor and mosquitto as Ctrl-C does
@@ -447,7 +458,7 @@ def main() -> int:
                 print(f"PostgreSQL {server.dsn} (fsync on, track_commit_timestamp on)", flush=True)
             for tables in [int(n) for n in args.tables.split(",")]:
                 if server is not None:
-                    measure_cardfloor(broker, server, Path(scratch), tables, args.warmup, args.seconds)
+                    measure_cardfloor(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.load)
                     if args.backlog_hours:
                         cardfloor_drain(broker, server, Path(scratch), tables, args.backlog_hours)
                 if "tables" not in parts:
