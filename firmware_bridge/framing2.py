@@ -184,17 +184,21 @@ class Framing2:
         self._sent = 0  # the counter of the last tagged frame sent
         self._taken = 0  # the counter of the last tagged frame taken
         self._locked = False  # a tagged frame arrived: plain ACK/NAK refused from now on
+        self._tag_now = True  # send tagged frames once keys are installed (else: once locked)
 
     @property
     def keys(self) -> SessionKeys | None:
         return self._keys
 
-    def install(self, keys: SessionKeys) -> None:
-        """From now on send tagged frames and refuse plain DATA (and, once a tagged frame came,
-        plain ACK and NAK). Counters start over: a new session has new keys."""
+    def install(self, keys: SessionKeys, *, tag_once_peer_does: bool = False) -> None:
+        """From now on refuse plain DATA (and, once a tagged frame came, plain ACK and NAK), and
+        send tagged frames: at once, or with ``tag_once_peer_does`` only once a tagged frame
+        came (the device: the host derives the keys only from the IDENT2 the device sends
+        plain, and resends of it must stay readable). Counters start over: new keys."""
         self._keys = keys
         self._sent = self._taken = 0
         self._locked = False
+        self._tag_now = not tag_once_peer_does
 
     def clear(self) -> None:
         """Drop the session's keys (the link was reset): plain frames again, until the next handshake."""
@@ -204,7 +208,7 @@ class Framing2:
 
     def frame_bytes(self, kind: FrameKind, seq: int, ack: int, payload: bytes) -> bytes:
         keys = self._keys
-        if keys is None or kind not in TAGGABLE:
+        if keys is None or kind not in TAGGABLE or not (self._tag_now or self._locked):
             return plain_frame_bytes(kind, seq, ack, payload)
         if self._sent >= MAX_COUNTER:
             raise TagCounterExhausted(f"session {keys.session_id.hex()} sent {MAX_COUNTER} frames: shake hands again")

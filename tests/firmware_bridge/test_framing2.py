@@ -166,6 +166,16 @@ def test_plain_ack_refused_once_a_tagged_frame_came():
     assert frames == [(FrameKind.RESET, 0, 0, b"abcd")]  # a reset always: it only ends the session
 
 
+def test_the_device_tags_only_once_the_host_did():
+    host, device = Framing2(), Framing2()
+    device.install(SessionKeys(KEY_BA, KEY_AB, SESSION), tag_once_peer_does=True)
+    assert device.frame_bytes(FrameKind.DATA, 0, 0, CARD)[0] == 0x21  # a resent IDENT2 stays plain
+    host.install(SessionKeys(KEY_AB, KEY_BA, SESSION))
+    frames, _ = taken(device, host.wire_frame(FrameKind.DATA, 0, 0, b"proof"))
+    assert frames == [(FrameKind.DATA, 0, 0, b"proof")]
+    assert device.frame_bytes(FrameKind.ACK, 0, 1, b"")[0] == 0x62
+
+
 def test_tagged_frame_without_a_session_key():
     a, _ = pair()
     frames, stats = taken(Framing2(), a.wire_frame(FrameKind.DATA, 0, 0, CARD))

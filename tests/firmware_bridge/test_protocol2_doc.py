@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import pathlib
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
 from core.cards import Card, Orientation
 from firmware_bridge.framing import FrameKind, cobs_encode
 from firmware_bridge.framing2 import Framing2, SessionKeys, plain_frame_bytes
+from firmware_bridge.handshake2 import DeviceHandshake, HostHandshake, fingerprint, raw_public_key
 from firmware_bridge.messages import CardRead, Event, encode
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
@@ -48,6 +52,43 @@ def frame_block(title: str, raw: bytes, header_len: int) -> str:
     ])
 
 
+def handshake_example() -> str:
+    """A whole handshake from fixed keys and challenges (Ed25519 signatures are deterministic)."""
+    host_identity = Ed25519PrivateKey.from_private_bytes(bytes([0x01]) * 32)
+    shoe_identity = Ed25519PrivateKey.from_private_bytes(bytes([0x02]) * 32)
+    host_ephemeral = X25519PrivateKey.from_private_bytes(bytes([0x03]) * 32)
+    shoe_ephemeral = X25519PrivateKey.from_private_bytes(bytes([0x04]) * 32)
+    shoe_key = raw_public_key(shoe_identity.public_key())
+    host = HostHandshake(host_identity, "table-7", {("shoe", "CR-200", "SHOE0001"): shoe_key}.get,
+                         random_bytes=lambda n: bytes([0x11]) * n, new_ephemeral=lambda: host_ephemeral)
+    shoe = DeviceHandshake(shoe_identity, "shoe", "CR-200", "SHOE0001", "2.0.1", 77,
+                           raw_public_key(host_identity.public_key()), random_bytes=lambda n: bytes([0x22]) * n,
+                           new_ephemeral=lambda: shoe_ephemeral)
+    hello = host.hello()
+    ident = shoe.on_hello(hello)
+    _, keys, proof = host.on_ident(ident)
+    assert shoe.on_proof(proof).keys.session_id == keys.session_id
+
+    def lines(data: bytes) -> list[str]:
+        return [f"             {data[i:i + 32].hex(' ')}" for i in range(0, len(data), 32)]
+
+    return "\n".join([
+        "identity keys (Ed25519 private): host 01 × 32, shoe 02 × 32; X25519 private: host 03 × 32, shoe 04 × 32;",
+        "challenges: host 11 × 32, shoe 22 × 32",
+        f"shoe key fingerprint {fingerprint(shoe_key)}",
+        f"HELLO2 ({len(hello)} bytes)", *lines(hello),
+        f"IDENT2 ({len(ident)} bytes)", *lines(ident),
+        f"PROOF2 ({len(proof)} bytes)", *lines(proof),
+        f"host -> device key  {keys.send_key.hex(' ')}",
+        f"device -> host key  {keys.receive_key.hex(' ')}",
+        f"session id          {keys.session_id.hex(' ')}",
+    ])
+
+
+def test_doc_2_0_handshake_matches_the_code():
+    assert handshake_example() in DOC.read_text(), "docs/protocol.md 2.0 handshake example out of date"
+
+
 def test_doc_2_0_frames_match_the_code():
     text = DOC.read_text()
     for title, raw, header_len in frame_examples():
@@ -55,6 +96,8 @@ def test_doc_2_0_frames_match_the_code():
 
 
 if __name__ == "__main__":
+    print(handshake_example())
+    print()
     for example in frame_examples():
         print(frame_block(*example))
         print()
