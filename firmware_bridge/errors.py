@@ -125,3 +125,41 @@ class MessagesOverflow(SessionError):
 
 class EventIndexError(SessionError, ValueError):
     """An event index the host cannot confirm (beyond what it delivered)."""
+
+
+class TagMismatch(FrameError):
+    """A protocol 2.0 frame whose authentication tag does not verify under this session's key:
+    damaged, forged, from another session, or sent the other way."""
+
+
+class FrameReplayed(FrameError):
+    """A protocol 2.0 frame with a good tag whose frame counter is not above the last one
+    taken: a replay or a reordering."""
+
+
+class UnauthenticatedFrame(FrameError):
+    """A frame without a tag where this session takes only authenticated frames."""
+
+
+class LegacyFrame(FrameError):
+    """A protocol 1.x frame (a 1.x kind byte with a good CRC-16) on a 2.0 link: the peer
+    offers the older protocol."""
+
+
+class TagCounterExhausted(LinkError):
+    """The session has sent 2**32 - 1 authenticated frames: it must be shaken hands anew."""
+
+
+class HandshakeError(SessionError):
+    """A protocol 2.0 handshake message that cannot be read, or that does not follow the one
+    before it."""
+
+
+class DeviceNotTrusted(SessionError):
+    """A protocol 2.0 peer that failed to prove who it is. ``failure`` names what failed
+    (:class:`firmware_bridge.handshake2.TrustFailure`)."""
+
+    def __init__(self, failure: object, detail: str) -> None:
+        super().__init__(f"{getattr(failure, 'value', failure)}: {detail}")
+        self.failure = failure
+        self.detail = detail

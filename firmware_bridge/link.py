@@ -20,6 +20,7 @@ from core.callbacks import call_logged
 from drivers.aio import RateLimitedLog
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
 from firmware_bridge.framing import MAX_PAYLOAD, FrameDecoder, FrameKind, wire_frame
+from firmware_bridge.framing2 import FrameDecoder2, Framing2
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
     MIN_CWND,
     NONCE_LEN,
@@ -74,14 +75,22 @@ class Link:
         on_event: Callable[[LinkEvent, str], None] | None = None,
         config: LinkConfig | None = None,
         name: str = "link",
+        framing: Framing2 | None = None,
     ) -> None:
+        """``framing``: protocol 2.0 frames (CRC-32C, then tagged once the handshake installs
+        the session's keys in it); None: protocol 1.x frames (CRC-16)."""
         self.config = config or LinkConfig()
+        self.framing = framing
         self.name = name
         self._write_bytes = write
         self._on_payload = on_payload
         self._on_event = on_event
         self._loop = asyncio.get_running_loop()
-        self._decoder = FrameDecoder(on_error=self._frame_error)
+        self._decoder: FrameDecoder | FrameDecoder2 = (FrameDecoder(on_error=self._frame_error) if framing is None
+                                             else framing.decoder(on_error=self._frame_error))
+        self._max_payload, self._max_payload_name = ((MAX_PAYLOAD, "MAX_PAYLOAD") if framing is None
+                                                     else (framing.max_payload, "MAX_PAYLOAD_2"))
+        self._wire_frame = wire_frame if framing is None else framing.wire_frame
         self._stats = LinkStats(rto=self.config.initial_rto, cwnd=self.config.window, framing=self._decoder.stats)
         self._state = LinkState.DOWN
         self._unacked: deque[_Outgoing] = deque()
@@ -144,8 +153,9 @@ class Link:
 
     def send(self, payload: bytes) -> asyncio.Future:
         """Queue ``payload``; the future resolves when the peer acknowledged it, or fails with a LinkError."""
-        if len(payload) > MAX_PAYLOAD:
-            raise ValueError(f"{self.name}: payload of {len(payload)} bytes exceeds MAX_PAYLOAD ({MAX_PAYLOAD})")
+        if len(payload) > self._max_payload:
+            raise ValueError(f"{self.name}: payload of {len(payload)} bytes exceeds {self._max_payload_name}"
+                             f" ({self._max_payload})")
         fut = self._loop.create_future()
         if self._state in (LinkState.FAILED, LinkState.CLOSED):
             fut.set_exception(LinkFailed(f"{self.name}: link is {self._state.value}, reset it first"))
@@ -438,8 +448,10 @@ class Link:
             self._ack_due = False  # DATA, ACK and NAK each carry our current ack
         self._stats.frames_sent += 1
         try:
-            self._write_bytes(_ACK_FRAMES[ack] if kind is FrameKind.ACK and not seq and not payload
-                              else wire_frame(kind, seq, ack, payload))
+            if self.framing is None and kind is FrameKind.ACK and not seq and not payload:
+                self._write_bytes(_ACK_FRAMES[ack])  # 1.x ACKs never change: made once
+            else:
+                self._write_bytes(self._wire_frame(kind, seq, ack, payload))
         except Exception as exc:  # a dead transport: the retry timer and the session deal with it
             self._stats.write_errors += 1
             self._log.warning("link_write_failed", link=self.name, error=str(exc))

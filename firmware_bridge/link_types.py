@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field, replace
 
 from firmware_bridge.framing import DecoderStats
+from firmware_bridge.framing2 import Decoder2Stats
 
 SEQ_MOD = 256
 NONCE_LEN = 4
@@ -74,7 +75,7 @@ class LinkStats:
     rtt_max: float | None = None
     rto: float = 0.0
     cwnd: int = 0  # frames the sender lets into flight now (adapts to loss, at most config.window)
-    framing: DecoderStats = field(default_factory=DecoderStats)  # crc_errors, bytes_discarded, ...
+    framing: DecoderStats | Decoder2Stats = field(default_factory=DecoderStats)  # crc_errors, bytes_discarded, ...
 
     def snapshot(self) -> "LinkStats":
         return replace(self, framing=self.framing.snapshot())

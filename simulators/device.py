@@ -15,7 +15,8 @@ import time
 from typing import Any, Awaitable, Callable, ClassVar, Coroutine
 
 import structlog
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
@@ -86,6 +87,10 @@ class SimulatedDevice:
         self._flood: asyncio.Task | None = None  # status_flood: the Status sent again and again
         #: called once what the device keeps across a power cut changed (simulators/nvram.py keeps it in a file)
         self.on_change: Callable[[], None] = lambda: None
+        #: its protocol 2.0 identity (docs/protocol.md §8): a real device's secure element makes it
+        #: once and never gives it out; the simulated one keeps it in its memory, and a factory reset
+        #: (:meth:`reset`) keeps it too, as a secure element would
+        self.identity_key = Ed25519PrivateKey.generate()
         self.reset()
 
     # ---- wiring --------------------------------------------------------------------
@@ -149,13 +154,22 @@ class SimulatedDevice:
         """What the device keeps across a power cut (simulators/nvram.py): its counters, firmware
         and numbered events; subclasses add the cards they hold."""
         return {"firmware_version": self.firmware_version, "counters": dict(self.counters),
-                "events": self._own_events.memory()}
+                "events": self._own_events.memory(), "identity_key": self._identity_key_hex()}
+
+    def _identity_key_hex(self) -> str:
+        raw = self.identity_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+        return raw.hex()
 
     def restore_nvram(self, data: dict[str, Any]) -> None:
         """Back to what :meth:`nvram` gave (before start: a power-on with that memory)."""
         self.firmware_version = str(data["firmware_version"])
         self.counters = {name: int(data["counters"][name]) for name in self.counters}
         self._own_events.restore(data["events"])
+        if "identity_key" in data:  # a memory written before the device had one keeps the new one
+            raw = bytes.fromhex(str(data["identity_key"]))
+            if len(raw) != 32:
+                raise ValueError(f"identity_key is {len(raw)} bytes, an Ed25519 private key is 32")
+            self.identity_key = Ed25519PrivateKey.from_private_bytes(raw)
 
     def set_faults(self, **changes: Any) -> None:
         """Flip fault switches at run time (names as in :class:`Faults`); FaultSpecError for a

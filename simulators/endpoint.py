@@ -15,10 +15,16 @@ from typing import Any, Callable, Generic, Self, TypeVar
 
 import structlog
 
+from firmware_bridge.errors import ProtocolError
+from firmware_bridge.framing import cobs_encode
+from firmware_bridge.handshake2 import HELLO2_TYPE
 from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, discard_outcome
 from firmware_bridge.messages import (
     EVENT_MESSAGES,
+    PROTOCOL_MAJOR,
+    PROTOCOL_MINOR,
     Answer,
+    ClearFault,
     Event,
     EventsJournaled,
     Heartbeat,
@@ -34,6 +40,8 @@ from firmware_bridge.messages import (
 )
 
 from simulators.device import SimulatedDevice
+from simulators.firmware_rx import FIRMWARE_MESSAGES
+from simulators.protocol2 import HANDSHAKE_TYPES, DeviceSide, Protocol2, SimulatedFraming2
 from simulators.wire import FaultyWire
 
 log = structlog.get_logger(__name__)
@@ -66,10 +74,19 @@ def _is_status(msg: Message) -> bool:
     return isinstance(msg, Status) or (isinstance(msg, Answer) and isinstance(msg.message, Status))
 
 
+#: what a device takes only from the host it was enrolled with, once it speaks protocol 2.0
+_ENROLLED_HOST_ONLY = (*FIRMWARE_MESSAGES, ClearFault)
+
+
 class Endpoint(abc.ABC, Generic[D]):
-    def __init__(self, device: D, *, link_config: LinkConfig | None = None) -> None:
+    def __init__(self, device: D, *, link_config: LinkConfig | None = None,
+                 protocol2: Protocol2 | None = None) -> None:
+        """``protocol2``: speak protocol 2.0 (docs/simulators.md, "Protocol 2.0"); else 1.1."""
         self.device = device
         self.link_config = link_config or LinkConfig()
+        self.protocol2 = None if protocol2 is None else DeviceSide(device, protocol2)
+        self.framing: SimulatedFraming2 | None = None
+        self._previous_capture: list[bytes] = []  # the tagged frames of the session before (replayed_capture)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.link: Link | None = None
         self.wire: FaultyWire | None = None
@@ -197,12 +214,27 @@ class Endpoint(abc.ABC, Generic[D]):
             if link is self.link:
                 self._payload(data)
 
+        self._end_session()
+        self.framing = None if self.protocol2 is None else SimulatedFraming2(lambda: self.device.faults)
         self.link = link = Link(self.wire.to_host, payload, self._link_event, self.link_config,
-                                name=f"sim-{self.device.serial}")
+                                name=f"sim-{self.device.serial}", framing=self.framing)
         self._hold_events()
+
+    def _end_session(self) -> None:
+        """A 2.0 session ends with its link (a reset, a new link): keys and proof forgotten."""
+        if self.protocol2 is None:
+            return
+        self.protocol2.forget()
+        if self.framing is not None:
+            if self.framing.capture:
+                self._previous_capture = self.framing.capture
+            self.framing.capture = []
+            self.framing.clear()
 
     def _link_event(self, event: LinkEvent, detail: str) -> None:
         self.link_events.append((event.value, detail))
+        if event in (LinkEvent.UP, LinkEvent.PEER_RESET):
+            self._end_session()
         if event in (LinkEvent.UP, LinkEvent.PEER_RESET, LinkEvent.FAILED):
             self._hold_events()  # what was in flight is sent again once a host resumes
         else:  # closed: what was in flight failed
@@ -219,6 +251,9 @@ class Endpoint(abc.ABC, Generic[D]):
 
     def _payload(self, payload: bytes) -> None:
         self._progress.set()
+        if self.protocol2 is not None and (payload[:1] and payload[0] in HANDSHAKE_TYPES or self.protocol2.proven is None):
+            self._handshake2(payload)
+            return
         try:
             msg = decode(payload)
         except MessageDecodeError as exc:
@@ -232,9 +267,39 @@ class Endpoint(abc.ABC, Generic[D]):
         for reply in self._handle(msg):
             self._emit(reply)
 
+    def _handshake2(self, payload: bytes) -> None:
+        """A protocol 2.0 device's payloads until the host is proven: HELLO2 and PROOF2 (anything
+        else is Refused: nothing is taken from a host that has not proven who it is)."""
+        side, link, framing = self.protocol2, self.link, self.framing
+        assert side is not None and link is not None and framing is not None
+        kind = payload[0] if payload else 0
+        if kind == HELLO2_TYPE:
+            try:
+                ident = side.on_hello(payload)
+            except ProtocolError as exc:
+                self._emit(Refused(kind, str(exc)[:255]))
+                return
+            link.send(ident).add_done_callback(discard_outcome)
+            keys = side.pending_keys
+            assert keys is not None, "on_hello derived them"
+            framing.install(keys, tag_once_peer_does=True)
+            return
+        if kind not in HANDSHAKE_TYPES:
+            self._emit(Refused(kind, "protocol 2.0: no session yet, HELLO2 first"))
+            return
+        if side.on_proof(payload) is None:  # a rogue host: its session ends here
+            link.reset("host proof refused")
+            return
+        self.device.handle(Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, "2.0 host"))  # the device's own Hello logic
+        self._stream(Streaming.HELD)  # a 1.1 host says ResumeEvents next
+        if self.device.faults.replayed_capture and self._previous_capture and self.wire is not None:
+            self.wire.to_host(b"".join(b"\x00" + cobs_encode(raw) + b"\x00" for raw in self._previous_capture))
+
     def _handle(self, msg: Message) -> list[Message]:
         """The replies to one host message; the event delivery messages of 1.1 are the
         endpoint's (a 1.0 device refuses them in ``handle``, as it does not know them)."""
+        if self.protocol2 is not None and isinstance(msg, _ENROLLED_HOST_ONLY) and not self.protocol2.host_enrolled:
+            return [Refused(msg.TYPE, "host not enrolled with this device")]
         store = self.device.events
         if isinstance(msg, EventsJournaled) and self.device.speaks_1_1:
             store.confirm(msg.up_to_index)

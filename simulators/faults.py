@@ -94,6 +94,20 @@ class Faults:
     #: once a host has shaken hands, the device sends its Status unasked, again and again, as fast
     #: as the link takes them: firmware stuck in a reporting loop, or a device flooding its host
     status_flood: bool = False
+    # -- protocol 2.0 attacks (an endpoint made with protocol2: docs/protocol.md §9) -----------
+    #: the device proves a key no one enrolled, under another serial (its own with -NEW)
+    unknown_key: bool = False
+    #: the device says its own serial but proves another key: a clone of an enrolled device
+    cloned_serial: bool = False
+    #: every tagged frame the device sends carries a damaged tag: forged frames
+    forged_tag: bool = False
+    #: after each handshake the device sends again the tagged frames of the session before
+    replayed_capture: bool = False
+    #: the device answers HELLO2 with an IDENT2 naming protocol 1.1 (signed): a downgrade offer
+    downgrade_offer: bool = False
+    #: the device was enrolled with another host: the host it talks to is proven but not its
+    #: enrolled one, and gets no firmware and no ClearFault
+    rogue_host: bool = False
     #: how many unconfirmed events the device keeps (docs/protocol.md §3.2); fewer makes the
     #: overflow (EventsDropped OVERFLOW) easy to reach in tests
     event_buffer: int = DEFAULT_CAPACITY

@@ -62,6 +62,12 @@ FAULT_CLASSES: dict[str, frozenset[str]] = {
     "protocol-1.0": frozenset({"legacy_1_0"}),
     "event-buffer": frozenset({"event_buffer"}),
 }
+#: switches no trace can hold yet: they act only on a device speaking protocol 2.0, and the
+#: daemon (so a recording or a replay) speaks 1.1 (docs/protocol.md §7)
+UNTRACED_CLASSES: dict[str, frozenset[str]] = {
+    "protocol-2.0": frozenset({"unknown_key", "cloned_serial", "forged_tag", "replayed_capture", "downgrade_offer",
+                               "rogue_host"}),
+}
 
 
 class ReplayError(CarddError):

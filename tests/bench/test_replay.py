@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from junitparser import JUnitXml
 
 from cardd.bench.program import cardbench
-from cardd.bench.replay import FAULT_CLASSES, golden_path, trace_files
+from cardd.bench.replay import FAULT_CLASSES, UNTRACED_CLASSES, golden_path, trace_files
 from cardd.bench.scenario import load_scenario
 from cardd.config import RULES_DIR
 from cardd.trace.format import Said, read_trace
@@ -48,7 +48,7 @@ def test_the_traces_cover_every_seed_casino_and_every_fault_class() -> None:
     for name, members in FAULT_CLASSES.items():
         assert switches & members, f"no trace for the fault class {name}"
     # every switch of the simulators is in exactly one class: a new one must be placed
-    classified = [s for members in FAULT_CLASSES.values() for s in members]
+    classified = [s for classes in (FAULT_CLASSES, UNTRACED_CLASSES) for members in classes.values() for s in members]
     assert sorted(classified) == sorted(set(Faults.names()) - {"seed"})
     overflow = golden_path(TRACES / "casino-000-shoe-event-buffer-overflow.trace").read_text()
     assert '"reason": "DEVICE_DROPPED_EVENTS"' in overflow  # the buffer did overflow

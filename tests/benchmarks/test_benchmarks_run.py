@@ -48,6 +48,8 @@ RUNS: dict[str, list[tuple[list[str], dict[str, str]]]] = {
                   {"idle": r"3 tables idle: up in \d+ s; .* the tables' CPU [\d.]+ % of a core .*RSS [\d,]+ MB",
                    "at pace": r"3 tables at pace: .*[\d,.]+ records/s committed, [\d,.]+ delivered",
                    "drain": r"3 tables each 0.02 h behind: [\d,]+ records written"})],
+    "frame_tag.py": [(["--frames", "200"], {"tagged": r"2.0 tagged \(HMAC-SHA256/128\) +[\d.]+ +[\d.]+ +42",
+                                            "tag alone": r"tag alone: HMAC-SHA256 [\d.]+ us"})],
     "journal.py": [(["--records", "2000", "--path", "{tmp}/journal.db", "--repeat", "2"],
                     {"append": r"append, one record per commit .*: p50 [\d.]+ ms",
                      "query": r"query one round \(.*\): median [\d.]+ ms",

@@ -7,6 +7,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
+from firmware_bridge.framing2 import Framing2
 from firmware_bridge.link import Link, LinkConfig, LinkEvent
 
 
@@ -82,15 +83,18 @@ def _appender(events: list[tuple[LinkEvent, str]]) -> Callable[[LinkEvent, str],
     return lambda event, detail: events.append((event, detail))
 
 
-def make_pair(a_to_b: Wire | None = None, b_to_a: Wire | None = None, config: LinkConfig | None = None) -> tuple[End, End]:
-    """Two Links joined by two wires; call inside a running loop."""
+def make_pair(a_to_b: Wire | None = None, b_to_a: Wire | None = None, config: LinkConfig | None = None,
+              framings: tuple[Framing2, Framing2] | None = None) -> tuple[End, End]:
+    """Two Links joined by two wires; call inside a running loop. ``framings``: protocol 2.0
+    frames, each end's own (1.x frames without)."""
     a_to_b, b_to_a = a_to_b or Wire(), b_to_a or Wire()
     config = config or LinkConfig(initial_rto=0.02, min_rto=0.002, max_rto=0.2)
     ends = []
-    for name, out in (("a", a_to_b), ("b", b_to_a)):
+    for i, (name, out) in enumerate((("a", a_to_b), ("b", b_to_a))):
         delivered: list[bytes] = []
         events: list[tuple[LinkEvent, str]] = []
-        link = Link(out.write, delivered.append, _appender(events), config, name=name)
+        link = Link(out.write, delivered.append, _appender(events), config, name=name,
+                    framing=None if framings is None else framings[i])
         ends.append(End(link, out, delivered, events))
     a, b = ends
     a_to_b.receiver = b.link.bytes_received

@@ -101,3 +101,35 @@ def test_a_memory_that_cannot_be_written_is_logged_and_the_device_goes_on(tmp_pa
     shoe.on_change()  # no exception into the device's loop (a card would stop there)
     with pytest.raises(FileNotFoundError):
         nvram.save(shoe, tmp_path / "gone" / "shoe.nvram.json")  # what the hook caught
+
+
+def test_the_identity_key_is_kept_across_a_power_cut_and_a_factory_reset(tmp_path: Path) -> None:
+    from firmware_bridge.handshake2 import raw_public_key
+
+    path = tmp_path / "shuffler.nvram.json"
+    before = SimulatedShuffler()
+    nvram.save(before, path)
+    assert path.stat().st_mode & 0o777 == 0o600  # a private key in it: its owner's alone
+    after = SimulatedShuffler()
+    assert raw_public_key(after.identity_key.public_key()) != raw_public_key(before.identity_key.public_key())
+    assert nvram.restore(after, path)
+    assert raw_public_key(after.identity_key.public_key()) == raw_public_key(before.identity_key.public_key())
+    after.reset()
+    assert raw_public_key(after.identity_key.public_key()) == raw_public_key(before.identity_key.public_key())
+
+
+def test_a_memory_without_an_identity_key_keeps_the_devices_own(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "shuffler.nvram.json"
+    nvram.save(SimulatedShuffler(), path)
+    data = json.loads(path.read_text())
+    del data["identity_key"]
+    path.write_text(json.dumps(data))
+    device = SimulatedShuffler()
+    own = device.identity_key
+    assert nvram.restore(device, path) and device.identity_key is own
+    data["identity_key"] = "00ff"
+    path.write_text(json.dumps(data))
+    with pytest.raises(nvram.NvramError, match="identity_key is 2 bytes"):
+        nvram.restore(SimulatedShuffler(), path)
