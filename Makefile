@@ -19,7 +19,8 @@ LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-
              --custom-compile-command "make lock"
 
 .PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
-        check-api-schema floor-schema check-floor-schema floor-openapi check-floor-openapi clean wheel deb
+        check-api-schema floor-schema check-floor-schema floor-openapi check-floor-openapi floor-reasons \
+        floor-demo floor-screenshots clean wheel deb
 
 # One line when this is not the platform the quick start is tested on; a stop when Python is
 # older than cardd can run on (pyproject.toml: requires-python).
@@ -151,6 +152,11 @@ floor-openapi: $(STAMP)
 
 check-floor-openapi: $(STAMP)
 	$(PY) -m cardd.floor.openapi --check docs/floor-openapi.json
+
+# The reason codes in words for the pit page, from docs/deal-tracking.md's table (tests/floor/
+# test_web_files.py checks the file is current).
+floor-reasons: $(STAMP)
+	$(PY) -m cardd.floor.reason_texts
 
 # cardd's wheel in dist/, built from a clean copy of the packages with the locked setuptools
 # (packaging/build_wheel.py; docs/install.md, section 7)
