@@ -1,8 +1,12 @@
 // A floor alarm's acknowledgement: who and when once made; a note and a button while it is open
 // (for the roles that may acknowledge).
-import { age, api, el, floorTime, mayAcknowledge } from "./app.js";
+import { age, api, el, floorTime, kindWords, mayAcknowledge } from "./app.js";
 
 let forms = 0;
+// A note being written survives the list painted again under it (a live change): its text, and
+// its focus, by alarm id.
+const drafts = new Map();
+let focused = null;
 
 export function acknowledgement(alarm, done) {
   if (alarm.acknowledged_at) {
@@ -14,6 +18,11 @@ export function acknowledgement(alarm, done) {
   if (!mayAcknowledge()) return el("span", { class: "muted" }, "Not acknowledged (your role may not acknowledge)");
   const id = `note-${++forms}`;
   const note = el("input", { id, name: "note", maxlength: "500", placeholder: "what was done" });
+  note.value = drafts.get(alarm.id) || "";
+  note.addEventListener("input", () => drafts.set(alarm.id, note.value));
+  note.addEventListener("focus", () => { focused = alarm.id; });
+  note.addEventListener("blur", () => { if (focused === alarm.id) focused = null; });
+  if (focused === alarm.id) requestAnimationFrame(() => note.focus());
   const said = el("span", { class: "notice", role: "alert" });
   const button = el("button", { type: "submit" }, "Acknowledge");
   const form = el("form", { class: "ack" }, el("label", { for: id, class: "sr" }, "Note"), note, button, said);
@@ -21,7 +30,9 @@ export function acknowledgement(alarm, done) {
     event.preventDefault();
     button.disabled = true;
     try {
-      done(await api(`/alarms/${alarm.id}/ack`, { method: "POST", body: { note: note.value } }));
+      const acked = await api(`/alarms/${alarm.id}/ack`, { method: "POST", body: { note: note.value || drafts.get(alarm.id) || "" } });
+      drafts.delete(alarm.id);
+      done(acked);
     } catch (error) {
       said.textContent = error.message;
       button.disabled = false;
@@ -41,7 +52,7 @@ export function alarmTable(list, done, { showTable = true } = {}) {
     el("tbody", {}, list.map((a) => el("tr", { "data-alarm": a.id, class: a.state },
       showTable ? el("td", {}, el("a", { href: `/tables/${encodeURIComponent(a.site)}/${encodeURIComponent(a.table)}` }, `${a.site}/${a.table}`)) : null,
       el("td", {}, el("span", { class: `badge ${a.state}` }, STATE_WORDS[a.state] || a.state)),
-      el("td", {}, a.kind, a.key ? el("span", { class: "muted" }, ` ${a.key}`) : null),
+      el("td", {}, kindWords(a.kind), a.key ? el("span", { class: "muted" }, ` ${a.key}`) : null),
       el("td", {}, a.detail),
       el("td", {}, `${floorTime(a.raised_at)} (${age((Date.now() - Date.parse(a.raised_at)) / 1000)} ago)`,
         a.cleared_at ? el("div", { class: "muted" }, `cleared ${floorTime(a.cleared_at)}`) : null),

@@ -96,6 +96,11 @@ export function floorTime(text) {
   return sameDay ? format("time").format(moment) : format("full").format(moment);
 }
 
+/** A time's hours and minutes on the floor's clock, whatever its day. */
+export function floorClock(text) {
+  return format("time").format(new Date(text)).slice(0, 5);
+}
+
 /** The floor's date (YYYY-MM-DD) of a moment, in its time zone. */
 export function floorDay(moment) {
   const parts = new Intl.DateTimeFormat("en-CA", { timeZone: zone(), year: "numeric", month: "2-digit", day: "2-digit" })
@@ -149,4 +154,18 @@ export function pitOf(table) {
 
 export function tablePath(site, table) {
   return `/tables/${encodeURIComponent(site)}/${encodeURIComponent(table)}`;
+}
+
+/** A floor alarm's kind in words (docs/floor-service.md "Floor alarms"). */
+export const KIND_WORDS = {
+  table_offline: "Table offline",
+  table_alarm_open: "Table alarm open too long",
+  backlog_old: "Export backlog too old",
+  clock_offset: "Table clock off",
+  chain: "Record chain problem",
+  bad_message: "Message refused",
+};
+
+export function kindWords(kind) {
+  return KIND_WORDS[kind] || kind;
 }

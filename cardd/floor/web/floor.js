@@ -1,5 +1,5 @@
 // The floor page: every table a tile, grouped by pit, the ones needing a person first; live.
-import { age, api, el, floorTime, notice, pitOf, requireSession, tablePath } from "./app.js";
+import { age, api, el, floorTime, kindWords, notice, pitOf, requireSession, tablePath } from "./app.js";
 import { live } from "./live.js";
 import { activity, applyChange, attention, pace, TABLE_WORDS } from "./tiles.js";
 
@@ -33,10 +33,11 @@ function tile(table) {
   const floorAlarms = own.map((a) =>
     el("li", { class: a.state === "open" ? "alarm" : "acked" },
       el("span", { class: `tag ${a.state === "open" ? "alarm" : "acked"}` }, a.state === "open" ? "Floor alarm" : "Acknowledged"),
-      ` ${a.kind} · ${age(floorAlarmAge(a))}`));
+      ` ${kindWords(a.kind)}${a.key ? ` (${a.key})` : ""} · ${age(floorAlarmAge(a))}`));
   const lines = [
     el("p", { class: "pace" + (speed.behind ? " behind" : "") }, speed.text),
-    el("p", { class: "shoe" }, table.shoe ? `Shoe ${table.shoe.state.replace("_", " ")} · ${table.shoe.penetration}` : "No shoe"),
+    el("p", { class: "shoe" }, (table.online ? "" : "Last known: ") +
+      (table.shoe ? `shoe ${table.shoe.state.replace("_", " ")} · ${table.shoe.penetration}` : "no shoe")),
   ];
   if (table.backlog) lines.push(el("p", { class: "backlog" }, `Backlog: ${table.backlog} records, oldest ${age(table.backlog_age_s)}`));
   if (!table.online) lines.push(el("p", {}, `Last seen ${floorTime(table.last_seen)}`));
@@ -44,7 +45,7 @@ function tile(table) {
     el("a", { class: "name", href: tablePath(table.site, table.table) }, table.table,
       el("span", { class: "site" }, ` ${table.site}`)),
     el("p", { class: "state" }, el("span", { class: `badge ${state}` }, TABLE_WORDS[state]),
-      el("span", { class: `badge ${table.online ? "online" : "offline"}` }, table.online ? "Online" : "Offline")),
+      table.online ? el("span", { class: "badge online" }, "Online") : null),
     why.length ? el("p", { class: "why" }, `Needs attention: ${why.join(", ")}`) : null,
     ...lines,
     devices.length ? el("ul", { class: "devices", "aria-label": "devices" }, devices) : null,

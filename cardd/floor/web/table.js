@@ -1,6 +1,6 @@
 // A table's page: its devices, shoe, current round (no cards), recent records with their reason
 // codes in words, its floor alarms with acknowledgement, and its rounds per hour today.
-import { age, api, currentSession, el, floorTime, notice, requireSession } from "./app.js";
+import { age, api, currentSession, el, floorClock, floorTime, notice, requireSession } from "./app.js";
 import { alarmTable } from "./ack.js";
 import { live } from "./live.js";
 import { activity, TABLE_WORDS } from "./tiles.js";
@@ -48,7 +48,7 @@ function hourlyChart(rows, target) {
     bar.setAttribute("height", String(height - bottom - y));
     bar.setAttribute("class", "bar");
     const tip = document.createElementNS(ns, "title");
-    tip.textContent = `${floorTime(row.start)}: ${row.rounds} rounds`;
+    tip.textContent = `${floorClock(row.start)}: ${row.rounds} rounds`;
     bar.append(tip);
     svg.append(bar);
     if (i % 3 === 0) {
@@ -56,7 +56,7 @@ function hourlyChart(rows, target) {
       label.setAttribute("x", String(30 + i * 22 + 11));
       label.setAttribute("y", String(height - 8));
       label.setAttribute("class", "axis");
-      label.textContent = floorTime(row.start).slice(0, 5);
+      label.textContent = floorClock(row.start);
       svg.append(label);
     }
   });
@@ -71,8 +71,8 @@ function hourlyChart(rows, target) {
     const label = document.createElementNS(ns, "text");
     label.setAttribute("x", "0");
     label.setAttribute("y", String(scale(target) + 4));
-    label.setAttribute("class", "axis");
-    label.textContent = `${target}`;
+    label.setAttribute("class", "axis start");
+    label.textContent = `${target}/h`;
     svg.append(label);
   }
   return svg;
@@ -119,7 +119,7 @@ async function paint() {
     el("h2", {}, "Devices"), t.devices.length ? devices : el("p", {}, "No device reported."),
     el("h2", {}, "Table alarms"), tableAlarms,
     el("h2", {}, "Floor alarms"), alarmTable(detail.alarms, () => refetchSoon(0), { showTable: false }),
-    el("h2", {}, "Rounds per hour today (UTC hours)"), hourlyChart(hourly.rows, target),
+    el("h2", {}, "Rounds per hour today (the UTC day, hours on the floor's clock)"), hourlyChart(hourly.rows, target),
     el("h2", {}, "Recent records"),
     el("table", { class: "list records" },
       el("thead", {}, el("tr", {}, el("th", {}, "Seq"), el("th", {}, "Time"), el("th", {}, "Severity"), el("th", {}, "Reason"), el("th", {}, "Message"))),

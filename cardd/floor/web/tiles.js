@@ -41,7 +41,7 @@ export function pace(rounds, target, now = new Date()) {
   const minutes = now.getUTCMinutes() + now.getUTCSeconds() / 60;
   const expected = (target * minutes) / 60;
   const behind = minutes >= 10 && rounds < expected * 0.75;
-  return { text: `${rounds} rounds this hour · target ${target}/h${behind ? " · behind pace" : ""}`, behind };
+  return { text: `Rounds this hour: ${rounds} (target ${target}/h)${behind ? " · behind pace" : ""}`, behind };
 }
 
 /** A table's summary with what a `table` change says (its status and last state). */
