@@ -13,7 +13,7 @@ A request's token is compared with each known token in constant time (their SHA-
 lengths are equal too), so how long a refusal takes tells nothing of the tokens.
 
 :class:`Principal` (a name and a role) is what the API knows of whoever asks; users, sessions
-and a login page can give the API the same Principal without it changing.
+and a login page give the API the same Principal (cardd/floor/users.py, cardd/floor/web.py).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ ACKNOWLEDGERS: frozenset[str] = frozenset({"pit", "admin"})
 MAX_FILE = 1 << 20
 #: a token: at least 16 visible ASCII characters (a random 128 bits in hex is 32)
 _TOKEN = re.compile(r"[\x21-\x7e]{16,256}")
-_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 #: what a client is told when it has no token or a wrong one (RFC 6750)
 CHALLENGE = 'Bearer realm="cardfloor"'
 
@@ -45,9 +45,12 @@ class AuthError(CarddError):
 
 
 class Principal(NamedTuple):
-    """Whoever a request comes from: the name journaled with what they do, and their role."""
+    """Whoever a request comes from: the name journaled with what they do, their role, and the
+    pits whose tables they see (None: every table; a token and the surveillance and admin users
+    see every table, a pit user its pits' only)."""
     name: str
     role: str
+    pits: tuple[str, ...] | None = None
 
 
 class Auth:
@@ -106,7 +109,7 @@ def parse_tokens(text: str, where: str) -> dict[str, Principal]:
             raise AuthError(f"{at}: a token is 16 to 256 visible ASCII characters")
         if role not in ROLES:
             raise AuthError(f"{at}: the role must be one of {', '.join(ROLES)}")
-        if not _NAME.fullmatch(name):
+        if not NAME_PATTERN.fullmatch(name):
             raise AuthError(f"{at}: a name is 1 to 64 of A-Z a-z 0-9 _ . @ -")
         if token in tokens:
             raise AuthError(f"{at}: this token is on an earlier line too (for {tokens[token].name})")

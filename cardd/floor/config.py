@@ -94,6 +94,20 @@ class HttpConfig(_Section, frozen=True):
     listen: str = "127.0.0.1:8480"
     #: lines "TOKEN ROLE NAME", mode 0600; left out, the HTTP API is not served
     tokens_file: Path | None = None
+    #: the users of the pit page, managed by ``cardfloor user``, mode 0600; left out, no log-in, no pages
+    users_file: Path | None = None
+    #: hours a log-in lasts
+    session_hours: Annotated[float, msgspec.Meta(ge=0.01, le=720.0)] = 12.0
+    #: the key the session cookies are signed with, made (0600, 32 random bytes) at the first start
+    #: when missing; left out, the users file's path with ``.secret`` added
+    secret_file: Path | None = None
+
+    @property
+    def session_secret_file(self) -> Path | None:
+        """Where the cookie signing key is: ``secret_file``, or beside the users file."""
+        if self.secret_file is not None or self.users_file is None:
+            return self.secret_file
+        return self.users_file.with_name(self.users_file.name + ".secret")
 
     @property
     def host(self) -> str:
@@ -111,6 +125,14 @@ class HttpConfig(_Section, frozen=True):
 class FloorSection(_Section, frozen=True):
     #: the floor's time zone (IANA), for the reports' hours and days
     time_zone: str = "UTC"
+    #: rounds an hour a table is expected to deal (its pace on the pit page)
+    target_rounds_per_hour: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 60
+
+
+class PitConfig(_Section, frozen=True):
+    """A pit: its name and its tables (site/table); a pit user sees only its pits' tables."""
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    tables: Annotated[list[str], msgspec.Meta(max_length=1000)] = msgspec.field(default_factory=list)
 
 
 class LogConfig(_Section, frozen=True):
@@ -126,6 +148,11 @@ class FloorConfig(_Section, frozen=True):
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     floor: FloorSection = msgspec.field(default_factory=FloorSection)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
+    pit: Annotated[list[PitConfig], msgspec.Meta(max_length=1000)] = msgspec.field(default_factory=list)
+
+    def pit_of(self) -> dict[tuple[str, str], str]:
+        """Each table in a pit, and its pit's name."""
+        return {(t.partition("/")[0], t.partition("/")[2]): pit.name for pit in self.pit for t in pit.tables}
 
 
 def load_config(path: str | os.PathLike[str] = DEFAULT_PATH) -> FloorConfig:
@@ -181,7 +208,8 @@ def _check(config: FloorConfig, raw: dict[str, Any], source: str) -> None:
         if problem is not None:
             raise fail(f"broker.urls.{index}", problem)
     for key, path in (("broker.password_file", broker.password_file), ("broker.ca_file", broker.ca_file),
-                      ("http.tokens_file", config.http.tokens_file)):
+                      ("http.tokens_file", config.http.tokens_file), ("http.users_file", config.http.users_file),
+                      ("http.secret_file", config.http.secret_file)):
         if path is not None and not path.is_absolute():
             raise fail(key, "expected an absolute path")
     if broker.password_file is not None and broker.username is None:
@@ -189,6 +217,11 @@ def _check(config: FloorConfig, raw: dict[str, Any], source: str) -> None:
     for key, path in (("broker.password_file", broker.password_file), ("http.tokens_file", config.http.tokens_file)):
         if path is not None:
             _check_secret(key, path, fail)
+    # made by cardfloor when missing: refused only when it is there and others may read it
+    for key, path in (("http.users_file", config.http.users_file), ("http.secret_file", config.http.secret_file)):
+        if path is not None and path.exists():
+            _check_secret(key, path, fail)
+    _check_pits(config, fail)
     if broker.ca_file is not None:
         if not any(url.startswith("mqtts://") for url in broker.urls):
             raise fail("broker.ca_file", "needs an mqtts:// broker (TLS)")
@@ -200,6 +233,28 @@ def _check(config: FloorConfig, raw: dict[str, Any], source: str) -> None:
         zoneinfo.ZoneInfo(config.floor.time_zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise fail("floor.time_zone", 'expected a time zone\'s IANA name, like "America/Las_Vegas" or "UTC"') from None
+
+
+_PIT_TABLE = re.compile(r"^[A-Za-z0-9_-]{1,64}/[A-Za-z0-9_-]{1,64}$")
+
+
+def _check_pits(config: FloorConfig, fail: Any) -> None:
+    """Pit names once each; a table site/table, in one pit at most."""
+    names: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for index, pit in enumerate(config.pit):
+        if pit.name.strip() != pit.name or not pit.name.isprintable():
+            raise fail(f"pit.{index}.name", "expected a name without spaces around it or control characters")
+        if pit.name in names:
+            raise fail(f"pit.{index}.name", f"another pit (pit.{names[pit.name]}) has this name")
+        names[pit.name] = index
+        for number, table in enumerate(pit.tables):
+            key = f"pit.{index}.tables.{number}"
+            if not _PIT_TABLE.match(table):
+                raise fail(key, 'expected SITE/TABLE, like "floor1/bj-01"')
+            if table in where:
+                raise fail(key, f"is in the pit {where[table]!r} already: a table is in one pit")
+            where[table] = pit.name
 
 
 def _check_secret(key: str, path: Path, fail: Any) -> None:

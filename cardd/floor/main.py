@@ -4,6 +4,7 @@
                                               floor alarms, the HTTP API (docs/floor-service.md)
     cardfloor --check-config [--config FILE]  check the configuration and exit (0 or 2)
     cardfloor --version
+    cardfloor user add|passwd|remove|list     the pit page's users (cardd/floor/users.py)
 
 Exit codes as cardd's: 0 after a clean stop (SIGTERM or Ctrl-C once it runs), 1 when it cannot
 start (the HTTP API's address taken, its tokens unreadable) or fails, 2 for a configuration or
@@ -24,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cardfloor(argv: list[str] | None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["user"]:
+        from cardd.floor.users import main as users_main
+        return users_main(given[1:])
     import argparse
     import asyncio
 

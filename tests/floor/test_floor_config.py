@@ -23,8 +23,8 @@ def secret(path: Path, mode: int = 0o600) -> Path:
 
 def uncommented(tmp_path: Path) -> str:
     """The example with every commented-out ``key = value`` line in force, its files made here."""
-    text = re.sub(r"(?m)^# (\w+ = .*)$", r"\1", EXAMPLE.read_text())
-    for name in ("broker.password", "tokens"):
+    text = re.sub(r"(?m)^# (\w+ = .*|\[\[\w+\]\])$", r"\1", EXAMPLE.read_text())
+    for name in ("broker.password", "tokens", "users", "session.secret"):
         text = text.replace(f'"/etc/cardfloor/{name}"', f'"{secret(tmp_path / name)}"')
     (tmp_path / "ca.pem").write_text("a CA\n")
     return text.replace('"/etc/cardfloor/broker-ca.pem"', f'"{tmp_path / "ca.pem"}"')
@@ -62,6 +62,8 @@ def test_the_example_uncommented_sets_every_key(tmp_path):
     assert keys_of(tomllib.loads(text)) == every_key(FloorConfig)
     assert config.broker.username == "floor" and config.broker.password_file == tmp_path / "broker.password"
     assert config.http.tokens_file == tmp_path / "tokens"
+    assert config.http.users_file == tmp_path / "users" and config.http.session_hours == 12.0
+    assert config.pit_of() == {("floor1", "bj-01"): "Pit 1", ("floor1", "bj-02"): "Pit 1"}
 
 
 def test_the_defaults():
@@ -72,6 +74,8 @@ def test_the_defaults():
     assert (config.broker.mqtt_version, config.broker.client_id, config.http.listen, config.floor.time_zone) == \
         ("5", "cardfloor", "127.0.0.1:8480", "UTC")
     assert config.http.tokens_file is None
+    assert (config.http.users_file, config.http.session_secret_file, config.pit) == (None, None, [])
+    assert config.floor.target_rounds_per_hour == 60
 
 
 def refusal(text: str) -> str:
@@ -121,7 +125,20 @@ def refusal(text: str) -> str:
     (MINIMAL + "[floor]\ntime_zone = 'Mars/Olympus'\n",
      'cardfloor.toml: floor.time_zone: "Mars/Olympus": expected a time zone\'s IANA name, like '
      '"America/Las_Vegas" or "UTC"'),
-    (MINIMAL + "[pit]\n", "cardfloor.toml: pit: unknown key (allowed: alarms, archive, broker, floor, http, log)"),
+    (MINIMAL + "[pits]\n", "cardfloor.toml: pits: unknown key (allowed: alarms, archive, broker, floor, http, log, pit)"),
+    (MINIMAL + "[pit]\n", "cardfloor.toml: pit: a table is not allowed; expected a list of"),
+    (MINIMAL + "[[pit]]\ntables = []\n", "cardfloor.toml: pit.0.name: missing; expected a string of 1 to 64"),
+    (MINIMAL + "[[pit]]\nname = 'Pit 1'\ntables = ['bj-01']\n",
+     'cardfloor.toml: pit.0.tables.0: "bj-01": expected SITE/TABLE, like "floor1/bj-01"'),
+    (MINIMAL + "[[pit]]\nname = 'A'\ntables = ['f/t1']\n[[pit]]\nname = 'B'\ntables = ['f/t1']\n",
+     "cardfloor.toml: pit.1.tables.0: \"f/t1\": is in the pit 'A' already: a table is in one pit"),
+    (MINIMAL + "[[pit]]\nname = 'A'\n[[pit]]\nname = 'A'\n",
+     'cardfloor.toml: pit.1.name: "A": another pit (pit.0) has this name'),
+    (MINIMAL + "[floor]\ntarget_rounds_per_hour = 0\n",
+     "cardfloor.toml: floor.target_rounds_per_hour: 0 is not allowed; expected a whole number from 1 to 1000"),
+    (MINIMAL + "[http]\nsession_hours = 0\n",
+     "cardfloor.toml: http.session_hours: 0 is not allowed; expected a number from 0.01 to 720"),
+    (MINIMAL + "[http]\nusers_file = 'users'\n", 'cardfloor.toml: http.users_file: "users": expected an absolute path'),
     ("[broker\n", "cardfloor.toml: line 1, column 8: not valid TOML"),
 ])
 def test_each_mistake_is_one_line_naming_the_key(text, said):
@@ -144,6 +161,14 @@ def test_a_tokens_file_others_may_read_is_refused(tmp_path):
     tokens = secret(tmp_path / "tokens", 0o640)
     assert refusal(MINIMAL + f"[http]\ntokens_file = '{tokens}'\n").startswith(
         f'cardfloor.toml: http.tokens_file: "{tokens}": others may read it (mode 0640)')
+
+
+def test_a_users_file_may_be_missing_but_not_readable_by_others(tmp_path):
+    users = tmp_path / "users"
+    text = MINIMAL + f"[http]\nusers_file = '{users}'\n"
+    assert parse_config(text).http.session_secret_file == tmp_path / "users.secret"
+    secret(users, 0o644)
+    assert refusal(text).startswith(f'cardfloor.toml: http.users_file: "{users}": others may read it (mode 0644)')
 
 
 def test_a_ca_file_needs_tls(tmp_path):
