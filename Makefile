@@ -79,6 +79,15 @@ sysdeps:
 demo: platform $(STAMP)
 	$(PY) -m cardd.cli.demo $(DEMO_ARGS)
 
+# the pit page on a floor of its own: mosquitto, PostgreSQL, cardfloor and four tables dealing with
+# faults; prints the page's address and a log-in; Ctrl-C stops it all (FLOOR_DEMO_ARGS=--port 8481)
+floor-demo: platform sysdeps $(STAMP)
+	$(PY) -m cardd.cli.floor_demo $(FLOOR_DEMO_ARGS)
+
+# docs/floor-page.png, docs/table-page.png, docs/alarms-page.png: the pit page in Chromium on a test floor
+floor-screenshots: sysdeps $(STAMP)
+	$(PY) -m tests.floor.browser.screenshots docs
+
 # The tests run in TEST_WORKERS processes side by side (pytest-xdist): most of them wait on a real
 # daemon, pty or subprocess, not on the CPU, so on 2 cores more workers than cores keep them busy
 # (46 daemon and journal tests: 62 s in one process, 40-43 s with 2 or 3 workers, 37 s with 4 on
