@@ -25,7 +25,7 @@ function tile(table) {
   const open = own.filter((a) => a.state === "open");
   const state = activity(table);
   const why = attention(table, open);
-  const speed = pace(table.rounds_this_hour, target);
+  const speed = pace(table.rounds_this_hour, table.online ? target : 0);
   const devices = (table.devices || []).map((d) =>
     el("li", { class: d.connected ? "" : "bad" }, `${d.role}: ${d.state}${d.connected ? "" : " (disconnected)"}`));
   const tableAlarms = (table.alarms || []).map((a) =>

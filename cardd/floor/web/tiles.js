@@ -37,7 +37,7 @@ export function attention(table, floorAlarms) {
 
 /** Rounds this hour against the pace target: the words and whether it is behind. */
 export function pace(rounds, target, now = new Date()) {
-  if (!target) return { text: `${rounds} rounds this hour`, behind: false };
+  if (!target) return { text: `Rounds this hour: ${rounds}`, behind: false };
   const minutes = now.getUTCMinutes() + now.getUTCSeconds() / 60;
   const expected = (target * minutes) / 60;
   const behind = minutes >= 10 && rounds < expected * 0.75;
