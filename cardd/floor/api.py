@@ -1,9 +1,13 @@
 """cardfloor's HTTP JSON API and live stream (docs/floor-service.md, "HTTP API").
 
 :func:`build_app` makes the Starlette application; it reads the archive and the hub only
-(acknowledging a floor alarm is its one write). Every request needs a bearer token
-(cardd/floor/auth.py): :class:`_Guard` refuses, before any route is looked at, a request
-without a known one, so no route can be left open. :data:`ENDPOINTS` is the one table of
+(acknowledging a floor alarm is its one write; the audit of log-ins and acknowledgements the
+other). Every request under /api/v1 but the log-in needs a bearer token (cardd/floor/auth.py)
+or a session cookie (cardd/floor/web.py): :class:`_Guard` refuses, before any route is looked
+at, a request with neither, and a state-changing one with a session but not its CSRF token, so
+no route can be left open. Both give the same :class:`Principal`; a pit user's answers, the
+event stream's included, hold only its pits' tables and their alarms (another pit's table is
+404 to it, as one that does not exist). :data:`ENDPOINTS` is the one table of
 routes: the app is built from it and docs/floor-openapi.json is written from it
 (cardd/floor/openapi.py). Responses are msgspec Structs (cardd/floor/views.py) encoded to
 JSON; every refusal is ``{"error": "one sentence"}`` in our words. What tables and people
@@ -11,18 +15,20 @@ sent (names, messages, reasons) is JSON data in a response, never markup or a he
 """
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
+import structlog
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cardd.floor import reports
@@ -31,8 +37,10 @@ from cardd.floor.auth import ACKNOWLEDGERS, CHALLENGE, Auth, Principal
 from cardd.floor.contract import State, Status
 from cardd.floor.stream import Hub
 from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, DailyQuery, DeviceView, Error,
-                               FloorView, HourlyQuery, RecordsQuery, RecordsView, RecordView, ReportView, ShoeView,
-                               SnapshotView, TableAlarmView, TableDetail, TablePath, TableView)
+                               FloorView, HourlyQuery, LoginBody, RecordsQuery, RecordsView, RecordView, ReportView,
+                               SessionView, ShoeView, SnapshotView, TableAlarmView, TableDetail, TablePath, TableView)
+from cardd.floor.web import (STATE_CHANGING, SecurityHeaders, Session, Web, clear_session_cookie, csrf_ok,
+                             page_routes, same_origin, set_session_cookie)
 from core.schema_errors import ProblemKind, schema_problem
 
 PREFIX = "/api/v1"
@@ -41,6 +49,9 @@ MAX_BODY = 16 * 1024
 #: how often the stream sends a comment when nothing changes, so proxies keep it open
 PING_S = 15.0
 T = TypeVar("T")
+#: a table's pit, by (site, table)
+PitOf = dict[tuple[str, str], str]
+log = structlog.get_logger(__name__)
 
 
 class Endpoint(NamedTuple):
@@ -55,9 +66,14 @@ class Endpoint(NamedTuple):
     roles: frozenset[str] | None = None  # who may (None: every role)
     csv: bool = False           # ?format=csv answers text/csv
     not_found: bool = False     # may answer 404 (a table or alarm not known)
+    public: bool = False        # needs no token nor session (the log-in)
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/login", "login", "Log in with a user's name and password: a session cookie",
+             SessionView, body=LoginBody, public=True),
+    Endpoint("POST", "/logout", "logout", "End the session (its cookie cleared)", None),
+    Endpoint("GET", "/session", "session", "Who the session cookie is of, and its CSRF token", SessionView),
     Endpoint("GET", "/floor", "floor", "Every table: online, devices, shoe, rounds, alarms, backlog, clock",
              FloorView),
     Endpoint("GET", "/tables/{site}/{table}", "table", "One table, its gaps and its open floor alarms",
@@ -94,17 +110,39 @@ def error_response(status: int, sentence: str, headers: dict[str, str] | None = 
 
 
 class _Guard:
-    """Every HTTP request needs a known bearer token; the Principal goes in the request's state."""
+    """Every request under /api/v1 (but the log-in) needs a known bearer token or a session
+    cookie, and with the cookie a state-changing one needs the session's CSRF token and, when it
+    says where it comes from, this server's Origin. The Principal (and the session) go in the
+    request's state. The pages and /static are the page routes' (cardd/floor/web.py)."""
 
-    def __init__(self, app: ASGIApp, auth: Auth) -> None:
-        self.app, self.auth = app, auth
+    def __init__(self, app: ASGIApp, auth: Auth, web: Web | None, clock: Callable[[], dt.datetime]) -> None:
+        self.app, self.auth, self.web, self.clock = app, auth, web, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (self.web is not None and not scope["path"].startswith(PREFIX + "/")
+                                       and scope["path"] != PREFIX) or scope["path"] == PREFIX + "/login":
             await self.app(scope, receive, send)
             return
         header = Headers(scope=scope).get("authorization")
         who = self.auth.check(header)
+        session: Session | None = None
+        if who is None and header is None and self.web is not None:
+            connection = Request(scope)
+            session = self.web.session_of(connection, self.clock())
+            if session is not None:
+                if scope["method"] in STATE_CHANGING and not same_origin(connection):
+                    await error_response(403, "this request comes from another site (its Origin is not this "
+                                              "server)")(scope, receive, send)
+                    return
+                if scope["method"] in STATE_CHANGING and not csrf_ok(connection, session):
+                    await error_response(403, "this request needs the session's X-CSRF-Token header (from "
+                                              f"GET {PREFIX}/session)")(scope, receive, send)
+                    return
+                who = session.principal()
+            elif "cardfloor_session" in connection.cookies:
+                await error_response(401, "the session has ended or is not valid: log in again",
+                                     {"WWW-Authenticate": CHALLENGE})(scope, receive, send)
+                return
         if who is None:
             if header is None:
                 response = error_response(401, "this API needs a token: send `Authorization: Bearer <token>`",
@@ -114,7 +152,8 @@ class _Guard:
                                           {"WWW-Authenticate": f'{CHALLENGE}, error="invalid_token"'})
             await response(scope, receive, send)
             return
-        scope.setdefault("state", {})["principal"] = who
+        state = scope.setdefault("state", {})
+        state["principal"], state["session"] = who, session
         await self.app(scope, receive, send)
 
 
@@ -153,7 +192,17 @@ def _age(moment: dt.datetime, now: dt.datetime) -> float:
     return round(max(0.0, (now - moment).total_seconds()), 3)
 
 
-def table_view(row: TableRow, rounds: tuple[int, int], open_alarms: int, now: dt.datetime) -> TableView:
+def visible(who: Principal, pit_of: PitOf, site: Any, table: Any) -> bool:
+    """Whether ``who`` may see the table (site, table): every one, or one in their pits."""
+    return who.pits is None or pit_of.get((site, table)) in who.pits
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+def table_view(row: TableRow, rounds: tuple[int, int], open_alarms: int, now: dt.datetime,
+               pit: str | None = None) -> TableView:
     """A table's summary from its row in the archive. The table's times (an alarm's since, the
     state's time) are on its own clock: its clock offset is taken off before ages are told."""
     state = None if row.state is None else msgspec.convert(row.state, State)
@@ -173,7 +222,7 @@ def table_view(row: TableRow, rounds: tuple[int, int], open_alarms: int, now: dt
         shoe=None if state is None or state.shoe is None else ShoeView(state.shoe.state, state.shoe.penetration),
         rounds_this_hour=rounds[0], rounds_today=rounds[1], alarms=alarms, backlog=backlog,
         backlog_age_s=backlog_age, clock_offset_s=row.clock_offset_s, head_seq=row.head_seq or None,
-        open_floor_alarms=open_alarms)
+        open_floor_alarms=open_alarms, pit=pit)
 
 
 def alarm_view(alarm: FloorAlarm, now: dt.datetime) -> AlarmView:
@@ -186,25 +235,92 @@ def alarm_view(alarm: FloorAlarm, now: dt.datetime) -> AlarmView:
         acknowledged_by=alarm.acked_by, note=alarm.note)
 
 
-async def floor_view(archive: Archive, now: dt.datetime) -> FloorView:
-    rows = await archive.tables()
+async def floor_view(archive: Archive, now: dt.datetime, who: Principal, pit_of: PitOf | None = None,
+                     target_rounds_per_hour: int = 60) -> FloorView:
+    """The tables ``who`` may see."""
+    pits = pit_of or {}
+    rows = [row for row in await archive.tables() if visible(who, pits, row.site, row.table)]
     rounds, open_alarms = await reports.floor_counts(archive, now)
     tables = [table_view(row, rounds.get((row.site, row.table), (0, 0)), open_alarms.get((row.site, row.table), 0),
-                         now) for row in rows]
-    return FloorView(time=time_text(now), tables=tables, open_floor_alarms=sum(open_alarms.values()))
+                         now, pits.get((row.site, row.table))) for row in rows]
+    return FloorView(time=time_text(now), tables=tables,
+                     open_floor_alarms=sum(n for key, n in open_alarms.items() if visible(who, pits, *key)),
+                     target_rounds_per_hour=target_rounds_per_hour)
 
 
 def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.datetime] = _utc_now,
-              ping_s: float = PING_S) -> Starlette:
-    """The API on ``archive`` and ``hub``, each request checked by ``auth``."""
+              ping_s: float = PING_S, web: Web | None = None, pit_of: PitOf | None = None,
+              target_rounds_per_hour: int = 60) -> Starlette:
+    """The API on ``archive`` and ``hub``, each request checked by ``auth`` or, with ``web``
+    (users), a session; the pages too with ``web``. ``pit_of``: each table's pit."""
+    pits: PitOf = dict(pit_of or {})
+
+    def among(who: Principal) -> list[tuple[str, str]] | None:
+        """The tables a pit user may see (None: every table)."""
+        return None if who.pits is None else [key for key, pit in pits.items() if pit in who.pits]
 
     async def floor(request: Request) -> Response:
-        return json_response(await floor_view(archive, clock()))
+        return json_response(await floor_view(archive, clock(), principal(request), pits, target_rounds_per_hour))
+
+    def session_view(session: Session) -> SessionView:
+        user = session.user
+        return SessionView(user=user.name, role=user.role, pits=list(user.pits), csrf=session.csrf,
+                           expires=time_text(session.expires), time_zone=web.time_zone if web else "UTC",
+                           target_rounds_per_hour=target_rounds_per_hour)
+
+    async def login(request: Request) -> Response:
+        if web is None:
+            raise Refused(404, "log-in is off: the configuration has no http.users_file")
+        if request.headers.get("x-requested-with") != "cardfloor":
+            raise Refused(403, "a log-in needs the header X-Requested-With: cardfloor (the pit page sends it)")
+        if not same_origin(request):
+            raise Refused(403, "this request comes from another site (its Origin is not this server)")
+        body = await _body(request)
+        try:
+            given = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            raise Refused(400, 'the body is not JSON: send {"user": "...", "password": "..."}') from None
+        form = _convert(given, LoginBody, "field")
+        now, address = clock(), client_address(request)
+        wait = web.limiter.retry_after(form.user, address, now.timestamp())
+        if wait is not None:
+            await _audit("login", "limited", form.user, now, address)
+            raise Refused(429, f"too many failed log-ins: try again in {wait} s", {"Retry-After": str(wait)})
+        user = await asyncio.to_thread(web.users.check, form.user, form.password)
+        if user is None:
+            web.limiter.failed(form.user, address, now.timestamp())
+            await _audit("login", "refused", form.user, now, address)
+            raise Refused(401, "wrong user or password")
+        web.limiter.succeeded(form.user)
+        await _audit("login", "ok", user.name, now, address)
+        cookie, session = web.new_session(user, now)
+        response = json_response(session_view(session))
+        set_session_cookie(response, request, cookie, session)
+        return response
+
+    async def logout(request: Request) -> Response:
+        session: Session | None = request.state.session
+        response = Response(status_code=204)
+        if session is not None:
+            await _audit("logout", "ok", session.user.name, clock(), client_address(request))
+            clear_session_cookie(response, request)
+        return response
+
+    async def session(request: Request) -> Response:
+        found: Session | None = request.state.session
+        if found is None:
+            raise Refused(401, "no session: log in (a token has none)")
+        return json_response(session_view(found))
+
+    async def _audit(action: str, outcome: str, who: str, at: dt.datetime, address: str | None,
+                     alarm_id: int | None = None, detail: str = "") -> None:
+        log.info(f"floor_{action}", outcome=outcome, user=who[:256], address=address, alarm=alarm_id)
+        await archive.audit(action, outcome, who, at, address=address, alarm_id=alarm_id, detail=detail)
 
     async def _table_row(request: Request) -> TableRow:
         where = _convert(dict(request.path_params), TablePath, "path parameter")
         row = await archive.table(where.site, where.table)
-        if row is None:
+        if row is None or not visible(principal(request), pits, row.site, row.table):
             raise Refused(404, f"no table {where.site}/{where.table} is known to the floor")
         return row
 
@@ -217,7 +333,7 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
         alarms = [a for state in ("open", "acknowledged")
                   for a in await archive.alarms(state=state, site=row.site, table=row.table)]
         return json_response(TableDetail(
-            table=table_view(row, rounds.get(key, (0, 0)), open_alarms.get(key, 0), now),
+            table=table_view(row, rounds.get(key, (0, 0)), open_alarms.get(key, 0), now, pits.get(key)),
             release=None if status is None else status.release, rules=None if status is None else status.rules,
             device_urls=[] if status is None or status.devices is None else status.devices,
             gaps=await archive.gaps(row.site, row.table),
@@ -239,7 +355,7 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
     async def alarms(request: Request) -> Response:
         query = parse_query(request, AlarmsQuery)
         found = await archive.alarms(state=query.state, site=query.site, table=query.table, kind=query.kind,
-                                     limit=query.limit)
+                                     limit=query.limit, among=among(principal(request)))
         now = clock()
         return json_response(AlarmsView([alarm_view(a, now) for a in found]))
 
@@ -258,16 +374,20 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
             raise Refused(400, "the body is not JSON: send {\"note\": \"...\"}") from None
         note = _convert(given, AckBody, "field").note
         now = clock()
+        known = await archive.alarm(int(text))
+        if known is None or not visible(who, pits, known.site, known.table):
+            raise Refused(404, f"no floor alarm {int(text)}")
         alarm = await archive.acknowledge(int(text), who.name, note, now)
         if alarm is None:
             raise Refused(404, f"no floor alarm {int(text)}")
+        await _audit("acknowledge", "ok", who.name, now, client_address(request), alarm.id, note)
         view = alarm_view(alarm, now)
         hub.publish("alarm", msgspec.to_builtins(view))
         return json_response(view)
 
     async def hourly(request: Request) -> Response:
         query = parse_query(request, HourlyQuery)
-        return await _report(query.format, "hour", query.day, query.day, query.site, query.table)
+        return await _report(principal(request), query.format, "hour", query.day, query.day, query.site, query.table)
 
     async def daily(request: Request) -> Response:
         query = parse_query(request, DailyQuery)
@@ -275,11 +395,13 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
             raise Refused(400, f"from ({query.first}) is after to ({query.last})")
         if (query.last - query.first).days >= MAX_DAYS:
             raise Refused(400, f"a daily report covers at most {MAX_DAYS} days")
-        return await _report(query.format, "day", query.first, query.last, query.site, query.table)
+        return await _report(principal(request), query.format, "day", query.first, query.last, query.site,
+                             query.table)
 
-    async def _report(form: str, period: reports.Period, first: dt.date, last: dt.date, site: str | None,
-                      table: str | None) -> Response:
-        rows = await reports.report(archive, period, first, last, now=clock(), site=site, table=table)
+    async def _report(who: Principal, form: str, period: reports.Period, first: dt.date, last: dt.date,
+                      site: str | None, table: str | None) -> Response:
+        rows = [row for row in await reports.report(archive, period, first, last, now=clock(), site=site, table=table)
+                if visible(who, pits, row.site, row.table)]
         if form == "csv":
             return Response(reports.to_csv(rows), media_type="text/csv; charset=utf-8")
         return json_response(ReportView(period=period, first=first, last=last, rows=rows))
@@ -287,9 +409,9 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
     async def stream(request: Request) -> Response:
         given = request.headers.get("last-event-id", "")
         last_id = int(given) if given.isdigit() and len(given) <= 18 else None
-        return EventSourceResponse(_events(last_id), ping=ping_s)
+        return EventSourceResponse(_events(principal(request), last_id), ping=ping_s)
 
-    async def _events(last_id: int | None) -> AsyncIterator[ServerSentEvent]:
+    async def _events(who: Principal, last_id: int | None) -> AsyncIterator[ServerSentEvent]:
         last = last_id
         while True:
             changes = hub.since(last)
@@ -297,8 +419,10 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
                 # the snapshot is read after its id is taken: a change meanwhile is sent after it too
                 mark = hub.last_id
                 now = clock()
-                open_alarms = [a for state in ("open", "acknowledged") for a in await archive.alarms(state=state)]
-                snapshot = SnapshotView(await floor_view(archive, now), [alarm_view(a, now) for a in open_alarms])
+                open_alarms = [a for state in ("open", "acknowledged")
+                               for a in await archive.alarms(state=state, among=among(who))]
+                snapshot = SnapshotView(await floor_view(archive, now, who, pits, target_rounds_per_hour),
+                                        [alarm_view(a, now) for a in open_alarms])
                 yield ServerSentEvent(_ENCODER.encode(snapshot).decode(), event="snapshot", id=str(mark))
                 last = mark
                 continue
@@ -306,15 +430,21 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
                 assert last is not None  # since() gives a list for a known id only
                 changes = await hub.wait(last, ping_s)
             for change in changes:
+                if not visible(who, pits, change.data.get("site"), change.data.get("table")):
+                    last = change.id
+                    continue
                 yield ServerSentEvent(_ENCODER.encode(change.data).decode(), event=change.kind, id=str(change.id))
                 last = change.id
 
     handlers: dict[str, Callable[[Request], Awaitable[Response]]] = {
-        "floor": floor, "table": table, "records": records, "alarms": alarms, "ack": ack, "hourly": hourly,
+        "login": login, "logout": logout, "session": session, "floor": floor, "table": table, "records": records, "alarms": alarms, "ack": ack, "hourly": hourly,
         "daily": daily, "stream": stream}
-    routes = [Route(PREFIX + e.path, _refusing(handlers[e.name]), methods=[e.method], name=e.name) for e in ENDPOINTS]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _failed})
-    app.add_middleware(_Guard, auth=auth)
+    routes: list[BaseRoute] = [Route(PREFIX + e.path, _refusing(handlers[e.name]), methods=[e.method], name=e.name)
+                               for e in ENDPOINTS]
+    app = Starlette(routes=routes + page_routes(web, clock),
+                    exception_handlers={HTTPException: _http_error, Exception: _failed})
+    app.add_middleware(_Guard, auth=auth, web=web, clock=clock)
+    app.add_middleware(SecurityHeaders)
     return app
 
 

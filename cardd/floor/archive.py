@@ -591,9 +591,17 @@ class Archive:
                                                 (alarm_id,))).fetchone()
         return None if row is None else FloorAlarm(*row)
 
+    async def alarm(self, alarm_id: int) -> FloorAlarm | None:
+        async with self._transaction() as conn:
+            row = await (await conn.execute(f"SELECT {self._ALARM_COLUMNS} FROM floor_alarms WHERE id = %s",
+                                            (alarm_id,))).fetchone()
+        return None if row is None else FloorAlarm(*row)
+
     async def alarms(self, *, state: str = "all", site: str | None = None, table: str | None = None,
-                     kind: str | None = None, limit: int = 500) -> list[FloorAlarm]:
-        """Floor alarms, the newest raised first; ``state``: open, acknowledged, cleared or all."""
+                     kind: str | None = None, limit: int = 500,
+                     among: list[tuple[str, str]] | None = None) -> list[FloorAlarm]:
+        """Floor alarms, the newest raised first; ``state``: open, acknowledged, cleared or all;
+        ``among``: of these tables (site, table) only."""
         if state not in _ALARM_STATES:
             raise ArchiveError(f"alarm state {state!r}: one of {', '.join(_ALARM_STATES)}")
         where: list[sql.Composable] = []
@@ -605,11 +613,25 @@ class Archive:
             if value is not None:
                 where.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
                 args.append(value)
+        if among is not None:
+            where.append(sql.SQL("site || '/' || table_name = ANY(%s)"))
+            args.append([f"{s}/{t}" for s, t in among])
         query = sql.SQL("SELECT {} FROM floor_alarms WHERE {} ORDER BY raised_at DESC, id DESC LIMIT %s").format(
             sql.SQL(self._ALARM_COLUMNS), sql.SQL(" AND ").join(where))
         async with self._transaction() as conn:
             rows = await (await conn.execute(query, (*args, limit))).fetchall()
         return [FloorAlarm(*row) for row in rows]
+
+    # ---- the audit ----------------------------------------------------------------------------
+
+    async def audit(self, action: str, outcome: str, who: str, at: dt.datetime, *, address: str | None = None,
+                    alarm_id: int | None = None, detail: str = "") -> None:
+        """Keep one entry of the audit: a log-in or log-out (``outcome`` ok, refused or limited)
+        or an acknowledgement, who (as given: at most 256 characters) and from where."""
+        async with self._transaction() as conn:
+            await conn.execute("INSERT INTO floor_audit (at, action, outcome, who, address, alarm_id, detail) "
+                               "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                               (at, action, outcome, who[:256], address, alarm_id, detail[:1000]))
 
     # ---- retention -------------------------------------------------------------------------
 
@@ -642,6 +664,7 @@ class Archive:
             await conn.execute("DELETE FROM refused_records WHERE received_at < %s", (cut,))
             await conn.execute("DELETE FROM status_history WHERE until < %s", (cut,))
             await conn.execute("DELETE FROM floor_alarms WHERE cleared_at < %s", (cut,))
+            await conn.execute("DELETE FROM floor_audit WHERE at < %s", (cut,))
         self._partitions = {day for day in self._partitions if day >= horizon}
         return expired
 

@@ -58,6 +58,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
                                    "description": "With format=csv: one row per table and period, a header first"}
         responses["200"] = {"description": (endpoint.response.__doc__ or endpoint.summary).splitlines()[0],
                             "content": content}
+    elif endpoint.name == "logout":
+        responses["204"] = {"description": "The session ended: its cookie is cleared"}
     else:
         responses["200"] = {
             "description": "Server-sent events: `snapshot` (data: SnapshotView) when the stream cannot resume, "
@@ -65,7 +67,12 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
             "content": {"text/event-stream": {"schema": {"type": "string"}}}}
     if parameters and endpoint.name != "stream" or endpoint.body is not None:
         responses["400"] = _error("A bad parameter or body, in one sentence")
-    responses["401"] = _error("No token, or one not known")
+    if endpoint.public:
+        responses["401"] = _error("A wrong user or password (the same answer for a user not known)")
+        responses["403"] = _error("No X-Requested-With: cardfloor header, or an Origin not this server's")
+        responses["429"] = _error("Too many failed log-ins: Retry-After says when to try again")
+    else:
+        responses["401"] = _error("No token nor session, or one not known or ended")
     if endpoint.roles is not None:
         responses["403"] = _error(f"A role other than {', '.join(sorted(endpoint.roles))}")
     if endpoint.not_found:
@@ -77,6 +84,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
                                  "responses": responses}
     if endpoint.roles is not None:
         operation["description"] = f"Roles: {', '.join(sorted(endpoint.roles))}."
+    if endpoint.public:
+        operation["security"] = []
     if endpoint.body is not None:
         operation["requestBody"] = {"required": False, "content": {"application/json": {"schema": refs[endpoint.body]}}}
     return operation
@@ -98,11 +107,15 @@ def document() -> dict[str, Any]:
                  "description": "The floor's tables, records, floor alarms, reports and live changes "
                                 "(docs/floor-service.md, \"HTTP API\"). Generated from cardd/floor/api.py and "
                                 "cardd/floor/views.py by `make floor-openapi`: do not edit."},
-        "security": [{"bearer": []}],
+        "security": [{"bearer": []}, {"session": []}],
         "paths": paths,
         "components": {"schemas": dict(components),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                                      "description": "A token of cardfloor's tokens file"}}},
+                                                      "description": "A token of cardfloor's tokens file"},
+                                           "session": {"type": "apiKey", "in": "cookie", "name": "cardfloor_session",
+                                                       "description": "The session of a log-in (POST /api/v1/login); "
+                                                                      "a state-changing request sends its csrf as "
+                                                                      "the X-CSRF-Token header too"}}},
     }
 
 

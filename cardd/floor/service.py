@@ -305,10 +305,11 @@ def sd_notify(text: str) -> None:
 
 
 def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.socket] | None:
-    """The HTTP API's server and its bound socket, when the configuration has tokens and this
-    release has the API; StartupError when its address is taken or its tokens cannot be read."""
-    if config.http.tokens_file is None:
-        log.info("floor_http_off", why="no http.tokens_file in the configuration")
+    """The HTTP API's server and its bound socket, when the configuration has tokens or users
+    and this release has the API; StartupError when its address is taken or its tokens, users
+    or session key cannot be read."""
+    if config.http.tokens_file is None and config.http.users_file is None:
+        log.info("floor_http_off", why="no http.tokens_file nor http.users_file in the configuration")
         return None
     try:
         api = importlib.import_module("cardd.floor.api")
@@ -319,9 +320,26 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
     import uvicorn
 
     try:
-        auth = auth_module.Auth.load(config.http.tokens_file)
+        auth = auth_module.Auth({}) if config.http.tokens_file is None else auth_module.Auth.load(config.http.tokens_file)
     except CarddError as exc:
         raise StartupError(f"http.tokens_file: {exc}") from None
+    web = None
+    if config.http.users_file is not None:
+        from cardd.floor.users import Users
+        from cardd.floor.web import Web, load_or_make_secret
+        users = Users(config.http.users_file)
+        secret_file = config.http.session_secret_file
+        assert secret_file is not None, "beside the users file when not given"
+        try:
+            users.current()
+        except CarddError as exc:
+            raise StartupError(f"http.users_file: {exc}") from None
+        try:
+            secret = load_or_make_secret(secret_file)
+        except CarddError as exc:
+            raise StartupError(f"http.secret_file: {exc}") from None
+        web = Web(users, secret, session_hours=config.http.session_hours, time_zone=config.floor.time_zone,
+                  target_rounds_per_hour=config.floor.target_rounds_per_hour)
     host, port = config.http.host, config.http.port
     try:
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -334,8 +352,9 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
         def capture_signals(self) -> Iterator[None]:  # cardfloor's own handlers stop it (serve)
             yield
 
-    server = Server(uvicorn.Config(api.build_app(archive, hub, auth), log_config=None, access_log=False,
-                                   lifespan="off"))
+    app = api.build_app(archive, hub, auth, web=web, pit_of=config.pit_of(),
+                        target_rounds_per_hour=config.floor.target_rounds_per_hour)
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
     return server, sock
 
 

@@ -66,6 +66,8 @@ class TableView(_View):
     clock_offset_s: float | None
     head_seq: Count | None
     open_floor_alarms: Count
+    #: the pit the table is in (the configuration's [[pit]]), null when in none
+    pit: str | None = None
 
 
 class FloorView(_View):
@@ -73,11 +75,13 @@ class FloorView(_View):
     time: Time
     tables: list[TableView]
     open_floor_alarms: Count
+    #: the rounds an hour a table is expected to deal (floor.target_rounds_per_hour)
+    target_rounds_per_hour: int = 60
 
 
 class AlarmView(_View):
     """A floor alarm: raised by cardfloor about a table, open until cleared, acknowledged by a
-    person (``acknowledged_by``: the token's name)."""
+    person (``acknowledged_by``: the token's or the user's name)."""
     id: int
     site: Id
     table: Id
@@ -158,6 +162,25 @@ class ReportView(_View):
 
 
 # ---- what requests carry --------------------------------------------------------------------
+
+class LoginBody(_View):
+    """POST /api/v1/login: a user of the users file and their password."""
+    user: Annotated[str, msgspec.Meta(max_length=256)]
+    password: Annotated[str, msgspec.Meta(max_length=1024)]
+
+
+class SessionView(_View):
+    """Who is logged in: their role and pits (a pit user sees only theirs), the token every
+    state-changing request sends as ``X-CSRF-Token``, when the session ends, and the floor's
+    time zone and pace target for the page."""
+    user: str
+    role: str
+    pits: list[str]
+    csrf: str
+    expires: Time
+    time_zone: str
+    target_rounds_per_hour: int
+
 
 class AckBody(_View):
     """POST /api/v1/alarms/{id}/ack: why (journaled with the acknowledgement)."""

@@ -11,7 +11,7 @@ import msgspec
 import psycopg
 import pytest
 
-from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, partition_name
+from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, migrations, partition_name
 from cardd.floor.contract import Event, ExportSummary, Rounds, State
 from tests.floor.records import START, Table, rewritten
 from tests.support.aio import run
@@ -84,11 +84,12 @@ def test_two_instances_opening_at_once_apply_the_migrations_once(floor_db: str) 
         for archive in archives:
             await archive.close()
     run(main())
-    assert count(floor_db, "SELECT count(*) FROM schema_version") == 1
+    applied = len(migrations())
+    assert applied >= 2 and count(floor_db, "SELECT count(*) FROM schema_version") == applied
     async def again() -> None:  # opening again applies nothing
         await (await Archive.open(floor_db)).close()
     run(again())
-    assert count(floor_db, "SELECT count(*) FROM schema_version") == 1
+    assert count(floor_db, "SELECT count(*) FROM schema_version") == applied
 
 
 def opened(dsn: str, **options: int) -> Callable[[Callable[[Archive], Awaitable[None]]], None]:
