@@ -57,7 +57,8 @@ class User(NamedTuple):
     password: str  # scrypt$N$r$p$salt$hash
 
     def principal(self) -> Principal:
-        return Principal(self.name, self.role, self.pits)
+        """Who the API knows: a pit user sees its pits, the other roles every table."""
+        return Principal(self.name, self.role, self.pits if self.role == "pit" else None)
 
     @property
     def generation(self) -> str:
