@@ -32,6 +32,8 @@ export function acknowledgement(alarm, done) {
     try {
       const acked = await api(`/alarms/${alarm.id}/ack`, { method: "POST", body: { note: note.value || drafts.get(alarm.id) || "" } });
       drafts.delete(alarm.id);
+      note.value = "";
+      note.blur();
       done(acked);
     } catch (error) {
       said.textContent = error.message;
@@ -57,4 +59,10 @@ export function alarmTable(list, done, { showTable = true } = {}) {
       el("td", {}, `${floorTime(a.raised_at)} (${age((Date.now() - Date.parse(a.raised_at)) / 1000)} ago)`,
         a.cleared_at ? el("div", { class: "muted" }, `cleared ${floorTime(a.cleared_at)}`) : null),
       el("td", {}, acknowledgement(a, done))))));
+}
+
+/** Whether a person is writing a note now: the list is not painted again under them until done. */
+export function writingNote() {
+  return [...document.querySelectorAll("form.ack input[name=note]")]
+    .some((input) => input.value !== "" || input === document.activeElement);
 }

@@ -1,6 +1,6 @@
 // The floor's alarms: filters (state, table, kind), each with its acknowledgement; live.
 import { api, el, notice, requireSession } from "./app.js";
-import { alarmTable } from "./ack.js";
+import { alarmTable, writingNote } from "./ack.js";
 import { live } from "./live.js";
 
 const form = document.getElementById("filters");
@@ -38,6 +38,10 @@ function refetchSoon(delay = 300) {
   if (refetching) return;
   refetching = setTimeout(() => {
     refetching = null;
+    if (writingNote()) {
+      refetchSoon(1000);
+      return;
+    }
     paint().then(() => notice(""), (error) => notice(error.message));
   }, delay);
 }

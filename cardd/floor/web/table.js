@@ -1,7 +1,7 @@
 // A table's page: its devices, shoe, current round (no cards), recent records with their reason
 // codes in words, its floor alarms with acknowledgement, and its rounds per hour today.
 import { age, api, currentSession, el, floorClock, floorTime, notice, requireSession } from "./app.js";
-import { alarmTable } from "./ack.js";
+import { alarmTable, writingNote } from "./ack.js";
 import { live } from "./live.js";
 import { activity, TABLE_WORDS } from "./tiles.js";
 
@@ -131,6 +131,10 @@ function refetchSoon(delay = 500) {
   if (refetching) return;
   refetching = setTimeout(() => {
     refetching = null;
+    if (writingNote()) {
+      refetchSoon(1000);
+      return;
+    }
     paint().then(() => notice(""), (error) => notice(error.message));
   }, delay);
 }
