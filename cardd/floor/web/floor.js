@@ -68,7 +68,7 @@ function paint() {
     }).sort((a, b) => (b.need > 0) - (a.need > 0) || a.t.table.localeCompare(b.t.table) || a.t.site.localeCompare(b.t.site));
     const needing = tiles.filter((x) => x.need).length;
     return el("section", { class: "pit", "aria-label": pit },
-      el("h2", {}, pit, el("span", { class: "count" }, ` ${tiles.length} tables${needing ? `, ${needing} need attention` : ""}`)),
+      el("h2", {}, pit, el("span", { class: "count" }, ` ${tiles.length} ${tiles.length === 1 ? "table" : "tables"}${needing ? `, ${needing} ${needing === 1 ? "needs" : "need"} attention` : ""}`)),
       el("ul", { class: "tiles" }, tiles.map((x) => tile(x.t))));
   });
   const floorWide = [...alarms.values()].filter((a) => a.state === "open");

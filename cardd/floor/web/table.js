@@ -83,7 +83,7 @@ async function paint() {
   const target = session.target_rounds_per_hour || 60;
   const day = new Date().toISOString().slice(0, 10); // the report's days are UTC days
   const [detail, records, hourly] = await Promise.all([
-    api(base), api(`${base}/records?limit=50`),
+    api(base), api(`${base}/records?limit=30`),
     api(`/reports/hourly?day=${day}&site=${encodeURIComponent(siteName)}&table=${encodeURIComponent(tableName)}`)]);
   const t = detail.table;
   const state = activity(t);
@@ -112,7 +112,9 @@ async function paint() {
   const recordRows = records.records.map((r) => el("tr", { class: r.severity },
     el("td", {}, String(r.seq)), el("td", {}, floorTime(r.time)),
     el("td", {}, el("span", { class: `badge ${r.severity}` }, r.severity)),
-    el("td", {}, el("code", {}, r.reason), el("div", { class: "muted" }, explained(r.reason))),
+    // the words under every alarm and warning; an info record's on hover and focus (its title)
+    el("td", {}, el("code", { title: explained(r.reason) || null, tabindex: r.severity === "info" && explained(r.reason) ? "0" : null }, r.reason),
+      r.severity === "info" ? null : el("div", { class: "muted" }, explained(r.reason))),
     el("td", {}, r.message, r.who ? el("span", { class: "muted" }, ` (${r.who})`) : null)));
   document.getElementById("table").replaceChildren(
     facts,

@@ -58,7 +58,7 @@ def main(docs: Path) -> int:
                 expect(tile(page, "bj-01")).to_contain_text("Held")
                 expect(tile(page, "bj-04")).to_contain_text("Offline")
                 page.wait_for_timeout(1500)
-                page.screenshot(path=str(docs / "floor-page.png"))
+                page.screenshot(path=str(docs / "floor-page.png"), full_page=True)
                 page.goto(f"{floor.url}/tables/{SITE}/bj-01")
                 expect(page.locator("table.records")).to_contain_text("FACE_UP_CARD")
                 page.wait_for_timeout(500)
