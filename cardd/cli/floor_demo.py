@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cardd.bench.floor import FloorOptions, run
+from core.ctrl_c import end_like_ctrl_c
 
 SITE = "floor1"
 #: the tables cardbench floor names with the prefix "bj-" (four digits)
@@ -185,12 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="floor-demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8480, help="the page's port on 127.0.0.1 (default 8480)")
     parser.add_argument("--time-zone", default=os.environ.get("TZ") or "UTC", help="the floor's time zone (IANA)")
-    parser.add_argument("--fault-rate", type=float, default=0.15, help="the share of rounds with a fault (0.15)")
+    parser.add_argument("--fault-rate", type=float, default=0.25, help="the share of rounds with a fault (0.25)")
     args = parser.parse_args(argv)
     if _accepts(args.port):
         print(f"floor-demo: port {args.port} is taken: --port another (make floor-demo DEMO_ARGS='--port 8481')",
               file=sys.stderr)
         return 2
+    end_like_ctrl_c()  # SIGTERM and SIGHUP too: every part stopped, the folder removed
     folder = Path(tempfile.mkdtemp(prefix="cardfloor-demo-"))
     demo = Demo(folder, args.port)
     try:
