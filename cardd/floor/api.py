@@ -302,7 +302,10 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
         session: Session | None = request.state.session
         response = Response(status_code=204)
         if session is not None:
-            await _audit("logout", "ok", session.user.name, clock(), client_address(request))
+            now = clock()
+            if web is not None:
+                web.end(session, now)
+            await _audit("logout", "ok", session.user.name, now, client_address(request))
             clear_session_cookie(response, request)
         return response
 
@@ -409,11 +412,14 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
     async def stream(request: Request) -> Response:
         given = request.headers.get("last-event-id", "")
         last_id = int(given) if given.isdigit() and len(given) <= 18 else None
-        return EventSourceResponse(_events(principal(request), last_id), ping=ping_s)
+        found: Session | None = request.state.session
+        return EventSourceResponse(_events(principal(request), last_id, None if found is None else found.expires),
+                                   ping=ping_s)
 
-    async def _events(who: Principal, last_id: int | None) -> AsyncIterator[ServerSentEvent]:
+    async def _events(who: Principal, last_id: int | None, until: dt.datetime | None) -> AsyncIterator[ServerSentEvent]:
+        """The stream's events; a session's stream ends when the session does (the page logs in again)."""
         last = last_id
-        while True:
+        while until is None or clock() < until:
             changes = hub.since(last)
             if changes is None:
                 # the snapshot is read after its id is taken: a change meanwhile is sent after it too

@@ -7,7 +7,7 @@
     cardfloor user add|passwd|remove|list     the pit page's users (cardd/floor/users.py)
 
 Exit codes as cardd's: 0 after a clean stop (SIGTERM or Ctrl-C once it runs), 1 when it cannot
-start (the HTTP API's address taken, its tokens unreadable) or fails, 2 for a configuration or
+start (the HTTP API's address taken, its tokens, users or session key unreadable) or fails, 2 for a configuration or
 command line it cannot use, 130 for a Ctrl-C before it runs (its imports: quietly). This module
 imports nothing at its top but core.ctrl_c, so that Ctrl-C prints no traceback either.
 """
@@ -52,8 +52,10 @@ def _cardfloor(argv: list[str] | None) -> int:
         print(f"cardfloor: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if args.check_config:
-        http = "no HTTP API (no http.tokens_file)" if config.http.tokens_file is None else \
-            f"HTTP API on {config.http.listen}"
+        served = [what for what, key in (("the API's tokens", config.http.tokens_file),
+                                         ("the pit page's users", config.http.users_file)) if key is not None]
+        http = "no HTTP (no http.tokens_file nor http.users_file)" if not served else \
+            f"HTTP on {config.http.listen} for {' and '.join(served)}"
         print(f"{args.config}: ok (brokers {', '.join(config.broker.urls)}, client id {config.broker.client_id}, "
               f"{http})")
         return EXIT_OK

@@ -328,7 +328,8 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
     web = None
     if config.http.users_file is not None:
         from cardd.floor.users import Users
-        from cardd.floor.web import Web, load_or_make_secret
+        from cardd.floor.secret import load_or_make_secret
+        from cardd.floor.web import Web
         users = Users(config.http.users_file)
         secret_file = config.http.session_secret_file
         assert secret_file is not None, "beside the users file when not given"

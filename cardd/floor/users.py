@@ -19,6 +19,7 @@ import getpass
 import hashlib
 import hmac
 import os
+import pwd
 import secrets
 import stat
 import sys
@@ -138,6 +139,9 @@ def save_users(path: Path, users: dict[str, User]) -> None:
     new = path.with_name(f".{path.name}.{os.getpid()}.new")
     fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
+        owner = service_owner(path)
+        if owner is not None:
+            os.fchown(fd, *owner)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
@@ -146,6 +150,23 @@ def save_users(path: Path, users: dict[str, User]) -> None:
     except BaseException:
         new.unlink(missing_ok=True)
         raise
+
+
+def service_owner(path: Path) -> tuple[int, int] | None:
+    """Whose a file written by root for the service is to be: the owner of the file it replaces,
+    else the ``cardfloor`` user's (packaging/cardfloor.service runs as it); None when not root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        info = path.stat()
+        return info.st_uid, info.st_gid
+    except FileNotFoundError:
+        pass
+    try:
+        found = pwd.getpwnam("cardfloor")
+    except KeyError:
+        return None
+    return found.pw_uid, found.pw_gid
 
 
 class Users:
@@ -241,12 +262,26 @@ def main(argv: list[str]) -> int:
             user = users[args.name]
             users[args.name] = user._replace(password=hash_password(_password(args.password_stdin)))
         save_users(path, users)
+        _make_session_key(config.http.session_secret_file, path)
         print(f"{'added' if args.verb == 'add' else 'changed the password of'} {args.name}")
         return EXIT_OK
-    except UsersError as exc:
+    except CarddError as exc:  # the users file's or the session key's problem
         return _say(str(exc), EXIT_REFUSED)
     except OSError as exc:
         return _say(f"{path}: cannot write it: {exc.strerror or type(exc).__name__}", EXIT_REFUSED)
+
+
+def _make_session_key(path: Path | None, users_file: Path) -> None:
+    """The session key, made here when missing (the users file's owner's): the service under
+    systemd may not write /etc/cardfloor (ProtectSystem=strict)."""
+    from cardd.floor.secret import load_or_make_secret
+
+    if path is None or path.exists():
+        return
+    owner = service_owner(users_file)
+    load_or_make_secret(path)
+    if owner is not None:
+        os.chown(path, *owner)
 
 
 def _password(from_stdin: bool) -> str:

@@ -4,7 +4,8 @@ A user logs in (``POST /api/v1/login``) with a name and password of the users fi
 (cardd/floor/users.py) and gets a session: a cookie signed with the floor's secret key
 (itsdangerous), holding who, a CSRF token, when it ends (``http.session_hours``) and a
 fingerprint of the user's password hash, so a new password or a removed user ends every session
-made before. The cookie is HttpOnly and SameSite=Strict; a state-changing request that comes
+made before. A session logged out is refused from then on, until cardfloor restarts (then only
+its expiry ends it). The cookie is HttpOnly and SameSite=Strict; a state-changing request that comes
 with it must also send the session's CSRF token as ``X-CSRF-Token`` and, when the browser says
 where it comes from (``Origin``), come from this server. Log-ins are rate-limited: after
 :data:`USER_FAILURES` failures for one user or :data:`ADDRESS_FAILURES` from one address within
@@ -20,9 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import importlib.resources
-import os
+import math
 import secrets
-import stat
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -40,13 +40,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cardd.floor.auth import Principal
 from cardd.floor.users import User, Users
-from core.errors import CarddError
 
 COOKIE = "cardfloor_session"
 CSRF_HEADER = "x-csrf-token"
 #: log-in failures within WINDOW_S after which log-in is refused for a while
 USER_FAILURES, ADDRESS_FAILURES, WINDOW_S = 5, 20, 300.0
-SECRET_BYTES = 32
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff",
@@ -57,40 +55,9 @@ PAGES = (("/", "floor.html", True), ("/login", "login.html", False), ("/tables/{
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-class SecretError(CarddError):
-    """The session key's file cannot be read or made: one sentence naming it."""
-
-
 def web_files() -> Path:
     """cardd/floor/web/, where the package is installed."""
     return Path(str(importlib.resources.files("cardd.floor") / "web"))
-
-
-def load_or_make_secret(path: Path) -> bytes:
-    """The session signing key in ``path``; made (32 random bytes, mode 0600) when missing."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise SecretError(f"{path}: cannot make it: {exc.strerror or type(exc).__name__}") from None
-    else:
-        with os.fdopen(fd, "wb") as out:
-            out.write(secrets.token_bytes(SECRET_BYTES))
-            out.flush()
-            os.fsync(out.fileno())
-    try:
-        info = path.stat()
-        if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
-            raise SecretError(f"{path}: others may read it (mode {info.st_mode & 0o777:04o}): only cardfloor may "
-                              "(chown cardfloor, chmod 0600)")
-        key = path.read_bytes()
-    except OSError as exc:
-        raise SecretError(f"{path}: cannot read it: {exc.strerror or type(exc).__name__}") from None
-    if len(key) < SECRET_BYTES:
-        raise SecretError(f"{path}: {len(key)} bytes: a session key is at least {SECRET_BYTES} (delete it: "
-                          "cardfloor makes a new one, and every session ends)")
-    return key
 
 
 class Session(NamedTuple):
@@ -128,7 +95,7 @@ class Limiter:
                  if len(found := self._recent(key, now)) >= limit]
         if len(self._failures) > 100_000:  # many names tried: forget the keys with no recent failure
             self._failures = {k: v for k, v in self._failures.items() if v and v[-1] > now - WINDOW_S}
-        return max(1, int(max(waits)) + 1) if waits else None
+        return max(1, math.ceil(max(waits))) if waits else None
 
     def failed(self, user: str, address: str, now: float) -> None:
         for key in (f"user:{user}", f"address:{address}"):
@@ -148,12 +115,19 @@ class Web:
         self.session_life = dt.timedelta(hours=session_hours)
         self.time_zone, self.target_rounds_per_hour = time_zone, target_rounds_per_hour
         self.limiter = Limiter()
+        #: the sessions logged out before they ended (their CSRF token), until they end
+        self._ended: dict[str, dt.datetime] = {}
 
     def new_session(self, user: User, now: dt.datetime) -> tuple[str, Session]:
         """A session for ``user`` from ``now``: the cookie's value and the session."""
         session = Session(user, secrets.token_urlsafe(24), now + self.session_life)
         cookie = _Cookie(user.name, user.generation, session.csrf, session.expires.timestamp())
         return self._serializer.dumps(msgspec.to_builtins(cookie)), session
+
+    def end(self, session: Session, now: dt.datetime) -> None:
+        """Log ``session`` out: its cookie is refused from now on (in this run of cardfloor)."""
+        self._ended = {csrf: until for csrf, until in self._ended.items() if until > now}
+        self._ended[session.csrf] = session.expires
 
     def session(self, cookie: str | None, now: dt.datetime) -> Session | None:
         """The session a cookie's value holds; None when there is none, it is not signed by this
@@ -165,7 +139,7 @@ class Web:
         except (BadSignature, msgspec.ValidationError):
             return None
         expires = dt.datetime.fromtimestamp(found.expires, dt.timezone.utc)
-        if expires <= now:
+        if expires <= now or found.csrf in self._ended:
             return None
         user = self.users.get(found.user)
         if user is None or not hmac.compare_digest(user.generation, found.generation):

@@ -13,7 +13,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,8 +69,9 @@ class ApiServer:
     its archive opened on that thread's loop; :meth:`call` runs a coroutine there (to fill the
     archive through its own interface)."""
 
-    def __init__(self, dsn: str, tokens: Path) -> None:
+    def __init__(self, dsn: str, tokens: Path, build: Callable[[Archive, Hub, Auth], Starlette] | None = None) -> None:
         self.dsn, self.tokens = dsn, tokens
+        self.build = build or (lambda archive, hub, auth: build_app(archive, hub, auth, clock=lambda: NOW))
         self.hub = Hub()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.server: uvicorn.Server | None = None
@@ -91,7 +92,7 @@ class ApiServer:
             self.loop = asyncio.get_running_loop()
             self.archive = await Archive.open(self.dsn)
             try:
-                self.app = build_app(self.archive, self.hub, Auth.load(self.tokens), clock=lambda: NOW)
+                self.app = self.build(self.archive, self.hub, Auth.load(self.tokens))
                 self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
                 await self.server.serve(sockets=[self.sock])
             finally:

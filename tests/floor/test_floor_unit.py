@@ -66,7 +66,7 @@ def test_check_config_says_ok_or_one_line_and_exits_2(tmp_path):
     done = cardfloor("--check-config", "--config", str(example))
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (f"{example}: ok (brokers mqtts://mqtt-1.floor:8883, mqtts://mqtt-2.floor:8883, "
-                           "client id cardfloor, no HTTP API (no http.tokens_file))\n")
+                           "client id cardfloor, no HTTP (no http.tokens_file nor http.users_file))\n")
     wrong = tmp_path / "cardfloor.toml"
     wrong.write_text(example.read_text().replace("retention_days = 400", "retention_days = 30"))
     for args in (("--check-config", "--config", str(wrong)), ("--config", str(wrong))):

@@ -206,3 +206,45 @@ def _answers(url: str) -> bool:
     except httpx.HTTPError:
         return False
     return True
+
+
+def test_the_real_cardfloor_logs_a_user_in_and_shows_only_their_pit(tmp_path, mosquitto, floor_db):
+    """cardfloor with ``http.users_file`` (users added by the real ``cardfloor user``) and pits:
+    it makes the session key (0600) at its first start, serves the pages behind a log-in, and a
+    pit user's floor holds only its pit's tables."""
+    import subprocess
+
+    from tests.floor.service_rig import CARDFLOOR
+
+    port = free_port()
+    users = tmp_path / "users"
+    floor_file(tmp_path, mosquitto, floor_db)
+    config = tmp_path / "cardfloor.toml"
+    config.write_text(config.read_text() + f'[http]\nlisten = "127.0.0.1:{port}"\nusers_file = "{users}"\n'
+                      '[[pit]]\nname = "Pit 1"\ntables = ["site-1/bj-1"]\n'
+                      '[[pit]]\nname = "Pit 2"\ntables = ["site-1/bj-2"]\n')
+    added = subprocess.run([CARDFLOOR, "user", "--config", str(config), "add", "anna", "--role", "pit", "--pit",
+                            "Pit 1", "--password-stdin"], input="anna's password\n", capture_output=True, text=True,
+                           timeout=60)
+    assert added.returncode == 0, added.stderr
+    tables = [Table(mosquitto, "site-1", name) for name in ("bj-1", "bj-2")]
+    with Floor(config, floor_db, mosquitto) as floor:
+        for table in tables:
+            table.status()
+            table.send(1)
+            floor.wait_for_seqs("site-1", table.table, [1])
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _answers(base + "/login"), "the pages served")
+        assert (tmp_path / "users.secret").stat().st_mode & 0o777 == 0o600
+        with httpx.Client(base_url=base, timeout=10) as http:
+            assert http.get("/").status_code == 303
+            login = http.post("/api/v1/login", json={"user": "anna", "password": "anna's password"},
+                              headers={"X-Requested-With": "cardfloor"})
+            assert login.status_code == 200, login.text
+            shown = http.get("/api/v1/floor").json()
+            assert [(t["table"], t["pit"]) for t in shown["tables"]] == [("bj-1", "Pit 1")]
+            assert http.get("/").status_code == 200
+        assert floor.events("floor_login")[-1]["user"] == "anna"
+        assert floor.stop() == 0
+    for table in tables:
+        table.close()

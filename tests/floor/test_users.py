@@ -35,6 +35,9 @@ def test_add_list_passwd_remove(config: Path, tmp_path: Path):
     added = user(config, "add", "anna", "--role", "pit", "--pit", "Pit 1", "--pit", "Pit 2", "--password-stdin")
     assert (added.returncode, added.stdout, added.stderr) == (0, "added anna\n", "")
     assert users_file.stat().st_mode & 0o777 == 0o600
+    key = tmp_path / "users.secret"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32, "the session key made with it"
+    assert key.stat().st_uid == users_file.stat().st_uid
     assert user(config, "add", "eye", "--role", "surveillance", "--password-stdin").returncode == 0
     listed = user(config, "list", password=None)
     assert listed.stdout == "anna\tpit\tPit 1, Pit 2\neye\tsurveillance\t\n"

@@ -86,6 +86,14 @@ def test_the_wheel_holds_the_rules_and_the_scenario_library(installed: Installed
         assert shipped and shipped <= names, f"left out of the wheel: {sorted(shipped - names)}"
 
 
+def test_the_wheel_holds_the_floor_s_migrations_and_pages(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    shipped = {path.relative_to(ROOT).as_posix() for folder in ("migrations", "web")
+               for path in (ROOT / "cardd" / "floor" / folder).iterdir() if path.is_file()}
+    assert {"cardd/floor/web/login.html", "cardd/floor/migrations/0002_audit.sql"} <= shipped
+    assert shipped <= names, f"left out of the wheel: {sorted(shipped - names)}"
+
+
 def test_the_installed_commands_import_cardd_from_the_venv_not_the_checkout(installed: Installed) -> None:
     probe = "import cardd, core, devices; print(cardd.__file__); print(core.__file__)"
     done = installed.run(installed.bin("python"), "-c", probe)
