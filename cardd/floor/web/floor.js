@@ -39,7 +39,8 @@ function tile(table) {
     el("p", { class: "shoe" }, (table.online ? "" : "Last known: ") +
       (table.shoe ? `shoe ${table.shoe.state.replace("_", " ")} · ${table.shoe.penetration}` : "no shoe")),
   ];
-  if (table.backlog) lines.push(el("p", { class: "backlog" }, `Backlog: ${table.backlog} records, oldest ${age(table.backlog_age_s)}`));
+  if (table.backlog) lines.push(el("p", { class: "backlog" }, `Backlog: ${table.backlog} ${table.backlog === 1 ? "record" : "records"}` +
+    (table.backlog_age_s === null || table.backlog_age_s === undefined ? "" : `, the oldest ${age(table.backlog_age_s)}`)));
   if (!table.online) lines.push(el("p", {}, `Last seen ${floorTime(table.last_seen)}`));
   return el("li", { class: `tile ${state}${why.length ? " attention" : ""}`, "data-table": key(table.site, table.table) },
     el("a", { class: "name", href: tablePath(table.site, table.table) }, table.table,

@@ -10,6 +10,7 @@ from playwright.sync_api import Browser, sync_playwright
 
 from tests.floor.browser.pit_rig import CHROMIUM, PitFloor
 from tests.support.postgres import PostgresServer
+from tests.daemon.daemon_rig import directory  # noqa: F401  (a real table's state folder)
 
 
 @pytest.fixture(scope="module")

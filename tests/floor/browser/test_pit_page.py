@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Browser, Dialog, expect
 
 from tests.floor.browser.pit_rig import SITE, PitFloor, log_in, tile
+from tests.export.export_rig import SITE as EXPORT_SITE, ExportTable
 from tests.floor.service_rig import ago, stamp, wait_until
 
 HOSTILE = "<img src=x onerror=window.__ran=1;alert(1)>"
@@ -39,6 +40,23 @@ def test_a_round_held_by_a_face_up_misload_shows_on_the_floor_and_the_table_page
     expect(records).to_contain_text("FACE_UP_CARD")
     expect(records).to_contain_text("a card read face up")  # the reason code in words
     expect(page.locator("svg.chart")).to_be_visible()
+    page.context.close()
+
+
+def test_a_real_table_s_rounds_and_devices_show_live(pit: PitFloor, browser: Browser, directory):
+    """A real cardd --simulate-style table (the daemon on simulated devices over ptys) exporting to
+    the floor's broker: its tile comes, its devices and rounds as its export says them."""
+    user, password_file = pit.broker.add_table(EXPORT_SITE, "bj-real")
+    page = log_in(browser, pit, "ada")
+    with ExportTable(directory, [pit.broker.url], "bj-real", user=user, password_file=password_file) as table:
+        real = page.locator(f'li.tile[data-table="{EXPORT_SITE}/bj-real"]')
+        expect(real).to_contain_text("Online", timeout=30000)
+        expect(real).to_contain_text("shuffler: idle", timeout=30000)
+        table.deal_rounds(1)
+        expect(real).to_contain_text("Rounds this hour: 1", timeout=30000)
+        expect(page.locator("section.pit").last.locator("h2")).to_contain_text("Unassigned")
+        table.stop()
+    expect(real).to_contain_text("Offline", timeout=30000)
     page.context.close()
 
 
