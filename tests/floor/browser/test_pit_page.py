@@ -74,6 +74,16 @@ def test_an_acknowledgement_made_in_the_browser_shows_who(pit: PitFloor, browser
     acked = page.locator("tr", has_text="bj-02").filter(has_text="Table offline")
     expect(acked).to_contain_text("Acknowledged by pat at")
     expect(acked).to_contain_text("dealer called the pit")
+    page.set_viewport_size({"width": 1024, "height": 768})  # a tablet: no page wider than its screen
+    for path in ("/alarms", "/", f"/tables/{SITE}/bj-02", "/reports"):
+        page.goto(pit.url + path)
+        expect(page.locator("#notice")).to_have_text("")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1024, path
+    page.goto(pit.url + "/")
+    expect(page.get_by_role("link", name="Floor")).to_be_visible()
+    page.keyboard.press("Tab")  # the skip link, then the pages' links: all reachable by keyboard
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Floor"
     pit.tables["bj-02"].status()
     page.context.close()
 
