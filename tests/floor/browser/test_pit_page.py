@@ -94,6 +94,10 @@ def test_a_pit_user_sees_only_its_pits_and_surveillance_acknowledges_nothing(pit
     expect(page.locator("li.tile")).to_have_count(1)
     page.goto(f"{pit.url}/tables/{SITE}/bj-01")
     expect(page.locator("#notice")).to_contain_text("no table")
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(f"{pit.url}/login")
+    page.goto(pit.url + "/")  # the session has ended
+    expect(page).to_have_url(f"{pit.url}/login?next=%2F")
     page.context.close()
 
     pit.tables["bj-04"].status(online=False)
