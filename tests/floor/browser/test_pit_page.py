@@ -4,6 +4,7 @@ rate-limited, and what tables and people sent shown as text, never run."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Dialog, expect
@@ -79,6 +80,13 @@ def test_an_acknowledgement_made_in_the_browser_shows_who(pit: PitFloor, browser
         page.goto(pit.url + path)
         expect(page.locator("#notice")).to_have_text("")
         assert page.evaluate("document.documentElement.scrollWidth") <= 1024, path
+    page.goto(pit.url + "/reports")
+    expect(page.locator("#report")).to_contain_text(f"{SITE}/bj-01")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download CSV").click()
+    csv = Path(download.value.path()).read_text()
+    assert csv.startswith("site,table,start,") and f"{SITE},bj-02," in csv
+    assert "bj-03" not in csv, "the pit user's report holds its pits' tables only"
     page.goto(pit.url + "/")
     expect(page.get_by_role("link", name="Floor")).to_be_visible()
     page.keyboard.press("Tab")  # the skip link, then the pages' links: all reachable by keyboard
