@@ -19,7 +19,8 @@ LOCK_ARGS := --quiet --universal --python-version 3.11 --generate-hashes --only-
              --custom-compile-command "make lock"
 
 .PHONY: demo test test-latest lock typecheck platform sysdeps venv bench diagrams check-diagrams api-schema \
-        check-api-schema floor-schema check-floor-schema floor-openapi check-floor-openapi clean wheel deb
+        check-api-schema floor-schema check-floor-schema floor-openapi check-floor-openapi floor-reasons \
+        floor-demo floor-screenshots clean wheel deb
 
 # One line when this is not the platform the quick start is tested on; a stop when Python is
 # older than cardd can run on (pyproject.toml: requires-python).
@@ -77,6 +78,15 @@ sysdeps:
 # the real daemon (cardd --simulate) through a whole shoe, with `cardctl watch` live; DEMO_ARGS=--fast for seconds
 demo: platform $(STAMP)
 	$(PY) -m cardd.cli.demo $(DEMO_ARGS)
+
+# the pit page on a floor of its own: mosquitto, PostgreSQL, cardfloor and four tables dealing with
+# faults; prints the page's address and a log-in; Ctrl-C stops it all (FLOOR_DEMO_ARGS=--port 8481)
+floor-demo: platform sysdeps $(STAMP)
+	$(PY) -m cardd.cli.floor_demo $(FLOOR_DEMO_ARGS)
+
+# docs/floor-page.png, docs/table-page.png, docs/alarms-page.png: the pit page in Chromium on a test floor
+floor-screenshots: sysdeps $(STAMP)
+	$(PY) -m tests.floor.browser.screenshots docs
 
 # The tests run in TEST_WORKERS processes side by side (pytest-xdist): most of them wait on a real
 # daemon, pty or subprocess, not on the CPU, so on 2 cores more workers than cores keep them busy
@@ -151,6 +161,11 @@ floor-openapi: $(STAMP)
 
 check-floor-openapi: $(STAMP)
 	$(PY) -m cardd.floor.openapi --check docs/floor-openapi.json
+
+# The reason codes in words for the pit page, from docs/deal-tracking.md's table (tests/floor/
+# test_web_files.py checks the file is current).
+floor-reasons: $(STAMP)
+	$(PY) -m cardd.floor.reason_texts
 
 # cardd's wheel in dist/, built from a clean copy of the packages with the locked setuptools
 # (packaging/build_wheel.py; docs/install.md, section 7)

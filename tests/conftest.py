@@ -132,6 +132,8 @@ SLOW_FILES_FIRST = (
     "tests/bench/test_replay.py",
     "tests/export/test_brokers.py",
     "tests/export/test_export_crash.py",
+    "tests/floor/browser/test_pit_page.py",     # Chromium on a floor, cardfloor and broker restarted
+    "tests/floor/browser/test_floor_demo.py",   # make floor-demo's floor, tables dealing
 )
 
 

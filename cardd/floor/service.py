@@ -62,6 +62,8 @@ BATCH_MESSAGES = 500
 BATCH_BYTES = 2 << 20
 #: topics outside the contract said in the log, at most (then silently dropped)
 STRANGE_TOPICS_SAID = 1000
+#: how long a stop waits for the HTTP connections still open (event streams never end by themselves)
+STREAM_DRAIN_S = 2
 Table = tuple[str, str]
 
 
@@ -426,7 +428,9 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
 
     app = api.build_app(archive, hub, auth, web=web, pit_of=config.pit_of(),
                         target_rounds_per_hour=config.floor.target_rounds_per_hour)
-    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off"))
+    # an open event stream (a pit page) never ends by itself: stopping waits for it this long only
+    server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
+                                   timeout_graceful_shutdown=STREAM_DRAIN_S))
     return server, sock
 
 

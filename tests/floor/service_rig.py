@@ -75,12 +75,15 @@ class Table:
     def topic(self, leaf: str) -> str:
         return f"cardd/v1/{self.site}/{self.table}/{leaf}"
 
-    def event(self, *, at: datetime | None = None, reason: str = "CARD_DRAWN", replay: bool = False) -> Event:
+    def event(self, *, at: datetime | None = None, reason: str = "CARD_DRAWN", replay: bool = False,
+              source: str = "tracker", severity: Literal["info", "warning", "alarm"] = "info",
+              message: str | None = None, data: dict[str, Any] | None = None, who: str | None = None) -> Event:
         """The next record, chained to the last made (``at``: its time)."""
         self.seq += 1
         unhashed = Event(schema=SCHEMA, site=self.site, table=self.table, seq=self.seq, time=stamp(at), kind="event",
-                         source="tracker", reason=reason, severity="info", who=None, round=None,
-                         message=f"record {self.seq}", data={"n": self.seq}, prev=self.prev, hash="0" * 64,
+                         source=source, reason=reason, severity=severity, who=who, round=None,
+                         message=f"record {self.seq}" if message is None else message,
+                         data={"n": self.seq} if data is None else data, prev=self.prev, hash="0" * 64,
                          replay=replay)
         event = msgspec.structs.replace(unhashed, hash=event_hash(unhashed))
         self.prev = event.hash
@@ -120,11 +123,12 @@ class Table:
         self.publish("status", payload, retain=True)
 
     def state(self, *, backlog: int = 0, oldest_s: float | None = None, at: datetime | None = None,
-              alarms: list[dict[str, Any]] | None = None) -> None:
+              alarms: list[dict[str, Any]] | None = None, devices: list[dict[str, Any]] | None = None,
+              shoe: dict[str, Any] | None = None) -> None:
         self.publish("state", {
             "schema": SCHEMA, "site": self.site, "table": self.table, "time": stamp(at),
-            "devices": [{"role": "shoe", "state": "idle", "connected": True}],
-            "shoe": {"state": "in_play", "penetration": "0-25%"}, "rounds": {"this_shoe": 1, "this_hour": 1},
+            "devices": devices or [{"role": "shoe", "state": "idle", "connected": True}],
+            "shoe": shoe or {"state": "in_play", "penetration": "0-25%"}, "rounds": {"this_shoe": 1, "this_hour": 1},
             "alarms": alarms or [], "export": {"delivered_through": self.seq, "backlog": backlog,
                                                "oldest_undelivered_s": oldest_s}}, retain=True)
 

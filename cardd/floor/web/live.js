@@ -1,0 +1,57 @@
+// The live feed (GET /api/v1/stream): EventSource resumes by itself with Last-Event-ID; when the
+// server answers with an error instead (restarting, the session gone) it gives up, so we open a
+// new one, which starts with a snapshot: the page catches up either way. A banner says when the
+// connection is lost.
+import { API, requireSession } from "./app.js";
+
+const RETRY_MS = 2000;
+
+export function live(handlers) {
+  const banner = document.getElementById("connection");
+  let source = null;
+  let lostAt = null;
+
+  function lost() {
+    if (lostAt === null) lostAt = Date.now();
+    if (banner) {
+      banner.hidden = false;
+      banner.textContent = "Connection lost — reconnecting…";
+    }
+    document.body.dataset.connection = "lost";
+  }
+
+  function back() {
+    lostAt = null;
+    if (banner) banner.hidden = true;
+    document.body.dataset.connection = "live";
+  }
+
+  function open() {
+    source = new EventSource(`${API}/stream`);
+    source.addEventListener("open", back);
+    source.addEventListener("error", () => {
+      lost();
+      if (source.readyState === EventSource.CLOSED) {
+        source.close();
+        setTimeout(async () => {
+          try {
+            await requireSession(); // the log-in page when the session has ended
+          } catch {
+            setTimeout(open, RETRY_MS);
+            return;
+          }
+          open();
+        }, RETRY_MS);
+      }
+    });
+    for (const [kind, handle] of Object.entries(handlers)) {
+      source.addEventListener(kind, (event) => {
+        back();
+        handle(JSON.parse(event.data), event.lastEventId);
+      });
+    }
+  }
+
+  open();
+  return () => source && source.close();
+}
