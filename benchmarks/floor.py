@@ -19,7 +19,7 @@ floor's backlog is delivered.
 
 The floor service (``--part cardfloor``): for each size, a fresh cardfloor and database (a private
 PostgreSQL, fsync on, ``track_commit_timestamp`` on) behind the same mosquitto (given room to queue
-what the floor's session has not taken), the tables published by benchmarks/paced_tables.py (the
+what the floor's session has not taken), the tables published by benchmarks/_paced_tables.py (the
 same stories and the export's own payloads, from one light process, so the two cores are left to
 cardfloor and PostgreSQL), an SSE client on /api/v1/stream:
 
@@ -198,7 +198,7 @@ def drain(broker: Broker, tables: int, journals: Path, hours: float, extra: list
 
 # ---- cardfloor: the floor service, its archive and its stream ---------------------------------
 
-PACED = ROOT / "benchmarks" / "paced_tables.py"
+PACED = ROOT / "benchmarks" / "_paced_tables.py"
 CARDFLOOR = Path(sys.executable).with_name("cardfloor")
 #: the bench broker keeps whatever the floor's session has not taken yet (a drain queues thousands)
 BROKER_ROOM = "max_queued_messages 0\nmax_queued_bytes 0\n"
@@ -305,7 +305,7 @@ class Cardfloor:
 
 
 class Paced:
-    """benchmarks/paced_tables.py as a child, its lines kept."""
+    """benchmarks/_paced_tables.py as a child, its lines kept."""
 
     def __init__(self, broker: Broker, tables: int, *extra: str) -> None:
         self.lines: list[tuple[float, str]] = []
@@ -342,7 +342,7 @@ def measure_cardfloor(broker: Broker, server: Any, folder: Path, tables: int, wa
     time to its row's commit, PostgreSQL's track_commit_timestamp) and commit-to-SSE (to its
     ``records`` change at a stream client), p50/p99/max over ``seconds`` after ``warmup``;
     cardfloor's and PostgreSQL's CPU, cardfloor's RSS; the archive's disk a record. ``load``:
-    "paced" (benchmarks/paced_tables.py) or "cardbench" (``cardbench floor``: real exporters over
+    "paced" (benchmarks/_paced_tables.py) or "cardbench" (``cardbench floor``: real exporters over
     real journals, whose own CPU then shares the machine with cardfloor's)."""
     import psycopg
     dsn = server.create_database()
@@ -441,7 +441,7 @@ def main() -> int:
     ap.add_argument("--part", default="tables,cardfloor",
                     help="tables (cardbench floor: the tables' export), cardfloor (the floor service), or both")
     ap.add_argument("--load", choices=["paced", "cardbench"], default="paced",
-                    help="cardfloor's tables: paced_tables.py's light publisher, or cardbench floor's exporters")
+                    help="cardfloor's tables: _paced_tables.py's light publisher, or cardbench floor's exporters")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
     args = ap.parse_args()
     end_like_ctrl_c()  # a kill stops cardbench floor and mosquitto as Ctrl-C does

@@ -1,7 +1,7 @@
 """A floor's tables as the floor receives them, cheaply: the load for cardfloor's benchmark.
 
-    .venv/bin/python benchmarks/paced_tables.py --broker mqtt://127.0.0.1:1883 --tables 1000 --duration 120
-    .venv/bin/python benchmarks/paced_tables.py --broker URL --tables 1000 --backlog-hours 1
+    .venv/bin/python benchmarks/_paced_tables.py --broker mqtt://127.0.0.1:1883 --tables 1000 --duration 120
+    .venv/bin/python benchmarks/_paced_tables.py --broker URL --tables 1000 --backlog-hours 1
 
 Each table's journal is :class:`cardd.bench.tables.TableStory`'s (what ``cardbench floor``
 journals: shoes, rounds, faults, at a real table's pace), and each commit goes out as the table's
