@@ -29,7 +29,7 @@ def test_a_round_held_by_a_face_up_misload_shows_on_the_floor_and_the_table_page
         table.event(reason="ROUND_HELD", source="round", severity="alarm", message="round 7: held (FACE_UP_CARD)",
                     data={"round": 7, "cause": "FACE_UP_CARD"})]))
     table.state(alarms=[{"reason": "FACE_UP_CARD", "since": stamp()}, {"reason": "ROUND_HELD", "since": stamp()}])
-    expect(bj01).to_contain_text("Held", timeout=2000)  # the bound: on the page within 2 s
+    expect(bj01).to_contain_text("Held", timeout=2000)  # a held round on the floor page within 2 s
     expect(bj01).to_contain_text("FACE_UP_CARD")
     expect(bj01).to_contain_text("Needs attention")
     first = page.locator("section.pit").first.locator("li.tile").first
@@ -69,7 +69,7 @@ def test_an_acknowledgement_made_in_the_browser_shows_who(pit: PitFloor, browser
     expect(row).to_contain_text("Open")
     row.get_by_label("Note").fill("dealer called the pit")
     row.get_by_role("button", name="Acknowledge").click()
-    expect(page.locator("tr", has_text="bj-02")).to_have_count(0)  # no longer open
+    expect(page.locator("tr", has_text="bj-02")).to_have_count(0)  # acknowledged: gone from the open list
     page.get_by_label("State").select_option("acknowledged")
     page.get_by_role("button", name="Show").click()
     acked = page.locator("tr", has_text="bj-02").filter(has_text="Table offline")
