@@ -133,6 +133,12 @@ def names_a_card(received: list[Received]) -> list[str]:
     return [m.text for m in received if CARD_TOKEN.search(m.text)]
 
 
+#: ``[api]`` for a table dealt by a test: its STATE polls (two requests a card, no pause when the
+#: card is already counted) go past the default 50 requests a second, and the daemon closes a
+#: connection that floods it
+FLAT_OUT = {"rate": 2000.0}
+
+
 class ExportTable:
     """A table exporting to ``brokers``: simulated devices on ptys, the daemon started from a
     configuration whose ``[export]`` holds ``export`` (site, table, brokers, user and password
@@ -144,10 +150,10 @@ class ExportTable:
                  **export: Any) -> None:
         """``journal_path`` elsewhere than the folder and ``prefix`` (a command that execs cardd:
         tests/support/full_disk.py) put the journal on a disk of the test's own; ``api``: more
-        keys of ``[api]`` (a client dealing flat out needs a ``rate`` above the default)."""
+        keys of ``[api]`` (by default :data:`FLAT_OUT`)."""
         self.directory, self.site, self.table = directory, SITE, table
         self.journal_path = journal_path or directory / "journal.sqlite3"
-        self.prefix, self.api = prefix, api
+        self.prefix, self.api = prefix, FLAT_OUT if api is None else api
         self.sim = SimulatedTable.over_ptys()
         self.export = {"brokers": brokers, "site": SITE, "table": table, "timeout_s": 2.0, **export}
         if user is not None:

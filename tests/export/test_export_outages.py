@@ -24,7 +24,7 @@ import pytest
 from cardd.journal import Journal
 from tests.cli.cli_rig import cardctl
 from tests.daemon.daemon_rig import Client
-from tests.export.export_rig import SITE, ExportTable, Subscriber, export_chain, names_a_card
+from tests.export.export_rig import FLAT_OUT, SITE, ExportTable, Subscriber, export_chain, names_a_card
 from tests.support.brokers import free_port
 from tests.support.full_disk import PrivateTmpfs
 
@@ -33,10 +33,6 @@ RESTARTS = 100 if FULL else 10
 #: the exporter's backoff between broker attempts reaches 30 s (cardd/export/exporter.py BACKOFF),
 #: a broker's answer then takes a few seconds more
 DRAIN_TIMEOUT = 75.0
-
-
-#: ``[api]`` for a table dealt flat out: its STATE polls go past the default 50 requests a second
-FLAT_OUT = {"rate": 2000.0}
 
 
 class Dealing:
