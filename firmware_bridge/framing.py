@@ -234,13 +234,14 @@ class DecoderStats:
 
     @property
     def errors(self) -> int:
-        return sum(getattr(self, name) for name in _COUNTER.values())
+        return sum(getattr(self, name) for name in ERROR_COUNTERS.values())
 
     def snapshot(self) -> "DecoderStats":
         return replace(self)
 
 
-_COUNTER = {
+#: each refusal's counter in the decoder's stats (framing2 adds its own)
+ERROR_COUNTERS = {
     CobsError: "cobs_errors",
     CrcMismatch: "crc_errors",
     FrameTooShort: "too_short",
@@ -342,6 +343,6 @@ class FrameDecoder:
             self._report(exc)
 
     def _report(self, exc: FrameError) -> None:
-        setattr(self.stats, _COUNTER[type(exc)], getattr(self.stats, _COUNTER[type(exc)]) + 1)
+        setattr(self.stats, ERROR_COUNTERS[type(exc)], getattr(self.stats, ERROR_COUNTERS[type(exc)]) + 1)
         if self._on_error is not None:
             self._on_error(exc)

@@ -36,7 +36,6 @@ from typing import Callable
 from firmware_bridge.crc import crc16
 from firmware_bridge.crc32c import crc32c
 from firmware_bridge.errors import (
-    CobsError,
     CrcMismatch,
     FrameError,
     FrameReplayed,
@@ -50,6 +49,7 @@ from firmware_bridge.errors import (
     UnknownFrameKind,
 )
 from firmware_bridge.framing import (
+    ERROR_COUNTERS,
     MAX_ENCODED_LEN,
     MAX_FRAME_LEN,
     FrameFields,
@@ -160,12 +160,7 @@ class Decoder2Stats:
 
 
 _COUNTER = {
-    CobsError: "cobs_errors",
-    CrcMismatch: "crc_errors",
-    FrameTooShort: "too_short",
-    FrameTooLong: "oversize",
-    UnknownFrameKind: "unknown_kind",
-    LengthMismatch: "length_errors",
+    **ERROR_COUNTERS,
     TagMismatch: "tag_errors",
     FrameReplayed: "replayed",
     UnauthenticatedFrame: "unauthenticated",

@@ -1,6 +1,6 @@
 // A floor alarm's acknowledgement: who and when once made; a note and a button while it is open
 // (for the roles that may acknowledge).
-import { age, api, el, floorTime, kindWords, mayAcknowledge } from "./app.js";
+import { age, api, el, floorTime, kindWords, mayAcknowledge, notice } from "./app.js";
 
 let forms = 0;
 // A note being written survives the list painted again under it (a live change): its text, and
@@ -65,4 +65,22 @@ export function alarmTable(list, done, { showTable = true } = {}) {
 export function writingNote() {
   return [...document.querySelectorAll("form.ack input[name=note]")]
     .some((input) => input.value !== "" || input === document.activeElement);
+}
+
+/** A page's repaint ``paint`` as a function asking for it ``delay`` ms from now: one pending at a
+ * time, put off while a note is being written, its failure said in the notice line. */
+export function repaintSoon(paint, defaultDelay) {
+  let pending = null;
+  const soon = (delay = defaultDelay) => {
+    if (pending) return;
+    pending = setTimeout(() => {
+      pending = null;
+      if (writingNote()) {
+        soon(1000);
+        return;
+      }
+      paint().then(() => notice(""), (error) => notice(error.message));
+    }, delay);
+  };
+  return soon;
 }

@@ -1,10 +1,9 @@
 // The floor's alarms: filters (state, table, kind), each with its acknowledgement; live.
 import { api, el, notice, requireSession } from "./app.js";
-import { alarmTable, writingNote } from "./ack.js";
+import { alarmTable, repaintSoon } from "./ack.js";
 import { live } from "./live.js";
 
 const form = document.getElementById("filters");
-let refetching = null;
 
 function readFilters() {
   const query = new URLSearchParams(location.search);
@@ -34,17 +33,8 @@ async function paint() {
   document.body.dataset.painted = String(Date.now());
 }
 
-function refetchSoon(delay = 300) {
-  if (refetching) return;
-  refetching = setTimeout(() => {
-    refetching = null;
-    if (writingNote()) {
-      refetchSoon(1000);
-      return;
-    }
-    paint().then(() => notice(""), (error) => notice(error.message));
-  }, delay);
-}
+const refetchSoon = repaintSoon(paint, 300);
+
 
 form.addEventListener("submit", (event) => {
   event.preventDefault();

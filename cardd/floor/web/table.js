@@ -1,14 +1,13 @@
 // A table's page: its devices, shoe, current round (no cards), recent records with their reason
 // codes in words, its floor alarms with acknowledgement, and its rounds per hour today.
 import { age, api, currentSession, el, floorClock, floorTime, notice, requireSession } from "./app.js";
-import { alarmTable, writingNote } from "./ack.js";
+import { alarmTable, repaintSoon } from "./ack.js";
 import { live } from "./live.js";
 import { activity, TABLE_WORDS } from "./tiles.js";
 
 const [, , siteName, tableName] = location.pathname.split("/").map(decodeURIComponent);
 const base = `/tables/${encodeURIComponent(siteName)}/${encodeURIComponent(tableName)}`;
 let reasons = {};
-let refetching = null;
 
 const ROUND_REASONS = new Set(["ROUND_STATE", "ROUND_HELD", "ROUND_RESUMED", "ROUND_VOID", "REDEAL"]);
 
@@ -129,17 +128,8 @@ async function paint() {
   document.body.dataset.painted = String(Date.now());
 }
 
-function refetchSoon(delay = 500) {
-  if (refetching) return;
-  refetching = setTimeout(() => {
-    refetching = null;
-    if (writingNote()) {
-      refetchSoon(1000);
-      return;
-    }
-    paint().then(() => notice(""), (error) => notice(error.message));
-  }, delay);
-}
+const refetchSoon = repaintSoon(paint, 500);
+
 
 function ours(change) {
   return change.site === siteName && change.table === tableName;
