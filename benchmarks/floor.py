@@ -112,10 +112,7 @@ class FloorRun:
 
     def pids(self) -> list[int]:
         """The parent and its worker processes."""
-        found = [self.proc.pid]
-        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
-            found += [int(n) for n in (task / "children").read_text().split()]
-        return found
+        return [self.proc.pid, *_children_of(self.proc.pid)]
 
     def cpu(self) -> float:
         total = 0.0
