@@ -81,6 +81,7 @@ def test_a_face_up_misload_at_a_real_table_is_on_the_floor_page_within_2_s_then_
     expect(page.locator("#round")).to_contain_text(f"Round {round_id}: void")
     alarms = page.locator("li.alarm")
     expect(alarms.filter(has_text="FACE_UP_CARD")).to_contain_text("FACE_UP_CARD: a card read face up")
+    expect(alarms.filter(has_text="ROUND_VOID")).to_contain_text("ROUND_VOID: the round is void and every bet returned")
     records = page.locator("table.records")
     misload = record_row(page, "FACE_UP_CARD")
     expect(misload).to_contain_text("came out face up: misload; card to no hand")
