@@ -69,11 +69,12 @@ def deal_to_box(table: ExportTable) -> dict[str, Any]:
     return deal_one(table.client, table.deal)
 
 
-def misload_next_card(table: ExportTable, state: dict[str, Any]) -> float:
-    """The shoe's next card (after ``state``'s) loaded face up and dealt: when the fault was put
-    in (time.monotonic)."""
+def fault_next_card(table: ExportTable, state: dict[str, Any], switch: str) -> float:
+    """The shoe's fault ``switch`` (docs/simulators.md: ``face_up_at``, a misload;
+    ``conflicting_read_at``, a read sent again as another card) at its next card after ``state``'s,
+    and that card dealt: when the fault was put in (time.monotonic)."""
     injected = time.monotonic()
-    table.sim.shoe.set_faults(face_up_at=state["shoe"]["cards_out"] + 1)
+    table.sim.shoe.set_faults(**{switch: state["shoe"]["cards_out"] + 1})
     table.deal(1)
     return injected
 

@@ -1,8 +1,8 @@
 """The pit page in real Chromium against real tables: three ``cardd`` daemons on simulated devices
 over ptys, in two pits, exporting to a real mosquitto, a real cardfloor archiving them in a real
-PostgreSQL. A face-up misload at a table is on the floor page within 2 s and on the table's page
-in words; a player's name and a device's URL written as markup are shown as text; a pit user
-sees only its pit's tables."""
+PostgreSQL. A face-up misload and a round held at a table are on the floor page within 2 s and
+on the table's page in words; a player's name and a device's URL written as markup are shown as
+text; a pit user sees only its pit's tables."""
 from __future__ import annotations
 
 import re
@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Dialog, Locator, Page, expect
 
 from tests.floor.browser.pit_rig import log_in, tile
 from tests.floor.browser.real_tables_rig import (
-    HOSTILE, HOSTILE_DEVICES, PITS, RealFloor, deal_to_box, misload_next_card, open_round, play_round_out)
+    HOSTILE, HOSTILE_DEVICES, PITS, RealFloor, deal_to_box, fault_next_card, open_round, play_round_out)
 from tests.support.postgres import PostgresServer
 
 #: a daemon's start, its devices' handshakes and the floor's first state of it, on a loaded machine
@@ -65,7 +65,7 @@ def test_a_face_up_misload_at_a_real_table_is_on_the_floor_page_within_2_s_then_
     expect(bj11).not_to_contain_text("Needs attention")
     round_id = state["round"]["id"]
 
-    injected = misload_next_card(table, state)
+    injected = fault_next_card(table, state, "face_up_at")
     expect(bj11).to_contain_text("Held", timeout=ms_left(injected, ON_THE_FLOOR_S))
     expect(bj11).to_contain_text("Needs attention: held")  # the same paint: it came with the state
     expect(bj11).to_contain_text("FACE_UP_CARD")
@@ -87,6 +87,32 @@ def test_a_face_up_misload_at_a_real_table_is_on_the_floor_page_within_2_s_then_
     expect(misload).to_contain_text("came out face up: misload; card to no hand")
     expect(misload).to_contain_text("a card read face up")  # the reason code in words
     expect(record_row(page, "ROUND_VOID")).to_contain_text(f"round {round_id}: void (FACE_UP_CARD); all bets returned")
+    page.context.close()
+
+
+def test_a_round_held_at_a_real_table_is_on_the_floor_page_within_2_s_then_its_page(real: RealFloor,
+                                                                                   browser: Browser):
+    table = real.tables["bj-21"]
+    page = log_in(browser, real.pit, "sam")  # surveillance sees every pit
+    bj21 = tile(page, "bj-21", real.site)
+    open_round(table)
+    state = deal_to_box(table)
+    expect(bj21).to_contain_text("Dealing", timeout=COMING)
+    expect(bj21).not_to_contain_text("Held")
+    round_id = state["round"]["id"]
+
+    injected = fault_next_card(table, state, "conflicting_read_at")
+    expect(bj21).to_contain_text("Held", timeout=ms_left(injected, ON_THE_FLOOR_S))
+    expect(bj21).to_contain_text("ROUND_HELD")
+    assert table.client.state()["round"]["state"] not in ("void", "complete")  # held, not ended
+
+    bj21.get_by_role("link", name=re.compile("bj-21")).click()
+    expect(page).to_have_url(f"{real.pit.url}/tables/{real.site}/bj-21")
+    expect(page.locator("#round")).to_contain_text(f"Round {round_id}: held")
+    expect(page.locator("li.alarm").filter(has_text="ROUND_HELD")).to_contain_text(
+        "ROUND_HELD: the round stops until a supervisor decides")
+    expect(record_row(page, "ROUND_HELD")).to_contain_text(f"round {round_id}: held (CONFLICTING_READ)")
+    expect(record_row(page, "CONFLICTING_READ")).to_contain_text("the first read stands; round held")
     page.context.close()
 
 
