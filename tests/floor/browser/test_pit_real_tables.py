@@ -87,6 +87,7 @@ def test_a_face_up_misload_at_a_real_table_is_on_the_floor_page_within_2_s_then_
     expect(misload).to_contain_text("came out face up: misload; card to no hand")
     expect(misload).to_contain_text("a card read face up")  # the reason code in words
     expect(record_row(page, "ROUND_VOID")).to_contain_text(f"round {round_id}: void (FACE_UP_CARD); all bets returned")
+    expect(page.locator("svg.chart")).to_be_visible()
     page.context.close()
 
 
@@ -129,6 +130,8 @@ def test_a_player_s_name_and_a_device_s_url_written_as_markup_are_shown_as_text(
     records = page.locator("table.records")
     expect(records).to_contain_text(f"round {round_id}: {HOSTILE} bets 10.00 on box 1")
     expect(record_row(page, "SETTLED")).to_contain_text(f"round {round_id}: {HOSTILE} ")
+    # the round played is in the day's chart: an hour of 1 round
+    expect(page.locator("svg.chart > title")).to_have_text(re.compile(r"^Rounds per hour today: [0-9, ]*\b1\b"))
     devices = page.locator("table.list").first
     expect(devices).to_contain_text(f"/{HOSTILE}/shoe")  # the URL the table's configuration names
     expect(devices).to_contain_text(f"/{HOSTILE}/shuffler")
