@@ -147,14 +147,15 @@ class ExportTable:
     def __init__(self, directory: Path, brokers: list[str], table: str, *, user: str | None = None,
                  password_file: Path | None = None, journal_path: Path | None = None,
                  prefix: list[str] | None = None, api: dict[str, int | float] | None = None,
-                 **export: Any) -> None:
+                 devices_directory: Path | None = None, **export: Any) -> None:
         """``journal_path`` elsewhere than the folder and ``prefix`` (a command that execs cardd:
         tests/support/full_disk.py) put the journal on a disk of the test's own; ``api``: more
-        keys of ``[api]`` (by default :data:`FLAT_OUT`)."""
+        keys of ``[api]`` (by default :data:`FLAT_OUT`); ``devices_directory``: where the
+        simulated devices' pty links are (their URLs in ``[devices]`` name it), else a temp dir."""
         self.directory, self.site, self.table = directory, SITE, table
         self.journal_path = journal_path or directory / "journal.sqlite3"
         self.prefix, self.api = prefix, FLAT_OUT if api is None else api
-        self.sim = SimulatedTable.over_ptys()
+        self.sim = SimulatedTable.over_ptys(directory=devices_directory)
         self.export = {"brokers": brokers, "site": SITE, "table": table, "timeout_s": 2.0, **export}
         if user is not None:
             self.export["username"] = user

@@ -29,34 +29,43 @@ TIME_ZONE = "America/Los_Angeles"
 class PitFloor:
     """The floor of the pit page's tests: its broker, database, cardfloor and tables."""
 
-    def __init__(self, directory: Path, postgres: PostgresServer) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path, postgres: PostgresServer, *, site: str = SITE,
+                 pits: dict[str, list[str]] | None = None, unassigned: list[str] | None = None,
+                 publishers: bool = True) -> None:
+        """The floor's ``pits`` (default :data:`PITS`) of ``site``; ``publishers``: each of their
+        tables and ``unassigned``'s (default :data:`UNASSIGNED`) a contract publisher with three
+        records sent, or none (real tables of the test's own export to :attr:`broker`)."""
+        pits = PITS if pits is None else pits
+        unassigned = UNASSIGNED if unassigned is None else unassigned
+        self.directory, self.site = directory, site
         self.broker = Mosquitto(directory / "broker").start()
         self.dsn = postgres.create_database()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = floor_file(directory, self.broker, self.dsn, alarms=QUICK_ALARMS)
-        pits = "".join(f'[[pit]]\nname = "{name}"\ntables = [{", ".join(f"{chr(34)}{SITE}/{t}{chr(34)}" for t in tables)}]\n'
-                       for name, tables in PITS.items())
+        pit_lines = "".join(f'[[pit]]\nname = "{name}"\ntables = [{", ".join(f"{chr(34)}{site}/{t}{chr(34)}" for t in tables)}]\n'
+                            for name, tables in pits.items())
         config.write_text(config.read_text()
                           + f'[http]\nlisten = "127.0.0.1:{self.port}"\nusers_file = "{directory / "users"}"\n'
                             f'secret_file = "{directory / "secret"}"\n'
-                            f'[floor]\ntime_zone = "{TIME_ZONE}"\ntarget_rounds_per_hour = 60\n{pits}')
+                            f'[floor]\ntime_zone = "{TIME_ZONE}"\ntarget_rounds_per_hour = 60\n{pit_lines}')
         self.config = config
         for name, (role, user_pits) in USERS.items():
             self.cardfloor("user", "add", name, "--role", role, *[a for p in user_pits for a in ("--pit", p)],
                            "--password-stdin", stdin=PASSWORD + "\n")
         self.floor = Floor(config, self.dsn, self.broker).start()
         self.wait_serving()
-        self.tables = {name: Table(self.broker, SITE, name) for tables in PITS.values() for name in tables}
-        self.tables |= {name: Table(self.broker, SITE, name) for name in UNASSIGNED}
+        self.tables: dict[str, Table] = {}
+        if publishers:
+            self.tables = {name: Table(self.broker, site, name) for tables in pits.values() for name in tables}
+            self.tables |= {name: Table(self.broker, site, name) for name in unassigned}
         for table in self.tables.values():
             table.status()
             table.state(devices=[{"role": "shoe", "state": "dealing", "connected": True},
                                  {"role": "shuffler", "state": "idle", "connected": True}])
             table.send(3)
         for name, table in self.tables.items():
-            self.floor.wait_for_seqs(SITE, name, [1, 2, 3])
+            self.floor.wait_for_seqs(site, name, [1, 2, 3])
 
     def cardfloor(self, *args: str, stdin: str = "") -> str:
         done = subprocess.run([CARDFLOOR, args[0], "--config", str(self.config), *args[1:]], input=stdin, capture_output=True,
@@ -96,5 +105,5 @@ def log_in(browser: Browser, floor: PitFloor, user: str, path: str = "/") -> Pag
     return page
 
 
-def tile(page: Page, table: str) -> Locator:
-    return page.locator(f'li.tile[data-table="{SITE}/{table}"]')
+def tile(page: Page, table: str, site: str = SITE) -> Locator:
+    return page.locator(f'li.tile[data-table="{site}/{table}"]')
