@@ -63,7 +63,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
     else:
         responses["200"] = {
             "description": "Server-sent events: `snapshot` (data: SnapshotView) when the stream cannot resume, "
-                           "then each change as an event named by its kind (table, alarm, records) with its id",
+                           "then each change as an event named by its kind (table, alarm, records; broker: the "
+                           "floor's link to the broker flipped, data: BrokerView) with its id",
             "content": {"text/event-stream": {"schema": {"type": "string"}}}}
     if parameters and endpoint.name != "stream" or endpoint.body is not None:
         responses["400"] = _error("A bad parameter or body, in one sentence")

@@ -70,6 +70,17 @@ class TableView(_View):
     pit: str | None = None
 
 
+class BrokerView(_View):
+    """cardfloor's own link to the broker: whether it is up, the node it is at (or tried last),
+    since when it has been up or down, and the last reason a connection failed or ended. While
+    it is down the tables keep their records and send them when they can: nothing is lost, it
+    is late."""
+    connected: bool
+    broker: str | None
+    since: Time | None
+    problem: str | None
+
+
 class FloorView(_View):
     """Every table the floor knows, and how many floor alarms are open."""
     time: Time
@@ -77,6 +88,8 @@ class FloorView(_View):
     open_floor_alarms: Count
     #: the rounds an hour a table is expected to deal (floor.target_rounds_per_hour)
     target_rounds_per_hour: int = 60
+    #: the floor's link to the broker (null from an API served without the floor's receiver)
+    broker: BrokerView | None = None
 
 
 class AlarmView(_View):

@@ -31,7 +31,8 @@ from cardd.floor.contract import (CHAIN_START, DeviceHealth, DeviceUrl, Event, E
                                   RulesId, ShoeSummary, State, Status, event_hash)
 from cardd.floor.reports import CSV_COLUMNS, alarms_cell
 from cardd.floor.stream import Hub
-from cardd.floor.views import AlarmsView, AlarmView, Error, FloorView, RecordsView, ReportView, SnapshotView, TableDetail
+from cardd.floor.views import (AlarmsView, AlarmView, BrokerView, Error, FloorView, RecordsView, ReportView,
+                               SnapshotView, TableDetail)
 from tests.support.postgres import PostgresServer
 
 T = TypeVar("T")
@@ -41,6 +42,8 @@ NOW = dt.datetime(2026, 12, 2, 4, 30, tzinfo=dt.timezone.utc)
 TOKENS = {"pit": "pit-token-0123456789abcdef", "surveillance": "eye-token-0123456789abcdef",
           "admin": "adm-token-0123456789abcdef"}
 NAMES = {"pit": "pit-boss-1", "surveillance": "desk-2", "admin": "floor-admin"}
+#: the floor's link to the broker as these tests' API tells it
+LINK = BrokerView(connected=True, broker="mqtt://127.0.0.1:1883", since="2026-12-02T04:02:10.000Z", problem=None)
 
 
 def stamp(moment: dt.datetime) -> str:
@@ -72,7 +75,8 @@ class ApiServer:
 
     def __init__(self, dsn: str, tokens: Path, build: Callable[[Archive, Hub, Auth], Starlette] | None = None) -> None:
         self.dsn, self.tokens = dsn, tokens
-        self.build = build or (lambda archive, hub, auth: build_app(archive, hub, auth, clock=lambda: NOW))
+        self.build = build or (lambda archive, hub, auth: build_app(archive, hub, auth, clock=lambda: NOW,
+                                                                    broker_link=lambda: LINK))
         self.hub = Hub()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.server: uvicorn.Server | None = None
