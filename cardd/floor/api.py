@@ -33,10 +33,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cardd.floor import reports
 from cardd.floor.archive import Archive, ArchiveUnavailable, FloorAlarm, TableRow, record_time, time_text
-from cardd.floor.auth import ACKNOWLEDGERS, CHALLENGE, Auth, Principal
+from cardd.floor.auth import ACKNOWLEDGERS, AUDITORS, CHALLENGE, Auth, Principal
 from cardd.floor.contract import State, Status
 from cardd.floor.stream import FLOOR_WIDE, Hub
-from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, BrokerView, DailyQuery,
+from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, AuditEntryView, AuditQuery,
+                               AuditView, BrokerView, DailyQuery,
                                DeviceView, Error, FloorView, HourlyQuery, LoginBody, RecordsQuery, RecordsView,
                                RecordView, ReportView, SessionView, ShoeView, SnapshotView, TableAlarmView, TableDetail,
                                TablePath, TableView)
@@ -88,6 +89,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              query=HourlyQuery, csv=True),
     Endpoint("GET", "/reports/daily", "daily", "Per table per day, from one day to another (UTC)", ReportView,
              query=DailyQuery, csv=True),
+    Endpoint("GET", "/audit", "audit", "The audit: log-ins, log-outs and acknowledgements, the newest first (admin)",
+             AuditView, query=AuditQuery, roles=AUDITORS, csv=True),
     Endpoint("GET", "/stream", "stream", "Server-sent events: each change, after a snapshot when needed", None),
 )
 
@@ -415,6 +418,20 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
             return Response(reports.to_csv(rows), media_type="text/csv; charset=utf-8")
         return json_response(ReportView(period=period, first=first, last=last, rows=rows))
 
+    async def audit(request: Request) -> Response:
+        who = principal(request)
+        if who.role not in AUDITORS:
+            raise Refused(403, f"the {who.role} role may not read the audit: only {' and '.join(sorted(AUDITORS))} may")
+        query = parse_query(request, AuditQuery)
+        found = await archive.audit_entries(who=query.who, action=query.action, before_id=query.before_id,
+                                            limit=query.limit + 1)
+        entries = [AuditEntryView(id=e.id, at=time_text(e.at), action=e.action,  # type: ignore[arg-type]
+                                  outcome=e.outcome, who=e.who, address=e.address,  # type: ignore[arg-type]
+                                  alarm_id=e.alarm_id, detail=e.detail) for e in found[:query.limit]]
+        if query.format == "csv":
+            return Response(reports.audit_csv(entries), media_type="text/csv; charset=utf-8")
+        return json_response(AuditView(entries, entries[-1].id if len(found) > query.limit else None))
+
     async def stream(request: Request) -> Response:
         given = request.headers.get("last-event-id", "")
         last_id = int(given) if given.isdigit() and len(given) <= 18 else None
@@ -450,7 +467,7 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
 
     handlers: dict[str, Callable[[Request], Awaitable[Response]]] = {
         "login": login, "logout": logout, "session": session, "floor": floor, "table": table, "records": records, "alarms": alarms, "ack": ack, "hourly": hourly,
-        "daily": daily, "stream": stream}
+        "daily": daily, "audit": audit, "stream": stream}
     routes: list[BaseRoute] = [Route(PREFIX + e.path, _refusing(handlers[e.name]), methods=[e.method], name=e.name)
                                for e in ENDPOINTS]
     app = Starlette(routes=routes + page_routes(web, clock),

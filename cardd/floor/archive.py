@@ -97,6 +97,18 @@ class StoredRecord(NamedTuple):
     replay: bool
 
 
+class AuditEntry(NamedTuple):
+    """One row of the audit (floor_audit): a log-in, log-out or acknowledgement, who and from where."""
+    id: int
+    at: dt.datetime
+    action: str
+    outcome: str
+    who: str
+    address: str | None
+    alarm_id: int | None
+    detail: str
+
+
 class FloorAlarm(NamedTuple):
     id: int
     site: str
@@ -643,6 +655,17 @@ class Archive:
             await conn.execute("INSERT INTO floor_audit (at, action, outcome, who, address, alarm_id, detail) "
                                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                                (at, action, outcome, who[:256], address, alarm_id, detail[:1000]))
+
+    async def audit_entries(self, *, who: str | None = None, action: str | None = None,
+                            before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The audit, the newest first: ``who``'s (as kept), of ``action``, below ``before_id``."""
+        async with self._transaction() as conn:
+            rows = await (await conn.execute(
+                "SELECT id, at, action, outcome, who, address, alarm_id, detail FROM floor_audit "
+                "WHERE (%(who)s::text IS NULL OR who = %(who)s) AND (%(action)s::text IS NULL OR action = %(action)s) "
+                "AND (%(before)s::bigint IS NULL OR id < %(before)s) ORDER BY id DESC LIMIT %(limit)s",
+                {"who": who, "action": action, "before": before_id, "limit": limit})).fetchall()
+        return [AuditEntry(*row) for row in rows]
 
     # ---- retention -------------------------------------------------------------------------
 

@@ -55,7 +55,7 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
         content: dict[str, Any] = {"application/json": {"schema": refs[endpoint.response]}}
         if endpoint.csv:
             content["text/csv"] = {"schema": {"type": "string"},
-                                   "description": "With format=csv: one row per table and period, a header first"}
+                                   "description": "With format=csv: the same rows, a header first"}
         responses["200"] = {"description": (endpoint.response.__doc__ or endpoint.summary).splitlines()[0],
                             "content": content}
     elif endpoint.name == "logout":

@@ -18,6 +18,8 @@ AlarmState = Literal["open", "acknowledged", "cleared"]
 MAX_RECORDS = 500
 MAX_ALARMS = 500
 MAX_DAYS = 366
+MAX_AUDIT = 500
+AuditAction = Literal["login", "logout", "acknowledge"]
 
 
 class _View(msgspec.Struct, forbid_unknown_fields=True):
@@ -174,6 +176,25 @@ class ReportView(_View):
     rows: list[ReportRow]
 
 
+class AuditEntryView(_View):
+    """One entry of the audit: a log-in (``outcome`` ok, refused or limited: ``who`` as typed),
+    a log-out or an acknowledgement (``alarm_id``, its note in ``detail``), from ``address``."""
+    id: int
+    at: Time
+    action: AuditAction
+    outcome: Literal["ok", "refused", "limited"]
+    who: str
+    address: str | None
+    alarm_id: int | None
+    detail: str
+
+
+class AuditView(_View):
+    """The audit, the newest first; ``next_before_id`` asks for the entries before them (null: no more)."""
+    entries: list[AuditEntryView]
+    next_before_id: int | None
+
+
 # ---- what requests carry --------------------------------------------------------------------
 
 class LoginBody(_View):
@@ -211,6 +232,14 @@ class AlarmsQuery(_View):
     table: Id | None = None
     kind: AlarmKind | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_ALARMS)] = MAX_ALARMS
+
+
+class AuditQuery(_View):
+    who: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    action: AuditAction | None = None
+    before_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_AUDIT)] = 100
+    format: Literal["json", "csv"] = "json"
 
 
 class HourlyQuery(_View):
