@@ -42,7 +42,7 @@ from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, Alarm
                                RecordView, ReportView, SessionView, ShoeView, SnapshotView, TableAlarmView, TableDetail,
                                TablePath, TableView)
 from cardd.floor.web import (STATE_CHANGING, SecurityHeaders, Session, Web, clear_session_cookie, csrf_ok,
-                             page_routes, same_origin, set_session_cookie)
+                             page_routes, same_origin, session_key, set_session_cookie)
 from core.schema_errors import ProblemKind, schema_problem
 
 PREFIX = "/api/v1"
@@ -312,7 +312,8 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
         response = Response(status_code=204)
         if session is not None:
             now = clock()
-            if web is not None:
+            if web is not None:  # kept first: a logout the archive did not take is a 503, tried again
+                await archive.end_session(session_key(session.csrf), session.expires, now)
                 web.end(session, now)
             await _audit("logout", "ok", session.user.name, now, client_address(request))
             clear_session_cookie(response, request)

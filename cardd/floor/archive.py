@@ -667,6 +667,30 @@ class Archive:
                 {"who": who, "action": action, "before": before_id, "limit": limit})).fetchall()
         return [AuditEntry(*row) for row in rows]
 
+    async def log_ins_since(self, since: dt.datetime) -> list[tuple[str, str, str | None, dt.datetime]]:
+        """The log-ins tried after ``since``, the oldest first: (outcome, who, address, at)."""
+        async with self._transaction() as conn:
+            rows = await (await conn.execute(
+                "SELECT outcome, who, address, at FROM floor_audit WHERE action = 'login' AND at > %s ORDER BY id",
+                (since,))).fetchall()
+        return [(outcome, who, address, at) for outcome, who, address, at in rows]
+
+    # ---- sessions logged out -------------------------------------------------------------------
+
+    async def end_session(self, session: bytes, until: dt.datetime, now: dt.datetime) -> None:
+        """Keep ``session`` (a digest) as logged out until ``until``; forget those ended by ``now``."""
+        async with self._transaction() as conn:
+            await conn.execute("DELETE FROM ended_sessions WHERE until <= %s", (now,))
+            await conn.execute("INSERT INTO ended_sessions (session, until) VALUES (%s, %s) "
+                               "ON CONFLICT (session) DO NOTHING", (session, until))
+
+    async def ended_sessions(self, now: dt.datetime) -> dict[bytes, dt.datetime]:
+        """The sessions logged out that would not have ended by ``now``: digest -> their end."""
+        async with self._transaction() as conn:
+            rows = await (await conn.execute("SELECT session, until FROM ended_sessions WHERE until > %s",
+                                             (now,))).fetchall()
+        return {bytes(session): until for session, until in rows}
+
     # ---- retention -------------------------------------------------------------------------
 
     async def drop_expired(self, today: dt.date) -> list[str]:

@@ -390,8 +390,8 @@ def sd_notify(text: str) -> None:
         log.debug("sd_notify_failed", error=str(exc))
 
 
-def _http(config: FloorConfig, archive: Archive, hub: Hub,
-          broker_link: Callable[[], BrokerView]) -> tuple[Any, socket.socket] | None:
+async def _http(config: FloorConfig, archive: Archive, hub: Hub,
+                broker_link: Callable[[], BrokerView]) -> tuple[Any, socket.socket] | None:
     """The HTTP API's server and its bound socket, when the configuration has tokens or users
     and this release has the API; StartupError when its address is taken or its tokens, users
     or session key cannot be read."""
@@ -414,7 +414,7 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub,
     if config.http.users_file is not None:
         from cardd.floor.users import Users
         from cardd.floor.secret import load_or_make_secret
-        from cardd.floor.web import Web
+        from cardd.floor.web import WINDOW_S as LOGIN_WINDOW_S, Web
         users = Users(config.http.users_file)
         secret_file = config.http.session_secret_file
         assert secret_file is not None, "beside the users file when not given"
@@ -428,6 +428,12 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub,
             raise StartupError(f"http.secret_file: {exc}") from None
         web = Web(users, secret, session_hours=config.http.session_hours, time_zone=config.floor.time_zone,
                   target_rounds_per_hour=config.floor.target_rounds_per_hour)
+        now = dt.datetime.now(dt.timezone.utc)
+        try:  # a session logged out stays refused, a failed log-in counted, across restarts
+            web.restore(await archive.ended_sessions(now),
+                        await archive.log_ins_since(now - dt.timedelta(seconds=LOGIN_WINDOW_S)))
+        except ArchiveUnavailable as exc:
+            raise StartupError(f"the sessions logged out cannot be read: {exc}") from None
     host, port = config.http.host, config.http.port
     try:
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -483,7 +489,7 @@ async def serve(config: FloorConfig, config_path: str) -> None:
     server = None
     try:
         service = FloorService(config, archive, hub)
-        http = _http(config, archive, hub, service.broker_link)
+        http = await _http(config, archive, hub, service.broker_link)
         tasks.append(asyncio.create_task(service.run(stop)))
         if http is not None:
             server, sock = http
