@@ -56,7 +56,6 @@ export function live(handlers) {
         }, RETRY_MS);
       }
     });
-    source.addEventListener("snapshot", (event) => brokerLink(JSON.parse(event.data).floor.broker));
     source.addEventListener("broker", (event) => {
       back();
       brokerLink(JSON.parse(event.data));
@@ -64,7 +63,9 @@ export function live(handlers) {
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, (event) => {
         back();
-        handle(JSON.parse(event.data), event.lastEventId);
+        const data = JSON.parse(event.data);
+        if (kind === "snapshot") brokerLink(data.floor.broker); // every page takes the snapshot
+        handle(data, event.lastEventId);
       });
     }
   }
