@@ -33,14 +33,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cardd.floor import reports
 from cardd.floor.archive import Archive, ArchiveUnavailable, FloorAlarm, TableRow, record_time, time_text
-from cardd.floor.auth import ACKNOWLEDGERS, CHALLENGE, Auth, Principal
+from cardd.floor.auth import ACKNOWLEDGERS, AUDITORS, CHALLENGE, Auth, Principal
 from cardd.floor.contract import State, Status
-from cardd.floor.stream import Hub
-from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, DailyQuery, DeviceView, Error,
-                               FloorView, HourlyQuery, LoginBody, RecordsQuery, RecordsView, RecordView, ReportView,
-                               SessionView, ShoeView, SnapshotView, TableAlarmView, TableDetail, TablePath, TableView)
+from cardd.floor.stream import FLOOR_WIDE, Hub
+from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, AuditEntryView, AuditQuery,
+                               AuditView, BrokerView, DailyQuery,
+                               DeviceView, Error, FloorView, HourlyQuery, LoginBody, RecordsQuery, RecordsView,
+                               RecordView, ReportView, SessionView, ShoeView, SnapshotView, TableAlarmView, TableDetail,
+                               TablePath, TableView)
 from cardd.floor.web import (STATE_CHANGING, SecurityHeaders, Session, Web, clear_session_cookie, csrf_ok,
-                             page_routes, same_origin, set_session_cookie)
+                             page_routes, same_origin, session_key, set_session_cookie)
 from core.schema_errors import ProblemKind, schema_problem
 
 PREFIX = "/api/v1"
@@ -87,6 +89,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              query=HourlyQuery, csv=True),
     Endpoint("GET", "/reports/daily", "daily", "Per table per day, from one day to another (UTC)", ReportView,
              query=DailyQuery, csv=True),
+    Endpoint("GET", "/audit", "audit", "The audit: log-ins, log-outs and acknowledgements, the newest first (admin)",
+             AuditView, query=AuditQuery, roles=AUDITORS, csv=True),
     Endpoint("GET", "/stream", "stream", "Server-sent events: each change, after a snapshot when needed", None),
 )
 
@@ -236,8 +240,8 @@ def alarm_view(alarm: FloorAlarm, now: dt.datetime) -> AlarmView:
 
 
 async def floor_view(archive: Archive, now: dt.datetime, who: Principal, pit_of: PitOf | None = None,
-                     target_rounds_per_hour: int = 60) -> FloorView:
-    """The tables ``who`` may see."""
+                     target_rounds_per_hour: int = 60, broker: BrokerView | None = None) -> FloorView:
+    """The tables ``who`` may see, and the floor's link to the broker."""
     pits = pit_of or {}
     rows = [row for row in await archive.tables() if visible(who, pits, row.site, row.table)]
     rounds, open_alarms = await reports.floor_counts(archive, now)
@@ -245,22 +249,27 @@ async def floor_view(archive: Archive, now: dt.datetime, who: Principal, pit_of:
                          now, pits.get((row.site, row.table))) for row in rows]
     return FloorView(time=time_text(now), tables=tables,
                      open_floor_alarms=sum(n for key, n in open_alarms.items() if visible(who, pits, *key)),
-                     target_rounds_per_hour=target_rounds_per_hour)
+                     target_rounds_per_hour=target_rounds_per_hour, broker=broker)
 
 
 def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.datetime] = _utc_now,
               ping_s: float = PING_S, web: Web | None = None, pit_of: PitOf | None = None,
-              target_rounds_per_hour: int = 60) -> Starlette:
+              target_rounds_per_hour: int = 60, broker_link: Callable[[], BrokerView] | None = None) -> Starlette:
     """The API on ``archive`` and ``hub``, each request checked by ``auth`` or, with ``web``
-    (users), a session; the pages too with ``web``. ``pit_of``: each table's pit."""
+    (users), a session; the pages too with ``web``. ``pit_of``: each table's pit;
+    ``broker_link``: the floor's link to the broker now (the service's receiver)."""
     pits: PitOf = dict(pit_of or {})
+
+    async def the_floor(who: Principal) -> FloorView:
+        return await floor_view(archive, clock(), who, pits, target_rounds_per_hour,
+                                None if broker_link is None else broker_link())
 
     def among(who: Principal) -> list[tuple[str, str]] | None:
         """The tables a pit user may see (None: every table)."""
         return None if who.pits is None else [key for key, pit in pits.items() if pit in who.pits]
 
     async def floor(request: Request) -> Response:
-        return json_response(await floor_view(archive, clock(), principal(request), pits, target_rounds_per_hour))
+        return json_response(await the_floor(principal(request)))
 
     def session_view(session: Session) -> SessionView:
         user = session.user
@@ -303,7 +312,8 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
         response = Response(status_code=204)
         if session is not None:
             now = clock()
-            if web is not None:
+            if web is not None:  # kept first: a logout the archive did not take is a 503, tried again
+                await archive.end_session(session_key(session.csrf), session.expires, now)
                 web.end(session, now)
             await _audit("logout", "ok", session.user.name, now, client_address(request))
             clear_session_cookie(response, request)
@@ -409,6 +419,20 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
             return Response(reports.to_csv(rows), media_type="text/csv; charset=utf-8")
         return json_response(ReportView(period=period, first=first, last=last, rows=rows))
 
+    async def audit(request: Request) -> Response:
+        who = principal(request)
+        if who.role not in AUDITORS:
+            raise Refused(403, f"the {who.role} role may not read the audit: only {' and '.join(sorted(AUDITORS))} may")
+        query = parse_query(request, AuditQuery)
+        found = await archive.audit_entries(who=query.who, action=query.action, before_id=query.before_id,
+                                            limit=query.limit + 1)
+        entries = [AuditEntryView(id=e.id, at=time_text(e.at), action=e.action,  # type: ignore[arg-type]
+                                  outcome=e.outcome, who=e.who, address=e.address,  # type: ignore[arg-type]
+                                  alarm_id=e.alarm_id, detail=e.detail) for e in found[:query.limit]]
+        if query.format == "csv":
+            return Response(reports.audit_csv(entries), media_type="text/csv; charset=utf-8")
+        return json_response(AuditView(entries, entries[-1].id if len(found) > query.limit else None))
+
     async def stream(request: Request) -> Response:
         given = request.headers.get("last-event-id", "")
         last_id = int(given) if given.isdigit() and len(given) <= 18 else None
@@ -427,8 +451,7 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
                 now = clock()
                 open_alarms = [a for state in ("open", "acknowledged")
                                for a in await archive.alarms(state=state, among=among(who))]
-                snapshot = SnapshotView(await floor_view(archive, now, who, pits, target_rounds_per_hour),
-                                        [alarm_view(a, now) for a in open_alarms])
+                snapshot = SnapshotView(await the_floor(who), [alarm_view(a, now) for a in open_alarms])
                 yield ServerSentEvent(_ENCODER.encode(snapshot).decode(), event="snapshot", id=str(mark))
                 last = mark
                 continue
@@ -436,7 +459,8 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
                 assert last is not None  # since() gives a list for a known id only
                 changes = await hub.wait(last, ping_s)
             for change in changes:
-                if not visible(who, pits, change.data.get("site"), change.data.get("table")):
+                if change.kind not in FLOOR_WIDE and not visible(who, pits, change.data.get("site"),
+                                                                 change.data.get("table")):
                     last = change.id
                     continue
                 yield ServerSentEvent(_ENCODER.encode(change.data).decode(), event=change.kind, id=str(change.id))
@@ -444,7 +468,7 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
 
     handlers: dict[str, Callable[[Request], Awaitable[Response]]] = {
         "login": login, "logout": logout, "session": session, "floor": floor, "table": table, "records": records, "alarms": alarms, "ack": ack, "hourly": hourly,
-        "daily": daily, "stream": stream}
+        "daily": daily, "audit": audit, "stream": stream}
     routes: list[BaseRoute] = [Route(PREFIX + e.path, _refusing(handlers[e.name]), methods=[e.method], name=e.name)
                                for e in ENDPOINTS]
     app = Starlette(routes=routes + page_routes(web, clock),

@@ -97,6 +97,18 @@ class StoredRecord(NamedTuple):
     replay: bool
 
 
+class AuditEntry(NamedTuple):
+    """One row of the audit (floor_audit): a log-in, log-out or acknowledgement, who and from where."""
+    id: int
+    at: dt.datetime
+    action: str
+    outcome: str
+    who: str
+    address: str | None
+    alarm_id: int | None
+    detail: str
+
+
 class FloorAlarm(NamedTuple):
     id: int
     site: str
@@ -643,6 +655,41 @@ class Archive:
             await conn.execute("INSERT INTO floor_audit (at, action, outcome, who, address, alarm_id, detail) "
                                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                                (at, action, outcome, who[:256], address, alarm_id, detail[:1000]))
+
+    async def audit_entries(self, *, who: str | None = None, action: str | None = None,
+                            before_id: int | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The audit, the newest first: ``who``'s (as kept), of ``action``, below ``before_id``."""
+        async with self._transaction() as conn:
+            rows = await (await conn.execute(
+                "SELECT id, at, action, outcome, who, address, alarm_id, detail FROM floor_audit "
+                "WHERE (%(who)s::text IS NULL OR who = %(who)s) AND (%(action)s::text IS NULL OR action = %(action)s) "
+                "AND (%(before)s::bigint IS NULL OR id < %(before)s) ORDER BY id DESC LIMIT %(limit)s",
+                {"who": who, "action": action, "before": before_id, "limit": limit})).fetchall()
+        return [AuditEntry(*row) for row in rows]
+
+    async def log_ins_since(self, since: dt.datetime) -> list[tuple[str, str, str | None, dt.datetime]]:
+        """The log-ins tried after ``since``, the oldest first: (outcome, who, address, at)."""
+        async with self._transaction() as conn:
+            rows = await (await conn.execute(
+                "SELECT outcome, who, address, at FROM floor_audit WHERE action = 'login' AND at > %s ORDER BY id",
+                (since,))).fetchall()
+        return [(outcome, who, address, at) for outcome, who, address, at in rows]
+
+    # ---- sessions logged out -------------------------------------------------------------------
+
+    async def end_session(self, session: bytes, until: dt.datetime, now: dt.datetime) -> None:
+        """Keep ``session`` (a digest) as logged out until ``until``; forget those ended by ``now``."""
+        async with self._transaction() as conn:
+            await conn.execute("DELETE FROM ended_sessions WHERE until <= %s", (now,))
+            await conn.execute("INSERT INTO ended_sessions (session, until) VALUES (%s, %s) "
+                               "ON CONFLICT (session) DO NOTHING", (session, until))
+
+    async def ended_sessions(self, now: dt.datetime) -> dict[bytes, dt.datetime]:
+        """The sessions logged out that would not have ended by ``now``: digest -> their end."""
+        async with self._transaction() as conn:
+            rows = await (await conn.execute("SELECT session, until FROM ended_sessions WHERE until > %s",
+                                             (now,))).fetchall()
+        return {bytes(session): until for session, until in rows}
 
     # ---- retention -------------------------------------------------------------------------
 

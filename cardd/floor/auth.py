@@ -31,6 +31,8 @@ Role = Literal["pit", "surveillance", "admin"]
 ROLES: tuple[Role, ...] = ("pit", "surveillance", "admin")
 #: the roles that may acknowledge a floor alarm
 ACKNOWLEDGERS: frozenset[str] = frozenset({"pit", "admin"})
+#: the roles that may read the audit (who logged in, from where, who acknowledged what)
+AUDITORS: frozenset[str] = frozenset({"admin"})
 #: the largest tokens file read (some thousands of lines)
 MAX_FILE = 1 << 20
 #: a token: at least 16 visible ASCII characters (a random 128 bits in hex is 32)

@@ -55,7 +55,7 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
         content: dict[str, Any] = {"application/json": {"schema": refs[endpoint.response]}}
         if endpoint.csv:
             content["text/csv"] = {"schema": {"type": "string"},
-                                   "description": "With format=csv: one row per table and period, a header first"}
+                                   "description": "With format=csv: the same rows, a header first"}
         responses["200"] = {"description": (endpoint.response.__doc__ or endpoint.summary).splitlines()[0],
                             "content": content}
     elif endpoint.name == "logout":
@@ -63,7 +63,8 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
     else:
         responses["200"] = {
             "description": "Server-sent events: `snapshot` (data: SnapshotView) when the stream cannot resume, "
-                           "then each change as an event named by its kind (table, alarm, records) with its id",
+                           "then each change as an event named by its kind (table, alarm, records; broker: the "
+                           "floor's link to the broker flipped, data: BrokerView) with its id",
             "content": {"text/event-stream": {"schema": {"type": "string"}}}}
     if parameters and endpoint.name != "stream" or endpoint.body is not None:
         responses["400"] = _error("A bad parameter or body, in one sentence")

@@ -86,12 +86,16 @@ class Received:
     received_at: datetime
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ReceiverStatus:
+    """The floor's link to the broker: up or not, the node it is at (or tried last), since when
+    it has been up or down (the last flip; before the first connection, the receiver's start),
+    the last reason a connection failed or ended, and how many connections it has made."""
     connected: bool = False
     broker: str | None = None
     problem: str | None = None
     connections: int = 0
+    since: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -107,15 +111,16 @@ class _Attempt:
 
 class Receiver:
     """The floor's subscription: :meth:`start` runs it on its own thread; each message goes to
-    ``deliver`` (called on that thread, in the order received: hand it to the event loop)."""
+    ``deliver`` (called on that thread, in the order received: hand it to the event loop), and each
+    flip of the link, up or down, to ``flipped`` (on that thread too)."""
 
     def __init__(self, config: BrokerConfig, deliver: Callable[[Received], None], *,
-                 backoff: Backoff = BACKOFF) -> None:
-        self.config, self._deliver, self._backoff = config, deliver, backoff
+                 backoff: Backoff = BACKOFF, flipped: Callable[[ReceiverStatus], None] | None = None) -> None:
+        self.config, self._deliver, self._backoff, self._flipped = config, deliver, backoff, flipped
         self._thread = threading.Thread(target=self._run, name="cardfloor-mqtt", daemon=True)
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # the status, read from the event loop's thread
-        self._status = ReceiverStatus()
+        self._status = ReceiverStatus(since=datetime.now(timezone.utc))
         self._said: str | None = None
         self._acks: deque[Received] = deque()
         #: a byte written here wakes the thread from its select (an ack to send, the stop)
@@ -134,8 +139,7 @@ class Receiver:
 
     def status(self) -> ReceiverStatus:
         with self._lock:
-            return ReceiverStatus(self._status.connected, self._status.broker, self._status.problem,
-                                  self._status.connections)
+            return self._status
 
     def ack(self, message: Received) -> None:
         """Acknowledge ``message`` (any thread; in the order received). The receiver's thread sends
@@ -213,8 +217,7 @@ class Receiver:
                 self._failed(url, "the connection was lost")
             return True
         finally:
-            with self._lock:
-                self._status.connected = False
+            self._set(False, url, self._status.problem)  # this thread alone writes the status
             try:
                 client.disconnect()
             except Exception:  # a socket already gone: nothing left to close
@@ -286,9 +289,20 @@ class Receiver:
                 break
         return mqtt.MQTT_ERR_SUCCESS
 
-    def _up(self, conn: _Attempt) -> None:
+    def _set(self, connected: bool, url: str, problem: str | None) -> None:
+        """The link's status now; a flip, up or down, is told to ``flipped``."""
         with self._lock:
-            self._status = ReceiverStatus(True, conn.url, None, self._status.connections + 1)
+            before = self._status
+            flip = before.connected != connected
+            self._status = status = ReceiverStatus(
+                connected, url, problem,
+                before.connections + (1 if connected and flip else 0),
+                datetime.now(timezone.utc) if flip else before.since)
+        if flip and self._flipped is not None and not self._stopping.is_set():  # a stop is no lost link
+            self._flipped(status)
+
+    def _up(self, conn: _Attempt) -> None:
+        self._set(True, conn.url, None)
         self._said = None
         log.info("floor_broker_connected", broker=conn.url, session_present=conn.session_present)
         if not conn.session_present:  # a new session (or one the broker lost): subscribe it
@@ -296,8 +310,7 @@ class Receiver:
 
     def _failed(self, url: str, why: str) -> None:
         text = f"{url}: {why}"
-        with self._lock:
-            self._status.connected, self._status.problem = False, text
+        self._set(False, url, text)
         if text != self._said:  # each reason once, however often the broker is tried
             self._said = text
             log.warning("floor_broker_failed", broker=url, why=why)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import psycopg
 
 from cardd.floor.archive import Archive, time_text
-from cardd.floor.views import ReportRow
+from cardd.floor.views import AuditEntryView, ReportRow
 
 Period = Literal["hour", "day"]
 _STEP = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
@@ -137,6 +137,21 @@ def to_csv(rows: list[ReportRow]) -> str:
     for row in rows:
         writer.writerow([row.site, row.table, row.start, row.rounds, row.hands, row.shoes, row.voids, row.device_faults,
                          row.minutes_offline, _inert(alarms_cell(row.alarms))])
+    return out.getvalue()
+
+
+AUDIT_COLUMNS = ("id", "at", "action", "outcome", "who", "address", "alarm_id", "detail")
+
+
+def audit_csv(entries: list[AuditEntryView]) -> str:
+    """The audit's entries as CSV, a header first; what a person typed (a name, a note) that a
+    spreadsheet would take for a formula starts with ``'``."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(AUDIT_COLUMNS)
+    for e in entries:
+        writer.writerow([e.id, e.at, e.action, e.outcome, _inert(e.who), e.address or "",
+                         "" if e.alarm_id is None else e.alarm_id, _inert(e.detail)])
     return out.getvalue()
 
 

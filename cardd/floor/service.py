@@ -36,13 +36,14 @@ from typing import Any, TypeVar
 import msgspec
 import structlog
 
-from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, ChainProblem, FloorAlarm
+from cardd.floor.archive import Archive, ArchiveError, ArchiveUnavailable, ChainProblem, FloorAlarm, time_text
 from cardd.floor.chain import gap_problem
 from cardd.floor.config import FloorConfig
 from cardd.floor.contract import Anchor, ContractError, Events, Payload, State, Status, Topic, decode, parse_topic
 from cardd.floor.receiver import Backoff, Received, Receiver, ReceiverStatus
 from cardd.floor.state import BAD_MESSAGE, CHAIN, AlarmKey, TableWatch, conditions, decided, gap_due
 from cardd.floor.stream import Hub
+from cardd.floor.views import BrokerView
 from core.errors import CarddError
 
 log = structlog.get_logger(__name__)
@@ -69,6 +70,11 @@ Table = tuple[str, str]
 
 def _gap_key(first: int) -> str:
     return f"gap:{first}"
+
+
+def broker_view(status: ReceiverStatus) -> BrokerView:
+    return BrokerView(connected=status.connected, broker=status.broker,
+                      since=None if status.since is None else time_text(status.since), problem=status.problem)
 
 
 def _alarm_data(alarm: FloorAlarm) -> dict[str, Any]:
@@ -100,6 +106,13 @@ class FloorService:
     def receiver_status(self) -> ReceiverStatus:
         return self._receiver.status() if self._receiver is not None else ReceiverStatus()
 
+    def broker_link(self) -> BrokerView:
+        """The floor's link to the broker, for the API's floor document."""
+        return broker_view(self.receiver_status())
+
+    def _link_flipped(self, status: ReceiverStatus) -> None:  # on the receiver's thread: the hub takes any
+        self.hub.publish("broker", msgspec.to_builtins(broker_view(status)))
+
     async def run(self, stop: asyncio.Event) -> None:
         """Load what the archive knows (tables, open alarms), start receiving, and handle messages
         and the alarm timer until ``stop`` is set."""
@@ -124,7 +137,7 @@ class FloorService:
             if first:
                 loop.call_soon_threadsafe(take_arrived)
 
-        receiver = self._receiver = Receiver(self.config.broker, deliver)
+        receiver = self._receiver = Receiver(self.config.broker, deliver, flipped=self._link_flipped)
         receiver.start()
         worker = asyncio.create_task(self._work(stop))
         timer = asyncio.create_task(self._timer(stop))
@@ -377,7 +390,8 @@ def sd_notify(text: str) -> None:
         log.debug("sd_notify_failed", error=str(exc))
 
 
-def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.socket] | None:
+async def _http(config: FloorConfig, archive: Archive, hub: Hub,
+                broker_link: Callable[[], BrokerView]) -> tuple[Any, socket.socket] | None:
     """The HTTP API's server and its bound socket, when the configuration has tokens or users
     and this release has the API; StartupError when its address is taken or its tokens, users
     or session key cannot be read."""
@@ -400,7 +414,7 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
     if config.http.users_file is not None:
         from cardd.floor.users import Users
         from cardd.floor.secret import load_or_make_secret
-        from cardd.floor.web import Web
+        from cardd.floor.web import WINDOW_S as LOGIN_WINDOW_S, Web
         users = Users(config.http.users_file)
         secret_file = config.http.session_secret_file
         assert secret_file is not None, "beside the users file when not given"
@@ -414,6 +428,12 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
             raise StartupError(f"http.secret_file: {exc}") from None
         web = Web(users, secret, session_hours=config.http.session_hours, time_zone=config.floor.time_zone,
                   target_rounds_per_hour=config.floor.target_rounds_per_hour)
+        now = dt.datetime.now(dt.timezone.utc)
+        try:  # a session logged out stays refused, a failed log-in counted, across restarts
+            web.restore(await archive.ended_sessions(now),
+                        await archive.log_ins_since(now - dt.timedelta(seconds=LOGIN_WINDOW_S)))
+        except ArchiveUnavailable as exc:
+            raise StartupError(f"the sessions logged out cannot be read: {exc}") from None
     host, port = config.http.host, config.http.port
     try:
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -426,7 +446,7 @@ def _http(config: FloorConfig, archive: Archive, hub: Hub) -> tuple[Any, socket.
         def capture_signals(self) -> Iterator[None]:  # cardfloor's own handlers stop it (serve)
             yield
 
-    app = api.build_app(archive, hub, auth, web=web, pit_of=config.pit_of(),
+    app = api.build_app(archive, hub, auth, web=web, pit_of=config.pit_of(), broker_link=broker_link,
                         target_rounds_per_hour=config.floor.target_rounds_per_hour)
     # an open event stream (a pit page) never ends by itself: stopping waits for it this long only
     server = Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off",
@@ -468,8 +488,8 @@ async def serve(config: FloorConfig, config_path: str) -> None:
     tasks: list[asyncio.Task[Any]] = []
     server = None
     try:
-        http = _http(config, archive, hub)
         service = FloorService(config, archive, hub)
+        http = await _http(config, archive, hub, service.broker_link)
         tasks.append(asyncio.create_task(service.run(stop)))
         if http is not None:
             server, sock = http

@@ -23,9 +23,12 @@ from typing import Any, Literal
 
 import msgspec
 
-#: what a change is about: a table's state or status, a floor alarm, records archived
-Kind = Literal["table", "alarm", "records"]
-KINDS: tuple[str, ...] = ("table", "alarm", "records")
+#: what a change is about: a table's state or status, a floor alarm, records archived, the
+#: floor's own link to the broker
+Kind = Literal["table", "alarm", "records", "broker"]
+KINDS: tuple[str, ...] = ("table", "alarm", "records", "broker")
+#: the kinds about the whole floor, not a table: every client gets them, whatever its pits
+FLOOR_WIDE: frozenset[str] = frozenset({"broker"})
 #: how many recent changes a hub keeps for clients that reconnect
 DEFAULT_CAPACITY = 10_000
 

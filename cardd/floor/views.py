@@ -18,6 +18,8 @@ AlarmState = Literal["open", "acknowledged", "cleared"]
 MAX_RECORDS = 500
 MAX_ALARMS = 500
 MAX_DAYS = 366
+MAX_AUDIT = 500
+AuditAction = Literal["login", "logout", "acknowledge"]
 
 
 class _View(msgspec.Struct, forbid_unknown_fields=True):
@@ -70,6 +72,17 @@ class TableView(_View):
     pit: str | None = None
 
 
+class BrokerView(_View):
+    """cardfloor's own link to the broker: whether it is up, the node it is at (or tried last),
+    since when it has been up or down, and the last reason a connection failed or ended. While
+    it is down the tables keep their records and send them when they can: nothing is lost, it
+    is late."""
+    connected: bool
+    broker: str | None
+    since: Time | None
+    problem: str | None
+
+
 class FloorView(_View):
     """Every table the floor knows, and how many floor alarms are open."""
     time: Time
@@ -77,6 +90,8 @@ class FloorView(_View):
     open_floor_alarms: Count
     #: the rounds an hour a table is expected to deal (floor.target_rounds_per_hour)
     target_rounds_per_hour: int = 60
+    #: the floor's link to the broker (null from an API served without the floor's receiver)
+    broker: BrokerView | None = None
 
 
 class AlarmView(_View):
@@ -161,6 +176,25 @@ class ReportView(_View):
     rows: list[ReportRow]
 
 
+class AuditEntryView(_View):
+    """One entry of the audit: a log-in (``outcome`` ok, refused or limited: ``who`` as typed),
+    a log-out or an acknowledgement (``alarm_id``, its note in ``detail``), from ``address``."""
+    id: int
+    at: Time
+    action: AuditAction
+    outcome: Literal["ok", "refused", "limited"]
+    who: str
+    address: str | None
+    alarm_id: int | None
+    detail: str
+
+
+class AuditView(_View):
+    """The audit, the newest first; ``next_before_id`` asks for the entries before them (null: no more)."""
+    entries: list[AuditEntryView]
+    next_before_id: int | None
+
+
 # ---- what requests carry --------------------------------------------------------------------
 
 class LoginBody(_View):
@@ -198,6 +232,14 @@ class AlarmsQuery(_View):
     table: Id | None = None
     kind: AlarmKind | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_ALARMS)] = MAX_ALARMS
+
+
+class AuditQuery(_View):
+    who: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    action: AuditAction | None = None
+    before_id: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_AUDIT)] = 100
+    format: Literal["json", "csv"] = "json"
 
 
 class HourlyQuery(_View):

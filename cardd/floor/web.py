@@ -4,8 +4,10 @@ A user logs in (``POST /api/v1/login``) with a name and password of the users fi
 (cardd/floor/users.py) and gets a session: a cookie signed with the floor's secret key
 (itsdangerous), holding who, a CSRF token, when it ends (``http.session_hours``) and a
 fingerprint of the user's password hash, so a new password or a removed user ends every session
-made before. A session logged out is refused from then on, until cardfloor restarts (then only
-its expiry ends it). The cookie is HttpOnly and SameSite=Strict; a state-changing request that comes
+made before. A session logged out is refused from then on until it would have ended, whatever
+restarts between: the archive keeps it (a digest of its token, migration 0003), and cardfloor
+reads them back at its start, with the log-in failures of the last :data:`WINDOW_S` seconds
+(from the audit) for the limits. The cookie is HttpOnly and SameSite=Strict; a state-changing request that comes
 with it must also send the session's CSRF token as ``X-CSRF-Token`` and, when the browser says
 where it comes from (``Origin``), come from this server. Log-ins are rate-limited: after
 :data:`USER_FAILURES` failures for one user or :data:`ADDRESS_FAILURES` from one address within
@@ -19,6 +21,7 @@ session is a 303 to ``/login?next=<path>``. Every response carries :data:`SECURI
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import hmac
 import importlib.resources
 import math
@@ -104,6 +107,15 @@ class Limiter:
     def succeeded(self, user: str) -> None:
         self._failures.pop(f"user:{user}", None)
 
+    def replay(self, log_ins: list[tuple[str, str, str | None, dt.datetime]]) -> None:
+        """The log-ins the audit holds, (outcome, who, address, at) oldest first, counted again
+        (a restart forgets no failure); a log-in refused by the limit was no try."""
+        for outcome, who, address, at in log_ins:
+            if outcome == "refused":
+                self.failed(who, address or "unknown", at.timestamp())
+            elif outcome == "ok":
+                self.succeeded(who)
+
 
 class Web:
     """The users, the session key and what the page is told of the floor."""
@@ -115,8 +127,8 @@ class Web:
         self.session_life = dt.timedelta(hours=session_hours)
         self.time_zone, self.target_rounds_per_hour = time_zone, target_rounds_per_hour
         self.limiter = Limiter()
-        #: the sessions logged out before they ended (their CSRF token), until they end
-        self._ended: dict[str, dt.datetime] = {}
+        #: the sessions logged out before they ended (session_key), until they end
+        self._ended: dict[bytes, dt.datetime] = {}
 
     def new_session(self, user: User, now: dt.datetime) -> tuple[str, Session]:
         """A session for ``user`` from ``now``: the cookie's value and the session."""
@@ -125,9 +137,15 @@ class Web:
         return self._serializer.dumps(msgspec.to_builtins(cookie)), session
 
     def end(self, session: Session, now: dt.datetime) -> None:
-        """Log ``session`` out: its cookie is refused from now on (in this run of cardfloor)."""
-        self._ended = {csrf: until for csrf, until in self._ended.items() if until > now}
-        self._ended[session.csrf] = session.expires
+        """Log ``session`` out: its cookie is refused from now on (the archive keeps it for the
+        next run: Archive.end_session with its session_key)."""
+        self._ended = {key: until for key, until in self._ended.items() if until > now}
+        self._ended[session_key(session.csrf)] = session.expires
+
+    def restore(self, ended: dict[bytes, dt.datetime], log_ins: list[tuple[str, str, str | None, dt.datetime]]) -> None:
+        """What an earlier run left in the archive: the sessions logged out, the recent log-ins."""
+        self._ended.update(ended)
+        self.limiter.replay(log_ins)
 
     def session(self, cookie: str | None, now: dt.datetime) -> Session | None:
         """The session a cookie's value holds; None when there is none, it is not signed by this
@@ -139,7 +157,7 @@ class Web:
         except (BadSignature, msgspec.ValidationError):
             return None
         expires = dt.datetime.fromtimestamp(found.expires, dt.timezone.utc)
-        if expires <= now or found.csrf in self._ended:
+        if expires <= now or session_key(found.csrf) in self._ended:
             return None
         user = self.users.get(found.user)
         if user is None or not hmac.compare_digest(user.generation, found.generation):
@@ -148,6 +166,11 @@ class Web:
 
     def session_of(self, connection: HTTPConnection, now: dt.datetime) -> Session | None:
         return self.session(connection.cookies.get(COOKIE), now)
+
+
+def session_key(csrf: str) -> bytes:
+    """What the archive keeps of a session logged out: its random token's SHA-256, not the token."""
+    return hashlib.sha256(csrf.encode()).digest()
 
 
 def set_session_cookie(response: Response, request: Request, value: str, session: Session) -> None:

@@ -93,9 +93,13 @@ class Table:
     def events_payload(self, events: list[Event]) -> bytes:
         return msgspec.json.encode({"schema": SCHEMA, "site": self.site, "table": self.table, "events": events})
 
-    def publish(self, leaf: str, payload: bytes | dict[str, Any], *, retain: bool = False) -> None:
+    def publish(self, leaf: str, payload: bytes | dict[str, Any], *, retain: bool = False, wait: bool = True) -> None:
+        """``wait`` False: handed to paho only, which keeps it while the broker is away and sends it
+        when it is back (a table's changes held at the table)."""
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         info = self.client.publish(self.topic(leaf), data, qos=1, retain=retain)
+        if not wait:
+            return
         info.wait_for_publish(30)
         assert info.is_published(), f"the broker did not take the publish to {self.topic(leaf)}"
 
@@ -124,13 +128,13 @@ class Table:
 
     def state(self, *, backlog: int = 0, oldest_s: float | None = None, at: datetime | None = None,
               alarms: list[dict[str, Any]] | None = None, devices: list[dict[str, Any]] | None = None,
-              shoe: dict[str, Any] | None = None) -> None:
+              shoe: dict[str, Any] | None = None, wait: bool = True) -> None:
         self.publish("state", {
             "schema": SCHEMA, "site": self.site, "table": self.table, "time": stamp(at),
             "devices": devices or [{"role": "shoe", "state": "idle", "connected": True}],
             "shoe": shoe or {"state": "in_play", "penetration": "0-25%"}, "rounds": {"this_shoe": 1, "this_hour": 1},
             "alarms": alarms or [], "export": {"delivered_through": self.seq, "backlog": backlog,
-                                               "oldest_undelivered_s": oldest_s}}, retain=True)
+                                               "oldest_undelivered_s": oldest_s}}, retain=True, wait=wait)
 
     def anchor(self, event: Event | None = None, *, export_hash: str | None = None) -> None:
         last = event or self.sent[-1]

@@ -31,7 +31,8 @@ from cardd.floor.contract import (CHAIN_START, DeviceHealth, DeviceUrl, Event, E
                                   RulesId, ShoeSummary, State, Status, event_hash)
 from cardd.floor.reports import CSV_COLUMNS, alarms_cell
 from cardd.floor.stream import Hub
-from cardd.floor.views import AlarmsView, AlarmView, Error, FloorView, RecordsView, ReportView, SnapshotView, TableDetail
+from cardd.floor.views import (AlarmsView, AlarmView, AuditView, BrokerView, Error, FloorView, RecordsView, ReportView,
+                               SnapshotView, TableDetail)
 from tests.support.postgres import PostgresServer
 
 T = TypeVar("T")
@@ -41,6 +42,8 @@ NOW = dt.datetime(2026, 12, 2, 4, 30, tzinfo=dt.timezone.utc)
 TOKENS = {"pit": "pit-token-0123456789abcdef", "surveillance": "eye-token-0123456789abcdef",
           "admin": "adm-token-0123456789abcdef"}
 NAMES = {"pit": "pit-boss-1", "surveillance": "desk-2", "admin": "floor-admin"}
+#: the floor's link to the broker as these tests' API tells it
+LINK = BrokerView(connected=True, broker="mqtt://127.0.0.1:1883", since="2026-12-02T04:02:10.000Z", problem=None)
 
 
 def stamp(moment: dt.datetime) -> str:
@@ -72,7 +75,8 @@ class ApiServer:
 
     def __init__(self, dsn: str, tokens: Path, build: Callable[[Archive, Hub, Auth], Starlette] | None = None) -> None:
         self.dsn, self.tokens = dsn, tokens
-        self.build = build or (lambda archive, hub, auth: build_app(archive, hub, auth, clock=lambda: NOW))
+        self.build = build or (lambda archive, hub, auth: build_app(archive, hub, auth, clock=lambda: NOW,
+                                                                    broker_link=lambda: LINK))
         self.hub = Hub()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.server: uvicorn.Server | None = None
@@ -202,6 +206,14 @@ def fill(api: ApiServer) -> dict[str, Any]:
     api.call(archive.clear_alarm(SITE, "bj-07", "backlog_old", "", dt.datetime(2026, 12, 2, 3, 5,
                                                                                   tzinfo=dt.timezone.utc)))
     return raised
+
+
+def log_ins(api: ApiServer) -> None:
+    """Two log-ins in the audit: floor-admin's at 04:14, then anna's refused at 04:15."""
+    assert api.archive is not None
+    for minute, outcome, who, address in ((14, "ok", "floor-admin", "10.1.2.9"), (15, "refused", "anna", "10.1.2.3")):
+        api.call(api.archive.audit("login", outcome, who, dt.datetime(2026, 12, 2, 4, minute, tzinfo=dt.timezone.utc),
+                                   address=address))
 
 
 def concrete(path: str) -> str:
@@ -412,6 +424,51 @@ def test_the_daily_report_and_its_checks(api: ApiServer):
             assert (answer.status_code, answer.json()) == (400, {"error": error}), query
 
 
+# ---- the audit ----------------------------------------------------------------------------
+
+def test_the_audit_is_the_admin_s_paged_filtered_and_as_csv(api: ApiServer):
+    raised = fill(api)
+    log_ins(api)
+    with client(api, "pit") as http:
+        assert http.post(f"{PREFIX}/alarms/{raised['offline'].id}/ack", json={"note": "=HYPERLINK(\"x\")"}).status_code == 200
+    for role in ("pit", "surveillance"):
+        with client(api, role) as http:
+            answer = http.get(f"{PREFIX}/audit")
+        assert (answer.status_code, answer.json()) == (403, {
+            "error": f"the {role} role may not read the audit: only admin may"})
+    with client(api, "admin") as http:
+        def ids(**params: Any) -> tuple[list[int], int | None]:
+            answer = http.get(f"{PREFIX}/audit", params=params)
+            assert answer.status_code == 200, answer.text
+            audit = msgspec.json.decode(answer.content, type=AuditView)
+            return [e.id for e in audit.entries], audit.next_before_id
+
+        assert ids() == ([3, 2, 1], None), "the newest first"
+        assert ids(limit=2) == ([3, 2], 2)
+        assert ids(limit=2, before_id=2) == ([1], None)
+        assert ids(who="anna") == ([2], None)
+        assert ids(action="acknowledge") == ([3], None)
+        assert ids(who="pit-boss-1", action="login") == ([], None)
+        newest = msgspec.json.decode(http.get(f"{PREFIX}/audit?limit=1").content, type=AuditView).entries[0]
+        assert (newest.action, newest.outcome, newest.who, newest.alarm_id, newest.detail, newest.at) == (
+            "acknowledge", "ok", "pit-boss-1", raised["offline"].id, '=HYPERLINK("x")', "2026-12-02T04:30:00.000Z")
+        as_csv = http.get(f"{PREFIX}/audit?format=csv")
+        assert as_csv.headers["content-type"] == "text/csv; charset=utf-8"
+        rows = list(csv.reader(io.StringIO(as_csv.text)))
+        assert rows[0] == ["id", "at", "action", "outcome", "who", "address", "alarm_id", "detail"]
+        assert rows[1] == ["3", "2026-12-02T04:30:00.000Z", "acknowledge", "ok", "pit-boss-1", "127.0.0.1",
+                           str(raised["offline"].id), "'=HYPERLINK(\"x\")"], "a formula made inert"
+        assert [row[0] for row in rows[1:]] == ["3", "2", "1"]
+        for query, error in [
+            ("action=delete", "query parameter action: 'delete': expected one of acknowledge, login, logout"),
+            ("limit=501", "query parameter limit: expected a whole number of at most 500"),
+            ("before_id=0", "query parameter before_id: expected a whole number of at least 1"),
+            ("who=" + "w" * 257, "query parameter who: expected a string of at most 256 characters"),
+        ]:
+            answer = http.get(f"{PREFIX}/audit?{query}")
+            assert (answer.status_code, answer.json()) == (400, {"error": error}), query
+
+
 # ---- the stream ---------------------------------------------------------------------------
 
 class Sse:
@@ -551,6 +608,7 @@ def test_every_endpoint_has_an_example():
 
 def test_the_documented_examples_are_what_the_api_answers(api: ApiServer):
     fill(api)
+    log_ins(api)
     responses = {(e.method, e.path): e.response for e in ENDPOINTS}
     with client(api, "admin") as http:
         for method, path, body, status, kind, text in doc_examples():
