@@ -28,11 +28,21 @@ BROWSER = {"X-Requested-With": "cardfloor"}
 
 
 class Clock:
+    """The web's clock. It starts at the real time: a session cookie's expiry is judged by the
+    client's cookie jar against the real clock, so a session made on a fixed past clock would be
+    thrown away by the client before the server ever saw it."""
+
     def __init__(self) -> None:
-        self.now = NOW
+        self.start = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        self.now = self.start
 
     def __call__(self) -> dt.datetime:
         return self.now
+
+
+def expected_expiry(start: dt.datetime) -> str:
+    """A session's expiry as the API writes it: twelve hours on, to the millisecond, in UTC."""
+    return (start + dt.timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
 
 class Rig:
@@ -78,7 +88,7 @@ def test_a_log_in_gives_a_session_cookie_and_is_recorded(rig: Rig):
     http, body = rig.login()
     with closing(http):
         assert body == {"user": "anna", "role": "pit", "pits": ["Pit 1"], "csrf": body["csrf"],
-                        "expires": "2026-12-02T16:30:00.000Z", "time_zone": "America/Las_Vegas",
+                        "expires": expected_expiry(rig.clock.start), "time_zone": "America/Las_Vegas",
                         "target_rounds_per_hour": 55}
         assert len(body["csrf"]) >= 32
         cookie = http.cookies.jar
@@ -129,7 +139,7 @@ def test_failed_log_ins_are_limited_by_user(rig: Rig):
         assert 1 <= int(limited.headers["retry-after"]) <= 300
         assert "set-cookie" not in limited.headers, "even the right password waits"
         rig.login("eye")[0].close()  # another user is not limited
-        rig.clock.now = NOW + dt.timedelta(seconds=301)
+        rig.clock.now = rig.clock.start + dt.timedelta(seconds=301)
         rig.login("anna")[0].close()
     assert [(a, o, w) for a, o, w, *_ in rig.audit()][-3:] == [
         ("login", "limited", "anna"), ("login", "ok", "eye"), ("login", "ok", "anna")]
@@ -147,7 +157,7 @@ def test_failed_log_ins_are_limited_by_address(rig: Rig):
 def test_an_expired_session_is_refused(rig: Rig):
     http, _ = rig.login()
     with closing(http):
-        rig.clock.now = NOW + dt.timedelta(hours=12)
+        rig.clock.now = rig.clock.start + dt.timedelta(hours=12)
         answer = http.get(f"{PREFIX}/floor")
         assert (answer.status_code, answer.json()) == (401, {"error": "the session has ended or is not valid: "
                                                                       "log in again"})
@@ -167,7 +177,7 @@ def test_a_tampered_cookie_is_refused(rig: Rig, change: str):
             forged = value[: len(value) // 2]
         else:  # the same content signed with another floor's key
             other = Web(rig.web.users, os.urandom(32))
-            forged, _ = other.new_session(rig.web.users.current()["boss"], NOW)
+            forged, _ = other.new_session(rig.web.users.current()["boss"], rig.clock.now)
         http.cookies.clear()
         http.cookies.set("cardfloor_session", forged)
         answer = http.get(f"{PREFIX}/floor")
@@ -339,7 +349,7 @@ def test_a_session_s_stream_ends_with_the_session(rig: Rig):
     with closing(http), http.stream("GET", f"{PREFIX}/stream") as answer:
         sse = Sse(answer)
         assert sse.next()[0] == "snapshot"
-        rig.clock.now = NOW + dt.timedelta(hours=12)
+        rig.clock.now = rig.clock.start + dt.timedelta(hours=12)
         rig.server.hub.publish("table", {"site": SITE, "table": "bj-07", "online": True})
         seen = []
         with pytest.raises(AssertionError, match="the stream ended"):
