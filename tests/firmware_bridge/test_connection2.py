@@ -231,3 +231,29 @@ def test_the_refusal_stands_until_retry_trust_and_an_enrolled_device_then_connec
 
     with endpoint:
         run(main())
+
+
+def test_a_reboot_mid_session_is_a_new_2_0_handshake_and_events_resume_after_the_journaled() -> None:
+    endpoint = shoe_endpoint()
+    shoe = endpoint.device
+
+    async def main() -> None:
+        host = Host(endpoint.url, config(trust_store(shoe)))
+        try:
+            await host.conn.open()
+            endpoint.call(shoe.load, full_shoe(1))
+            endpoint.call(shoe.deal, 2)
+            await until(lambda: len(host.indexed) >= 3)
+            endpoint.call(shoe.reboot)
+            await until(lambda: any(e.kind is K.REBOOTED for e in host.events))
+            await until(lambda: host.conn.connected)
+            endpoint.call(shoe.deal, 1)
+            await until(lambda: sum(isinstance(m, CardRead) for _, m in host.indexed) == 3)
+            assert host.refusals() == [] and [e.kind for e in host.events].count(K.CONNECTED) == 2
+            session = host.conn.session
+            assert session is not None and session.authenticated
+        finally:
+            await host.conn.close()
+
+    with endpoint:
+        run(main())
