@@ -20,7 +20,14 @@ from drivers.errors import PortClosed
 from drivers.reconnect import Backoff, PortEvent, PortEventKind, ReconnectingPort
 from drivers.urls import DeviceURL
 from firmware_bridge.delivery import DeliveryStats, EventDelivery
-from firmware_bridge.errors import EventIndexError, LinkError, MessagesOverflow, RequestTimeout, SessionClosed
+from firmware_bridge.errors import (
+    DeviceNotTrusted,
+    EventIndexError,
+    LinkError,
+    MessagesOverflow,
+    RequestTimeout,
+    SessionClosed,
+)
 from firmware_bridge.flooding import StatusBudget
 from firmware_bridge.identity import IdentityTracker
 from firmware_bridge.messages import DropReason, Event, EventsDropped, Ident, Message
@@ -117,6 +124,9 @@ class DeviceConnection:
         #: the device's budget of status messages, kept across its sessions as FLAPPING's count is
         self._status_budget = StatusBudget(self.url, self.config.status_budget, self.config.status_window_s,
                                            backoff.stable, self._flooding)
+        #: protocol 2.0: why the device is refused now (None: it is not); see :meth:`retry_trust`
+        self.refusal: DeviceNotTrusted | None = None
+        self._trust_retry = asyncio.Event()
         self._closed = False
 
     # ---- public ----------------------------------------------------------------------
@@ -339,6 +349,9 @@ class DeviceConnection:
         try:
             while True:
                 need = await session.wait_need()
+                if need is Need.REFUSED:
+                    await self._refused(session)
+                    continue
                 if up_at is not None:
                     lasted = loop.time() - up_at >= self._backoff.stable
                     up_at = None
@@ -358,6 +371,8 @@ class DeviceConnection:
                     ident = await session.shake_hands(self._resume_point)
                 except LinkError:  # reset or failed meanwhile: wait_need() says what is due
                     continue
+                except DeviceNotTrusted:  # the session refused it: wait_need() says REFUSED
+                    continue
                 except Exception as exc:  # no answer, refused (booting), another protocol major
                     if self._first is not None and not self._first.done():
                         self._first.set_exception(exc)
@@ -373,6 +388,25 @@ class DeviceConnection:
                     self._first.set_result(ident)
         except SessionClosed:
             return
+
+    async def _refused(self, session: DeviceSession) -> None:
+        """The device is not trusted: open() fails with the refusal; the connection does nothing
+        more with it (no handshake, no request) until :meth:`retry_trust`."""
+        refusal = session.refusal
+        assert refusal is not None
+        self._up.clear()
+        self.refusal = refusal
+        if self._first is not None and not self._first.done():
+            self._first.set_exception(refusal)
+        self._trust_retry.clear()
+        await self._trust_retry.wait()
+        self.refusal = None
+        session.retry_trust()
+
+    def retry_trust(self) -> None:
+        """A technician acted on a refused device (enrolled it, or cleared the refusal): shake
+        hands with it again. Nothing when it is not refused."""
+        self._trust_retry.set()
 
     def _again_soon(self, session: DeviceSession, delay: float) -> None:
         """A handshake due again less than ``Backoff.stable`` after the last: logged with its delay,
@@ -413,7 +447,8 @@ class DeviceConnection:
 
     def _current(self) -> DeviceSession:
         if self._session is None or not self._up.is_set():
-            state = "closed" if self._closed else "not connected (reconnecting)"
+            state = ("closed" if self._closed else f"not trusted ({self.refusal})" if self.refusal is not None
+                     else "not connected (reconnecting)")
             raise PortClosed(self.url, f"device is {state}")
         return self._session
 

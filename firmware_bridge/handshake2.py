@@ -57,6 +57,7 @@ class TrustFailure(enum.Enum):
     BAD_PROOF = "identity proof failed"  # the signature over our challenge does not verify
     DOWNGRADE = "downgrade offered"  # an enrolled 2.0 device (or a HELLO2 peer) speaking 1.x
     ROGUE_HOST = "host proof failed"  # (device side) the host's signature does not verify
+    BAD_TAG = "frames failed their authentication tag"  # after the handshake: forged or replayed frames
 
 
 def raw_public_key(key: Ed25519PublicKey | X25519PublicKey) -> bytes:

@@ -19,8 +19,8 @@ import structlog
 from core.callbacks import call_logged
 from drivers.aio import RateLimitedLog
 from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
-from firmware_bridge.framing import MAX_PAYLOAD, FrameDecoder, FrameKind, wire_frame
-from firmware_bridge.framing2 import FrameDecoder2, Framing2
+from firmware_bridge.framing import MAX_PAYLOAD, DecoderStats, FrameDecoder, FrameKind, wire_frame
+from firmware_bridge.framing2 import Decoder2Stats, FrameDecoder2, Framing2
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
     MIN_CWND,
     NONCE_LEN,
@@ -120,6 +120,12 @@ class Link:
     @property
     def state(self) -> LinkState:
         return self._state
+
+    @property
+    def framing_stats(self) -> DecoderStats | Decoder2Stats:
+        """The frame decoder's counters as they are now (live: the same object from read to
+        read; :attr:`stats` gives a copy to keep)."""
+        return self._decoder.stats
 
     @property
     def stats(self) -> LinkStats:

@@ -16,6 +16,8 @@ import structlog
 from drivers.aio import RateLimitedLog, cancel_and_wait
 from drivers.reconnect import Backoff
 from firmware_bridge.errors import (
+    DeviceNotTrusted,
+    HandshakeError,
     IncompatibleProtocol,
     LinkReset,
     ProtocolError,
@@ -24,6 +26,9 @@ from firmware_bridge.errors import (
     SessionClosed,
 )
 from firmware_bridge.flooding import StatusBudget
+from firmware_bridge.framing2 import Decoder2Stats, Framing2
+from firmware_bridge.handshake2 import IDENT2_TYPE, HostHandshake, Ident2, TrustFailure, decode_ident
+from firmware_bridge.host_trust import HostTrust, TagWatch, ident_of
 from firmware_bridge.identity import IdentityTracker, Verdict
 from firmware_bridge.link import Link, LinkConfig, LinkEvent, LinkState, LinkStats, discard_outcome
 from firmware_bridge.messages import (
@@ -31,6 +36,7 @@ from firmware_bridge.messages import (
     PROTOCOL_MAJOR,
     PROTOCOL_MINOR,
     Answer,
+    DeviceRole,
     DropReason,
     Event,
     EventsDropped,
@@ -75,6 +81,7 @@ class SessionEventKind(enum.StrEnum):
     EVENTS_DROPPED = "events_dropped"  # the device no longer has events asked for again (1.1)
     FLAPPING = "flapping"  # handshakes asked for again and again, each soon after the last (the connection's)
     FLOODING = "flooding"  # more status messages than its budget: those past it are left out (StatusBudget)
+    NOT_TRUSTED = "not_trusted"  # protocol 2.0: the device was refused (``failure`` names what failed)
 
 
 
@@ -84,6 +91,10 @@ class SessionEvent:
     device: str  # the device URL
     detail: str = ""
     ident: Ident | None = None
+    #: NOT_TRUSTED: what failed, and the identity key the device proved it holds (an unknown key
+    #: or a key that does not match the enrolled one: the key a technician may enrol), else None
+    failure: TrustFailure | None = None
+    proven_key: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +111,8 @@ class SessionConfig:
     #: back to back (this shoe's and the next one's) may fall in one window
     status_budget: int = 50
     status_window_s: float = 1.0
+    #: speak protocol 2.0 with this identity and trust store (docs/protocol.md §8.1); None: 1.1
+    trust: HostTrust | None = None
 
 
 @dataclass(slots=True)
@@ -113,6 +126,7 @@ class SessionStats:
     late_answers: int = 0  # Answers whose request is no longer waiting (timed out): taken by none
     idents_ignored: int = 0  # unasked IDENTs while a handshake was due already: its HELLO asks anyway
     status_left_out: int = 0  # status messages past the device's budget: not handed on (StatusBudget)
+    unauthenticated: int = 0  # 2.0: payloads before the handshake proved the device, not handed on
     link: LinkStats | None = None
 
 
@@ -121,6 +135,7 @@ class Need(enum.Enum):
 
     HANDSHAKE = "handshake"  # the link is up and nobody has said HELLO on it yet
     LINK_RESET = "link_reset"  # the link failed: reset it (after a backoff delay)
+    REFUSED = "refused"  # protocol 2.0: the device is not trusted (:attr:`DeviceSession.refusal`)
 
 
 def refusal_of(device: str, request_type: int, msg: Message) -> RequestRefused | None:
@@ -146,7 +161,19 @@ class DeviceSession:
         self.ident: Ident | None = None  # the IDENT heard in this session (None until the first)
         self._log = RateLimitedLog(log)  # a flood of link resets must not flood the log
         self._loop = asyncio.get_running_loop()
-        self.link = Link(write, self._payload, self._link_event, self.config.link, device)
+        self._write = write
+        self._trust = self.config.trust
+        #: 2.0: the session's framing (keys installed once the device proved itself), None on a 1.x link
+        self.framing: Framing2 | None = None if self._trust is None else Framing2()
+        self.link = Link(write, self._payload, self._link_event, self.config.link, device, framing=self.framing)
+        #: 2.0: nothing the device says is handed on until it proved itself and has the keys
+        self._untrusted = self._trust is not None
+        self._ident2: asyncio.Future[bytes] | None = None  # the IDENT2 the HELLO2 sent waits for
+        self._came_up_2 = False  # a 2.0 link of this session came up (else a reset tries 1.x: reset_link)
+        self._probing_1x = False  # the link is a 1.x one, asking whether the device speaks 1.x
+        #: 2.0: why the device is refused (None: it is not); it stands until :meth:`retry_trust`
+        self.refusal: DeviceNotTrusted | None = None
+        self._tags = None if self._trust is None else TagWatch(self._tag_stats(), self._trust.tag_failures_refused)
         self._on_message, self._on_event, self._identity = on_message, on_event, identity
         # a numbered event that comes as most do (no request waiting, no handshake) goes to
         # on_numbered, when given, instead of on_message: the card path, one call shorter
@@ -187,8 +214,15 @@ class DeviceSession:
 
     @property
     def speaks_1_1(self) -> bool:
-        """Both sides speak protocol 1.1 (numbered events, request ids): the device said so in IDENT."""
-        return self.ident is not None and self.ident.protocol_minor >= 1 and PROTOCOL_MINOR >= 1
+        """Both sides speak protocol 1.1 (numbered events, request ids): the device said so in IDENT
+        (a 2.0 device's session after its handshake is 1.1's)."""
+        ident = self.ident
+        return ident is not None and (ident.protocol_major, ident.protocol_minor) >= (1, 1) and PROTOCOL_MINOR >= 1
+
+    @property
+    def authenticated(self) -> bool:
+        """Protocol 2.0: the device proved itself on the link as it is now (False on a 1.x session)."""
+        return self._trust is not None and not self._untrusted
 
     @property
     def stats(self) -> SessionStats:
@@ -203,12 +237,18 @@ class DeviceSession:
 
     def bytes_received(self, data: bytes) -> None:
         self.link.bytes_received(data)
+        if self._tags is not None and self.refusal is None and not self._probing_1x:
+            refusal = self._tags.check()
+            if refusal is not None:
+                self._refuse(refusal)
 
     async def wait_need(self) -> Need:
         """Wait until the owner has something to do; SessionClosed once the session is closed."""
         while True:
             if self._closed:
                 raise SessionClosed(f"{self.device}: session closed")
+            if self.refusal is not None:
+                return Need.REFUSED
             if self.link.state is LinkState.FAILED:
                 return Need.LINK_RESET
             if self.link.state is LinkState.UP and self._needs_handshake:
@@ -224,15 +264,21 @@ class DeviceSession:
         :meth:`wait_need` then says what is due."""
         self._needs_handshake, self._handshaking = False, True  # a reset from now on asks again
         try:
-            hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, self.config.host_name)
-            ident = await self.request(hello, expect=Ident, timeout=self.config.handshake_timeout)
-            if ident.protocol_major != PROTOCOL_MAJOR:
-                detail = (
-                    f"{self.device}: device {ident.model} {ident.serial} speaks protocol "
-                    f"{ident.protocol_major}.{ident.protocol_minor}, this host speaks {PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
-                )
-                self._emit(SessionEventKind.INCOMPATIBLE, detail, ident)
-                raise IncompatibleProtocol(detail)
+            if self._trust is not None and not self._probing_1x:
+                ident = await self._shake_hands_2(self._trust)  # the rest of the session is 1.1's
+            else:
+                hello = Hello(PROTOCOL_MAJOR, PROTOCOL_MINOR, self.config.host_name)
+                ident = await self.request(hello, expect=Ident, timeout=self.config.handshake_timeout)
+                if self._trust is not None:  # a 2.0 host's 1.x probe: the device answered in 1.x
+                    raise self._refuse(self._downgrade(ident))
+                if ident.protocol_major != PROTOCOL_MAJOR:
+                    detail = (
+                        f"{self.device}: device {ident.model} {ident.serial} speaks protocol "
+                        f"{ident.protocol_major}.{ident.protocol_minor}, this host speaks "
+                        f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
+                    )
+                    self._emit(SessionEventKind.INCOMPATIBLE, detail, ident)
+                    raise IncompatibleProtocol(detail)
             if self.speaks_1_1:
                 await self.send(ResumeEvents(journaled_index()))  # before anything else is asked
         except BaseException:
@@ -243,6 +289,10 @@ class DeviceSession:
         finally:
             self._handshaking = False
             self._changed.set()
+        return self._connected(ident)
+
+    def _connected(self, ident: Ident) -> Ident:
+        """The handshake ended: CONNECTED, what was held back, the Status asked."""
         self._stats.handshakes += 1
         self._outage = False
         self._emit(SessionEventKind.CONNECTED, f"{ident.model} {ident.serial} firmware {ident.firmware_version}", ident)
@@ -255,9 +305,105 @@ class DeviceSession:
         return ident
 
     def reset_link(self) -> None:
-        """Reset a failed link (the owner's backoff decides when)."""
-        if self.link.state is LinkState.FAILED and not self._closed:
+        """Reset a failed link (the owner's backoff decides when). A 2.0 session whose RESET was
+        never answered asks in 1.x next (and in 2.0 again after that): a device that answers
+        only 1.x is a downgrade, refused by name instead of being silent."""
+        if self.link.state is not LinkState.FAILED or self._closed:
+            return
+        if self._trust is not None and (self._probing_1x or not self._came_up_2):
+            self._replace_link(probing_1x=not self._probing_1x)
+        else:
             self.link.reset("retry after failure")
+
+    def retry_trust(self) -> None:
+        """A technician acted (enrolled the device, or cleared its refusal): forget the refusal and
+        shake hands again on a fresh link."""
+        if self.refusal is None or self._closed:
+            return
+        self.refusal = None
+        self._replace_link(probing_1x=False)
+        self._changed.set()
+
+    # ---- protocol 2.0 -------------------------------------------------------------------
+
+    def _replace_link(self, *, probing_1x: bool) -> None:
+        """A new link on the same port: 2.0 framing, or 1.x framing to ask whether the device speaks 1.x."""
+        self.link.close()
+        self._probing_1x = probing_1x
+        self.framing = None if probing_1x else Framing2()
+        self.link = Link(self._write, self._payload, self._link_event, self.config.link, self.device,
+                         framing=self.framing)
+        if self._tags is not None and self.framing is not None:
+            self._tags = TagWatch(self._tag_stats(), self._tags.limit)
+        self._untrusted = True
+        self.link.start()
+
+    def _tag_stats(self) -> Decoder2Stats:
+        stats = self.link.framing_stats
+        assert isinstance(stats, Decoder2Stats), "a 2.0 link's"
+        return stats
+
+    async def _shake_hands_2(self, trust: HostTrust) -> Ident:
+        """HELLO2, the IDENT2 checked (DeviceNotTrusted naming what failed), the keys installed,
+        PROOF2: docs/protocol.md §8. The IDENT of the unit it proved is noted as 1.1's is."""
+        framing = self.framing
+        assert framing is not None, "a 2.0 link"
+        framing.clear()
+        self._untrusted = True
+        handshake = HostHandshake(trust.identity, self.config.host_name, trust.enrolled_key)
+        waiting = self._ident2 = self._loop.create_future()
+        try:
+            async with asyncio.timeout(self.config.handshake_timeout):
+                await self.link.send(handshake.hello())
+                ident_bytes = await waiting
+        except TimeoutError:
+            self._stats.request_timeouts += 1
+            raise RequestTimeout(f"{self.device}: no IDENT2 within {self.config.handshake_timeout}s "
+                                 f"after HELLO2") from None
+        finally:
+            self._ident2 = None
+        offered = decode_ident(ident_bytes)  # HandshakeError: it does not parse
+        try:
+            _, keys, proof = handshake.on_ident(ident_bytes)
+        except DeviceNotTrusted as exc:
+            raise self._refuse(exc, offered) from None
+        framing.install(keys)
+        await self.link.send(proof)  # the session's first tagged frame
+        self._untrusted = False
+        ident = _ident_or_refuse(offered)
+        self._note_ident(ident)
+        return ident
+
+    def _downgrade(self, ident: Ident) -> DeviceNotTrusted:
+        """The refusal of a device that answered this 2.0 host's 1.x probe."""
+        assert self._trust is not None
+        unit = (ident.role.name.lower(), ident.model, ident.serial)
+        enrolled = self._trust.enrolled_key(unit)
+        why = ("it is enrolled with a 2.0 identity key" if enrolled is not None
+               else "it is not enrolled, and this device is not configured for protocol 1.x")
+        return DeviceNotTrusted(TrustFailure.DOWNGRADE, f"{' '.join(unit)} answered in protocol "
+                                f"{ident.protocol_major}.{ident.protocol_minor}, without an identity proof: {why}")
+
+    def _refuse(self, refusal: DeviceNotTrusted, offered: Ident2 | None = None) -> DeviceNotTrusted:
+        """Refuse the device: nothing more is handed on, the keys go with a link reset, one
+        NOT_TRUSTED event; it stands until :meth:`retry_trust`. Returns ``refusal`` to raise."""
+        self.refusal = refusal
+        self._untrusted = True
+        failure = refusal.failure if isinstance(refusal.failure, TrustFailure) else None
+        proven = (offered.device_key if offered is not None
+                  and failure in (TrustFailure.UNKNOWN_KEY, TrustFailure.KEY_MISMATCH) else None)
+        ident = None
+        if offered is not None and offered.role.upper() in DeviceRole.__members__:
+            ident = ident_of(offered)
+        self._fail_pending(SessionClosed(f"{self.device}: device not trusted: {refusal}"))
+        self._emit(SessionEventKind.NOT_TRUSTED, f"{self.device}: {refusal}", ident, failure=failure,
+                   proven_key=proven)
+        if self.framing is not None:
+            self.framing.clear()
+        if self.link.state in (LinkState.UP, LinkState.RESETTING):  # the device holds its events
+            self.link.reset("device not trusted")
+        self._changed.set()
+        return refusal
 
     async def close(self, why: str = "session closed") -> None:
         """Stop the heartbeats, fail what waits with SessionClosed, close the link; idempotent.
@@ -345,10 +491,19 @@ class DeviceSession:
 
     def _link_event(self, event: LinkEvent, detail: str) -> None:
         if event in (LinkEvent.UP, LinkEvent.PEER_RESET):
+            if self._trust is not None:  # the session's keys end with its link
+                self._untrusted = True
+                if self.framing is not None:
+                    self.framing.clear()
+                    self._came_up_2 = True
             self._needs_handshake = True
             self.handshake_cause = f"link {event.value.replace('_', ' ')} ({detail})"
             self._fail_pending(LinkReset(f"{self.device}: link reset ({detail}) before the answer came"))
         elif event is LinkEvent.FAILED:
+            if self._tags is not None and self._tags.in_a_row and self.refusal is None and not self._probing_1x:
+                # every frame since the last good one failed its tag, until the link gave up: forged
+                self._refuse(self._tags.refusal())
+                return
             self._fail_pending(LinkReset(f"{self.device}: link failed ({detail})"))
             if not self._outage:
                 self._outage = True
@@ -358,6 +513,9 @@ class DeviceSession:
     def _payload(self, payload: bytes) -> None:
         if self._liveness.heard():
             self._emit(SessionEventKind.FRESH, "device heard again")
+        if self._untrusted:
+            self._unauthenticated(payload)
+            return
         try:
             msg = decode(payload)
         except MessageDecodeError as exc:
@@ -404,6 +562,23 @@ class DeviceSession:
         self._on_message(msg)
         if type(msg.message if type(msg) is Event else msg) in _RECOUNT_AFTER and not self._handshaking:
             self._ask_status_unless_asked()  # (a handshake asks once it has ended)
+
+    def _unauthenticated(self, payload: bytes) -> None:
+        """A 2.0 session's payload before the device proved itself: the IDENT2 the HELLO2 waits
+        for, or (a 1.x probe) the IDENT the HELLO waits for; anything else is counted, never
+        handed on."""
+        waiting = self._ident2
+        if waiting is not None and not waiting.done() and payload[:1] == bytes([IDENT2_TYPE]):
+            waiting.set_result(payload)
+            return
+        if self._probing_1x and self.refusal is None:
+            try:
+                msg = decode(payload)
+            except MessageDecodeError:
+                msg = None
+            if isinstance(msg, Ident) and self._answer_pending(msg):
+                return
+        self._stats.unauthenticated += 1
 
     def _admitted(self, msg: Message) -> bool:
         """Whether the device's budget of status messages lets ``msg`` (status, never an event nor
@@ -494,15 +669,24 @@ class DeviceSession:
             if self._loop.time() - last_stats >= self.config.stats_interval:
                 last_stats = self._loop.time()
                 log.info("link_stats", device=self.device, **_flat(self.link.stats))
-            if self.link.state is LinkState.UP and self.ident is not None:  # not before the first HELLO
+            if self.link.state is LinkState.UP and self.ident is not None and not self._untrusted:
+                # not before the first HELLO, nor on a 2.0 link before its handshake
                 uptime = int((self._loop.time() - start) * 1000) & 0xFFFFFFFF
                 self.link.send(encode(Heartbeat(uptime))).add_done_callback(discard_outcome)
             if self._liveness.check():
                 self._emit(SessionEventKind.STALE, f"nothing heard for {self._liveness.silent_for():.1f}s")
 
-    def _emit(self, kind: SessionEventKind, detail: str, ident: Ident | None = None) -> None:
+    def _emit(self, kind: SessionEventKind, detail: str, ident: Ident | None = None, *,
+              failure: TrustFailure | None = None, proven_key: bytes | None = None) -> None:
         self._log.info("session_event", key=kind.value, device=self.device, kind=kind.value, detail=detail)
-        self._on_event(SessionEvent(kind, self.device, detail, ident))
+        self._on_event(SessionEvent(kind, self.device, detail, ident, failure, proven_key))
+
+
+def _ident_or_refuse(offered: Ident2) -> Ident:
+    """The IDENT of a unit that proved itself; a role this host does not know is a HandshakeError."""
+    if offered.role.upper() not in DeviceRole.__members__:
+        raise HandshakeError(f"IDENT2 names role {offered.role!r}: neither shoe nor shuffler")
+    return ident_of(offered)
 
 
 def _flat(stats: LinkStats) -> dict[str, Any]:

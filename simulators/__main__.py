@@ -20,9 +20,11 @@ from core.cards import Card, CardCodeError
 from core.files import output_directory_problem, read_problem
 from firmware_bridge.errors import FirmwareError
 from firmware_bridge.firmware import load_public_key
+from firmware_bridge.handshake2 import fingerprint, raw_public_key
 
 from simulators.device import check_serial
 from simulators.faults import Faults, FaultSpecError
+from simulators.protocol2 import Protocol2
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import MAX_CARDS, SimulatedShoe, check_cut
 from simulators.shuffler import SimulatedShuffler
@@ -94,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--firmware-key", metavar="FILE",
                         help="the Ed25519 public key (32 raw bytes or PEM) whose signed images the device accepts "
                              "(cardctl firmware flash); without it every firmware update is refused")
+    parser.add_argument("--protocol", choices=["1.1", "2.0"], default="1.1",
+                        help="the device protocol: 1.1 (the default, what the daemon speaks unless told), or 2.0 "
+                             "(the device proves its identity key: docs/simulators.md, \"Protocol 2.0\")")
+    parser.add_argument("--host-key", metavar="FILE",
+                        help="2.0: the Ed25519 public key (32 raw bytes or PEM) of the host the device was enrolled "
+                             "with; without it no host is, and every host gets firmware and ClearFault refused")
     return parser
 
 
@@ -133,6 +141,17 @@ def parse_options(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace
             parser.error(f"--firmware-key {read_problem(Path(args.firmware_key), exc)}")
         except FirmwareError as exc:
             parser.error(f"--firmware-key {args.firmware_key}: {exc}")
+    args.enrolled_host_key = None
+    if args.host_key is not None:
+        if args.protocol != "2.0":
+            parser.error("--host-key goes with --protocol 2.0 (a 1.1 device knows no host key)")
+        try:
+            with open(args.host_key, "rb") as key_file:
+                args.enrolled_host_key = raw_public_key(load_public_key(key_file.read()))
+        except OSError as exc:
+            parser.error(f"--host-key {read_problem(Path(args.host_key), exc)}")
+        except FirmwareError as exc:  # load_public_key's one sentence on what the file is
+            parser.error(f"--host-key {args.host_key}: {exc}")
     link_problem = output_directory_problem(Path(args.link)) if args.link else None
     if link_problem is not None:
         parser.error(f"--link {link_problem}")
@@ -159,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handled = stop_signals | {signal.SIGUSR1}
     signal.pthread_sigmask(signal.SIG_BLOCK, handled)  # the device's thread inherits the mask
     try:
-        endpoint = PtyEndpoint(device, link=args.link).start()
+        protocol2 = Protocol2(enrolled_host_key=args.enrolled_host_key) if args.protocol == "2.0" else None
+        endpoint = PtyEndpoint(device, link=args.link, protocol2=protocol2).start()
     except RuntimeError as exc:  # e.g. --link in a directory we may not write
         print(f"python -m simulators: error: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -167,7 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(device, SimulatedShoe) and stack:
             endpoint.call(device.load, stack, args.cut_at)
         print(endpoint.path, flush=True)
-        print(f"{device.MODEL} {device.serial} on {endpoint.tty}; open serial://{endpoint.path}; "
+        # 2.0: the fingerprint a real device shows on its display or label, for the technician to compare
+        identity = ("" if protocol2 is None else
+                    f"protocol 2.0, identity key {fingerprint(raw_public_key(device.identity_key.public_key()))}; ")
+        print(f"{device.MODEL} {device.serial} on {endpoint.tty}; open serial://{endpoint.path}; {identity}"
               f"faults: {faults.active() or 'none'}; Ctrl-C to stop", file=sys.stderr, flush=True)
         while signal.sigwait(handled) not in stop_signals:
             if isinstance(device, SimulatedShoe):  # SIGUSR1: the dealer draws every card left, on demand

@@ -89,6 +89,9 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
                         style="yellow"))
     print_alarms(out, state["alarms"])
     out.print(retention_line(state.get("retention")))
+    host_key = state.get("host_key")
+    if host_key:  # compared with what a device shows of the host it was enrolled with
+        out.print(f"host key: {host_key['fingerprint']}")
     floor = floor_export_line(state.get("export"))
     if floor is not None:
         out.print(floor)

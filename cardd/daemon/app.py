@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cardd.api.errors import ApiError, CommandFailed
 from cardd.api.peer import Caller, Role, groupadd_commands, login_roles, missing_groups
@@ -39,6 +40,7 @@ from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.parent import ParentWatch
 from cardd.daemon.retention import Retention
+from cardd.daemon.host_key import HostKeyError, host_fingerprint, host_key_path, load_or_create_host_key
 from cardd.daemon.tracker_service import REASON_START, REASON_STOP, TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
 from cardd.notify import Notifier, Watchdog
@@ -96,6 +98,8 @@ class Daemon:
         self.alarm_notices: AlarmNotices | None = None
         self.alarm_hook: AlarmHook | None = None
         self.export: ExportService | None = None
+        self.host_key: Ed25519PrivateKey | None = None  # the protocol 2.0 identity (cardd/daemon/host_key.py)
+        self.host_fingerprint = ""
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
 
@@ -120,6 +124,13 @@ class Daemon:
             raise StartupError(str(exc)) from None
         except OSError as exc:
             raise StartupError(f"journal {path}: {exc.strerror}") from None
+        try:  # made at the first start (docs/install.md); its fingerprint is in STATE and `cardctl status`
+            self.host_key, made = load_or_create_host_key(host_key_path(path))
+        except HostKeyError as exc:
+            raise StartupError(str(exc)) from None
+        self.host_fingerprint = host_fingerprint(self.host_key)
+        if made:
+            log.warning("host_key_created", path=str(host_key_path(path)), fingerprint=self.host_fingerprint)
         service = self.service = TableService(rules, self.journal, self._publish, on_published=self._published)
         self.alarm_notices = AlarmNotices(lambda: service.table.alarms.open)
         notify = config.notify
@@ -154,7 +165,8 @@ class Daemon:
         if self.simulation is not None:
             runners["simulation"] = self._simulation_command
         backend = DaemonBackend(service, commands, devices.links, runners, self.retention.status_json,
-                                export=None if self.export is None else self.export.status_json)
+                                export=None if self.export is None else self.export.status_json,
+                                host_key=self.host_fingerprint)
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,

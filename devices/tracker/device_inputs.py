@@ -132,7 +132,7 @@ class DeviceInputs(TableState):
         answers a Status only after the events numbered before it, unless events of it were lost (the
         daemon's EVENT_GAP, EVENTS_LOST, DEVICE_DROPPED_EVENTS, open)."""
         ident = self.reader.ident
-        if ident is None or ident.protocol_minor < 1:
+        if ident is None or (ident.protocol_major, ident.protocol_minor) < (1, 1):  # 2.0 keeps 1.1's events
             return True
         name = self.reader.NAME
         return any(a.source == name and a.reason in _LOST_EVENTS for a in self.alarms.open.values())

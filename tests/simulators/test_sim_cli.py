@@ -84,6 +84,10 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shoe", "--pty", "--firmware-key", str(ROOT / "README.md")],
      f"--firmware-key {ROOT / 'README.md'}: not an Ed25519 public key (32 raw bytes or PEM): "),
     (["shoe", "--pty", "--firmware-key", "/nonexistent/fw.pub"], "--firmware-key /nonexistent/fw.pub: the directory /nonexistent does not exist"),
+    (["shoe", "--pty", "--protocol", "1.2"], "argument --protocol: invalid choice: '1.2' (choose from '1.1', '2.0')"),
+    (["shoe", "--pty", "--host-key", str(ROOT / "README.md")], "--host-key goes with --protocol 2.0"),
+    (["shoe", "--pty", "--protocol", "2.0", "--host-key", str(ROOT / "README.md")],
+     f"--host-key {ROOT / 'README.md'}: not an Ed25519 public key (32 raw bytes or PEM): "),
 ])
 def test_bad_options_are_one_argparse_error_naming_the_option(capsys, argv, why):
     assert why in refused(capsys, *argv)
@@ -113,3 +117,58 @@ def test_an_endpoint_that_cannot_make_its_link_leaks_no_pty(tmp_path):
     with pytest.raises(RuntimeError, match="did not start"):
         PtyEndpoint(SimulatedShoe(heartbeat_s=0), link=str(tmp_path / "shoe")).start()
     assert set(os.listdir("/proc/self/fd")) <= fds and threading.active_count() == threads
+
+
+@pytest.mark.timeout(60)
+def test_a_2_0_shoe_shows_the_fingerprint_a_host_proves_and_enrols(tmp_path):
+    """The fingerprint it prints (a real device's display) is the one of the key it proves: what a
+    technician compares before enrolling it; enrolled, the host's session comes up."""
+    import asyncio
+    import re
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from firmware_bridge.connection import DeviceConnection
+    from firmware_bridge.errors import DeviceNotTrusted
+    from firmware_bridge.handshake2 import TrustFailure, fingerprint, raw_public_key
+    from firmware_bridge.host_trust import HostTrust
+    from firmware_bridge.messages import Status, StatusRequest
+    from firmware_bridge.session import SessionConfig
+    from tests.support.poll import until
+
+    host = Ed25519PrivateKey.generate()
+    (tmp_path / "host.pub").write_bytes(raw_public_key(host.public_key()))
+    enrolled: dict = {}
+    proc = subprocess.Popen([sys.executable, "-m", "simulators", "shoe", "--pty", "--protocol", "2.0",
+                             "--host-key", str(tmp_path / "host.pub"), "--heartbeat", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        path = proc.stdout.readline().strip()
+        banner = next(line for line in proc.stderr if "Ctrl-C to stop" in line)
+        shown = re.search(r"protocol 2.0, identity key ([0-9a-f-]+);", banner)
+        assert shown is not None, banner
+
+        async def main() -> None:
+            config = SessionConfig(trust=HostTrust(host, enrolled.get))
+            with pytest.raises(DeviceNotTrusted) as refused:
+                await DeviceConnection(f"serial://{path}", config=config).open()
+            assert refused.value.failure is TrustFailure.UNKNOWN_KEY
+            assert shown.group(1) in str(refused.value)  # the fingerprint in the refusal is the one shown
+            events: list = []
+            conn = DeviceConnection(f"serial://{path}", None, events.append, config)
+            try:
+                await conn.start()
+                await until(lambda: events and events[-1].proven_key is not None)
+                assert fingerprint(events[-1].proven_key) == shown.group(1)
+                enrolled[("shoe", "OS-1 sim", "SHOE0001")] = events[-1].proven_key
+                conn.retry_trust()
+                await conn.wait_connected(timeout=10)
+                assert (await conn.request(StatusRequest(), Status)).cards_held == 0
+            finally:
+                await conn.close()
+
+        asyncio.run(main())
+    finally:
+        proc.terminate()
+        proc.wait(10)
