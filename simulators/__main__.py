@@ -23,6 +23,7 @@ from firmware_bridge.firmware import load_public_key
 
 from simulators.device import check_serial
 from simulators.faults import Faults, FaultSpecError
+from simulators.protocol2 import Protocol2
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import MAX_CARDS, SimulatedShoe, check_cut
 from simulators.shuffler import SimulatedShuffler
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--firmware-key", metavar="FILE",
                         help="the Ed25519 public key (32 raw bytes or PEM) whose signed images the device accepts "
                              "(cardctl firmware flash); without it every firmware update is refused")
+    parser.add_argument("--protocol", choices=["1.1", "2.0"], default="1.1",
+                        help="the protocol the device speaks (2.0: enrolled with no host, so any host that proves "
+                             "its key gets a session, but no firmware or technician command)")
     return parser
 
 
@@ -159,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handled = stop_signals | {signal.SIGUSR1}
     signal.pthread_sigmask(signal.SIG_BLOCK, handled)  # the device's thread inherits the mask
     try:
-        endpoint = PtyEndpoint(device, link=args.link).start()
+        protocol2 = Protocol2() if args.protocol == "2.0" else None
+        endpoint = PtyEndpoint(device, link=args.link, protocol2=protocol2).start()
     except RuntimeError as exc:  # e.g. --link in a directory we may not write
         print(f"python -m simulators: error: {exc}", file=sys.stderr, flush=True)
         return 1
@@ -168,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             endpoint.call(device.load, stack, args.cut_at)
         print(endpoint.path, flush=True)
         print(f"{device.MODEL} {device.serial} on {endpoint.tty}; open serial://{endpoint.path}; "
-              f"faults: {faults.active() or 'none'}; Ctrl-C to stop", file=sys.stderr, flush=True)
+              f"protocol {args.protocol}; faults: {faults.active() or 'none'}; Ctrl-C to stop", file=sys.stderr, flush=True)
         while signal.sigwait(handled) not in stop_signals:
             if isinstance(device, SimulatedShoe):  # SIGUSR1: the dealer draws every card left, on demand
                 shoe = device

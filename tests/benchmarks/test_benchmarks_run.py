@@ -63,7 +63,9 @@ RUNS: dict[str, list[tuple[list[str], dict[str, str]]]] = {
     "journal_append.py": [(["--batches", "1,16", "--records", "64", "--rounds", "1"],
                            {"the fit": r"fit: [\d.]+ us per commit \+ [\d.]+ us per record"})],
     "link.py": [(["--requests", "20", "--warmup", "5", "--cards", "52", "--modbus-requests", "20"],
-                 {"round trip": r"STATUS round trip, median +[\d.]+ ms", "cards": r"card frames/s, sustained +[\d,]+"})],
+                 {"round trip, 1.1 and 2.0": r"STATUS round trip, median +[\d.]+ ms +[\d.]+ ms +[\d.]+ ms",
+                  "cards, 1.1 and 2.0": r"card frames/s, sustained +[\d,]+ +[\d,]+ +[\d,]+",
+                  "the columns": r"figure +1\.1, connection +1\.1, link +2\.0, link"})],
     "rx_path.py": [(["--shoes", "1"], {"CPU a card": r"1 shoes, 312 cards: host receive path [\d.]+ us CPU a card"})],
     "sim_deal.py": [(["--shoes", "1"], {"CPU a card": r"devices [\d.]+ us CPU a card"})],
 }

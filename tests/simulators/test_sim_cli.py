@@ -84,6 +84,7 @@ def test_an_empty_stack_file_is_refused(capsys, tmp_path):
     (["shoe", "--pty", "--firmware-key", str(ROOT / "README.md")],
      f"--firmware-key {ROOT / 'README.md'}: not an Ed25519 public key (32 raw bytes or PEM): "),
     (["shoe", "--pty", "--firmware-key", "/nonexistent/fw.pub"], "--firmware-key /nonexistent/fw.pub: the directory /nonexistent does not exist"),
+    (["shoe", "--pty", "--protocol", "1.0"], "argument --protocol: invalid choice: '1.0' (choose from '1.1', '2.0')"),
 ])
 def test_bad_options_are_one_argparse_error_naming_the_option(capsys, argv, why):
     assert why in refused(capsys, *argv)
@@ -93,6 +94,7 @@ def test_good_options_parse(tmp_path):
     args, faults, stack = parse_options(["shoe", "--pty", "--decks", "6", "--cut-at", "200", "--pace", "0",
                                          "--faults", "unreadable_at=3", "--link", str(tmp_path / "shoe")])
     assert (args.decks, args.cut_at, args.pace, faults.unreadable_at, stack) == (6, 200, 0.0, 3, None)
+    assert args.protocol == "1.1" and parse_options(["shoe", "--pty", "--protocol", "2.0"])[0].protocol == "2.0"
 
 
 @pytest.mark.timeout(30)
