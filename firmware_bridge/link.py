@@ -276,6 +276,7 @@ class Link:
             self._peer_spoke = False
             self._stats.peer_resets += 1
             self._restart_sequences(LinkReset(f"{self.name}: peer reset the link before acknowledging"))
+            self._exhausted = None
             self._my_nonce = None
             self._write(FrameKind.RESET_ACK, 0, 0, nonce)
             self._set_state(LinkState.UP, LinkEvent.PEER_RESET, f"peer reset (nonce {nonce.hex()})")
@@ -466,7 +467,7 @@ class Link:
         """The 2.0 session sent its last frame counter: nothing more can be sent under its keys.
         Every send outstanding, and every send until the owner resets the link, fails with
         ``exc``; the link is FAILED (its owner hears it as LinkEvent.FAILED)."""
-        if self._exhausted is not None:
+        if self._state is LinkState.FAILED:  # already told (an ACK written in the same turn)
             return
         self._exhausted = exc
         self._restart_sequences(exc)

@@ -386,6 +386,11 @@ def test_link_raises_counter_exhaustion_to_its_owner():
         assert "shake hands again" in a.events[-1][1] and a.link.stats.write_errors == 0
         with pytest.raises(TagCounterExhausted):  # and every send after it, until a reset
             await a.link.send(b"later")
+        b.link.reset("the peer resets")  # the link comes up again, the session's counters are still spent
+        await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+        with pytest.raises(TagCounterExhausted):
+            await a.link.send(b"still the old keys")
+        assert [e for e, _ in a.events].count(LinkEvent.FAILED) == 2
         # the owner shakes hands anew: a reset (plain, so still possible), new keys both sides
         a.link.reset("new session")
         await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
