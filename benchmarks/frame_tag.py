@@ -2,13 +2,14 @@
 
 One process, no port: a numbered CardRead event (the card path's frame) built and read back
 N times by each framing, sending (``wire_frame``) and receiving (the stream decoder) timed
-apart; then the tag alone by HMAC-SHA256 (what 2.0 uses) and by ChaCha20-Poly1305 with an
-empty plaintext (the alternative docs/protocol.md §7.2 turns down), and the bytes a card
-frame takes on the wire with what a 921,600-baud line carries of them.
+apart: 1.1, 2.0 plain (CRC-32C) and 2.0 tagged (the payload sealed with ChaCha20-Poly1305,
+docs/protocol.md §7); then the AEAD alone (seal and open one card frame's payload), beside
+an HMAC-SHA256 tag of the same bytes for comparison, and the bytes a card frame takes on
+the wire with what a 921,600-baud line carries of them.
 
     .venv/bin/python benchmarks/frame_tag.py [--frames 20000]
 
-benchmarks/link.py measures the 1.1 link end to end over a pty.
+benchmarks/link.py measures the 1.1 and 2.0 links end to end over a pty.
 """
 from __future__ import annotations
 
@@ -82,20 +83,23 @@ def main() -> None:
             decoder_tagged.feed_fields(frames_tagged[i])
         best = min(best, time.perf_counter() - start)
     assert decoder_tagged.stats.tagged_frames == 3 * n, decoder_tagged.stats
-    rows.append(("2.0 tagged (HMAC-SHA256/128)", send_us, best / n * 1e6, len(frames_tagged[0])))
+    rows.append(("2.0 tagged (ChaCha20-Poly1305)", send_us, best / n * 1e6, len(frames_tagged[0])))
 
     print(f"frame cost: python {sys.version.split()[0]}, {n:,} numbered CardRead frames ({len(payload)}-byte payload), "
           "best of 3")
     print(f"{'framing':32} {'send us':>8} {'receive us':>11} {'wire bytes':>11} {'921,600-baud line':>18}")
     for name, send, receive, size in rows:
         print(f"{name:32} {send:8.2f} {receive:11.2f} {size:11} {LINE_BYTES_PER_S // size:>12,} frames/s")
-    body = bytes(9 + len(payload))
-    hmac_us = per_call_us(lambda i: hmac.digest(keys.send_key, keys.session_id + body, hashlib.sha256), n)
+    header = bytes(9)
+    aad = keys.session_id + header
     aead = ChaCha20Poly1305(keys.send_key)
     nonces = [i.to_bytes(12, "big") for i in range(n)]
-    chacha_us = per_call_us(lambda i: aead.encrypt(nonces[i], b"", keys.session_id + body), n)
-    print(f"tag alone: HMAC-SHA256 {hmac_us:.2f} us, ChaCha20-Poly1305 (empty plaintext) {chacha_us:.2f} us a frame")
-
+    sealed = [aead.encrypt(nonces[i], payload, aad) for i in range(n)]
+    seal_us = per_call_us(lambda i: aead.encrypt(nonces[i], payload, aad), n)
+    open_us = per_call_us(lambda i: aead.decrypt(nonces[i], sealed[i], aad), n)
+    hmac_us = per_call_us(lambda i: hmac.digest(keys.send_key, aad + payload, hashlib.sha256), n)
+    print(f"AEAD alone: ChaCha20-Poly1305 seal {seal_us:.2f} us, open {open_us:.2f} us a frame "
+          f"(an HMAC-SHA256 tag of the same bytes, no encryption: {hmac_us:.2f} us)")
 
 if __name__ == "__main__":
     main()

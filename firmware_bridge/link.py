@@ -18,7 +18,7 @@ import structlog
 
 from core.callbacks import call_logged
 from drivers.aio import RateLimitedLog
-from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset
+from firmware_bridge.errors import FrameError, LinkError, LinkFailed, LinkReset, TagCounterExhausted
 from firmware_bridge.framing import MAX_PAYLOAD, DecoderStats, FrameDecoder, FrameKind, wire_frame
 from firmware_bridge.framing2 import Decoder2Stats, FrameDecoder2, Framing2
 from firmware_bridge.link_types import (  # noqa: F401 (re-exported: the link's public names)
@@ -114,6 +114,7 @@ class Link:
         # the peer sent DATA/ACK/NAK since we accepted its nonce: it had our RESET_ACK, so a
         # RESET with that nonce again is a new reset (a reboot of firmware that reuses its nonce)
         self._peer_spoke = False
+        self._exhausted: TagCounterExhausted | None = None  # the session ran out of frame counters
 
     # ---- public ----------------------------------------------------------------------
 
@@ -150,6 +151,7 @@ class Link:
             self._reset_asked = (why, nonce)
             return
         self._restart_sequences(LinkReset(f"{self.name}: link reset ({why}) before the frame was acknowledged"))
+        self._exhausted = None
         self._my_nonce = os.urandom(NONCE_LEN) if nonce is None else nonce
         self._state = LinkState.RESETTING
         self._stats.resets_sent += 1
@@ -163,7 +165,9 @@ class Link:
             raise ValueError(f"{self.name}: payload of {len(payload)} bytes exceeds {self._max_payload_name}"
                              f" ({self._max_payload})")
         fut = self._loop.create_future()
-        if self._state in (LinkState.FAILED, LinkState.CLOSED):
+        if self._exhausted is not None and self._state is LinkState.FAILED:
+            fut.set_exception(self._exhausted)
+        elif self._state in (LinkState.FAILED, LinkState.CLOSED):
             fut.set_exception(LinkFailed(f"{self.name}: link is {self._state.value}, reset it first"))
         elif len(self._queue) >= self.config.queue_limit:
             fut.set_exception(LinkError(f"{self.name}: send queue full ({self.config.queue_limit} waiting)"))
@@ -278,6 +282,7 @@ class Link:
             self._peer_spoke = False
             self._stats.peer_resets += 1
             self._restart_sequences(LinkReset(f"{self.name}: peer reset the link before acknowledging"))
+            self._exhausted = None
             self._my_nonce = None
             self._write(FrameKind.RESET_ACK, 0, 0, nonce)
             self._set_state(LinkState.UP, LinkEvent.PEER_RESET, f"peer reset (nonce {nonce.hex()})")
@@ -382,7 +387,7 @@ class Link:
     def _send_data(self, out: _Outgoing) -> None:
         out.sent_at = self._loop.time()
         self._write(FrameKind.DATA, out.seq, self._rx_next, out.payload)
-        if self._timer is None:
+        if self._timer is None and self._state is LinkState.UP:
             self._arm_timer(probe=True)
 
     def _retransmit(self) -> None:
@@ -458,9 +463,22 @@ class Link:
                 self._write_bytes(_ACK_FRAMES[ack])  # 1.x ACKs never change: made once
             else:
                 self._write_bytes(self._wire_frame(kind, seq, ack, payload))
+        except TagCounterExhausted as exc:  # not the transport's fault: the owner must shake hands anew
+            self._counters_exhausted(exc)
         except Exception as exc:  # a dead transport: the retry timer and the session deal with it
             self._stats.write_errors += 1
             self._log.warning("link_write_failed", link=self.name, error=str(exc))
+
+    def _counters_exhausted(self, exc: TagCounterExhausted) -> None:
+        """The 2.0 session sent its last frame counter: nothing more can be sent under its keys.
+        Every send outstanding, and every send until the owner resets the link, fails with
+        ``exc``; the link is FAILED (its owner hears it as LinkEvent.FAILED)."""
+        if self._state is LinkState.FAILED:  # already told (an ACK written in the same turn)
+            return
+        self._exhausted = exc
+        self._restart_sequences(exc)
+        self._log.warning("link_counters_exhausted", link=self.name, error=str(exc))
+        self._set_state(LinkState.FAILED, LinkEvent.FAILED, str(exc))
 
     def _arm_timer(self, probe: bool = False) -> None:
         """Arm the retransmit timer; ``probe``: first a tail loss probe after two smoothed RTTs

@@ -1,14 +1,14 @@
-"""Protocol 2.0 frames: CRC-32C before the handshake, the tag after it, and every hostile frame
-refused and counted (a bad tag, a replay, a reordering, another session's or direction's frame,
-a plain frame inside a session, a 1.x frame); and the link carrying them over a damaged wire."""
+"""Protocol 2.0 frames: CRC-32C before the handshake, ChaCha20-Poly1305 after it (a tapped frame
+shows no payload), and every hostile frame refused and counted (a bad tag, a replay, a
+reordering, another session's or direction's frame, a plain frame inside a session, a 1.x
+frame); and the link carrying them over a damaged wire."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import random
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from firmware_bridge.crc32c import crc32c
 from firmware_bridge.errors import TagCounterExhausted
@@ -18,11 +18,12 @@ from firmware_bridge.framing2 import (
     Decoder2Stats,
     Framing2,
     SessionKeys,
-    frame_tag,
+    direction_of,
+    frame_nonce,
     plain_frame_bytes,
     tagged_frame_bytes,
 )
-from firmware_bridge.link import LinkConfig, LinkState
+from firmware_bridge.link import LinkConfig, LinkEvent, LinkState
 
 from tests.firmware_bridge.fb_wire import Wire, make_pair
 from tests.support.aio import run
@@ -48,11 +49,25 @@ def taken(framing: Framing2, *wire: bytes):
     return decoder.feed_fields(b"".join(wire)), decoder.stats
 
 
-def test_tag_is_hmac_sha256_truncated_rfc_4231():
-    # RFC 4231, test case 2: key "Jefe", data "what do ya want for nothing?"
-    data = b"what do ya want for nothing?"
-    tag = frame_tag(b"Jefe", data[:16], data[16:])
-    assert tag == bytes.fromhex("5bdcc146bf60754e6a042426089575c7")
+def test_the_aead_is_chacha20_poly1305_rfc_8439():
+    # RFC 8439, section 2.8.2: the AEAD the frames are sealed with
+    key = bytes(range(0x80, 0xA0))
+    nonce = bytes.fromhex("07000000 4041424344454647")
+    aad = bytes.fromhex("50515253c0c1c2c3c4c5c6c7")
+    plaintext = (b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, "
+                 b"sunscreen would be it.")
+    sealed = ChaCha20Poly1305(key).encrypt(nonce, plaintext, aad)
+    assert sealed[:16] == bytes.fromhex("d31a8d34648e60db7b86afbc53ef7ec2")
+    assert sealed[-16:] == bytes.fromhex("1ae10b594f09e26a7e902ecbd0600691")
+
+
+def test_nonce_is_the_direction_and_the_counter():
+    assert frame_nonce(0, 1) == bytes(11) + b"\x01"
+    assert frame_nonce(1, 0x01020304) == b"\x01" + bytes(7) + bytes([1, 2, 3, 4])
+    assert direction_of(KEY_AB, KEY_BA) == 0 and direction_of(KEY_BA, KEY_AB) == 1
+    a, b = pair()
+    assert a.keys is not None and b.keys is not None
+    assert {a.keys.send_direction, b.keys.send_direction} == {0, 1}
 
 
 def test_plain_frame_layout_and_round_trip():
@@ -75,8 +90,10 @@ def test_every_single_bit_flip_of_a_plain_frame_is_refused():
 def test_tagged_frame_layout_and_round_trip():
     a, b = pair()
     raw = a.frame_bytes(FrameKind.DATA, 0, 0, CARD)
-    assert raw[:9] == bytes([0x61, 0, 0, 0, len(CARD), 0, 0, 0, 1]) and raw[9:-16] == CARD
-    assert raw[-16:] == hmac.digest(KEY_AB, SESSION + raw[:-16], hashlib.sha256)[:16]
+    header = bytes([0x61, 0, 0, 0, len(CARD), 0, 0, 0, 1])
+    assert raw[:9] == header and len(raw) == 9 + len(CARD) + 16
+    # the header is the associated data (with the session id), the payload is encrypted
+    assert raw[9:] == ChaCha20Poly1305(KEY_AB).encrypt(frame_nonce(0, 1), CARD, SESSION + header)
     wire = [a.wire_frame(FrameKind.DATA, i, 0, CARD) for i in range(3)] + [a.wire_frame(FrameKind.ACK, 0, 5, b"")]
     frames, stats = taken(b, *wire)
     assert frames == [(FrameKind.DATA, i, 0, CARD) for i in range(3)] + [(FrameKind.ACK, 0, 5, b"")]
@@ -92,6 +109,66 @@ def test_every_single_bit_flip_of_a_tagged_frame_is_refused():
         damaged[bit // 8] ^= 1 << (bit % 8)
         frames, stats = taken(b, b"\x00" + cobs_encode(bytes(damaged)) + b"\x00")
         assert frames == [] and stats.errors == 1, bit
+
+
+def test_a_tapped_frame_does_not_show_its_payload():
+    a, _ = pair()
+    hole_card = CARD  # a CardRead of a card dealt face down
+    wire = b"".join(a.wire_frame(FrameKind.DATA, i, 0, hole_card) for i in range(2))
+    raw = [cobs_decode(w) for w in wire.split(b"\x00") if w]
+    assert all(hole_card not in r and r[9:-16] != hole_card for r in raw)
+    assert raw[0][9:-16] != raw[1][9:-16]  # the same card twice: two unrelated ciphertexts
+    for length in range(3, len(hole_card)):  # not a run of it either
+        assert not any(hole_card[i : i + length] in r[9:] for r in raw for i in range(len(hole_card) - length + 1)), length
+
+
+def test_a_header_changed_on_the_cable_is_refused():
+    a, _ = pair()
+    raw = bytearray(a.frame_bytes(FrameKind.DATA, 1, 2, CARD))
+    for offset in (1, 2, 8):  # seq, ack, counter: the associated data
+        _, b = pair()
+        damaged = bytearray(raw)
+        damaged[offset] ^= 0x01
+        frames, stats = taken(b, b"\x00" + cobs_encode(bytes(damaged)) + b"\x00")
+        assert frames == [] and stats.tag_errors == 1, offset
+    _, b = pair()
+    damaged = bytearray(raw)
+    damaged[0] = 0x62  # DATA made ACK
+    frames, stats = taken(b, b"\x00" + cobs_encode(bytes(damaged)) + b"\x00")
+    assert frames == [] and stats.tag_errors == 1
+
+
+def test_the_same_keys_are_never_installed_twice():
+    a, _ = pair()
+    keys = a.keys
+    assert keys is not None
+    a.clear()
+    with pytest.raises(ValueError, match="nonces would repeat"):
+        a.install(keys)
+    a.install(SessionKeys(KEY_AB, KEY_BA, bytes(16)))  # a new session: new keys
+
+
+def test_every_refusal_is_counted_once_in_its_counter():
+    a, b = pair()
+    reflected = b.wire_frame(FrameKind.DATA, 0, 0, CARD)  # b's own frame, come back to it
+    first = a.wire_frame(FrameKind.DATA, 0, 0, CARD)
+    forged = bytearray(cobs_decode(a.wire_frame(FrameKind.DATA, 1, 0, CARD)[1:-1]))
+    forged[-1] ^= 0x80
+    other, _ = pair(session=bytes(16))
+    stream = [
+        first,
+        b"\x00" + cobs_encode(bytes(forged)) + b"\x00",  # tag_errors
+        first,  # replayed
+        reflected,  # tag_errors
+        other.wire_frame(FrameKind.DATA, 0, 0, CARD),  # tag_errors: another session
+        Framing2().wire_frame(FrameKind.DATA, 0, 0, CARD),  # unauthenticated
+        wire_frame(FrameKind.DATA, 0, 0, CARD),  # legacy_frames: a downgrade
+        a.wire_frame(FrameKind.DATA, 2, 0, CARD),
+    ]
+    frames, stats = taken(b, *stream)
+    assert [f[1] for f in frames] == [0, 2]
+    assert (stats.tag_errors, stats.replayed, stats.unauthenticated, stats.legacy_frames) == (3, 1, 1, 1)
+    assert stats.errors == 6 and stats.tagged_frames == 2
 
 
 def test_forged_tag_is_refused_and_counted():
@@ -186,7 +263,7 @@ def test_resets_are_never_tagged():
     a, _ = pair()
     assert a.frame_bytes(FrameKind.RESET, 0, 0, b"abcd")[0] == 0x24
     with pytest.raises(ValueError):
-        tagged_frame_bytes(FrameKind.RESET, 0, 0, b"abcd", 1, KEY_AB, SESSION)
+        tagged_frame_bytes(FrameKind.RESET, 0, 0, b"abcd", 1, KEY_AB, SESSION, direction=0)
 
 
 def test_a_1x_frame_is_counted_as_a_downgrade_offer_and_refused():
@@ -209,12 +286,16 @@ def test_cleared_keys_mean_plain_frames_again():
     assert frames == [(FrameKind.DATA, 0, 0, CARD)] and stats.tagged_frames == 0
 
 
-def test_counter_exhaustion_refuses_to_send(monkeypatch):
-    a, _ = pair()
+def test_counter_exhaustion_refuses_to_send():
+    a, b = pair()
     a._sent = 0xFFFFFFFF - 1
-    a.frame_bytes(FrameKind.DATA, 0, 0, CARD)
+    assert a.counters_left == 1
+    last = a.wire_frame(FrameKind.DATA, 0, 0, CARD)
+    assert a.counters_left == 0
     with pytest.raises(TagCounterExhausted):
         a.frame_bytes(FrameKind.DATA, 0, 0, CARD)
+    frames, _ = taken(b, last)
+    assert frames == [(FrameKind.DATA, 0, 0, CARD)]  # the last counter is still a good frame
 
 
 def test_longest_payload():
@@ -283,6 +364,40 @@ def test_link_refuses_an_injected_frame():
         stats = b.link.stats.framing
         assert isinstance(stats, Decoder2Stats)
         assert (stats.unauthenticated, stats.tag_errors, stats.replayed) == (1, 1, 1)
+        a.link.close()
+        b.link.close()
+
+    run(main())
+
+
+def test_link_raises_counter_exhaustion_to_its_owner():
+    async def main():
+        fa, fb = pair()
+        slow = LinkConfig(initial_rto=2.0, min_rto=2.0, max_rto=4.0)  # no resend of the last payload
+        a, b = make_pair(config=slow, framings=(fa, fb))
+        a.link.start()
+        await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+        fa._sent = 0xFFFFFFFF - 1  # one counter left: the last payload
+        await a.link.send(b"last")
+        await until(lambda: b.delivered == [b"last"])
+        with pytest.raises(TagCounterExhausted):
+            await a.link.send(b"one too many")
+        assert a.link.state is LinkState.FAILED and a.events[-1][0] is LinkEvent.FAILED
+        assert "shake hands again" in a.events[-1][1] and a.link.stats.write_errors == 0
+        with pytest.raises(TagCounterExhausted):  # and every send after it, until a reset
+            await a.link.send(b"later")
+        b.link.reset("the peer resets")  # the link comes up again, the session's counters are still spent
+        await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+        with pytest.raises(TagCounterExhausted):
+            await a.link.send(b"still the old keys")
+        assert [e for e, _ in a.events].count(LinkEvent.FAILED) == 2
+        # the owner shakes hands anew: a reset (plain, so still possible), new keys both sides
+        a.link.reset("new session")
+        await until(lambda: a.link.state is LinkState.UP and b.link.state is LinkState.UP)
+        fa.install(SessionKeys(KEY_AB, KEY_BA, bytes(16)))
+        fb.install(SessionKeys(KEY_BA, KEY_AB, bytes(16)))
+        await a.link.send(b"next session")
+        await until(lambda: b.delivered == [b"last", b"next session"])
         a.link.close()
         b.link.close()
 

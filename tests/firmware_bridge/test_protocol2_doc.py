@@ -10,7 +10,14 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from core.cards import Card, Orientation
 from firmware_bridge.framing import FrameKind, cobs_encode
-from firmware_bridge.framing2 import Framing2, SessionKeys, plain_frame_bytes
+from firmware_bridge.framing2 import (
+    TAGGED_HEADER_LEN,
+    Framing2,
+    SessionKeys,
+    direction_of,
+    frame_nonce,
+    plain_frame_bytes,
+)
 from firmware_bridge.handshake2 import DeviceHandshake, HostHandshake, fingerprint, raw_public_key
 from firmware_bridge.messages import CardRead, Event, encode
 
@@ -27,29 +34,38 @@ def card_event() -> bytes:
     return encode(Event(1000, card))
 
 
-def frame_examples() -> list[tuple[str, bytes, int]]:
-    """(title, frame before COBS, header length)."""
+def frame_examples() -> list[tuple[str, bytes, int, bytes]]:
+    """(title, frame before COBS, header length, the payload it carries)."""
     shoe = Framing2()
-    shoe.install(SessionKeys(DEVICE_TO_HOST_KEY, HOST_TO_DEVICE_KEY, SESSION_ID))
+    keys = SessionKeys(DEVICE_TO_HOST_KEY, HOST_TO_DEVICE_KEY, SESSION_ID)
+    shoe.install(keys)
     first = shoe.frame_bytes(FrameKind.DATA, 0, 1, card_event())
     second = shoe.frame_bytes(FrameKind.ACK, 0, 2, b"")
     return [
         ("2.0 plain DATA (before the handshake): EVENT 1000, the CARD READ, seq 0, ack 1",
-         plain_frame_bytes(FrameKind.DATA, 0, 1, card_event()), 5),
-        ("2.0 plain RESET with nonce 12 34 56 78", plain_frame_bytes(FrameKind.RESET, 0, 0, bytes.fromhex("12345678")), 5),
+         plain_frame_bytes(FrameKind.DATA, 0, 1, card_event()), 5, card_event()),
+        ("2.0 plain RESET with nonce 12 34 56 78", plain_frame_bytes(FrameKind.RESET, 0, 0, bytes.fromhex("12345678")),
+         5, bytes.fromhex("12345678")),
         ("2.0 tagged DATA from the shoe, the session's first frame (counter 1): the same EVENT, seq 0, ack 1",
-         first, 9),
-        ("2.0 tagged ACK from the shoe, counter 2, ack 2", second, 9),
+         first, 9, card_event()),
+        ("2.0 tagged ACK from the shoe, counter 2, ack 2", second, 9, b""),
     ]
 
 
-def frame_block(title: str, raw: bytes, header_len: int) -> str:
+def frame_block(title: str, raw: bytes, header_len: int, payload: bytes) -> str:
     check = 4 if header_len == 5 else 16
-    return "\n".join([
-        f"{title}:",
+    lines = [f"{title}:"]
+    if header_len == TAGGED_HEADER_LEN:  # what is sealed, and under which nonce and associated data
+        direction = direction_of(DEVICE_TO_HOST_KEY, HOST_TO_DEVICE_KEY)
+        counter = int.from_bytes(raw[5:9], "big")
+        lines += [f"    nonce    {frame_nonce(direction, counter).hex(' ')}",
+                  f"    aad      {(SESSION_ID + raw[:header_len]).hex(' ')}",
+                  f"    payload  {payload.hex(' ') or '-'}"]
+    lines += [
         f"    frame    {raw[:header_len].hex(' ')} | {raw[header_len:-check].hex(' ') or '-'} | {raw[-check:].hex(' ')}",
         f"    wire     00 {cobs_encode(raw).hex(' ')} 00",
-    ])
+    ]
+    return "\n".join(lines)
 
 
 def handshake_example() -> str:
@@ -91,8 +107,8 @@ def test_doc_2_0_handshake_matches_the_code():
 
 def test_doc_2_0_frames_match_the_code():
     text = DOC.read_text()
-    for title, raw, header_len in frame_examples():
-        assert frame_block(title, raw, header_len) in text, f"docs/protocol.md 2.0 example out of date: {title}"
+    for title, raw, header_len, payload in frame_examples():
+        assert frame_block(title, raw, header_len, payload) in text, f"docs/protocol.md 2.0 example out of date: {title}"
 
 
 if __name__ == "__main__":
