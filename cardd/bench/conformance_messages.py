@@ -45,17 +45,21 @@ STALE_AFTER = SessionConfig().stale_after
 STATUS_BUDGET = SessionConfig().status_budget
 #: how long the suite waits for the device's events to stop coming
 EVENTS_QUIET = 0.5
+#: the longest the suite listens for them (a device that never goes quiet)
+COLLECT_LIMIT = 5.0
 
 
 async def _collect(s: Session, quiet: float = EVENTS_QUIET) -> list[Message]:
-    """What the device sends until it is quiet for ``quiet`` seconds (heartbeats do not count)."""
+    """What the device sends until it is quiet for ``quiet`` seconds (heartbeats and unasked
+    Status do not count), at most :data:`COLLECT_LIMIT` seconds."""
     got: list[Message] = []
     loop = asyncio.get_running_loop()
-    last = loop.time()
-    while loop.time() - last < quiet:
+    last = start = loop.time()
+    while loop.time() - last < quiet and loop.time() - start < COLLECT_LIMIT:
         msg = await s.next_message(quiet)
-        if msg is not None and not isinstance(msg, Heartbeat):
+        if msg is not None:
             got.append(msg)
+        if msg is not None and not isinstance(msg, (Heartbeat, Status)):
             last = loop.time()
     return got
 

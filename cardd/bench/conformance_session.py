@@ -37,6 +37,7 @@ from firmware_bridge.messages import (
     Ident,
     Message,
     MessageDecodeError,
+    Refused,
     Request,
     ResumeEvents,
     decode,
@@ -120,6 +121,8 @@ class Session:
 
     async def request(self, msg: Message, want: type[Message], timeout: float = ANSWER_TIMEOUT) -> Answer:
         """``msg`` as a Request with a new id; the Answer carrying that id."""
+        if isinstance(self.ident, Ident) and self.ident.protocol_minor == 0:
+            return await self._bare_request(msg, want, timeout)
         self.request_id += 1
         rid = self.request_id
         await self.send(Request(rid, msg))
@@ -131,6 +134,14 @@ class Session:
                 return got
         raise Failed(f"no Answer with request id {rid:#06x} to {type(msg).__name__} within {timeout:g} s",
                      encode(Request(rid, msg)))
+
+
+    async def _bare_request(self, msg: Message, want: type[Message], timeout: float) -> Answer:
+        """A 1.0 device's request: the bare message, its answer the next of its type (§3, step 3),
+        given as an Answer with id 0 so callers read one shape."""
+        await self.send(msg)
+        got = await self.expect((want, Refused), timeout, what=f" to {type(msg).__name__} (protocol 1.0)")
+        return Answer(0, got)
 
 
 async def open_port(dut: DeviceUnderTest) -> Port:
@@ -178,8 +189,8 @@ async def session(dut: DeviceUnderTest, *, resume: int | None = 0, identity: Ed2
     else:
         await s.send(Hello(1, 1, HOST_NAME))
         s.ident = await s.expect(Ident, what=" after HELLO")  # type: ignore[assignment]
-    if resume is not None:
-        await s.send(ResumeEvents(resume))
+    if resume is not None and not (isinstance(s.ident, Ident) and s.ident.protocol_minor == 0):
+        await s.send(ResumeEvents(resume))  # a 1.0 device numbers no events: never asked
     return s
 
 
