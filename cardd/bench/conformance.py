@@ -14,7 +14,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from cardd.bench.conformance_requirements import Requirement, requirements
+from cardd.bench import conformance_framing, conformance_messages, conformance_trust
+from cardd.bench.conformance_requirements import REQUIREMENTS, Requirement
 from cardd.bench.conformance_session import DeviceUnderTest, detect_protocol
 from cardd.bench.conformance_wire import Blocked, Failed
 from cardd.bench.junit import JUnitCase, write_cases
@@ -41,12 +42,16 @@ class CheckResult:
     data: bytes = b""
     seconds: float = 0.0
 
-    def line(self) -> str:
+    def lines(self) -> list[str]:
+        """The report's lines: the outcome, the section, the id and what was found; then the bytes."""
         r = self.requirement
-        text = f"{self.outcome.value:7} §{r.section:5} {r.id:26} {self.message}"
+        lines = [f"{self.outcome.value:7} §{r.section:5} {r.id:26} {self.message}"]
         if self.data:
-            text += f"\n{'':16}bytes: {self.data.hex(' ')}"
-        return text
+            lines.append(f"{'':16}bytes: {self.data.hex(' ')}")
+        return lines
+
+    def line(self) -> str:
+        return "\n".join(self.lines())
 
 
 async def run_suite(dut: DeviceUnderTest, only: set[str] | None = None) -> list[CheckResult]:
@@ -71,6 +76,9 @@ async def run_check(dut: DeviceUnderTest, req: Requirement) -> CheckResult:
         return CheckResult(req, Outcome.NOT_APPLICABLE, f"protocol {dut.protocol} (applies to {', '.join(req.protocols)})")
     loop = asyncio.get_running_loop()
     start = loop.time()
+    if dut.port is not None and dut.port.lost is not None:  # the port went away in the last check: open it again
+        dut.port.close()
+        dut.port = None
     if dut.port is not None:
         dut.port.drop_pending()
     try:
@@ -86,6 +94,15 @@ async def run_check(dut: DeviceUnderTest, req: Requirement) -> CheckResult:
         outcome, message, data = Outcome.FAIL, str(exc), b""
     await asyncio.sleep(0.05)  # what the check provoked settles before the next one starts
     return CheckResult(req, outcome, message, data, loop.time() - start)
+
+
+#: the check modules, each adding its requirements to the table as it is imported, in this order
+CHECK_MODULES = (conformance_framing, conformance_messages, conformance_trust)
+
+
+def requirements() -> list[Requirement]:
+    """Every requirement, in the order the suite runs them."""
+    return list(REQUIREMENTS.values())
 
 
 def passed(results: list[CheckResult]) -> bool:

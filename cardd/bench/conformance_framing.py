@@ -25,8 +25,9 @@ HEARTBEAT_TYPE = Heartbeat.TYPE
 
 
 @asynccontextmanager
-async def linked(dut: DeviceUnderTest, *, reset: bool = True) -> AsyncIterator[HostLink]:
-    link = await new_link(dut, reset=reset)
+async def linked(dut: DeviceUnderTest, *, reset: bool = True, auto_ack: bool = True) -> AsyncIterator[HostLink]:
+    """A fresh link; ``auto_ack`` off from before its reset, so no frame of the new link is acknowledged."""
+    link = await new_link(dut, reset=reset, auto_ack=auto_ack)
     try:
         yield link
     finally:
@@ -235,8 +236,7 @@ async def seq_wrap(dut: DeviceUnderTest) -> str:
 
 @requirement("2.2-retransmit", "2.2", "an unacknowledged DATA frame is sent again, same seq and payload")
 async def retransmit(dut: DeviceUnderTest) -> str:
-    async with linked(dut) as link:
-        link.auto_ack = False
+    async with linked(dut, auto_ack=False) as link:
         since = len(link.segments)
         await link.send(STATUS_REQUEST)
         first = await link.wait_for(lambda s: s.kind is FrameKind.DATA, 1.0, since)
@@ -252,8 +252,7 @@ async def retransmit(dut: DeviceUnderTest) -> str:
 
 @requirement("2.2-nak-resend", "2.2", "on NAK the device resends every unacknowledged frame from the NAK's ack (go-back-N)")
 async def nak_resend(dut: DeviceUnderTest) -> str:
-    async with linked(dut) as link:
-        link.auto_ack = False
+    async with linked(dut, auto_ack=False) as link:
         await link.send(STATUS_REQUEST)
         await link.send(STATUS_REQUEST)
         await link.quiet(0.1)
@@ -273,8 +272,7 @@ async def nak_resend(dut: DeviceUnderTest) -> str:
 
 @requirement("2.2-window", "2.2", "at most 127 DATA frames are unacknowledged at a time")
 async def window(dut: DeviceUnderTest) -> str:
-    async with linked(dut) as link:
-        link.auto_ack = False
+    async with linked(dut, auto_ack=False) as link:
         for _ in range(140):
             await link.send(STATUS_REQUEST)
         await link.quiet(0.3)

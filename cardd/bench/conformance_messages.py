@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import os
 import zlib
+from collections.abc import Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -69,7 +70,7 @@ def _role(s: Session) -> str:
     return role if isinstance(role, str) else role.name.lower()
 
 
-def _events(msgs: list[Message]) -> list[Event]:
+def _events(msgs: Sequence[Message]) -> list[Event]:
     return [m for m in msgs if isinstance(m, Event)]
 
 
@@ -239,14 +240,14 @@ async def resume_index(dut: DeviceUnderTest) -> str:
         await close(s)
     s = await session(dut)
     try:
-        got = await _collect(s)
+        after = await _collect(s)
     finally:
         await close(s)
-    dropped = [m for m in got if isinstance(m, EventsDropped) and m.reason is DropReason.CONFIRMED]
+    dropped = [m for m in after if isinstance(m, EventsDropped) and m.reason is DropReason.CONFIRMED]
     if not dropped or dropped[-1].first_index + dropped[-1].count - 1 != k:
         raise Failed(f"after EventsJournaled({k}) and ResumeEvents(0) no EventsDropped(CONFIRMED) up to {k}",
-                     b"".join(encode(m) for m in got[:3]))
-    resent = _events(got)
+                     b"".join(encode(m) for m in after[:3]))
+    resent = _events(after)
     if resent and resent[0].index != k + 1:
         raise Failed(f"after EventsJournaled({k}) the first event resent is {resent[0].index}", encode(resent[0]))
     return f"resumed from {k + 1}; 1..{k} let go once journaled"

@@ -26,7 +26,8 @@ class Requirement:
     run: Check
 
 
-#: every requirement, in the order the suite runs them (the order of the modules that define them)
+#: every requirement, in the order the suite runs them (the order cardd.bench.conformance imports
+#: the modules that define them in)
 REQUIREMENTS: dict[str, Requirement] = {}
 
 
@@ -37,9 +38,3 @@ def requirement(id: str, section: str, title: str, protocols: tuple[str, ...] = 
         REQUIREMENTS[id] = Requirement(id, section, title, protocols, run)
         return run
     return register
-
-
-def requirements() -> list[Requirement]:
-    """All of them, every check module loaded."""
-    from cardd.bench import conformance_framing, conformance_messages, conformance_trust  # noqa: F401
-    return list(REQUIREMENTS.values())

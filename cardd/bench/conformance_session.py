@@ -33,6 +33,7 @@ from firmware_bridge.handshake2 import (
 )
 from firmware_bridge.messages import (
     Answer,
+    Heartbeat,
     Hello,
     Ident,
     Message,
@@ -63,6 +64,7 @@ class DeviceUnderTest:
     #: every 2.0 session's keys so far: a frame that verifies under an earlier one is a replay
     sessions: list[SessionKeys] = field(default_factory=list)
     port: Port | None = None
+    link: HostLink | None = None  # the link reading the port now
 
 
 @dataclass
@@ -151,10 +153,12 @@ async def open_port(dut: DeviceUnderTest) -> Port:
     return dut.port
 
 
-async def new_link(dut: DeviceUnderTest, *, reset: bool = True) -> HostLink:
+async def new_link(dut: DeviceUnderTest, *, reset: bool = True, auto_ack: bool = True) -> HostLink:
     """A fresh host link in the device's framing, reset (both sequences at 0) unless told not to."""
     port = await open_port(dut)
-    link = HostLink(port, Framing2() if dut.protocol == "2.0" else None)
+    if dut.link is not None:  # one reader on the port: a link a check left behind would take the frames
+        await dut.link.stop()
+    link = dut.link = HostLink(port, Framing2() if dut.protocol == "2.0" else None, auto_ack=auto_ack)
     link.start()
     if reset:
         await link.reset()
@@ -182,6 +186,16 @@ async def session(dut: DeviceUnderTest, *, resume: int | None = 0, identity: Ed2
     unless None. 2.0: as ``identity`` (default: the enrolled host's)."""
     link = await new_link(dut)
     s = Session(dut, link)
+    try:
+        await _shake_hands(s, resume, identity)
+    except BaseException:
+        await link.stop()  # its reader would take the next link's frames off the port
+        raise
+    return s
+
+
+async def _shake_hands(s: Session, resume: int | None, identity: Ed25519PrivateKey | None) -> None:
+    dut = s.dut
     if dut.protocol == "2.0":
         hs = await handshake2(s, identity or dut.host_identity)
         if hs.refusal is TrustFailure.BAD_PROOF:
@@ -191,7 +205,6 @@ async def session(dut: DeviceUnderTest, *, resume: int | None = 0, identity: Ed2
         s.ident = await s.expect(Ident, what=" after HELLO")  # type: ignore[assignment]
     if resume is not None and not (isinstance(s.ident, Ident) and s.ident.protocol_minor == 0):
         await s.send(ResumeEvents(resume))  # a 1.0 device numbers no events: never asked
-    return s
 
 
 async def handshake2(s: Session, identity: Ed25519PrivateKey, *, proof: bytes | None = None,
@@ -205,7 +218,13 @@ async def handshake2(s: Session, identity: Ed25519PrivateKey, *, proof: bytes | 
                        raw_public_key(ephemeral.public_key()), HOST_NAME)
     hello = encode_hello(hello_msg)
     await link.send(hello)
-    ident_bytes = await link.receive(ANSWER_TIMEOUT)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ANSWER_TIMEOUT
+    ident_bytes = None
+    while ident_bytes is None and (left := deadline - loop.time()) > 0:
+        ident_bytes = await link.receive(left)
+        if ident_bytes is not None and ident_bytes[:1] == bytes([Heartbeat.TYPE]):
+            ident_bytes = None  # proof of life, plain before the session: not the answer
     if ident_bytes is None or ident_bytes[:1] != b"\x41":
         shown = ident_bytes or b""
         raise Blocked(f"no IDENT2 after HELLO2 (got {shown[:1].hex() or 'nothing'}) (8-device-proof)")
@@ -220,13 +239,14 @@ async def handshake2(s: Session, identity: Ed25519PrivateKey, *, proof: bytes | 
     s.dut.sessions.append(keys)
     signature = identity.sign(host_signed_bytes(hello, ident_bytes)) if proof is None else proof
     try:
-        await link.send(encode_proof(signature), tries=SEND_TRIES if expect_ack else 2)
+        await link.send(encode_proof(signature), tries=2)
     except Failed:
-        if expect_ack:
-            if any(isinstance(seg.error, TagMismatch) for seg in link.segments):
-                raise Blocked("no session: the device's tagged frames fail their tags (7.3-tagged)") from None
-            raise
-        link.tx_seq = (link.tx_seq + 1) % 256
+        if not expect_ack:
+            link.tx_seq = (link.tx_seq + 1) % 256
+        elif any(isinstance(seg.error, TagMismatch) for seg in link.segments):
+            raise Blocked("no session: the device's tagged frames fail their tags (7.3-tagged)") from None
+        else:
+            await link.send(encode_proof(signature), tries=SEND_TRIES)
     s.ident = ident
     s.handshake2 = Handshake2(hello, ident_bytes, ident, keys, proof_ok, refusal, detail)
     return s.handshake2

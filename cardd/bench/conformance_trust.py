@@ -4,6 +4,7 @@ a host: a forged, replayed or plain frame in a session, a HELLO2 of another majo
 host's proof, firmware from a host it was not enrolled with."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -125,13 +126,14 @@ async def plain_refused(dut: DeviceUnderTest) -> str:
 
 
 async def _refused(s: Session, data: bytes, request_id: int, what: str) -> None:
-    since = len(s.seen)
+    """Write ``data`` (a Request with ``request_id``); Failed if its Answer comes."""
     s.link.write(data)
-    loop_end = NO_ANSWER_WAIT
-    while (msg := await s.next_message(loop_end)) is not None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NO_ANSWER_WAIT
+    while (left := deadline - loop.time()) > 0:
+        msg = await s.next_message(left)
         if isinstance(msg, Answer) and msg.request_id == request_id:
             raise Failed(f"the device took {what}", data)
-    del since
 
 
 @requirement("8-device-proof", "8", "the device's IDENT2 signature over the host's HELLO2 verifies with the "
@@ -222,7 +224,7 @@ async def rogue_host_proof(dut: DeviceUnderTest) -> str:
     try:
         await handshake2(s, dut.host_identity, proof=os.urandom(SIGNATURE_LEN), expect_ack=False)
         await link.quiet(0.2)
-        request = link.frame(FrameKind.DATA, 1, link.rx_next, encode(Request(0x7005, StatusRequest())))
+        request = link.frame(FrameKind.DATA, link.tx_seq, link.rx_next, encode(Request(0x7005, StatusRequest())))
         await _refused(s, request, 0x7005, "a request after a PROOF2 that does not verify")
         return "no session after a bad proof"
     finally:

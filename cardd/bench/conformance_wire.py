@@ -153,7 +153,11 @@ class HostLink:
     async def _read(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            for raw in await self.port.segments():
+            try:
+                got = await self.port.segments()
+            except Failed:  # the port went away: whoever waits on this link times out and says so
+                return
+            for raw in got:
                 segment = self._parse(raw)
                 segment.at = loop.time()
                 self.segments.append(segment)
@@ -225,7 +229,8 @@ class HostLink:
             sent = self.send_frame(FrameKind.RESET, 0, 0, nonce)
             answer = await self.wait_for(lambda s: s.kind is FrameKind.RESET_ACK and s.payload == nonce,
                                          timeout, since)
-            if answer is not None:
+            if answer is not None:  # what came before it belongs to the link it ended
+                self.segments = self.segments[self.segments.index(answer):]
                 return answer
         raise Failed(f"no RESET_ACK to RESET with nonce {nonce.hex(' ')}", sent)
 

@@ -607,7 +607,8 @@ def conformance(url: str, protocol: str, host_key: Path | None, device_key: str 
     colours = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.BLOCKED: "yellow", Outcome.NOT_APPLICABLE: "dim"}
     console.print(shown(f"cardbench conformance {url}: protocol {dut.protocol}"))
     for result in results:
-        console.print(shown(result.line(), colours[result.outcome]), soft_wrap=True)
+        for line in result.lines():  # each its own line, the device's words in it shown as text
+            console.print(shown(line, colours[result.outcome]), soft_wrap=True)
     console.print(f"[bold]{summary(results)}[/] in {seconds:.1f} s")
     if junit is not None:
         write_conformance_junit(results, junit, seconds, url)
