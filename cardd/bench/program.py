@@ -553,7 +553,7 @@ def conformance(url: str, protocol: str, host_key: Path | None, device_key: str 
                 only: tuple[str, ...], junit: Path | None) -> None:
     """Check a device (a device URL, or sim://shoe, sim://shuffler) against docs/protocol.md:
     every requirement by its section, PASS/FAIL with the bytes that failed. Exit 0 when none
-    failed, 1 when one did, 4 a device that would not open."""
+    failed, 1 when one did, 3 a device that would not open."""
     from cardd.bench.conformance import DeviceUnderTest, Outcome, passed, requirements, run, simulator_under_test
     from cardd.bench.conformance import summary, write_junit as write_conformance_junit
     from firmware_bridge.firmware import read_private_key_file

@@ -58,3 +58,9 @@ def test_an_unknown_requirement_is_a_usage_error() -> None:
     got = subprocess.run([str(CARDBENCH), "conformance", "sim://shoe", "--only", "9.9-nothing"],
                          capture_output=True, text=True, timeout=60)
     assert got.returncode == 2 and "no requirement 9.9-nothing" in got.stderr
+
+
+def test_a_device_that_is_not_there_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    got = subprocess.run([str(CARDBENCH), "conformance", str(tmp_path / "ttyNONE"), "--only", "2.1-ack"],
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 3 and "no such device" in got.stderr and "Traceback" not in got.stderr
