@@ -29,7 +29,7 @@ NO_ANSWER_WAIT = 0.5
 
 
 def _earlier_session(dut: DeviceUnderTest, s: Session, segment: Segment) -> bool:
-    """Whether a frame this session's keys refuse verifies under an earlier session's: a replay."""
+    """Whether a frame this session's keys refuse verifies under the keys of a session before it: a replay."""
     try:
         raw = cobs_decode(segment.raw)
     except Exception:  # noqa: BLE001 - not even COBS: no replay
@@ -202,7 +202,7 @@ async def cloned_serial(dut: DeviceUnderTest) -> str:
     return detail if dut.device_key is None else "the enrolled key for its serial"
 
 
-@requirement("9-replayed-capture", "9", "the device sends no frame of an earlier session", ONLY_2_0)
+@requirement("9-replayed-capture", "9", "the device sends no frame of a session before the current one", ONLY_2_0)
 async def replayed_capture(dut: DeviceUnderTest) -> str:
     for _ in range(2):  # a session with traffic, then one after it where a replay would show
         s = await session(dut)
@@ -211,7 +211,7 @@ async def replayed_capture(dut: DeviceUnderTest) -> str:
             await s.link.quiet(0.3)
             replayed = [seg for seg in s.link.segments if seg.error is not None and _earlier_session(dut, s, seg)]
             if replayed:
-                raise Failed(f"{len(replayed)} frames of an earlier session sent again", replayed[0].raw)
+                raise Failed(f"{len(replayed)} frames of a session before this one sent again", replayed[0].raw)
         finally:
             await close(s)
     return "none"
