@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from cardd.bench.conformance_requirements import BOTH, ONLY_1_1, ONLY_2_0, requirement
 from cardd.bench.conformance_session import DeviceUnderTest, new_link
-from cardd.bench.conformance_wire import Failed, HostLink, Segment
+from cardd.bench.conformance_wire import ANSWER_TIMEOUT, Failed, HostLink, Segment
 from firmware_bridge.crc import crc16
 from firmware_bridge.crc32c import crc32c
 from firmware_bridge.framing import FrameKind, cobs_decode, cobs_encode, wire_frame
@@ -67,7 +67,7 @@ async def answered(link: HostLink, data: bytes, nonce: bytes, wait: float = NO_A
 
 
 async def must_answer(link: HostLink, data: bytes, nonce: bytes, what: str) -> None:
-    if not await answered(link, data, nonce, wait=1.0):
+    if not await answered(link, data, nonce, wait=ANSWER_TIMEOUT):
         raise Failed(f"no RESET_ACK after {what}", data)
 
 

@@ -65,6 +65,8 @@ class DeviceUnderTest:
     sessions: list[SessionKeys] = field(default_factory=list)
     port: Port | None = None
     link: HostLink | None = None  # the link reading the port now
+    #: why no 2.0 session can be had with this device (its tags fail): the checks that need one are blocked
+    no_session: str | None = None
 
 
 @dataclass
@@ -196,6 +198,8 @@ async def session(dut: DeviceUnderTest, *, resume: int | None = 0, identity: Ed2
 
 async def _shake_hands(s: Session, resume: int | None, identity: Ed25519PrivateKey | None) -> None:
     dut = s.dut
+    if dut.protocol == "2.0" and dut.no_session is not None:
+        raise Blocked(dut.no_session)  # found once: each further handshake would only wait as long again
     if dut.protocol == "2.0":
         hs = await handshake2(s, identity or dut.host_identity)
         if hs.refusal is TrustFailure.BAD_PROOF:
@@ -244,7 +248,8 @@ async def handshake2(s: Session, identity: Ed25519PrivateKey, *, proof: bytes | 
         if not expect_ack:
             link.tx_seq = (link.tx_seq + 1) % 256
         elif any(isinstance(seg.error, TagMismatch) for seg in link.segments):
-            raise Blocked("no session: the device's tagged frames fail their tags (7.3-tagged)") from None
+            s.dut.no_session = "no session: the device's tagged frames fail their tags (7.3-tagged)"
+            raise Blocked(s.dut.no_session) from None
         else:
             await link.send(encode_proof(signature), tries=SEND_TRIES)
     s.ident = ident

@@ -22,8 +22,9 @@ from firmware_bridge.framing import FrameKind, cobs_decode, parse_frame, wire_fr
 from firmware_bridge.framing2 import Framing2
 from firmware_bridge.link_types import NONCE_LEN, SEQ_MOD
 
-#: how long the suite waits for an answer a conforming device gives at once
-ANSWER_TIMEOUT = 1.0
+#: how long the suite waits for an answer a conforming device gives at once (it goes on as soon as
+#: the answer comes: the room is for a loaded machine)
+ANSWER_TIMEOUT = 2.0
 #: how often a DATA frame is sent before the suite gives up on its ACK
 SEND_TRIES = 5
 
