@@ -25,6 +25,7 @@ from firmware_bridge.messages import (
     PROTOCOL_MINOR,
     Answer,
     ClearFault,
+    DropReason,
     Event,
     EventsJournaled,
     Heartbeat,
@@ -306,6 +307,8 @@ class Endpoint(abc.ABC, Generic[D]):
             return []
         if isinstance(msg, ResumeEvents) and self.device.speaks_1_1:
             gone = store.resume(msg.journaled_index)
+            if self.device.faults.silent_overflow:
+                gone = [report for report in gone if report.reason is not DropReason.OVERFLOW]
             for report in gone:
                 log.warning("sim_events_gone", device=self.device.serial, first=report.first_index,
                             count=report.count, reason=report.reason.name)

@@ -108,6 +108,12 @@ class Faults:
     #: the device was enrolled with another host: the host it talks to is proven but not its
     #: enrolled one, and gets no firmware and no ClearFault
     rogue_host: bool = False
+    #: the device accepts a PROOF2 whose signature does not verify (firmware that skips the check):
+    #: a rogue host gets a session, though not the enrolled host's commands
+    accept_any_proof: bool = False
+    #: events its full buffer pushed out are not reported: ResumeEvents resends what is left
+    #: without EventsDropped(OVERFLOW), and the host sees a gap it cannot explain
+    silent_overflow: bool = False
     #: how many unconfirmed events the device keeps (docs/protocol.md §3.2); fewer makes the
     #: overflow (EventsDropped OVERFLOW) easy to reach in tests
     event_buffer: int = DEFAULT_CAPACITY

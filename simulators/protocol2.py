@@ -104,7 +104,14 @@ class DeviceSide:
             return None
         try:
             self.proven = self._handshake.on_proof(payload)
-        except (DeviceNotTrusted, HandshakeError) as exc:
+        except DeviceNotTrusted as exc:
+            keys = self._handshake.pending_keys
+            if not self.device.faults.accept_any_proof or keys is None:
+                self.refusals += 1
+                log.warning("sim_host_refused", device=self.device.serial, error=str(exc))
+                return None
+            self.proven = HostProven(keys, b"", host_enrolled=False)  # the check skipped: a session all the same
+        except HandshakeError as exc:
             self.refusals += 1
             log.warning("sim_host_refused", device=self.device.serial, error=str(exc))
             return None

@@ -16,6 +16,7 @@ from drivers.urls import DeviceURL
 
 from simulators.device import SimulatedDevice
 from simulators.faults import Faults, FaultSpecError
+from simulators.protocol2 import Protocol2
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
@@ -38,6 +39,8 @@ _OPTIONS: dict[str, dict[str, Callable[[str, str, str], Any]]] = {
     "shuffler": {"serial": _text, "shuffle_time_s": _seconds, "heartbeat_s": _seconds},
     "shoe": {"serial": _text, "pace_s": _seconds, "heartbeat_s": _seconds},
 }
+#: what the endpoint takes, not the device: the protocol it speaks and, for 2.0, its enrolled host's key
+_ENDPOINT_OPTIONS = ("protocol", "host_key")
 _DEVICES: dict[str, type[SimulatedDevice]] = {"shuffler": SimulatedShuffler, "shoe": SimulatedShoe}
 
 _lock = threading.Lock()
@@ -51,6 +54,8 @@ def make_device(name: str, params: dict[str, str], where: str) -> SimulatedDevic
     allowed = _OPTIONS[name]
     kwargs: dict[str, Any] = {}
     for key, raw in params.items():
+        if key in _ENDPOINT_OPTIONS:
+            continue  # protocol2_for's
         if key == "faults":
             try:
                 kwargs["faults"] = Faults.parse(raw)
@@ -60,11 +65,33 @@ def make_device(name: str, params: dict[str, str], where: str) -> SimulatedDevic
             kwargs[key] = allowed[key](raw, key, where)
         else:
             raise BadURL(where, f"unknown parameter {key!r} for sim://{name} "
-                         f"(allowed: faults, {', '.join(allowed)})")
+                         f"(allowed: faults, {', '.join((*allowed, *_ENDPOINT_OPTIONS))})")
     try:
         return _DEVICES[name](**kwargs)
     except ValueError as exc:  # a switch this device does not honour, a serial IDENT cannot carry
         raise BadURL(where, str(exc)) from None
+
+
+def protocol2_for(params: dict[str, str], where: str) -> Protocol2 | None:
+    """``protocol=2.0`` (and ``host_key=HEX``, the enrolled host's Ed25519 public key): the endpoint
+    speaks 2.0; ``protocol=1.1`` or none: 1.1."""
+    protocol = params.get("protocol", "1.1")
+    if protocol not in ("1.1", "2.0"):
+        raise BadURL(where, f"protocol={protocol}: expected 1.1 or 2.0")
+    host_key = params.get("host_key")
+    if protocol == "1.1":
+        if host_key is not None:
+            raise BadURL(where, "host_key is the enrolled host of a protocol 2.0 device: give protocol=2.0 too")
+        return None
+    if host_key is None:
+        return Protocol2()
+    try:
+        raw = bytes.fromhex(host_key)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise BadURL(where, f"host_key={host_key[:16]}...: expected 64 hex digits (an Ed25519 public key)")
+    return Protocol2(enrolled_host_key=raw)
 
 
 def endpoint_for(url: DeviceURL) -> PtyEndpoint:
@@ -72,7 +99,8 @@ def endpoint_for(url: DeviceURL) -> PtyEndpoint:
     with _lock:
         endpoint = _running.get(url.text)
         if endpoint is None:
-            endpoint = PtyEndpoint(make_device(url.name or "", url.params, url.text)).start()
+            endpoint = PtyEndpoint(make_device(url.name or "", url.params, url.text),
+                                   protocol2=protocol2_for(url.params, url.text)).start()
             _running[url.text] = endpoint
         return endpoint
 
@@ -99,6 +127,7 @@ class SimTransport(Transport):
         self.url = url.text
         self._url = url
         make_device(url.name or "", url.params, url.text)  # a bad URL fails here, before open
+        protocol2_for(url.params, url.text)
         self.endpoint: PtyEndpoint | None = None
         self._serial: SerialTransport | None = None
 

@@ -116,6 +116,9 @@ def _brokers_stopped():
 SLOW_FILES_FIRST = (
     "tests/bench/test_scenarios.py",            # the scenario library: a daemon per scenario
     "tests/export/test_export_outages.py",      # brokers black-holed, killed, restarted
+    "tests/bench/test_conformance_faults_2_0.py",  # the conformance suite once per 2.0 attack
+    "tests/bench/test_conformance.py",          # the conformance suite against each simulator
+    "tests/bench/test_conformance_faults_1_1.py",  # the conformance suite once per 1.1 fault
     "tests/cli/test_demo_and_completion.py",    # whole shoes through the demo
     "tests/cli/test_hostile_text.py",           # 600 view examples, then the real programs
     "tests/packaging/test_deb.py",              # the package built, installed in a Debian root

@@ -535,3 +535,82 @@ def replay_command(paths: tuple[Path, ...], update_golden: bool, jobs: int, juni
 
     each_in_parallel(jobs, lambda path: check_trace(path, update_golden), files, done)
     finish(console, results, time.monotonic() - start, jobs, junit, count_skipped=False)
+
+
+@cardbench.command()
+@click.argument("url")
+@click.option("--protocol", type=click.Choice(["auto", "1.1", "2.0"]), default="auto", show_default=True,
+              help="the device's protocol (auto: the one whose RESET it answers)")
+@click.option("--host-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="2.0: the PEM private key of the host the device was enrolled with (default: a new key, "
+                   "so the enrolled-host checks fail on a real device)")
+@click.option("--device-key", metavar="HEX",
+              help="2.0: the device's enrolled public key, 64 hex digits (default: enrolment not checked)")
+@click.option("--serial", metavar="SERIAL", help="2.0, with --device-key: the serial it was enrolled under")
+@click.option("--only", multiple=True, metavar="ID", help="run only this requirement (again for more)")
+@click.option("--junit", type=OutputFile(), help="write the JUnit XML report here")
+def conformance(url: str, protocol: str, host_key: Path | None, device_key: str | None, serial: str | None,
+                only: tuple[str, ...], junit: Path | None) -> None:
+    """Check a device (a device URL, or sim://shoe, sim://shuffler) against docs/protocol.md:
+    every requirement by its section, PASS/FAIL with the bytes that failed. Exit 0 when none
+    failed, 1 when one did, 3 a device that would not open."""
+    from cardd.bench.conformance import DeviceUnderTest, Outcome, passed, requirements, run, simulator_under_test
+    from cardd.bench.conformance import summary, write_junit as write_conformance_junit
+    from firmware_bridge.firmware import read_private_key_file
+    from firmware_bridge.handshake2 import raw_public_key
+
+    known = {r.id for r in requirements()}
+    unknown = sorted(set(only) - known)
+    if unknown:
+        raise click.UsageError(f"no requirement {', '.join(unknown)}; requirements: {', '.join(known)}")
+    try:
+        identity = read_private_key_file(host_key) if host_key is not None else None
+    except CarddError as exc:
+        raise click.UsageError(f"--host-key {host_key}: {exc}") from None
+    enrolled = None
+    if device_key is not None:
+        try:
+            enrolled = bytes.fromhex(device_key)
+        except ValueError:
+            enrolled = b""
+        if len(enrolled) != 32:
+            raise click.UsageError(f"--device-key {device_key[:16]}...: expected 64 hex digits")
+    try:
+        parsed = parse_device_url(device_url(url))
+    except BadURL as exc:
+        raise click.UsageError(str(exc)) from None
+    logs_to_stderr(logging.ERROR)
+    if parsed.scheme == "sim":
+        from simulators.sim_url import endpoint_for
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        identity = identity or Ed25519PrivateKey.generate()
+        if parsed.params.get("protocol") == "2.0" and "host_key" not in parsed.params:
+            # the simulated device is enrolled with this run's host, as a technician would enrol it
+            key = raw_public_key(identity.public_key()).hex()
+            parsed = parse_device_url(f"{parsed.text}{'&' if parsed.params else '?'}host_key={key}")
+        try:
+            endpoint = endpoint_for(parsed)
+        except (BadURL, RuntimeError) as exc:
+            raise click.UsageError(str(exc)) from None
+        dut = simulator_under_test(endpoint, parsed.text, identity)
+    else:
+        dut = DeviceUnderTest(parsed.text, device_key=enrolled, enrolled_serial=serial)
+        if identity is not None:
+            dut.host_identity = identity
+    if protocol != "auto":
+        dut.protocol = protocol
+    console = ProgramConsole()
+    try:
+        results, seconds = run(dut, set(only) if only else None)
+    except CarddError as exc:
+        raise device_error(url, exc) from None
+    colours = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.BLOCKED: "yellow", Outcome.NOT_APPLICABLE: "dim"}
+    console.print(shown(f"cardbench conformance {url}: protocol {dut.protocol}"))
+    for result in results:
+        for line in result.lines():  # each its own line, the device's words in it shown as text
+            console.print(shown(line, colours[result.outcome]), soft_wrap=True)
+    console.print(f"[bold]{summary(results)}[/] in {seconds:.1f} s")
+    if junit is not None:
+        write_conformance_junit(results, junit, seconds, url)
+    if not passed(results):
+        sys.exit(1)
