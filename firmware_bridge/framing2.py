@@ -123,6 +123,20 @@ def tagged_frame_bytes(kind: FrameKind, seq: int, ack: int, payload: bytes, coun
 
 
 
+def opens_under(keys: SessionKeys, raw: bytes) -> bool:
+    """Whether the tagged frame ``raw`` (before COBS) authenticates under ``keys`` as received:
+    what tells a replayed frame of an earlier session from a forged one."""
+    if len(raw) < TAGGED_HEADER_LEN + TAG_LEN or not raw[0] & TAGGED:
+        return False
+    counter = _TAGGED_HEADER.unpack_from(raw)[4]
+    try:
+        ChaCha20Poly1305(keys.receive_key).decrypt(_NONCE.pack(1 - keys.send_direction, counter),
+                                                   raw[TAGGED_HEADER_LEN:], keys.session_id + raw[:TAGGED_HEADER_LEN])
+    except InvalidTag:
+        return False
+    return True
+
+
 def _seal(aead: ChaCha20Poly1305, session_id: bytes, direction: int, kind: FrameKind, seq: int, ack: int,
           payload: bytes, counter: int) -> bytes:
     if kind not in TAGGABLE:

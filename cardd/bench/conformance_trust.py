@@ -21,7 +21,7 @@ from cardd.bench.conformance_session import (
 from cardd.bench.conformance_wire import Blocked, Failed, HostLink, Segment
 from firmware_bridge.errors import TagMismatch
 from firmware_bridge.framing import FrameKind, cobs_decode, cobs_encode
-from firmware_bridge.framing2 import TAG_LEN, TAGGED, frame_tag, plain_frame_bytes
+from firmware_bridge.framing2 import TAG_LEN, TAGGED, opens_under, plain_frame_bytes
 from firmware_bridge.handshake2 import PROTOCOL_2, SIGNATURE_LEN, TrustFailure, fingerprint
 from firmware_bridge.messages import Answer, FirmwareAbort, FirmwareResult, Refused, Request, Status, StatusRequest, encode
 
@@ -37,8 +37,7 @@ def _earlier_session(dut: DeviceUnderTest, s: Session, segment: Segment) -> bool
     if len(raw) < 9 + TAG_LEN or not raw[0] & TAGGED:
         return False
     current = s.handshake2.keys if s.handshake2 else None
-    return any(keys is not current and frame_tag(keys.receive_key, keys.session_id, raw[:-TAG_LEN]) == raw[-TAG_LEN:]
-               for keys in dut.sessions)
+    return any(keys is not current and opens_under(keys, raw) for keys in dut.sessions)
 
 
 def _forged(dut: DeviceUnderTest, s: Session) -> list[Segment]:
