@@ -6,6 +6,7 @@ refused as a key that does not match, and enrolling it is journaled as a re-enro
 device is taken with a standing warning in STATE."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -16,9 +17,12 @@ from cardd.journal import Journal
 from firmware_bridge.handshake2 import fingerprint, raw_public_key
 from simulators.protocol2 import Protocol2
 from simulators.pty_endpoint import PtyEndpoint
+from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
+from simulators.shuffler import SimulatedShuffler
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import (Daemon, deal_one, open_and_bet, remove, shuffle_and_load, state_dir,
+                                     write_config)
 
 
 def refused(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -100,5 +104,49 @@ def test_a_1_1_shoe_stands_with_a_warning() -> None:
                                                      "warning": "shoe: protocol 1.1, not authenticated"}
             code, err = daemon.stop()
             assert code == 0, err
+    finally:
+        remove(directory)
+
+
+@pytest.mark.timeout(180)
+def test_a_mixed_fleet_deals_from_the_enrolled_shoe_and_holds_the_round_when_its_frames_are_forged() -> None:
+    """A 2.0 shoe (enrolled) and a 1.1 shuffler allowed by the configuration deal a round; the
+    shoe's frames then fail their tags (forged): refused, the round held, nothing more dealt."""
+    directory = state_dir()
+    host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
+    host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
+    sim = SimulatedTable(PtyEndpoint(SimulatedShuffler()), PtyEndpoint(SimulatedShoe(), protocol2=host))
+    try:
+        with sim:
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url, devices={"shoe_protocol": "2.0"})
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+            client = daemon.client()
+            client.wait_state(lambda s: bool(refused(s)))
+            client.ok("enroll", device="shoe", fingerprint=key_of(sim.shoe.device))
+
+            def deal(n: int) -> None:
+                sim.shoe.call(sim.shoe.device.deal, n)
+
+            state = shuffle_and_load(client, lambda: sim.hand_off(1.0), deal)
+            assert state["device_trust"]["shuffler"]["warning"] == "shuffler: protocol 1.1, not authenticated"
+            assert state["device_trust"]["shoe"]["warning"] is None
+            open_and_bet(client)
+            deal_one(client, deal)
+            dealt = client.state()["shoe"]["cards_out"]
+            sim.shoe.set_faults(forged_tag=True)
+            for _ in range(20):  # frames to forge: each card a frame, resent as its tag fails
+                if refused(client.state()):
+                    break
+                deal(1)
+                time.sleep(0.2)
+            state = client.wait_state(lambda s: bool(refused(s)) and s["round"]["held"] is not None)
+            [alarm] = refused(state)
+            assert "frames failed their authentication tag" in alarm["message"], alarm
+            assert state["shoe"]["cards_out"] == dealt  # no forged read dealt
+            code, err = daemon.stop()
+            assert code == 0, err
+        with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+            [record] = journal.query(reason="DEVICE_NOT_TRUSTED", limit=None)[1:]
+        assert record.data["failure"] == "frames failed their authentication tag"
     finally:
         remove(directory)
