@@ -81,6 +81,11 @@ class DevicesConfig(_Section, frozen=True):
     #: waits one step longer (drivers/reconnect.py); so does a handshake asked for again sooner after
     #: the last (firmware_bridge/connection.py: DEVICE_FLAPPING)
     reconnect_stable_s: Annotated[float, msgspec.Meta(ge=0.0, le=3600.0)] = Backoff().stable
+    #: the protocol each device speaks (docs/protocol.md): "2.0" proves the device's identity key
+    #: against the one enrolled (``cardctl device enroll``); "1.1" is accepted unauthenticated, with
+    #: a standing warning in STATE. 1.1 stays the default until every device is enrolled
+    shoe_protocol: Literal["1.1", "2.0"] = "1.1"
+    shuffler_protocol: Literal["1.1", "2.0"] = "1.1"
 
 
 class TableConfig(_Section, frozen=True):

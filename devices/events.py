@@ -97,6 +97,8 @@ class Reason(enum.StrEnum):
     # appended later: the floor export's backlog (raised and cleared by the daemon, cardd/daemon/export_service.py)
     EXPORT_BACKLOG = "EXPORT_BACKLOG"  # records wait for a broker longer than export.backlog_alarm_s
     EXPORT_DRAINED = "EXPORT_DRAINED"  # the backlog reached the broker: its alarm is over
+    # appended later: a protocol 2.0 device refused (raised by the daemon, cardd/daemon/devices.py)
+    DEVICE_NOT_TRUSTED = "DEVICE_NOT_TRUSTED"  # unknown key, failed proof, bad tags or a downgrade: refused
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -1,6 +1,6 @@
 """Devices: ``devices`` (what is plugged in, cardd's own flagged), ``probe URL`` (straight to
 the device), and the technician's requests through the daemon (``selftest``, ``counters``,
-``clear-fault``, ``shuffle``). A device the daemon holds cannot be opened beside it: the
+``clear-fault``, ``shuffle``, ``device enroll``). A device the daemon holds cannot be opened beside it: the
 exclusive-open error names the process that holds it. Each command's one-line help is in
 cardd.cli.program."""
 from __future__ import annotations
@@ -225,4 +225,43 @@ def shuffle(as_json: bool) -> None:
     emit(result, as_json, lambda out: out.print(shown(f"shuffler: shuffling {result['decks']} decks")))
 
 
-COMMANDS = (devices_command, probe, selftest, counters, clear_fault, shuffle)
+@click.group("device")
+def device_group() -> None:
+    """\b
+    Example:
+      cardctl device enroll shoe
+    """
+
+
+@device_group.command("enroll")
+@device_argument
+@click.option("--yes", is_flag=True, help="Enrol the key shown without asking (for scripts).")
+@json_option
+def enroll(device: str, yes: bool, as_json: bool) -> None:
+    """Shows the fingerprint of the key the refused device proved it holds (its
+    DEVICE_NOT_TRUSTED alarm); compare it with the device's display or label, then confirm.
+    The daemon stores the key, journals who enrolled what (ENROLL), clears the alarm and shakes
+    hands with the device again. A replaced device is enrolled the same way (a re-enrolment).
+
+    \b
+    Example:
+      cardctl device enroll shoe
+      cardctl device enroll --yes shuffler
+    """
+    with daemon(timeout=30.0) as client:
+        offered = run_command(client, "enroll", device=device)["data"]["result"]
+        key = offered["fingerprint"]
+        unit = " ".join(part for part in (offered["model"], offered["serial"]) if part)
+        if not yes:  # asked on stderr: --json's document alone goes to stdout
+            click.echo(f"{device} {unit} proves key {key}", err=True)
+            if not click.confirm("Is this the key the device shows (display or label)? Enrol it", err=True):
+                raise CliError(f"{device}: not enrolled", EXIT_FAILURE)
+        record = run_command(client, "enroll", device=device, fingerprint=key)
+    result = {**record["data"]["result"], "seq": record["seq"]}
+    replaced = result.get("replaced")
+    again = f" (replacing {replaced['serial'] or 'a unit'} key {replaced['fingerprint']})" if replaced else ""
+    emit(result, as_json, lambda out: out.print(shown(
+        f"{device}: {result['stage']} {unit} key {key}{again} (journal seq {result['seq']})")))
+
+
+COMMANDS = (devices_command, probe, selftest, counters, clear_fault, shuffle, device_group)

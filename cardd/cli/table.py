@@ -92,6 +92,9 @@ def render_status(out: Console, release: str, state: dict[str, Any]) -> None:
     host_key = state.get("host_key")
     if host_key:  # compared with what a device shows of the host it was enrolled with
         out.print(f"host key: {host_key['fingerprint']}")
+    for trust in (state.get("device_trust") or {}).values():  # a 1.1 device: taken unauthenticated
+        if trust.get("warning"):
+            out.print(shown(trust["warning"], style="yellow"))
     floor = floor_export_line(state.get("export"))
     if floor is not None:
         out.print(floor)

@@ -40,6 +40,7 @@ from cardd.daemon.commands import command_table
 from cardd.daemon.devices import Devices, run_device_command
 from cardd.daemon.parent import ParentWatch
 from cardd.daemon.retention import Retention
+from cardd.daemon.enrolment import EnrolmentError, EnrolmentStore, enrolment_path
 from cardd.daemon.host_key import HostKeyError, host_fingerprint, host_key_path, load_or_create_host_key
 from cardd.daemon.tracker_service import REASON_START, REASON_STOP, TableService
 from cardd.journal import KIND_START, KIND_STOP, Entry, Journal, JournalError
@@ -131,6 +132,10 @@ class Daemon:
         self.host_fingerprint = host_fingerprint(self.host_key)
         if made:
             log.warning("host_key_created", path=str(host_key_path(path)), fingerprint=self.host_fingerprint)
+        try:  # the keys a technician enrolled (cardd/daemon/enrolment.py: why a file beside the host key)
+            enrolment = EnrolmentStore(enrolment_path(path))
+        except EnrolmentError as exc:
+            raise StartupError(str(exc)) from None
         service = self.service = TableService(rules, self.journal, self._publish, on_published=self._published)
         self.alarm_notices = AlarmNotices(lambda: service.table.alarms.open)
         notify = config.notify
@@ -149,7 +154,7 @@ class Daemon:
         api_gid = _api_gid(config.api.group)
         self.retention = Retention(service, self.journal, config.journal.exports, config.journal.prune_every_s,
                                    group=api_gid)
-        devices = self.devices = Devices(config, service, self.release)
+        devices = self.devices = Devices(config, service, self.release, self.host_key, enrolment)
         if config.export is not None:  # after the restore: its start record is the first the floor may need
             # imported here: a daemon with no [export] never loads the export nor paho (a start's CPU)
             from cardd.daemon.export_service import ExportService
@@ -166,7 +171,7 @@ class Daemon:
             runners["simulation"] = self._simulation_command
         backend = DaemonBackend(service, commands, devices.links, runners, self.retention.status_json,
                                 export=None if self.export is None else self.export.status_json,
-                                host_key=self.host_fingerprint)
+                                host_key=self.host_fingerprint, device_trust=devices.trust_state)
         roles = {Role.DEALER: config.roles.dealer, Role.SUPERVISOR: config.roles.supervisor,
                  Role.TECHNICIAN: config.roles.technician}
         self.api = ApiServer(backend, config.api.socket, release=self.release, role_groups=roles,

@@ -58,8 +58,10 @@ class DaemonBackend:
     def __init__(self, service: TableService, commands: Mapping[str, CommandSpec],
                  links: Callable[[], dict[str, bool]], runners: Mapping[str, Runner],
                  retention: Callable[[], dict[str, Any] | None] = lambda: None, *,
-                 export: Callable[[], dict[str, Any]] | None = None, host_key: str | None = None) -> None:
+                 export: Callable[[], dict[str, Any]] | None = None, host_key: str | None = None,
+                 device_trust: Callable[[], dict[str, Any]] = dict) -> None:
         self.service = service
+        self._device_trust = device_trust  # STATE's "device_trust": each device's protocol, key and warning
         self._host_key = host_key  # STATE's "host_key": the identity key's fingerprint (None: none loaded)
         self._retention = retention  # STATE's "retention": where export and prune stood last
         self._export = export  # STATE's "export": the floor export's broker and backlog (None: off)
@@ -78,6 +80,7 @@ class DaemonBackend:
                 "retention": self._retention(),
                 "export": None if self._export is None else self._export(),
                 "host_key": None if self._host_key is None else {"fingerprint": self._host_key},
+                "device_trust": self._device_trust(),
                 # cardd --simulate: its simulation commands are in (cardctl sim says so before any)
                 "simulated": any(spec.kind == "simulation" for spec in self.commands.values())}
 

@@ -24,6 +24,14 @@ connection shakes hands with ever more slowly; one alarm until it has stayed up
 ``devices.reconnect_stable_s``. A device FLOODING (DEVICE_FLOODING) sends more status messages than
 its budget (``SessionConfig.status_budget`` a second): those past it are left out, never journaled;
 one alarm until it has stayed within budget ``devices.reconnect_stable_s``.
+
+Protocol 2.0 (``devices.shoe_protocol = "2.0"``, docs/protocol.md §8.1): the connection proves
+the device's identity key against the one enrolled for its role (:mod:`cardd.daemon.enrolment`).
+A refusal (NOT_TRUSTED) is one DEVICE_NOT_TRUSTED alarm naming what failed and the fingerprint of
+the key the device proved (when it proved one); the device is offline to the table (a live round
+held as for any device gone), nothing it says is handed on, and the alarm stands until a
+technician enrols the device (``enroll``: the alarm cleared, the connection asked to shake
+hands again). A 1.1 device is accepted as configured, with a standing warning (:meth:`trust_state`).
 """
 from __future__ import annotations
 
@@ -37,13 +45,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from cardd.api.errors import CommandFailed
 from cardd.api.protocol import FIRMWARE_IMAGE_MAX, ErrorCode, FirmwareUpdateArgs
 from cardd.config import CarddConfig
 from core.errors import CarddError
 from core.schema_errors import schema_problem
+from cardd.daemon.enrolment import Enrolment, EnrolmentError, EnrolmentStore
 from cardd.daemon.event_marks import EventMarks, unit_of
 from cardd.daemon.tracker_service import TableService
 from cardd.journal import Entry
@@ -59,6 +68,8 @@ from firmware_bridge.firmware import (MAX_IMAGE_FILE_BYTES, SignedImage, check_u
 from firmware_bridge.messages import (ClearFault, Counters, CountersRequest, DropReason, EventsDropped, Fault,
                                       FaultCleared, FaultCode, Message, SelfTest, SelfTestResult, ShuffleComplete,
                                       ShuffleProgress, StartShuffle)
+from firmware_bridge.handshake2 import fingerprint
+from firmware_bridge.host_trust import HostTrust
 from firmware_bridge.session import SessionConfig, SessionEvent, SessionEventKind
 
 #: what a shuffler reports once a shuffle has started (counting, done at once, or stopped on a fault)
@@ -77,19 +88,115 @@ assert FIRMWARE_IMAGE_MAX == MAX_IMAGE_FILE_BYTES
 
 
 class Devices:
-    def __init__(self, config: CarddConfig, service: TableService, release: str) -> None:
+    def __init__(self, config: CarddConfig, service: TableService, release: str,
+                 host_key: Ed25519PrivateKey | None = None, enrolment: EnrolmentStore | None = None) -> None:
+        """``host_key`` and ``enrolment``: the host's identity and its trust store, needed by a
+        device configured for protocol 2.0."""
         self.config = config
         self.service = service
-        session = SessionConfig(host_name=f"cardd {release}"[:32])
+        self.enrolment = enrolment
+        host_name = f"cardd {release}"[:32]
         self.backoff = Backoff(stable=config.devices.reconnect_stable_s)
         urls = {"shoe": config.devices.shoe, "shuffler": config.devices.shuffler}
+        self.protocols = {"shoe": config.devices.shoe_protocol, "shuffler": config.devices.shuffler_protocol}
         self.connections: dict[str, DeviceConnection] = {}
+        #: protocol 2.0: each refused device's NOT_TRUSTED event (its DEVICE_NOT_TRUSTED alarm open)
+        self.refusals: dict[str, SessionEvent] = {}
         for name, url in urls.items():
-            if url is not None:
-                self.connections[name] = self._connection(MODEL_NAMES[name], url, session)
+            if url is None:
+                continue
+            session = SessionConfig(host_name=host_name)
+            if self.protocols[name] == "2.0":
+                assert host_key is not None and enrolment is not None, "a 2.0 device needs the host key and store"
+                store = enrolment
+
+                def enrolled_key(unit: tuple[str, str, str], role: str = name) -> bytes | None:
+                    return store.key(role)  # by the port's role: any other unit on it is refused
+
+                session = SessionConfig(host_name=host_name, trust=HostTrust(host_key, enrolled_key))
+            self.connections[name] = self._connection(name, url, session)
         service.on_journaled = self._confirm
 
-    def _connection(self, device: str, url: str, session: SessionConfig) -> DeviceConnection:
+    def trust_state(self) -> dict[str, Any]:
+        """STATE's ``device_trust``: per configured device its protocol, the fingerprint of the key
+        enrolled for it (2.0), why it is refused now, and the standing warning of a 1.1 device."""
+        out: dict[str, Any] = {}
+        for name in self.connections:
+            protocol = self.protocols[name]
+            enrolled = None if self.enrolment is None else self.enrolment.get(name)
+            refusal = self.refusals.get(name)
+            out[name] = {
+                "protocol": protocol, "authenticated": protocol == "2.0",
+                "enrolled": None if protocol != "2.0" or enrolled is None else
+                fingerprint(bytes.fromhex(enrolled.key)),
+                "refused": None if refusal is None else refusal.detail,
+                "warning": f"{name}: protocol 1.1, not authenticated" if protocol == "1.1" else None}
+        return out
+
+    def _not_trusted(self, name: str, device: str, session_event: SessionEvent) -> None:
+        """One DEVICE_NOT_TRUSTED alarm per refusal, naming what failed and the proven key."""
+        failure = session_event.failure.value if session_event.failure is not None else "not trusted"
+        proven = session_event.proven_key
+        key_text = (f"; the device proved key {fingerprint(proven)}: compare it with the device's display or "
+                    f"label, then `cardctl device enroll {name}`" if proven is not None else
+                    "; a technician looks at the device")
+        ident = session_event.ident
+        data: dict[str, Any] = {"role": name, "failure": failure, "detail": session_event.detail,
+                                "fingerprint": None if proven is None else fingerprint(proven)}
+        if ident is not None:
+            data.update(model=ident.model, serial=ident.serial)
+        message = f"{name} not trusted: {failure}{key_text}"
+        self._close_trust_alarms(device)  # the latest refusal is the one that stands
+        self.refusals[name] = session_event
+        self._alarm(device, Reason.DEVICE_NOT_TRUSTED, Severity.ALARM, message, **data)
+
+    def _close_trust_alarms(self, device: str) -> None:
+        """Close ``device``'s DEVICE_NOT_TRUSTED alarms (one restored from before a restart included)."""
+        alarms = self.service.table.alarms
+        for alarm in alarms.of(Reason.DEVICE_NOT_TRUSTED):
+            if alarm.source == device:
+                del alarms.open[alarm.id]
+
+    def enrol(self, name: str, who: str, confirm: str | None) -> dict[str, Any]:
+        """Enrol the key the refused device ``name`` proved: stored, its alarm cleared, the
+        connection asked to shake hands again. ``confirm``: the fingerprint the technician was
+        shown (None: only show it); another refusal since is refused, naming the new one."""
+        if name not in self.connections:
+            raise CommandFailed(f"enroll: no device {name!r} at this table (devices: {', '.join(self.connections)})",
+                                code=ErrorCode.BAD_ARGS)
+        if self.protocols[name] != "2.0" or self.enrolment is None:
+            raise CommandFailed(f"enroll: {name} is configured for protocol {self.protocols[name]}: only a 2.0 "
+                                f"device is enrolled (devices.{name}_protocol = \"2.0\")", code=ErrorCode.BAD_ARGS)
+        refusal = self.refusals.get(name)
+        proven = None if refusal is None else refusal.proven_key
+        if refusal is None or proven is None:
+            why = ("it is not refused" if refusal is None else
+                   f"it proved no key it holds ({refusal.detail})")
+            raise CommandFailed(f"enroll: {name}: nothing to enrol: {why}")
+        shown = fingerprint(proven)
+        ident = refusal.ident
+        facts: dict[str, Any] = {"device": name, "fingerprint": shown,
+                                 "model": "" if ident is None else ident.model,
+                                 "serial": "" if ident is None else ident.serial}
+        if confirm is None:
+            return {"stage": "shown", **facts}
+        if confirm != shown:
+            raise CommandFailed(f"enroll: {name} now proves key {shown}, not {confirm}: compare it again")
+        try:
+            previous = self.enrolment.enrol(name, Enrolment(proven.hex(), facts["model"], facts["serial"], who,
+                                                            time.time_ns()))
+        except EnrolmentError as exc:
+            raise CommandFailed(f"enroll: {exc}") from None
+        facts["replaced"] = None if previous is None else {
+            "fingerprint": fingerprint(bytes.fromhex(previous.key)), "model": previous.model,
+            "serial": previous.serial, "enrolled_by": previous.enrolled_by}
+        del self.refusals[name]
+        self._close_trust_alarms(MODEL_NAMES[name])
+        self.connections[name].retry_trust()
+        return {"stage": "re-enrolled" if previous is not None else "enrolled", **facts}
+
+    def _connection(self, name: str, url: str, session: SessionConfig) -> DeviceConnection:
+        device = MODEL_NAMES[name]
         feed = self.service.feed
         on_message, on_event = feed.callbacks(device)
         connection: DeviceConnection
@@ -102,7 +209,9 @@ class Devices:
 
         def event(session_event: SessionEvent) -> None:
             reason = CONNECTION_ALARMS.get(session_event.kind)
-            if reason is not None:
+            if session_event.kind is SessionEventKind.NOT_TRUSTED:
+                self._not_trusted(name, device, session_event)
+            elif reason is not None:
                 self._alarm(device, reason, Severity.ALARM, f"{device}: {session_event.detail}")
             on_event(session_event)
 
@@ -196,6 +305,12 @@ class DeviceArgs(_Args, frozen=True):
     device: str
 
 
+class EnrollArgs(_Args, frozen=True):
+    device: str
+    #: the fingerprint the technician was shown and compared; left out: only show it
+    fingerprint: str | None = None
+
+
 class ClearFaultArgs(_Args, frozen=True):
     device: str
     code: str
@@ -245,6 +360,9 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
             # its first report says it started (the shuffle may stop on a fault at once); a Refused says why not
             await conn.send_expecting(StartShuffle(decks), SHUFFLE_STARTED, timeout=SHUFFLE_START_TIMEOUT_S)
             return asked
+        if name == "enroll":
+            parsed = parse_args(name, args, EnrollArgs)
+            return devices.enrol(parsed.device, who, parsed.fingerprint)
         if name == "firmware_update":
             return await _firmware(parse_args(name, args, FirmwareUpdateArgs), devices, public_key, given, supervisor)
     except (CommandFailed, TableError):  # the table's refusal (start_shuffle) reads as any refused command's

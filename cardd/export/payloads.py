@@ -312,8 +312,8 @@ _DEVICE_SENTENCE = _Sentence("{device}: {from} -> {to} ({trigger}): {fault} at p
                              "{device}: {from} -> {to} ({trigger})")
 #: the device, simulation and journal commands the daemon journals under their own names
 #: (cardd/daemon/commands.py; a table input's record has no reason code)
-DEVICE_COMMANDS = ("START_SHUFFLE", "CLEAR_FAULT", "COUNTERS", "SELFTEST", "FIRMWARE_UPDATE", "EXPORT_JOURNAL",
-                   "VERIFY_JOURNAL", "SIM_DEAL", "SIM_FAULT", "SIM_LOAD_SHOE", "SIM_SWITCHES", "SIM_UNLOAD_SHOE")
+DEVICE_COMMANDS = ("START_SHUFFLE", "CLEAR_FAULT", "COUNTERS", "SELFTEST", "FIRMWARE_UPDATE", "ENROLL",
+                   "EXPORT_JOURNAL", "VERIFY_JOURNAL", "SIM_DEAL", "SIM_FAULT", "SIM_LOAD_SHOE", "SIM_SWITCHES", "SIM_UNLOAD_SHOE")
 _COMMAND = _t("command uid user", message=_Sentence("{command} by uid {uid}", "{command}", "a command"))
 _SHOE = "from to trigger card_count cards decks burn cards_out returned index allowed operator " \
         "device_model device_serial device_firmware"
@@ -349,6 +349,8 @@ TREATMENTS: dict[str, Treatment] = {
                                          "expected: refused", "a device of another role: refused")),
     "DEVICE_FLAPPING": _t(""),
     "DEVICE_FLOODING": _t(""),
+    # its message is the daemon's own words: what failed and the proven key's fingerprint
+    "DEVICE_NOT_TRUSTED": _t("failure fingerprint model role serial"),
     "EVENT_GAP": _t(""),
     "EVENTS_LOST": _t(""),
     "DEVICE_DROPPED_EVENTS": _t("count drop_reason first_index resumed_from"),

@@ -27,7 +27,9 @@ log = structlog.get_logger(__name__)
 
 #: Called after each input the feed applied, with the events it caused.
 Applied = Callable[[TableInput, list[Event]], None]
-_LINK_DOWN = frozenset({SessionEventKind.DISCONNECTED, SessionEventKind.LINK_FAILED, SessionEventKind.INCOMPATIBLE})
+#: a device refused as not trusted (protocol 2.0) is gone to the table as an unplugged one is: a live round held
+_LINK_DOWN = frozenset({SessionEventKind.DISCONNECTED, SessionEventKind.LINK_FAILED, SessionEventKind.INCOMPATIBLE,
+                        SessionEventKind.NOT_TRUSTED})
 
 
 class Feed:

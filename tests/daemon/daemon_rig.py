@@ -236,12 +236,14 @@ def run_cardd(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
 
 def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dict[str, str] | None = None,
                  api_group: str = "cardd-api", journal: dict[str, int | str] | None = None,
-                 api: dict[str, int | float] | None = None, firmware_key: Path | None = None) -> Path:
+                 api: dict[str, int | float] | None = None, firmware_key: Path | None = None,
+                 devices: dict[str, str] | None = None) -> Path:
     """A configuration file for the daemon under ``directory``; ``journal``, ``api``: more keys of
     those sections (the journal's ``path`` is ``directory/journal.sqlite3`` unless given);
-    ``firmware_key``: ``[firmware] public_key``."""
+    ``firmware_key``: ``[firmware] public_key``; ``devices``: more keys of ``[devices]``."""
     journal = {"path": str(directory / "journal.sqlite3"), **(journal or {})}
     lines = ["[devices]", f'shoe = "{shoe}"'] + ([f'shuffler = "{shuffler}"'] if shuffler else [])
+    lines += [f"{key} = {json.dumps(value)}" for key, value in (devices or {}).items()]
     lines += ["", "[table]", f'rules = "{RULES}"', "", "[journal]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in journal.items()]
     lines += ["", "[api]", f'socket = "{directory / "cardd.sock"}"', f'group = "{api_group}"']

@@ -230,6 +230,10 @@ OUT_OF_RANGE = [
     (MINIMAL + "[api]\nburst = 1.5\n", "api.burst", "1.5 is not allowed; expected a whole number from 1 to 100000"),
     (MINIMAL.replace("\n\n", "\nreconnect_stable_s = -1\n\n"), "devices.reconnect_stable_s",
      "-1 is not allowed; expected a number from 0 to 3600"),
+    (MINIMAL.replace("\n\n", '\nshoe_protocol = "2"\n\n'), "devices.shoe_protocol",
+     '"2" is not allowed; expected one of "1.1", "2.0"'),
+    (MINIMAL.replace("\n\n", '\nshuffler_protocol = 2.0\n\n'), "devices.shuffler_protocol",
+     '2.0 is not allowed; expected one of "1.1", "2.0"'),  # the number, not the text
     (MINIMAL + '[roles]\ndealer = "Dealers!"\n', "roles.dealer",
      '"Dealers!": expected a Unix group name (lower-case letters, digits, _ and -)'),
     (MINIMAL + '[roles]\ntechnician = "cardd-supervisor"\n', "roles.technician",
