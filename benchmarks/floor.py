@@ -33,7 +33,10 @@ cardfloor and PostgreSQL), an SSE client on /api/v1/stream:
 from __future__ import annotations
 
 import argparse
+import bisect
+import datetime as dt
 import os
+import statistics
 import re
 import signal
 import subprocess
@@ -202,6 +205,7 @@ BROKER_ROOM = "max_queued_messages 0\nmax_queued_bytes 0\n"
 #: a busy table's records a day (docs/floor.md, "How this scales to 5,000 tables")
 RECORDS_A_TABLE_A_DAY = 55_600
 TOKEN = "bench-token-0123456789abcdef"
+VIEWER, VIEWER_PASSWORD = "bench-eye", "bench viewer password"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -243,6 +247,10 @@ class StreamClient:
     def __init__(self, url: str) -> None:
         self.url = url
         self.arrivals: list[tuple[float, str, list[int]]] = []  # time.time(), table, seqs
+        #: each ``table`` change carrying a state newer than its table's last: (its id, the state's
+        #: time at the table, time.time() at arrival)
+        self.states: list[tuple[int, float, float]] = []
+        self._state_time: dict[str, str] = {}
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -257,7 +265,7 @@ class StreamClient:
             pass
 
     def _read(self, httpx: Any, msgspec: Any) -> None:
-        event, data = "", ""
+        event, data, event_id = "", "", ""
         with httpx.stream("GET", self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=None) as answer:
             self.connected.set()
             for line in answer.iter_lines():
@@ -265,27 +273,49 @@ class StreamClient:
                     event = line[6:].strip()
                 elif line.startswith("data:"):
                     data = line[5:].strip()
+                elif line.startswith("id:"):
+                    event_id = line[3:].strip()
                 elif not line:
                     if event == "records":
                         change = msgspec.json.decode(data)
                         self.arrivals.append((time.time(), change["table"], change["seqs"]))
+                    elif event == "table":
+                        self._table_change(msgspec.json.decode(data), int(event_id))
                     event, data = "", ""
+
+    def _table_change(self, change: dict[str, Any], event_id: int) -> None:
+        """A new state from a table (a status change re-sends the last state: not a new change)."""
+        state = change.get("state")
+        if not state:
+            return
+        name = f"{change['site']}/{change['table']}"
+        if state["time"] == self._state_time.get(name):
+            return
+        self._state_time[name] = state["time"]
+        at = dt.datetime.fromisoformat(state["time"]).timestamp()
+        self.states.append((event_id, at, time.time()))
 
 
 class Cardfloor:
     """cardfloor on a configuration of its own (the bench broker, a database, an HTTP port)."""
 
-    def __init__(self, folder: Path, broker: Broker, dsn: str, client_id: str) -> None:
+    def __init__(self, folder: Path, broker: Broker, dsn: str, client_id: str, *, pages: bool = False) -> None:
         from tests.support.brokers import free_port
         folder.mkdir(parents=True, exist_ok=True)
         tokens = folder / "tokens"
         tokens.write_text(f"{TOKEN} surveillance bench\n")
         tokens.chmod(0o600)
         self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         config = folder / "cardfloor.toml"
+        users = f'users_file = "{folder / "users"}"\n' if pages else ""
         config.write_text(f'[broker]\nurls = ["{broker.url}"]\nclient_id = "{client_id}"\n'
                           f'[archive]\ndsn = "{dsn}"\n[http]\nlisten = "127.0.0.1:{self.port}"\n'
-                          f'tokens_file = "{tokens}"\n')
+                          f'tokens_file = "{tokens}"\n{users}')
+        if pages:  # the pit page's viewer, made as a person makes one
+            subprocess.run([str(CARDFLOOR), "user", "--config", str(config), "add", VIEWER, "--role", "surveillance",
+                            "--password-stdin"], input=VIEWER_PASSWORD + "\n", text=True, check=True,
+                           capture_output=True, timeout=60)
         self.log = folder / "cardfloor.log"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([str(CARDFLOOR), "--config", str(config), "--log-format", "json"],
@@ -426,6 +456,146 @@ def cardfloor_drain(broker: Broker, server: Any, folder: Path, tables: int, hour
         floor.stop()
 
 
+# ---- the pit page: browsers on the floor page ----------------------------------------------------
+
+#: kept in the page per paint (drained every second, so the page's heap holds a second's worth):
+#: the page's own paint time (performance.timeOrigin + now) and the newest change it shows
+WATCH_PAINTS = """() => { window.benchPaints = []; new MutationObserver(() => { const d = document.body.dataset;
+  window.benchPaints.push([Number(d.paintedAt), Number(d.paintedThrough)]); })
+  .observe(document.body, { attributes: true, attributeFilter: ["data-painted"] }); }"""
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for child in _children_of(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _chromium_cpu() -> float:
+    """CPU seconds of every Chromium process under this one (Playwright's driver starts it)."""
+    total = 0.0
+    for pid in _descendants(os.getpid()):
+        try:
+            if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+                total += process_cpu(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def _heap_mb(cdp: Any) -> float:
+    """The page's JavaScript heap in use after a full collection."""
+    cdp.send("HeapProfiler.collectGarbage")
+    metrics = cdp.send("Performance.getMetrics")["metrics"]
+    return next(m["value"] for m in metrics if m["name"] == "JSHeapUsedSize") / 1e6
+
+
+def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, warmup: float, seconds: float,
+                     browsers: int, heap_every: float) -> None:
+    """``tables`` at pace into a fresh cardfloor and ``browsers`` pages on its floor page (one
+    Chromium, a context and log-in each, as the surveillance user): each new table state's time
+    at the table to the first paint of each page that shows it (the page's own paint time and
+    the id of the newest change it painted); each page's JS heap after a collection, at the
+    start and every ``heap_every`` s; cardfloor's, Chromium's and PostgreSQL's CPU; the load."""
+    from playwright.sync_api import sync_playwright
+    from tests.floor.browser.pit_rig import CHROMIUM, log_in_at
+    dsn = server.create_database()
+    floor = Cardfloor(folder / f"pages-{tables}", broker, dsn, f"cardfloor-pages-{tables}", pages=True)
+    stream = StreamClient(f"{floor.url}/api/v1/stream")
+    stream.connected.wait(30)
+    paced = Paced(broker, tables, "--duration", str(warmup + seconds + 120))
+    paced.wait_for(f"{tables} tables at pace", 120)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            pages = [log_in_at(chromium, floor.url, VIEWER, VIEWER_PASSWORD) for _ in range(browsers)]
+            for page in pages:
+                page.locator("li.tile").nth(tables - 1).wait_for(state="attached", timeout=120_000)
+                page.evaluate(WATCH_PAINTS)
+            cdps = [page.context.new_cdp_session(page) for page in pages]
+            for cdp in cdps:
+                cdp.send("Performance.enable")
+            paints: list[list[tuple[float, int]]] = [[] for _ in pages]
+
+            def drain_paints() -> None:
+                for index, page in enumerate(pages):
+                    paints[index] += [(at / 1e3, int(through)) for at, through in
+                                      page.evaluate("window.benchPaints.splice(0)")]
+
+            ends_warmup = time.monotonic() + warmup
+            while time.monotonic() < ends_warmup:
+                drain_paints()
+                time.sleep(1.0)
+            heaps: list[tuple[float, list[float]]] = [(0.0, [_heap_mb(cdp) for cdp in cdps])]
+            loads = [os.getloadavg()[0]]
+            began = time.monotonic()
+            w0, c0, g0, p0, t0 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(), tree_cpu(server.proc.pid),
+                                  process_cpu(paced.proc.pid))
+            next_heap, since = began + heap_every, w0
+            while time.monotonic() < began + seconds:
+                drain_paints()
+                if time.monotonic() >= next_heap:
+                    heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
+                    loads.append(os.getloadavg()[0])
+                    next_heap += heap_every
+                    lat = _change_to_painted(stream.states, paints, since, time.time() - 5)[0]
+                    since = time.time() - 5
+                    print(f"  {heaps[-1][0] / 60:.0f} min: JS heap {statistics.median(heaps[-1][1]):.1f} MB "
+                          f"(median of pages); change-to-painted since the last line p50 {percentile(lat, 0.5):.0f} ms, "
+                          f"p99 {percentile(lat, 0.99):.0f} ms ({len(lat):,}); load average {loads[-1]:.2f}",
+                          flush=True)
+                time.sleep(1.0)
+            w1, c1, g1, p1, t1 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(), tree_cpu(server.proc.pid),
+                                  process_cpu(paced.proc.pid))
+            rss = rss_mb(floor.proc.pid)
+            if heaps[-1][0] < seconds - 1:
+                heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
+            loads.append(os.getloadavg()[0])
+            settle = time.monotonic() + 5  # what changed by the window's end is painted
+            while time.monotonic() < settle:
+                drain_paints()
+                time.sleep(1.0)
+        finally:
+            chromium.close()
+    paced.stop()
+    floor.stop()
+    latencies, unpainted = _change_to_painted(stream.states, paints, w0, w1)
+    span = w1 - w0
+    first, last = statistics.median(heaps[0][1]), statistics.median(heaps[-1][1])
+    print(f"floor page, {tables} tables, {browsers} browsers (one Chromium, a context each), {span:.0f} s: "
+          f"change-to-painted p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms, "
+          f"max {max(latencies, default=float('nan')):.0f} ms ({len(latencies):,} changes x pages, "
+          f"{unpainted} unpainted); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
+          f"{heaps[-1][0] / 60:.0f} min (median of pages, {(last - first) / max(first, 1e-9) * 100:+.1f} %); "
+          f"cardfloor CPU {(c1 - c0) / span * 100:.1f} % of a core, RSS {rss:.0f} MB; Chromium "
+          f"{(g1 - g0) / span * 100:.1f} %; PostgreSQL {(p1 - p0) / span * 100:.1f} %; the tables "
+          f"{(t1 - t0) / span * 100:.1f} %; load average {min(loads):.2f}-{max(loads):.2f} "
+          f"(mean {statistics.mean(loads):.2f}, {os.cpu_count()} CPUs)", flush=True)
+    print("JS heap after GC, MB, median (min-max) of pages: " + ", ".join(
+        f"{at / 60:.0f} min {statistics.median(mb):.1f} ({min(mb):.1f}-{max(mb):.1f})" for at, mb in heaps), flush=True)
+
+
+def _change_to_painted(states: list[tuple[int, float, float]], paints: list[list[tuple[float, int]]],
+                       start: float, end: float) -> tuple[list[float], int]:
+    """For each table state made in [start, end) and each page: ms from its time at the table to
+    the page's first paint showing it; and how many a page never painted."""
+    latencies, unpainted = [], 0
+    for page in paints:
+        throughs = [through for _, through in page]  # a paint shows every change up to its id
+        for event_id, made, _ in list(states):
+            if not start <= made < end:
+                continue
+            at = bisect.bisect_left(throughs, event_id)
+            if at < len(page):
+                latencies.append((page[at][0] - made) * 1e3)
+            else:
+                unpainted += 1
+    return latencies, unpainted
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", default="100,500,1000", help="floor sizes, comma-separated")
@@ -436,7 +606,10 @@ def main() -> int:
                     help="where the journals go (default: a temporary folder on /tmp's disk)")
     ap.add_argument("--phases", default="idle,pace", help="idle, pace, both, or none (\"\": only the drain)")
     ap.add_argument("--part", default="tables,cardfloor",
-                    help="tables (cardbench floor: the tables' export), cardfloor (the floor service), or both")
+                    help="tables (cardbench floor: the tables' export), cardfloor (the floor service), "
+                         "browsers (the floor page in Chromium), comma-separated")
+    ap.add_argument("--browsers", type=int, default=10, help="pages on the floor page (--part browsers)")
+    ap.add_argument("--heap-every", type=float, default=300.0, help="seconds between JS heap samples")
     ap.add_argument("--load", choices=["paced", "cardbench"], default="paced",
                     help="cardfloor's tables: _paced_tables.py's light publisher, or cardbench floor's exporters")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
@@ -449,12 +622,15 @@ def main() -> int:
         server = None
         try:
             print(f"mosquitto {broker.url}; journals under {base}; {os.cpu_count()} CPUs", flush=True)
-            if "cardfloor" in parts:
+            if parts & {"cardfloor", "browsers"}:
                 from tests.support.postgres import PostgresServer
                 server = PostgresServer({"track_commit_timestamp": "on"}).start()
                 print(f"PostgreSQL {server.dsn} (fsync on, track_commit_timestamp on)", flush=True)
             for tables in [int(n) for n in args.tables.split(",")]:
-                if server is not None:
+                if "browsers" in parts:
+                    measure_browsers(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.browsers,
+                                     args.heap_every)
+                if "cardfloor" in parts:
                     measure_cardfloor(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.load)
                     if args.backlog_hours:
                         cardfloor_drain(broker, server, Path(scratch), tables, args.backlog_hours)
