@@ -458,11 +458,12 @@ def cardfloor_drain(broker: Broker, server: Any, folder: Path, tables: int, hour
 
 # ---- the pit page: browsers on the floor page ----------------------------------------------------
 
-#: kept in the page per paint (drained every second, so the page's heap holds a second's worth):
-#: the page's own paint time (performance.timeOrigin + now) and the newest change it shows
-WATCH_PAINTS = """() => { window.benchPaints = []; new MutationObserver(() => { const d = document.body.dataset;
-  window.benchPaints.push([Number(d.paintedAt), Number(d.paintedThrough)]); })
-  .observe(document.body, { attributes: true, attributeFilter: ["data-painted"] }); }"""
+#: each paint said on the page's console as it happens (no round trip to wait on: a page behind
+#: answers nothing soon): the page's own paint time (performance.timeOrigin + now) and the id of
+#: the newest change it shows. DevTools keeps the last 1,000 console messages: a bounded heap.
+WATCH_PAINTS = """() => new MutationObserver(() => { const d = document.body.dataset;
+  console.debug(`bench-paint ${d.paintedAt} ${d.paintedThrough}`); })
+  .observe(document.body, { attributes: true, attributeFilter: ["data-painted"] })"""
 
 
 def _descendants(pid: int) -> list[int]:
@@ -500,75 +501,81 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
     at the table to the first paint of each page that shows it (the page's own paint time and
     the id of the newest change it painted); each page's JS heap after a collection, at the
     start and every ``heap_every`` s; cardfloor's, Chromium's and PostgreSQL's CPU; the load."""
-    from playwright.sync_api import sync_playwright
+    import faulthandler
+    from playwright.sync_api import ConsoleMessage, sync_playwright
     from tests.floor.browser.pit_rig import CHROMIUM, log_in_at
     dsn = server.create_database()
     floor = Cardfloor(folder / f"pages-{tables}", broker, dsn, f"cardfloor-pages-{tables}", pages=True)
-    stream = StreamClient(f"{floor.url}/api/v1/stream")
-    stream.connected.wait(30)
-    paced = Paced(broker, tables, "--duration", str(warmup + seconds + 120))
-    paced.wait_for(f"{tables} tables at pace", 120)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
-        try:
-            pages = [log_in_at(chromium, floor.url, VIEWER, VIEWER_PASSWORD) for _ in range(browsers)]
-            for page in pages:
-                page.locator("li.tile").nth(tables - 1).wait_for(state="attached", timeout=120_000)
-                page.evaluate(WATCH_PAINTS)
-            cdps = [page.context.new_cdp_session(page) for page in pages]
-            for cdp in cdps:
-                cdp.send("Performance.enable")
-            paints: list[list[tuple[float, int]]] = [[] for _ in pages]
+    paced: Paced | None = None
+    faulthandler.dump_traceback_later(600, repeat=True)  # a stall says where it is
+    try:
+        stream = StreamClient(f"{floor.url}/api/v1/stream")
+        stream.connected.wait(30)
+        paced = Paced(broker, tables, "--duration", str(warmup + seconds + 300))
+        paced.wait_for(f"{tables} tables at pace", 120)
+        paced_pid = paced.proc.pid
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+            try:
+                paints: list[list[tuple[float, int]]] = [[] for _ in range(browsers)]
+                pages = []
+                for index in range(browsers):
+                    page = log_in_at(chromium, floor.url, VIEWER, VIEWER_PASSWORD)
+                    page.locator("li.tile").nth(tables - 1).wait_for(state="attached", timeout=300_000)
 
-            def drain_paints() -> None:
-                for index, page in enumerate(pages):
-                    paints[index] += [(at / 1e3, int(through)) for at, through in
-                                      page.evaluate("window.benchPaints.splice(0)")]
-
-            ends_warmup = time.monotonic() + warmup
-            while time.monotonic() < ends_warmup:
-                drain_paints()
-                time.sleep(1.0)
-            heaps: list[tuple[float, list[float]]] = [(0.0, [_heap_mb(cdp) for cdp in cdps])]
-            loads = [os.getloadavg()[0]]
-            began = time.monotonic()
-            w0, c0, g0, p0, t0 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(), tree_cpu(server.proc.pid),
-                                  process_cpu(paced.proc.pid))
-            next_heap, since = began + heap_every, w0
-            while time.monotonic() < began + seconds:
-                drain_paints()
-                if time.monotonic() >= next_heap:
+                    def said(message: ConsoleMessage, into: list[tuple[float, int]] = paints[index]) -> None:
+                        if message.text.startswith("bench-paint "):
+                            _, at, through = message.text.split()
+                            into.append((float(at) / 1e3, int(through)))
+                    page.on("console", said)
+                    page.evaluate(WATCH_PAINTS)
+                    pages.append(page)
+                cdps = [page.context.new_cdp_session(page) for page in pages]
+                for cdp in cdps:
+                    cdp.send("Performance.enable")
+                pages[0].wait_for_timeout(warmup * 1000)  # Playwright's events arrive meanwhile
+                heaps: list[tuple[float, list[float]]] = [(0.0, [_heap_mb(cdp) for cdp in cdps])]
+                loads = [os.getloadavg()[0]]
+                began = time.monotonic()
+                w0, c0, g0, p0, t0 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
+                                      tree_cpu(server.proc.pid), process_cpu(paced_pid))
+                next_heap, next_line, since = began + heap_every, began + 60, w0
+                while time.monotonic() < began + seconds:
+                    pages[0].wait_for_timeout(1000)
+                    if time.monotonic() >= next_heap:
+                        heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
+                        next_heap += heap_every
+                    if time.monotonic() >= next_line:
+                        next_line += 60
+                        loads.append(os.getloadavg()[0])
+                        lat, behind = _change_to_painted(stream.states, paints, since, time.time() - 5)
+                        since = time.time() - 5
+                        print(f"  {(time.monotonic() - began) / 60:.0f} min: change-to-painted over the last minute "
+                              f"p50 {percentile(lat, 0.5):.0f} ms, p99 {percentile(lat, 0.99):.0f} ms ({len(lat):,}, "
+                              f"{behind:,} not painted yet); JS heap {statistics.median(heaps[-1][1]):.1f} MB at "
+                              f"{heaps[-1][0] / 60:.0f} min (median of pages); load average {loads[-1]:.2f}",
+                              flush=True)
+                w1, c1, g1, p1, t1 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
+                                      tree_cpu(server.proc.pid), process_cpu(paced_pid))
+                rss = rss_mb(floor.proc.pid)
+                if heaps[-1][0] < seconds - 1:
                     heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
-                    loads.append(os.getloadavg()[0])
-                    next_heap += heap_every
-                    lat = _change_to_painted(stream.states, paints, since, time.time() - 5)[0]
-                    since = time.time() - 5
-                    print(f"  {heaps[-1][0] / 60:.0f} min: JS heap {statistics.median(heaps[-1][1]):.1f} MB "
-                          f"(median of pages); change-to-painted since the last line p50 {percentile(lat, 0.5):.0f} ms, "
-                          f"p99 {percentile(lat, 0.99):.0f} ms ({len(lat):,}); load average {loads[-1]:.2f}",
-                          flush=True)
-                time.sleep(1.0)
-            w1, c1, g1, p1, t1 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(), tree_cpu(server.proc.pid),
-                                  process_cpu(paced.proc.pid))
-            rss = rss_mb(floor.proc.pid)
-            if heaps[-1][0] < seconds - 1:
-                heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
-            loads.append(os.getloadavg()[0])
-            settle = time.monotonic() + 5  # what changed by the window's end is painted
-            while time.monotonic() < settle:
-                drain_paints()
-                time.sleep(1.0)
-        finally:
-            chromium.close()
-    paced.stop()
-    floor.stop()
+                loads.append(os.getloadavg()[0])
+                pages[0].wait_for_timeout(5000)  # what changed by the window's end is painted
+            finally:
+                chromium.close()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        if paced is not None:
+            paced.stop()
+        floor.stop()
     latencies, unpainted = _change_to_painted(stream.states, paints, w0, w1)
     span = w1 - w0
     first, last = statistics.median(heaps[0][1]), statistics.median(heaps[-1][1])
     print(f"floor page, {tables} tables, {browsers} browsers (one Chromium, a context each), {span:.0f} s: "
           f"change-to-painted p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms, "
           f"max {max(latencies, default=float('nan')):.0f} ms ({len(latencies):,} changes x pages, "
-          f"{unpainted} unpainted); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
+          f"{unpainted:,} unpainted); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
           f"{heaps[-1][0] / 60:.0f} min (median of pages, {(last - first) / max(first, 1e-9) * 100:+.1f} %); "
           f"cardfloor CPU {(c1 - c0) / span * 100:.1f} % of a core, RSS {rss:.0f} MB; Chromium "
           f"{(g1 - g0) / span * 100:.1f} %; PostgreSQL {(p1 - p0) / span * 100:.1f} %; the tables "
