@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/floor.py --tables 100,500,1000 --warmup 60 --seconds 120
     .venv/bin/python benchmarks/floor.py --part cardfloor --tables 1000 --backlog-hours 1
+    .venv/bin/python benchmarks/floor.py --part browsers --tables 1000 --browsers 10 --seconds 3600
 
 For each size, ``cardbench floor`` (cardd/bench/floor.py: each table a journal of its own and
 cardd's own Exporter over it, worker processes holding the tables) against a private mosquitto
@@ -29,6 +30,24 @@ cardfloor and PostgreSQL), an SSE client on /api/v1/stream:
 - cardfloor's CPU and RSS, PostgreSQL's CPU, the archive's bytes a record and a table's day;
 - with ``--backlog-hours H``, every table H hours behind at once: from the first message to the
   archive holding the whole backlog, and the rows a second.
+
+The floor page (``--part browsers``): the same cardfloor, database and paced tables, and
+``--browsers N`` pages of one Chromium (Debian's, through Playwright; a context each, logged in
+through the log-in page as a surveillance user made with ``cardfloor user add``) on the floor
+page, all 1,000 tiles:
+
+- change-to-painted: each new state of a table (its ``time``, set by the table as it publishes
+  it: the change at the table) to each page's first paint that shows it, by the page's own
+  clock (``data-painted-at``: performance.timeOrigin + now, in the paint's animation frame) and
+  the id of the newest change it applied (``data-painted-through``), said on the page's
+  console by an observer the benchmark adds; which states there were, and their ids, from the
+  bench's own stream client; p50/p99/max over every state and page, and how many a page had
+  not painted by the end;
+- each page's JS heap in use after a full collection (CDP ``HeapProfiler.collectGarbage``,
+  ``Performance.getMetrics`` JSHeapUsedSize), at the start and every ``--heap-every`` s;
+- cardfloor's CPU and RSS with the pages connected, Chromium's (every process), PostgreSQL's,
+  the load average (the machine is shared: the figures move with it). A line a minute says
+  the latency so far.
 """
 from __future__ import annotations
 
@@ -507,7 +526,7 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
     dsn = server.create_database()
     floor = Cardfloor(folder / f"pages-{tables}", broker, dsn, f"cardfloor-pages-{tables}", pages=True)
     paced: Paced | None = None
-    faulthandler.dump_traceback_later(600, repeat=True)  # a stall says where it is
+    faulthandler.dump_traceback_later(900)  # a stall says where it is (re-armed each second below)
     try:
         stream = StreamClient(f"{floor.url}/api/v1/stream")
         stream.connected.wait(30)
@@ -542,17 +561,18 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
                 next_heap, next_line, since = began + heap_every, began + 60, w0
                 while time.monotonic() < began + seconds:
                     pages[0].wait_for_timeout(1000)
+                    faulthandler.dump_traceback_later(900)
                     if time.monotonic() >= next_heap:
                         heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
                         next_heap += heap_every
                     if time.monotonic() >= next_line:
                         next_line += 60
                         loads.append(os.getloadavg()[0])
-                        lat, behind = _change_to_painted(stream.states, paints, since, time.time() - 5)
+                        lat, behind, lag = _change_to_painted(stream.states, paints, since, time.time() - 5)
                         since = time.time() - 5
                         print(f"  {(time.monotonic() - began) / 60:.0f} min: change-to-painted over the last minute "
                               f"p50 {percentile(lat, 0.5):.0f} ms, p99 {percentile(lat, 0.99):.0f} ms ({len(lat):,}, "
-                              f"{behind:,} not painted yet); JS heap {statistics.median(heaps[-1][1]):.1f} MB at "
+                              f"{behind:,} not painted yet), to the stream p99 {percentile(lag, 0.99):.0f} ms; JS heap {statistics.median(heaps[-1][1]):.1f} MB at "
                               f"{heaps[-1][0] / 60:.0f} min (median of pages); load average {loads[-1]:.2f}",
                               flush=True)
                 w1, c1, g1, p1, t1 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
@@ -569,13 +589,14 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
         if paced is not None:
             paced.stop()
         floor.stop()
-    latencies, unpainted = _change_to_painted(stream.states, paints, w0, w1)
+    latencies, unpainted, lags = _change_to_painted(stream.states, paints, w0, w1)
     span = w1 - w0
     first, last = statistics.median(heaps[0][1]), statistics.median(heaps[-1][1])
     print(f"floor page, {tables} tables, {browsers} browsers (one Chromium, a context each), {span:.0f} s: "
           f"change-to-painted p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms, "
           f"max {max(latencies, default=float('nan')):.0f} ms ({len(latencies):,} changes x pages, "
-          f"{unpainted:,} unpainted); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
+          f"{unpainted:,} unpainted; to cardfloor's stream p50 {percentile(lags, 0.5):.0f} ms, p99 "
+          f"{percentile(lags, 0.99):.0f} ms); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
           f"{heaps[-1][0] / 60:.0f} min (median of pages, {(last - first) / max(first, 1e-9) * 100:+.1f} %); "
           f"cardfloor CPU {(c1 - c0) / span * 100:.1f} % of a core, RSS {rss:.0f} MB; Chromium "
           f"{(g1 - g0) / span * 100:.1f} %; PostgreSQL {(p1 - p0) / span * 100:.1f} %; the tables "
@@ -586,21 +607,22 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
 
 
 def _change_to_painted(states: list[tuple[int, float, float]], paints: list[list[tuple[float, int]]],
-                       start: float, end: float) -> tuple[list[float], int]:
-    """For each table state made in [start, end) and each page: ms from its time at the table to
-    the page's first paint showing it; and how many a page never painted."""
+                       start: float, end: float) -> tuple[list[float], int, list[float]]:
+    """For each table state the bench's own stream client got in [start, end) (chosen by its
+    arrival, so a floor service minutes behind still gives figures) and each page: ms from its
+    time at the table to the page's first paint showing it; how many a page never painted; and
+    each state's time at the table to its arrival at that client (cardfloor's share), ms."""
+    chosen = [(event_id, made, arrived) for event_id, made, arrived in list(states) if start <= arrived < end]
     latencies, unpainted = [], 0
     for page in paints:
         throughs = [through for _, through in page]  # a paint shows every change up to its id
-        for event_id, made, _ in list(states):
-            if not start <= made < end:
-                continue
+        for event_id, made, _ in chosen:
             at = bisect.bisect_left(throughs, event_id)
             if at < len(page):
                 latencies.append((page[at][0] - made) * 1e3)
             else:
                 unpainted += 1
-    return latencies, unpainted
+    return latencies, unpainted, [(arrived - made) * 1e3 for _, made, arrived in chosen]
 
 
 def main() -> int:
