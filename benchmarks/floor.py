@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/floor.py --tables 100,500,1000 --warmup 60 --seconds 120
     .venv/bin/python benchmarks/floor.py --part cardfloor --tables 1000 --backlog-hours 1
+    .venv/bin/python benchmarks/floor.py --part browsers --tables 1000 --browsers 10 --seconds 3600
 
 For each size, ``cardbench floor`` (cardd/bench/floor.py: each table a journal of its own and
 cardd's own Exporter over it, worker processes holding the tables) against a private mosquitto
@@ -29,11 +30,32 @@ cardfloor and PostgreSQL), an SSE client on /api/v1/stream:
 - cardfloor's CPU and RSS, PostgreSQL's CPU, the archive's bytes a record and a table's day;
 - with ``--backlog-hours H``, every table H hours behind at once: from the first message to the
   archive holding the whole backlog, and the rows a second.
+
+The floor page (``--part browsers``): the same cardfloor, database and paced tables, and
+``--browsers N`` pages of one Chromium (Debian's, through Playwright; a context each, logged in
+through the log-in page as a surveillance user made with ``cardfloor user add``) on the floor
+page, all 1,000 tiles:
+
+- change-to-painted: each new state of a table (its ``time``, set by the table as it publishes
+  it: the change at the table) to each page's first paint that shows it, by the page's own
+  clock (``data-painted-at``: performance.timeOrigin + now, in the paint's animation frame) and
+  the id of the newest change it applied (``data-painted-through``), said on the page's
+  console by an observer the benchmark adds; which states there were, and their ids, from the
+  bench's own stream client; p50/p99/max over every state and page, and how many a page had
+  not painted by the end;
+- each page's JS heap in use after a full collection (CDP ``HeapProfiler.collectGarbage``,
+  ``Performance.getMetrics`` JSHeapUsedSize), at the start and every ``--heap-every`` s;
+- cardfloor's CPU and RSS with the pages connected, Chromium's (every process), PostgreSQL's,
+  the load average (the machine is shared: the figures move with it). A line a minute says
+  the latency so far.
 """
 from __future__ import annotations
 
 import argparse
+import bisect
+import datetime as dt
 import os
+import statistics
 import re
 import signal
 import subprocess
@@ -202,6 +224,7 @@ BROKER_ROOM = "max_queued_messages 0\nmax_queued_bytes 0\n"
 #: a busy table's records a day (docs/floor.md, "How this scales to 5,000 tables")
 RECORDS_A_TABLE_A_DAY = 55_600
 TOKEN = "bench-token-0123456789abcdef"
+VIEWER, VIEWER_PASSWORD = "bench-eye", "bench viewer password"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -243,6 +266,10 @@ class StreamClient:
     def __init__(self, url: str) -> None:
         self.url = url
         self.arrivals: list[tuple[float, str, list[int]]] = []  # time.time(), table, seqs
+        #: each ``table`` change carrying a state newer than its table's last: (its id, the state's
+        #: time at the table, time.time() at arrival)
+        self.states: list[tuple[int, float, float]] = []
+        self._state_time: dict[str, str] = {}
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -257,7 +284,7 @@ class StreamClient:
             pass
 
     def _read(self, httpx: Any, msgspec: Any) -> None:
-        event, data = "", ""
+        event, data, event_id = "", "", ""
         with httpx.stream("GET", self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=None) as answer:
             self.connected.set()
             for line in answer.iter_lines():
@@ -265,27 +292,49 @@ class StreamClient:
                     event = line[6:].strip()
                 elif line.startswith("data:"):
                     data = line[5:].strip()
+                elif line.startswith("id:"):
+                    event_id = line[3:].strip()
                 elif not line:
                     if event == "records":
                         change = msgspec.json.decode(data)
                         self.arrivals.append((time.time(), change["table"], change["seqs"]))
+                    elif event == "table":
+                        self._table_change(msgspec.json.decode(data), int(event_id))
                     event, data = "", ""
+
+    def _table_change(self, change: dict[str, Any], event_id: int) -> None:
+        """A new state from a table (a status change re-sends the last state: not a new change)."""
+        state = change.get("state")
+        if not state:
+            return
+        name = f"{change['site']}/{change['table']}"
+        if state["time"] == self._state_time.get(name):
+            return
+        self._state_time[name] = state["time"]
+        at = dt.datetime.fromisoformat(state["time"]).timestamp()
+        self.states.append((event_id, at, time.time()))
 
 
 class Cardfloor:
     """cardfloor on a configuration of its own (the bench broker, a database, an HTTP port)."""
 
-    def __init__(self, folder: Path, broker: Broker, dsn: str, client_id: str) -> None:
+    def __init__(self, folder: Path, broker: Broker, dsn: str, client_id: str, *, pages: bool = False) -> None:
         from tests.support.brokers import free_port
         folder.mkdir(parents=True, exist_ok=True)
         tokens = folder / "tokens"
         tokens.write_text(f"{TOKEN} surveillance bench\n")
         tokens.chmod(0o600)
         self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         config = folder / "cardfloor.toml"
+        users = f'users_file = "{folder / "users"}"\n' if pages else ""
         config.write_text(f'[broker]\nurls = ["{broker.url}"]\nclient_id = "{client_id}"\n'
                           f'[archive]\ndsn = "{dsn}"\n[http]\nlisten = "127.0.0.1:{self.port}"\n'
-                          f'tokens_file = "{tokens}"\n')
+                          f'tokens_file = "{tokens}"\n{users}')
+        if pages:  # the pit page's viewer, made as a person makes one
+            subprocess.run([str(CARDFLOOR), "user", "--config", str(config), "add", VIEWER, "--role", "surveillance",
+                            "--password-stdin"], input=VIEWER_PASSWORD + "\n", text=True, check=True,
+                           capture_output=True, timeout=60)
         self.log = folder / "cardfloor.log"
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([str(CARDFLOOR), "--config", str(config), "--log-format", "json"],
@@ -426,6 +475,156 @@ def cardfloor_drain(broker: Broker, server: Any, folder: Path, tables: int, hour
         floor.stop()
 
 
+# ---- the pit page: browsers on the floor page ----------------------------------------------------
+
+#: each paint said on the page's console as it happens (no round trip to wait on: a page behind
+#: answers nothing soon): the page's own paint time (performance.timeOrigin + now) and the id of
+#: the newest change it shows. DevTools keeps the last 1,000 console messages: a bounded heap.
+WATCH_PAINTS = """() => new MutationObserver(() => { const d = document.body.dataset;
+  console.debug(`bench-paint ${d.paintedAt} ${d.paintedThrough}`); })
+  .observe(document.body, { attributes: true, attributeFilter: ["data-painted"] })"""
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for child in _children_of(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _chromium_cpu() -> float:
+    """CPU seconds of every Chromium process under this one (Playwright's driver starts it)."""
+    total = 0.0
+    for pid in _descendants(os.getpid()):
+        try:
+            if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+                total += process_cpu(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def _heap_mb(cdp: Any) -> float:
+    """The page's JavaScript heap in use after a full collection."""
+    cdp.send("HeapProfiler.collectGarbage")
+    metrics = cdp.send("Performance.getMetrics")["metrics"]
+    return next(m["value"] for m in metrics if m["name"] == "JSHeapUsedSize") / 1e6
+
+
+def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, warmup: float, seconds: float,
+                     browsers: int, heap_every: float) -> None:
+    """``tables`` at pace into a fresh cardfloor and ``browsers`` pages on its floor page (one
+    Chromium, a context and log-in each, as the surveillance user): each new table state's time
+    at the table to the first paint of each page that shows it (the page's own paint time and
+    the id of the newest change it painted); each page's JS heap after a collection, at the
+    start and every ``heap_every`` s; cardfloor's, Chromium's and PostgreSQL's CPU; the load."""
+    import faulthandler
+    from playwright.sync_api import ConsoleMessage, sync_playwright
+    from tests.floor.browser.pit_rig import CHROMIUM, log_in_at
+    dsn = server.create_database()
+    floor = Cardfloor(folder / f"pages-{tables}", broker, dsn, f"cardfloor-pages-{tables}", pages=True)
+    paced: Paced | None = None
+    faulthandler.dump_traceback_later(900)  # a stall says where it is (re-armed each second below)
+    try:
+        stream = StreamClient(f"{floor.url}/api/v1/stream")
+        stream.connected.wait(30)
+        paced = Paced(broker, tables, "--duration", str(warmup + seconds + 300))
+        paced.wait_for(f"{tables} tables at pace", 120)
+        paced_pid = paced.proc.pid
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+            try:
+                paints: list[list[tuple[float, int]]] = [[] for _ in range(browsers)]
+                pages = []
+                for index in range(browsers):
+                    page = log_in_at(chromium, floor.url, VIEWER, VIEWER_PASSWORD)
+                    page.locator("li.tile").nth(tables - 1).wait_for(state="attached", timeout=300_000)
+
+                    def said(message: ConsoleMessage, into: list[tuple[float, int]] = paints[index]) -> None:
+                        if message.text.startswith("bench-paint "):
+                            _, at, through = message.text.split()
+                            into.append((float(at) / 1e3, int(through)))
+                    page.on("console", said)
+                    page.evaluate(WATCH_PAINTS)
+                    pages.append(page)
+                cdps = [page.context.new_cdp_session(page) for page in pages]
+                for cdp in cdps:
+                    cdp.send("Performance.enable")
+                pages[0].wait_for_timeout(warmup * 1000)  # Playwright's events arrive meanwhile
+                heaps: list[tuple[float, list[float]]] = [(0.0, [_heap_mb(cdp) for cdp in cdps])]
+                loads = [os.getloadavg()[0]]
+                began = time.monotonic()
+                w0, c0, g0, p0, t0 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
+                                      tree_cpu(server.proc.pid), process_cpu(paced_pid))
+                next_heap, next_line, since = began + heap_every, began + 60, w0
+                while time.monotonic() < began + seconds:
+                    pages[0].wait_for_timeout(1000)
+                    faulthandler.dump_traceback_later(900)
+                    if time.monotonic() >= next_heap:
+                        heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
+                        next_heap += heap_every
+                    if time.monotonic() >= next_line:
+                        next_line += 60
+                        loads.append(os.getloadavg()[0])
+                        lat, behind, lag = _change_to_painted(stream.states, paints, since, time.time() - 5)
+                        since = time.time() - 5
+                        print(f"  {(time.monotonic() - began) / 60:.0f} min: change-to-painted over the last minute "
+                              f"p50 {percentile(lat, 0.5):.0f} ms, p99 {percentile(lat, 0.99):.0f} ms ({len(lat):,}, "
+                              f"{behind:,} not painted yet), to the stream p99 {percentile(lag, 0.99):.0f} ms; JS heap {statistics.median(heaps[-1][1]):.1f} MB at "
+                              f"{heaps[-1][0] / 60:.0f} min (median of pages); load average {loads[-1]:.2f}",
+                              flush=True)
+                w1, c1, g1, p1, t1 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
+                                      tree_cpu(server.proc.pid), process_cpu(paced_pid))
+                rss = rss_mb(floor.proc.pid)
+                if heaps[-1][0] < seconds - 1:
+                    heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
+                loads.append(os.getloadavg()[0])
+                pages[0].wait_for_timeout(5000)  # what changed by the window's end is painted
+            finally:
+                chromium.close()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        if paced is not None:
+            paced.stop()
+        floor.stop()
+    latencies, unpainted, lags = _change_to_painted(stream.states, paints, w0, w1)
+    span = w1 - w0
+    first, last = statistics.median(heaps[0][1]), statistics.median(heaps[-1][1])
+    print(f"floor page, {tables} tables, {browsers} browsers (one Chromium, a context each), {span:.0f} s: "
+          f"change-to-painted p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms, "
+          f"max {max(latencies, default=float('nan')):.0f} ms ({len(latencies):,} changes x pages, "
+          f"{unpainted:,} unpainted; to cardfloor's stream p50 {percentile(lags, 0.5):.0f} ms, p99 "
+          f"{percentile(lags, 0.99):.0f} ms); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
+          f"{heaps[-1][0] / 60:.0f} min (median of pages, {(last - first) / max(first, 1e-9) * 100:+.1f} %); "
+          f"cardfloor CPU {(c1 - c0) / span * 100:.1f} % of a core, RSS {rss:.0f} MB; Chromium "
+          f"{(g1 - g0) / span * 100:.1f} %; PostgreSQL {(p1 - p0) / span * 100:.1f} %; the tables "
+          f"{(t1 - t0) / span * 100:.1f} %; load average {min(loads):.2f}-{max(loads):.2f} "
+          f"(mean {statistics.mean(loads):.2f}, {os.cpu_count()} CPUs)", flush=True)
+    print("JS heap after GC, MB, median (min-max) of pages: " + ", ".join(
+        f"{at / 60:.0f} min {statistics.median(mb):.1f} ({min(mb):.1f}-{max(mb):.1f})" for at, mb in heaps), flush=True)
+
+
+def _change_to_painted(states: list[tuple[int, float, float]], paints: list[list[tuple[float, int]]],
+                       start: float, end: float) -> tuple[list[float], int, list[float]]:
+    """For each table state the bench's own stream client got in [start, end) (chosen by its
+    arrival, so a floor service minutes behind still gives figures) and each page: ms from its
+    time at the table to the page's first paint showing it; how many a page never painted; and
+    each state's time at the table to its arrival at that client (cardfloor's share), ms."""
+    chosen = [(event_id, made, arrived) for event_id, made, arrived in list(states) if start <= arrived < end]
+    latencies, unpainted = [], 0
+    for page in paints:
+        throughs = [through for _, through in page]  # a paint shows every change up to its id
+        for event_id, made, _ in chosen:
+            at = bisect.bisect_left(throughs, event_id)
+            if at < len(page):
+                latencies.append((page[at][0] - made) * 1e3)
+            else:
+                unpainted += 1
+    return latencies, unpainted, [(arrived - made) * 1e3 for _, made, arrived in chosen]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", default="100,500,1000", help="floor sizes, comma-separated")
@@ -436,7 +635,10 @@ def main() -> int:
                     help="where the journals go (default: a temporary folder on /tmp's disk)")
     ap.add_argument("--phases", default="idle,pace", help="idle, pace, both, or none (\"\": only the drain)")
     ap.add_argument("--part", default="tables,cardfloor",
-                    help="tables (cardbench floor: the tables' export), cardfloor (the floor service), or both")
+                    help="tables (cardbench floor: the tables' export), cardfloor (the floor service), "
+                         "browsers (the floor page in Chromium), comma-separated")
+    ap.add_argument("--browsers", type=int, default=10, help="pages on the floor page (--part browsers)")
+    ap.add_argument("--heap-every", type=float, default=300.0, help="seconds between JS heap samples")
     ap.add_argument("--load", choices=["paced", "cardbench"], default="paced",
                     help="cardfloor's tables: _paced_tables.py's light publisher, or cardbench floor's exporters")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
@@ -449,12 +651,15 @@ def main() -> int:
         server = None
         try:
             print(f"mosquitto {broker.url}; journals under {base}; {os.cpu_count()} CPUs", flush=True)
-            if "cardfloor" in parts:
+            if parts & {"cardfloor", "browsers"}:
                 from tests.support.postgres import PostgresServer
                 server = PostgresServer({"track_commit_timestamp": "on"}).start()
                 print(f"PostgreSQL {server.dsn} (fsync on, track_commit_timestamp on)", flush=True)
             for tables in [int(n) for n in args.tables.split(",")]:
-                if server is not None:
+                if "browsers" in parts:
+                    measure_browsers(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.browsers,
+                                     args.heap_every)
+                if "cardfloor" in parts:
                     measure_cardfloor(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.load)
                     if args.backlog_hours:
                         cardfloor_drain(broker, server, Path(scratch), tables, args.backlog_hours)

@@ -95,13 +95,19 @@ class PitFloor:
 
 def log_in(browser: Browser, floor: PitFloor, user: str, path: str = "/") -> Page:
     """A new context (its own cookies) logged in as ``user`` through the log-in page, at ``path``."""
+    return log_in_at(browser, floor.url, user, PASSWORD, path)
+
+
+def log_in_at(browser: Browser, url: str, user: str, password: str, path: str = "/") -> Page:
+    """A new context logged in as ``user`` on the cardfloor at ``url`` through its log-in page, at
+    ``path`` (benchmarks/floor.py's browsers log in so too)."""
     page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-    page.goto(floor.url + path)
-    expect(page).to_have_url(f"{floor.url}/login?next={path.replace('/', '%2F')}")
+    page.goto(url + path)
+    expect(page).to_have_url(f"{url}/login?next={path.replace('/', '%2F')}")
     page.get_by_label("User").fill(user)
-    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(floor.url + path)
+    expect(page).to_have_url(url + path)
     return page
 
 
