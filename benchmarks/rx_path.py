@@ -58,7 +58,7 @@ from simulators.stack import fisher_yates, full_shoe  # noqa: E402
 DECKS = 6
 FRAMES_A_WRITE = 16
 ENCODED_SHOES = 16
-SHOE = "shoe-reader"
+SHOE = "shoe"  # the daemon names a connection by its role in the configuration
 #: after the handshake: the device sent IDENT (seq 0); the host sent HELLO and ResumeEvents (seq 0, 1)
 FIRST_SEQ, HOST_NEXT = 1, 2
 

@@ -125,7 +125,7 @@ def tagged_frame_bytes(kind: FrameKind, seq: int, ack: int, payload: bytes, coun
 
 def opens_under(keys: SessionKeys, raw: bytes) -> bool:
     """Whether the tagged frame ``raw`` (before COBS) authenticates under ``keys`` as received:
-    what tells a replayed frame of an earlier session from a forged one."""
+    what tells a frame replayed from a session before the current one from a forged one."""
     if len(raw) < TAGGED_HEADER_LEN + TAG_LEN or not raw[0] & TAGGED:
         return False
     counter = _TAGGED_HEADER.unpack_from(raw)[4]

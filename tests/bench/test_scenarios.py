@@ -30,8 +30,10 @@ CASINOS = sorted(p.stem for p in (RULES_DIR).glob("casino-*.toml"))
 #: do: tests/cli/test_input_errors.py restarts one.
 #: EXPORT_BACKLOG and EXPORT_DRAINED need a floor broker that does not take the export, and a
 #: scenario's daemon exports nowhere: tests/export/test_export_outages.py keeps one down.
+#: DEVICE_NOT_TRUSTED needs a device configured for protocol 2.0, and a scenario's daemon speaks 1.1:
+#: tests/daemon/test_daemon_enrolment.py refuses one.
 EXPECTED_MISSING_REASONS: set[str] = {"JOURNAL_WRITE_FAILED", "JOURNAL_WRITE_RESUMED", "RULES_CHANGED",
-                                      "EXPORT_BACKLOG", "EXPORT_DRAINED"}
+                                      "EXPORT_BACKLOG", "EXPORT_DRAINED", "DEVICE_NOT_TRUSTED"}
 #: The protocol 2.0 attack switches act only on a device speaking 2.0, and a scenario's daemon speaks
 #: 1.1: tests/simulators/test_sim_protocol2.py runs each against a host speaking 2.0. The
 #: conformance suite catches silent_overflow and accept_any_proof (tests/bench/test_conformance_faults_*.py).

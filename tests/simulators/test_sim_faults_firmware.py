@@ -20,7 +20,7 @@ def test_every_switch_parses_from_text():
                           "byte_at_a_time ftdi_batching_ms=16 disconnect_for=1.5 disconnect_at=50 slow_ack_ms=30 "
                           "seed=4 legacy_1_0 event_buffer=16 repeat_read_at=3 conflicting_read_at=4 skip_read_at=5 "
                           "late_report_at=7 no_heartbeat wrong_role flapping_ident status_flood unknown_key cloned_serial "
-                          "forged_tag replayed_capture downgrade_offer rogue_host")
+                          "forged_tag replayed_capture downgrade_offer rogue_host accept_any_proof silent_overflow")
     assert faults.active() == {
         "jam": 2.5, "jam_needs_clear": True, "door_open": True, "riffle_once": True, "face_up_at": 7,
         "missing": (Card.parse("AS"), Card.parse("7H")), "extra": (Card.parse("KD"),), "foreign": 1,
@@ -30,6 +30,7 @@ def test_every_switch_parses_from_text():
         "repeat_read_at": 3, "conflicting_read_at": 4, "skip_read_at": 5, "late_report_at": 7, "no_heartbeat": True,
         "wrong_role": True, "flapping_ident": True, "status_flood": True, "unknown_key": True, "cloned_serial": True,
         "forged_tag": True, "replayed_capture": True, "downgrade_offer": True, "rogue_host": True,
+        "accept_any_proof": True, "silent_overflow": True,
     }
     assert set(faults.active()) == set(Faults.names())  # the test names every switch
 

@@ -20,7 +20,7 @@ from tests.support.postgres import PostgresServer
 
 #: a daemon's start, its devices' handshakes and the floor's first state of it, on a loaded machine
 COMING = 30000
-#: the issue's bound: a card-level change at a table on the floor page
+#: the bound on a card-level change at a table on the floor page
 ON_THE_FLOOR_S = 2.0
 
 
