@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from cardd.bench.conformance_requirements import BOTH, ONLY_1_1, requirement
-from cardd.bench.conformance_session import DeviceUnderTest, Session, close, new_link, session
+from cardd.bench.conformance_session import DeviceUnderTest, Session, new_link, session
 from cardd.bench.conformance_wire import Blocked, Failed
 from firmware_bridge.firmware import sign_image
 from firmware_bridge.messages import (
@@ -80,8 +80,7 @@ def _events(msgs: Sequence[Message]) -> list[Event]:
              "at every HELLO of one boot", ONLY_1_1)
 async def hello_ident(dut: DeviceUnderTest) -> str:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         boots = []
         for _ in range(2):
             await s.send(Hello(1, 1, "cardbench conformance"))
@@ -97,31 +96,25 @@ async def hello_ident(dut: DeviceUnderTest) -> str:
         if boots[0] != boots[1]:
             raise Failed(f"boot id {boots[0]:#010x} then {boots[1]:#010x} without a reboot", encode(ident))
         return f"{ident.role.name.lower()} {ident.model} {ident.serial}, firmware {ident.firmware_version}"
-    finally:
-        await close(s)
 
 
 @requirement("3-version", "3", "to a HELLO of another major the device answers with its own version", ONLY_1_1)
 async def version(dut: DeviceUnderTest) -> str:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         await s.send(Hello(9, 0, "cardbench conformance"))
         ident = await s.expect(Ident, what=" after HELLO 9.0")
         assert isinstance(ident, Ident)
         if ident.protocol_major == 9:
             raise Failed("the device echoed the host's major version instead of its own", encode(ident))
         return f"answers {ident.protocol_major}.{ident.protocol_minor}"
-    finally:
-        await close(s)
 
 
 # ---- §3.3 request ids ---------------------------------------------------------------------
 
 @requirement("3.3-request-ids", "3.3", "every Request is answered inside an Answer carrying its request id")
 async def request_ids(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         await _collect(s, 0.2)
         s.request_id = 0xFFF0
         first, second = s.request_id + 1, s.request_id + 2
@@ -135,16 +128,13 @@ async def request_ids(dut: DeviceUnderTest) -> str:
                 raise Failed(f"no Answer({rid:#06x}, Status) to Request({rid:#06x}, StatusRequest)",
                              b"".join(encode(m) for m in got))
         return "two requests, two answers by id"
-    finally:
-        await close(s)
 
 
 # ---- §3.2 numbered events -------------------------------------------------------------------
 
 async def _with_events(dut: DeviceUnderTest) -> list[Message]:
     """A session's resent events after ResumeEvents(0); made first when the device keeps none."""
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         got = await _collect(s)
         if _events(got) or any(isinstance(m, EventsDropped) for m in got):
             return got
@@ -156,13 +146,8 @@ async def _with_events(dut: DeviceUnderTest) -> list[Message]:
             raise Blocked("the device keeps no events and cannot be made to number one from the cable "
                           "(a shoe numbers the cards dealt from it)")
         await _collect(s)
-    finally:
-        await close(s)
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         return await _collect(s)
-    finally:
-        await close(s)
 
 
 @requirement("3.2-events-kept", "3.2", "numbered events are kept until journaled and sent again, in index "
@@ -171,11 +156,8 @@ async def events_kept(dut: DeviceUnderTest) -> str:
     first = _events(await _with_events(dut))
     if not first:
         raise Failed("no numbered Event after ResumeEvents(0): the device numbers nothing")
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         again = _events(await _collect(s))
-    finally:
-        await close(s)
     indexes = [e.index for e in again]
     if indexes != sorted(set(indexes)):
         raise Failed(f"events resent out of order or twice: {indexes[:20]}", b"".join(encode(e) for e in again))
@@ -208,16 +190,13 @@ async def overflow(dut: DeviceUnderTest) -> str:
              "numbered before it")
 async def status_after_events(dut: DeviceUnderTest) -> str:
     await _with_events(dut)
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         answer = await s.request(StatusRequest(), Status, timeout=2.0)
         after = _events(await _collect(s))
         if after:
             raise Failed(f"event {after[0].index} came after the Status asked for behind it", encode(answer))
         before = len(_events(s.seen))
         return f"Status after {before} resent events"
-    finally:
-        await close(s)
 
 
 @requirement("3.2-resume-index", "3.2", "ResumeEvents(k) resends from k+1; after EventsJournaled(k) events up "
@@ -227,8 +206,7 @@ async def resume_index(dut: DeviceUnderTest) -> str:
     if len(events) < 2:
         raise Blocked("fewer than two events kept: nothing to resume from")
     k = events[-2].index
-    s = await session(dut, resume=k)
-    try:
+    async with await session(dut, resume=k) as s:
         got = _events(await _collect(s))
         if not got or got[0].index != k + 1:
             raise Failed(f"after ResumeEvents({k}) the first event resent is "
@@ -236,13 +214,8 @@ async def resume_index(dut: DeviceUnderTest) -> str:
                          b"".join(encode(e) for e in got[:3]))
         await s.send(EventsJournaled(k))
         await _collect(s, 0.2)
-    finally:
-        await close(s)
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         after = await _collect(s)
-    finally:
-        await close(s)
     dropped = [m for m in after if isinstance(m, EventsDropped) and m.reason is DropReason.CONFIRMED]
     if not dropped or dropped[-1].first_index + dropped[-1].count - 1 != k:
         raise Failed(f"after EventsJournaled({k}) and ResumeEvents(0) no EventsDropped(CONFIRMED) up to {k}",
@@ -258,21 +231,17 @@ async def resume_index(dut: DeviceUnderTest) -> str:
 @requirement("3-heartbeat", "3", f"after the handshake the device sends a Heartbeat at least every "
              f"{STALE_AFTER:g} s (stale_after)")
 async def heartbeat(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         loop = asyncio.get_running_loop()
         start = loop.time()
         for n in range(2):
             await s.expect(Heartbeat, timeout=STALE_AFTER, what=f": the host takes the device for stale ({n} seen)")
         return f"two heartbeats in {loop.time() - start:.1f} s"
-    finally:
-        await close(s)
 
 
 @requirement("3.1-status-budget", "3.1", f"a device sends at most {STATUS_BUDGET} unasked status messages a second")
 async def status_budget(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         await _collect(s, 0.2)
         loop = asyncio.get_running_loop()
         start, count = loop.time(), 0
@@ -283,8 +252,6 @@ async def status_budget(dut: DeviceUnderTest) -> str:
         if count > STATUS_BUDGET:
             raise Failed(f"{count} unasked status messages in one second", encode(s.seen[-1]))
         return f"{count} in one second"
-    finally:
-        await close(s)
 
 
 # ---- §5 firmware ------------------------------------------------------------------------------
@@ -306,8 +273,7 @@ async def _firmware_step(s: Session, msg: Message) -> FirmwareResult | Refused:
 
 
 async def _refused_transfer(dut: DeviceUnderTest, begin: FirmwareBegin, data: bytes, *, at_begin: bool) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         ident = s.ident
         result = await _firmware_step(s, begin)
         if isinstance(result, Refused) or not result.ok:
@@ -321,8 +287,6 @@ async def _refused_transfer(dut: DeviceUnderTest, begin: FirmwareBegin, data: by
             raise Failed(f"the device installed an image it must refuse (running {getattr(ident, 'firmware', '')})",
                          encode(begin))
         return "refused at COMMIT"
-    finally:
-        await close(s)
 
 
 def _model(s: Session) -> str:
@@ -354,8 +318,7 @@ async def downgrade(dut: DeviceUnderTest) -> str:
 
 @requirement("5.2-abort", "5.2", "FirmwareAbort is answered and drops the transfer: a chunk after it is refused")
 async def abort(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         result = await _firmware_step(s, FirmwareAbort("conformance"))
         if isinstance(result, Refused):
             if s.v2:
@@ -367,16 +330,11 @@ async def abort(dut: DeviceUnderTest) -> str:
         if isinstance(chunk, FirmwareResult) and chunk.ok:
             raise Failed("a chunk after FirmwareAbort was taken", encode(chunk))
         return "aborted; the next chunk refused"
-    finally:
-        await close(s)
 
 
 async def _device_model(dut: DeviceUnderTest) -> str:
-    s = await session(dut, resume=None)
-    try:
+    async with await session(dut, resume=None) as s:
         return _model(s)
-    finally:
-        await close(s)
 
 
 __all__ = ["BOTH"]

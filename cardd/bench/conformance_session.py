@@ -93,6 +93,12 @@ class Session:
         self.seen: list[Message] = []  # every message the device sent, in order
         self.request_id = 0x0100
 
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.link.stop()  # its reader would take the next link's frames off the port
+
     @property
     def v2(self) -> bool:
         return self.link.framing is not None
@@ -280,9 +286,5 @@ def _trust(dut: DeviceUnderTest, ident: Ident2, proof_ok: bool) -> tuple[TrustFa
             f"{who} proved another key than the enrolled one")
 
 
-async def close(s: Session) -> None:
-    await s.link.stop()
-
-
-__all__ = ["DeviceUnderTest", "FrameKind", "Handshake2", "Session", "close", "detect_protocol", "handshake2",
+__all__ = ["DeviceUnderTest", "FrameKind", "Handshake2", "Session", "detect_protocol", "handshake2",
            "new_link", "session"]

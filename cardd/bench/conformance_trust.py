@@ -13,7 +13,6 @@ from cardd.bench.conformance_requirements import ONLY_2_0, requirement
 from cardd.bench.conformance_session import (
     DeviceUnderTest,
     Session,
-    close,
     handshake2,
     new_link,
     session,
@@ -54,8 +53,7 @@ async def _status_exchange(s: Session) -> None:
              "verifies under the session, its counter rises", ONLY_2_0)
 async def tagged(dut: DeviceUnderTest) -> str:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         hs = await handshake2(s, dut.host_identity, expect_ack=False)
         await link.quiet(0.3)
         if not _forged(dut, s):
@@ -72,14 +70,11 @@ async def tagged(dut: DeviceUnderTest) -> str:
         if plain_after:
             raise Failed("a plain frame after the device's first tagged one", plain_after[0].raw)
         return f"{len(tagged_seen)} tagged frames verified"
-    finally:
-        await close(s)
 
 
 @requirement("7.3-forged-refused", "7.3", "a host frame whose tag does not verify is refused", ONLY_2_0)
 async def forged_refused(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         link = s.link
         assert link.framing is not None
         raw = link.framing.frame_bytes(FrameKind.DATA, link.tx_seq, link.rx_next, encode(Request(0x7001, StatusRequest())))
@@ -87,15 +82,12 @@ async def forged_refused(dut: DeviceUnderTest) -> str:
         await _refused(s, bad, 0x7001, "a DATA frame with a damaged tag")
         await _status_exchange(s)
         return "forged frame refused; the session goes on"
-    finally:
-        await close(s)
 
 
 @requirement("7.3-replay-refused", "7.3", "a host frame whose counter is not above the last taken is refused "
              "(a replay)", ONLY_2_0)
 async def replay_refused(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         link = s.link
         assert link.framing is not None
         await s.link.quiet(0.2)
@@ -108,20 +100,15 @@ async def replay_refused(dut: DeviceUnderTest) -> str:
         await link.quiet(0.2)
         await _refused(s, ahead, 0x7002, "a replayed frame (its counter already passed)")
         return "replayed counter refused"
-    finally:
-        await close(s)
 
 
 @requirement("7.3-plain-refused", "7.3", "a plain DATA frame in a session is refused", ONLY_2_0)
 async def plain_refused(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         link = s.link
         raw = plain_frame_bytes(FrameKind.DATA, link.tx_seq, link.rx_next, encode(Request(0x7004, StatusRequest())))
         await _refused(s, b"\x00" + cobs_encode(raw) + b"\x00", 0x7004, "a plain DATA frame in the session")
         return "plain DATA refused"
-    finally:
-        await close(s)
 
 
 async def _refused(s: Session, data: bytes, request_id: int, what: str) -> None:
@@ -139,40 +126,31 @@ async def _refused(s: Session, data: bytes, request_id: int, what: str) -> None:
              "key it names", ONLY_2_0)
 async def device_proof(dut: DeviceUnderTest) -> str:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         hs = await handshake2(s, dut.host_identity, expect_ack=False)
         if not hs.proof_ok:
             raise Failed("the IDENT2's signature does not verify with the key it names", hs.ident_bytes)
         ident = hs.ident
         return (f"{ident.role} {ident.model} {ident.serial}, firmware {ident.firmware}, "
                 f"key {fingerprint(ident.device_key)}")
-    finally:
-        await close(s)
 
 
 @requirement("8-version-refused", "8", "a HELLO2 of another major is not answered by an IDENT2", ONLY_2_0)
 async def version_refused(dut: DeviceUnderTest) -> str:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         try:
             hs = await handshake2(s, dut.host_identity, hello_version=(3, 0), expect_ack=False)
         except Blocked:
             return "no IDENT2 to HELLO2 3.0"
         raise Failed("the device answered a HELLO2 offering protocol 3.0 with an IDENT2", hs.ident_bytes)
-    finally:
-        await close(s)
 
 
 async def _trust(dut: DeviceUnderTest) -> tuple[TrustFailure | None, str, bytes]:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         hs = await handshake2(s, dut.host_identity, expect_ack=False)
         return hs.refusal, hs.detail, hs.ident_bytes
-    finally:
-        await close(s)
 
 
 @requirement("9-downgrade", "9", "a 2.0 device never offers 1.x in its IDENT2 (a host refuses it: downgrade offered)",
@@ -204,30 +182,24 @@ async def cloned_serial(dut: DeviceUnderTest) -> str:
 @requirement("9-replayed-capture", "9", "the device sends no frame of a session before the current one", ONLY_2_0)
 async def replayed_capture(dut: DeviceUnderTest) -> str:
     for _ in range(2):  # a session with traffic, then one after it where a replay would show
-        s = await session(dut)
-        try:
+        async with await session(dut) as s:
             await _status_exchange(s)
             await s.link.quiet(0.3)
             replayed = [seg for seg in s.link.segments if seg.error is not None and _earlier_session(dut, s, seg)]
             if replayed:
                 raise Failed(f"{len(replayed)} frames of a session before this one sent again", replayed[0].raw)
-        finally:
-            await close(s)
     return "none"
 
 
 @requirement("8-rogue-host-proof", "8", "a PROOF2 whose signature does not verify gives the host no session", ONLY_2_0)
 async def rogue_host_proof(dut: DeviceUnderTest) -> str:
     link = await new_link(dut)
-    s = Session(dut, link)
-    try:
+    async with Session(dut, link) as s:
         await handshake2(s, dut.host_identity, proof=os.urandom(SIGNATURE_LEN), expect_ack=False)
         await link.quiet(0.2)
         request = link.frame(FrameKind.DATA, link.tx_seq, link.rx_next, encode(Request(0x7005, StatusRequest())))
         await _refused(s, request, 0x7005, "a request after a PROOF2 that does not verify")
         return "no session after a bad proof"
-    finally:
-        await close(s)
 
 
 async def _firmware_abort(s: Session) -> FirmwareResult | Refused:
@@ -239,26 +211,20 @@ async def _firmware_abort(s: Session) -> FirmwareResult | Refused:
 
 @requirement("8-unenrolled-host", "8", "a host proven but not enrolled gets firmware commands refused", ONLY_2_0)
 async def unenrolled_host(dut: DeviceUnderTest) -> str:
-    s = await session(dut, identity=Ed25519PrivateKey.generate())
-    try:
+    async with await session(dut, identity=Ed25519PrivateKey.generate()) as s:
         result = await _firmware_abort(s)
         if not isinstance(result, Refused):
             raise Failed("a host the device was not enrolled with had FirmwareAbort taken", encode(result))
         return f"refused: {result.reason}"
-    finally:
-        await close(s)
 
 
 @requirement("8-enrolled-host", "8", "the host the device was enrolled with gets firmware commands answered", ONLY_2_0)
 async def enrolled_host(dut: DeviceUnderTest) -> str:
-    s = await session(dut)
-    try:
+    async with await session(dut) as s:
         result = await _firmware_abort(s)
         if isinstance(result, Refused):
             raise Failed(f"the enrolled host's FirmwareAbort refused: {result.reason}", encode(result))
         return "FirmwareAbort answered"
-    finally:
-        await close(s)
 
 
 __all__ = ["HostLink", "PROTOCOL_2"]
