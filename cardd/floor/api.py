@@ -463,7 +463,7 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
                                                                  change.data.get("table")):
                     last = change.id
                     continue
-                yield ServerSentEvent(_ENCODER.encode(change.data).decode(), event=change.kind, id=str(change.id))
+                yield ServerSentEvent(change.text, event=change.kind, id=str(change.id))
                 last = change.id
 
     handlers: dict[str, Callable[[Request], Awaitable[Response]]] = {

@@ -32,12 +32,16 @@ FLOOR_WIDE: frozenset[str] = frozenset({"broker"})
 #: how many recent changes a hub keeps for clients that reconnect
 DEFAULT_CAPACITY = 10_000
 
+_JSON = msgspec.json.Encoder()
+
 
 class Change(msgspec.Struct, frozen=True):
-    """One change: its id (increasing), what it is about, and its data (JSON)."""
+    """One change: its id (increasing), what it is about, its data, and that data as JSON text
+    (encoded once, when published, however many clients the stream sends it to)."""
     id: int
     kind: str
     data: dict[str, Any]
+    text: str
 
 
 class Hub:
@@ -72,9 +76,10 @@ class Hub:
         """Keep a change and wake every waiter; its id."""
         if kind not in KINDS:
             raise ValueError(f"a change of kind {kind!r}: the kinds are {', '.join(KINDS)}")
+        text = _JSON.encode(data).decode()
         with self._lock:
             self._last += 1
-            self._ring.append(Change(self._last, kind, data))
+            self._ring.append(Change(self._last, kind, data, text))
             waiters, self._waiters = self._waiters, set()
         for loop, future in waiters:
             try:
