@@ -464,7 +464,10 @@ class NatsCluster:
                 "jetstream": {"store_dir": str(node.directory / "jetstream")},
                 "cluster": {"name": "cardd-test", "listen": f"127.0.0.1:{node.cluster_port}", "routes": routes},
                 # sessions and QoS 1 messages on every node, whichever node made them first
-                "mqtt": {"listen": f"127.0.0.1:{node.mqtt_port}", "stream_replicas": len(self.nodes)},
+                # a QoS 1 message a node sent but whose PUBACK was lost with a dying node is sent
+                # again after ack_wait (30 s by default): 5 s keeps a failover test short
+                "mqtt": {"listen": f"127.0.0.1:{node.mqtt_port}", "stream_replicas": len(self.nodes),
+                         "ack_wait": "5s"},
                 "authorization": {"users": users},
             }
             (node.directory / "nats.conf").write_text(json.dumps(config, indent=1) + "\n")
