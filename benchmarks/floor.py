@@ -45,9 +45,14 @@ page, all 1,000 tiles:
   not painted by the end;
 - each page's JS heap in use after a full collection (CDP ``HeapProfiler.collectGarbage``,
   ``Performance.getMetrics`` JSHeapUsedSize), at the start and every ``--heap-every`` s;
-- cardfloor's CPU and RSS with the pages connected, Chromium's (every process), PostgreSQL's,
-  the load average (the machine is shared: the figures move with it). A line a minute says
-  the latency so far.
+- cardfloor's CPU with the pages connected, its RSS at the start, its peak and at the end,
+  Chromium's CPU (every process), PostgreSQL's, the load average (the machine is shared: the
+  figures move with it). A line a minute says the latency so far.
+
+Chromium runs at ``--browser-nice`` (10 unless told): on a floor the pages are on pit
+terminals and tablets, not on cardfloor's machine, so on the bench's one machine cardfloor is
+given the share its own machine would give it, and the pages take what is left (their paints
+are timed all the same: a page starved of CPU paints late, and that is counted).
 """
 from __future__ import annotations
 
@@ -513,8 +518,18 @@ def _heap_mb(cdp: Any) -> float:
     return next(m["value"] for m in metrics if m["name"] == "JSHeapUsedSize") / 1e6
 
 
+def niced(executable: str, folder: Path, niceness: int) -> str:
+    """A launcher that starts ``executable`` at ``niceness`` (its children inherit it)."""
+    if not niceness:
+        return executable
+    launcher = folder / "chromium-niced"
+    launcher.write_text(f'#!/bin/sh\nexec nice -n {niceness} {executable} "$@"\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
 def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, warmup: float, seconds: float,
-                     browsers: int, heap_every: float) -> None:
+                     browsers: int, heap_every: float, browser_nice: int = 10) -> None:
     """``tables`` at pace into a fresh cardfloor and ``browsers`` pages on its floor page (one
     Chromium, a context and log-in each, as the surveillance user): each new table state's time
     at the table to the first paint of each page that shows it (the page's own paint time and
@@ -534,7 +549,7 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
         paced.wait_for(f"{tables} tables at pace", 120)
         paced_pid = paced.proc.pid
         with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+            chromium = playwright.chromium.launch(executable_path=niced(CHROMIUM, folder, browser_nice))
             try:
                 paints: list[list[tuple[float, int]]] = [[] for _ in range(browsers)]
                 pages = []
@@ -555,6 +570,7 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
                 pages[0].wait_for_timeout(warmup * 1000)  # Playwright's events arrive meanwhile
                 heaps: list[tuple[float, list[float]]] = [(0.0, [_heap_mb(cdp) for cdp in cdps])]
                 loads = [os.getloadavg()[0]]
+                rss_start = rss_mb(floor.proc.pid)
                 began = time.monotonic()
                 w0, c0, g0, p0, t0 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
                                       tree_cpu(server.proc.pid), process_cpu(paced_pid))
@@ -573,11 +589,12 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
                         print(f"  {(time.monotonic() - began) / 60:.0f} min: change-to-painted over the last minute "
                               f"p50 {percentile(lat, 0.5):.0f} ms, p99 {percentile(lat, 0.99):.0f} ms ({len(lat):,}, "
                               f"{behind:,} not painted yet), to the stream p99 {percentile(lag, 0.99):.0f} ms; JS heap {statistics.median(heaps[-1][1]):.1f} MB at "
-                              f"{heaps[-1][0] / 60:.0f} min (median of pages); load average {loads[-1]:.2f}",
+                              f"{heaps[-1][0] / 60:.0f} min (median of pages); cardfloor RSS {rss_mb(floor.proc.pid):.0f} MB; "
+                              f"load average {loads[-1]:.2f}",
                               flush=True)
                 w1, c1, g1, p1, t1 = (time.time(), tree_cpu(floor.proc.pid), _chromium_cpu(),
                                       tree_cpu(server.proc.pid), process_cpu(paced_pid))
-                rss = rss_mb(floor.proc.pid)
+                rss, rss_peak = rss_mb(floor.proc.pid), rss_mb(floor.proc.pid, "VmHWM")
                 if heaps[-1][0] < seconds - 1:
                     heaps.append((time.monotonic() - began, [_heap_mb(cdp) for cdp in cdps]))
                 loads.append(os.getloadavg()[0])
@@ -598,7 +615,8 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
           f"{unpainted:,} unpainted; to cardfloor's stream p50 {percentile(lags, 0.5):.0f} ms, p99 "
           f"{percentile(lags, 0.99):.0f} ms); JS heap after GC {first:.1f} MB at the start, {last:.1f} MB after "
           f"{heaps[-1][0] / 60:.0f} min (median of pages, {(last - first) / max(first, 1e-9) * 100:+.1f} %); "
-          f"cardfloor CPU {(c1 - c0) / span * 100:.1f} % of a core, RSS {rss:.0f} MB; Chromium "
+          f"cardfloor CPU {(c1 - c0) / span * 100:.1f} % of a core, RSS {rss_start:.0f} MB at the start, "
+          f"{rss:.0f} MB at the end (peak {rss_peak:.0f}); Chromium at nice {browser_nice} "
           f"{(g1 - g0) / span * 100:.1f} %; PostgreSQL {(p1 - p0) / span * 100:.1f} %; the tables "
           f"{(t1 - t0) / span * 100:.1f} %; load average {min(loads):.2f}-{max(loads):.2f} "
           f"(mean {statistics.mean(loads):.2f}, {os.cpu_count()} CPUs)", flush=True)
@@ -639,6 +657,8 @@ def main() -> int:
                          "browsers (the floor page in Chromium), comma-separated")
     ap.add_argument("--browsers", type=int, default=10, help="pages on the floor page (--part browsers)")
     ap.add_argument("--heap-every", type=float, default=300.0, help="seconds between JS heap samples")
+    ap.add_argument("--browser-nice", type=int, default=10,
+                    help="Chromium's niceness (--part browsers; 0: as cardfloor)")
     ap.add_argument("--load", choices=["paced", "cardbench"], default="paced",
                     help="cardfloor's tables: _paced_tables.py's light publisher, or cardbench floor's exporters")
     ap.add_argument("extra", nargs="*", help="more options for cardbench floor (after --)")
@@ -658,7 +678,7 @@ def main() -> int:
             for tables in [int(n) for n in args.tables.split(",")]:
                 if "browsers" in parts:
                     measure_browsers(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.browsers,
-                                     args.heap_every)
+                                     args.heap_every, args.browser_nice)
                 if "cardfloor" in parts:
                     measure_cardfloor(broker, server, Path(scratch), tables, args.warmup, args.seconds, args.load)
                     if args.backlog_hours:

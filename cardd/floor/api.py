@@ -35,11 +35,12 @@ from cardd.floor import reports
 from cardd.floor.archive import Archive, ArchiveUnavailable, FloorAlarm, TableRow, record_time, time_text
 from cardd.floor.auth import ACKNOWLEDGERS, AUDITORS, CHALLENGE, Auth, Principal
 from cardd.floor.contract import State, Status
-from cardd.floor.stream import FLOOR_WIDE, Hub
+from cardd.floor.stream import FLOOR_WIDE, KINDS, Hub
 from cardd.floor.views import (MAX_DAYS, AckBody, AlarmsQuery, AlarmsView, AlarmView, AuditEntryView, AuditQuery,
                                AuditView, BrokerView, DailyQuery,
                                DeviceView, Error, FloorView, HourlyQuery, LoginBody, RecordsQuery, RecordsView,
-                               RecordView, ReportView, SessionView, ShoeView, SnapshotView, TableAlarmView, TableDetail,
+                               RecordView, ReportView, SessionView, ShoeView, SnapshotView, StreamQuery, TableAlarmView,
+                               TableDetail,
                                TablePath, TableView)
 from cardd.floor.web import (STATE_CHANGING, SecurityHeaders, Session, Web, clear_session_cookie, csrf_ok,
                              page_routes, same_origin, session_key, set_session_cookie)
@@ -91,7 +92,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              query=DailyQuery, csv=True),
     Endpoint("GET", "/audit", "audit", "The audit: log-ins, log-outs and acknowledgements, the newest first (admin)",
              AuditView, query=AuditQuery, roles=AUDITORS, csv=True),
-    Endpoint("GET", "/stream", "stream", "Server-sent events: each change, after a snapshot when needed", None),
+    Endpoint("GET", "/stream", "stream", "Server-sent events: each change, after a snapshot when needed", None,
+             query=StreamQuery),
 )
 
 _ENCODER = msgspec.json.Encoder()
@@ -199,6 +201,19 @@ def _age(moment: dt.datetime, now: dt.datetime) -> float:
 def visible(who: Principal, pit_of: PitOf, site: Any, table: Any) -> bool:
     """Whether ``who`` may see the table (site, table): every one, or one in their pits."""
     return who.pits is None or pit_of.get((site, table)) in who.pits
+
+
+def stream_kinds(given: str | None) -> frozenset[str]:
+    """The kinds of change a stream sends: those ``given`` (comma-separated), every kind when
+    none is; the floor-wide ones always."""
+    if given is None:
+        return frozenset(KINDS)
+    names = [name.strip() for name in given.split(",") if name.strip()]
+    strange = [name for name in names if name not in KINDS]
+    if strange:
+        raise Refused(400, f"query parameter kinds: {strange[0][:64]!r} is not a kind of change: the kinds are "
+                           f"{', '.join(KINDS)}")
+    return frozenset(names) | FLOOR_WIDE
 
 
 def client_address(request: Request) -> str:
@@ -437,11 +452,14 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
         given = request.headers.get("last-event-id", "")
         last_id = int(given) if given.isdigit() and len(given) <= 18 else None
         found: Session | None = request.state.session
-        return EventSourceResponse(_events(principal(request), last_id, None if found is None else found.expires),
-                                   ping=ping_s)
+        wanted = stream_kinds(parse_query(request, StreamQuery).kinds)
+        return EventSourceResponse(_events(principal(request), last_id, None if found is None else found.expires,
+                                           wanted), ping=ping_s)
 
-    async def _events(who: Principal, last_id: int | None, until: dt.datetime | None) -> AsyncIterator[ServerSentEvent]:
-        """The stream's events; a session's stream ends when the session does (the page logs in again)."""
+    async def _events(who: Principal, last_id: int | None, until: dt.datetime | None,
+                      wanted: frozenset[str]) -> AsyncIterator[ServerSentEvent]:
+        """The stream's events of the kinds ``wanted``; a session's stream ends when the session
+        does (the page logs in again)."""
         last = last_id
         while until is None or clock() < until:
             changes = hub.since(last)
@@ -459,8 +477,8 @@ def build_app(archive: Archive, hub: Hub, auth: Auth, *, clock: Callable[[], dt.
                 assert last is not None  # since() gives a list for a known id only
                 changes = await hub.wait(last, ping_s)
             for change in changes:
-                if change.kind not in FLOOR_WIDE and not visible(who, pits, change.data.get("site"),
-                                                                 change.data.get("table")):
+                if change.kind not in wanted or change.kind not in FLOOR_WIDE and not visible(
+                        who, pits, change.data.get("site"), change.data.get("table")):
                     last = change.id
                     continue
                 yield ServerSentEvent(change.text, event=change.kind, id=str(change.id))

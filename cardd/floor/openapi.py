@@ -63,10 +63,11 @@ def _operation(endpoint: Endpoint, components: dict[str, Any], refs: dict[type[A
     else:
         responses["200"] = {
             "description": "Server-sent events: `snapshot` (data: SnapshotView) when the stream cannot resume, "
-                           "then each change as an event named by its kind (table, alarm, records; broker: the "
+                           "then each change as an event named by its kind (table, alarm, records, rounds; those "
+                           "of ?kinds= when given; broker, always: the "
                            "floor's link to the broker flipped, data: BrokerView) with its id",
             "content": {"text/event-stream": {"schema": {"type": "string"}}}}
-    if parameters and endpoint.name != "stream" or endpoint.body is not None:
+    if parameters or endpoint.body is not None:
         responses["400"] = _error("A bad parameter or body, in one sentence")
     if endpoint.public:
         responses["401"] = _error("A wrong user or password (the same answer for a user not known)")

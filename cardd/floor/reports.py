@@ -33,6 +33,11 @@ _STEP = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 #: a round is counted when it completes
 ROUND_COMPLETE = "reason = 'ROUND_STATE' AND data->>'state' = 'complete'"
 
+
+def completes_round(reason: str, data: dict[str, Any]) -> bool:
+    """Whether a record completes a round: what :data:`ROUND_COMPLETE` says in SQL."""
+    return reason == "ROUND_STATE" and data.get("state") == "complete"
+
 _REPORT = f"""
 WITH t AS (
     SELECT id, site, table_name FROM floor_tables

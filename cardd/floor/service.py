@@ -41,6 +41,7 @@ from cardd.floor.chain import gap_problem
 from cardd.floor.config import FloorConfig
 from cardd.floor.contract import Anchor, ContractError, Events, Payload, State, Status, Topic, decode, parse_topic
 from cardd.floor.receiver import Backoff, Received, Receiver, ReceiverStatus
+from cardd.floor.reports import completes_round
 from cardd.floor.state import BAD_MESSAGE, CHAIN, AlarmKey, TableWatch, conditions, decided, gap_due
 from cardd.floor.stream import Hub
 from cardd.floor.views import BrokerView
@@ -283,11 +284,16 @@ class FloorService:
         at = max(r[2] for r in records)
         results = list(zip(records, await self.archive.store_many([(t.site, t.table, p.events)
                                                                      for t, p, _ in records], at)))
-        for (topic, _, at), result in results:
+        for (topic, payload, at), result in results:
             await self._problems(result.problems, at)
             self._watch(topic.site, topic.table).note_stored(result.stored)
             if result.stored:
                 self.hub.publish("records", {"site": topic.site, "table": topic.table, "seqs": result.stored})
+                stored = set(result.stored)
+                rounds = sum(1 for event in payload.events
+                             if event.seq in stored and completes_round(event.reason, event.data))
+                if rounds:  # the floor page counts them without reading the archive again
+                    self.hub.publish("rounds", {"site": topic.site, "table": topic.table, "rounds": rounds})
 
     def _publish_table(self, watch: TableWatch) -> None:
         self.hub.publish("table", {"site": watch.site, "table": watch.table, "online": watch.online,

@@ -23,10 +23,11 @@ from typing import Any, Literal
 
 import msgspec
 
-#: what a change is about: a table's state or status, a floor alarm, records archived, the
-#: floor's own link to the broker
-Kind = Literal["table", "alarm", "records", "broker"]
-KINDS: tuple[str, ...] = ("table", "alarm", "records", "broker")
+#: what a change is about: a table's state or status, a floor alarm, records archived, rounds
+#: completed among them (a page's count without a read of the archive), the floor's own link
+#: to the broker
+Kind = Literal["table", "alarm", "records", "rounds", "broker"]
+KINDS: tuple[str, ...] = ("table", "alarm", "records", "rounds", "broker")
 #: the kinds about the whole floor, not a table: every client gets them, whatever its pits
 FLOOR_WIDE: frozenset[str] = frozenset({"broker"})
 #: how many recent changes a hub keeps for clients that reconnect

@@ -234,6 +234,12 @@ class AlarmsQuery(_View):
     limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_ALARMS)] = MAX_ALARMS
 
 
+class StreamQuery(_View):
+    #: the kinds of change wanted, comma-separated (every kind when not given); ``broker`` is
+    #: sent whatever this says
+    kinds: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+
+
 class AuditQuery(_View):
     who: Annotated[str, msgspec.Meta(max_length=256)] | None = None
     action: AuditAction | None = None

@@ -533,6 +533,32 @@ def test_an_id_the_hub_cannot_resume_from_gets_a_snapshot_first(api: ApiServer, 
         assert sse.next() == ("alarm", str(change), {"n": 1})
 
 
+def test_a_stream_of_some_kinds_sends_only_those_and_the_broker(api: ApiServer):
+    fill(api)
+    hub = api.hub
+    with client(api) as http, http.stream("GET", f"{PREFIX}/stream?kinds=alarm,rounds") as answer:
+        sse = Sse(answer)
+        assert sse.next()[0] == "snapshot"
+        hub.publish("table", {"site": SITE, "table": "bj-07", "online": False})
+        hub.publish("records", {"site": SITE, "table": "bj-07", "seqs": [9]})
+        rounds = hub.publish("rounds", {"site": SITE, "table": "bj-07", "rounds": 1})
+        broker = hub.publish("broker", {"connected": False})
+        alarm = hub.publish("alarm", {"site": SITE, "table": "bj-07", "id": 3})
+        assert [sse.next()[:2] for _ in range(3)] == [("rounds", str(rounds)), ("broker", str(broker)),
+                                                     ("alarm", str(alarm))]
+
+
+@pytest.mark.parametrize("query", ["kinds=tables", "kinds=alarm,snapshot", "kind=alarm"])
+def test_a_stream_asked_for_a_kind_not_known_is_refused_in_a_sentence(api: ApiServer, query: str):
+    with client(api) as http:
+        answer = http.get(f"{PREFIX}/stream?{query}")
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error.startswith(("query parameter kinds: ", "unknown query parameter")), error
+    if query.startswith("kinds"):
+        assert error.endswith("the kinds are table, alarm, records, rounds, broker"), error
+
+
 def test_a_client_that_goes_away_leaves_nothing_behind(api: ApiServer):
     fill(api)
     before = api.tasks()

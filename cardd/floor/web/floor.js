@@ -5,6 +5,10 @@ import { activity, applyChange, attention, pace, TABLE_WORDS } from "./tiles.js"
 
 const tables = new Map(); // "site/table" -> its summary
 const alarms = new Map(); // floor alarm id -> the alarm (open or acknowledged, not cleared)
+const tiles = new Map(); // "site/table" -> { node, need, pit, table } as last painted
+const sections = new Map(); // pit -> { node, heading, list } as last painted
+const dirty = new Set(); // the tables whose tiles the next paint makes again
+let allDirty = true; // every tile (a snapshot, a read of /floor, ages moving on)
 let target = 60;
 let refetching = null;
 let painted = 0;
@@ -21,8 +25,7 @@ function floorAlarmAge(alarm) {
   return (Date.now() - Date.parse(alarm.raised_at)) / 1000;
 }
 
-function tile(table) {
-  const own = [...alarms.values()].filter((a) => a.site === table.site && a.table === table.table);
+function tile(table, own) {
   const open = own.filter((a) => a.state === "open");
   const state = activity(table);
   const why = attention(table, open);
@@ -54,31 +57,79 @@ function tile(table) {
     tableAlarms.length || floorAlarms.length ? el("ul", { class: "alarms", "aria-label": "alarms" }, tableAlarms, floorAlarms) : null);
 }
 
+/** The floor alarms not cleared, by table. */
+function alarmsByTable() {
+  const by = new Map();
+  for (const alarm of alarms.values()) {
+    const k = key(alarm.site, alarm.table);
+    if (!by.has(k)) by.set(k, []);
+    by.get(k).push(alarm);
+  }
+  return by;
+}
+
+function order(a, b) {
+  return (b.need > 0) - (a.need > 0) || a.table.table.localeCompare(b.table.table) ||
+    a.table.site.localeCompare(b.table.site);
+}
+
+/** Children of ``parent`` made ``wanted``, in order, moving only when the order differs. */
+function keep(parent, wanted) {
+  const now = parent.children;
+  if (now.length === wanted.length && wanted.every((node, at) => now[at] === node)) return;
+  parent.replaceChildren(...wanted);
+}
+
+/** One paint an animation frame, whatever arrived meanwhile: the tiles of the tables that
+ * changed are made again, the others kept; the order (those needing a person first) and the
+ * pits' counts follow. */
 function paint() {
   painted = 0;
+  const own = alarmsByTable();
+  for (const k of allDirty ? new Set([...tiles.keys(), ...tables.keys()]) : dirty) {
+    const table = tables.get(k);
+    if (!table) {
+      tiles.delete(k);
+      continue;
+    }
+    const floorAlarms = own.get(k) || [];
+    const need = attention(table, floorAlarms.filter((a) => a.state === "open")).length;
+    const node = tile(table, floorAlarms);
+    const before = tiles.get(k);
+    // a tile that reads the same is kept (ages and pace are made again every 10 s for all)
+    tiles.set(k, { node: before && before.node.isEqualNode(node) ? before.node : node, need, pit: pitOf(table), table });
+  }
+  dirty.clear();
+  allDirty = false;
   const byPit = new Map();
-  for (const table of tables.values()) {
-    const pit = pitOf(table);
-    if (!byPit.has(pit)) byPit.set(pit, []);
-    byPit.get(pit).push(table);
+  for (const entry of tiles.values()) {
+    if (!byPit.has(entry.pit)) byPit.set(entry.pit, []);
+    byPit.get(entry.pit).push(entry);
   }
   const pits = [...byPit.keys()].sort((a, b) => (a === "Unassigned") - (b === "Unassigned") || a.localeCompare(b));
-  const sections = pits.map((pit) => {
-    const tiles = byPit.get(pit).map((t) => {
-      const open = [...alarms.values()].filter((a) => a.site === t.site && a.table === t.table && a.state === "open");
-      return { t, need: attention(t, open).length };
-    }).sort((a, b) => (b.need > 0) - (a.need > 0) || a.t.table.localeCompare(b.t.table) || a.t.site.localeCompare(b.t.site));
-    const needing = tiles.filter((x) => x.need).length;
-    return el("section", { class: "pit", "aria-label": pit },
-      el("h2", {}, pit, el("span", { class: "count" }, ` ${tiles.length} ${tiles.length === 1 ? "table" : "tables"}${needing ? `, ${needing} ${needing === 1 ? "needs" : "need"} attention` : ""}`)),
-      el("ul", { class: "tiles" }, tiles.map((x) => tile(x.t))));
+  for (const pit of sections.keys()) if (!byPit.has(pit)) sections.delete(pit);
+  const shown = pits.map((pit) => {
+    const entries = byPit.get(pit).sort(order);
+    const needing = entries.filter((x) => x.need).length;
+    let section = sections.get(pit);
+    if (!section) {
+      const heading = el("h2", {});
+      const list = el("ul", { class: "tiles" });
+      section = { node: el("section", { class: "pit", "aria-label": pit }, heading, list), heading, list };
+      sections.set(pit, section);
+    }
+    section.heading.replaceChildren(pit, el("span", { class: "count" }, ` ${entries.length} ${entries.length === 1 ? "table" : "tables"}` +
+      `${needing ? `, ${needing} ${needing === 1 ? "needs" : "need"} attention` : ""}`));
+    keep(section.list, entries.map((x) => x.node));
+    return section.node;
   });
   const floorWide = [...alarms.values()].filter((a) => a.state === "open");
   const summary = document.getElementById("summary");
   summary.textContent = `${tables.size} tables · ${[...tables.values()].filter((t) => t.online).length} online · ` +
     `${floorWide.length} open floor alarms`;
-  document.getElementById("floor").replaceChildren(...sections);
-  if (!tables.size) document.getElementById("floor").append(el("p", {}, "No table has reported to the floor yet."));
+  const floor = document.getElementById("floor");
+  if (tables.size) keep(floor, shown);
+  else floor.replaceChildren(el("p", {}, "No table has reported to the floor yet."));
   // what this paint shows and when, for a change-to-painted measure (benchmarks/floor.py)
   document.body.dataset.paintedThrough = String(through);
   document.body.dataset.paintedAt = (performance.timeOrigin + performance.now()).toFixed(1);
@@ -101,6 +152,7 @@ function refetchSoon() {
     try {
       const floor = await api("/floor");
       for (const table of floor.tables) tables.set(key(table.site, table.table), table);
+      allDirty = true;
       schedulePaint();
     } catch (error) {
       notice(error.message);
@@ -117,6 +169,7 @@ function snapshot(data, id) {
   for (const table of data.floor.tables) tables.set(key(table.site, table.table), table);
   for (const alarm of data.alarms) alarms.set(alarm.id, alarm);
   if (data.floor.target_rounds_per_hour) target = data.floor.target_rounds_per_hour;
+  allDirty = true;
   schedulePaint();
 }
 
@@ -129,6 +182,24 @@ function tableChange(change, id) {
     return;
   }
   tables.set(k, applyChange(known, change));
+  dirty.add(k);
+  schedulePaint();
+}
+
+/** Rounds completed at a table: its counts go up without a read of the archive (a read of
+ * /floor that saw those rounds already, a moment before their change came, counts one twice
+ * until the next read: at the hour at the latest). */
+function roundsChange(change, id) {
+  applied(id);
+  const k = key(change.site, change.table);
+  const known = tables.get(k);
+  if (!known) {
+    refetchSoon();
+    return;
+  }
+  tables.set(k, { ...known, rounds_this_hour: known.rounds_this_hour + change.rounds,
+    rounds_today: known.rounds_today + change.rounds });
+  dirty.add(k);
   schedulePaint();
 }
 
@@ -136,6 +207,7 @@ function alarmChange(alarm, id) {
   applied(id);
   if (alarm.state === "cleared") alarms.delete(alarm.id);
   else alarms.set(alarm.id, alarm);
+  dirty.add(key(alarm.site, alarm.table));
   schedulePaint();
   refetchSoon();
 }
@@ -143,8 +215,22 @@ function alarmChange(alarm, id) {
 async function main() {
   const session = await requireSession();
   if (session.target_rounds_per_hour) target = session.target_rounds_per_hour;
-  live({ snapshot, table: tableChange, alarm: alarmChange, records: refetchSoon });
-  setInterval(schedulePaint, 10000); // ages move on
+  live({ snapshot, table: tableChange, alarm: alarmChange, rounds: roundsChange });
+  setInterval(() => { // ages move on
+    allDirty = true;
+    schedulePaint();
+  }, 10000);
+  hourly();
+}
+
+/** The counts of this hour start again at the hour (and today's at the day): read /floor then. */
+function hourly() {
+  const now = new Date();
+  const next = 3600000 - (now.getUTCMinutes() * 60000 + now.getUTCSeconds() * 1000 + now.getUTCMilliseconds());
+  setTimeout(() => {
+    refetchSoon();
+    hourly();
+  }, next + 2000);
 }
 
 main().catch((error) => notice(error.message));

@@ -39,7 +39,9 @@ export function live(handlers) {
   }
 
   function open() {
-    source = new EventSource(`${API}/stream`);
+    // only the kinds this page handles (the broker's link comes to every page)
+    const kinds = Object.keys(handlers).filter((kind) => kind !== "snapshot").join(",");
+    source = new EventSource(`${API}/stream?kinds=${encodeURIComponent(kinds)}`);
     source.addEventListener("open", back);
     source.addEventListener("error", () => {
       lost();

@@ -1,12 +1,15 @@
 """The pit page live in real Chromium against a real cardfloor, mosquitto and PostgreSQL: a
 table's open page follows what its table does without a reload, and the floor page groups the
-tables by pit with the ones in no pit under "Unassigned", last."""
+tables by pit with the ones in no pit under "Unassigned", last; a tile follows its table's
+rounds and alarms, and a change makes that tile again, not its neighbours."""
 from __future__ import annotations
 
-from playwright.sync_api import Browser, Page, expect
+import re
+
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from tests.floor.browser.pit_rig import PITS, SITE, UNASSIGNED, PitFloor, log_in, tile
-from tests.floor.service_rig import Table
+from tests.floor.service_rig import Table, stamp
 
 
 def mark_the_document(page: Page) -> None:
@@ -78,3 +81,32 @@ def test_a_table_in_no_pit_shows_under_unassigned_last(pit: PitFloor, browser: B
         pit_user.context.close()
     finally:
         newcomer.close()
+
+
+def rounds_shown(locator: Locator) -> int:
+    found = re.search(r"Rounds this hour: (\d+)", locator.inner_text())
+    assert found, locator.inner_text()
+    return int(found.group(1))
+
+
+def test_a_tile_counts_a_round_and_stands_out_and_its_neighbours_are_kept(pit: PitFloor, browser: Browser):
+    page = log_in(browser, pit, "sam")
+    counted, neighbour = tile(page, "bj-02"), tile(page, "bj-01")
+    expect(counted).to_contain_text("Rounds this hour:")
+    before = rounds_shown(counted)
+    page.evaluate(f"""document.querySelector('li.tile[data-table="{SITE}/bj-01"]').dataset.kept = "yes" """)
+    mark_the_document(page)
+    table = pit.tables["bj-02"]
+    table.publish("events", table.events_payload([
+        table.event(reason="ROUND_STATE", source="round", message=f"round {n}: complete",
+                    data={"round": n, "state": "complete"}) for n in (31, 32)]))
+    expect(counted).to_contain_text(f"Rounds this hour: {before + 2}")
+    first = page.locator('section.pit[aria-label="Pit 1"] li.tile').first
+    expect(first).to_have_attribute("data-table", f"{SITE}/bj-01")
+    table.state(alarms=[{"reason": "FACE_UP_CARD", "since": stamp()}])
+    expect(counted).to_contain_text("Needs attention: held, table alarm")
+    expect(first).to_have_attribute("data-table", f"{SITE}/bj-02")  # the one needing a person first
+    assert neighbour.get_attribute("data-kept") == "yes", "a change at bj-02 made bj-01's tile again"
+    assert not_reloaded(page)
+    table.state()  # as the other tests of the module found it
+    page.context.close()
