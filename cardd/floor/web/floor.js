@@ -5,10 +5,10 @@ import { activity, applyChange, attention, pace, TABLE_WORDS } from "./tiles.js"
 
 const tables = new Map(); // "site/table" -> its summary
 const alarms = new Map(); // floor alarm id -> the alarm (open or acknowledged, not cleared)
-const tiles = new Map(); // "site/table" -> { node, need, pit, table } as last painted
+const tiles = new Map(); // "site/table" -> { node, need, pit, table, behind } as last painted
 const sections = new Map(); // pit -> { node, heading, list } as last painted
 const dirty = new Set(); // the tables whose tiles the next paint makes again
-let allDirty = true; // every tile (a snapshot, a read of /floor, ages moving on)
+let allDirty = true; // every tile (a snapshot, a read of /floor)
 let target = 60;
 let refetching = null;
 let painted = 0;
@@ -96,8 +96,9 @@ function paint() {
     const need = attention(table, floorAlarms.filter((a) => a.state === "open")).length;
     const node = tile(table, floorAlarms);
     const before = tiles.get(k);
-    // a tile that reads the same is kept (ages and pace are made again every 10 s for all)
-    tiles.set(k, { node: before && before.node.isEqualNode(node) ? before.node : node, need, pit: pitOf(table), table });
+    // a tile that reads the same is kept (one made again for its ages every 10 s, say)
+    tiles.set(k, { node: before && before.node.isEqualNode(node) ? before.node : node, need, pit: pitOf(table), table,
+      behind: pace(table.rounds_this_hour, table.online ? target : 0).behind });
   }
   dirty.clear();
   allDirty = false;
@@ -145,7 +146,7 @@ function schedulePaint() {
   painted = requestAnimationFrame(paint);
 }
 
-/** Rounds and floor-alarm counts come from the archive: read /floor again, at most once a second. */
+/** A table not known yet, or a new hour: read /floor again, at most once a second. */
 function refetchSoon() {
   if (refetching) return;
   refetching = setTimeout(async () => {
@@ -209,15 +210,20 @@ function alarmChange(alarm, id) {
   else alarms.set(alarm.id, alarm);
   dirty.add(key(alarm.site, alarm.table));
   schedulePaint();
-  refetchSoon();
 }
 
 async function main() {
   const session = await requireSession();
   if (session.target_rounds_per_hour) target = session.target_rounds_per_hour;
   live({ snapshot, table: tableChange, alarm: alarmChange, rounds: roundsChange });
-  setInterval(() => { // ages move on
-    allDirty = true;
+  setInterval(() => { // ages move on: the tiles that show one (an alarm's, a backlog's) are made again
+    for (const alarm of alarms.values()) dirty.add(key(alarm.site, alarm.table));
+    for (const [k, table] of tables) {
+      if (table.backlog || (table.alarms && table.alarms.length)) dirty.add(k);
+      // and a table falling behind pace as the hour goes on, with no change of its own
+      const shown = tiles.get(k);
+      if (shown && shown.behind !== pace(table.rounds_this_hour, table.online ? target : 0).behind) dirty.add(k);
+    }
     schedulePaint();
   }, 10000);
   hourly();
