@@ -172,6 +172,7 @@ CARDCTL_COMMANDS: dict[str, str] = {
     "clear_alarm": "alarm clear", "void_shoe": "shoe void", "shoe_remainder": "shoe remainder",
     "selftest": "selftest", "counters": "counters", "clear_fault": "clear-fault", "start_shuffle": "shuffle",
     "export_journal": "log --export", "verify_journal": "verify-journal", "firmware_update": "firmware flash", "enroll": "device enroll",
+    "retry_trust": "device retry",
     "reduce_bet": "round reduce", "pairs_bet": "round pairs", "even_money": "round even-money",
     "hand_shuffled": "shoe hand-shuffled", "shuffle_started": "shoe shuffle-started", "enter_card": "shoe enter-card",
     "dealer_change": "dealer-change",

@@ -230,6 +230,7 @@ def device_group() -> None:
     """\b
     Example:
       cardctl device enroll shoe
+      cardctl device retry shoe
     """
 
 
@@ -262,6 +263,28 @@ def enroll(device: str, yes: bool, as_json: bool) -> None:
     again = f" (replacing {replaced['serial'] or 'a unit'} key {replaced['fingerprint']})" if replaced else ""
     emit(result, as_json, lambda out: out.print(shown(
         f"{device}: {result['stage']} {unit} key {key}{again} (journal seq {result['seq']})")))
+
+
+@device_group.command("retry")
+@device_argument
+@json_option
+def retry(device: str, as_json: bool) -> None:
+    """Tries a refused device again once it is mended: a failed identity proof, a downgrade
+    offered or forged frames leave no key to enrol. The daemon journals who (RETRY_TRUST),
+    closes its DEVICE_NOT_TRUSTED alarm and shakes hands with it again, asking the same proofs:
+    a device that still fails them is refused again, with a new alarm.
+
+    \b
+    Example:
+      cardctl device retry shoe
+    """
+    with daemon() as client:
+        record = run_command(client, "retry_trust", device=device)
+    result = {**record["data"]["result"], "seq": record["seq"]}
+    closed = result["alarms_closed"]
+    emit(result, as_json, lambda out: out.print(shown(
+        f"{device}: shaking hands again; alarm {', '.join(map(str, closed)) or 'none'} closed "
+        f"(journal seq {result['seq']})")))
 
 
 COMMANDS = (devices_command, probe, selftest, counters, clear_fault, shuffle, device_group)

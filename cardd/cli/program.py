@@ -51,8 +51,8 @@ SUBCOMMANDS = {
     "counters": Lazy(_DEVICE, "DEVICE's lifetime counters: shuffles, cards, jams, faults (technician)."),
     "clear-fault": Lazy(_DEVICE, "Clear fault CODE (e.g. jam) on DEVICE once its cause is fixed (technician)."),
     "shuffle": Lazy(_DEVICE, "Start the shuffler on a new shoe (technician)."),
-    "device": Lazy(_DEVICE, "A device's protocol 2.0 identity: enroll the key of a refused shoe or shuffler "
-                            "(technician)."),
+    "device": Lazy(_DEVICE, "A device's protocol 2.0 identity: enroll the key of a refused shoe or shuffler, "
+                            "or retry one once mended (technician)."),
     "firmware": Lazy(_FIRMWARE, "Device firmware (signed images only)."),
     "capture": Lazy(_TRACE, "Record what the device at URL says into a new trace FILE, until Ctrl-C."),
     "replay": Lazy(_TRACE, "Serve trace FILE's devices on pseudo-terminals: the daemon (or any client) opens "

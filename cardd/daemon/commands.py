@@ -64,7 +64,7 @@ TABLE_COMMANDS: tuple[CommandSpec, ...] = (
 
 DEVICE_COMMANDS: tuple[CommandSpec, ...] = tuple(
     CommandSpec(name, Role.TECHNICIAN, "device")
-    for name in ("selftest", "counters", "clear_fault", "start_shuffle", "firmware_update", "enroll"))
+    for name in ("selftest", "counters", "clear_fault", "start_shuffle", "firmware_update", "enroll", "retry_trust"))
 
 #: the journal's own checks (any supervisor may ask; the daemon reads its file, so no one else must),
 #: and its archive: an export decides which records may later be pruned, so it is the supervisor's

@@ -31,7 +31,9 @@ A refusal (NOT_TRUSTED) is one DEVICE_NOT_TRUSTED alarm naming what failed and t
 the key the device proved (when it proved one); the device is offline to the table (a live round
 held as for any device gone), nothing it says is handed on, and the alarm stands until a
 technician enrols the device (``enroll``: the alarm cleared, the connection asked to shake
-hands again). A 1.1 device is accepted as configured, with a standing warning (:meth:`trust_state`).
+hands again) or retries it once mended (``retry_trust``: a failed proof, a downgrade or forged
+frames leave no key to enrol); a supervisor's ``clear_alarm`` does not close it
+(:data:`devices.tracker.alarms.TECHNICIAN_ALARMS`). A 1.1 device is accepted as configured, with a standing warning (:meth:`trust_state`).
 """
 from __future__ import annotations
 
@@ -161,12 +163,8 @@ class Devices:
         """Enrol the key the refused device ``name`` proved: stored, its alarm cleared, the
         connection asked to shake hands again. ``confirm``: the fingerprint the technician was
         shown (None: only show it); another refusal since is refused, naming the new one."""
-        if name not in self.connections:
-            raise CommandFailed(f"enroll: no device {name!r} at this table (devices: {', '.join(self.connections)})",
-                                code=ErrorCode.BAD_ARGS)
-        if self.protocols[name] != "2.0" or self.enrolment is None:
-            raise CommandFailed(f"enroll: {name} is configured for protocol {self.protocols[name]}: only a 2.0 "
-                                f"device is enrolled (devices.{name}_protocol = \"2.0\")", code=ErrorCode.BAD_ARGS)
+        self._two_point_oh("enroll", name)
+        assert self.enrolment is not None
         refusal = self.refusals.get(name)
         proven = None if refusal is None else refusal.proven_key
         if refusal is None or proven is None:
@@ -194,6 +192,32 @@ class Devices:
         self._close_trust_alarms(MODEL_NAMES[name])
         self.connections[name].retry_trust()
         return {"stage": "re-enrolled" if previous is not None else "enrolled", **facts}
+
+    def retry(self, name: str) -> dict[str, Any]:
+        """A technician mended the refused device ``name`` (a failed proof, a downgrade offered,
+        forged frames: nothing to enrol) or looked into an alarm standing from before a restart:
+        its DEVICE_NOT_TRUSTED alarm closed and the connection asked to shake hands again. The
+        same proofs are asked of it: a device still failing them is refused again, a new alarm."""
+        self._two_point_oh("retry_trust", name)
+        device = MODEL_NAMES[name]
+        standing = [a for a in self.service.table.alarms.of(Reason.DEVICE_NOT_TRUSTED) if a.source == device]
+        refusal = self.refusals.pop(name, None)
+        if refusal is None and not standing:
+            raise CommandFailed(f"retry_trust: {name}: nothing to retry: it is not refused")
+        self._close_trust_alarms(device)
+        self.connections[name].retry_trust()
+        return {"device": name, "alarms_closed": [a.id for a in standing],
+                "was_refused": None if refusal is None else refusal.detail}
+
+    def _two_point_oh(self, command: str, name: str) -> None:
+        """Refuse ``command`` on ``name`` unless it is a device here configured for protocol 2.0."""
+        if name not in self.connections:
+            raise CommandFailed(f"{command}: no device {name!r} at this table (devices: {', '.join(self.connections)})",
+                                code=ErrorCode.BAD_ARGS)
+        if self.protocols[name] != "2.0" or self.enrolment is None:
+            raise CommandFailed(f"{command}: {name} is configured for protocol {self.protocols[name]}: only a 2.0 "
+                                f"device proves its identity (devices.{name}_protocol = \"2.0\")",
+                                code=ErrorCode.BAD_ARGS)
 
     def _connection(self, name: str, url: str, session: SessionConfig) -> DeviceConnection:
         device = MODEL_NAMES[name]
@@ -363,6 +387,8 @@ async def run_device_command(name: str, args: dict[str, Any], devices: Devices, 
         if name == "enroll":
             parsed = parse_args(name, args, EnrollArgs)
             return devices.enrol(parsed.device, who, parsed.fingerprint)
+        if name == "retry_trust":
+            return devices.retry(parse_args(name, args, DeviceArgs).device)
         if name == "firmware_update":
             return await _firmware(parse_args(name, args, FirmwareUpdateArgs), devices, public_key, given, supervisor)
     except (CommandFailed, TableError):  # the table's refusal (start_shuffle) reads as any refused command's

@@ -313,7 +313,7 @@ _DEVICE_SENTENCE = _Sentence("{device}: {from} -> {to} ({trigger}): {fault} at p
 #: the device, simulation and journal commands the daemon journals under their own names
 #: (cardd/daemon/commands.py; a table input's record has no reason code)
 DEVICE_COMMANDS = ("START_SHUFFLE", "CLEAR_FAULT", "COUNTERS", "SELFTEST", "FIRMWARE_UPDATE", "ENROLL",
-                   "EXPORT_JOURNAL", "VERIFY_JOURNAL", "SIM_DEAL", "SIM_FAULT", "SIM_LOAD_SHOE", "SIM_SWITCHES", "SIM_UNLOAD_SHOE")
+                   "RETRY_TRUST", "EXPORT_JOURNAL", "VERIFY_JOURNAL", "SIM_DEAL", "SIM_FAULT", "SIM_LOAD_SHOE", "SIM_SWITCHES", "SIM_UNLOAD_SHOE")
 _COMMAND = _t("command uid user", message=_Sentence("{command} by uid {uid}", "{command}", "a command"))
 _SHOE = "from to trigger card_count cards decks burn cards_out returned index allowed operator " \
         "device_model device_serial device_firmware"

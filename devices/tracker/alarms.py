@@ -7,6 +7,10 @@ decision on that round (resume, re-deal, void) answers them, and the table close
 (:meth:`AlarmBook.settle`), journaled as cleared by that supervisor. Left open, one per hold,
 they piled up for good on a table nobody cleared them on, and every STATE and snapshot carried
 them all.
+
+A refused device's alarm (``DEVICE_NOT_TRUSTED``) is not the supervisor's to clear: the device
+is still refused while it is open, and only a technician's act on the device answers it (a key
+enrolled, or the mended device tried again), which closes it (:data:`TECHNICIAN_ALARMS`).
 """
 from __future__ import annotations
 
@@ -17,6 +21,14 @@ from devices.events import Event, EventSink, Reason, Role
 from devices.overrides import require_supervisor
 from devices.errors import TableError
 from devices.tracker.inputs import ClearAlarm, command_name
+
+
+#: the alarms a supervisor's clear_alarm does not close: what answers each, in the API's words
+#: (``{device}``: the role of the device the alarm is about)
+TECHNICIAN_ALARMS: dict[str, str] = {
+    Reason.DEVICE_NOT_TRUSTED: "it stands until a technician acts on the {device}: enroll {device} "
+                               "(the key it proves is its own) or retry_trust {device} (the device mended)",
+}
 
 
 @dataclass
@@ -49,6 +61,12 @@ class AlarmBook:
         if alarm_id not in self.open:
             raise TableError(f"no open alarm {alarm_id} (open alarms: {', '.join(map(str, sorted(self.open))) or 'none'})")
         require_supervisor(sink, "table", f"clear alarm {alarm_id}", who, role, command_name(ClearAlarm))
+        alarm = self.open[alarm_id]
+        answer = TECHNICIAN_ALARMS.get(alarm.reason)
+        if answer is not None:
+            device = str(alarm.data.get("role") or alarm.source)
+            raise TableError(f"alarm {alarm_id} ({alarm.reason}) is not cleared by a supervisor: "
+                             + answer.format(device=device))
         return self.open.pop(alarm_id)
 
     def of(self, reason: Reason) -> list[Alarm]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cardd.daemon.enrolment import enrolment_path
+from cardd.daemon.enrolment import Enrolment, EnrolmentStore, enrolment_path
 from cardd.daemon.host_key import host_key_path, load_or_create_host_key
 from cardd.journal import Journal
 from firmware_bridge.handshake2 import fingerprint, raw_public_key
@@ -148,5 +148,61 @@ def test_a_mixed_fleet_deals_from_the_enrolled_shoe_and_holds_the_round_when_its
         with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
             [record] = journal.query(reason="DEVICE_NOT_TRUSTED", limit=None)[1:]
         assert record.data["failure"] == "frames failed their authentication tag"
+    finally:
+        remove(directory)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("attack, failure", [("cloned_serial", "key does not match the enrolled one"),
+                                             ("downgrade_offer", "downgrade offered")])
+def test_an_attack_on_an_enrolled_shoe_stands_past_a_supervisor_until_a_technician_retries(
+        attack: str, failure: str) -> None:
+    """The enrolled shoe's port offers a clone (its serial, another key) or a signed 1.1 offer:
+    refused, nothing it reads dealt; a supervisor's clear_alarm leaves the alarm standing and
+    names the technician's commands; once the device is mended, retry_trust (journaled with who)
+    closes the alarm and the device is taken again."""
+    directory = state_dir()
+    link = str(directory / "shoe")
+    journal_path = directory / "journal.sqlite3"
+    host_key, _ = load_or_create_host_key(host_key_path(journal_path))
+    host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
+    shoe = SimulatedShoe("SHOE-A")
+    EnrolmentStore(enrolment_path(journal_path)).enrol(
+        "shoe", Enrolment(raw_public_key(shoe.identity_key.public_key()).hex(), shoe.MODEL, shoe.serial, "tech",
+                          time.time_ns()))
+    try:
+        config = write_config(directory, f"serial://{link}", None, devices={"shoe_protocol": "2.0"})
+        with PtyEndpoint(shoe, link=link, protocol2=host) as endpoint:
+            endpoint.set_faults(**{attack: True})
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+            client = daemon.client()
+            state = client.wait_state(lambda s: bool(refused(s)))
+            [alarm] = refused(state)
+            assert failure in alarm["message"], alarm
+            assert not state["devices"]["shoe-reader"]["usable"]
+            endpoint.call(shoe.load, full_shoe(1))
+            endpoint.call(shoe.deal, 2)  # read by the attacker: never dealt
+            assert client.state()["shoe"]["cards_out"] == 0
+
+            cleared = client.command("clear_alarm", alarm_id=alarm["id"])
+            assert cleared["class"] == "ERROR", cleared
+            assert "not cleared by a supervisor" in cleared["message"], cleared
+            assert "enroll shoe" in cleared["message"] and "retry_trust shoe" in cleared["message"], cleared
+            assert refused(client.state()) == [alarm]
+
+            endpoint.set_faults(**{attack: False})  # the technician mended the device
+            seq = client.ok("retry_trust", device="shoe")
+            state = client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"] and not refused(s))
+            assert state["device_trust"]["shoe"]["refused"] is None
+            again = client.command("retry_trust", device="shoe")
+            assert again["class"] == "ERROR" and "nothing to retry: it is not refused" in again["message"], again
+            code, err = daemon.stop()
+            assert code == 0, err
+        with Journal.open(journal_path, readonly=True) as journal:
+            [retried] = [r for r in journal.query(reason="RETRY_TRUST", limit=None) if "result" in r.data]
+            [record] = journal.query(reason="DEVICE_NOT_TRUSTED", limit=None)
+        assert retried.seq == seq and retried.who == "root"
+        assert retried.data["result"]["alarms_closed"] == [alarm["id"]]
+        assert record.data["failure"] == failure
     finally:
         remove(directory)
