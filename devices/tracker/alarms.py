@@ -26,7 +26,7 @@ from devices.tracker.inputs import ClearAlarm, command_name
 #: the alarms a supervisor's clear_alarm does not close: what answers each, in the API's words
 #: (``{device}``: the role of the device the alarm is about)
 TECHNICIAN_ALARMS: dict[str, str] = {
-    Reason.DEVICE_NOT_TRUSTED: "it stands until a technician acts on the {device}: enroll {device} "
+    Reason.DEVICE_NOT_TRUSTED: "it stands until a technician acts on the {device}: with enroll {device} "
                                "(the key it proves is its own) or retry_trust {device} (the device mended)",
 }
 

@@ -1,12 +1,15 @@
 """``cardctl device enroll``, through a real daemon and a protocol 2.0 simulated shoe on a pty:
 the fingerprint the refused shoe proved is shown and asked about (a no enrols nothing), ``--yes``
-enrols it, and ``cardctl status`` shows a 1.1 device's standing warning."""
+enrols it, ``device retry`` tries a mended device again (the alarm a supervisor's ``alarm clear``
+leaves standing), and ``cardctl status`` shows a 1.1 device's standing warning."""
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
+from cardd.daemon.enrolment import Enrolment, EnrolmentStore, enrolment_path
 from cardd.daemon.host_key import host_key_path, load_or_create_host_key
 from firmware_bridge.handshake2 import fingerprint, raw_public_key
 from simulators.protocol2 import Protocol2
@@ -52,6 +55,40 @@ def test_enroll_shows_the_proven_key_asks_and_enrols_it() -> None:
             assert again.one_line_error() == "cardctl: device enroll: shoe: nothing to enrol: it is not refused", again.err
             status = cardctl(daemon.socket_path, "status")
             assert status.code == 0 and "not authenticated" not in status.out
+            code, err = daemon.stop()
+            assert code == 0, err
+    finally:
+        remove(directory)
+
+
+def test_device_retry_takes_a_mended_shoe_again_and_alarm_clear_names_it() -> None:
+    directory = state_dir()
+    link = str(directory / "shoe")
+    host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
+    shoe = SimulatedShoe("SHOE-A")
+    EnrolmentStore(enrolment_path(directory / "journal.sqlite3")).enrol(  # enrolled at install
+        "shoe", Enrolment(raw_public_key(shoe.identity_key.public_key()).hex(), shoe.MODEL, shoe.serial, "tech",
+                          time.time_ns()))
+    try:
+        config = write_config(directory, f"serial://{link}", None, devices={"shoe_protocol": "2.0"})
+        with PtyEndpoint(shoe, link=link, protocol2=Protocol2(raw_public_key(host_key.public_key()))) as endpoint:
+            endpoint.set_faults(downgrade_offer=True)
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+            client = daemon.client()
+            state = client.wait_state(refused)
+            [alarm] = [a for a in state["alarms"] if a["reason"] == "DEVICE_NOT_TRUSTED"]
+            cleared = cardctl(daemon.socket_path, "alarm", "clear", str(alarm["id"]))
+            assert cleared.code == 1, cleared
+            assert "cardctl device enroll shoe" in cleared.err and "cardctl device retry shoe" in cleared.err, cleared.err
+
+            endpoint.set_faults(downgrade_offer=False)
+            done = cardctl(daemon.socket_path, "device", "retry", "shoe")
+            assert done.code == 0, done
+            assert done.out.startswith(f"shoe: shaking hands again; alarm {alarm['id']} closed (journal seq "), done.out
+            client.wait_state(lambda s: s["devices"]["shoe-reader"]["usable"] and not refused(s))
+            again = cardctl(daemon.socket_path, "device", "retry", "shoe")
+            assert again.code == 1
+            assert again.one_line_error() == "cardctl: device retry: shoe: nothing to retry: it is not refused", again.err
             code, err = daemon.stop()
             assert code == 0, err
     finally:
