@@ -554,7 +554,7 @@ def measure_browsers(broker: Broker, server: Any, folder: Path, tables: int, war
                 paints: list[list[tuple[float, int]]] = [[] for _ in range(browsers)]
                 pages = []
                 for index in range(browsers):
-                    page = log_in_at(chromium, floor.url, VIEWER, VIEWER_PASSWORD)
+                    page = log_in_at(chromium, floor.url, VIEWER, VIEWER_PASSWORD, timeout_ms=120_000)
                     page.locator("li.tile").nth(tables - 1).wait_for(state="attached", timeout=300_000)
 
                     def said(message: ConsoleMessage, into: list[tuple[float, int]] = paints[index]) -> None:

@@ -98,16 +98,16 @@ def log_in(browser: Browser, floor: PitFloor, user: str, path: str = "/") -> Pag
     return log_in_at(browser, floor.url, user, PASSWORD, path)
 
 
-def log_in_at(browser: Browser, url: str, user: str, password: str, path: str = "/") -> Page:
+def log_in_at(browser: Browser, url: str, user: str, password: str, path: str = "/", timeout_ms: float = 5000) -> Page:
     """A new context logged in as ``user`` on the cardfloor at ``url`` through its log-in page, at
-    ``path`` (benchmarks/floor.py's browsers log in so too)."""
+    ``path`` (benchmarks/floor.py's browsers log in so too, given longer: a floor at full load)."""
     page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-    page.goto(url + path)
-    expect(page).to_have_url(f"{url}/login?next={path.replace('/', '%2F')}")
+    page.goto(url + path, timeout=max(timeout_ms, 30_000))
+    expect(page).to_have_url(f"{url}/login?next={path.replace('/', '%2F')}", timeout=timeout_ms)
     page.get_by_label("User").fill(user)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(url + path)
+    expect(page).to_have_url(url + path, timeout=timeout_ms)
     return page
 
 
