@@ -174,7 +174,9 @@ function snapshot(data, id) {
   schedulePaint();
 }
 
-function tableChange(change, id) {
+/** A change to a known table's summary: ``update(known)`` is its new summary, its tile is
+ * painted again; a table not known yet is read with the rest of /floor. */
+function tableUpdate(change, id, update) {
   applied(id);
   const k = key(change.site, change.table);
   const known = tables.get(k);
@@ -182,26 +184,21 @@ function tableChange(change, id) {
     refetchSoon();
     return;
   }
-  tables.set(k, applyChange(known, change));
+  tables.set(k, update(known));
   dirty.add(k);
   schedulePaint();
+}
+
+function tableChange(change, id) {
+  tableUpdate(change, id, (known) => applyChange(known, change));
 }
 
 /** Rounds completed at a table: its counts go up without a read of the archive (a read of
  * /floor that saw those rounds already, a moment before their change came, counts one twice
  * until the next read: at the hour at the latest). */
 function roundsChange(change, id) {
-  applied(id);
-  const k = key(change.site, change.table);
-  const known = tables.get(k);
-  if (!known) {
-    refetchSoon();
-    return;
-  }
-  tables.set(k, { ...known, rounds_this_hour: known.rounds_this_hour + change.rounds,
-    rounds_today: known.rounds_today + change.rounds });
-  dirty.add(k);
-  schedulePaint();
+  tableUpdate(change, id, (known) => ({ ...known, rounds_this_hour: known.rounds_this_hour + change.rounds,
+    rounds_today: known.rounds_today + change.rounds }));
 }
 
 function alarmChange(alarm, id) {
