@@ -21,7 +21,7 @@ from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import (Daemon, deal_one, open_and_bet, remove, shuffle_and_load, state_dir,
+from tests.daemon.daemon_rig import (Daemon, deal_one, open_and_bet, play_out, remove, shuffle_and_load, state_dir,
                                      write_config)
 
 
@@ -204,5 +204,50 @@ def test_an_attack_on_an_enrolled_shoe_stands_past_a_supervisor_until_a_technici
         assert retried.seq == seq and retried.who == "root"
         assert retried.data["result"]["alarms_closed"] == [alarm["id"]]
         assert record.data["failure"] == failure
+    finally:
+        remove(directory)
+
+
+@pytest.mark.timeout(300)
+def test_a_mixed_fleet_deals_a_whole_shoe() -> None:
+    """A 2.0 shoe (enrolled) and a 1.1 shuffler allowed by the configuration: shuffled, loaded,
+    burned and dealt round after round until the cut card's last round is over, every card read
+    through the sealed session counted at the table."""
+    directory = state_dir()
+    host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
+    host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
+    sim = SimulatedTable(PtyEndpoint(SimulatedShuffler()), PtyEndpoint(SimulatedShoe(), protocol2=host))
+    try:
+        with sim:
+            # a shoe of rounds polls STATE faster than a client's default rate
+            config = write_config(directory, sim.shoe.url, sim.shuffler.url, devices={"shoe_protocol": "2.0"},
+                                  api={"rate": 2000})
+            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+            client = daemon.client()
+            client.wait_state(lambda s: bool(refused(s)))
+            client.ok("enroll", device="shoe", fingerprint=key_of(sim.shoe.device))
+
+            def deal(n: int) -> None:
+                sim.shoe.call(sim.shoe.device.deal, n)
+
+            state = shuffle_and_load(client, lambda: sim.hand_off(0.75), deal)  # the cut card 3/4 in
+            rounds = 0
+            while state["shoe"]["state"] != "complete":
+                assert rounds < 200, state["shoe"]
+                open_and_bet(client)
+                state = play_out(client, deal, lambda s: None)
+                assert state["round"]["state"] == "complete", state["round"]
+                rounds += 1
+                state = client.state()
+            assert state["alarms"] == [], state["alarms"]
+            assert state["device_trust"]["shoe"]["refused"] is None
+            dealt = state["shoe"]["cards_out"]
+            code, err = daemon.stop()
+            assert code == 0, err
+        with Journal.open(directory / "journal.sqlite3", readonly=True) as journal:
+            assert len(journal.query(reason="SETTLED", limit=None)) >= rounds
+            [cut] = journal.query(reason="CUT_CARD_OUT", limit=None)
+        assert rounds > 10 and dealt > 100, (rounds, dealt)
+        assert cut.seq > 0
     finally:
         remove(directory)
