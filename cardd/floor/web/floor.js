@@ -68,15 +68,30 @@ function alarmsByTable() {
   return by;
 }
 
+const collate = new Intl.Collator().compare; // one collator: localeCompare makes one a call
+
 function order(a, b) {
-  return (b.need > 0) - (a.need > 0) || a.table.table.localeCompare(b.table.table) ||
-    a.table.site.localeCompare(b.table.site);
+  return (b.need > 0) - (a.need > 0) || collate(a.table.table, b.table.table) || collate(a.table.site, b.table.site);
 }
 
-/** Children of ``parent`` made ``wanted``, in order, moving only when the order differs. */
+/** Children of ``parent`` made ``wanted``, in order: a node made again where the order is the
+ * same takes its old one's place, and the others stay (re-inserting a thousand tiles restyles a
+ * thousand); only a new order puts them all in again. */
 function keep(parent, wanted) {
   const now = parent.children;
-  if (now.length === wanted.length && wanted.every((node, at) => now[at] === node)) return;
+  if (now.length === wanted.length) {
+    const swaps = [];
+    let inPlace = true;
+    for (let at = 0; at < wanted.length && inPlace; at++) {
+      if (now[at] === wanted[at]) continue;
+      inPlace = wanted[at].parentNode !== parent; // a node moving is a new order
+      swaps.push([now[at], wanted[at]]);
+    }
+    if (inPlace) {
+      for (const [old, made] of swaps) old.replaceWith(made);
+      return;
+    }
+  }
   parent.replaceChildren(...wanted);
 }
 
@@ -107,7 +122,7 @@ function paint() {
     if (!byPit.has(entry.pit)) byPit.set(entry.pit, []);
     byPit.get(entry.pit).push(entry);
   }
-  const pits = [...byPit.keys()].sort((a, b) => (a === "Unassigned") - (b === "Unassigned") || a.localeCompare(b));
+  const pits = [...byPit.keys()].sort((a, b) => (a === "Unassigned") - (b === "Unassigned") || collate(a, b));
   for (const pit of sections.keys()) if (!byPit.has(pit)) sections.delete(pit);
   const shown = pits.map((pit) => {
     const entries = byPit.get(pit).sort(order);
