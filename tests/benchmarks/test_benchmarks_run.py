@@ -58,7 +58,7 @@ RUNS: dict[str, list[tuple[list[str], dict[str, str]]]] = {
                    "--heap-every", "4"],
                   {"latency": r"floor page, 3 tables, 1 browsers .* change-to-painted p50 \d+ ms, p99 \d+ ms",
                    "heap": r"JS heap after GC [\d.]+ MB at the start, [\d.]+ MB after",
-                   "CPU": r"cardfloor CPU [\d.]+ % of a core, RSS \d+ MB; Chromium [\d.]+ %",
+                   "CPU": r"cardfloor CPU [\d.]+ % of a core, RSS \d+ MB at the start, \d+ MB at the end \(peak \d+\); Chromium at nice \d+ [\d.]+ %",
                    "load": r"load average [\d.]+-[\d.]+"})],
     "frame_tag.py": [(["--frames", "200"], {"tagged": r"2.0 tagged \(ChaCha20-Poly1305\) +[\d.]+ +[\d.]+ +42",
                                             "AEAD alone": r"AEAD alone: ChaCha20-Poly1305 seal [\d.]+ us, open [\d.]+ us"})],
