@@ -33,7 +33,8 @@ held as for any device gone), nothing it says is handed on, and the alarm stands
 technician enrols the device (``enroll``: the alarm cleared, the connection asked to shake
 hands again) or retries it once mended (``retry_trust``: a failed proof, a downgrade or forged
 frames leave no key to enrol); a supervisor's ``clear_alarm`` does not close it
-(:data:`devices.tracker.alarms.TECHNICIAN_ALARMS`). A 1.1 device is accepted as configured, with a standing warning (:meth:`trust_state`).
+(:data:`devices.tracker.alarms.TECHNICIAN_ALARMS`). A 1.1 device is accepted as configured, with
+a standing warning (:meth:`trust_state`).
 """
 from __future__ import annotations
 

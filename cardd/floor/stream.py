@@ -37,15 +37,13 @@ _JSON = msgspec.json.Encoder()
 
 
 class Change(msgspec.Struct, frozen=True):
-    """One change: its id (increasing), what it is about, its data, that data as JSON text and
-    the whole change as a server-sent event (each encoded once, when published, however many
-    clients the stream sends it to)."""
+    """One change: its id (increasing), what it is about, its data, and the whole change as a
+    server-sent event (encoded once, when published, however many clients the stream sends it to)."""
     id: int
     kind: str
     data: dict[str, Any]
-    text: str
-    #: ``id:``, ``event:`` and ``data:`` lines and the blank line that ends an event (the JSON
-    #: text is one line: msgspec writes a newline in a string as ``\n``)
+    #: ``id:``, ``event:`` and ``data:`` (the data as JSON, one line: msgspec writes a newline in a
+    #: string as ``\n``) and the blank line that ends an event
     event: bytes
 
 
@@ -85,7 +83,7 @@ class Hub:
         with self._lock:
             self._last += 1
             event = f"id: {self._last}\r\nevent: {kind}\r\ndata: {text}\r\n\r\n".encode()
-            self._ring.append(Change(self._last, kind, data, text, event))
+            self._ring.append(Change(self._last, kind, data, event))
             waiters, self._waiters = self._waiters, set()
         for loop, future in waiters:
             try:

@@ -5,18 +5,16 @@ leaves standing), and ``cardctl status`` shows a 1.1 device's standing warning."
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
-from cardd.daemon.enrolment import Enrolment, EnrolmentStore, enrolment_path
 from cardd.daemon.host_key import host_key_path, load_or_create_host_key
 from firmware_bridge.handshake2 import fingerprint, raw_public_key
 from simulators.protocol2 import Protocol2
 from simulators.pty_endpoint import PtyEndpoint
 from simulators.shoe import SimulatedShoe
 from tests.cli.cli_rig import CARDCTL, cardctl
-from tests.daemon.daemon_rig import Daemon, remove, state_dir, write_config
+from tests.daemon.daemon_rig import Daemon, enrol_at_install, remove, state_dir, write_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,9 +64,7 @@ def test_device_retry_takes_a_mended_shoe_again_and_alarm_clear_names_it() -> No
     link = str(directory / "shoe")
     host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
     shoe = SimulatedShoe("SHOE-A")
-    EnrolmentStore(enrolment_path(directory / "journal.sqlite3")).enrol(  # enrolled at install
-        "shoe", Enrolment(raw_public_key(shoe.identity_key.public_key()).hex(), shoe.MODEL, shoe.serial, "tech",
-                          time.time_ns()))
+    enrol_at_install(directory / "journal.sqlite3", shoe)
     try:
         config = write_config(directory, f"serial://{link}", None, devices={"shoe_protocol": "2.0"})
         with PtyEndpoint(shoe, link=link, protocol2=Protocol2(raw_public_key(host_key.public_key()))) as endpoint:

@@ -20,8 +20,11 @@ from typing import Any
 import pytest
 
 from cardd.config import RULES_DIR
+from cardd.daemon.enrolment import Enrolment, EnrolmentStore, enrolment_path
 from cardd.journal import Journal, input_of
+from firmware_bridge.handshake2 import raw_public_key
 from firmware_bridge.messages import CardRead, Message, decode
+from simulators.shoe import SimulatedShoe
 
 CARDD = Path(sys.executable).with_name("cardd")
 RULES = RULES_DIR / "casino-000.toml"
@@ -255,6 +258,14 @@ def write_config(directory: Path, shoe: str, shuffler: str | None, *, roles: dic
     path = directory / "cardd.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def enrol_at_install(journal_path: Path, shoe: SimulatedShoe) -> None:
+    """The shoe's identity key enrolled for the role ``shoe`` before the daemon starts (by a
+    technician at install), beside the journal at ``journal_path``."""
+    EnrolmentStore(enrolment_path(journal_path)).enrol(
+        "shoe", Enrolment(raw_public_key(shoe.identity_key.public_key()).hex(), shoe.MODEL, shoe.serial, "tech",
+                          time.time_ns()))
 
 
 def journaled_messages(journal: Journal, device: str) -> list[dict[str, Any]]:

@@ -7,11 +7,15 @@ device is taken with a standing warning in STATE."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cardd.daemon.enrolment import Enrolment, EnrolmentStore, enrolment_path
+from cardd.daemon.enrolment import enrolment_path
 from cardd.daemon.host_key import host_key_path, load_or_create_host_key
 from cardd.journal import Journal
 from firmware_bridge.handshake2 import fingerprint, raw_public_key
@@ -21,8 +25,8 @@ from simulators.rig import SimulatedTable
 from simulators.shoe import SimulatedShoe
 from simulators.shuffler import SimulatedShuffler
 from simulators.stack import full_shoe
-from tests.daemon.daemon_rig import (Daemon, deal_one, open_and_bet, play_out, remove, shuffle_and_load, state_dir,
-                                     write_config)
+from tests.daemon.daemon_rig import (Client, Daemon, deal_one, enrol_at_install, open_and_bet, play_out, remove,
+                                     shuffle_and_load, state_dir, write_config)
 
 
 def refused(state: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,6 +35,32 @@ def refused(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 def key_of(shoe: SimulatedShoe) -> str:
     return fingerprint(raw_public_key(shoe.identity_key.public_key()))
+
+
+@dataclass
+class MixedFleet:
+    """A 2.0 shoe, enrolled by a technician, and a 1.1 shuffler allowed by the configuration."""
+    sim: SimulatedTable
+    daemon: Daemon
+    client: Client
+
+    def deal(self, n: int) -> None:
+        self.sim.shoe.call(self.sim.shoe.device.deal, n)
+
+
+@contextmanager
+def mixed_fleet(directory: Path, api: dict[str, int | float] | None = None) -> Iterator[MixedFleet]:
+    """The daemon on ``directory`` with a mixed fleet, its shoe refused at first and then enrolled."""
+    host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
+    host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
+    sim = SimulatedTable(PtyEndpoint(SimulatedShuffler()), PtyEndpoint(SimulatedShoe(), protocol2=host))
+    with sim:
+        config = write_config(directory, sim.shoe.url, sim.shuffler.url, devices={"shoe_protocol": "2.0"}, api=api)
+        daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
+        client = daemon.client()
+        client.wait_state(lambda s: bool(refused(s)))
+        client.ok("enroll", device="shoe", fingerprint=key_of(sim.shoe.device))
+        yield MixedFleet(sim, daemon, client)
 
 
 @pytest.mark.timeout(120)
@@ -113,20 +143,9 @@ def test_a_mixed_fleet_deals_from_the_enrolled_shoe_and_holds_the_round_when_its
     """A 2.0 shoe (enrolled) and a 1.1 shuffler allowed by the configuration deal a round; the
     shoe's frames then fail their tags (forged): refused, the round held, nothing more dealt."""
     directory = state_dir()
-    host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
-    host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
-    sim = SimulatedTable(PtyEndpoint(SimulatedShuffler()), PtyEndpoint(SimulatedShoe(), protocol2=host))
     try:
-        with sim:
-            config = write_config(directory, sim.shoe.url, sim.shuffler.url, devices={"shoe_protocol": "2.0"})
-            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
-            client = daemon.client()
-            client.wait_state(lambda s: bool(refused(s)))
-            client.ok("enroll", device="shoe", fingerprint=key_of(sim.shoe.device))
-
-            def deal(n: int) -> None:
-                sim.shoe.call(sim.shoe.device.deal, n)
-
+        with mixed_fleet(directory) as fleet:
+            sim, daemon, client, deal = fleet.sim, fleet.daemon, fleet.client, fleet.deal
             state = shuffle_and_load(client, lambda: sim.hand_off(1.0), deal)
             assert state["device_trust"]["shuffler"]["warning"] == "shuffler: protocol 1.1, not authenticated"
             assert state["device_trust"]["shoe"]["warning"] is None
@@ -167,9 +186,7 @@ def test_an_attack_on_an_enrolled_shoe_stands_past_a_supervisor_until_a_technici
     host_key, _ = load_or_create_host_key(host_key_path(journal_path))
     host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
     shoe = SimulatedShoe("SHOE-A")
-    EnrolmentStore(enrolment_path(journal_path)).enrol(
-        "shoe", Enrolment(raw_public_key(shoe.identity_key.public_key()).hex(), shoe.MODEL, shoe.serial, "tech",
-                          time.time_ns()))
+    enrol_at_install(journal_path, shoe)
     try:
         config = write_config(directory, f"serial://{link}", None, devices={"shoe_protocol": "2.0"})
         with PtyEndpoint(shoe, link=link, protocol2=host) as endpoint:
@@ -214,22 +231,10 @@ def test_a_mixed_fleet_deals_a_whole_shoe() -> None:
     burned and dealt round after round until the cut card's last round is over, every card read
     through the sealed session counted at the table."""
     directory = state_dir()
-    host_key, _ = load_or_create_host_key(host_key_path(directory / "journal.sqlite3"))
-    host = Protocol2(enrolled_host_key=raw_public_key(host_key.public_key()))
-    sim = SimulatedTable(PtyEndpoint(SimulatedShuffler()), PtyEndpoint(SimulatedShoe(), protocol2=host))
     try:
-        with sim:
-            # a shoe of rounds polls STATE faster than a client's default rate
-            config = write_config(directory, sim.shoe.url, sim.shuffler.url, devices={"shoe_protocol": "2.0"},
-                                  api={"rate": 2000})
-            daemon = Daemon(["--config", str(config)], directory / "cardd.sock")
-            client = daemon.client()
-            client.wait_state(lambda s: bool(refused(s)))
-            client.ok("enroll", device="shoe", fingerprint=key_of(sim.shoe.device))
-
-            def deal(n: int) -> None:
-                sim.shoe.call(sim.shoe.device.deal, n)
-
+        # a shoe of rounds polls STATE faster than a client's default rate
+        with mixed_fleet(directory, api={"rate": 2000}) as fleet:
+            sim, daemon, client, deal = fleet.sim, fleet.daemon, fleet.client, fleet.deal
             state = shuffle_and_load(client, lambda: sim.hand_off(0.75), deal)  # the cut card 3/4 in
             rounds = 0
             while state["shoe"]["state"] != "complete":

@@ -25,11 +25,16 @@ function floorAlarmAge(alarm) {
   return (Date.now() - Date.parse(alarm.raised_at)) / 1000;
 }
 
+/** The table's rounds this hour against the target (an offline table has none to keep). */
+function paceOf(table) {
+  return pace(table.rounds_this_hour, table.online ? target : 0);
+}
+
 function tile(table, own) {
   const open = own.filter((a) => a.state === "open");
   const state = activity(table);
   const why = attention(table, open);
-  const speed = pace(table.rounds_this_hour, table.online ? target : 0);
+  const speed = paceOf(table);
   const devices = (table.devices || []).map((d) =>
     el("li", { class: d.connected ? "" : "bad" }, `${d.role}: ${d.state}${d.connected ? "" : " (disconnected)"}`));
   const tableAlarms = (table.alarms || []).map((a) =>
@@ -113,7 +118,7 @@ function paint() {
     const before = tiles.get(k);
     // a tile that reads the same is kept (one made again for its ages every 10 s, say)
     tiles.set(k, { node: before && before.node.isEqualNode(node) ? before.node : node, need, pit: pitOf(table), table,
-      behind: pace(table.rounds_this_hour, table.online ? target : 0).behind });
+      behind: paceOf(table).behind });
   }
   dirty.clear();
   allDirty = false;
@@ -234,7 +239,7 @@ async function main() {
       if (table.backlog || (table.alarms && table.alarms.length)) dirty.add(k);
       // and a table falling behind pace as the hour goes on, with no change of its own
       const shown = tiles.get(k);
-      if (shown && shown.behind !== pace(table.rounds_this_hour, table.online ? target : 0).behind) dirty.add(k);
+      if (shown && shown.behind !== paceOf(table).behind) dirty.add(k);
     }
     schedulePaint();
   }, 10000);
